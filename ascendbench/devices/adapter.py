@@ -1,0 +1,192 @@
+"""The device adapter: everything a job needs from a device, behind one small object.
+
+Configured by ``conf/device/*.yaml`` (``_target_`` = :class:`DeviceAdapter` or :func:`auto_select`).
+Per-type behaviour comes from the lookup tables in :mod:`ascendbench.devices.runtime` and below.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import platform
+import resource
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import torch
+
+from ascendbench.devices.runtime import ALLOWED_DEVICES, load_runtime, probe
+from ascendbench.errors import ConfigError, DeviceUnavailableError
+
+log = logging.getLogger(__name__)
+
+_MB = 1024.0 * 1024.0
+
+
+def _set_cuda_hf32(runtime: Any, allow: bool) -> dict[str, bool]:
+    torch.backends.cuda.matmul.allow_tf32 = allow
+    torch.backends.cudnn.allow_tf32 = allow
+    return {"cuda.matmul.allow_tf32": allow, "cudnn.allow_tf32": allow}
+
+
+def _set_npu_hf32(runtime: Any, allow: bool) -> dict[str, bool]:
+    runtime.matmul.allow_hf32 = allow
+    runtime.conv.allow_hf32 = allow
+    return {"npu.matmul.allow_hf32": allow, "npu.conv.allow_hf32": allow}
+
+
+# Reduced-precision float32 (TF32 on CUDA, HF32 on Ascend) changes float32 results; off by default.
+_HF32_SWITCHES: dict[str, Callable[[Any, bool], dict[str, bool]]] = {
+    "cuda": _set_cuda_hf32,
+    "npu": _set_npu_hf32,
+}
+
+
+class DeviceAdapter:
+    """A device of type ``cpu``, ``cuda`` or ``npu``: timing sync, events, memory and identity.
+
+    Args:
+        name: device type (``cpu``, ``cuda``, ``npu``).
+        index: device ordinal for accelerators.
+        env: environment variables set before the device runtime initialises
+            (e.g. ``PYTORCH_NPU_ALLOC_CONF``); ``null`` values are left alone.
+        allow_hf32: allow TF32/HF32 reduced-precision float32 matmul and convolution.
+        requested: what the user asked for (``auto`` when this adapter was chosen automatically).
+
+    Raises:
+        ConfigError: ``name`` is not a known device type.
+        DeviceUnavailableError: the device runtime is missing or shows no device.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        index: int = 0,
+        env: Mapping[str, Any] | None = None,
+        allow_hf32: bool = False,
+        requested: str | None = None,
+    ) -> None:
+        if name not in ALLOWED_DEVICES or name == "auto":
+            raise ConfigError(
+                f"device.name={name!r} is not a device type; allowed: cpu, cuda, npu "
+                f"(or the option device=auto). Fix the override, e.g. `device=cpu`."
+            )
+        self.name = name
+        self.index = int(index)
+        self.requested = requested or name
+        self.env_set = _apply_env(env or {})
+        self.runtime = None if name == "cpu" else load_runtime(name)
+        self.precision_switches = self._set_hf32(allow_hf32)
+
+    def _set_hf32(self, allow: bool) -> dict[str, bool]:
+        setter = _HF32_SWITCHES.get(self.name)
+        return setter(self.runtime, allow) if setter else {}
+
+    @property
+    def torch_device(self) -> torch.device:
+        """The ``torch.device`` tensors and modules are moved to."""
+        return torch.device("cpu") if self.runtime is None else torch.device(self.name, self.index)
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on the device has finished (no-op on CPU)."""
+        if self.runtime is not None:
+            self.runtime.synchronize(self.torch_device)
+
+    def new_event(self) -> Any | None:
+        """A timing event of the device runtime, or ``None`` where the device has none (CPU)."""
+        return None if self.runtime is None else self.runtime.Event(enable_timing=True)
+
+    def reset_peak_memory(self) -> None:
+        """Start a new peak-memory window (device allocator, or the host's peak RSS on CPU)."""
+        if self.runtime is None:
+            _reset_host_peak_rss()
+        else:
+            self.runtime.reset_peak_memory_stats(self.torch_device)
+
+    def peak_memory_mb(self) -> dict[str, Any]:
+        """Peak memory since :meth:`reset_peak_memory`, in MiB, with the scope it was measured in."""
+        if self.runtime is None:
+            return {"peak_rss_mb": host_peak_rss_mb(), "scope": "host process peak RSS (cpu device)"}
+        return {
+            "peak_allocated_mb": self.runtime.max_memory_allocated(self.torch_device) / _MB,
+            "peak_reserved_mb": self.runtime.max_memory_reserved(self.torch_device) / _MB,
+            "scope": f"{self.name}:{self.index} caching allocator",
+        }
+
+    def device_name(self) -> str:
+        """Human-readable name of the device (the CPU model on CPU)."""
+        if self.runtime is None:
+            return cpu_model_name()
+        return str(self.runtime.get_device_name(self.index))
+
+    def info(self) -> dict[str, Any]:
+        """What the record keeps about the device and its settings."""
+        return {
+            "type": self.name,
+            "index": self.index,
+            "requested": self.requested,
+            "name": self.device_name(),
+            "torch_device": str(self.torch_device),
+            "precision_switches": self.precision_switches,
+            "env_set": self.env_set,
+            "cpu_threads": torch.get_num_threads(),
+        }
+
+
+def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto", **kwargs: Any) -> DeviceAdapter:
+    """``device=auto``: the first available device type in ``order``; the choice is logged.
+
+    Raises:
+        DeviceUnavailableError: none of the listed types is available.
+    """
+    reasons = []
+    for name in order:
+        usable, why = probe(name)
+        if usable:
+            log.info("device=auto chose %s (%s)", name, "; ".join(reasons) or "first in order")
+            return DeviceAdapter(name, requested="auto", **kwargs)
+        reasons.append(f"{name}: {why}")
+    raise DeviceUnavailableError(
+        f"device=auto found none of {list(order)} usable: {'; '.join(reasons)}. "
+        "Add cpu to device.order or choose a device explicitly, e.g. `device=cpu`."
+    )
+
+
+def _apply_env(env: Mapping[str, Any]) -> dict[str, str]:
+    applied = {}
+    for key, value in env.items():
+        if value is None:
+            continue
+        os.environ[str(key)] = str(value)
+        applied[str(key)] = str(value)
+    return applied
+
+
+def _reset_host_peak_rss() -> None:
+    """Reset the kernel's peak-RSS mark of this process (Linux ``clear_refs`` 5); best effort."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        log.debug("cannot reset the peak RSS mark; host peak memory covers the process lifetime")
+
+
+def host_peak_rss_mb() -> float:
+    """Peak resident set size of this process in MiB (``VmHWM``, else ``ru_maxrss``)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def cpu_model_name() -> str:
+    """The CPU model string (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

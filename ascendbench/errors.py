@@ -1,0 +1,58 @@
+"""The typed errors of ascendbench.
+
+Every error a user can act on derives from :class:`AscendBenchError`. Its message is one paragraph:
+what was wrong (the config key, the file, the value), what is allowed, and what to run or set.
+The job runner prints that paragraph, writes it into the ``failed`` record and keeps the traceback
+for the job log only.
+"""
+
+
+class AscendBenchError(Exception):
+    """Base class of the errors whose message is written for the user.
+
+    Attributes:
+        reason: short machine-readable cause written into the record (e.g. ``device_unavailable``).
+    """
+
+    reason = "error"
+
+
+class ConfigError(AscendBenchError):
+    """A configuration value is missing, of the wrong kind or outside what is allowed."""
+
+    reason = "config"
+
+
+class DeviceUnavailableError(AscendBenchError):
+    """The requested device (or its runtime package) is not usable on this host.
+
+    Attributes:
+        short: a one-line cause, used where several devices are probed (``device=auto``).
+    """
+
+    reason = "device_unavailable"
+    short = "unavailable"
+
+
+class WeightsNotFoundError(AscendBenchError):
+    """``model.weights=required`` and no weights were found at ``model.source``."""
+
+    reason = "weights_not_found"
+
+
+class WeightsLoadError(AscendBenchError):
+    """Weights were found but could not be read or do not fit the configured architecture."""
+
+    reason = "weights_invalid"
+
+
+class TaskError(AscendBenchError):
+    """The task cannot build its inputs or run the model with the given preset."""
+
+    reason = "task"
+
+
+class MetricError(AscendBenchError):
+    """Reference and device outputs cannot be compared (names or shapes differ)."""
+
+    reason = "metric"

@@ -1,0 +1,104 @@
+"""Where weights come from: a local directory, a local file, or a hub id resolved with huggingface_hub.
+
+``HF_ENDPOINT`` (mirrors) and ``HF_HUB_OFFLINE`` are honoured by huggingface_hub itself; the local
+cache is always tried first, so a cached snapshot is used without touching the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+WEIGHT_PATTERNS = ("*.json", "*.safetensors")
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """Weights found on disk: ``kind`` is ``dir`` or ``file``; ``origin`` says how they were found."""
+
+    kind: str
+    path: Path
+    origin: str
+    files: tuple[Path, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class NotFound:
+    """No weights: the reason, written for the user, and what was looked at."""
+
+    reason: str
+
+
+def hub_offline() -> bool:
+    """True when huggingface_hub is told not to reach the network (``HF_HUB_OFFLINE``)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def looks_like_hub_id(source: str) -> bool:
+    """``owner/name`` that is not an existing or explicitly local path."""
+    return bool(_HUB_ID.match(source)) and not source.startswith((".", "/", "~"))
+
+
+def resolve_source(source: str | None, subfolder: str | None = None, revision: str | None = None):
+    """Find weights for ``model.source``; return :class:`ResolvedSource` or :class:`NotFound`."""
+    if not source:
+        return NotFound("model.source is empty")
+    path = Path(os.path.expanduser(str(source)))
+    if path.exists():
+        return _local(path, subfolder)
+    if not looks_like_hub_id(str(source)):
+        return NotFound(f"the local path {path} does not exist")
+    return _from_hub(str(source), subfolder, revision)
+
+
+def _local(path: Path, subfolder: str | None) -> ResolvedSource | NotFound:
+    if path.is_file():
+        if path.suffix != ".safetensors":
+            return NotFound(f"{path} is not a .safetensors file (only safetensors weights are read)")
+        return ResolvedSource("file", path.resolve(), "local file", (path.resolve(),))
+    root = path / subfolder if subfolder else path
+    files = tuple(sorted(root.glob("*.safetensors")))
+    if not (root / "config.json").is_file() or not files:
+        return NotFound(f"{root} has no config.json with *.safetensors weights beside it")
+    return ResolvedSource("dir", path.resolve(), "local directory", files)
+
+
+def _from_hub(repo_id: str, subfolder: str | None, revision: str | None) -> ResolvedSource | NotFound:
+    from huggingface_hub import snapshot_download
+
+    patterns = [f"{subfolder}/{p}" if subfolder else p for p in WEIGHT_PATTERNS]
+    attempts = [True] if hub_offline() else [True, False]
+    reasons = []
+    for local_only in attempts:
+        try:
+            snapshot = snapshot_download(
+                repo_id, revision=revision, allow_patterns=patterns, local_files_only=local_only
+            )
+        except Exception as exc:  # huggingface_hub raises many unrelated types for "not there"
+            reasons.append(f"{'cache' if local_only else 'hub'}: {type(exc).__name__}: {str(exc)[:200]}")
+            continue
+        found = _local(Path(snapshot), subfolder)
+        if isinstance(found, ResolvedSource):
+            origin = f"hub {repo_id} ({'local cache' if local_only else 'downloaded'})"
+            return ResolvedSource(found.kind, found.path, origin, found.files)
+        reasons.append(found.reason)
+    mode = "offline (HF_HUB_OFFLINE=1), nothing cached" if hub_offline() else "cache and hub both failed"
+    return NotFound(f"hub id {repo_id!r}: {mode}; " + " | ".join(reasons))
+
+
+def files_digest(files: tuple[Path, ...], chunk: int = 1 << 24) -> str:
+    """SHA256 over the names and bytes of ``files`` (sorted), as ``sha256:<hex>``."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        digest.update(path.name.encode())
+        with open(path, "rb") as handle:
+            while block := handle.read(chunk):
+                digest.update(block)
+    return "sha256:" + digest.hexdigest()

@@ -1,0 +1,113 @@
+"""``record.json``: the one file a job leaves behind, written atomically at every stage.
+
+The record is written when the job starts (``status: running``) and rewritten as stages finish, so a
+job killed mid-way never leaves a record that looks ``ok``. Fields follow the user-facing contract of
+DESIGN.md: status, error, config, env, weights, metrics, verdict, bench, baseline, artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RECORD_NAME = "record.json"
+SCHEMA_VERSION = 1
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON values: NaN becomes null, infinities the strings "inf"/"-inf"."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return str(value)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` through a temp file in the same directory and an atomic rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(_jsonable(data), handle, indent=2, allow_nan=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """Read a record (a directory containing ``record.json`` or the file itself)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / RECORD_NAME
+    return json.loads(path.read_text())
+
+
+class RecordWriter:
+    """Holds a job's record in memory and rewrites ``<job_dir>/record.json`` on every change."""
+
+    def __init__(self, job_dir: Path, config: dict[str, Any]) -> None:
+        self.job_dir = Path(job_dir)
+        self.path = self.job_dir / RECORD_NAME
+        self._t0 = time.time()
+        self.data: dict[str, Any] = {
+            "schema": SCHEMA_VERSION,
+            "status": "running",
+            "error": None,
+            "verdict": None,
+            "job": {},
+            "config": config,
+            "env": {},
+            "weights": None,
+            "inputs": {},
+            "baseline": None,
+            "metrics": {},
+            "bench": None,
+            "artifacts": {},
+            "warnings": [],
+            "timing": {"started_at": _iso(self._t0), "finished_at": None, "duration_s": None},
+        }
+
+    def update(self, **fields: Any) -> None:
+        """Set top-level fields and rewrite the file."""
+        self.data.update(fields)
+        self.write()
+
+    def warn(self, message: str) -> None:
+        """Append a warning shown in the summary and the report."""
+        self.data["warnings"].append(message)
+        self.write()
+
+    def finish(self, status: str, error: BaseException | None = None, reason: str | None = None) -> None:
+        """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write."""
+        self.data["status"] = status
+        if error is not None:
+            self.data["error"] = {"type": type(error).__name__, "reason": reason, "message": str(error)}
+        now = time.time()
+        self.data["timing"].update(finished_at=_iso(now), duration_s=now - self._t0)
+        self.write()
+
+    def write(self) -> None:
+        """Rewrite ``record.json`` atomically."""
+        write_json_atomic(self.path, self.data)
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(ts))

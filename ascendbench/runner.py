@@ -1,0 +1,210 @@
+"""One job, stage by stage; every stage's result lands in the record as soon as it is known.
+
+    device -> dtype -> model -> task inputs -> CPU reference -> device bench -> metrics -> artifacts
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from ascendbench.artifacts import save_images, save_tensors
+from ascendbench.baseline import compute_reference, reference_dtype
+from ascendbench.bench import run_bench
+from ascendbench.confdir import load_option
+from ascendbench.env import environment
+from ascendbench.errors import AscendBenchError, ConfigError
+from ascendbench.metrics import merge_rules, worst
+from ascendbench.record import RecordWriter
+from ascendbench.summary import print_summary
+from ascendbench.tasks import describe
+
+log = logging.getLogger(__name__)
+
+
+class _EmptyKeepInFloat32Filter(logging.Filter):
+    """Drop diffusers' warning about modules to keep in float32 when that list is empty."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("There are modules in") or ": []." not in record.getMessage()
+
+
+logging.getLogger("diffusers.models.modeling_utils").addFilter(_EmptyKeepInFloat32Filter())
+
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+HALF_ON_CPU = (
+    "dtype={dtype} on cpu: half-precision convolutions on CPUs without AVX512-BF16/AMX run about 170x "
+    "slower than float32 (measured on a 2-core AVX2 host: one 384-channel 3x3 conv at 32x32 took 22 ms "
+    "in float32, 3.8 s in bfloat16, 4.3 s in float16); use a tiny model or dtype=float32 on CPU"
+)
+
+
+def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
+    """``instantiate`` a config node; our own errors pass through, others name the config key."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        if isinstance(exc.__cause__, AscendBenchError):
+            raise exc.__cause__ from None
+        raise ConfigError(
+            f"{key} could not be built from _target_={node.get('_target_')!r}: {exc}. Check the keys "
+            f"under {key} against the signature of its _target_ (`--cfg job` prints them)."
+        ) from exc
+
+
+def resolve_dtype(dtype_cfg: DictConfig, device_type: str) -> DictConfig:
+    """The dtype option in force: ``auto`` becomes the device's choice, loaded from its own file."""
+    name = dtype_cfg.name
+    if name == "auto":
+        chosen = OmegaConf.select(dtype_cfg, f"by_device.{device_type}")
+        resolved = load_option("dtype", chosen)
+        log.info("dtype=auto chose %s for device %s", chosen, device_type)
+        return resolved
+    if name not in TORCH_DTYPES:
+        raise ConfigError(
+            f"dtype.name={name!r} is not supported; allowed: {', '.join(TORCH_DTYPES)} or auto. "
+            "Choose the option on the command line, e.g. `dtype=float16`."
+        )
+    return dtype_cfg
+
+
+def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
+    """Run one composed job and return its final record (also written to ``job_dir``)."""
+    writer = RecordWriter(job_dir, OmegaConf.to_container(cfg, resolve=True))
+    writer.update(env=environment())
+    try:
+        _execute(cfg, Path(job_dir), writer)
+    except KeyboardInterrupt as exc:
+        writer.finish("interrupted", exc, reason="interrupted")
+        raise
+    except AscendBenchError as exc:
+        _fail(writer, exc, exc.reason)
+    except Exception as exc:  # anything else still leaves a failed record and a log
+        _fail(writer, exc, "unexpected")
+    return writer.data
+
+
+def _fail(writer: RecordWriter, exc: BaseException, reason: str) -> None:
+    log.debug("traceback of the failure:\n%s", "".join(traceback.format_exception(exc)))
+    writer.finish("failed", exc, reason=reason)
+    log.error("job failed (%s): %s\n  record: %s\n  full log with traceback: %s", type(exc).__name__, exc,
+              writer.path, writer.job_dir / "ascendbench.log")
+
+
+def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
+    adapter = build(cfg.device, "device")
+    dtype_cfg = resolve_dtype(cfg.dtype, adapter.name)
+    device_dtype = TORCH_DTYPES[dtype_cfg.name]
+    writer.update(job=_job_fields(cfg, adapter, dtype_cfg))
+    writer.data["env"]["device"] = adapter.info()
+    if adapter.name == "cpu" and device_dtype != torch.float32:
+        log.warning(HALF_ON_CPU.format(dtype=dtype_cfg.name))
+        writer.warn(HALF_ON_CPU.format(dtype=dtype_cfg.name))
+    if cfg.dry_run:
+        _dry_run(cfg, adapter, dtype_cfg)
+        writer.finish("ok")
+        return
+
+    loaded = build(cfg.model.loader, "model.loader").load(
+        cfg.model.source, cfg.model.weights, cfg.model.init_seed, cfg.model.get("revision"))
+    writer.update(weights={**loaded.weights, "load_seconds": loaded.load_seconds})
+    if loaded.weights["kind"] == "random-init":
+        writer.warn(f"weights: random-init (seed {loaded.weights['init_seed']}): {loaded.weights['reason']}")
+
+    task = build(cfg.model.task, "model.task")
+    inputs = task.make_inputs(cfg.preset, cfg.seed)
+    writer.update(inputs=describe(inputs))
+
+    reference = _reference(cfg, loaded.module, task, inputs, device_dtype, writer)
+    device_outputs, bench = _device_run(cfg, loaded.module, task, inputs, adapter, device_dtype)
+    writer.update(bench=bench)
+
+    if reference is not None:
+        metrics = _evaluate(cfg, dtype_cfg, reference, device_outputs)
+        writer.update(metrics=metrics, verdict=worst(m.get("verdict") for m in metrics.values()))
+    writer.update(artifacts=_save_artifacts(job_dir, task, inputs, reference, device_outputs))
+    writer.finish("ok")
+    print_summary(writer.data, writer.path)
+
+
+def _job_fields(cfg: DictConfig, adapter: Any, dtype_cfg: DictConfig) -> dict[str, Any]:
+    return {
+        "model": cfg.model.name,
+        "task": OmegaConf.select(cfg, "model.task._target_"),
+        "device": adapter.name,
+        "device_requested": cfg.device.name,
+        "dtype": dtype_cfg.name,
+        "dtype_requested": cfg.dtype.name,
+        "preset": cfg.preset.name,
+        "seed": int(cfg.seed),
+        "batch_size": int(cfg.preset.batch_size),
+        "height": int(cfg.preset.height),
+        "width": int(cfg.preset.width),
+    }
+
+
+def _dry_run(cfg: DictConfig, adapter: Any, dtype_cfg: DictConfig) -> None:
+    print(OmegaConf.to_yaml(cfg, resolve=True))
+    print(f"dry run: device {adapter.name} ({adapter.device_name()}), dtype {dtype_cfg.name}, "
+          f"model {cfg.model.name} from {cfg.model.source!r} (weights={cfg.model.weights}); nothing loaded.")
+
+
+def _reference(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
+               device_dtype: torch.dtype, writer: RecordWriter) -> dict[str, torch.Tensor] | None:
+    if not cfg.baseline.enabled:
+        writer.update(baseline={"skipped": "baseline.enabled=false (performance-only run)"})
+        writer.update(metrics={"regression": {"skipped": "no CPU reference (baseline.enabled=false)"}})
+        return None
+    precision = reference_dtype(cfg.baseline.reference, device_dtype)
+    outputs, info = compute_reference(module, task, inputs, precision)
+    writer.update(baseline=info)
+    writer.data["job"]["reference_dtype"] = info["precision"]
+    return outputs
+
+
+def _device_run(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
+                adapter: Any, dtype: torch.dtype) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    device = adapter.torch_device
+    log.info("device run on %s in %s ...", device, str(dtype).replace("torch.", ""))
+    module.to(device=device, dtype=dtype)
+    moved = {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
+             for k, v in inputs.items()}
+    bench_cfg = cfg.bench
+    iters = int(bench_cfg.iters) if bench_cfg.enabled else 1
+    result = run_bench(lambda: task.run(module, moved), adapter, warmup=int(bench_cfg.warmup) if bench_cfg.enabled else 0,
+                       iters=iters, max_time_s=float(bench_cfg.max_time_s))
+    outputs = {k: v.detach().to("cpu") for k, v in result.first_outputs.items()}
+    return outputs, result.to_dict(task.items_per_call(inputs), task.unit)
+
+
+def _evaluate(cfg: DictConfig, dtype_cfg: DictConfig, reference: Mapping[str, torch.Tensor],
+              device_outputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    evaluator = build(cfg.metric, "metric")
+    plain = lambda node: OmegaConf.to_container(node, resolve=True) if node is not None else None  # noqa: E731
+    rules = merge_rules(plain(dtype_cfg.get("thresholds")), plain(cfg.model.get("thresholds")))
+    return evaluator.evaluate(reference, device_outputs, rules, atol=float(dtype_cfg.atol), rtol=float(dtype_cfg.rtol))
+
+
+def _save_artifacts(job_dir: Path, task: Any, inputs: Mapping[str, torch.Tensor],
+                    reference: Mapping[str, torch.Tensor] | None,
+                    device_outputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    rel = lambda p: str(Path(p).relative_to(job_dir))  # noqa: E731
+    artifacts: dict[str, Any] = {
+        "inputs": rel(save_tensors(job_dir / "tensors" / "inputs.safetensors", inputs)),
+        "device_outputs": rel(save_tensors(job_dir / "tensors" / "device.safetensors", device_outputs)),
+    }
+    if reference is not None:
+        artifacts["reference_outputs"] = rel(save_tensors(job_dir / "tensors" / "reference.safetensors", reference))
+    if task.output_kind == "image":
+        for name, batch in device_outputs.items():
+            artifacts[f"{name}_device_png"] = [rel(p) for p in save_images(job_dir / "images", f"{name}_device", batch)]
+            if reference is not None:
+                artifacts[f"{name}_reference_png"] = [rel(p) for p in save_images(job_dir / "images", f"{name}_reference", reference[name])]
+    return artifacts

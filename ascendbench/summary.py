@@ -1,0 +1,50 @@
+"""The compact summary printed at the end of a job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+KEY_METRICS = ("mean_rel_err", "max_abs_err", "cosine", "psnr_db")
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[str]:
+    """The summary as lines of text, built only from the record."""
+    job, weights = record.get("job", {}), record.get("weights") or {}
+    lines = [
+        f"model     {job.get('model')}  preset {job.get('preset')}  seed {job.get('seed')}",
+        f"device    {job.get('device')} (requested {job.get('device_requested')})  dtype {job.get('dtype')}"
+        f" (requested {job.get('dtype_requested')})  reference {job.get('reference_dtype', 'none')}",
+        f"weights   {weights.get('kind')}  {weights.get('digest') or 'seed ' + str(weights.get('init_seed'))}",
+    ]
+    metrics = record.get("metrics") or {}
+    shown = [f"{k} {_fmt(m['value'])}" + (f" [{m['verdict']} {m['rule']}]" if m.get("verdict") else "")
+             for k, m in metrics.items() if k.split("/")[-1] in KEY_METRICS and "value" in m]
+    lines.append(f"verdict   {record.get('verdict') or 'n/a'}   " + "; ".join(shown))
+    bench = record.get("bench") or {}
+    if bench:
+        lat, thr = bench["latency"], bench["throughput"]
+        lines.append(f"latency   median {_fmt(lat['median_ms'])} ms  p90 {_fmt(lat['p90_ms'])} ms  "
+                     f"cold {_fmt(bench['cold_ms'])} ms  ({lat['count']} timed)  "
+                     f"throughput {_fmt(thr['value'])} {thr['unit']}")
+        mem = {k: v for k, v in bench["memory"].items() if k.endswith("_mb")}
+        lines.append("memory    " + "  ".join(f"{k} {_fmt(v)}" for k, v in mem.items())
+                     + f"  ({bench['memory'].get('scope')})")
+    lines += [f"warning   {w}" for w in record.get("warnings", [])]
+    lines.append(f"record    {record_path}")
+    return lines
+
+
+def print_summary(record: Mapping[str, Any], record_path: Path | str) -> None:
+    """Print the summary block to stdout."""
+    lines = summary_lines(record, record_path)
+    width = min(100, max(len(line) for line in lines))
+    print("=" * width + "\nascendbench summary\n" + "-" * width)
+    print("\n".join(lines))
+    print("=" * width, flush=True)
