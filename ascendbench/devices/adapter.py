@@ -90,7 +90,7 @@ class DeviceAdapter:
     def synchronize(self) -> None:
         """Wait until all work queued on the device has finished (no-op on CPU)."""
         if self.runtime is not None:
-            self.runtime.synchronize(self.torch_device)
+            self.runtime.synchronize(self.index)
 
     def new_event(self) -> Any | None:
         """A timing event of the device runtime, or ``None`` where the device has none (CPU)."""
@@ -101,15 +101,15 @@ class DeviceAdapter:
         if self.runtime is None:
             _reset_host_peak_rss()
         else:
-            self.runtime.reset_peak_memory_stats(self.torch_device)
+            self.runtime.reset_peak_memory_stats(self.index)
 
     def peak_memory_mb(self) -> dict[str, Any]:
         """Peak memory since :meth:`reset_peak_memory`, in MiB, with the scope it was measured in."""
         if self.runtime is None:
             return {"peak_rss_mb": host_peak_rss_mb(), "scope": "host process peak RSS (cpu device)"}
         return {
-            "peak_allocated_mb": self.runtime.max_memory_allocated(self.torch_device) / _MB,
-            "peak_reserved_mb": self.runtime.max_memory_reserved(self.torch_device) / _MB,
+            "peak_allocated_mb": self.runtime.max_memory_allocated(self.index) / _MB,
+            "peak_reserved_mb": self.runtime.max_memory_reserved(self.index) / _MB,
             "scope": f"{self.name}:{self.index} caching allocator",
         }
 
@@ -126,7 +126,7 @@ class DeviceAdapter:
             "index": self.index,
             "requested": self.requested,
             "name": self.device_name(),
-            "torch_device": str(self.torch_device),
+            "torch_device": "cpu" if self.runtime is None else f"{self.name}:{self.index}",
             "precision_switches": self.precision_switches,
             "env_set": self.env_set,
             "cpu_threads": torch.get_num_threads(),

@@ -120,15 +120,25 @@ class DiffusersLoader:
 
         module = cls.from_config(self.architecture)
         state = load_file(str(found.path))
-        missing, unexpected = module.load_state_dict(state, strict=False)
-        if missing or unexpected:
-            raise WeightsLoadError(
-                f"{found.path} does not fit {self.class_path} with model.loader.architecture: "
-                f"{len(missing)} missing keys (first: {list(missing)[:5]}), {len(unexpected)} unexpected "
-                f"keys (first: {list(unexpected)[:5]}). Point model.source at the matching checkpoint "
-                "or fix the architecture in the model config."
-            )
+        _check_state_dict(module.state_dict(), state, found, self.class_path)
+        module.load_state_dict(state, strict=True)
         return module
+
+
+def _check_state_dict(expected: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor],
+                      found: ResolvedSource, class_path: str) -> None:
+    """Strict-load check listing missing, unexpected and mis-shaped tensors all at once."""
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(expected[k].shape)}"
+              for k in sorted(set(state) & set(expected)) if state[k].shape != expected[k].shape]
+    if missing or unexpected or shapes:
+        raise WeightsLoadError(
+            f"{found.path} does not fit {class_path} with model.loader.architecture: "
+            f"{len(missing)} missing keys (first: {missing[:5]}), {len(unexpected)} unexpected keys "
+            f"(first: {unexpected[:5]}), {len(shapes)} shape mismatches (first: {shapes[:3]}). Point "
+            "model.source at the matching checkpoint or fix the architecture in the model config."
+        )
 
 
 def _loaded_info(found: ResolvedSource) -> dict[str, Any]:

@@ -1,0 +1,100 @@
+"""Device adapters: CPU, the npu error without torch_npu, auto choice, and the runtime table seam."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from ascendbench.devices import DeviceAdapter, auto_select, runtime
+from ascendbench.errors import ConfigError, DeviceUnavailableError
+
+
+def test_cpu_adapter_reports_host_memory_and_no_events():
+    adapter = DeviceAdapter("cpu")
+    adapter.synchronize()
+    adapter.reset_peak_memory()
+    memory = adapter.peak_memory_mb()
+    assert memory["peak_rss_mb"] > 0 and "host" in memory["scope"]
+    assert adapter.new_event() is None
+    assert adapter.torch_device == torch.device("cpu")
+    assert adapter.info()["type"] == "cpu" and adapter.info()["name"]
+
+
+def test_npu_without_torch_npu_is_one_actionable_paragraph(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "torch_npu", None)  # import fails as when absent
+    with pytest.raises(DeviceUnavailableError) as err:
+        DeviceAdapter("npu")
+    message = str(err.value)
+    assert "device=npu is not available" in message
+    assert "torch_npu" in message and "pip install 'ascendbench[npu]'" in message
+    assert "device=cpu" in message and "\n" not in message
+
+
+def test_unknown_device_type_names_the_allowed_ones():
+    with pytest.raises(ConfigError, match="allowed: cpu, cuda, npu"):
+        DeviceAdapter("tpu")
+
+
+def test_auto_falls_back_to_cpu_here(monkeypatch, caplog):
+    monkeypatch.setitem(__import__("sys").modules, "torch_npu", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with caplog.at_level("INFO"):
+        adapter = auto_select(order=["npu", "cuda", "cpu"])
+    assert adapter.name == "cpu" and adapter.requested == "auto"
+    assert "device=auto chose cpu" in caplog.text
+
+
+def test_auto_without_cpu_in_order_fails_clearly(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "torch_npu", None)
+    with pytest.raises(DeviceUnavailableError, match="Add cpu to device.order"):
+        auto_select(order=["npu"])
+
+
+class FakeRuntime:
+    """Stands in for torch.npu: the adapter must only use the shared accelerator API."""
+
+    def __init__(self):
+        self.calls = []
+        self.matmul = types.SimpleNamespace(allow_hf32=True)
+        self.conv = types.SimpleNamespace(allow_hf32=True)
+
+    def is_available(self):
+        return True
+
+    def device_count(self):
+        return 1
+
+    def synchronize(self, device):
+        self.calls.append(("synchronize", str(device)))
+
+    def reset_peak_memory_stats(self, device):
+        self.calls.append(("reset", str(device)))
+
+    def max_memory_allocated(self, device):
+        return 3 * 1024 * 1024
+
+    def max_memory_reserved(self, device):
+        return 4 * 1024 * 1024
+
+    def get_device_name(self, index):
+        return "Ascend910B4"
+
+    def Event(self, enable_timing):  # noqa: N802 - mirrors torch.npu.Event
+        return ("event", enable_timing)
+
+
+def test_npu_adapter_through_the_runtime_table(monkeypatch):
+    fake = FakeRuntime()
+    monkeypatch.setenv("PYTORCH_NPU_ALLOC_CONF", "restored-after-the-test")
+    monkeypatch.setitem(runtime.RUNTIMES, "npu", runtime.RuntimeSpec(lambda: fake, "missing", "no device"))
+    adapter = DeviceAdapter("npu", env={"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
+    adapter.synchronize()
+    adapter.reset_peak_memory()
+    assert fake.calls == [("synchronize", "0"), ("reset", "0")]
+    assert adapter.peak_memory_mb()["peak_allocated_mb"] == 3.0
+    assert adapter.device_name() == "Ascend910B4"
+    assert adapter.new_event() == ("event", True)
+    assert fake.matmul.allow_hf32 is False and fake.conv.allow_hf32 is False, "HF32 must be off by default"
+    assert adapter.info()["env_set"] == {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}
