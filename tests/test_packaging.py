@@ -1,0 +1,43 @@
+"""The package installs non-editable with its config: pkg://ascendbench.conf from any directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_subpackage_is_listed_in_pyproject():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "ascendbench").rglob("__init__.py")}
+    assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+    assert "ascendbench.conf" in listed
+
+
+def test_wheel_ships_the_config_and_runs_from_another_directory(tmp_path):
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+                            "-q", "-w", str(tmp_path / "dist")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    wheel = next((tmp_path / "dist").glob("ascendbench-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    on_disk = {f"ascendbench/conf/{p.relative_to(ROOT / 'conf')}" for p in (ROOT / "conf").rglob("*.yaml")}
+    assert on_disk <= names, f"missing from the wheel: {sorted(on_disk - names)[:5]}"
+
+    target = tmp_path / "site"
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
+                              str(wheel)], capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    run = subprocess.run([sys.executable, "-c", "import ascendbench, runpy; print(ascendbench.__file__); "
+                          "import sys; sys.argv=['ascendbench', '--help']; runpy.run_module('ascendbench', run_name='__main__')"],
+                         cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith(str(target)), "the installed copy, not the checkout, must be used"
+    assert "model: flux2_small_decoder" in run.stdout and "device: auto, cpu, cuda, npu" in run.stdout
