@@ -56,3 +56,48 @@ class MetricError(AscendBenchError):
     """Reference and device outputs cannot be compared (names or shapes differ)."""
 
     reason = "metric"
+
+
+class PatchError(AscendBenchError):
+    """A patch named in ``model.patches`` is unknown, badly configured, or cannot apply here.
+
+    The message names the patch, the check that failed and how to fix it (e.g. the package to install).
+    """
+
+    reason = "patch"
+
+
+class ReportError(AscendBenchError):
+    """The report, its README back-fill or the ``--compare`` gate got a path or option it cannot use."""
+
+    reason = "report"
+
+
+class InsufficientMemoryError(AscendBenchError):
+    """A model would not fit in the memory available; refused before anything was allocated."""
+
+    reason = "insufficient_memory"
+
+
+class UnsafeWeightsError(WeightsLoadError):
+    """A pickle checkpoint (``.bin``/``.pt``/``.ckpt``...) was found and ``model.allow_pickle`` is not set.
+
+    Unpickling runs code stored in the file; safetensors is the default and pickle needs an explicit opt-in.
+    """
+
+    reason = "pickle_refused"
+
+
+class DeviceOutOfMemoryError(AscendBenchError):
+    """The device (or host) ran out of memory during the job; the message gives the sizes to reduce."""
+
+    reason = "oom"
+
+
+class MissingPackageError(AscendBenchError):
+    """A package the chosen model needs (and ascendbench does not depend on) is not installed.
+
+    The message says how to install it (e.g. ``videoflextok`` from its git repository with ``--no-deps``).
+    """
+
+    reason = "missing_package"

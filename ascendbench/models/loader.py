@@ -10,6 +10,7 @@ Whatever happens is written into the record as ``weights: {kind: loaded | random
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -47,6 +48,14 @@ def import_class(class_path: str) -> type:
         ) from exc
 
 
+def count_params(model: Any) -> int:
+    """Parameters of a ``torch.nn.Module``, or summed over the module components of a pipeline."""
+    if isinstance(model, torch.nn.Module):
+        return int(sum(p.numel() for p in model.parameters()))
+    components = getattr(model, "components", None) or {}
+    return int(sum(count_params(c) for c in components.values() if isinstance(c, torch.nn.Module)))
+
+
 def _plain(value: Any) -> Any:
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
 
@@ -58,13 +67,16 @@ class DiffusersLoader:
         class_path: dotted path of the model class, e.g. ``diffusers.AutoencoderKLFlux2``.
         architecture: constructor config of the real checkpoint (random init and single files).
         subfolder: subfolder of a repository or directory holding ``config.json`` and weights.
+        allow_pickle: read pickle checkpoints (``.bin``/``.pt``/``.ckpt``) with
+            ``torch.load(weights_only=True)``; refused by default. ``trust_remote_code`` is never passed.
     """
 
     def __init__(self, class_path: str, architecture: Mapping[str, Any] | None = None,
-                 subfolder: str | None = None) -> None:
+                 subfolder: str | None = None, allow_pickle: bool = False) -> None:
         self.class_path = class_path
         self.architecture = dict(_plain(architecture) or {})
         self.subfolder = subfolder
+        self.allow_pickle = bool(allow_pickle)
 
     def load(self, source: str | None, weights: str = "auto", init_seed: int = 42,
              revision: str | None = None) -> LoadedModel:
@@ -79,9 +91,9 @@ class DiffusersLoader:
         if weights == "random":
             module, info = self._random(cls, init_seed, source, "model.weights=random")
         else:
-            found = resolve_source(source, self.subfolder, revision)
+            found = resolve_source(source, self.subfolder, revision, allow_pickle=self.allow_pickle)
             module, info = self._from_found(cls, found, weights, init_seed, source)
-        info["num_params"] = sum(p.numel() for p in module.parameters())
+        info["num_params"] = count_params(module)
         return LoadedModel(module.eval(), info, time.perf_counter() - start)
 
     def _from_found(self, cls: type, found: Any, weights: str, init_seed: int, source: str | None):
@@ -94,17 +106,28 @@ class DiffusersLoader:
         return self._random(cls, init_seed, source, found.reason)
 
     def _random(self, cls: type, seed: int, source: str | None, why: str):
+        from ascendbench.models.memory import MemoryEstimate, check_host_memory, count_meta_params
+
+        def build() -> torch.nn.Module:
+            return cls.from_config(self.architecture) if hasattr(cls, "from_config") else cls(**self.architecture)
+
+        estimate = MemoryEstimate(f"random-init {self.class_path}", {"model": count_meta_params(build)}, "float32")
+        check_host_memory(estimate, "Use the tiny twin of this model (`model=tiny_<name>`) or a smaller architecture.")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
-            module = cls.from_config(self.architecture) if hasattr(cls, "from_config") else cls(**self.architecture)
+            module = build()
         info = {"kind": "random-init", "source": source, "digest": None, "init_seed": int(seed), "reason": why}
         return module, info
 
     def _load(self, cls: type, found: ResolvedSource) -> torch.nn.Module:
         try:
             if found.kind == "dir":
-                return cls.from_pretrained(str(found.path), subfolder=self.subfolder, torch_dtype=torch.float32,
-                                           use_safetensors=True, local_files_only=True)
+                _check_class_name(found, self.subfolder, cls, self.class_path)
+                module, info = cls.from_pretrained(str(found.path), subfolder=self.subfolder,
+                                                   torch_dtype=torch.float32, use_safetensors=not found.pickle,
+                                                   local_files_only=True, output_loading_info=True)
+                _check_loading_info(info, found, self.class_path)
+                return module
             return self._load_single_file(cls, found)
         except (WeightsLoadError, ConfigError):
             raise
@@ -119,7 +142,7 @@ class DiffusersLoader:
         from safetensors.torch import load_file
 
         module = cls.from_config(self.architecture)
-        state = load_file(str(found.path))
+        state = _read_pickle(found.path) if found.pickle else load_file(str(found.path))
         _check_state_dict(module.state_dict(), state, found, self.class_path)
         module.load_state_dict(state, strict=True)
         return module
@@ -141,12 +164,53 @@ def _check_state_dict(expected: Mapping[str, torch.Tensor], state: Mapping[str, 
         )
 
 
+def _read_pickle(path: Any) -> Mapping[str, torch.Tensor]:
+    """A state dict from a pickle file the user allowed, through torch's restricted unpickler."""
+    state = torch.load(str(path), map_location="cpu", weights_only=True)
+    if isinstance(state, Mapping) and isinstance(state.get("state_dict"), Mapping):  # Lightning-style .ckpt
+        state = state["state_dict"]
+    if not isinstance(state, Mapping):
+        raise WeightsLoadError(f"{path} holds a {type(state).__name__}, not a state dict of tensors; save "
+                               "the model's state_dict() (preferably as safetensors) and point model.source at it.")
+    return state
+
+
+def _check_class_name(found: ResolvedSource, subfolder: str | None, cls: type, class_path: str) -> None:
+    """The directory's config.json must name this class (diffusers would only warn)."""
+    root = found.path / subfolder if subfolder else found.path
+    try:
+        declared = json.loads((root / "config.json").read_text()).get("_class_name")
+    except (OSError, ValueError) as exc:
+        raise WeightsLoadError(f"{root / 'config.json'} cannot be read as JSON ({exc}); re-download the "
+                               "model directory or point model.source at a complete one.") from exc
+    if declared and declared != cls.__name__:
+        raise WeightsLoadError(
+            f"{root} holds a {declared} checkpoint (config.json _class_name) but model.loader.class_path="
+            f"{class_path} builds {cls.__name__}: this is a checkpoint of another architecture. Point model.source "
+            "at a checkpoint of this model, or choose the model config that matches it (`model=...`)."
+        )
+
+
+def _check_loading_info(info: Mapping[str, Any], found: ResolvedSource, class_path: str) -> None:
+    """Strict load for directories: diffusers fills missing weights with random values and only warns."""
+    missing, unexpected = sorted(info.get("missing_keys") or []), sorted(info.get("unexpected_keys") or [])
+    mismatched = [str(m) for m in info.get("mismatched_keys") or []]
+    if missing or unexpected or mismatched:
+        raise WeightsLoadError(
+            f"{found.path} does not fit {class_path} strictly: {len(missing)} missing keys (first: "
+            f"{missing[:5]}), {len(unexpected)} unexpected keys (first: {unexpected[:5]}), {len(mismatched)} "
+            f"shape mismatches (first: {mismatched[:3]}). Missing weights would run as random values: point "
+            "model.source at the complete checkpoint of this architecture, or run `model.weights=random`."
+        )
+
+
 def _loaded_info(found: ResolvedSource) -> dict[str, Any]:
     return {
         "kind": "loaded",
         "source": str(found.path),
         "origin": found.origin,
         "digest": files_digest(found.files),
+        "format": "pickle" if found.pickle else "safetensors",
         "files": [p.name for p in found.files],
     }
 

@@ -2,6 +2,10 @@
 
 ``HF_ENDPOINT`` (mirrors) and ``HF_HUB_OFFLINE`` are honoured by huggingface_hub itself; the local
 cache is always tried first, so a cached snapshot is used without touching the network.
+
+Pickle checkpoints (``.bin``, ``.pt``, ``.pth``, ``.ckpt``, ``.pkl``) execute code when unpickled: they
+are refused with :class:`UnsafeWeightsError` unless the caller passes ``allow_pickle=True``
+(``model.allow_pickle=true``); safetensors files are always preferred when both are present.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ascendbench.errors import UnsafeWeightsError
+
 log = logging.getLogger(__name__)
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 WEIGHT_PATTERNS = ("*.json", "*.safetensors")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,7 @@ class ResolvedSource:
     path: Path
     origin: str
     files: tuple[Path, ...] = field(default=())
+    pickle: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,35 +54,65 @@ def looks_like_hub_id(source: str) -> bool:
     return bool(_HUB_ID.match(source)) and not source.startswith((".", "/", "~"))
 
 
-def resolve_source(source: str | None, subfolder: str | None = None, revision: str | None = None):
-    """Find weights for ``model.source``; return :class:`ResolvedSource` or :class:`NotFound`."""
+def resolve_source(source: str | None, subfolder: str | None = None, revision: str | None = None,
+                   allow_pickle: bool = False, allow_network: bool = True):
+    """Find weights for ``model.source``; return :class:`ResolvedSource` or :class:`NotFound`.
+
+    ``allow_network=False`` looks at local paths and the hub cache only (the dry-run plan).
+
+    Raises:
+        UnsafeWeightsError: only pickle weights were found and ``allow_pickle`` is false.
+    """
     if not source:
         return NotFound("model.source is empty")
     path = Path(os.path.expanduser(str(source)))
     if path.exists():
-        return _local(path, subfolder)
+        return _local(path, subfolder, allow_pickle)
     if not looks_like_hub_id(str(source)):
         return NotFound(f"the local path {path} does not exist")
-    return _from_hub(str(source), subfolder, revision)
+    return _from_hub(str(source), subfolder, revision, allow_pickle, allow_network)
 
 
-def _local(path: Path, subfolder: str | None) -> ResolvedSource | NotFound:
+def _pickle_refused(path: Path) -> UnsafeWeightsError:
+    return UnsafeWeightsError(
+        f"{path} is a pickle checkpoint ({path.suffix or 'pickle files'}): unpickling can run code stored in "
+        "the file, so ascendbench reads only safetensors by default. Convert it once (`python -c \"import torch; "
+        "from safetensors.torch import save_file; save_file(torch.load('in.bin', weights_only=True), "
+        "'out.safetensors')\"`) and point model.source at the result, or, if you trust where it came from, "
+        "set `model.allow_pickle=true` (it is then read with torch.load(weights_only=True))."
+    )
+
+
+def _local(path: Path, subfolder: str | None, allow_pickle: bool = False) -> ResolvedSource | NotFound:
     if path.is_file():
+        if path.suffix in PICKLE_SUFFIXES:
+            if not allow_pickle:
+                raise _pickle_refused(path)
+            return ResolvedSource("file", path.resolve(), "local file (pickle, model.allow_pickle=true)",
+                                  (path.resolve(),), pickle=True)
         if path.suffix != ".safetensors":
             return NotFound(f"{path} is not a .safetensors file (only safetensors weights are read)")
         return ResolvedSource("file", path.resolve(), "local file", (path.resolve(),))
     root = path / subfolder if subfolder else path
     files = tuple(sorted(root.glob("*.safetensors")))
+    pickles = tuple(sorted(p for p in root.glob("*") if p.suffix in PICKLE_SUFFIXES))
+    if (root / "config.json").is_file() and not files and pickles:
+        if not allow_pickle:
+            raise _pickle_refused(pickles[0])
+        return ResolvedSource("dir", path.resolve(), "local directory (pickle, model.allow_pickle=true)",
+                              pickles, pickle=True)
     if not (root / "config.json").is_file() or not files:
         return NotFound(f"{root} has no config.json with *.safetensors weights beside it")
     return ResolvedSource("dir", path.resolve(), "local directory", files)
 
 
-def _from_hub(repo_id: str, subfolder: str | None, revision: str | None) -> ResolvedSource | NotFound:
+def _from_hub(repo_id: str, subfolder: str | None, revision: str | None, allow_pickle: bool = False,
+              allow_network: bool = True) -> ResolvedSource | NotFound:
     from huggingface_hub import snapshot_download
 
-    patterns = [f"{subfolder}/{p}" if subfolder else p for p in WEIGHT_PATTERNS]
-    attempts = [True] if hub_offline() else [True, False]
+    suffixes = WEIGHT_PATTERNS + tuple(f"*{s}" for s in PICKLE_SUFFIXES) * bool(allow_pickle)
+    patterns = [f"{subfolder}/{p}" if subfolder else p for p in suffixes]
+    attempts = [True] if hub_offline() or not allow_network else [True, False]
     reasons = []
     for local_only in attempts:
         try:
@@ -84,12 +122,13 @@ def _from_hub(repo_id: str, subfolder: str | None, revision: str | None) -> Reso
         except Exception as exc:  # huggingface_hub raises many unrelated types for "not there"
             reasons.append(f"{'cache' if local_only else 'hub'}: {type(exc).__name__}: {str(exc)[:200]}")
             continue
-        found = _local(Path(snapshot), subfolder)
+        found = _local(Path(snapshot), subfolder, allow_pickle)
         if isinstance(found, ResolvedSource):
             origin = f"hub {repo_id} ({'local cache' if local_only else 'downloaded'})"
-            return ResolvedSource(found.kind, found.path, origin, found.files)
+            return ResolvedSource(found.kind, found.path, origin, found.files, found.pickle)
         reasons.append(found.reason)
-    mode = "offline (HF_HUB_OFFLINE=1), nothing cached" if hub_offline() else "cache and hub both failed"
+    mode = ("offline (HF_HUB_OFFLINE=1), nothing cached" if hub_offline() else
+            "not in the local cache (network not tried)" if not allow_network else "cache and hub both failed")
     return NotFound(f"hub id {repo_id!r}: {mode}; " + " | ".join(reasons))
 
 
