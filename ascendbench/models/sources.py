@@ -120,7 +120,7 @@ def _from_hub(repo_id: str, subfolder: str | None, revision: str | None, allow_p
                 repo_id, revision=revision, allow_patterns=patterns, local_files_only=local_only
             )
         except Exception as exc:  # huggingface_hub raises many unrelated types for "not there"
-            reasons.append(f"{'cache' if local_only else 'hub'}: {type(exc).__name__}: {str(exc)[:200]}")
+            reasons.append(_hub_failure(local_only, exc))
             continue
         found = _local(Path(snapshot), subfolder, allow_pickle)
         if isinstance(found, ResolvedSource):
@@ -130,6 +130,14 @@ def _from_hub(repo_id: str, subfolder: str | None, revision: str | None, allow_p
     mode = ("offline (HF_HUB_OFFLINE=1), nothing cached" if hub_offline() else
             "not in the local cache (network not tried)" if not allow_network else "cache and hub both failed")
     return NotFound(f"hub id {repo_id!r}: {mode}; " + " | ".join(reasons))
+
+
+def _hub_failure(local_only: bool, exc: Exception) -> str:
+    """One short line per failed attempt (huggingface_hub messages span several lines)."""
+    if local_only:
+        return "not in the local hub cache"
+    first_line = (str(exc).strip().splitlines() or [""])[0]
+    return f"hub not reachable or repo not found ({type(exc).__name__}: {first_line[:120]})"
 
 
 def files_digest(files: tuple[Path, ...], chunk: int = 1 << 24) -> str:
