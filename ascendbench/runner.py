@@ -17,7 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.artifacts import save_images, save_tensors
 from ascendbench.baseline import compute_reference, reference_dtype
-from ascendbench.bench import run_bench
+from ascendbench.bench import MemoryDelta, tensor_bytes_mb
+from ascendbench.bench.measure import attach_phase_timer, measure
 from ascendbench.confdir import load_option
 from ascendbench.env import environment
 from ascendbench.errors import AscendBenchError, ConfigError
@@ -171,17 +172,18 @@ def _reference(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Mapp
 
 def _device_run(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
                 adapter: Any, dtype: torch.dtype) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    device = adapter.torch_device
-    log.info("device run on %s in %s ...", device, str(dtype).replace("torch.", ""))
-    module.to(device=device, dtype=dtype)
+    device, dtype_name = adapter.torch_device, str(dtype).replace("torch.", "")
+    log.info("device run on %s in %s ...", device, dtype_name)
+    with MemoryDelta(adapter) as placement:
+        module.to(device=device, dtype=dtype)
     moved = {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
              for k, v in inputs.items()}
-    bench_cfg = cfg.bench
-    iters = int(bench_cfg.iters) if bench_cfg.enabled else 1
-    result = run_bench(lambda: task.run(module, moved), adapter, warmup=int(bench_cfg.warmup) if bench_cfg.enabled else 0,
-                       iters=iters, max_time_s=float(bench_cfg.max_time_s))
+    timer = attach_phase_timer(task, module, adapter) if cfg.bench.enabled and cfg.bench.phases else None
+    result, bench = measure(lambda: task.run(module, moved), adapter, cfg.bench, dtype_name,
+                            task.items_per_call(inputs), task.unit, phase_timer=timer)
+    bench["placement"] = {**placement.to_dict(), "module_mb": tensor_bytes_mb(module)}
     outputs = {k: v.detach().to("cpu") for k, v in result.first_outputs.items()}
-    return outputs, result.to_dict(task.items_per_call(inputs), task.unit)
+    return outputs, bench
 
 
 def _evaluate(cfg: DictConfig, dtype_cfg: DictConfig, reference: Mapping[str, torch.Tensor],

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from ascendbench.bench.summary import bench_lines
+
 KEY_METRICS = ("mean_rel_err", "max_abs_err", "cosine", "psnr_db")
 
 
@@ -29,13 +31,7 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[st
     lines.append(f"verdict   {record.get('verdict') or 'n/a'}   " + "; ".join(shown))
     bench = record.get("bench") or {}
     if bench:
-        lat, thr = bench["latency"], bench["throughput"]
-        lines.append(f"latency   median {_fmt(lat['median_ms'])} ms  p90 {_fmt(lat['p90_ms'])} ms  "
-                     f"cold {_fmt(bench['cold_ms'])} ms  ({lat['count']} timed)  "
-                     f"throughput {_fmt(thr['value'])} {thr['unit']}")
-        mem = {k: v for k, v in bench["memory"].items() if k.endswith("_mb")}
-        lines.append("memory    " + "  ".join(f"{k} {_fmt(v)}" for k, v in mem.items())
-                     + f"  ({bench['memory'].get('scope')})")
+        lines += bench_lines(bench)
     lines += [f"warning   {w}" for w in record.get("warnings", [])]
     lines.append(f"record    {record_path}")
     return lines

@@ -1,4 +1,15 @@
-"""The timing loop: cold call, warmups, timed calls bracketed by device synchronize."""
+"""The timing loop: cold call, warmups, timed calls with host clock and device events, stop rule.
+
+Every call is bracketed the same way::
+
+    adapter.synchronize(); t0 = clock(); start.record(); call(); end.record(); adapter.synchronize(); t1 = clock()
+
+so the host sample ``t1 - t0`` is end-to-end wall time of finished device work, and the event sample
+``start.elapsed_time(end)`` is the device's own timeline (where the device has events: CUDA, NPU).
+Both are recorded; the host one is primary (throughput, stop rule). The first call is timed apart as
+``cold`` (it includes NPU operator compilation and CUDA context/kernel loading); ``warmup`` untimed
+calls follow; then timed calls until the :class:`~ascendbench.bench.budget.StopRule` says stop.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +18,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ascendbench.bench.stats import LatencyStats
+from ascendbench.bench.budget import BenchBudget, StopRule
+from ascendbench.bench.phases import summarize_phases
+from ascendbench.bench.stats import LatencyStats, noise_verdict
 
 log = logging.getLogger(__name__)
+
+HOST_TIMER = "host perf_counter bracketed by device synchronize"
 
 
 @dataclass
@@ -21,52 +36,126 @@ class BenchResult:
     memory: dict[str, Any]
     samples_ms: list[float] = field(default_factory=list)
     first_outputs: Any = None
-    timer: str = "host perf_counter bracketed by device synchronize"
+    timer: str = HOST_TIMER
+    cold_event_ms: float | None = None
+    event_latency: LatencyStats | None = None
+    event_samples_ms: list[float] | None = None
+    event_timer: str | None = None
+    noise: dict[str, Any] = field(default_factory=dict)
+    stop: dict[str, Any] = field(default_factory=dict)
+    phases: dict[str, Any] | None = None
 
     def to_dict(self, items_per_call: int, unit: str) -> dict[str, Any]:
-        """The record's ``bench`` section; throughput from the median latency."""
+        """The record's ``bench`` section; throughput from the median host latency."""
         median_s = self.latency.median_ms / 1e3
-        return {
+        section = {
             "cold_ms": self.cold_ms,
+            "cold_event_ms": self.cold_event_ms,
+            "cold_over_median": self.cold_ms / self.latency.median_ms if self.latency.median_ms > 0 else None,
             "latency": self.latency.to_dict(),
+            "event_latency": self.event_latency.to_dict() if self.event_latency else None,
             "throughput": {"value": items_per_call / median_s if median_s > 0 else None,
                            "unit": f"{unit}/s", "items_per_call": items_per_call},
             "memory": self.memory,
+            "noise": self.noise,
+            "stop": self.stop,
             "samples_ms": self.samples_ms,
+            "event_samples_ms": self.event_samples_ms,
             "timer": self.timer,
+            "event_timer": self.event_timer,
         }
+        if self.phases:
+            section["phases"] = self.phases
+        return section
 
 
-def run_bench(call: Callable[[], Any], adapter: Any, warmup: int, iters: int, max_time_s: float,
+def _timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float],
+                events: tuple[Any, Any] | None) -> tuple[Any, float, float | None]:
+    """One bracketed call: (outputs, host ms, event ms or None)."""
+    adapter.synchronize()
+    t0 = clock()
+    if events is not None:
+        events[0].record()
+    out = call()
+    if events is not None:
+        events[1].record()
+    adapter.synchronize()
+    host_ms = (clock() - t0) * 1e3
+    return out, host_ms, (float(events[0].elapsed_time(events[1])) if events is not None else None)
+
+
+def _event_pair(adapter: Any, use_events: bool) -> tuple[Any, Any] | None:
+    if not use_events:
+        return None
+    start = adapter.new_event()
+    return None if start is None else (start, adapter.new_event())
+
+
+def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget, noise_threshold: float = 0.10,
+              use_events: bool = True, phase_timer: Any = None,
               clock: Callable[[], float] = time.perf_counter) -> BenchResult:
     """Time ``call`` on ``adapter``'s device.
 
-    The first call is timed alone as ``cold`` (it includes operator compilation on NPU); ``warmup``
-    calls follow untimed; then up to ``iters`` calls are timed one by one, each bracketed by
-    ``adapter.synchronize()``, stopping early once ``max_time_s`` of timed calls have run (at least
-    one is always timed). Peak memory covers the timed calls only.
+    Args:
+        call: zero-argument callable running one model call on inputs already on the device.
+        adapter: the device adapter (synchronize, events, peak memory).
+        budget: warmup count, iteration and time bounds, stability threshold.
+        noise_threshold: IQR/median above which the record carries a noise warning.
+        use_events: also time with device events where the device has them.
+        phase_timer: object with ``reset()`` and ``result()`` (a :class:`PhaseTimer`) for per-phase
+            timing; reset before every call, read after every timed one.
+        clock: host clock in seconds (a fake one in tests).
+
+    Peak memory covers the timed calls only (reset right before them).
     """
-    adapter.synchronize()
-    start = clock()
-    first = call()
-    adapter.synchronize()
-    cold_ms = (clock() - start) * 1e3
-    log.info("cold call: %.1f ms; %d warmup call(s), then up to %d timed", cold_ms, warmup, iters)
-    for _ in range(int(warmup)):
+    events = _event_pair(adapter, use_events)
+    if phase_timer is not None:
+        phase_timer.reset()
+    first, cold_ms, cold_event_ms = _timed_call(call, adapter, clock, events)
+    cold_phases = phase_timer.result() if phase_timer is not None else None
+    log.info("cold call: %.3f ms; %d warmup call(s), then %d-%d timed (%.3g-%.3g s, stability %s)", cold_ms,
+             budget.warmup, budget.min_iters, budget.max_iters, budget.min_time_s, budget.max_time_s,
+             budget.stability)
+    for _ in range(budget.warmup):
+        if phase_timer is not None:
+            phase_timer.reset()
         call()
     adapter.synchronize()
     adapter.reset_peak_memory()
+
+    rule = StopRule(budget)
     samples: list[float] = []
-    budget_start = clock()
-    while len(samples) < max(1, int(iters)):
-        adapter.synchronize()
-        t0 = clock()
-        call()
-        adapter.synchronize()
-        samples.append(clock() - t0)
-        if clock() - budget_start > max_time_s:
-            log.info("bench.max_time_s=%s reached after %d timed call(s)", max_time_s, len(samples))
+    event_samples: list[float] = []
+    phase_runs: list[dict[str, list[float]]] = []
+    start = clock()
+    while True:
+        if phase_timer is not None:
+            phase_timer.reset()
+        _, host_ms, event_ms = _timed_call(call, adapter, clock, events)
+        samples.append(host_ms)
+        rule.add(host_ms)
+        if event_ms is not None:
+            event_samples.append(event_ms)
+        if phase_timer is not None:
+            phase_runs.append(phase_timer.result())
+        reason = rule.reason(clock() - start)
+        if reason is not None:
             break
-    return BenchResult(cold_ms=cold_ms, latency=LatencyStats.from_seconds(samples),
-                       memory=adapter.peak_memory_mb(), samples_ms=[s * 1e3 for s in samples],
-                       first_outputs=first)
+    timed_s = clock() - start
+    memory = adapter.peak_memory_mb()
+    log.info("timed %d call(s) in %.3g s, stopped by %s", len(samples), timed_s, reason)
+
+    latency = LatencyStats.from_ms(samples)
+    noise = noise_verdict(latency, noise_threshold)
+    if noise["noisy"]:
+        log.warning(noise["warning"])
+    return BenchResult(
+        cold_ms=cold_ms, latency=latency, memory=memory, samples_ms=samples, first_outputs=first,
+        cold_event_ms=cold_event_ms,
+        event_latency=LatencyStats.from_ms(event_samples) if event_samples else None,
+        event_samples_ms=event_samples or None,
+        event_timer=f"{adapter.name} events recorded around the call" if events is not None else None,
+        noise=noise,
+        stop={"reason": reason, "iters": len(samples), "timed_s": timed_s, **budget.to_dict()},
+        phases=summarize_phases(phase_runs, latency.median_ms, cold_phases) if phase_runs else None,
+    )

@@ -42,6 +42,38 @@ _HF32_SWITCHES: dict[str, Callable[[Any, bool], dict[str, bool]]] = {
 }
 
 
+def _set_cuda_deterministic(runtime: Any, on: bool) -> dict[str, Any]:
+    torch.backends.cudnn.deterministic = on
+    if on:
+        torch.backends.cudnn.benchmark = False
+    return {"cudnn.deterministic": on, "cudnn.benchmark": torch.backends.cudnn.benchmark}
+
+
+# Per-type extras of device.deterministic (torch.use_deterministic_algorithms covers every type, and
+# torch_npu honours it for NPU kernels); env vars must be set before the runtime initialises.
+_DETERMINISTIC_SWITCHES: dict[str, Callable[[Any, bool], dict[str, Any]]] = {
+    "cuda": _set_cuda_deterministic,
+}
+_DETERMINISTIC_ENV: dict[str, dict[str, str]] = {
+    "cuda": {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"},  # required by deterministic cuBLAS (CUDA >= 10.2)
+}
+
+
+def _npu_jit_compile(runtime: Any, jit_compile: bool | None) -> bool | None:
+    """NPU operator compile mode: set it when given, and report the mode in force (None if unknown)."""
+    if jit_compile is not None:
+        runtime.set_compile_mode(jit_compile=bool(jit_compile))
+    probe_mode = getattr(runtime, "is_jit_compile_false", None)
+    return None if probe_mode is None else not probe_mode()
+
+
+# Device types with an operator compile mode (torch_npu: jit_compile=True compiles operators online,
+# False uses prebuilt binaries; the first call's cost depends on it).
+_COMPILE_MODES: dict[str, Callable[[Any, bool | None], bool | None]] = {
+    "npu": _npu_jit_compile,
+}
+
+
 class DeviceAdapter:
     """A device of type ``cpu``, ``cuda`` or ``npu``: timing sync, events, memory and identity.
 
@@ -52,6 +84,13 @@ class DeviceAdapter:
             (e.g. ``PYTORCH_NPU_ALLOC_CONF``); ``null`` values are left alone.
         allow_hf32: allow TF32/HF32 reduced-precision float32 matmul and convolution.
         requested: what the user asked for (``auto`` when this adapter was chosen automatically).
+        deterministic: ``torch.use_deterministic_algorithms`` (warn-only) plus the device's extras
+            (cuDNN deterministic, ``CUBLAS_WORKSPACE_CONFIG``); ``false`` switches them off explicitly.
+        threads: CPU threads for torch (``torch.set_num_threads``); ``None`` keeps torch's default.
+        jit_compile: NPU operator compile mode (``torch.npu.set_compile_mode``); ``None`` keeps the
+            chip's default (prebuilt binary kernels on Atlas A2).
+        record_env: environment variables whose values the record keeps (set or not).
+        peak: peak TFLOP/s table and user override (``device.peak``), used for MFU.
 
     Raises:
         ConfigError: ``name`` is not a known device type.
@@ -65,6 +104,11 @@ class DeviceAdapter:
         env: Mapping[str, Any] | None = None,
         allow_hf32: bool = False,
         requested: str | None = None,
+        deterministic: bool = False,
+        threads: int | None = None,
+        jit_compile: bool | None = None,
+        record_env: Iterable[str] = (),
+        peak: Mapping[str, Any] | None = None,
     ) -> None:
         if name not in ALLOWED_DEVICES or name == "auto":
             raise ConfigError(
@@ -74,9 +118,25 @@ class DeviceAdapter:
         self.name = name
         self.index = int(index)
         self.requested = requested or name
-        self.env_set = _apply_env(env or {})
+        self.env_set = _apply_env({**(_DETERMINISTIC_ENV.get(name, {}) if deterministic else {}), **(env or {})})
         self.runtime = None if name == "cpu" else load_runtime(name)
+        self.allow_hf32 = bool(allow_hf32)
         self.precision_switches = self._set_hf32(allow_hf32)
+        self.deterministic = bool(deterministic)
+        self.deterministic_switches = self._set_deterministic(self.deterministic)
+        if threads is not None:
+            torch.set_num_threads(int(threads))
+        compile_mode = _COMPILE_MODES.get(name)
+        self.jit_compile = compile_mode(self.runtime, jit_compile) if compile_mode else None
+        self.record_env = [str(k) for k in record_env]
+        self.peak = peak
+        self.rss_reset_ok: bool | None = None
+
+    def _set_deterministic(self, on: bool) -> dict[str, Any]:
+        torch.use_deterministic_algorithms(on, warn_only=True)
+        switches: dict[str, Any] = {"torch.use_deterministic_algorithms": on, "warn_only": True}
+        extra = _DETERMINISTIC_SWITCHES.get(self.name)
+        return {**switches, **(extra(self.runtime, on) if extra else {})}
 
     def _set_hf32(self, allow: bool) -> dict[str, bool]:
         setter = _HF32_SWITCHES.get(self.name)
@@ -97,21 +157,37 @@ class DeviceAdapter:
         return None if self.runtime is None else self.runtime.Event(enable_timing=True)
 
     def reset_peak_memory(self) -> None:
-        """Start a new peak-memory window (device allocator, or the host's peak RSS on CPU)."""
-        if self.runtime is None:
-            _reset_host_peak_rss()
-        else:
+        """Start a new peak-memory window: the device allocator's peaks and the host's peak RSS."""
+        self.rss_reset_ok = _reset_host_peak_rss()
+        if self.runtime is not None:
             self.runtime.reset_peak_memory_stats(self.index)
 
     def peak_memory_mb(self) -> dict[str, Any]:
-        """Peak memory since :meth:`reset_peak_memory`, in MiB, with the scope it was measured in."""
+        """Peak memory since :meth:`reset_peak_memory`, in MiB, with the scope it was measured in.
+
+        ``peak_rss_mb`` is the host process's peak resident set; on the CPU it also stands in for the
+        device figures (``peak_allocated_mb``/``peak_reserved_mb``), and ``scope`` says so.
+        """
+        rss = host_peak_rss_mb()
+        window = ("since reset_peak_memory" if self.rss_reset_ok
+                  else "process lifetime (the peak-RSS mark could not be reset)")
         if self.runtime is None:
-            return {"peak_rss_mb": host_peak_rss_mb(), "scope": "host process peak RSS (cpu device)"}
+            return {"peak_allocated_mb": rss, "peak_reserved_mb": rss, "peak_rss_mb": rss,
+                    "scope": "cpu device: no allocator statistics; device figures are the host process peak RSS",
+                    "rss_window": window}
         return {
             "peak_allocated_mb": self.runtime.max_memory_allocated(self.index) / _MB,
             "peak_reserved_mb": self.runtime.max_memory_reserved(self.index) / _MB,
+            "peak_rss_mb": rss,
             "scope": f"{self.name}:{self.index} caching allocator",
+            "rss_window": window,
         }
+
+    def memory_allocated_mb(self) -> float | None:
+        """Memory held by tensors on the device now, in MiB (``None`` on the CPU: no allocator)."""
+        if self.runtime is None:
+            return None
+        return self.runtime.memory_allocated(self.index) / _MB
 
     def device_name(self) -> str:
         """Human-readable name of the device (the CPU model on CPU)."""
@@ -130,6 +206,11 @@ class DeviceAdapter:
             "precision_switches": self.precision_switches,
             "env_set": self.env_set,
             "cpu_threads": torch.get_num_threads(),
+            "interop_threads": torch.get_num_interop_threads(),
+            "deterministic": self.deterministic,
+            "deterministic_switches": self.deterministic_switches,
+            "jit_compile": self.jit_compile,
+            "env_observed": {key: os.environ.get(key) for key in self.record_env},
         }
 
 
@@ -162,12 +243,25 @@ def _apply_env(env: Mapping[str, Any]) -> dict[str, str]:
     return applied
 
 
-def _reset_host_peak_rss() -> None:
+def _reset_host_peak_rss() -> bool:
     """Reset the kernel's peak-RSS mark of this process (Linux ``clear_refs`` 5); best effort."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
+        return True
     except OSError:
         log.debug("cannot reset the peak RSS mark; host peak memory covers the process lifetime")
+        return False
+
+
+def host_rss_mb() -> float:
+    """Current resident set of this process in MiB (``VmRSS``; ``ru_maxrss`` where there is no /proc)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def host_peak_rss_mb() -> float:

@@ -1,0 +1,160 @@
+"""FLOPs of one call with ``torch.utils.flop_counter.FlopCounterMode``, and what it could not count.
+
+``FlopCounterMode`` knows matmul, convolution and the CUDA SDPA kernels. Two more formulas are added
+here: the CPU flash-attention kernel (``aten._scaled_dot_product_flash_attention_for_cpu``, what
+``F.scaled_dot_product_attention`` runs on a CPU) and Ascend's fused ``npu.npu_fusion_attention``
+(BSH/SBH/BSND/BNSD layouts). A second dispatch mode under the counter records every operator that
+actually ran; the heavy ones (matching ``bench.flops.heavy_ops``) without a formula are listed in the
+record as ``uncounted_ops``, so a low MFU from an uncounted fused kernel is never silent.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_flop_count
+
+log = logging.getLogger(__name__)
+
+# Operator-name patterns of compute-heavy kernels; if one of these runs without a formula, say so.
+DEFAULT_HEAVY_OPS = ("mm", "matmul", "linear", "conv", "attention", "einsum", "baddbmm", "addbmm")
+
+
+def _sdpa_cpu_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_shape: Sequence[int],
+                   *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_shape: Sequence[int],
+                              head_num: int, input_layout: str, *args: Any, out_shape: Any = None,
+                              **kwargs: Any) -> int:
+    """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA count).
+
+    >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
+    16777216
+    """
+    q = _bnsd(query_shape, head_num, input_layout, query_shape)
+    k = _bnsd(key_shape, head_num, input_layout, query_shape)
+    v = _bnsd(value_shape, head_num, input_layout, query_shape)
+    return sdpa_flop_count(q, k, v)
+
+
+def _bnsd(shape: Sequence[int], head_num: int, layout: str, query_shape: Sequence[int]) -> tuple[int, ...]:
+    """A tensor shape in ``layout`` as ``(batch, heads, seq, head_dim)``."""
+    layout = str(layout).upper()
+    if layout == "BNSD":
+        return tuple(shape)
+    if layout == "BSND":
+        b, s, n, d = shape
+        return (b, n, s, d)
+    if layout in ("BSH", "SBH"):
+        b, s, h = shape if layout == "BSH" else (shape[1], shape[0], shape[2])
+        head_dim = query_shape[-1] // int(head_num)  # query's hidden size = head_num * head_dim
+        return (b, h // head_dim, s, head_dim)
+    raise ValueError(f"input_layout {layout!r} has no FLOP formula (varlen TND is not counted)")
+
+
+# Extra formulas by operator name; entries whose operator does not exist here (npu without torch_npu)
+# are skipped.
+EXTRA_FORMULAS: dict[str, Callable[..., int]] = {
+    "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_cpu_flop,
+    "npu.npu_fusion_attention": npu_fusion_attention_flop,
+}
+
+
+def _resolve_op(name: str) -> Any | None:
+    namespace, _, op = name.partition(".")
+    try:
+        return getattr(getattr(torch.ops, namespace), op)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def extra_formulas() -> dict[Any, Callable[..., int]]:
+    """:data:`EXTRA_FORMULAS` keyed by the operator packets that exist in this process."""
+    resolved = {}
+    for name, formula in EXTRA_FORMULAS.items():
+        op = _resolve_op(name)
+        if op is not None:
+            resolved[op] = formula
+    return resolved
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Counts every operator packet that actually executes (it sits below the FLOP counter)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: Counter = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.seen[func._overloadpacket] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@dataclass
+class FlopCount:
+    """FLOPs of one call: total, by operator, and heavy operators that ran without a formula."""
+
+    flops: int
+    by_op: dict[str, int] = field(default_factory=dict)
+    uncounted_ops: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """True when every heavy operator that ran was counted."""
+        return not self.uncounted_ops
+
+
+def count_flops(call: Callable[[], Any], heavy_ops: Iterable[str] = DEFAULT_HEAVY_OPS) -> FlopCount:
+    """Run ``call`` once under ``FlopCounterMode`` and return its FLOPs (the output is discarded).
+
+    Args:
+        call: the same zero-argument callable the bench times (inputs already on device and dtype).
+        heavy_ops: regex patterns of operator names that carry FLOPs; those that ran without a formula
+            are reported in ``uncounted_ops`` with how often they ran.
+    """
+    formulas = extra_formulas()
+    recorder = _OpRecorder()
+    with recorder, FlopCounterMode(display=False, custom_mapping=formulas) as counter:
+        call()
+    by_op = {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items() if n}
+    known = set(flop_registry) | set(formulas)
+    patterns = [re.compile(p) for p in heavy_ops]
+    uncounted = {str(op): n for op, n in recorder.seen.items()
+                 if op not in known and any(p.search(str(op)) for p in patterns)}
+    if uncounted:
+        log.warning("FLOPs not counted for %s: MFU is a lower bound", ", ".join(sorted(uncounted)))
+    return FlopCount(flops=int(counter.get_total_flops()), by_op=by_op, uncounted_ops=uncounted)
+
+
+def flops_section(count: FlopCount | None, median_ms: float, peak: Mapping[str, Any],
+                  dtype: str, error: str | None = None) -> dict[str, Any]:
+    """The record's ``bench.flops``: per-call FLOPs, achieved TFLOP/s from the median, peak and MFU."""
+    if count is None:
+        return {"skipped": error or "bench.flops.enabled=false", "peak_tflops": peak.get("tflops"),
+                "peak_source": peak.get("source"), "dtype": dtype}
+    achieved = count.flops / (median_ms * 1e-3) / 1e12 if median_ms > 0 and count.flops else None
+    peak_tflops = peak.get("tflops")
+    mfu = achieved / peak_tflops if achieved is not None and peak_tflops else None
+    return {
+        "per_call": count.flops,
+        "per_call_tflop": count.flops / 1e12,
+        "achieved_tflops": achieved,
+        "peak_tflops": peak_tflops,
+        "peak_source": peak.get("source"),
+        "peak_entry": peak.get("entry"),
+        "peak_missing": peak.get("missing"),
+        "mfu": mfu,
+        "dtype": dtype,
+        "complete": count.complete,
+        "uncounted_ops": count.uncounted_ops,
+        "by_op": count.by_op,
+        "counter": "torch.utils.flop_counter.FlopCounterMode, one call outside the timed region",
+    }

@@ -1,0 +1,84 @@
+"""The device run's measurement, as the runner uses it: bench loop, FLOPs and MFU, per-phase timing.
+
+Kept apart from the runner so the whole performance section of a record is built in one place::
+
+    timer = attach_phase_timer(task, module, adapter)          # None unless the task supports phases
+    result, section = measure(call, adapter, cfg.bench, "bfloat16", items_per_call=1, unit="images",
+                              phase_timer=timer)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Mapping
+
+from ascendbench.bench.budget import BenchBudget
+from ascendbench.bench.flops import DEFAULT_HEAVY_OPS, count_flops, flops_section
+from ascendbench.bench.loop import BenchResult, run_bench
+from ascendbench.bench.peak import peak_tflops
+from ascendbench.bench.phases import PhaseTimer
+
+log = logging.getLogger(__name__)
+
+# bench.enabled=false: one cold call plus one timed call (the outputs come from the cold one).
+SINGLE_CALL = BenchBudget(warmup=0, min_iters=1, max_iters=1, min_time_s=0.0, stability=None)
+
+
+def budget_of(bench_cfg: Mapping[str, Any]) -> BenchBudget:
+    """The budget in force: ``bench.*``, or a single timed call when ``bench.enabled`` is false."""
+    return BenchBudget.from_config(bench_cfg) if bench_cfg.get("enabled", True) else SINGLE_CALL
+
+
+def attach_phase_timer(task: Any, module: Any, adapter: Any) -> PhaseTimer | None:
+    """A :class:`PhaseTimer` on the device's events, handed to ``task.attach_phase_timer(timer, module)``.
+
+    Returns ``None`` when the task has no ``attach_phase_timer`` (no per-phase timing for it).
+    """
+    attach = getattr(task, "attach_phase_timer", None)
+    if attach is None:
+        return None
+    timer = PhaseTimer.for_adapter(adapter)
+    attach(timer, module)
+    return timer
+
+
+def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any], dtype: str,
+            items_per_call: int, unit: str, phase_timer: Any = None) -> tuple[BenchResult, dict[str, Any]]:
+    """Time ``call`` and count its FLOPs; returns the raw result and the record's ``bench`` section.
+
+    Args:
+        call: one model call on inputs already on the device.
+        adapter: the device adapter.
+        bench_cfg: the ``bench`` config node.
+        dtype: dtype name of the device run (``float32``/``float16``/``bfloat16``), for the peak table.
+        items_per_call: items (images, frames, clips, samples) one call produces, for throughput.
+        unit: the task's natural unit (``images``...).
+        phase_timer: a :class:`PhaseTimer` (or any object with ``reset``/``result``) or ``None``.
+    """
+    enabled = bool(bench_cfg.get("enabled", True))
+    budget = budget_of(bench_cfg)
+    result = run_bench(call, adapter, budget, noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)),
+                       use_events=bool(bench_cfg.get("events", True)),
+                       phase_timer=phase_timer if enabled and bench_cfg.get("phases", True) else None)
+    section = result.to_dict(items_per_call, unit)
+    section["flops"] = _flops(call, adapter, bench_cfg, result, dtype, enabled)
+    return result, section
+
+
+def _flops(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any], result: BenchResult,
+           dtype: str, enabled: bool) -> dict[str, Any]:
+    peak = peak_tflops(getattr(adapter, "peak", None), adapter.device_name(), dtype,
+                       reduced_fp32=bool(getattr(adapter, "allow_hf32", False)))
+    flops_cfg = bench_cfg.get("flops") or {}
+    if not enabled or not flops_cfg.get("enabled", True):
+        return flops_section(None, result.latency.median_ms, peak, dtype,
+                             error="bench.enabled=false" if not enabled else "bench.flops.enabled=false")
+    try:
+        count = count_flops(call, flops_cfg.get("heavy_ops") or DEFAULT_HEAVY_OPS)
+    except Exception as exc:  # an exotic op's formula must not fail a finished measurement
+        log.warning("FLOP counting failed (%s: %s); the record says so and carries no MFU", type(exc).__name__, exc)
+        log.debug("FLOP counting traceback", exc_info=True)
+        return flops_section(None, result.latency.median_ms, peak, dtype,
+                             error=f"FlopCounterMode failed: {type(exc).__name__}: {str(exc)[:200]}")
+    adapter.synchronize()
+    return flops_section(count, result.latency.median_ms, peak, dtype)

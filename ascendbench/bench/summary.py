@@ -1,0 +1,83 @@
+"""The performance lines of the end-of-job summary, built only from the record's ``bench`` section."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def _g(value: Any, digits: int = 4) -> str:
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return "n/a" if value is None else str(value)
+
+
+def latency_line(bench: Mapping[str, Any]) -> str:
+    """Median with its 95% CI, tail, spread, cold call, count and why the loop stopped."""
+    lat = bench["latency"]
+    ci = ""
+    if lat.get("median_ci95_low_ms") is not None:
+        ci = f" [95% CI {_g(lat['median_ci95_low_ms'])}-{_g(lat['median_ci95_high_ms'])}]"
+    spread = ""
+    if lat.get("iqr_ms") is not None:
+        spread = f"  IQR {_g(lat['iqr_ms'])} ms ({lat['iqr_over_median']:.1%})"
+    stop = (bench.get("stop") or {}).get("reason")
+    return (f"latency   median {_g(lat['median_ms'])} ms{ci}  p90 {_g(lat['p90_ms'])}"
+            + (f"  p99 {_g(lat['p99_ms'])}" if "p99_ms" in lat else "") + f" ms{spread}  "
+            f"cold {_g(bench['cold_ms'])} ms  ({lat['count']} timed" + (f", stop: {stop})" if stop else ")"))
+
+
+def compute_line(bench: Mapping[str, Any]) -> str:
+    """Throughput, device-event median, FLOPs per call, achieved TFLOP/s and MFU (or why it is missing)."""
+    thr = bench["throughput"]
+    parts = [f"throughput {_g(thr['value'])} {thr['unit']}"]
+    events = bench.get("event_latency")
+    if events:
+        parts.append(f"events median {_g(events['median_ms'])} ms")
+    flops = bench.get("flops") or {}
+    if flops.get("per_call") is not None:
+        parts.append(f"{_g(flops['per_call'] / 1e9)} GFLOP/call  {_g(flops['achieved_tflops'])} TFLOP/s")
+        bound = "" if flops.get("complete", True) else ">= "
+        if flops.get("mfu") is not None:
+            parts.append(f"MFU {bound}{flops['mfu']:.1%} of {_g(flops['peak_tflops'])} ({flops.get('peak_entry')})")
+        else:
+            parts.append("MFU n/a (no peak TFLOP/s for this device/dtype)")
+        if flops.get("uncounted_ops"):
+            parts.append("not counted: " + ", ".join(sorted(flops["uncounted_ops"])))
+    elif flops.get("skipped"):
+        parts.append(f"FLOPs skipped ({flops['skipped']})")
+    return "compute   " + "  ".join(parts)
+
+
+def memory_line(bench: Mapping[str, Any]) -> str:
+    """Peak device and host memory with the scope they were measured in."""
+    memory = bench["memory"]
+    mem = {k: v for k, v in memory.items() if k.endswith("_mb")}
+    if str(memory.get("scope", "")).startswith("cpu"):  # the device figures repeat the host's peak RSS
+        mem = {"peak_rss_mb": memory.get("peak_rss_mb")}
+    return "memory    " + "  ".join(f"{k} {_g(v)}" for k, v in mem.items()) + f"  ({memory.get('scope')})"
+
+
+def phases_line(bench: Mapping[str, Any]) -> str | None:
+    """Per-phase medians (per call) when the task reported phases."""
+    phases = bench.get("phases")
+    if not phases:
+        return None
+    parts = []
+    for name, entry in phases.items():
+        count = entry["per_call"]
+        each = f" ({_g(count)} x {_g(entry['median_ms'])} ms)" if count > 1 else ""
+        share = f" {entry['share']:.0%}" if entry.get("share") is not None else ""
+        parts.append(f"{name} {_g(entry['total_median_ms'])} ms{share}{each}")
+    return "phases    " + "  ".join(parts)
+
+
+def bench_lines(bench: Mapping[str, Any]) -> list[str]:
+    """All performance lines of the summary, with the noise warning last."""
+    lines = [latency_line(bench), compute_line(bench), memory_line(bench)]
+    phases = phases_line(bench)
+    if phases:
+        lines.append(phases)
+    noise = bench.get("noise") or {}
+    if noise.get("noisy"):
+        lines.append(f"warning   {noise['warning']}")
+    return lines
