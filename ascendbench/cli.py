@@ -13,6 +13,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from ascendbench.callbacks import multirun_statuses
 from ascendbench.confdir import hydra_config_path
 from ascendbench.runner import run_job
 
@@ -27,8 +28,13 @@ def _app(cfg: DictConfig) -> str:
 
 
 def main() -> None:
-    """Entry point: run the Hydra app, then exit 1 if any job failed."""
+    """Entry point: run the Hydra app, then exit 1 if any job failed.
+
+    Jobs run in this process report through ``_STATUSES``; jobs of a multirun launched in other
+    processes (joblib, submitit) are counted from the records the sweep wrote, read at its end by
+    :class:`ascendbench.callbacks.SweepSummary`.
+    """
     _STATUSES.clear()
     _app()
-    if any(status != "ok" for status in _STATUSES):
+    if any(status != "ok" for status in [*_STATUSES, *multirun_statuses()]):
         sys.exit(1)

@@ -24,6 +24,7 @@ from ascendbench.env import environment
 from ascendbench.errors import AscendBenchError, ConfigError
 from ascendbench.metrics import merge_rules, worst
 from ascendbench.record import RecordWriter
+from ascendbench.resume import finished_record
 from ascendbench.summary import print_summary
 from ascendbench.tasks import describe
 
@@ -78,6 +79,8 @@ def resolve_dtype(dtype_cfg: DictConfig, device_type: str) -> DictConfig:
 
 def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
     """Run one composed job and return its final record (also written to ``job_dir``)."""
+    if (previous := finished_record(cfg, job_dir)) is not None:  # resume: ok record, same config
+        return previous
     writer = RecordWriter(job_dir, OmegaConf.to_container(cfg, resolve=True))
     writer.update(env=environment())
     try:

@@ -1,0 +1,187 @@
+"""Hydra callbacks: the end-of-sweep summary and the per-worker card pool.
+
+Both are configured under ``hydra.callbacks`` (``conf/config.yaml`` adds :class:`SweepSummary`;
+``hydra/launcher=joblib_cards`` and ``hydra/launcher=slurm_cards`` add :class:`CardPool`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from ascendbench.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Statuses of the records the last multirun of this process wrote (read by ascendbench.cli for the exit code).
+_LAST_MULTIRUN: dict[str, Any] = {"statuses": []}
+# The card this process holds: {"card", "handle" (the locked file, kept open), "lock_dir"}.
+_CLAIM: dict[str, Any] = {}
+
+VISIBLE_DEVICE_VARIABLES = ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+SCHEDULER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
+
+
+def multirun_statuses() -> list[str]:
+    """Statuses of the records written by the last multirun of this process ([] if none ran)."""
+    return list(_LAST_MULTIRUN["statuses"])
+
+
+class SweepSummary(Callback):
+    """After a multirun, read every record in the sweep dir into pandas; write summary.csv and summary.md.
+
+    It never raises: a broken record becomes a row saying so, and any other problem is logged.
+    """
+
+    def __init__(self) -> None:
+        self._started = time.time()
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Remember when the sweep started (records written after it count for the exit status)."""
+        self._started = time.time()
+        _LAST_MULTIRUN["statuses"] = []
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Write the summary into ``hydra.sweep.dir``; log where it is and how many jobs did not end ok."""
+        try:
+            from ascendbench.report.summary import write_summary
+
+            frame, csv_path, md_path = write_summary(Path(str(config.hydra.sweep.dir)))
+            fresh = [Path(p).stat().st_mtime >= self._started - 1.0 for p in frame["record"]] if len(frame) else []
+            _LAST_MULTIRUN["statuses"] = [str(s) for s, new in zip(frame.get("status", []), fresh) if new]
+            bad = [s for s in _LAST_MULTIRUN["statuses"] if s != "ok"]
+            log.info("sweep summary: %s and %s (%d record(s), %d of this run not ok)", md_path, csv_path.name,
+                     len(frame), len(bad))
+        except Exception:  # a summary must never turn a finished sweep into a crash
+            log.exception("could not write the sweep summary of %s", OmegaConf.select(config, "hydra.sweep.dir"))
+
+
+def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0) -> str:
+    """Claim a free card of ``cards`` for this process (an exclusive ``flock`` kept until it exits).
+
+    A process keeps its first card: once a device runtime has initialised it cannot switch cards.
+
+    Raises:
+        ConfigError: no card became free within ``wait_s`` (more workers than cards).
+    """
+    if _CLAIM:
+        if _CLAIM["lock_dir"] != str(lock_dir):
+            log.warning("this process already holds card %s (pool %s); keeping it", _CLAIM["card"], _CLAIM["lock_dir"])
+        return _CLAIM["card"]
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait_s
+    while True:
+        for card in cards:
+            handle = open(lock_dir / f"card-{card}.lock", "a+")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            handle.truncate(0)
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            _CLAIM.update(card=card, handle=handle, lock_dir=str(lock_dir))
+            return card
+        if time.monotonic() > deadline:
+            raise ConfigError(
+                f"no free card in the pool {list(cards)} after {wait_s:g} s (locks in {lock_dir}): more jobs run "
+                "at once than there are cards. Set hydra.launcher.n_jobs to at most the number of cards, or "
+                "list more in hydra.callbacks.cards.cards, e.g. `hydra.callbacks.cards.cards=[0,1,2,3]`."
+            )
+        time.sleep(0.2)
+
+
+def release_card() -> None:
+    """Give this process's card back (tests; worker processes simply exit)."""
+    handle = _CLAIM.pop("handle", None)
+    if handle is not None:
+        handle.close()
+    _CLAIM.clear()
+
+
+def _as_list(cards: Any) -> list[str] | None:
+    if cards is None:
+        return None
+    if isinstance(cards, str):
+        return [c.strip() for c in cards.split(",") if c.strip()]
+    return [str(c) for c in cards]
+
+
+class CardPool(Callback):
+    """Give each worker process its own accelerator card, before the device initialises.
+
+    In every job (``on_job_start``, which runs in the worker before the job's code) the process claims
+    a free card of ``cards`` and sets ``variables`` (``ASCEND_RT_VISIBLE_DEVICES``, ``CUDA_VISIBLE_DEVICES``)
+    to it, so that the job's ``device.index=0`` is that card. A worker keeps its card for all its jobs.
+    With ``cards: null`` (Slurm), the card the scheduler assigned is read from ``inherit_from`` and copied
+    into the variables that are still unset. The choice is logged and written to ``<job dir>/card.json``.
+
+    Args:
+        cards: card ids (list or ``"0,1,2"``), or ``None`` to inherit the scheduler's assignment.
+        variables: environment variables set to the card.
+        inherit_from: where ``cards: null`` looks for the assigned card, first non-empty wins.
+        lock_dir: directory of the per-card lock files; default ``<hydra.sweep.dir>/.cards``. Point
+            concurrent sweeps on one host at one shared directory to keep them off each other's cards.
+        wait_s: how long a worker waits for a free card before failing with a configuration error.
+    """
+
+    def __init__(self, cards: Any = None, variables: Iterable[str] = VISIBLE_DEVICE_VARIABLES,
+                 inherit_from: Iterable[str] = SCHEDULER_VARIABLES, lock_dir: str | None = None,
+                 wait_s: float = 60.0) -> None:
+        self.cards = _as_list(cards)
+        self.variables = list(variables)
+        self.inherit_from = list(inherit_from)
+        self.lock_dir = lock_dir
+        self.wait_s = float(wait_s)
+        if self.cards is not None and not self.cards:
+            raise ConfigError("hydra.callbacks.cards.cards is empty; list the card ids, e.g. `[0,1]`, "
+                              "or set it to null to take the card the scheduler assigned.")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Fail early when more jobs would run at once than there are cards."""
+        n_jobs = OmegaConf.select(config, "hydra.launcher.n_jobs")
+        if self.cards is None or not isinstance(n_jobs, int):
+            return
+        parallel = (os.cpu_count() or 1) if n_jobs < 0 else n_jobs
+        if parallel > len(self.cards):
+            raise ConfigError(
+                f"hydra.launcher.n_jobs={n_jobs} runs {parallel} jobs at once but the card pool "
+                f"hydra.callbacks.cards.cards={self.cards} has {len(self.cards)} card(s); each worker needs its "
+                f"own. Set `hydra.launcher.n_jobs={len(self.cards)}` or list more cards."
+            )
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Claim (or inherit) this worker's card and export it before the job's code runs."""
+        if self.cards is None:
+            card = next((os.environ[v] for v in self.inherit_from if os.environ.get(v)), None)
+            if card is None:
+                log.warning("card pool: no card list and none of %s is set; devices left as they are",
+                            self.inherit_from)
+                return
+            exported = {v: card for v in self.variables if not os.environ.get(v)}
+        else:
+            lock_dir = Path(self.lock_dir or Path(str(config.hydra.sweep.dir)) / ".cards")
+            card = claim_card(self.cards, lock_dir, self.wait_s)
+            exported = {v: card for v in self.variables}
+        os.environ.update(exported)
+        self._note(config, card, exported)
+
+    def _note(self, config: DictConfig, card: str, exported: dict[str, str]) -> None:
+        job_dir = Path(str(OmegaConf.select(config, "hydra.runtime.output_dir") or "."))
+        info = {"card": card, "exported": exported, "pid": os.getpid(),
+                "visible": {v: os.environ.get(v) for v in self.variables}}
+        log.info("card pool: job %s runs on card %s (%s)", OmegaConf.select(config, "hydra.job.num"), card,
+                 ", ".join(f"{k}={v}" for k, v in info["visible"].items()))
+        try:
+            (job_dir / "card.json").write_text(json.dumps(info, indent=2))
+        except OSError as exc:
+            log.warning("card pool: could not write %s: %s", job_dir / "card.json", exc)

@@ -1,0 +1,168 @@
+"""The report: sections rendered from the records' DataFrame, written as report.md, CSV and plots."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from ascendbench.report import plots as plotting
+from ascendbench.report.crossdevice import crossdevice_section
+from ascendbench.report.fmt import get, link, size_label, text
+from ascendbench.report.performance import performance_table
+from ascendbench.report.recommend import recommendation_section
+from ascendbench.report.tables import accuracy_table, environment_table, failures_table, models, ok_rows
+
+_MEDIA = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4")
+
+
+class Report:
+    """Everything the report says, computed from one DataFrame of records.
+
+    Args:
+        frame: rows from :func:`ascendbench.report.gather.records_frame`.
+        settings: the report options (``conf/report.yaml`` with overrides).
+        sources: the paths the records were gathered from (named when there are none).
+    """
+
+    def __init__(self, frame: pd.DataFrame, settings: DictConfig, sources: Sequence[str]) -> None:
+        self.frame = frame
+        self.settings = settings
+        self.sources = [str(s) for s in sources]
+        self.rows = ok_rows(frame)
+        self.models = models(frame)
+        self.plot_files: list[Path] = []
+
+    @property
+    def empty(self) -> bool:
+        """True when no record was found at all."""
+        return self.frame.empty
+
+    def nothing(self) -> str:
+        """The one sentence every section says when there are no records."""
+        return (f"No records found under {', '.join(self.sources) or 'the given paths'}: run a job "
+                "(`python -m ascendbench ...`) or pass the directories holding record.json files.")
+
+    def counts(self) -> str:
+        """``N records: 3 ok, 1 failed`` (statuses as the records state them)."""
+        statuses = Counter(str(s) for s in self.frame["status"])
+        return f"{len(self.frame)} record(s): " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+
+    def make_plots(self, out_dir: Path) -> list[Path]:
+        """Write the PNG plots into ``out_dir`` (when enabled) and remember them."""
+        if not self.settings.plots or not self.rows:
+            return []
+        out_dir.mkdir(parents=True, exist_ok=True)
+        metric = self.settings.recommendation.error_metric
+        for model in self.models:
+            mine = [r for r in self.rows if get(r, "job.model") == model]
+            for path in (plotting.latency_plot(mine, model, out_dir), plotting.error_plot(mine, model, metric, out_dir)):
+                if path is not None:
+                    self.plot_files.append(path)
+        return self.plot_files
+
+    # -- sections (links relative to base_dir) -------------------------------------------------------
+
+    def section(self, name: str, base_dir: Path, heading: str = "###") -> str:
+        """One named section (the names README markers use) with links relative to ``base_dir``."""
+        if self.empty:
+            return self.nothing()
+        render = getattr(self, f"_{name}")
+        return render(Path(base_dir), heading)
+
+    def _accuracy(self, base_dir: Path, heading: str) -> str:
+        if not self.rows:
+            return "No job finished ok, so there is no accuracy to show (see the failed jobs)."
+        show = list(self.settings.accuracy.show)
+        return "\n\n".join(f"{heading} {m}\n\n" + accuracy_table(ok_rows(self.frame, m), show, base_dir)
+                           for m in self.models)
+
+    def _performance(self, base_dir: Path, heading: str) -> str:
+        if not self.rows:
+            return "No job finished ok, so there is no performance to show (see the failed jobs)."
+        cpu_rows = [r for r in self.rows if get(r, "job.device") == "cpu"]
+        cpu_dtype = self.settings.performance.cpu_dtype
+        return "\n\n".join(f"{heading} {m}\n\n" + performance_table(ok_rows(self.frame, m), cpu_rows, cpu_dtype, base_dir)
+                           for m in self.models)
+
+    def _recommendation(self, base_dir: Path, heading: str) -> str:
+        if not self.rows:
+            return "No job finished ok, so no dtype can be recommended."
+        return recommendation_section(self.rows, self.models, self.settings.recommendation.error_metric,
+                                      base_dir, heading)
+
+    def _cross_device(self, base_dir: Path, heading: str) -> str:
+        limits = OmegaConf.to_container(self.settings.cross_device.limits, resolve=True)
+        return crossdevice_section(self.rows, self.settings.cross_device.reference_device, limits, base_dir)
+
+    def _environment(self, base_dir: Path, heading: str) -> str:
+        return environment_table(self.frame, base_dir)
+
+    def _failures(self, base_dir: Path, heading: str) -> str:
+        return failures_table(self.frame, base_dir)
+
+    def _plots(self, base_dir: Path, heading: str) -> str:
+        if not self.plot_files:
+            return "No plots: no ok record with latency or error values (or plots are disabled)."
+        return "\n\n".join("!" + link(p.stem, p, base_dir) for p in self.plot_files)
+
+    def _artifacts(self, base_dir: Path, heading: str) -> str:
+        lines = []
+        for row in self.rows:
+            files = media_files(row)
+            if files:
+                label = (f"{text(get(row, 'job.model'))} {text(get(row, 'job.device'))} {text(get(row, 'job.dtype'))} "
+                         f"{text(get(row, 'job.preset'))} {size_label(row)}")
+                lines.append(f"- {label}: " + " ".join(link(name, path, base_dir) for name, path in files))
+        return "\n".join(lines) if lines else "The records list no image, heatmap or video artifacts."
+
+    def markdown(self, base_dir: Path) -> str:
+        """The whole report.md text."""
+        head = "# ascendbench report\n\n"
+        if self.empty:
+            return head + self.nothing() + "\n"
+        intro = (f"{self.counts()}, gathered from {', '.join(self.sources)}. Every number below is read from a "
+                 "record, and each row links to its record.json; \"missing\" means the record does not carry "
+                 "the value.")
+        titles = (("Accuracy", "accuracy"), ("Performance", "performance"), ("dtype recommendation", "recommendation"),
+                  ("Cross-device comparison", "cross_device"), ("Plots", "plots"),
+                  ("Images and heatmaps written by the jobs", "artifacts"), ("Failed jobs", "failures"),
+                  ("Environment per machine", "environment"))
+        body = "\n\n".join(f"## {title}\n\n{self.section(name, base_dir)}" for title, name in titles)
+        return f"{head}{intro}\n\n{body}\n"
+
+
+def media_files(row: dict[str, Any]) -> list[tuple[str, Path]]:
+    """(name, absolute path) of the image/heatmap/video artifacts a record lists, relative to its job dir."""
+    try:
+        artifacts = json.loads(row.get("artifacts") or "{}")
+    except (TypeError, json.JSONDecodeError):
+        return []
+    found = []
+    for name, value in sorted(artifacts.items()):
+        paths = value if isinstance(value, list) else [value]
+        for i, rel in enumerate(p for p in paths if isinstance(p, str) and p.lower().endswith(_MEDIA)):
+            found.append((name if len(paths) == 1 else f"{name}[{i}]", Path(row["job_dir"]) / rel))
+    return found
+
+
+def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
+    """Write report.md, records.csv (+ records.parquet when pyarrow is importable) and plots/ to ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = {}
+    report.make_plots(out_dir / "plots")
+    written["markdown"] = out_dir / "report.md"
+    written["markdown"].write_text(report.markdown(out_dir))
+    written["csv"] = out_dir / "records.csv"
+    report.frame.to_csv(written["csv"], index=False)
+    if importlib.util.find_spec("pyarrow") is not None:
+        written["parquet"] = out_dir / "records.parquet"
+        report.frame.astype({c: "string" for c in report.frame.columns if report.frame[c].dtype == object}) \
+            .to_parquet(written["parquet"], index=False)
+    return written

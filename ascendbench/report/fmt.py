@@ -1,0 +1,87 @@
+"""Cell formatting and Markdown tables: every absent value prints as ``missing``, never a guess."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ascendbench.report.gather import present
+
+MISSING = "missing"
+
+
+def num(value: Any, digits: int = 4) -> str:
+    """A number with ``digits`` significant digits; ``missing`` when absent."""
+    if not present(value):
+        return MISSING
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def text(value: Any) -> str:
+    """Any cell as text; ``missing`` when absent."""
+    return num(value) if isinstance(value, (int, float)) else (str(value) if present(value) else MISSING)
+
+
+def get(row: Mapping[str, Any], key: str) -> Any:
+    """``row[key]`` or ``None`` when the column is absent or the cell is empty."""
+    value = row.get(key)
+    return value if present(value) else None
+
+
+def size_label(row: Mapping[str, Any]) -> str:
+    """``HxW`` (plus ``xF`` frames when the job has frames) from the record's job fields."""
+    height, width, frames = get(row, "job.height"), get(row, "job.width"), get(row, "job.num_frames")
+    if height is None or width is None:
+        return MISSING
+    label = f"{num(height)}x{num(width)}"
+    return f"{label}x{num(frames)}f" if frames is not None else label
+
+
+def relative(target: Path | str, base_dir: Path | str) -> str:
+    """Path of ``target`` relative to ``base_dir`` with forward slashes (for Markdown links)."""
+    return Path(os.path.relpath(Path(target).resolve(), Path(base_dir).resolve())).as_posix()
+
+
+def link(label: str, target: Path | str, base_dir: Path | str) -> str:
+    """A Markdown link to ``target`` relative to ``base_dir``."""
+    rel = relative(target, base_dir)
+    if any(c in rel for c in " ()<>"):
+        rel = f"<{rel}>"
+    return f"[{label}]({rel})"
+
+
+def escape(cell: str) -> str:
+    """Make text safe inside a Markdown table cell."""
+    return str(cell).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A GitHub-flavoured Markdown table (cells already formatted as text)."""
+    lines = ["| " + " | ".join(escape(h) for h in headers) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def short(message: Any, limit: int = 400) -> str:
+    """First ``limit`` characters of a message on one line (the record keeps the whole text)."""
+    one_line = " ".join(str(message).split()) if present(message) else MISSING
+    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
+
+
+def metric_matches(name: str, wanted: str) -> bool:
+    """True when metric ``name`` is the metric ``wanted``, maybe namespaced (``image/x``, ``image_x``)."""
+    base = name.split("/")[-1]
+    return base == wanted or base.endswith("_" + wanted)

@@ -1,0 +1,127 @@
+"""Performance tables: latency stats, throughput, memory, FLOPs/MFU when recorded, speed-up over CPU."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ascendbench.report.fmt import MISSING, get, link, num, size_label, table, text
+from ascendbench.report.tables import machines, record_link
+
+LATENCY = (("median ms", "bench.latency.median_ms"), ("p90 ms", "bench.latency.p90_ms"),
+           ("mean ms", "bench.latency.mean_ms"), ("std ms", "bench.latency.std_ms"),
+           ("timed", "bench.latency.count"), ("cold ms", "bench.cold_ms"))
+# FLOPs and MFU as the bench records them; any other ``bench.*mfu*`` field is shown as well.
+FLOPS = (("TFLOP/call", "bench.flops.per_call_tflop"), ("achieved TFLOP/s", "bench.flops.achieved_tflops"),
+         ("MFU", "bench.flops.mfu"))
+_MFU = re.compile(r"mfu", re.IGNORECASE)
+
+
+def point_key(row: Mapping[str, Any]) -> tuple:
+    """What must match for two runs to be the same workload: model, preset, batch, size, frames, steps."""
+    return tuple(get(row, k) for k in ("job.model", "job.preset", "job.batch_size", "job.height",
+                                       "job.width", "job.num_frames", "job.steps"))
+
+
+def median_ms(row: Mapping[str, Any]) -> float | None:
+    """The row's median latency in ms, when recorded."""
+    value = get(row, "bench.latency.median_ms")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def latest(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The most recently finished of ``rows`` (by ``timing.finished_at``, then record path)."""
+    if not rows:
+        return None
+    return max(rows, key=lambda r: (str(get(r, "timing.finished_at") or ""), str(r["record"])))
+
+
+def cpu_counterpart(row: Mapping[str, Any], cpu_rows: Sequence[Mapping[str, Any]],
+                    cpu_dtype: str) -> Mapping[str, Any] | None:
+    """The CPU run of the same workload: in ``cpu_dtype`` if measured, else in the row's dtype.
+
+    Among several candidates, one from the same host is preferred, then the latest.
+    """
+    same = [c for c in cpu_rows if point_key(c) == point_key(row) and median_ms(c)]
+    for dtype in (cpu_dtype, get(row, "job.dtype")):
+        matches = [c for c in same if get(c, "job.dtype") == dtype]
+        local = [c for c in matches if get(c, "env.hostname") == get(row, "env.hostname")]
+        if local or matches:
+            return latest(local or matches)
+    return None
+
+
+def speedup_cell(row: Mapping[str, Any], cpu_rows: Sequence[Mapping[str, Any]], cpu_dtype: str,
+                 base_dir: Path) -> str:
+    """``123x`` over the matching CPU run with its dtype, latency and record; why not, otherwise."""
+    if get(row, "job.device") == "cpu":
+        return "cpu run"
+    mine = median_ms(row)
+    cpu = cpu_counterpart(row, cpu_rows, cpu_dtype)
+    if cpu is None:
+        return "no CPU run of this workload"
+    if not mine:
+        return MISSING
+    ratio = median_ms(cpu) / mine
+    return f"{num(ratio, 3)}x vs cpu {text(get(cpu, 'job.dtype'))} {num(median_ms(cpu))} ms ({link('cpu', cpu['record'], base_dir)})"
+
+
+def memory_cell(row: Mapping[str, Any]) -> str:
+    """Peak memory values the record holds (allocated/reserved on accelerators, RSS on CPU), in MB."""
+    parts = [f"{k[len('bench.memory.peak_'):-len('_mb')]} {num(row[k])}" for k in sorted(row)
+             if k.startswith("bench.memory.peak_") and k.endswith("_mb") and get(row, k) is not None]
+    return ", ".join(parts) if parts else MISSING
+
+
+def throughput_cell(row: Mapping[str, Any]) -> str:
+    """Throughput with its unit."""
+    value = get(row, "bench.throughput.value")
+    return MISSING if value is None else f"{num(value)} {text(get(row, 'bench.throughput.unit'))}"
+
+
+def extra_columns(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(header, key) of the FLOPs / MFU fields some record of these rows carries under ``bench``."""
+    keys = {k for r in rows for k in r if k.startswith("bench.")}
+    known = [(h, k) for h, k in FLOPS if k in keys]
+    seen = {k for _, k in known}
+    others = sorted(k for k in keys if k not in seen and _MFU.search(k.split(".")[-1]))
+    return known + [(k[len("bench."):], k) for k in others]
+
+
+def extra_cell(row: Mapping[str, Any], key: str) -> str:
+    """A FLOPs / MFU value; an absent MFU says why when the record explains it."""
+    value = get(row, key)
+    if value is None and key.endswith("mfu") and get(row, "bench.flops.peak_missing"):
+        return "missing (no peak TFLOP/s for this device in device.peak)"
+    return num(value)
+
+
+def median_cell(row: Mapping[str, Any]) -> str:
+    """The median latency, flagged when the bench judged the timings noisy."""
+    cell = num(get(row, "bench.latency.median_ms"))
+    return f"{cell} (noisy)" if get(row, "bench.noise.noisy") is True else cell
+
+
+def performance_table(rows: Sequence[Mapping[str, Any]], cpu_rows: Sequence[Mapping[str, Any]],
+                      cpu_dtype: str, base_dir: Path) -> str:
+    """The performance table of one model: device x dtype x preset x batch x size."""
+    extras = extra_columns(rows)
+    many_hosts = len(machines(rows)) > 1
+    headers = (["machine"] if many_hosts else []) + ["device", "dtype", "preset", "batch", "size"]
+    headers += [h for h, _ in LATENCY] + ["throughput", "peak memory MB"]
+    headers += [h for h, _ in extras] + ["speed-up vs CPU", "record"]
+    body = []
+    for row in rows:
+        cells = [text(get(row, "env.hostname"))] if many_hosts else []
+        cells += [text(get(row, "job.device")), text(get(row, "job.dtype")), text(get(row, "job.preset")),
+                  num(get(row, "job.batch_size")), size_label(row)]
+        cells += [median_cell(row)] + [num(get(row, key)) for _, key in LATENCY[1:]]
+        cells += [throughput_cell(row), memory_cell(row)] + [extra_cell(row, k) for _, k in extras]
+        cells += [speedup_cell(row, cpu_rows, cpu_dtype, base_dir), record_link(row, base_dir)]
+        body.append(cells)
+    rule = (f"- Speed-up vs CPU = median latency of the CPU run of the same model, preset, batch and size "
+            f"(in {cpu_dtype} when measured, else in the device's dtype; same host preferred, then the "
+            f"latest) / this row's median latency.\n- Latency statistics are over the timed iterations "
+            f"(\"timed\"); \"cold ms\" is the first call, timed apart. \"missing\": not in the record.")
+    return table(headers, body) + "\n\n" + rule
