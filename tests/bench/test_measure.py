@@ -1,0 +1,93 @@
+"""The device run's measurement on a real tiny decoder on the CPU: the record's bench section."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ascendbench.bench import MemoryDelta, tensor_bytes_mb
+from ascendbench.bench import measure as measure_module
+from ascendbench.bench.measure import attach_phase_timer, measure
+from ascendbench.devices import DeviceAdapter
+
+from conftest import build_tiny_flux2
+
+
+@pytest.fixture(scope="module")
+def decode_call():
+    vae = build_tiny_flux2()
+    latent = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+
+    def call():
+        with torch.inference_mode():
+            return {"image": vae.decode(latent).sample}
+
+    return call
+
+
+def bench_cfg(compose_cfg, *overrides):
+    return compose_cfg(["device=cpu", "bench.min_iters=3", "bench.max_iters=4", "bench.min_time_s=0",
+                        *overrides]).bench
+
+
+def test_section_has_latency_flops_noise_and_stop(compose_cfg, decode_call):
+    adapter = DeviceAdapter("cpu", peak=compose_cfg(["device=cpu", "device.peak.override.float32=2.0"]).device.peak)
+    result, section = measure(decode_call, adapter, bench_cfg(compose_cfg), "float32", items_per_call=1, unit="images")
+    assert 3 <= section["latency"]["count"] <= 4 and section["stop"]["reason"] in ("stable", "max_iters")
+    for key in ("median_ms", "p99_ms", "iqr_ms", "cv", "median_ci95_low_ms"):
+        assert key in section["latency"]
+    assert section["noise"]["threshold"] == 0.10 and section["throughput"]["unit"] == "images/s"
+    flops = section["flops"]
+    assert flops["per_call"] > 0 and flops["complete"] and flops["by_op"]["aten.convolution"] > 0
+    assert flops["peak_tflops"] == 2.0 and flops["mfu"] == pytest.approx(flops["achieved_tflops"] / 2.0)
+    assert flops["achieved_tflops"] == pytest.approx(flops["per_call"] / (section["latency"]["median_ms"] * 1e-3) / 1e12)
+    assert result.first_outputs["image"].shape == (1, 3, 16, 16)
+
+
+def test_cpu_without_a_peak_figure_records_why_there_is_no_mfu(compose_cfg, decode_call):
+    adapter = DeviceAdapter("cpu", peak=compose_cfg(["device=cpu"]).device.peak)
+    _, section = measure(decode_call, adapter, bench_cfg(compose_cfg, "bench.iters=1"), "float32", 1, "images")
+    assert section["flops"]["mfu"] is None and "device.peak.override.float32" in section["flops"]["peak_missing"]
+
+
+def test_disabled_bench_times_one_call_and_counts_nothing(compose_cfg, decode_call):
+    _, section = measure(decode_call, DeviceAdapter("cpu"), bench_cfg(compose_cfg, "bench.enabled=false"),
+                         "float32", 1, "images")
+    assert section["latency"]["count"] == 1 and section["flops"]["skipped"] == "bench.enabled=false"
+
+
+def test_a_failing_flop_count_is_recorded_not_raised(compose_cfg, decode_call, monkeypatch):
+    def broken(*_, **__):
+        raise RuntimeError("no formula for this shape")
+
+    monkeypatch.setattr(measure_module, "count_flops", broken)
+    _, section = measure(decode_call, DeviceAdapter("cpu"), bench_cfg(compose_cfg, "bench.iters=1"), "float32", 1,
+                         "images")
+    assert section["flops"]["skipped"].startswith("FlopCounterMode failed: RuntimeError")
+    assert section["latency"]["count"] == 1
+
+
+def test_phase_timer_is_attached_only_to_tasks_that_ask_for_it():
+    class PlainTask:
+        pass
+
+    class PhasedTask:
+        def attach_phase_timer(self, timer, module):
+            self.timer, self.module = timer, module
+
+    assert attach_phase_timer(PlainTask(), object(), DeviceAdapter("cpu")) is None
+    task, module = PhasedTask(), object()
+    timer = attach_phase_timer(task, module, DeviceAdapter("cpu"))
+    assert task.timer is timer and task.module is module and not timer.uses_events
+
+
+def test_memory_delta_sees_a_host_allocation():
+    with MemoryDelta(DeviceAdapter("cpu")) as delta:
+        held = torch.ones(64, 1024, 1024, dtype=torch.uint8)  # 64 MiB, every page touched
+    record = delta.to_dict()
+    assert record["host_rss_delta_mb"] > 32 and record["device_allocated_delta_mb"] is None
+    assert record["seconds"] >= 0 and held.numel() == 64 * 1024 * 1024
+
+
+def test_tensor_bytes_of_a_module():
+    assert tensor_bytes_mb(torch.nn.Linear(1024, 256)) == pytest.approx((1024 * 256 + 256) * 4 / 2**20)
