@@ -101,3 +101,21 @@ class MissingPackageError(AscendBenchError):
     """
 
     reason = "missing_package"
+
+
+class PatchError(AscendBenchError):
+    """A patch named in ``model.patches`` is unknown, badly configured, or cannot apply here.
+
+    The message names the patch, the check that failed and how to fix it (e.g. the package to install).
+    """
+
+    reason = "patch"
+
+
+class MissingPackageError(AscendBenchError):
+    """A package the chosen model needs (and ascendbench does not depend on) is not installed.
+
+    The message says how to install it (e.g. ``videoflextok`` from its git repository with ``--no-deps``).
+    """
+
+    reason = "missing_package"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -23,10 +24,12 @@ from ascendbench.confdir import load_option
 from ascendbench.env import environment
 from ascendbench.errors import AscendBenchError, ConfigError
 from ascendbench.metrics import merge_rules, worst
+from ascendbench.patches import patches_applied
 from ascendbench.record import RecordWriter
 from ascendbench.resume import finished_record
 from ascendbench.summary import print_summary
 from ascendbench.tasks import describe
+from ascendbench.tasks.checks import CheckContext
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +119,8 @@ def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
         writer.finish("ok")
         return
 
-    loaded = build(cfg.model.loader, "model.loader").load(
-        cfg.model.source, cfg.model.weights, cfg.model.init_seed, cfg.model.get("revision"))
+    loader = build(cfg.model.loader, "model.loader")
+    loaded = loader.load(cfg.model.source, cfg.model.weights, cfg.model.init_seed, cfg.model.get("revision"))
     writer.update(weights={**loaded.weights, "load_seconds": loaded.load_seconds})
     if loaded.weights["kind"] == "random-init":
         writer.warn(f"weights: random-init (seed {loaded.weights['init_seed']}): {loaded.weights['reason']}")
@@ -126,16 +129,42 @@ def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
     inputs = task.make_inputs(cfg.preset, cfg.seed)
     writer.update(inputs=describe(inputs))
 
-    reference = _reference(cfg, loaded.module, task, inputs, device_dtype, writer)
-    device_outputs, bench = _device_run(cfg, loaded.module, task, inputs, adapter, device_dtype)
+    patches = cfg.model.get("patches")  # model.patches: applied around each run, restored after it
+    with patches_applied(patches, loaded.module, "cpu") as applied:
+        writer.update(patches={"reference": applied})
+        reference = _reference(cfg, loaded.module, task, inputs, device_dtype, writer)
+    with patches_applied(patches, loaded.module, adapter.name) as applied:
+        writer.update(patches={**writer.data["patches"], "device": applied})
+        device_outputs, bench = _device_run(cfg, loaded.module, task, inputs, adapter, device_dtype)
+        checks = _task_checks(cfg, dtype_cfg, task, loader, loaded, inputs, device_outputs, adapter, device_dtype)
     writer.update(bench=bench)
 
-    if reference is not None:
-        metrics = _evaluate(cfg, dtype_cfg, reference, device_outputs)
+    if reference is not None or checks:
+        metrics = _evaluate(cfg, dtype_cfg, reference, device_outputs) if reference is not None else writer.data["metrics"]
+        metrics = {**metrics, **checks}
         writer.update(metrics=metrics, verdict=worst(m.get("verdict") for m in metrics.values()))
     writer.update(artifacts=_save_artifacts(job_dir, task, inputs, reference, device_outputs))
     writer.finish("ok")
     print_summary(writer.data, writer.path)
+
+
+def _task_checks(cfg: DictConfig, dtype_cfg: DictConfig, task: Any, loader: Any, loaded: Any,
+                 inputs: Mapping[str, torch.Tensor], outputs: Mapping[str, torch.Tensor], adapter: Any,
+                 dtype: torch.dtype) -> dict[str, Any]:
+    """The task's own gates (``task.checks``, e.g. the tokenizer's), as metrics; ``{}`` for other tasks."""
+    if not hasattr(task, "checks"):
+        return {}
+    plain = lambda node: OmegaConf.to_container(node, resolve=True) if node is not None else None  # noqa: E731
+    rules = merge_rules(plain(dtype_cfg.get("thresholds")), plain(cfg.model.get("thresholds")))
+
+    @contextmanager
+    def control():  # the same architecture, randomly initialised and patched like the model
+        twin = loader.load(cfg.model.source, "random", cfg.model.init_seed, cfg.model.get("revision")).module
+        with patches_applied(cfg.model.get("patches"), twin, adapter.name):
+            yield twin
+
+    ctx = CheckContext(loaded.module, adapter.torch_device, dtype, inputs, outputs, loaded.weights, rules, control)
+    return task.checks(ctx)
 
 
 def _job_fields(cfg: DictConfig, adapter: Any, dtype_cfg: DictConfig) -> dict[str, Any]:

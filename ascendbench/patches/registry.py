@@ -1,0 +1,207 @@
+"""The patch registry: named, checked, reversible changes to third-party code.
+
+Modelled on diffusers' attention dispatcher: every patch is a class registered under a name, with
+small named constraint checks and an install hint that goes into the error when a check fails.
+:func:`patches_applied` is a context manager that applies the patches a model names in
+``model.patches`` and restores every one of them in ``finally`` (in reverse order), so a failed run
+never leaves third-party modules patched.
+
+A ``model.patches`` entry is a patch name, or a mapping with ``name``, optional ``devices`` (the device
+types the patch applies on; default: the patch's own default) and the patch's options::
+
+    patches:
+      - flex_attention_dense
+      - {name: diffusers_attention_backend, backend: _native_npu, devices: [npu]}
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from ascendbench.errors import PatchError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named constraint of a patch.
+
+    Attributes:
+        name: short name written into the error (e.g. ``torch_flex_attention``).
+        test: ``test(patch, target)`` returns ``None`` when satisfied, else the reason, for the user.
+    """
+
+    name: str
+    test: Callable[[Any, Any], str | None]
+
+
+class Patch:
+    """Base class of a registered patch: ``apply(target)`` then ``restore()``.
+
+    Subclasses take their options as keyword arguments of ``__init__``; ``apply`` returns what it
+    changed (written into the record) and must keep enough state for ``restore`` to undo even a
+    partial application.
+    """
+
+    name: ClassVar[str] = ""
+    checks: ClassVar[tuple[Check, ...]] = ()
+    install_hint: ClassVar[str] = ""
+    default_devices: ClassVar[tuple[str, ...] | None] = None
+
+    def apply(self, target: Any) -> dict[str, Any]:
+        """Patch ``target`` (the loaded model); return a description of what changed."""
+        raise NotImplementedError
+
+    def restore(self) -> None:
+        """Undo :meth:`apply`; safe to call after a partial or no application."""
+        raise NotImplementedError
+
+
+_REGISTRY: dict[str, type[Patch]] = {}
+
+
+def register_patch(name: str, *, checks: Sequence[Check] = (), install_hint: str = "",
+                   devices: Sequence[str] | None = None) -> Callable[[type[Patch]], type[Patch]]:
+    """Class decorator registering a :class:`Patch` under ``name``.
+
+    Args:
+        name: the name used in ``model.patches``.
+        checks: constraint checks run before ``apply``.
+        install_hint: appended to the error when a check fails (what to install or set).
+        devices: device types the patch applies on by default (``None``: every device).
+    """
+
+    def decorator(cls: type[Patch]) -> type[Patch]:
+        if name in _REGISTRY and _REGISTRY[name] is not cls:
+            raise ValueError(f"a patch named {name!r} is already registered ({_REGISTRY[name].__qualname__})")
+        cls.name, cls.checks, cls.install_hint = name, tuple(checks), install_hint
+        cls.default_devices = tuple(devices) if devices is not None else None
+        _REGISTRY[name] = cls
+        return cls
+
+    return decorator
+
+
+def available_patches() -> list[str]:
+    """Names of the registered patches."""
+    return sorted(_REGISTRY)
+
+
+def get_patch(name: str) -> type[Patch]:
+    """The patch class registered as ``name``, or a :class:`PatchError` listing the names."""
+    if name not in _REGISTRY:
+        raise PatchError(
+            f"model.patches names {name!r}, which is not a registered patch; registered: "
+            f"{', '.join(available_patches()) or 'none'}. Fix the name in the model config or on the "
+            "command line (e.g. `model.patches=[flex_attention_dense]`)."
+        )
+    return _REGISTRY[name]
+
+
+@dataclass(frozen=True)
+class PatchSpec:
+    """One entry of ``model.patches``: the name, the device types, the options."""
+
+    name: str
+    devices: tuple[str, ...] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def applies_on(self, device_type: str) -> bool:
+        """Whether the patch applies on this device type."""
+        devices = self.devices if self.devices is not None else get_patch(self.name).default_devices
+        return devices is None or device_type in devices
+
+
+def parse_specs(value: Any) -> list[PatchSpec]:
+    """``model.patches`` (None, a list of names and/or mappings) -> specs; a clear error otherwise."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        value = OmegaConf.to_container(value, resolve=True)
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise PatchError(f"model.patches={value!r} must be a list of patch names or mappings with a `name`.")
+    return [_parse_one(entry) for entry in value]
+
+
+def _parse_one(entry: Any) -> PatchSpec:
+    if isinstance(entry, str):
+        get_patch(entry)
+        return PatchSpec(entry)
+    if not isinstance(entry, Mapping) or "name" not in entry:
+        raise PatchError(
+            f"model.patches entry {entry!r} is neither a patch name nor a mapping with a `name` key; "
+            f"write e.g. `- flex_attention_dense` or `- {{name: flex_attention_dense, devices: [npu]}}`."
+        )
+    options = {k: v for k, v in entry.items() if k not in ("name", "devices")}
+    devices = entry.get("devices")
+    get_patch(entry["name"])
+    return PatchSpec(entry["name"], tuple(devices) if devices is not None else None, options)
+
+
+def build_patch(spec: PatchSpec) -> Patch:
+    """Instantiate the patch of ``spec`` with its options (unknown options are named in the error)."""
+    cls = get_patch(spec.name)
+    accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
+    unknown = sorted(set(spec.options) - set(accepted))
+    if unknown:
+        raise PatchError(
+            f"patch {spec.name!r} has no option(s) {', '.join(unknown)}; its options are "
+            f"{', '.join(accepted) or 'none'} (plus `devices`). Fix the entry in model.patches."
+        )
+    return cls(**spec.options)
+
+
+def check_patch(patch: Patch, target: Any) -> None:
+    """Run the patch's constraint checks; the first failure raises with the install hint."""
+    for check in patch.checks:
+        reason = check.test(patch, target)
+        if reason:
+            hint = f" {patch.install_hint}" if patch.install_hint else ""
+            raise PatchError(f"patch {patch.name!r} cannot apply: check {check.name!r} failed: {reason}.{hint}")
+
+
+@contextmanager
+def patches_applied(specs: Any, target: Any, device_type: str) -> Iterator[list[dict[str, Any]]]:
+    """Apply the patches of ``specs`` that apply on ``device_type`` to ``target``; restore on exit.
+
+    Yields:
+        One entry per spec for the record: ``{name, options, devices, ...what apply returned}`` or
+        ``{name, skipped: reason}``.
+    """
+    applied: list[Patch] = []
+    infos: list[dict[str, Any]] = []
+    try:
+        for spec in parse_specs(specs):
+            info: dict[str, Any] = {"name": spec.name, "options": dict(spec.options)}
+            if not spec.applies_on(device_type):
+                info["skipped"] = f"not applied on {device_type} (devices: {list(spec.devices or get_patch(spec.name).default_devices)})"
+                infos.append(info)
+                continue
+            patch = build_patch(spec)
+            check_patch(patch, target)
+            applied.append(patch)
+            info.update(patch.apply(target))
+            log.info("patch %s applied on %s: %s", spec.name, device_type, info)
+            infos.append(info)
+        yield infos
+    finally:
+        _restore_all(applied)
+
+
+def _restore_all(applied: list[Patch]) -> None:
+    failures: list[BaseException] = []
+    for patch in reversed(applied):
+        try:
+            patch.restore()
+        except Exception as exc:  # keep restoring the others; the first failure is re-raised below
+            log.error("restoring patch %s failed: %s", patch.name, exc)
+            failures.append(exc)
+    if failures:
+        raise failures[0]

@@ -1,0 +1,73 @@
+"""Task checks: gates a task computes on its own outputs, recorded as metrics with verdicts.
+
+Most tasks are judged only against the CPU reference. Some carry intrinsic gates as well (the video
+tokenizer: strict load, config landed, token ids in the codebook, agreement across two runs,
+reconstruction PSNR against the input, a randomly initialised control). A task that has them defines
+``checks(ctx: CheckContext) -> dict[str, entry]``; the runner calls it after the device run, inside
+the same patches, and merges the entries into ``metrics``. Each entry is
+``{value, verdict, threshold, rule, source, details}`` (verdict from the rule of the same name in
+``model.thresholds``; ``None`` when the value is informative only) or ``{skipped: reason}``.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+
+from ascendbench.metrics.verdict import judge
+
+
+@dataclass
+class CheckContext:
+    """What a task's checks may use.
+
+    Attributes:
+        module: the model, on the device in the run's dtype (patched as for the device run).
+        device: the run's torch device.
+        dtype: the run's floating dtype.
+        inputs: the task inputs (CPU, float32).
+        outputs: the device run's outputs (CPU).
+        weights: the record's ``weights`` entry (kind, strict-load counts, config checks...).
+        rules: verdict rules by metric name (dtype rules overridden by ``model.thresholds``).
+        control: a context manager factory yielding the same architecture randomly initialised
+            (CPU, float32, patched like the model), or ``None`` when the loader cannot build one.
+    """
+
+    module: torch.nn.Module
+    device: torch.device
+    dtype: torch.dtype
+    inputs: Mapping[str, torch.Tensor]
+    outputs: Mapping[str, torch.Tensor]
+    weights: Mapping[str, Any]
+    rules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    control: Callable[[], AbstractContextManager[torch.nn.Module]] | None = None
+
+    def to_device(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Move tensors to the run's device; floating ones to the run's dtype."""
+        return {k: v.to(device=self.device, dtype=self.dtype) if v.is_floating_point() else v.to(self.device)
+                for k, v in tensors.items()}
+
+
+def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
+         details: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A metric entry: the value judged by ``rules[name]`` when there is such a rule.
+
+    >>> gate("gate/x", 0.0, {"gate/x": {"max": 0}})["verdict"]
+    'PASS'
+    >>> gate("gate/y", 3.0, {})["verdict"] is None
+    True
+    """
+    entry: dict[str, Any] = {"value": float(value), "verdict": None, "threshold": None}
+    if rules.get(name):
+        entry.update(judge(float(value), rules[name]))
+    if details:
+        entry["details"] = dict(details)
+    return entry
+
+
+def skipped(reason: str) -> dict[str, str]:
+    """A metric entry for a gate that could not be computed, with the reason."""
+    return {"skipped": reason}

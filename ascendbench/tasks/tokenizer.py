@@ -1,0 +1,157 @@
+"""Video tokenizer: a structured clip -> ``tokenize`` -> ``detokenize`` with N flow steps.
+
+The model is anything with videoflextok's API (``VideoFlexTokFromHub``)::
+
+    tokens_list = model.tokenize(video)                       # video [B, 3, T, H, W] in [-1, 1]
+    videos_list = model.detokenize(tokens_list, timesteps=N, noise_list=[...], guidance_scale=...)
+
+Inputs are the clip (:func:`ascendbench.tasks.clips.structured_clip`) and the flow decoder's starting
+noise, both drawn on a CPU generator, so every device decodes from the same noise. Outputs are
+``tokens`` ``[B, t, n]`` (int64) and ``reconstruction`` ``[B, 3, T, H, W]``. The gates the seed report
+checked by hand are the task's :meth:`VideoTokenizerTask.checks` (see
+:mod:`ascendbench.tasks.tokenizer_gates`).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Sequence
+
+import torch
+
+from ascendbench.errors import TaskError
+from ascendbench.tasks.checks import CheckContext
+from ascendbench.tasks.clips import structured_clip
+from ascendbench.tasks.inputs import cpu_randn
+
+
+@contextmanager
+def _seeded_rng(device: torch.device, seed: int) -> Iterator[None]:
+    """Seed the global generators of ``device`` for the block and restore them afterwards.
+
+    upstream's chunked decoder draws the noise of every chunk after the first itself (only the first
+    takes ``noise_list``); seeding makes that noise the same on every call on a device (not across
+    device types, whose generators differ).
+    """
+    devices = [] if device.type == "cpu" else [device.index or 0]
+    with torch.random.fork_rng(devices=devices, device_type=device.type if devices else "cuda"):
+        torch.manual_seed(seed)
+        yield
+
+
+class VideoTokenizerTask:
+    """Tokenize and detokenize a deterministic structured clip.
+
+    Args:
+        steps: flow-matching steps of ``detokenize`` (usually ``${preset.steps}``).
+        resolution: the model's fixed square resolution (``None``: any multiple of ``spatial_multiple``).
+        chunk_frames: frames per chunk the model tokenizes at once.
+        overlap_frames: frames shared by consecutive chunks.
+        tokens_per_chunk: token grid of one chunk, ``[t, n]`` (e.g. ``[5, 256]``).
+        overlap_tokens: token rows shared by consecutive chunks (removed from all but the first).
+        codebook_size: number of token ids (ids must lie in ``[0, codebook_size)``).
+        noise_shape: per-clip flow noise ``[C, t, h, w]`` of one chunk; ``None``: the model draws it.
+        steps_kwarg, noise_kwarg: ``detokenize`` argument names for the steps and the noise list.
+        detokenize: further ``detokenize`` keyword arguments (guidance scale...).
+        spatial_multiple: height/width must be multiples of this when ``resolution`` is ``None``.
+    """
+
+    kind = "video_tokenizer"
+    output_kind = "video"
+    unit = "clips"
+
+    seed = 42  # set by make_inputs; seeds the noise the model draws itself (chunks after the first)
+
+    def __init__(self, steps: int, tokens_per_chunk: Sequence[int], codebook_size: int,
+                 resolution: int | None = 256, chunk_frames: int = 17, overlap_frames: int = 1,
+                 overlap_tokens: int = 1, noise_shape: Sequence[int] | None = None,
+                 steps_kwarg: str = "timesteps", noise_kwarg: str = "noise_list",
+                 detokenize: Mapping[str, Any] | None = None, spatial_multiple: int = 8) -> None:
+        self.steps = int(steps)
+        self.tokens_per_chunk = [int(v) for v in tokens_per_chunk]
+        self.codebook_size = int(codebook_size)
+        self.resolution = int(resolution) if resolution else None
+        self.chunk_frames, self.overlap_frames = int(chunk_frames), int(overlap_frames)
+        self.overlap_tokens = int(overlap_tokens)
+        self.noise_shape = [int(v) for v in noise_shape] if noise_shape else None
+        self.steps_kwarg, self.noise_kwarg = steps_kwarg, noise_kwarg
+        self.detokenize_kwargs = dict(detokenize or {})
+        self.spatial_multiple = int(spatial_multiple)
+        if self.steps <= 0:
+            raise TaskError(f"preset.steps={self.steps}: the flow decoder needs at least one step; "
+                            "set e.g. `preset.steps=20` (the seed report's value).")
+
+    # -- sizes ---------------------------------------------------------------------------------
+    def num_chunks(self, frames: int) -> int:
+        """Chunks a clip of ``frames`` frames is cut into; a :class:`TaskError` if it does not fit."""
+        stride = self.chunk_frames - self.overlap_frames
+        if frames < self.chunk_frames or (frames - self.overlap_frames) % stride:
+            valid = [self.chunk_frames + k * stride for k in range(4)]
+            raise TaskError(
+                f"preset.num_frames={frames} does not fit the model's chunks of {self.chunk_frames} frames "
+                f"overlapping by {self.overlap_frames}; allowed: {', '.join(map(str, valid))}, ... "
+                f"(chunk + k * {stride}). Set e.g. `preset.num_frames={valid[0]}`."
+            )
+        return (frames - self.chunk_frames) // stride + 1
+
+    def token_shape(self, batch: int, frames: int) -> list[int]:
+        """The token tensor shape expected for a batch of clips of ``frames`` frames."""
+        t, n = self.tokens_per_chunk
+        chunks = self.num_chunks(frames)
+        return [batch, t + (chunks - 1) * (t - self.overlap_tokens), n]
+
+    def _check_size(self, height: int, width: int) -> None:
+        if self.resolution is not None and (height, width) != (self.resolution, self.resolution):
+            raise TaskError(
+                f"preset.height={height} and preset.width={width}: this tokenizer works at a fixed "
+                f"{self.resolution}x{self.resolution}; set `preset.height={self.resolution} "
+                f"preset.width={self.resolution}` (its presets vary the clip length instead)."
+            )
+        if self.resolution is None and (height % self.spatial_multiple or width % self.spatial_multiple):
+            raise TaskError(f"preset.height={height} and preset.width={width} must be multiples of "
+                            f"{self.spatial_multiple} for this tokenizer.")
+
+    # -- the task ------------------------------------------------------------------------------
+    def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
+        """``video`` ``[B, 3, T, H, W]`` in ``[-1, 1]`` and, if configured, the flow ``noise``."""
+        batch, frames = int(preset["batch_size"]), int(preset["num_frames"])
+        height, width = int(preset["height"]), int(preset["width"])
+        self._check_size(height, width)
+        self.num_chunks(frames)
+        if batch <= 0:
+            raise TaskError(f"preset.batch_size={batch} must be positive.")
+        self.seed = int(seed)
+        inputs = {"video": structured_clip(batch, frames, height, width, seed)}
+        if self.noise_shape is not None:
+            inputs["noise"] = cpu_randn((batch, *self.noise_shape), int(seed) + 1)
+        return inputs
+
+    def tokenize(self, model: Any, video: torch.Tensor) -> torch.Tensor:
+        """``model.tokenize(video)`` stacked into one ``[B, t, n]`` int64 tensor."""
+        with torch.no_grad():
+            tokens = model.tokenize(video)
+        return torch.cat([t.reshape(1, *t.shape[1:]) for t in tokens]).long()
+
+    def detokenize(self, model: Any, tokens: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+        """``model.detokenize`` with the configured steps and noise, stacked to ``[B, 3, T, H, W]``."""
+        kwargs = {**self.detokenize_kwargs, self.steps_kwarg: self.steps}
+        if noise is not None:
+            kwargs[self.noise_kwarg] = list(noise.split(1))
+        with torch.no_grad(), _seeded_rng(tokens.device, self.seed + 2):
+            videos = model.detokenize(list(tokens.split(1)), **kwargs)
+        return torch.cat(list(videos))
+
+    def run(self, model: Any, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Tokenize then detokenize; inputs are already on the model's device and dtype."""
+        tokens = self.tokenize(model, inputs["video"])
+        return {"tokens": tokens, "reconstruction": self.detokenize(model, tokens, inputs.get("noise"))}
+
+    def items_per_call(self, inputs: Mapping[str, torch.Tensor]) -> int:
+        """Clips per call (for throughput)."""
+        return int(inputs["video"].shape[0])
+
+    def checks(self, ctx: CheckContext) -> dict[str, dict[str, Any]]:
+        """The tokenizer gates; see :func:`ascendbench.tasks.tokenizer_gates.tokenizer_gates`."""
+        from ascendbench.tasks.tokenizer_gates import tokenizer_gates
+
+        return tokenizer_gates(self, ctx)
