@@ -15,6 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+import torch
+
 from ascendbench.devices.adapter import host_rss_mb
 
 
@@ -63,6 +65,12 @@ class MemoryDelta:
 
 
 def tensor_bytes_mb(module: Any) -> float:
-    """Size of a module's parameters and buffers in MiB (what placing it on a device must hold)."""
+    """Size of a module's parameters and buffers in MiB (what placing it on a device must hold).
+
+    A pipeline (no ``parameters()``) counts the ``torch.nn.Module`` components it holds.
+    """
+    if not isinstance(module, torch.nn.Module):
+        return sum(tensor_bytes_mb(c) for c in getattr(module, "components", {}).values()
+                   if isinstance(c, torch.nn.Module))
     total = sum(t.numel() * t.element_size() for t in list(module.parameters()) + list(module.buffers()))
     return total / (1024.0 * 1024.0)

@@ -1,0 +1,95 @@
+"""One layer forward: a deterministic input -> any ``torch.nn`` module -> its output.
+
+The module usually comes from :class:`ascendbench.models.layer.SafetensorsLayerLoader` (one layer's
+tensors read straight out of a checkpoint by name prefix). The input is drawn from a CPU generator;
+its shape is given outright (``input_shape``) or follows the preset like a latent (``channels`` with
+``spatial_compression`` and, for video latents, ``temporal_compression``): the LTX-Video VAE's
+``decoder.conv_in`` at the mini preset gets the seed's latent ``[1, 128, 2, 8, 8]``.
+
+Besides the comparison with the CPU reference, the task checks determinism: after the timed runs it
+calls the layer once more on the device with the same input and records the largest difference to
+the first call (the seed's "second run diff 0.0"), with the input as the device saw it (shape, dtype,
+SHA256).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from ascendbench.errors import TaskError
+from ascendbench.tasks.checks import CheckContext, gate
+from ascendbench.tasks.inputs import cpu_randn, describe
+from ascendbench.tasks.video_decode import video_latent_shape
+
+
+class LayerForwardTask:
+    """``outputs[output_name] = module(inputs[input_name])`` on a seeded input.
+
+    Args:
+        input_shape: the input's full shape; when ``None`` it follows the preset (next arguments).
+        channels: channels of a preset-shaped latent input.
+        spatial_compression: pixels per latent element along height and width.
+        temporal_compression: frames per latent frame (``None``: a 4-D image latent).
+        input_name: key of the input (``latent`` for a VAE layer).
+        output_name: key of the output.
+        determinism_check: run once more on the device after timing and compare with the first call.
+    """
+
+    kind = "layer_forward"
+    output_kind = "tensor"
+    unit = "calls"
+
+    def __init__(self, input_shape: Sequence[int] | None = None, channels: int | None = None,
+                 spatial_compression: int = 1, temporal_compression: int | None = None,
+                 input_name: str = "input", output_name: str = "output", determinism_check: bool = True) -> None:
+        self.input_shape = tuple(int(d) for d in input_shape) if input_shape is not None else None
+        self.channels = channels
+        self.spatial_compression = int(spatial_compression)
+        self.temporal_compression = temporal_compression
+        self.input_name = input_name
+        self.output_name = output_name
+        self.determinism_check = bool(determinism_check)
+
+    def shape(self, preset: Mapping[str, Any]) -> tuple[int, ...]:
+        """The input shape: ``input_shape``, or a latent shaped by the preset."""
+        if self.input_shape is not None:
+            return self.input_shape
+        if self.channels is None:
+            raise TaskError(
+                "model.task needs either `input_shape` (e.g. [1, 128, 2, 8, 8]) or `channels` (with "
+                "spatial_compression and, for video latents, temporal_compression) to shape the layer's input."
+            )
+        if self.temporal_compression is not None:
+            return video_latent_shape(preset, self.channels, self.spatial_compression, int(self.temporal_compression))
+        height, width, batch = int(preset["height"]), int(preset["width"]), int(preset["batch_size"])
+        factor = self.spatial_compression
+        if height % factor or width % factor:
+            raise TaskError(f"preset.height={height} and preset.width={width} must be multiples of {factor}.")
+        return (batch, int(self.channels), height // factor, width // factor)
+
+    def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
+        """The input, float32 on CPU, from ``torch.Generator(seed)``."""
+        return {self.input_name: cpu_randn(self.shape(preset), seed)}
+
+    def run(self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One forward; the inputs are already on the model's device and dtype."""
+        with torch.inference_mode():
+            return {self.output_name: model(inputs[self.input_name])}
+
+    def items_per_call(self, inputs: Mapping[str, torch.Tensor]) -> int:
+        """One call per call (throughput in calls/s, as the seed's "inferences per second")."""
+        return 1
+
+    def checks(self, ctx: CheckContext) -> dict[str, Any]:
+        """``determinism/max_abs_diff``: one more device run against the first one."""
+        if not self.determinism_check:
+            return {}
+        moved = ctx.to_device(ctx.inputs)
+        again = self.run(ctx.module, moved)[self.output_name].detach().to("cpu")
+        first = ctx.outputs[self.output_name]
+        diff = (again.to(torch.float64) - first.to(torch.float64)).abs()
+        details = {"runs_compared": 2, "identical": bool(torch.equal(again, first)),
+                   "device_input": describe({self.input_name: moved[self.input_name]})[self.input_name]}
+        return {"determinism/max_abs_diff": gate("determinism/max_abs_diff", float(diff.max()), ctx.rules, details)}

@@ -1,0 +1,140 @@
+"""Text to video: prompt -> a diffusers video pipeline -> frames, seeded by a CPU generator.
+
+Everything the pipeline is called with comes from config: the prompts and further call arguments
+from the task, ``height``/``width``/``num_frames``/``steps``/``batch_size`` from the preset (Sulphur-2
+seed: mini 256x256x9, balanced 512x320x65, quality 704x480x161, 50 steps), the noise from
+``torch.Generator("cpu").manual_seed(seed)`` -- identical on every device -- and ``output_type="pt"``.
+
+The output ``video`` is ``[B, T, C, H, W]`` mapped from the pipeline's [0, 1] frames to [-1, 1] (the
+decoder's own range, the convention of every video output in ascendbench), computed in at least
+float32.
+
+How the pipeline is placed is configured here too (:meth:`TextToVideoTask.to`): model CPU offload onto
+the run's device and VAE slicing/tiling. The attention backend is a patch, not a task option:
+``model.patches`` with ``diffusers_attention_backend`` (``_native_npu`` on NPU runs; the CPU reference
+always runs PyTorch SDPA).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from ascendbench.errors import ConfigError
+from ascendbench.tasks.video_decode import apply_vae_options, video_latent_shape
+
+log = logging.getLogger(__name__)
+
+PRESET_CALL_KEYS = {"height": "height", "width": "width", "num_frames": "num_frames", "steps": "num_inference_steps",
+                    "batch_size": "num_videos_per_prompt"}
+
+
+def _require(package: str, what: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(package) is None:
+        raise ConfigError(f"{what} needs the {package} package, which is not installed: `pip install {package}` "
+                          "(or `pip install ascendbench[pipelines]`), or switch the option off.")
+
+
+class TextToVideoTask:
+    """Generate a video from the configured prompt with a diffusers text-to-video pipeline.
+
+    Args:
+        prompt: the prompt.
+        negative_prompt: the negative prompt (``None``: none).
+        spatial_compression: the VAE's spatial compression (height/width must be multiples).
+        temporal_compression: the VAE's temporal compression (frames must be 1 + a multiple).
+        call_kwargs: further pipeline call arguments (``guidance_scale``, ``max_sequence_length``,
+            ``frame_rate``, ``decode_timestep``...).
+        outputs: output name -> attribute of the pipeline output (``{video: frames}``; LTX-2 adds
+            ``audio: audio``).
+        video_outputs: outputs that are [0, 1] frames, mapped to [-1, 1].
+        cpu_offload: ``enable_model_cpu_offload(device=<run device>)`` instead of moving everything.
+        vae: ``pipe.vae`` slicing/tiling (see :func:`ascendbench.tasks.video_decode.apply_vae_options`).
+    """
+
+    kind = "text_to_video"
+    output_kind = "video"
+    unit = "frames"
+    video_layout = "BTCHW"
+    value_range = (-1.0, 1.0)
+
+    def __init__(self, prompt: str, negative_prompt: str | None = None, spatial_compression: int = 32,
+                 temporal_compression: int = 8, call_kwargs: Mapping[str, Any] | None = None,
+                 outputs: Mapping[str, str] | None = None, video_outputs: Sequence[str] = ("video",),
+                 cpu_offload: bool = False,
+                 vae: Mapping[str, Any] | None = None) -> None:
+        self.prompt = prompt
+        self.negative_prompt = negative_prompt
+        self.spatial_compression = int(spatial_compression)
+        self.temporal_compression = int(temporal_compression)
+        self.call_kwargs = dict(call_kwargs or {})
+        self.outputs = dict(outputs or {"video": "frames"})
+        self.video_outputs = tuple(video_outputs)
+        self.cpu_offload = bool(cpu_offload)
+        self.vae_options = dict(vae or {})
+        self._call: dict[str, Any] = {}
+        self._timer: Any = None
+        self.applied: dict[str, Any] = {}
+
+    def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
+        """The generator seed as a tensor (the noise itself is drawn by the pipeline on the CPU).
+
+        The preset's sizes are checked against the VAE's compression and kept for :meth:`run`.
+        """
+        video_latent_shape(preset, 1, self.spatial_compression, self.temporal_compression)
+        self._call = {call: int(preset[key]) for key, call in PRESET_CALL_KEYS.items()}
+        return {"seed": torch.tensor([int(seed)], dtype=torch.int64)}
+
+    def to(self, pipe: Any, device: torch.device, dtype: torch.dtype) -> Any:
+        """Cast, move (or offload onto ``device``), set the VAE options."""
+        pipe.set_progress_bar_config(disable=True)
+        pipe.to(dtype=dtype)
+        self.applied = {"device": str(device)}
+        if self.cpu_offload and device.type != "cpu":
+            _require("accelerate", "model.task.cpu_offload=true (enable_model_cpu_offload)")
+            pipe.enable_model_cpu_offload(device=device)
+            self.applied["cpu_offload"] = True
+        else:
+            if self.cpu_offload:
+                log.info("model.task.cpu_offload ignored on the CPU (nothing to offload to)")
+            pipe.to(device)
+            self.applied["cpu_offload"] = False
+        self.applied["vae"] = apply_vae_options(pipe.vae, self.vae_options)
+        log.info("pipeline placed: %s", self.applied)
+        return pipe
+
+    def attach_phase_timer(self, timer: Any, pipe: Any) -> None:
+        """Per-phase timing: text encoding, each denoising step, VAE decode."""
+        self._timer = timer
+        if getattr(pipe, "text_encoder", None) is not None:
+            timer.watch(pipe.text_encoder, "text_encoding")
+        timer.watch(pipe.transformer, "denoiser")
+        timer.wrap(pipe.vae, "decode", "vae_decode")
+
+    def run(self, pipe: Any, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One pipeline call with a fresh CPU generator seeded from ``inputs["seed"]``."""
+        if not self._call:
+            raise RuntimeError("TextToVideoTask.run() before make_inputs(): the preset sizes are unknown")
+        generator = torch.Generator("cpu").manual_seed(int(inputs["seed"].reshape(-1)[0]))
+        kwargs = {"prompt": self.prompt, "negative_prompt": self.negative_prompt, **self._call,
+                  **self.call_kwargs, "generator": generator, "output_type": "pt"}
+        if self._timer is not None:
+            kwargs["callback_on_step_end"] = self._timer.step_callback(starts_with="denoiser")
+        with torch.inference_mode():
+            result = pipe(**kwargs)
+        return {name: self._output(name, getattr(result, attr)) for name, attr in self.outputs.items()}
+
+    def _output(self, name: str, value: Any) -> torch.Tensor:
+        tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+        if name in self.video_outputs:
+            wide = tensor.to(torch.promote_types(tensor.dtype, torch.float32))
+            return wide * 2 - 1
+        return tensor
+
+    def items_per_call(self, inputs: Mapping[str, torch.Tensor]) -> int:
+        """Frames generated by one call: ``num_videos_per_prompt x num_frames``."""
+        return int(self._call.get("num_videos_per_prompt", 1)) * int(self._call.get("num_frames", 1))
