@@ -71,8 +71,8 @@ class VideoFlexTokLoader:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             raise MissingPackageError(
-                f"model.loader.class_path={self.class_path!r} needs the package {exc.name!r}, which is not "
-                f"installed. {self.install_hint}"
+                f"model.loader.class_path={self.class_path!r} needs the package "
+                f"{(exc.name or module_name).split('.')[0]!r}, which is not installed. {self.install_hint}"
             ) from exc
         if not hasattr(module, attr):
             raise ConfigError(f"model.loader.class_path={self.class_path!r}: module {module_name} has no "

@@ -5,8 +5,8 @@ tokenizer: strict load, config landed, token ids in the codebook, agreement acro
 reconstruction PSNR against the input, a randomly initialised control). A task that has them defines
 ``checks(ctx: CheckContext) -> dict[str, entry]``; the runner calls it after the device run, inside
 the same patches, and merges the entries into ``metrics``. Each entry is
-``{value, verdict, threshold, rule, source, details}`` (verdict from the rule of the same name in
-``model.thresholds``; ``None`` when the value is informative only) or ``{skipped: reason}``.
+``{value, verdict, threshold, rule, source, details}`` (verdict from the rule of the bare metric name
+in ``model.thresholds``; ``None`` when the value is informative only) or ``{skipped: reason}``.
 """
 
 from __future__ import annotations
@@ -53,16 +53,20 @@ class CheckContext:
 
 def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
          details: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A metric entry: the value judged by ``rules[name]`` when there is such a rule.
+    """A metric entry for ``name`` (``<group>/<metric>``), judged by the rule of ``<metric>`` if any.
 
-    >>> gate("gate/x", 0.0, {"gate/x": {"max": 0}})["verdict"]
+    Rules are keyed by the bare metric name, as for the evaluators' ``<output>/<metric>`` entries, so a
+    rule can be overridden on the command line: ``model.thresholds.recon_psnr_db.min=23``.
+
+    >>> gate("gate/x", 0.0, {"x": {"max": 0}})["verdict"]
     'PASS'
     >>> gate("gate/y", 3.0, {})["verdict"] is None
     True
     """
     entry: dict[str, Any] = {"value": float(value), "verdict": None, "threshold": None}
-    if rules.get(name):
-        entry.update(judge(float(value), rules[name]))
+    rule = rules.get(name.rsplit("/", 1)[-1])
+    if rule:
+        entry.update(judge(float(value), rule))
     if details:
         entry["details"] = dict(details)
     return entry

@@ -25,6 +25,12 @@ from ascendbench.tasks.clips import structured_clip
 from ascendbench.tasks.inputs import cpu_randn
 
 
+def _ints(value: Any) -> list[int]:
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+
+
 @contextmanager
 def _seeded_rng(device: torch.device, seed: int) -> Iterator[None]:
     """Seed the global generators of ``device`` for the block and restore them afterwards.
@@ -51,6 +57,8 @@ class VideoTokenizerTask:
         overlap_tokens: token rows shared by consecutive chunks (removed from all but the first).
         codebook_size: number of token ids (ids must lie in ``[0, codebook_size)``).
         noise_shape: per-clip flow noise ``[C, t, h, w]`` of one chunk; ``None``: the model draws it.
+        noise_check: attribute paths of the model whose values, flattened, must equal ``noise_shape``
+            (e.g. ``[video_tokenizer.pipeline.out_channels, vae_video_sizes]``); checked before decoding.
         steps_kwarg, noise_kwarg: ``detokenize`` argument names for the steps and the noise list.
         detokenize: further ``detokenize`` keyword arguments (guidance scale...).
         spatial_multiple: height/width must be multiples of this when ``resolution`` is ``None``.
@@ -65,6 +73,7 @@ class VideoTokenizerTask:
     def __init__(self, steps: int, tokens_per_chunk: Sequence[int], codebook_size: int,
                  resolution: int | None = 256, chunk_frames: int = 17, overlap_frames: int = 1,
                  overlap_tokens: int = 1, noise_shape: Sequence[int] | None = None,
+                 noise_check: Sequence[str] | None = None,
                  steps_kwarg: str = "timesteps", noise_kwarg: str = "noise_list",
                  detokenize: Mapping[str, Any] | None = None, spatial_multiple: int = 8) -> None:
         self.steps = int(steps)
@@ -74,6 +83,7 @@ class VideoTokenizerTask:
         self.chunk_frames, self.overlap_frames = int(chunk_frames), int(overlap_frames)
         self.overlap_tokens = int(overlap_tokens)
         self.noise_shape = [int(v) for v in noise_shape] if noise_shape else None
+        self.noise_check = list(noise_check or [])
         self.steps_kwarg, self.noise_kwarg = steps_kwarg, noise_kwarg
         self.detokenize_kwargs = dict(detokenize or {})
         self.spatial_multiple = int(spatial_multiple)
@@ -132,10 +142,28 @@ class VideoTokenizerTask:
             tokens = model.tokenize(video)
         return torch.cat([t.reshape(1, *t.shape[1:]) for t in tokens]).long()
 
+    def check_noise(self, model: Any) -> None:
+        """Compare ``noise_shape`` with the model's values at ``noise_check``; a :class:`TaskError` if they differ."""
+        if not self.noise_check or self.noise_shape is None:
+            return
+        from ascendbench.models.expect import read_path
+
+        try:
+            values = [v for path in self.noise_check for v in _ints(read_path(model, path))]
+        except KeyError as exc:
+            raise TaskError(f"model.task.noise_check={self.noise_check}: {exc.args[0]} on "
+                            f"{type(model).__name__}; fix the attribute paths or set noise_check: null.") from exc
+        if values != self.noise_shape:
+            raise TaskError(
+                f"model.task.noise_shape={self.noise_shape} does not fit the model: {', '.join(self.noise_check)} "
+                f"give {values}. Set `model.task.noise_shape={values}`."
+            )
+
     def detokenize(self, model: Any, tokens: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
         """``model.detokenize`` with the configured steps and noise, stacked to ``[B, 3, T, H, W]``."""
         kwargs = {**self.detokenize_kwargs, self.steps_kwarg: self.steps}
         if noise is not None:
+            self.check_noise(model)
             kwargs[self.noise_kwarg] = list(noise.split(1))
         with torch.no_grad(), _seeded_rng(tokens.device, self.seed + 2):
             videos = model.detokenize(list(tokens.split(1)), **kwargs)

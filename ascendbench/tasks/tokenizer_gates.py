@@ -1,13 +1,14 @@
 """The video tokenizer's gates, as the VideoFlexTok seed report checked them by hand.
 
-All are recorded under ``metrics`` as ``gate/<name>``; verdicts come from ``model.thresholds``:
+All are recorded under ``metrics`` as ``gate/<name>``; verdicts come from the rule ``<name>`` in
+``model.thresholds`` (e.g. ``recon_psnr_db: {min: 20}``):
 
 * ``gate/load_missing_keys``, ``gate/load_unexpected_keys`` -- strict load of the checkpoint;
 * ``gate/config_mismatches`` -- config values that did not land in the instance (details per value);
 * ``gate/token_shape_match`` -- 1 when the tokens have the expected shape;
 * ``gate/token_ids_out_of_range`` -- ids outside ``[0, codebook_size)`` (details: min, max);
 * ``gate/token_unique_ratio`` -- distinct ids / tokens (a dead encoder emits one id);
-* ``gate/token_agreement`` -- fraction of equal ids between the run and a second tokenize;
+* ``gate/rerun_token_agreement`` -- fraction of equal ids between the run and a second tokenize;
 * ``gate/recon_psnr_db`` -- reconstruction PSNR against the input clip (range 2, values in [-1, 1]);
 * ``gate/recon_out_of_range`` -- fraction of reconstructed values outside ``[-1, 1]``;
 * ``gate/control_psnr_db`` and ``gate/control_psnr_gap_db`` -- the same architecture randomly
@@ -117,7 +118,7 @@ def _token_gates(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
                                              "codebook_size": task.codebook_size}),
         "gate/token_unique_ratio": gate("gate/token_unique_ratio", stats["unique_ratio"], rules,
                                         {"unique": stats["unique"], "total": stats["total"]}),
-        "gate/token_agreement": gate("gate/token_agreement", agreement, rules,
+        "gate/rerun_token_agreement": gate("gate/rerun_token_agreement", agreement, rules,
                                      {"equal": round(agreement * stats["total"]), "total": stats["total"],
                                       "bit_exact": bool(agreement == 1.0)}),
     }

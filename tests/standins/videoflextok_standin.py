@@ -245,7 +245,7 @@ def build_pretrained(config: dict | None = None, seed: int = 0) -> VideoFlexTokS
     changes the outputs a little.
     """
     torch.manual_seed(seed)
-    model = VideoFlexTokStandIn(config or {})
+    model = VideoFlexTokStandIn({**DEFAULT_CONFIG, **(config or {})})  # the full config goes to config.json
     tok = model.video_tokenizer
     patch = model.video_tokenizer.vae.encoder.kernel_size[-1]
     dim, area = 3 * patch**2, patch**2
