@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-dev demo test bench clean
+.PHONY: help install install-dev demo test bench report clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ test: install-dev ## run the whole test suite
 
 bench: install ## run every benchmark of ascendbench itself (benchmarks/bench_*.py); prints measured ratios
 	@set -e; for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script; done
+
+report: install ## records under outputs/ and multirun/ -> reports/report.md, CSV, plots; README=path back-fills its markers
+	$(PY) -m ascendbench.report $(if $(README),--readme $(README)) $(ARGS)
 
 clean: ## remove outputs/, multirun/ and caches (keeps .venv)
 	rm -rf outputs multirun reports .pytest_cache

@@ -160,7 +160,10 @@ class CardPool(Callback):
             )
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Claim (or inherit) this worker's card and export it before the job's code runs."""
+        """Claim (or inherit) this worker's card and export it before the job's code runs (multirun only)."""
+        mode = OmegaConf.select(config, "hydra.mode")
+        if getattr(mode, "name", str(mode)) == "RUN":  # a single run picks its card with device.index / device.env
+            return
         if self.cards is None:
             card = next((os.environ[v] for v in self.inherit_from if os.environ.get(v)), None)
             if card is None:

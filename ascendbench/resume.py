@@ -53,7 +53,5 @@ def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | No
     if comparable(record.get("config")) != comparable(current):
         log.info("resume: %s is ok but its config differs from this job's; running again", path)
         return None
-    message = f"resume: skipped, {path} is ok with this same config (resume.force=true runs it again)"
-    log.info(message)
-    print(f"ascendbench {message}", flush=True)
+    log.info("resume: skipped, %s is ok with this same config (resume.force=true runs it again)", path)
     return record

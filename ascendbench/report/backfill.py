@@ -17,7 +17,8 @@ from typing import Callable, Mapping
 
 from ascendbench.errors import ReportError
 
-SECTIONS = ("accuracy", "performance", "recommendation", "environment", "failures", "cross_device", "plots")
+SECTIONS = ("accuracy", "performance", "recommendation", "environment", "failures", "cross_device", "plots",
+            "artifacts")
 _MARKER = re.compile(r"(<!--\s*ascendbench:(?P<name>[\w-]+)\s*-->)(?P<body>.*?)(<!--\s*/ascendbench:(?P=name)\s*-->)",
                      re.DOTALL)
 _LEGACY = re.compile(r"(<!--\s*ACCURACY_TABLE_BEGIN\s*-->)(?P<body>.*?)(<!--\s*ACCURACY_TABLE_END\s*-->)", re.DOTALL)

@@ -118,7 +118,9 @@ class Report:
             if files:
                 label = (f"{text(get(row, 'job.model'))} {text(get(row, 'job.device'))} {text(get(row, 'job.dtype'))} "
                          f"{text(get(row, 'job.preset'))} {size_label(row)}")
-                lines.append(f"- {label}: " + " ".join(link(name, path, base_dir) for name, path in files))
+                lines.append(f"- {label}: " + " ".join(link(name, path, base_dir) if path.exists()
+                                                        else f"{name} (listed in the record, file not found)"
+                                                        for name, path in files))
         return "\n".join(lines) if lines else "The records list no image, heatmap or video artifacts."
 
     def markdown(self, base_dir: Path) -> str:

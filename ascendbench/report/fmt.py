@@ -25,6 +25,8 @@ def num(value: Any, digits: int = 4) -> str:
             return "inf" if value > 0 else "-inf"
         if value.is_integer() and abs(value) < 1e15:
             return str(int(value))
+        if 1e4 <= abs(value) < 1e15:
+            return f"{value:.0f}"
         return f"{value:.{digits}g}"
     return str(value)
 
@@ -85,3 +87,10 @@ def metric_matches(name: str, wanted: str) -> bool:
     """True when metric ``name`` is the metric ``wanted``, maybe namespaced (``image/x``, ``image_x``)."""
     base = name.split("/")[-1]
     return base == wanted or base.endswith("_" + wanted)
+
+
+def times(ratio: float) -> str:
+    """A ratio as ``3533x`` (whole numbers from 100 up) or ``2.41x``."""
+    if math.isinf(ratio):
+        return "infx"
+    return f"{ratio:.0f}x" if abs(ratio) >= 100 else f"{ratio:.3g}x"

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import MISSING, get, link, num, size_label, table, text
+from ascendbench.report.fmt import MISSING, get, link, num, size_label, table, text, times
 from ascendbench.report.tables import machines, record_link
 
 LATENCY = (("median ms", "bench.latency.median_ms"), ("p90 ms", "bench.latency.p90_ms"),
@@ -64,7 +64,7 @@ def speedup_cell(row: Mapping[str, Any], cpu_rows: Sequence[Mapping[str, Any]], 
     if not mine:
         return MISSING
     ratio = median_ms(cpu) / mine
-    return f"{num(ratio, 3)}x vs cpu {text(get(cpu, 'job.dtype'))} {num(median_ms(cpu))} ms ({link('cpu', cpu['record'], base_dir)})"
+    return f"{times(ratio)} vs cpu {text(get(cpu, 'job.dtype'))} {num(median_ms(cpu))} ms ({link('cpu', cpu['record'], base_dir)})"
 
 
 def memory_cell(row: Mapping[str, Any]) -> str:

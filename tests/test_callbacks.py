@@ -1,0 +1,153 @@
+"""Hydra callbacks: the sweep summary (never raises) and the card pool (one card per worker process)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing as mp
+import os
+import time
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from ascendbench import callbacks
+from ascendbench.callbacks import CardPool, SweepSummary, claim_card, multirun_statuses, release_card
+from ascendbench.errors import ConfigError
+from ascendbench.record import RecordWriter
+
+
+def _record(job_dir, status, dtype="float32", error=None):
+    writer = RecordWriter(job_dir, {"seed": 42})
+    writer.update(job={"model": "tiny_flux2_decoder", "device": "cpu", "dtype": dtype, "preset": "mini",
+                       "batch_size": 1, "height": 32, "width": 32})
+    if status != "running":
+        writer.finish(status, error, reason="task" if error else None)
+    return writer.path
+
+
+def _hydra_cfg(sweep_dir, **extra):
+    return OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "mode": "MULTIRUN", **extra}})
+
+
+def test_summary_lists_every_job_and_a_broken_record(tmp_path):
+    sweep = tmp_path / "sweep"
+    _record(sweep / "dtype=float32", "ok")
+    _record(sweep / "dtype=bfloat16", "failed", "bfloat16", ValueError("preset.height=31 is odd"))
+    (sweep / "dtype=float16").mkdir(parents=True)
+    (sweep / "dtype=float16" / "record.json").write_text("{truncated")
+    callback = SweepSummary()
+    callback.on_multirun_start(_hydra_cfg(sweep))
+    callback.on_multirun_end(_hydra_cfg(sweep))
+    frame = pd.read_csv(sweep / "summary.csv")
+    assert sorted(frame["status"]) == ["broken", "failed", "ok"]
+    summary = (sweep / "summary.md").read_text()
+    assert "3 job record(s): 1 broken, 1 failed, 1 ok." in summary
+    assert "ValueError: preset.height=31 is odd" in summary
+    assert "[dtype=float32](dtype=float32/record.json)" in summary
+    assert sorted(multirun_statuses()) == ["broken", "failed", "ok"]
+
+
+def test_exit_status_counts_only_records_written_by_this_sweep(tmp_path):
+    sweep = tmp_path / "sweep"
+    old = _record(sweep / "old", "failed", error=ValueError("from an earlier sweep"))
+    past = time.time() - 3600
+    os.utime(old, (past, past))
+    callback = SweepSummary()
+    callback.on_multirun_start(_hydra_cfg(sweep))
+    _record(sweep / "new", "ok")
+    callback.on_multirun_end(_hydra_cfg(sweep))
+    assert multirun_statuses() == ["ok"]
+    assert len(pd.read_csv(sweep / "summary.csv")) == 2, "the summary still shows every record"
+
+
+def test_summary_never_raises(tmp_path, caplog):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    with caplog.at_level(logging.ERROR, logger="ascendbench.callbacks"):
+        SweepSummary().on_multirun_end(_hydra_cfg(blocker / "sweep"))
+    assert "could not write the sweep summary" in caplog.text
+
+
+def test_empty_sweep_summary_says_so(tmp_path):
+    SweepSummary().on_multirun_end(_hydra_cfg(tmp_path / "sweep"))
+    assert "No records found in this sweep directory" in (tmp_path / "sweep" / "summary.md").read_text()
+
+
+def _claim_in_child(cards, lock_dir, barrier, queue):
+    queue.put((os.getpid(), claim_card(cards, lock_dir, wait_s=5)))
+    barrier.wait(timeout=30)  # hold the card until every process has one
+
+
+def test_each_process_claims_a_distinct_card(tmp_path):
+    release_card()
+    ctx = mp.get_context("fork")
+    barrier, queue = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_claim_in_child, args=(["4", "5", "6"], tmp_path, barrier, queue)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=30) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    assert sorted(card for _, card in results) == ["4", "5", "6"]
+    assert len({pid for pid, _ in results}) == 3
+
+
+def test_a_process_keeps_its_card_and_a_full_pool_is_a_config_error(tmp_path):
+    release_card()
+    try:
+        assert claim_card(["0"], tmp_path, wait_s=0) == "0"
+        assert claim_card(["0", "1"], tmp_path, wait_s=0) == "0", "a process keeps its first card"
+        ctx = mp.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=lambda: queue.put(_try_claim(tmp_path)))
+        child.start()
+        child.join(timeout=30)
+        assert "no free card in the pool ['0']" in queue.get(timeout=5)
+    finally:
+        release_card()
+
+
+def _try_claim(lock_dir):
+    callbacks._CLAIM.clear()  # a fresh worker: the forked copy of the parent's claim is not its own
+    try:
+        return claim_card(["0"], lock_dir, wait_s=0.3)
+    except ConfigError as exc:
+        return str(exc)
+
+
+def test_job_start_exports_the_card_and_notes_it(tmp_path, monkeypatch):
+    release_card()
+    for var in ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(var, raising=False)
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    cfg = _hydra_cfg(tmp_path / "sweep", runtime={"output_dir": str(job_dir)}, job={"num": 0})
+    try:
+        CardPool(cards="2,3").on_job_start(cfg, task_function=None)
+        assert os.environ["ASCEND_RT_VISIBLE_DEVICES"] == os.environ["CUDA_VISIBLE_DEVICES"] == "2"
+        note = json.loads((job_dir / "card.json").read_text())
+        assert note["card"] == "2" and note["pid"] == os.getpid()
+        assert (tmp_path / "sweep" / ".cards" / "card-2.lock").exists()
+    finally:
+        release_card()
+
+
+def test_slurm_mode_copies_the_assigned_card_into_unset_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES", raising=False)
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    CardPool(cards=None).on_job_start(_hydra_cfg(tmp_path, runtime={"output_dir": str(job_dir)}, job={"num": 1}),
+                                      task_function=None)
+    assert os.environ["ASCEND_RT_VISIBLE_DEVICES"] == "3"
+    assert json.loads((job_dir / "card.json").read_text())["exported"] == {"ASCEND_RT_VISIBLE_DEVICES": "3"}
+
+
+def test_more_workers_than_cards_fails_before_any_job(tmp_path):
+    with pytest.raises(ConfigError, match="hydra.launcher.n_jobs=4 runs 4 jobs at once"):
+        CardPool(cards=[0, 1]).on_multirun_start(_hydra_cfg(tmp_path, launcher={"n_jobs": 4}))
+    CardPool(cards=[0, 1]).on_multirun_start(_hydra_cfg(tmp_path, launcher={"n_jobs": 2}))
+    with pytest.raises(ConfigError, match="is empty"):
+        CardPool(cards=[])

@@ -1,0 +1,174 @@
+"""Sweeps: the ready-made sweep and launcher configs compose; real Hydra multiruns of the tiny model in
+subprocesses give the summary, the report, resume, joblib cards and submitit (`slow`: seconds per job).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from ascendbench.confdir import config_dir, group_options
+from ascendbench.report.__main__ import main as report_main
+
+TINY = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.width=32", "preset.warmup=0",
+        "preset.iters=2"]
+# What these tests are not about, turned off to keep each job near a second: the reference runs in the
+# job's process (CPU only), no side-by-side pictures, no FLOP count.
+FAST = ["baseline.process=in-process", "compare.visual.enabled=false", "bench.flops.enabled=false"]
+
+
+@pytest.fixture
+def compose_hydra():
+    """Compose with the hydra node included (sweeper params, launcher, callbacks)."""
+
+    def _compose(overrides):
+        GlobalHydra.instance().clear()
+        with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
+            return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+
+    yield _compose
+    GlobalHydra.instance().clear()
+
+
+@pytest.mark.parametrize("name", group_options("sweep"))
+def test_every_ready_made_sweep_sweeps_real_keys(compose_hydra, name):
+    params = compose_hydra([f"+sweep={name}"]).hydra.sweeper.params
+    assert params, f"sweep {name} sweeps nothing"
+    for key, values in params.items():
+        for value in str(values).split(","):
+            job = compose_hydra([f"+sweep={name}", f"{key}={value}"])
+            chosen = job[key].name if key in group_options_of_config() else OmegaConf.select(job, key)
+            assert str(chosen) == value, (name, key, value)
+
+
+def group_options_of_config() -> set[str]:
+    """Config groups of the job (a swept group is checked by the chosen option's name)."""
+    return {"model", "device", "dtype", "preset", "metric", "bench", "baseline"}
+
+
+def test_flux2_perf_is_the_seed_grid_of_square_images(compose_hydra):
+    cfg = compose_hydra(["+sweep=flux2_perf", "preset.height=1024"])
+    assert cfg.model.name == "flux2_small_decoder" and cfg.dtype.name == "float16"
+    assert cfg.preset.width == 1024 and (cfg.preset.warmup, cfg.preset.iters) == (5, 20)
+    assert cfg.baseline.enabled is False
+    assert dict(cfg.hydra.sweeper.params) == {"preset.batch_size": "1,2,4", "preset.height": "512,1024"}
+    assert compose_hydra(["+sweep=flux2_perf", "model=tiny_flux2_decoder"]).model.name == "tiny_flux2_decoder"
+
+
+def test_launcher_configs(compose_hydra):
+    joblib = compose_hydra(["hydra/launcher=joblib_cards"]).hydra
+    assert joblib.launcher.n_jobs == len(joblib.callbacks.cards.cards) == 2
+    assert list(joblib.callbacks) == ["cards", "summary"], "cards are claimed before anything else"
+    slurm = compose_hydra(["hydra/launcher=slurm_cards"]).hydra
+    assert slurm.launcher._target_.endswith("SlurmLauncher")
+    assert slurm.launcher.gpus_per_node == 1 and slurm.launcher.tasks_per_node == 1
+    assert slurm.launcher.array_parallelism == 8 and slurm.callbacks.cards.cards is None
+
+
+def test_sweep_job_dirs_are_named_by_overrides_without_long_values(compose_hydra):
+    raw = OmegaConf.to_container(OmegaConf.load(config_dir() / "config.yaml"), resolve=False)
+    assert raw["hydra"]["sweep"]["subdir"] == "${hydra.job.override_dirname}"
+    hydra = compose_hydra([]).hydra
+    assert {"model.source", "resume.force", "sweep"} <= set(hydra.job.config.override_dirname.exclude_keys)
+
+
+def _env(tmp_path: Path) -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "ASCENDBENCH_CACHE": str(tmp_path / "cache")}
+
+
+def _multirun(tmp_path: Path, sweep: Path, *overrides: str) -> subprocess.CompletedProcess:
+    args = [sys.executable, "-m", "ascendbench", "-m", *TINY, *FAST, *overrides, f"hydra.sweep.dir={sweep}"]
+    return subprocess.run(args, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+
+
+def _records(sweep: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in sweep.rglob("record.json")}
+
+
+@pytest.mark.slow
+def test_multirun_summary_report_and_resume(tmp_path):
+    sweep = tmp_path / "multirun" / "grid"
+    first = _multirun(tmp_path, sweep, "dtype=float32,bfloat16", "preset=mini,balanced")
+    assert first.returncode == 0, first.stderr[-3000:]
+    records = _records(sweep)
+    assert len(records) == 4 and {r["status"] for r in records.values()} == {"ok"}
+    assert all("dtype=" in name and "preset=" in name for name in records), "job dirs named by their overrides"
+    summary = pd.read_csv(sweep / "summary.csv")
+    assert len(summary) == 4 and set(summary["job.dtype"]) == {"float32", "bfloat16"}
+    assert "4 job record(s): 4 ok." in (sweep / "summary.md").read_text()
+
+    assert report_main([str(sweep), "--out", str(tmp_path / "reports"), "--no-plots"]) == 0
+    text = (tmp_path / "reports" / "report.md").read_text()
+    accuracy = text.split("## Accuracy", 1)[1].split("## Performance", 1)[0]
+    assert accuracy.count("/record.json)") == 4
+    assert "| not recommended | bfloat16 †" in text, "bfloat16 fails mean_rel_err on the tiny model"
+
+    stamps = {p: p.stat().st_mtime_ns for p in sweep.rglob("record.json")}
+    again = _multirun(tmp_path, sweep, "dtype=float32,bfloat16", "preset=mini,balanced")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("resume: skipped") == 4
+    assert {p: p.stat().st_mtime_ns for p in sweep.rglob("record.json")} == stamps, "no record rewritten"
+
+
+@pytest.mark.slow
+def test_joblib_workers_get_distinct_cards_and_a_failed_job_fails_the_sweep(tmp_path):
+    sweep = tmp_path / "multirun" / "cards"
+    result = _multirun(tmp_path, sweep, "hydra/launcher=joblib_cards", "preset.height=32,31")
+    assert result.returncode == 1, "a failed job in another process still makes the exit status non-zero"
+    records = _records(sweep)
+    statuses = {name.split("preset.height=")[1].split(",")[0]: r["status"] for name, r in records.items()}
+    assert statuses == {"32": "ok", "31": "failed"}
+    failed = next(r for r in records.values() if r["status"] == "failed")
+    assert failed["error"]["type"] == "TaskError"
+    summary = (sweep / "summary.md").read_text()
+    assert "2 job record(s): 1 failed, 1 ok." in summary and "TaskError: preset.height=31" in summary
+    notes = [json.loads(p.read_text()) for p in sweep.rglob("card.json")]
+    assert len(notes) == 2 and {n["card"] for n in notes} <= {"0", "1"}
+    by_pid = {}
+    for note in notes:
+        assert note["visible"] == {"ASCEND_RT_VISIBLE_DEVICES": note["card"], "CUDA_VISIBLE_DEVICES": note["card"]}
+        by_pid.setdefault(note["pid"], set()).add(note["card"])
+    assert all(len(cards) == 1 for cards in by_pid.values()), "a worker keeps its card"
+    assert len({c for cards in by_pid.values() for c in cards}) == len(by_pid), "distinct workers, distinct cards"
+
+
+@pytest.mark.slow
+def test_submitit_local_executor(tmp_path):
+    sweep = tmp_path / "multirun" / "submitit"
+    result = _multirun(tmp_path, sweep, "hydra/launcher=submitit_local", "dtype=float32")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert list((sweep / ".submitit").iterdir()), "the job went through submitit"
+    summary = pd.read_csv(sweep / "summary.csv")
+    assert list(summary["status"]) == ["ok"] and list(summary["job.dtype"]) == ["float32"]
+
+
+@pytest.mark.slow
+def test_a_killed_job_never_leaves_an_ok_record(tmp_path):
+    job_dir = tmp_path / "outputs" / "killed"
+    args = [sys.executable, "-m", "ascendbench", *TINY, *FAST, "preset.iters=1000000", "preset.max_time_s=600",
+            f"hydra.run.dir={job_dir}"]
+    proc = subprocess.Popen(args, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not (job_dir / "record.json").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert (job_dir / "record.json").exists(), "the job writes its record as soon as it starts"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    record = json.loads((job_dir / "record.json").read_text())
+    assert record["status"] == "running"
+    assert report_main([str(tmp_path / "outputs"), "--out", str(tmp_path / "reports"), "--no-plots"]) == 0
+    assert "no final status: the job was killed" in (tmp_path / "reports" / "report.md").read_text()
