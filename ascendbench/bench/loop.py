@@ -70,8 +70,12 @@ class BenchResult:
 
 
 def _timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float],
-                events: tuple[Any, Any] | None) -> tuple[Any, float, float | None]:
-    """One bracketed call: (outputs, host ms, event ms or None)."""
+                events: tuple[Any, Any] | None, keep: bool = False) -> tuple[Any, float, float | None]:
+    """One bracketed call: (outputs if ``keep`` else None, host ms, event ms or None).
+
+    Outputs not kept are freed before the next call starts, as in a plain loop: holding them would
+    make every call allocate fresh memory next to the previous outputs (slower, and a higher peak).
+    """
     adapter.synchronize()
     t0 = clock()
     if events is not None:
@@ -81,7 +85,7 @@ def _timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float
         events[1].record()
     adapter.synchronize()
     host_ms = (clock() - t0) * 1e3
-    return out, host_ms, (float(events[0].elapsed_time(events[1])) if events is not None else None)
+    return (out if keep else None), host_ms, (float(events[0].elapsed_time(events[1])) if events is not None else None)
 
 
 def _event_pair(adapter: Any, use_events: bool) -> tuple[Any, Any] | None:
@@ -111,7 +115,7 @@ def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget, noise_
     events = _event_pair(adapter, use_events)
     if phase_timer is not None:
         phase_timer.reset()
-    first, cold_ms, cold_event_ms = _timed_call(call, adapter, clock, events)
+    first, cold_ms, cold_event_ms = _timed_call(call, adapter, clock, events, keep=True)
     cold_phases = phase_timer.result() if phase_timer is not None else None
     log.info("cold call: %.3f ms; %d warmup call(s), then %d-%d timed (%.3g-%.3g s, stability %s)", cold_ms,
              budget.warmup, budget.min_iters, budget.max_iters, budget.min_time_s, budget.max_time_s,

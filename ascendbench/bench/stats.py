@@ -15,6 +15,9 @@ import numpy as np
 
 # Below this many samples no pair of order statistics covers the median with 95% probability.
 MIN_CI_SAMPLES = 6
+# Exact binomial ranks up to this many samples (2**n stays a finite float); normal approximation above.
+EXACT_CI_MAX_SAMPLES = 1000
+_Z = {0.95: 1.959963984540054, 0.99: 2.5758293035489004, 0.9: 1.6448536269514722}
 
 
 def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
@@ -27,6 +30,10 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
     >>> median_ci_ranks(10), median_ci_ranks(20)
     ((2, 9), (6, 15))
     """
+    if n > EXACT_CI_MAX_SAMPLES:  # normal approximation of the binomial: exact enough, and O(1)
+        z = _Z[level] if level in _Z else 1.959963984540054
+        j = max(1, math.floor(n / 2.0 - z * math.sqrt(n) / 2.0))
+        return (j, n + 1 - j)
     best = None
     tail = 0.0
     for j in range(1, n // 2 + 1):

@@ -76,3 +76,11 @@ def test_noise_verdict_warns_only_above_the_threshold():
     noisy = noise_verdict(LatencyStats.from_ms([10.0, 14.0, 8.0, 12.0, 9.0, 15.0]), 0.10)
     assert noisy["noisy"] is True and noisy["threshold"] == 0.10
     assert "IQR/median" in noisy["warning"] and "> 10%" in noisy["warning"]
+
+
+def test_large_samples_use_the_normal_approximation_without_overflow():
+    exact, approx = median_ci_ranks(1000), median_ci_ranks(1001)
+    assert abs(exact[0] - approx[0]) <= 1, "no jump where the exact computation hands over"
+    s = LatencyStats.from_ms([float(v) for v in range(5000)])
+    assert s.median_ci95_low_ms < s.median_ms < s.median_ci95_high_ms
+    assert (s.median_ci95_high_ms - s.median_ci95_low_ms) == pytest.approx(1.96 * 5000 ** 0.5, abs=3)
