@@ -103,19 +103,11 @@ class MissingPackageError(AscendBenchError):
     reason = "missing_package"
 
 
-class PatchError(AscendBenchError):
-    """A patch named in ``model.patches`` is unknown, badly configured, or cannot apply here.
+class BaselineError(AscendBenchError):
+    """The CPU reference could not be computed or read (child process failed, cache lock timed out,
+    weights or inputs differ between the job and the reference process).
 
-    The message names the patch, the check that failed and how to fix it (e.g. the package to install).
+    The message names the log of the reference process or the cache file, and what to do.
     """
 
-    reason = "patch"
-
-
-class MissingPackageError(AscendBenchError):
-    """A package the chosen model needs (and ascendbench does not depend on) is not installed.
-
-    The message says how to install it (e.g. ``videoflextok`` from its git repository with ``--no-deps``).
-    """
-
-    reason = "missing_package"
+    reason = "baseline"

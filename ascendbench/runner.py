@@ -17,9 +17,10 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.artifacts import save_images, save_tensors
-from ascendbench.baseline import compute_reference, reference_dtype
+from ascendbench.baseline import get_or_compute, reference_dtype
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import attach_phase_timer, measure
+from ascendbench.compare import accuracy_artifacts
 from ascendbench.confdir import load_option
 from ascendbench.env import environment
 from ascendbench.errors import AscendBenchError, ConfigError
@@ -144,6 +145,7 @@ def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
         metrics = {**metrics, **checks}
         writer.update(metrics=metrics, verdict=worst(m.get("verdict") for m in metrics.values()))
     writer.update(artifacts=_save_artifacts(job_dir, task, inputs, reference, device_outputs))
+    accuracy_artifacts(cfg, job_dir, writer, loaded.module, task, inputs, adapter, dtype_cfg, reference, device_outputs)
     writer.finish("ok")
     print_summary(writer.data, writer.path)
 
@@ -191,15 +193,18 @@ def _dry_run(cfg: DictConfig, adapter: Any, dtype_cfg: DictConfig) -> None:
 
 def _reference(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
                device_dtype: torch.dtype, writer: RecordWriter) -> dict[str, torch.Tensor] | None:
+    """The CPU reference outputs (a :class:`ascendbench.baseline.Baseline`: a dict with ``info`` and
+    ``layers``), from the baseline cache or a clean child process; ``None`` for a performance-only run."""
     if not cfg.baseline.enabled:
         writer.update(baseline={"skipped": "baseline.enabled=false (performance-only run)"})
-        writer.update(metrics={"regression": {"skipped": "no CPU reference (baseline.enabled=false)"}})
+        writer.update(metrics={"accuracy": {"skipped": "no CPU reference (baseline.enabled=false): performance-only run"}})
         return None
     precision = reference_dtype(cfg.baseline.reference, device_dtype)
-    outputs, info = compute_reference(module, task, inputs, precision)
-    writer.update(baseline=info)
-    writer.data["job"]["reference_dtype"] = info["precision"]
-    return outputs
+    baseline = get_or_compute(cfg, module, task, inputs, precision, writer.data["weights"], writer.data["inputs"],
+                              writer.job_dir)
+    writer.update(baseline=baseline.info)
+    writer.data["job"]["reference_dtype"] = baseline.info["precision"]
+    return baseline
 
 
 def _device_run(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
@@ -220,10 +225,13 @@ def _device_run(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Map
 
 def _evaluate(cfg: DictConfig, dtype_cfg: DictConfig, reference: Mapping[str, torch.Tensor],
               device_outputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-    evaluator = build(cfg.metric, "metric")
+    """Record entries of the metric option's evaluators; rules: dtype < model < metric < evaluator."""
+    suite = build(cfg.metric, "metric")
     plain = lambda node: OmegaConf.to_container(node, resolve=True) if node is not None else None  # noqa: E731
     rules = merge_rules(plain(dtype_cfg.get("thresholds")), plain(cfg.model.get("thresholds")))
-    return evaluator.evaluate(reference, device_outputs, rules, atol=float(dtype_cfg.atol), rtol=float(dtype_cfg.rtol))
+    tolerances = {k: float(dtype_cfg[k]) for k in ("small_value", "small_value_atol") if dtype_cfg.get(k) is not None}
+    return suite.evaluate(reference, device_outputs, rules, atol=float(dtype_cfg.atol), rtol=float(dtype_cfg.rtol),
+                          **tolerances)
 
 
 def _save_artifacts(job_dir: Path, task: Any, inputs: Mapping[str, torch.Tensor],

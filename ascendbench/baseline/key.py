@@ -1,0 +1,111 @@
+"""The reference precision and the content hash that names a cached reference.
+
+The key covers everything that changes the reference outputs and nothing else:
+
+* the model: loader config (class path, architecture), task config, and the weights -- their SHA256
+  digest plus the ``config.json`` beside them, or the random-init seed;
+* the inputs: preset keys (minus ``baseline.key_ignore_preset``), the seed, and the shape, dtype and
+  SHA256 of every input tensor the task built;
+* the reference precision and the library versions (torch, diffusers, transformers, ascendbench).
+
+The device, the device dtype, the bench, metric and compare settings and the model's name stay out, so
+a sweep over devices or half dtypes reuses one reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ascendbench.errors import ConfigError
+
+REFERENCE_CHOICES = ("auto", "float32", "float64")
+FORMAT = 1  # bump when the cached files change meaning
+VERSIONED = ("torch", "diffusers", "transformers", "ascendbench")
+
+
+def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
+    """The reference precision for a device dtype under ``baseline.reference``.
+
+    >>> reference_dtype("auto", torch.float32), reference_dtype("auto", torch.bfloat16)
+    (torch.float64, torch.float32)
+    """
+    if choice not in REFERENCE_CHOICES:
+        raise ConfigError(
+            f"baseline.reference={choice!r} is not allowed; use one of {', '.join(REFERENCE_CHOICES)} "
+            "(auto: float64 for float32 device runs, float32 for half-precision runs)."
+        )
+    if choice == "auto":
+        return torch.float64 if device_dtype == torch.float32 else torch.float32
+    return getattr(torch, choice)
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+def library_versions() -> dict[str, str | None]:
+    """Installed versions of the libraries whose code shapes the reference outputs."""
+    versions: dict[str, str | None] = {}
+    for name in VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _config_json_digest(weights: Mapping[str, Any], subfolder: str | None) -> str | None:
+    source = weights.get("source")
+    if weights.get("kind") != "loaded" or not source:
+        return None
+    root = Path(source) / subfolder if subfolder else Path(source)
+    path = root / "config.json" if root.is_dir() else None
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest() if path and path.is_file() else None
+
+
+def weights_identity(weights: Mapping[str, Any], subfolder: str | None = None) -> dict[str, Any]:
+    """What identifies the weights: digest (+ config.json) when loaded, the seed when random-init."""
+    if weights.get("kind") == "loaded":
+        return {"kind": "loaded", "digest": weights.get("digest"),
+                "config_json": _config_json_digest(weights, subfolder)}
+    return {"kind": "random-init", "init_seed": weights.get("init_seed")}
+
+
+def key_material(cfg: DictConfig, weights: Mapping[str, Any], inputs: Mapping[str, Any],
+                 precision: torch.dtype) -> dict[str, Any]:
+    """Everything the cache key is the hash of (recorded beside the cached files).
+
+    Args:
+        cfg: the job config.
+        weights: the record's ``weights`` entry.
+        inputs: the record's ``inputs`` entry (shape, dtype, sha256 of each input tensor).
+        precision: the reference dtype.
+    """
+    ignore = set(cfg.baseline.get("key_ignore_preset") or ())
+    preset = {k: v for k, v in _plain(cfg.preset).items() if k not in ignore}
+    loader = _plain(cfg.model.loader)
+    return {
+        "format": FORMAT,
+        "loader": loader,
+        "task": _plain(cfg.model.task),
+        "patches": _plain(cfg.model.get("patches")),  # the reference runs with the model's CPU patches
+        "weights": weights_identity(weights, (loader or {}).get("subfolder")),
+        "preset": preset,
+        "seed": int(cfg.seed),
+        "inputs": {k: dict(v) for k, v in sorted(inputs.items())},
+        "precision": str(precision).replace("torch.", ""),
+        "versions": library_versions(),
+    }
+
+
+def cache_key(material: Mapping[str, Any]) -> str:
+    """SHA256 (first 32 hex digits) of the canonical JSON of ``material``."""
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]

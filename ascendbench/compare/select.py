@@ -1,0 +1,80 @@
+"""Which modules ``compare.layers`` names: ``all``, or fnmatch globs and ModuleList slices.
+
+Pattern forms (matched against ``model.named_modules()`` names):
+
+* ``decoder.mid_block``            -- one module by its name;
+* ``decoder.up_blocks.*.resnets.0`` -- an fnmatch glob (``*``, ``?``, ``[seq]``);
+* ``transformer_blocks[:3]``, ``transformer_blocks[-1]`` -- a Python slice or index over the children of
+  a container module (``nn.ModuleList`` / ``nn.Sequential``): the Sulphur seed's "first three and last
+  transformer blocks" is ``[transformer_blocks[:3],transformer_blocks[-1]]``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any, Sequence
+
+import torch
+
+from ascendbench.errors import ConfigError
+
+_SLICE = re.compile(r"^(?P<prefix>[\w.]+)\[(?P<index>-?\d*(?::-?\d*){0,2})\]$")
+
+
+def normalize_spec(layers: Any) -> str | list[str] | None:
+    """``compare.layers`` as ``None`` (off), ``"all"`` or a list of patterns.
+
+    >>> normalize_spec(None), normalize_spec("all"), normalize_spec("a.b"), normalize_spec(["x", "y"])
+    (None, 'all', ['a.b'], ['x', 'y'])
+    """
+    if layers is None or layers == [] or layers == "":
+        return None
+    if isinstance(layers, str):
+        return "all" if layers.strip().lower() == "all" else [layers.strip()]
+    if isinstance(layers, Sequence) or hasattr(layers, "__iter__"):
+        patterns = [str(p).strip() for p in layers]
+        if patterns == ["all"]:
+            return "all"
+        return patterns
+    raise ConfigError(f"compare.layers={layers!r} is not allowed; use null, all, or a list of module name "
+                      "patterns such as '[decoder.mid_block,decoder.up_blocks.*]'.")
+
+
+def _slice_children(named: dict[str, torch.nn.Module], prefix: str, index: str) -> list[str]:
+    container = named.get(prefix)
+    if container is None:
+        return []
+    children = [f"{prefix}.{name}" if prefix else name for name, _ in container.named_children()]
+    if ":" in index:
+        parts = [int(p) if p else None for p in index.split(":")]
+        return children[slice(*parts)]
+    position = int(index)
+    return [children[position]] if -len(children) <= position < len(children) else []
+
+
+def _hint(named: dict[str, torch.nn.Module]) -> str:
+    top = [n for n in named if n and n.count(".") <= 1][:20]
+    return ", ".join(top) + (" ..." if len(named) > len(top) else "")
+
+
+def select_modules(model: torch.nn.Module, patterns: Sequence[str]) -> list[str]:
+    """Module names matched by ``patterns``, in ``named_modules()`` order, without duplicates.
+
+    Raises:
+        ConfigError: a pattern matches no module (the message lists the model's top-level names).
+    """
+    named = dict(model.named_modules())
+    chosen: set[str] = set()
+    for pattern in patterns:
+        match = _SLICE.match(pattern)
+        found = (_slice_children(named, match["prefix"], match["index"]) if match
+                 else [n for n in named if n and fnmatch.fnmatchcase(n, pattern)])
+        if not found:
+            raise ConfigError(
+                f"compare.layers pattern {pattern!r} matches no module of {type(model).__name__}. Patterns are "
+                f"module names, fnmatch globs (decoder.up_blocks.*) or container slices (blocks[:3], "
+                f"blocks[-1]); this model's modules start with: {_hint(named)}."
+            )
+        chosen.update(found)
+    return [n for n in named if n in chosen]

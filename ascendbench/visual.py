@@ -1,0 +1,113 @@
+"""Side-by-side pictures of an output: baseline | device | |difference| heatmap with a colour bar.
+
+Images (``[N, C, H, W]``, 1 or 3 channels) get one PNG per image (the first ``max_images``); videos
+(5-D) one PNG per chosen frame of the first video: ``first``, ``middle``, ``last``, ``worst`` (the frame
+with the largest mean squared error) or frame numbers. The heatmap shows the largest absolute
+difference over the channels, in the output's own units. Drawing uses matplotlib's object API with the
+Agg canvas, so no global pyplot state or display is touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from ascendbench.metrics.functional.video import frame_chunks, frame_count, frames, resolve_layout
+
+FRAME_WORDS = ("first", "middle", "last", "worst")
+
+
+def _display(image: np.ndarray, value_range: Sequence[float]) -> np.ndarray:
+    low, high = float(value_range[0]), float(value_range[1])
+    shown = np.clip((np.nan_to_num(image) - low) / (high - low), 0.0, 1.0)
+    return shown[0] if shown.shape[0] == 1 else np.moveaxis(shown, 0, -1)
+
+
+def side_by_side(reference: torch.Tensor, device: torch.Tensor, path: Path, title: str,
+                 value_range: Sequence[float] = (-1.0, 1.0), colormap: str = "inferno") -> Path:
+    """Draw one ``[C, H, W]`` pair as a PNG at ``path``."""
+    ref = reference.detach().to("cpu", torch.float64).numpy()
+    dev = device.detach().to("cpu", torch.float64).numpy()
+    diff = np.abs(dev - ref).max(axis=0)
+    finite = diff[np.isfinite(diff)]
+    height, width = ref.shape[-2:]
+    figure = Figure(figsize=(3 * 3.4, 3.0 * height / max(width, 1) + 0.9), dpi=100, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, 3)
+    grey = "gray" if ref.shape[0] == 1 else None
+    for axis, image, label in ((axes[0], ref, "baseline (CPU)"), (axes[1], dev, "device")):
+        axis.imshow(_display(image, value_range), cmap=grey, vmin=0, vmax=1, interpolation="nearest")
+        axis.set_title(label, fontsize=9)
+    top = float(finite.max()) if finite.size else 0.0
+    heat = axes[2].imshow(np.nan_to_num(diff, nan=top, posinf=top), cmap=colormap, vmin=0.0,
+                          vmax=top if top > 0 else 1.0, interpolation="nearest")
+    axes[2].set_title(f"|device - baseline|, max {top:.3g}", fontsize=9)
+    figure.colorbar(heat, ax=axes[2], fraction=0.046, pad=0.04, format="%.2g")
+    for axis in axes:
+        axis.set_xticks([])
+        axis.set_yticks([])
+    figure.suptitle(title, fontsize=10)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path
+
+
+def per_frame_mse(reference: torch.Tensor, device: torch.Tensor, layout: str, chunk: int = 8) -> list[float]:
+    """Mean squared error of every frame of the first video (float64, chunk by chunk)."""
+    values: list[float] = []
+    convert = lambda view: view.to(torch.float64)  # noqa: E731
+    for batch, _, ref, dev in frame_chunks(reference[:1], device[:1], layout, chunk, convert):
+        values.extend(float(v) for v in ((dev - ref) ** 2).flatten(1).mean(dim=1))
+    return values
+
+
+def choose_frames(spec: Sequence[Any], total: int, mse: Sequence[float] | None) -> list[int]:
+    """Frame numbers from ``first / middle / last / worst`` words and integers (deduplicated, in range).
+
+    >>> choose_frames(["first", "middle", "last", "worst", 2], 9, [0.0] * 8 + [1.0])
+    [0, 4, 8, 2]
+    """
+    chosen: list[int] = []
+    for item in spec:
+        if item == "first":
+            index = 0
+        elif item == "middle":
+            index = total // 2
+        elif item == "last":
+            index = total - 1
+        elif item == "worst":
+            index = int(np.nanargmax(np.nan_to_num(np.asarray(mse), nan=np.inf))) if mse else 0
+        else:
+            index = int(item) if int(item) >= 0 else total + int(item)
+        if 0 <= index < total and index not in chosen:
+            chosen.append(index)
+    return chosen
+
+
+def render_output(name: str, reference: torch.Tensor, device: torch.Tensor, directory: Path,
+                  options: Mapping[str, Any]) -> list[Path]:
+    """PNGs of one output; an output that is neither an image batch nor a video gets none."""
+    value_range, colormap = list(options.get("value_range", (-1.0, 1.0))), str(options.get("colormap", "inferno"))
+    if not reference.is_floating_point() or tuple(reference.shape) != tuple(device.shape):
+        return []
+    if reference.dim() == 4 and reference.shape[1] in (1, 3):
+        count = min(int(reference.shape[0]), int(options.get("max_images", 4)))
+        return [side_by_side(reference[i], device[i], directory / f"{name}_{i}_compare.png",
+                             f"{name} [image {i}]", value_range, colormap) for i in range(count)]
+    if reference.dim() == 5:
+        layout = resolve_layout(tuple(reference.shape), str(options.get("layout", "auto")))
+        total = frame_count(tuple(reference.shape), layout)
+        spec = list(options.get("frames", ["first", "middle", "last", "worst"]))
+        mse = per_frame_mse(reference, device, layout) if "worst" in spec else None
+        paths = []
+        for index in choose_frames(spec, total, mse):
+            ref, dev = frames(reference, 0, index, index + 1, layout)[0], frames(device, 0, index, index + 1, layout)[0]
+            paths.append(side_by_side(ref, dev, directory / f"{name}_frame{index:04d}_compare.png",
+                                      f"{name} [video 0, frame {index} of {total}]", value_range, colormap))
+        return paths
+    return []

@@ -1,0 +1,59 @@
+"""The cache key follows what changes the reference outputs, and nothing else."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import torch
+from hydra.utils import instantiate
+
+from ascendbench.baseline import cache_key, key_material, reference_dtype
+from ascendbench.tasks import describe
+
+from conftest import TINY_RUN
+
+RANDOM = {"kind": "random-init", "init_seed": 42, "digest": None}
+
+
+def _key(compose_cfg, overrides=(), weights=RANDOM, precision=torch.float32):
+    cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN, *overrides])
+    inputs = describe(instantiate(cfg.model.task).make_inputs(cfg.preset, cfg.seed))
+    return cache_key(key_material(cfg, weights, inputs, precision))
+
+
+def test_device_dtype_and_run_settings_do_not_change_the_key(compose_cfg):
+    base = _key(compose_cfg, ["dtype=float16"])
+    for overrides in (["dtype=bfloat16"], ["device=cuda", "dtype=bfloat16"], ["device=npu"],
+                      ["preset.iters=7", "preset.warmup=3"], ["metric=video"], ["compare.layers=all"],
+                      ["preset=balanced", "preset.height=32", "preset.width=32", "preset.num_frames=9", "preset.iters=2"],
+                      ["baseline.cache_dir=/elsewhere"]):
+        assert _key(compose_cfg, overrides) == base, overrides
+
+
+def test_seed_inputs_weights_and_precision_change_the_key(compose_cfg):
+    base = _key(compose_cfg)
+    assert _key(compose_cfg, ["seed=7"]) != base
+    assert _key(compose_cfg, ["preset.height=64"]) != base
+    assert _key(compose_cfg, weights={**RANDOM, "init_seed": 43}) != base
+    assert _key(compose_cfg, precision=torch.float64) != base
+    assert _key(compose_cfg, ["model.loader.architecture.layers_per_block=2"]) != base
+    loaded = {"kind": "loaded", "digest": "sha256:aaa", "source": None}
+    assert _key(compose_cfg, weights=loaded) != base
+    assert _key(compose_cfg, weights={**loaded, "digest": "sha256:bbb"}) != _key(compose_cfg, weights=loaded)
+
+
+def test_the_config_json_beside_loaded_weights_is_part_of_the_key(compose_cfg, tiny_flux2_dir, tmp_path):
+    copy = shutil.copytree(tiny_flux2_dir, tmp_path / "model")
+    weights = {"kind": "loaded", "digest": "sha256:same", "source": str(copy)}
+    before = _key(compose_cfg, weights=weights)
+    config = json.loads((copy / "config.json").read_text())
+    config["norm_num_groups"] = 2
+    (copy / "config.json").write_text(json.dumps(config))
+    assert _key(compose_cfg, weights=weights) != before
+
+
+def test_auto_reference_precision_follows_the_device_dtype():
+    assert reference_dtype("auto", torch.float32) == torch.float64
+    assert reference_dtype("auto", torch.float16) == torch.float32
+    assert reference_dtype("float32", torch.float32) == torch.float32
