@@ -88,7 +88,8 @@ class DiffusersAttentionBackend(Patch):
             self._stack.enter_context(attention_backend(self.backend))
         except (RuntimeError, ValueError) as exc:
             self._stack = None
-            raise PatchError(f"diffusers refused attention backend {self.backend!r}: {exc}. {self.install_hint}") from exc
+            raise PatchError(f"diffusers refused attention backend {self.backend!r}: {exc}. "
+                             f"{self.install_hint}") from exc
         names = []
         for name, model in self.models(target):
             self._saved.append((model, _processor_backends(model)))

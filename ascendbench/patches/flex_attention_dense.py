@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
+from ascendbench.errors import PatchError
 from ascendbench.patches.flex_dense import DenseBlockMask, dense_create_block_mask, dense_flex_attention
 from ascendbench.patches.registry import Check, Patch, register_patch
 
@@ -58,6 +59,11 @@ def _resolve(path: str) -> tuple[Any, str] | None:
     except (ImportError, ValueError):
         return None
     return (owner, attr) if hasattr(owner, attr) else None
+
+
+def _plain_callable(value: Any) -> bool:
+    """A callable stored on an instance that is not a submodule (a function, a compiled function)."""
+    return callable(value) and not isinstance(value, torch.nn.Module)
 
 
 class _CachingBlockMaskFactory:
@@ -98,8 +104,6 @@ class FlexAttentionDense(Patch):
                  block_mask_attrs: Sequence[str] = ("create_block_mask",),
                  module_classes: Sequence[str] | None = None,
                  functions: Mapping[str, str] | None = None) -> None:
-        from ascendbench.errors import PatchError
-
         self.attention_attrs = tuple(attention_attrs or ())
         self.block_mask_attrs = tuple(block_mask_attrs or ())
         self.module_classes = tuple(module_classes) if module_classes else None
@@ -118,8 +122,7 @@ class FlexAttentionDense(Patch):
             if self.module_classes and type(module).__name__ not in self.module_classes:
                 continue
             for attrs, kind in ((self.attention_attrs, "attention"), (self.block_mask_attrs, "block_mask")):
-                found += [(module, attr, kind) for attr in attrs
-                          if callable(module.__dict__.get(attr)) and not isinstance(module.__dict__[attr], torch.nn.Module)]
+                found += [(module, attr, kind) for attr in attrs if _plain_callable(module.__dict__.get(attr))]
         return found
 
     def apply(self, target: Any) -> dict[str, Any]:

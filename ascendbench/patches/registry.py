@@ -181,7 +181,8 @@ def patches_applied(specs: Any, target: Any, device_type: str) -> Iterator[list[
         for spec in parse_specs(specs):
             info: dict[str, Any] = {"name": spec.name, "options": dict(spec.options)}
             if not spec.applies_on(device_type):
-                info["skipped"] = f"not applied on {device_type} (devices: {list(spec.devices or get_patch(spec.name).default_devices)})"
+                devices = list(spec.devices or get_patch(spec.name).default_devices)
+                info["skipped"] = f"not applied on {device_type} (devices: {devices})"
                 infos.append(info)
                 continue
             patch = build_patch(spec)

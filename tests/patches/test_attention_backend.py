@@ -45,7 +45,8 @@ def test_backend_is_set_and_everything_restored(transformer):
 def test_a_backend_set_before_is_put_back(transformer):
     from diffusers.models.attention_dispatch import AttentionBackendName
 
-    processor = next(m.processor for m in transformer.modules() if hasattr(getattr(m, "processor", None), "_attention_backend"))
+    processor = next(m.processor for m in transformer.modules()
+                     if hasattr(getattr(m, "processor", None), "_attention_backend"))
     processor._attention_backend = AttentionBackendName.NATIVE
     try:
         spec = [{"name": "diffusers_attention_backend", "backend": "_native_math", "devices": ["cpu"]}]
