@@ -73,8 +73,11 @@ def _config_json_digest(weights: Mapping[str, Any], subfolder: str | None) -> st
 def weights_identity(weights: Mapping[str, Any], subfolder: str | None = None) -> dict[str, Any]:
     """What identifies the weights: digest (+ config.json) when loaded, the seed when random-init."""
     if weights.get("kind") == "loaded":
-        return {"kind": "loaded", "digest": weights.get("digest"),
-                "config_json": _config_json_digest(weights, subfolder)}
+        identity = {"kind": "loaded", "digest": weights.get("digest"),
+                    "config_json": _config_json_digest(weights, subfolder)}
+        if not identity["digest"]:  # a loader without a content digest: at least tell sources apart
+            identity["source"] = weights.get("source")
+        return identity
     return {"kind": "random-init", "init_seed": weights.get("init_seed")}
 
 

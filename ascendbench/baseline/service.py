@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from ascendbench.baseline.compute import run_reference
 from ascendbench.baseline.key import cache_key, key_material
 from ascendbench.baseline.store import BaselineStore
-from ascendbench.compare.select import normalize_spec
+from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.errors import BaselineError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,8 @@ def get_or_compute(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: 
         raise ConfigError(f"baseline.process={process!r} is not allowed; use child (default: a clean process "
                           "without torch_npu) or in-process (CPU-only hosts).")
     spec = normalize_spec(cfg.compare.get("layers"))
+    if isinstance(spec, list) and module is not None:
+        select_modules(module, spec)  # a pattern matching nothing is a ConfigError here, not in the child
     material = key_material(cfg, weights, inputs_info, precision)
     key = cache_key(material)
     store = BaselineStore(cfg.baseline.cache_dir)

@@ -56,8 +56,10 @@ def tensor_stats(tensor: torch.Tensor) -> dict[str, float]:
 class _Capture:
     """Registers hooks, counts calls per module, removes the hooks on :meth:`close`."""
 
-    def __init__(self, model: torch.nn.Module, names: list[str]) -> None:
-        modules = dict(model.named_modules())
+    def __init__(self, model: Any, names: list[str]) -> None:
+        from ascendbench.compare.select import named_modules
+
+        modules = named_modules(model)
         self.calls: dict[str, int] = {}
         self.order: list[str] = []
         self._handles = [modules[name].register_forward_hook(self._hook(name), with_kwargs=True) for name in names]
@@ -90,7 +92,7 @@ class TensorCapture(_Capture):
         max_bytes: stop keeping tensors beyond this many bytes; later ones are listed in ``dropped``.
     """
 
-    def __init__(self, model: torch.nn.Module, names: list[str], max_bytes: int) -> None:
+    def __init__(self, model: Any, names: list[str], max_bytes: int) -> None:
         super().__init__(model, names)
         self.tensors: dict[str, torch.Tensor] = {}
         self.dropped: list[str] = []
@@ -114,7 +116,7 @@ class TensorCapture(_Capture):
 class StatsCapture(_Capture):
     """Statistics of every hooked module's tensor inputs and outputs (``all`` mode)."""
 
-    def __init__(self, model: torch.nn.Module, names: list[str]) -> None:
+    def __init__(self, model: Any, names: list[str]) -> None:
         super().__init__(model, names)
         self.modules: list[dict[str, Any]] = []
 
@@ -128,15 +130,15 @@ class StatsCapture(_Capture):
 
 
 @contextmanager
-def capturing(model: torch.nn.Module, spec: str | list[str] | None, max_bytes: int = 4 << 30) -> Iterator[Any]:
+def capturing(model: Any, spec: str | list[str] | None, max_bytes: int = 4 << 30) -> Iterator[Any]:
     """Hook ``model`` for the duration of the block; yields the capture (``None`` when ``spec`` is off)."""
-    from ascendbench.compare.select import select_modules
+    from ascendbench.compare.select import named_modules, select_modules
 
     if spec is None:
         yield None
         return
     if spec == "all":
-        capture: _Capture = StatsCapture(model, [n for n, _ in model.named_modules()])
+        capture: _Capture = StatsCapture(model, list(named_modules(model)))
     else:
         capture = TensorCapture(model, select_modules(model, spec), max_bytes)
     try:

@@ -41,6 +41,21 @@ def normalize_spec(layers: Any) -> str | list[str] | None:
                       "patterns such as '[decoder.mid_block,decoder.up_blocks.*]'.")
 
 
+def named_modules(model: Any) -> dict[str, torch.nn.Module]:
+    """``name -> module`` of a model, or of every ``nn.Module`` component of a pipeline (``<component>.<name>``).
+
+    A diffusers pipeline is not a module; its ``components`` (transformer, vae, text_encoder...) are, so
+    ``transformer.transformer_blocks[:3]`` names the first three blocks of a text-to-video pipeline.
+    """
+    if isinstance(model, torch.nn.Module):
+        return dict(model.named_modules())
+    named: dict[str, torch.nn.Module] = {}
+    for component, module in sorted((getattr(model, "components", None) or {}).items()):
+        if isinstance(module, torch.nn.Module):
+            named.update({f"{component}.{n}" if n else component: m for n, m in module.named_modules()})
+    return named
+
+
 def _slice_children(named: dict[str, torch.nn.Module], prefix: str, index: str) -> list[str]:
     container = named.get(prefix)
     if container is None:
@@ -58,13 +73,13 @@ def _hint(named: dict[str, torch.nn.Module]) -> str:
     return ", ".join(top) + (" ..." if len(named) > len(top) else "")
 
 
-def select_modules(model: torch.nn.Module, patterns: Sequence[str]) -> list[str]:
+def select_modules(model: Any, patterns: Sequence[str]) -> list[str]:
     """Module names matched by ``patterns``, in ``named_modules()`` order, without duplicates.
 
     Raises:
         ConfigError: a pattern matches no module (the message lists the model's top-level names).
     """
-    named = dict(model.named_modules())
+    named = named_modules(model)
     chosen: set[str] = set()
     for pattern in patterns:
         match = _SLICE.match(pattern)

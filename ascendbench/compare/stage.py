@@ -33,9 +33,11 @@ def capture_on_device(cfg: DictConfig, module: torch.nn.Module, task: Any, input
     """One extra hooked run of the task on the device (untimed), with the model's device patches."""
     from ascendbench.patches import patches_applied
 
+    from ascendbench.tasks.placement import move_inputs, place
+
     device = adapter.torch_device
-    module.to(device=device, dtype=dtype)
-    moved = {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device) for k, v in inputs.items()}
+    module = place(task, module, device, dtype)  # task.to() where the task defines it (pipelines, VAE options)
+    moved = move_inputs(inputs, device, dtype)
     max_bytes = int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20))
     log.info("layer capture run on %s (compare.layers=%s) ...", device, spec if spec == "all" else len(spec))
     with patches_applied(cfg.model.get("patches"), module, adapter.name):

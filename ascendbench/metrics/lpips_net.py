@@ -103,13 +103,19 @@ def load_lpips(net: str, version: str, hub_dir: str) -> torch.nn.Module:
     return model.eval()
 
 
-def lpips_per_image(model: torch.nn.Module, reference: torch.Tensor, device: torch.Tensor) -> list[float]:
+def lpips_per_image(model: torch.nn.Module, reference: torch.Tensor, device: torch.Tensor,
+                    batch: int = 2) -> list[float]:
     """LPIPS distance of each image pair of two ``[N, C, H, W]`` batches already in ``[-1, 1]``.
 
-    Grey images (one channel) are repeated to three channels.
+    Grey images (one channel) are repeated to three channels; ``batch`` pairs go through the network
+    at a time (its activations dominate the memory).
     """
     if reference.shape[1] == 1:
         reference, device = reference.expand(-1, 3, -1, -1), device.expand(-1, 3, -1, -1)
+    values: list[float] = []
     with torch.no_grad():
-        distances = model(reference.to(torch.float32), device.to(torch.float32))
-    return [float(v) for v in distances.flatten()]
+        for start in range(0, int(reference.shape[0]), max(1, int(batch))):
+            stop = start + max(1, int(batch))
+            distances = model(reference[start:stop].to(torch.float32), device[start:stop].to(torch.float32))
+            values.extend(float(v) for v in distances.flatten())
+    return values

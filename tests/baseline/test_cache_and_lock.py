@@ -87,3 +87,10 @@ def test_unknown_process_option_is_a_config_error(compose_cfg, tmp_path):
     cfg, task, inputs, info = _job(compose_cfg, tmp_path, "baseline.process=thread")
     with pytest.raises(ConfigError, match="baseline.process='thread'"):
         get_or_compute(cfg, build_tiny_flux2(), task, inputs, torch.float64, {}, info, tmp_path)
+
+
+def test_a_layer_pattern_matching_nothing_fails_before_any_reference_run(compose_cfg, tmp_path):
+    cfg, task, inputs, info = _job(compose_cfg, tmp_path, "compare.layers=[no_such_block]")
+    with pytest.raises(ConfigError, match="no_such_block"):
+        get_or_compute(cfg, build_tiny_flux2(), task, inputs, torch.float64, {}, info, tmp_path)
+    assert not (tmp_path / "cache").exists()

@@ -33,3 +33,17 @@ def test_normalize_spec():
     assert normalize_spec(None) is None and normalize_spec([]) is None
     assert normalize_spec("all") == "all" and normalize_spec(["all"]) == "all"
     assert normalize_spec("decoder.mid_block") == ["decoder.mid_block"]
+
+
+def test_pipeline_components_are_named_by_component():
+    from types import SimpleNamespace
+
+    import torch
+
+    blocks = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(4)])
+    transformer = torch.nn.Module()
+    transformer.transformer_blocks = blocks
+    pipe = SimpleNamespace(components={"transformer": transformer, "scheduler": object(), "vae": torch.nn.Conv2d(1, 1, 1)})
+    assert select_modules(pipe, ["transformer.transformer_blocks[:3]", "transformer.transformer_blocks[-1]"]) == [
+        f"transformer.transformer_blocks.{i}" for i in range(4)]
+    assert select_modules(pipe, ["vae"]) == ["vae"]

@@ -96,3 +96,20 @@ def test_chunked_equals_unchunked_on_a_bfloat16_device_tensor():
 def test_shape_mismatch_is_a_metric_error():
     with pytest.raises(MetricError, match="shape mismatch"):
         regression_metrics(torch.zeros(2, 3), torch.zeros(3, 2))
+
+
+def test_allclose_mismatch_equals_torch_isclose_with_nans_and_infs():
+    generator = torch.Generator().manual_seed(3)
+    ref = torch.randn(1000, generator=generator, dtype=torch.float64)
+    dev = ref + 1e-3 * torch.randn(1000, generator=generator, dtype=torch.float64)
+    ref[:5], dev[3:8] = float("nan"), float("inf")
+    ref[10], dev[10] = float("-inf"), float("-inf")
+    expected = float((~torch.isclose(dev, ref, atol=1e-4, rtol=1e-3, equal_nan=True)).double().mean())
+    got = regression_metrics(ref, dev, atol=1e-4, rtol=1e-3, chunk_elements=97)["allclose_mismatch_ratio"]
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_finite_values_whose_sum_overflows_are_still_finite_pairs():
+    ref = torch.tensor([1e308, 1e308, 1.0], dtype=torch.float64)
+    m = regression_metrics(ref, ref.clone())
+    assert m["nonfinite_mismatch"] == 0 and m["max_abs_err"] == 0.0 and m["dev_nonfinite"] == 0

@@ -24,7 +24,7 @@ SSIM_MIN_SIDE = 2 * int(3.5 * SSIM_SIGMA + 0.5) + 1
 def clamp_to_range(batch: torch.Tensor, value_range: Sequence[float]) -> torch.Tensor:
     """``batch`` as float64 on CPU, clamped to ``value_range`` (NaN stays NaN)."""
     low, high = float(value_range[0]), float(value_range[1])
-    return batch.detach().to("cpu", torch.float64).clamp(low, high)
+    return batch.detach().to("cpu", torch.float64, copy=True).clamp_(low, high)
 
 
 def psnr_per_image(reference: torch.Tensor, device: torch.Tensor, data_range: float, cap_db: float) -> list[float]:
@@ -35,7 +35,7 @@ def psnr_per_image(reference: torch.Tensor, device: torch.Tensor, data_range: fl
     [40.0, 40.0]
     """
     diff = device.to(torch.float64) - reference.to(torch.float64)
-    mse = (diff * diff).flatten(1).mean(dim=1)
+    mse = diff.square_().flatten(1).mean(dim=1)
     return [psnr_db(float(m), data_range, cap_db) for m in mse]
 
 
@@ -60,7 +60,7 @@ def ssim_per_image(reference: torch.Tensor, device: torch.Tensor, data_range: fl
 def to_lpips_range(batch: torch.Tensor, value_range: Sequence[float]) -> torch.Tensor:
     """Map values from ``value_range`` to LPIPS's expected ``[-1, 1]`` (float32)."""
     low, high = float(value_range[0]), float(value_range[1])
-    return ((batch.to(torch.float64) - low) * (2.0 / (high - low)) - 1.0).to(torch.float32)
+    return (batch.to(torch.float32, copy=True) - low).mul_(2.0 / (high - low)).sub_(1.0)
 
 
 def aggregate(values: Sequence[float], higher_is_better: bool) -> dict[str, float | int]:

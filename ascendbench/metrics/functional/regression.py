@@ -30,10 +30,10 @@ from ascendbench.errors import MetricError
 
 # Partial sums merged by addition and by maximum.
 SUM_KEYS = ("numel", "n_finite", "sum_abs", "sum_sq", "n_big", "sum_rel", "n_rel_1e3", "n_rel_5e3",
-            "n_small", "n_small_err", "dot", "ref_sq", "dev_sq", "n_larger", "n_smaller", "n_not_close",
+            "n_small", "n_small_err", "dot", "ref_sq", "dev_sq", "sign_sum", "n_not_close",
             "nonfinite_mismatch", "ref_nonfinite", "dev_nonfinite")
 MAX_KEYS = ("max_abs", "max_rel")
-DEFAULT_CHUNK = 1 << 21
+DEFAULT_CHUNK = 1 << 20
 
 
 def _as_float64(tensor: torch.Tensor) -> torch.Tensor:
@@ -78,37 +78,55 @@ def cosine_similarity(ref: torch.Tensor, dev: torch.Tensor) -> float:
     return cosine_from_sums(float(torch.dot(ref, dev)), float(torch.dot(ref, ref)), float(torch.dot(dev, dev)))
 
 
-def _nonfinite_mismatch(ref: torch.Tensor, dev: torch.Tensor, ref_ok: torch.Tensor, dev_ok: torch.Tensor) -> int:
-    new_bad = ref_ok & ~dev_ok
-    both_bad = ~ref_ok & ~dev_ok
+def _nonfinite_counts(ref: torch.Tensor, dev: torch.Tensor) -> tuple[torch.Tensor, int, int, int, int]:
+    """Mask of finite pairs, NaN/Inf mismatches, other not-close non-finite pairs, and non-finite counts."""
+    ref_ok, dev_ok = torch.isfinite(ref), torch.isfinite(dev)
     same_kind = (torch.isnan(ref) & torch.isnan(dev)) | (ref == dev)
-    return int(new_bad.sum()) + int((both_bad & ~same_kind).sum())
+    mismatch = int((ref_ok & ~dev_ok).sum()) + int((~ref_ok & ~dev_ok & ~same_kind).sum())
+    lost = int((~ref_ok & dev_ok).sum())  # reference non-finite, device finite: not close, not a NaN failure
+    return ref_ok & dev_ok, mismatch, lost, int((~ref_ok).sum()), int((~dev_ok).sum())
 
 
 def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, *, eps: float, small_value: float, small_value_atol: float,
                atol: float, rtol: float) -> dict[str, float]:
-    """Partial sums of one chunk (any shape, any dtype; reduced in float64 on the CPU)."""
-    ref, dev = _as_float64(ref), _as_float64(dev)
-    ref_ok, dev_ok = torch.isfinite(ref), torch.isfinite(dev)
-    both = ref_ok & dev_ok
-    r, d = ref[both], dev[both]
-    diff = d - r
-    abs_diff = diff.abs()
-    big = r.abs() >= small_value
-    rel = abs_diff[big] / (r[big].abs() + eps)
-    close = torch.isclose(dev, ref, atol=atol, rtol=rtol, equal_nan=True)
+    """Partial sums of one chunk (any shape, any dtype; reduced in float64 on the CPU).
+
+    The common all-finite case is detected with one sum per tensor and then needs no masks; the
+    temporaries are the two float64 copies plus about three chunk-sized arrays.
+    """
+    ref, dev = _as_float64(ref).reshape(-1), _as_float64(dev).reshape(-1)
+    numel = ref.numel()
+    mismatch = lost = ref_bad = dev_bad = 0
+    if not bool(torch.isfinite(ref.sum() + dev.sum())):
+        both, mismatch, lost, ref_bad, dev_bad = _nonfinite_counts(ref, dev)
+        ref, dev = ref[both], dev[both]
+    diff = dev - ref
+    sign_sum = float(torch.sign(diff).sum())
+    abs_diff = diff.abs_()
+    magnitude = ref.abs()
+    n_not_close = int((abs_diff > magnitude * rtol + atol).sum())
+    all_big = ref.numel() == 0 or float(magnitude.min()) >= small_value
+    big = None if all_big else magnitude >= small_value
+    n_big = ref.numel() if all_big else int(big.sum())
+    n_small_err = 0 if all_big else int(((abs_diff > small_value_atol) & ~big).sum())
+    rel = torch.div(abs_diff, magnitude.add_(eps), out=magnitude)
+    if eps == 0.0:
+        rel.nan_to_num_(nan=0.0)  # 0 / 0 where the reference and the error are both zero
+    if big is not None:
+        rel.masked_fill_(~big, 0.0)  # small values are judged by small_value_atol instead
+    n_rel_1e3, n_rel_5e3 = int((rel < 1e-3).sum()), int((rel < 5e-3).sum())
+    if big is not None:  # the masked small values counted as "below" above; take them out again
+        n_rel_1e3, n_rel_5e3 = n_rel_1e3 - (ref.numel() - n_big), n_rel_5e3 - (ref.numel() - n_big)
     return {
-        "numel": ref.numel(), "n_finite": r.numel(),
-        "sum_abs": float(abs_diff.sum()), "sum_sq": float((abs_diff * abs_diff).sum()),
-        "max_abs": float(abs_diff.max()) if abs_diff.numel() else 0.0,
-        "n_big": rel.numel(), "sum_rel": float(rel.sum()), "max_rel": float(rel.max()) if rel.numel() else 0.0,
-        "n_rel_1e3": int((rel < 1e-3).sum()), "n_rel_5e3": int((rel < 5e-3).sum()),
-        "n_small": int((~big).sum()), "n_small_err": int((abs_diff[~big] > small_value_atol).sum()),
-        "dot": float(torch.dot(r, d)), "ref_sq": float(torch.dot(r, r)), "dev_sq": float(torch.dot(d, d)),
-        "n_larger": int((diff > 0).sum()), "n_smaller": int((diff < 0).sum()),
-        "n_not_close": int((~close).sum()),
-        "nonfinite_mismatch": _nonfinite_mismatch(ref, dev, ref_ok, dev_ok),
-        "ref_nonfinite": int((~ref_ok).sum()), "dev_nonfinite": int((~dev_ok).sum()),
+        "numel": numel, "n_finite": ref.numel(),
+        "sum_abs": float(abs_diff.sum()), "sum_sq": float(torch.dot(abs_diff, abs_diff)),
+        "max_abs": float(abs_diff.max()) if ref.numel() else 0.0,
+        "n_big": n_big, "sum_rel": float(rel.sum()), "max_rel": float(rel.max()) if n_big else 0.0,
+        "n_rel_1e3": n_rel_1e3, "n_rel_5e3": n_rel_5e3,
+        "n_small": ref.numel() - n_big, "n_small_err": n_small_err,
+        "dot": float(torch.dot(ref, dev)), "ref_sq": float(torch.dot(ref, ref)), "dev_sq": float(torch.dot(dev, dev)),
+        "sign_sum": sign_sum, "n_not_close": n_not_close + mismatch + lost,
+        "nonfinite_mismatch": mismatch, "ref_nonfinite": ref_bad, "dev_nonfinite": dev_bad,
     }
 
 
@@ -143,7 +161,7 @@ def finalize(sums: dict[str, float], *, data_range: float, psnr_cap_db: float) -
         "cosine": cosine_from_sums(sums["dot"], sums["ref_sq"], sums["dev_sq"]) if n else nan,
         "psnr_db": psnr_db(mse, data_range, psnr_cap_db),
         "allclose_mismatch_ratio": _ratio(sums["n_not_close"], sums["numel"], 0.0),
-        "error_balance": _ratio(abs(sums["n_larger"] - sums["n_smaller"]), n, 0.0),
+        "error_balance": _ratio(abs(sums["sign_sum"]), n, 0.0),
         "nonfinite_mismatch": float(sums["nonfinite_mismatch"]),
         "ref_nonfinite": float(sums["ref_nonfinite"]),
         "dev_nonfinite": float(sums["dev_nonfinite"]),
