@@ -69,7 +69,8 @@ def _vae_candidates(key: str) -> set[str]:
 
 
 def invert_keys(state: Mapping[str, torch.Tensor], candidates: Callable[[str], set[str]],
-                convert: Callable[..., dict], markers: Mapping[str, str] = ()) -> dict[str, str]:
+                convert: Callable[..., dict], markers: Mapping[str, str] = (),
+                prefer: Callable[[str], int] = lambda key: 0) -> dict[str, str]:
     """Map each diffusers key of ``state`` to an original key that ``convert`` turns back into it.
 
     Args:
@@ -78,8 +79,11 @@ def invert_keys(state: Mapping[str, torch.Tensor], candidates: Callable[[str], s
         convert: diffusers' converter (``checkpoint=`` dict -> diffusers-layout dict).
         markers: original key -> diffusers key of tensors a converter inspects by shape; the probe
             tensor of such a candidate carries the real tensor's shape.
+        prefer: score of a candidate; where several convert to the same key (a rename that leaves
+            the diffusers spelling unchanged too), the highest score wins: converters keep the last
+            key written, and candidates are written in ascending score.
     """
-    pool = sorted(set().union(*(candidates(k) for k in state)))
+    pool = sorted(set().union(*(candidates(k) for k in state)), key=lambda key: (prefer(key), key))
     shapes = {orig: state[markers[orig]].shape for orig in pool if orig in markers}
     probe = {orig: torch.full(shapes.get(orig, (1,)), float(i)) for i, orig in enumerate(pool)}
     converted = convert(checkpoint=probe, config=None)
@@ -104,11 +108,13 @@ def original_layout(transformer: torch.nn.Module, vae: torch.nn.Module) -> dict[
                                                      convert_ltx_vae_checkpoint_to_diffusers)
 
     out: dict[str, torch.Tensor] = {}
-    parts = ((transformer.state_dict(), _transformer_candidates, convert_ltx_transformer_checkpoint_to_diffusers, {}),
+    parts = ((transformer.state_dict(), _transformer_candidates, convert_ltx_transformer_checkpoint_to_diffusers, {},
+              _TRANSFORMER_RENAMES),
              (vae.state_dict(), _vae_candidates, convert_ltx_vae_checkpoint_to_diffusers,
-              {"vae.encoder.conv_out.conv.weight": "encoder.conv_out.conv.weight"}))
-    for state, candidates, convert, markers in parts:
-        mapping = invert_keys(state, candidates, convert, markers)
+              {"vae.encoder.conv_out.conv.weight": "encoder.conv_out.conv.weight"}, _VAE_RENAMES))
+    for state, candidates, convert, markers, renames in parts:
+        mapping = invert_keys(state, candidates, convert, markers,
+                              prefer=lambda key, renames=renames: sum(old in key for _, old in renames))
         out.update({mapping[k]: v.detach().to("cpu").contiguous() for k, v in state.items()})
         _verify_roundtrip(state, {mapping[k]: v for k, v in state.items()}, convert)
     return out

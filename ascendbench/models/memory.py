@@ -124,7 +124,8 @@ def available_host_bytes() -> int:
 
 
 def check_host_memory(estimate: MemoryEstimate, hint: str, headroom: float = DEFAULT_HEADROOM,
-                      available: int | None = None) -> dict[str, Any]:
+                      available: int | None = None,
+                      skip_key: str | None = "model.loader.memory_check=false") -> dict[str, Any]:
     """Raise :class:`InsufficientMemoryError` unless ``estimate`` fits in host memory.
 
     Args:
@@ -132,6 +133,7 @@ def check_host_memory(estimate: MemoryEstimate, hint: str, headroom: float = DEF
         hint: the smaller option to suggest (e.g. ``run `model=tiny_ltx_t2v```).
         headroom: share of the available memory the parameters may take.
         available: bytes available (measured with psutil when ``None``).
+        skip_key: the override that turns the check off, named in the refusal (``None``: none).
 
     Returns:
         The record's view of the check (estimate, available, headroom, ``fits: True``).
@@ -141,14 +143,14 @@ def check_host_memory(estimate: MemoryEstimate, hint: str, headroom: float = DEF
     info = {**estimate.to_dict(), "available_bytes": available, "available_gb": round(available / _GB, 3),
             "headroom": float(headroom), "fits": estimate.bytes_needed <= budget}
     if not info["fits"]:
-        raise InsufficientMemoryError(_refusal(estimate, available, headroom, hint))
+        raise InsufficientMemoryError(_refusal(estimate, available, headroom, hint, skip_key))
     log.info("memory check: %s needs %.2f GB (%s parameters x %d B, %s) of %.2f GB available",
              estimate.what, estimate.gigabytes, f"{estimate.num_params:,}", BYTES_PER_ELEMENT[estimate.dtype],
              estimate.dtype, available / _GB)
     return info
 
 
-def _refusal(estimate: MemoryEstimate, available: int, headroom: float, hint: str) -> str:
+def _refusal(estimate: MemoryEstimate, available: int, headroom: float, hint: str, skip_key: str | None) -> str:
     parts = ", ".join(f"{name} {count / 1e9:.3f}B" for name, count in estimate.parts.items())
     return (
         f"refusing to allocate {estimate.what}: it needs about {estimate.gigabytes:.1f} GB for its "
@@ -156,6 +158,6 @@ def _refusal(estimate: MemoryEstimate, available: int, headroom: float, hint: st
         f"in {estimate.dtype}; {parts}; counted from the {estimate.basis}), but only "
         f"{available / _GB:.1f} GB of host memory is available and at most {headroom:.0%} of it may go to "
         f"parameters (activations come on top). Nothing was allocated. {hint} Or run on a host with more "
-        "memory; `model.loader.memory_check=false` skips this check at the risk of the job being killed by "
-        "the kernel."
+        "memory" + (f"; `{skip_key}` skips this check at the risk of the job being killed by the kernel." if skip_key
+                    else ".")
     )

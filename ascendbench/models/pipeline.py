@@ -218,10 +218,10 @@ class PipelineLoader:
         local_only = self.offline or hub_offline()
         try:
             if found.kind == "dir":
-                pipe = cls.from_pretrained(str(found.path), torch_dtype=dtype, local_files_only=True,
+                pipe = cls.from_pretrained(str(found.path), dtype=dtype, local_files_only=True,
                                            use_safetensors=True, **objects)
             else:
-                pipe = cls.from_single_file(str(found.path), torch_dtype=dtype, local_files_only=local_only,
+                pipe = cls.from_single_file(str(found.path), dtype=dtype, local_files_only=local_only,
                                             **self._config_kwargs(), **objects)
         except (ConfigError, WeightsLoadError):
             raise
@@ -259,7 +259,7 @@ class PipelineLoader:
         local_only = self.offline or hub_offline()
         try:
             return cls.from_pretrained(spec["source"], subfolder=spec.get("subfolder"), local_files_only=local_only,
-                                       **({"torch_dtype": DTYPES[self.load_dtype]} if name != "tokenizer" else {}))
+                                       **({"dtype": DTYPES[self.load_dtype]} if name != "tokenizer" else {}))
         except Exception as exc:  # transformers raises OSError/ValueError for missing files
             raise WeightsLoadError(
                 f"model.loader.{name} could not be loaded from source={spec['source']!r} subfolder="
@@ -274,7 +274,7 @@ class PipelineLoader:
         if importlib.util.find_spec("peft") is None:
             raise ConfigError(
                 f"model.loader.lora.path={self.lora['path']!r} needs the peft package to load LoRA weights; "
-                "install it with `pip install peft` (or `pip install ascendbench[lora]`), or drop model.loader.lora."
+                "install it with `pip install peft` (or `pip install ascendbench[pipelines]`), or drop model.loader.lora."
             )
         name, scale = self.lora.get("adapter_name") or "lora", float(self.lora.get("scale", 1.0))
         kwargs = {"weight_name": self.lora["weight_name"]} if self.lora.get("weight_name") else {}
