@@ -112,7 +112,8 @@ class DiffusersLoader:
             return cls.from_config(self.architecture) if hasattr(cls, "from_config") else cls(**self.architecture)
 
         estimate = MemoryEstimate(f"random-init {self.class_path}", {"model": count_meta_params(build)}, "float32")
-        check_host_memory(estimate, "Use the tiny twin of this model (`model=tiny_<name>`) or a smaller architecture.")
+        check_host_memory(estimate, "Use the tiny twin of this model (`model=tiny_<name>`) or a smaller architecture.",
+                          skip_key=None)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
             module = build()
