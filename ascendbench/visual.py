@@ -99,7 +99,8 @@ def render_output(name: str, reference: torch.Tensor, device: torch.Tensor, dire
         count = min(int(reference.shape[0]), int(options.get("max_images", 4)))
         return [side_by_side(reference[i], device[i], directory / f"{name}_{i}_compare.png",
                              f"{name} [image {i}]", value_range, colormap) for i in range(count)]
-    if reference.dim() == 5:
+    if reference.dim() == 5 and (options.get("layout", "auto") != "auto" or 1 in reference.shape[1:3]
+                                 or 3 in reference.shape[1:3]):  # a 5-D feature map (e.g. a Conv3d layer) is no video
         layout = resolve_layout(tuple(reference.shape), str(options.get("layout", "auto")))
         total = frame_count(tuple(reference.shape), layout)
         spec = list(options.get("frames", ["first", "middle", "last", "worst"]))
