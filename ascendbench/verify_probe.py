@@ -1,0 +1,119 @@
+"""The device probe of ``ascendbench.verify``, run as ``python -m ascendbench.verify_probe``.
+
+It runs in a child process (under the parent's timeout) because importing ``torch_npu`` or
+initialising a broken driver can hang or abort the interpreter. It prints one JSON line: the visible
+devices with names and memory, why an accelerator type is not usable, the CANN version torch_npu
+reports, and which diffusers attention backends run a tiny attention call correctly on each device.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from typing import Any
+
+import torch
+
+from ascendbench.devices.adapter import cpu_model_name
+from ascendbench.devices.runtime import RUNTIMES, load_runtime
+from ascendbench.errors import DeviceUnavailableError
+
+_MB = 1024.0 * 1024.0
+
+# diffusers attention backend -> the device types it is meant for (the seeds use native SDPA,
+# flex via the flex_attention patch, and _native_npu on Ascend).
+ATTENTION_BACKENDS: dict[str, tuple[str, ...]] = {
+    "native": ("cpu", "cuda", "npu"),
+    "_native_math": ("cpu", "cuda", "npu"),
+    "_native_flash": ("cuda",),
+    "_native_efficient": ("cuda",),
+    "_native_npu": ("npu",),
+    "flash": ("cuda",),
+}
+# Tolerance of a backend's output against float32 math SDPA, by the dtype it is called in.
+_PROBE_DTYPE = {"cpu": torch.float32, "cuda": torch.float16, "npu": torch.float16}
+_PROBE_ATOL = {torch.float32: 1e-5, torch.float16: 1e-2}
+
+
+def _host() -> dict[str, Any]:
+    import psutil
+
+    memory = psutil.virtual_memory()
+    return {"id": "cpu", "name": f"{cpu_model_name()} ({torch.get_num_threads()} torch threads)",
+            "total_mb": memory.total / _MB, "free_mb": memory.available / _MB}
+
+
+def _npu_facts() -> dict[str, Any]:
+    try:
+        importlib.import_module("torch_npu")
+    except Exception as exc:  # ImportError, OSError from missing CANN libraries, RuntimeError...
+        return {"importable": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+    facts: dict[str, Any] = {"importable": True, "torch_version_cann": getattr(torch.version, "cann", None)}
+    try:
+        from torch_npu.npu.utils import get_cann_version
+
+        facts["cann"] = get_cann_version() or None
+    except Exception:  # older torch_npu: no get_cann_version
+        facts["cann"] = None
+    return facts
+
+
+def _accelerator(kind: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(summary, devices) of one accelerator type."""
+    facts = _npu_facts() if kind == "npu" else {}
+    try:
+        runtime = load_runtime(kind)
+    except DeviceUnavailableError as exc:
+        return {**facts, "count": 0, "why": exc.short}, []
+    devices = []
+    for index in range(runtime.device_count()):
+        free, total = runtime.mem_get_info(index)
+        devices.append({"id": f"{kind}:{index}", "name": str(runtime.get_device_name(index)),
+                        "total_mb": total / _MB, "free_mb": free / _MB})
+    return {**facts, "count": len(devices)}, devices
+
+
+def _attention_call(backend: str, device: str) -> dict[str, Any]:
+    from diffusers.models import attention_dispatch as ad
+
+    name = ad.AttentionBackendName(backend)
+    try:
+        checker = getattr(ad, "_check_attention_backend_requirements", None)
+        if checker is not None:
+            checker(name)
+        dtype = _PROBE_DTYPE[device.split(":")[0]]
+        generator = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, 16, 2, 32, generator=generator) for _ in range(3))  # (batch, seq, heads, dim)
+        out = ad.dispatch_attention_fn(*(t.to(device, dtype) for t in (q, k, v)), backend=name)
+        want = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v))).transpose(1, 2)
+        diff = float((out.float().cpu() - want).abs().max())
+    except Exception as exc:  # missing package, unsupported device or dtype
+        return {"ok": False, "why": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
+    if diff > _PROBE_ATOL[dtype]:
+        return {"ok": False, "why": f"output differs from math SDPA by {diff:.3g}"}
+    return {"ok": True, "why": f"max diff {diff:.2g} vs math SDPA"}
+
+
+def _attention(devices: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    for backend, kinds in ATTENTION_BACKENDS.items():
+        for device in (d["id"] for d in devices if d["id"].split(":")[0] in kinds):
+            results.setdefault(backend, {})[device] = _attention_call(backend, device)
+    return results
+
+
+def probe() -> dict[str, Any]:
+    """Everything the parent needs, as plain JSON values."""
+    report: dict[str, Any] = {"devices": [_host()]}
+    for kind in RUNTIMES:
+        summary, devices = _accelerator(kind)
+        report[kind] = summary
+        report["devices"] += devices
+    report["attention"] = _attention(report["devices"])
+    return report
+
+
+if __name__ == "__main__":
+    print(json.dumps(probe()))
+    sys.stdout.flush()
