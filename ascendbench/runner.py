@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import logging
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,13 +23,16 @@ from ascendbench.compare import accuracy_artifacts
 from ascendbench.confdir import load_option
 from ascendbench.env import environment
 from ascendbench.errors import AscendBenchError, ConfigError
+from ascendbench.failures import classify, config_for_record, console_paragraph, log_traceback, release_memory
 from ascendbench.metrics import merge_rules, worst
 from ascendbench.patches import patches_applied
 from ascendbench.record import RecordWriter
+from ascendbench.resources import guard_reference_memory
 from ascendbench.resume import finished_record
 from ascendbench.summary import print_summary
 from ascendbench.tasks import describe
 from ascendbench.tasks.checks import CheckContext
+from ascendbench.validate import check_types
 
 log = logging.getLogger(__name__)
 
@@ -85,25 +87,27 @@ def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
     """Run one composed job and return its final record (also written to ``job_dir``)."""
     if (previous := finished_record(cfg, job_dir)) is not None:  # resume: ok record, same config
         return previous
-    writer = RecordWriter(job_dir, OmegaConf.to_container(cfg, resolve=True))
+    writer = RecordWriter(job_dir, config_for_record(cfg))
     writer.update(env=environment())
     try:
+        check_types(cfg)
         _execute(cfg, Path(job_dir), writer)
     except KeyboardInterrupt as exc:
         writer.finish("interrupted", exc, reason="interrupted")
+        log.error("job interrupted; record (status interrupted): %s", writer.path)
         raise
-    except AscendBenchError as exc:
-        _fail(writer, exc, exc.reason)
-    except Exception as exc:  # anything else still leaves a failed record and a log
-        _fail(writer, exc, "unexpected")
+    except Exception as exc:  # own errors keep their reason, out-of-memory -> oom, anything else 'unexpected'
+        _fail(writer, *classify(exc, (writer.data.get("job") or {}).get("device")))
+    if writer.data["status"] == "failed":
+        release_memory()  # out of the except block: the traceback no longer holds the job's tensors
     return writer.data
 
 
 def _fail(writer: RecordWriter, exc: BaseException, reason: str) -> None:
-    log.debug("traceback of the failure:\n%s", "".join(traceback.format_exception(exc)))
+    log_path = log_traceback(exc, writer.job_dir)
     writer.finish("failed", exc, reason=reason)
-    log.error("job failed (%s): %s\n  record: %s\n  full log with traceback: %s", type(exc).__name__, exc,
-              writer.path, writer.job_dir / "ascendbench.log")
+    log.error("job failed (%s, reason %s): %s\n  record: %s\n  full log with traceback: %s", type(exc).__name__,
+              reason, console_paragraph(exc), writer.path, log_path)
 
 
 def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
@@ -200,6 +204,8 @@ def _reference(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Mapp
         writer.update(metrics={"accuracy": {"skipped": "no CPU reference (baseline.enabled=false): performance-only run"}})
         return None
     precision = reference_dtype(cfg.baseline.reference, device_dtype)
+    writer.update(resources={"reference": guard_reference_memory(  # refuse before a host OOM kill
+        cfg, module, task, inputs, precision, writer.data["weights"], writer.data["inputs"])})
     baseline = get_or_compute(cfg, module, task, inputs, precision, writer.data["weights"], writer.data["inputs"],
                               writer.job_dir)
     writer.update(baseline=baseline.info)
