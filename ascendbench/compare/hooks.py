@@ -60,6 +60,7 @@ class _Capture:
         from ascendbench.compare.select import named_modules
 
         modules = named_modules(model)
+        self.names = list(names)
         self.calls: dict[str, int] = {}
         self.order: list[str] = []
         self._handles = [modules[name].register_forward_hook(self._hook(name), with_kwargs=True) for name in names]
@@ -75,6 +76,10 @@ class _Capture:
 
     def record(self, key: str, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
         raise NotImplementedError
+
+    def not_called(self) -> list[str]:
+        """Hooked modules whose ``forward`` never ran (called through another method, or not at all)."""
+        return [name for name in self.names if (name or ROOT) not in self.calls]
 
     def close(self) -> None:
         """Remove every hook."""

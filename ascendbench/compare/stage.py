@@ -61,7 +61,7 @@ def _layers(cfg: DictConfig, job_dir: Path, spec: Any, reference: Any, capture: 
     thresholds = OmegaConf.to_container(cfg.compare.thresholds, resolve=True)
     rows = compare_layers(reference.layers, capture, thresholds, tolerances)
     entries = {f"layer/{row['name']}/{m}": e for row in rows for m, e in row["entries"].items()}
-    info = {"mode": "patterns", "patterns": list(spec), "layers": len(rows),
+    info = {"mode": "patterns", "patterns": list(spec), "layers": len(rows), "not_called": capture.not_called(),
             "dropped": sorted(set(capture.dropped) | set(reference.layers["dropped"])),
             "verdict": worst(r.get("result") or None for r in rows), "in_job_verdict": bool(cfg.compare.verdict),
             "results": {r["name"]: {"result": r["result"], "message": r["message"]} for r in rows}}
@@ -116,6 +116,10 @@ def accuracy_artifacts(cfg: DictConfig, job_dir: Path, writer: Any, module: torc
         tolerances = {k: float(dtype_cfg[k]) for k in ("atol", "rtol", "small_value", "small_value_atol")
                       if dtype_cfg.get(k) is not None}
         layer_rows, info, entries, layer_files = _layers(cfg, job_dir, spec, reference, capture, tolerances)
+        if info.get("not_called"):
+            writer.warn(f"compare.layers: {len(info['not_called'])} matched module(s) never ran forward() "
+                        f"(first: {info['not_called'][:5]}), so nothing was captured for them; forward hooks see "
+                        "module(...) calls only -- pick modules the task calls, e.g. their children")
         rows += layer_rows
         metrics.update(entries)
         artifacts.update(layer_files)

@@ -86,3 +86,11 @@ def test_stat_errors_use_the_tensor_scale_and_flag_new_nans():
     dev = {**ref, "mean": 2e-9}
     assert stats_rel_err(ref, dev, ["mean"]) < 1e-8, "a near-zero mean is judged against the RMS, not itself"
     assert math.isinf(stats_rel_err(ref, {**ref, "nonfinite": 3}, ["max"]))
+
+
+def test_modules_whose_forward_never_runs_are_reported():
+    model = build_tiny_flux2()
+    inputs = TASK.make_inputs({"height": 32, "width": 32, "batch_size": 1}, 0)
+    with capturing(model, ["encoder", "decoder.mid_block"]) as capture:  # decode() never runs the encoder
+        TASK.run(model, inputs)
+    assert capture.not_called() == ["encoder"] and "decoder.mid_block#0" in capture.tensors
