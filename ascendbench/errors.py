@@ -111,3 +111,9 @@ class BaselineError(AscendBenchError):
     """
 
     reason = "baseline"
+
+
+class DryRunError(AscendBenchError):
+    """``dry_run=true`` found problems that would make the real job fail; all of them are listed."""
+
+    reason = "dry_run"

@@ -26,6 +26,7 @@ from ascendbench.errors import AscendBenchError, ConfigError
 from ascendbench.failures import classify, config_for_record, console_paragraph, log_traceback, release_memory
 from ascendbench.metrics import merge_rules, worst
 from ascendbench.patches import patches_applied
+from ascendbench.plan import format_plan, make_plan, raise_for_problems
 from ascendbench.record import RecordWriter
 from ascendbench.resources import guard_reference_memory
 from ascendbench.resume import finished_record
@@ -120,7 +121,7 @@ def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
         log.warning(HALF_ON_CPU.format(dtype=dtype_cfg.name))
         writer.warn(HALF_ON_CPU.format(dtype=dtype_cfg.name))
     if cfg.dry_run:
-        _dry_run(cfg, adapter, dtype_cfg)
+        _dry_run(cfg, adapter, dtype_cfg, writer)
         writer.finish("ok")
         return
 
@@ -189,10 +190,16 @@ def _job_fields(cfg: DictConfig, adapter: Any, dtype_cfg: DictConfig) -> dict[st
     }
 
 
-def _dry_run(cfg: DictConfig, adapter: Any, dtype_cfg: DictConfig) -> None:
+def _dry_run(cfg: DictConfig, adapter: Any, dtype_cfg: DictConfig, writer: RecordWriter) -> None:
+    """Print the resolved config and the plan (:mod:`ascendbench.plan`), keep the plan in the record;
+    nothing is loaded or downloaded. Fails when the real job would fail."""
+    precision = reference_dtype(cfg.baseline.reference, TORCH_DTYPES[dtype_cfg.name]) if cfg.baseline.enabled else None
+    plan = make_plan(cfg, adapter, dtype_cfg.name, precision, build(cfg.model.loader, "model.loader"),
+                     build(cfg.model.task, "model.task"), writer.job_dir)
+    writer.update(plan=plan)
     print(OmegaConf.to_yaml(cfg, resolve=True))
-    print(f"dry run: device {adapter.name} ({adapter.device_name()}), dtype {dtype_cfg.name}, "
-          f"model {cfg.model.name} from {cfg.model.source!r} (weights={cfg.model.weights}); nothing loaded.")
+    print(format_plan(plan), flush=True)
+    raise_for_problems(plan)
 
 
 def _reference(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
