@@ -258,7 +258,8 @@ class PipelineLoader:
         cls = import_class(spec["class_path"])
         local_only = self.offline or hub_offline()
         try:
-            return cls.from_pretrained(spec["source"], subfolder=spec.get("subfolder"), local_files_only=local_only,
+            source = os.path.expanduser(str(spec["source"]))
+            return cls.from_pretrained(source, subfolder=spec.get("subfolder"), local_files_only=local_only,
                                        **({"dtype": DTYPES[self.load_dtype]} if name != "tokenizer" else {}))
         except Exception as exc:  # transformers raises OSError/ValueError for missing files
             raise WeightsLoadError(

@@ -70,7 +70,7 @@ def test_one_layer_from_the_vae_file_with_determinism(cli, cache, tmp_path):
                                  layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1))
     vae.to(torch.bfloat16).save_pretrained(tmp_path / "ltx2" / "vae")
     result, job = cli("model=tiny_ltx_video_vae_conv_in", f"model.source={tmp_path / 'ltx2'}", "model.loader.subfolder=vae",
-                      "model.weights=required", "baseline.process=in-process", "compare.visual.enabled=false", cache, *QUICK)
+                      "model.weights=required", "baseline.process=in-process", cache, *QUICK)
     record = _ok(result, job)
     assert record["weights"]["kind"] == "loaded" and set(record["weights"]["tensors"]) == {
         "decoder.conv_in.conv.weight", "decoder.conv_in.conv.bias"}
