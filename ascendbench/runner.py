@@ -15,7 +15,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from ascendbench.artifacts import save_images, save_tensors
+from ascendbench.artifacts import save_images, save_tensors, video_artifacts
 from ascendbench.baseline import get_or_compute, reference_dtype
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import attach_phase_timer, measure
@@ -31,7 +31,7 @@ from ascendbench.record import RecordWriter
 from ascendbench.resources import guard_reference_memory
 from ascendbench.resume import finished_record
 from ascendbench.summary import print_summary
-from ascendbench.tasks import describe
+from ascendbench.tasks import describe, move_inputs, place
 from ascendbench.tasks.checks import CheckContext
 from ascendbench.validate import check_types
 
@@ -225,9 +225,8 @@ def _device_run(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Map
     device, dtype_name = adapter.torch_device, str(dtype).replace("torch.", "")
     log.info("device run on %s in %s ...", device, dtype_name)
     with MemoryDelta(adapter) as placement:
-        module.to(device=device, dtype=dtype)
-    moved = {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
-             for k, v in inputs.items()}
+        module = place(task, module, device, dtype)  # task.to() when defined: pipelines, VAE options
+    moved = move_inputs(inputs, device, dtype)
     timer = attach_phase_timer(task, module, adapter) if cfg.bench.enabled and cfg.bench.phases else None
     result, bench = measure(lambda: task.run(module, moved), adapter, cfg.bench, dtype_name,
                             task.items_per_call(inputs), task.unit, phase_timer=timer)
@@ -262,4 +261,8 @@ def _save_artifacts(job_dir: Path, task: Any, inputs: Mapping[str, torch.Tensor]
             artifacts[f"{name}_device_png"] = [rel(p) for p in save_images(job_dir / "images", f"{name}_device", batch)]
             if reference is not None:
                 artifacts[f"{name}_reference_png"] = [rel(p) for p in save_images(job_dir / "images", f"{name}_reference", reference[name])]
+    if task.output_kind == "video":  # chosen frames as PNG and each video as mp4, device and reference
+        artifacts.update(video_artifacts(job_dir, "device", device_outputs, task))
+        if reference is not None:
+            artifacts.update(video_artifacts(job_dir, "reference", reference, task))
     return artifacts
