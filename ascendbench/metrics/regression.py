@@ -7,7 +7,8 @@ from typing import Any, Mapping
 import torch
 
 from ascendbench.metrics.base import Evaluator
-from ascendbench.metrics.functional.regression import DEFAULT_CHUNK, check_same_shape, regression_metrics
+from ascendbench.metrics.functional.regression import (DEFAULT_CHUNK, check_same_shape, first_nonfinite_mismatch,
+                                                     regression_metrics)
 from ascendbench.metrics.verdict import merge_rules
 
 # Not configurable: a NaN/Inf that the reference does not have is always a failure.
@@ -56,12 +57,16 @@ class RegressionEvaluator(Evaluator):
         """All regression metrics of one output (see :func:`regression_metrics`)."""
         check_same_shape(reference, device)
         pick = lambda own, key, default: float(own) if own is not None else float(tolerances.get(key, default))  # noqa: E731
-        return regression_metrics(
+        metrics: dict[str, Any] = regression_metrics(
             reference, device, eps=self.eps, data_range=self.data_range, psnr_cap_db=self.psnr_cap_db,
             atol=tolerances["atol"], rtol=tolerances["rtol"],
             small_value=pick(self.small_value, "small_value", 1e-6),
             small_value_atol=pick(self.small_value_atol, "small_value_atol", 1e-9),
             chunk_elements=self.chunk_elements)
+        if metrics["nonfinite_mismatch"] > 0:  # where the first NaN/Inf is, to start debugging there
+            metrics["nonfinite_mismatch"] = {"value": metrics["nonfinite_mismatch"],
+                                             "first_index": first_nonfinite_mismatch(reference, device, self.chunk_elements)}
+        return metrics
 
     def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                  rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,

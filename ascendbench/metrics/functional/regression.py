@@ -176,6 +176,26 @@ def flat_chunks(reference: torch.Tensor, device: torch.Tensor, chunk: int) -> It
         yield ref[start:start + chunk], dev[start:start + chunk]
 
 
+def first_nonfinite_mismatch(reference: torch.Tensor, device: torch.Tensor,
+                             chunk_elements: int = DEFAULT_CHUNK) -> list[int] | None:
+    """Index (in the tensors' shape) of the first element ``nonfinite_mismatch`` counts, or ``None``.
+
+    >>> first_nonfinite_mismatch(torch.zeros(2, 3), torch.tensor([[0.0, 0, 0], [0, float("nan"), 0]]))
+    [1, 1]
+    """
+    offset = 0
+    for ref, dev in flat_chunks(reference, device, int(chunk_elements)):
+        ref, dev = _as_float64(ref), _as_float64(dev)
+        ref_ok, dev_ok = torch.isfinite(ref), torch.isfinite(dev)
+        same_kind = (torch.isnan(ref) & torch.isnan(dev)) | (ref == dev)
+        hits = ((ref_ok & ~dev_ok) | (~ref_ok & ~dev_ok & ~same_kind)).nonzero()
+        if hits.numel():
+            flat = offset + int(hits[0, 0])
+            return [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(reference.shape))]
+        offset += ref.numel()
+    return None
+
+
 def check_same_shape(reference: torch.Tensor, device: torch.Tensor, what: str = "output") -> None:
     """Raise :class:`MetricError` when the shapes differ."""
     if tuple(reference.shape) != tuple(device.shape):
