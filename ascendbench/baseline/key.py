@@ -6,7 +6,8 @@ The key covers everything that changes the reference outputs and nothing else:
   digest plus the ``config.json`` beside them, or the random-init seed;
 * the inputs: preset keys (minus ``baseline.key_ignore_preset``), the seed, and the shape, dtype and
   SHA256 of every input tensor the task built;
-* the reference precision and the library versions (torch, diffusers, transformers, ascendbench).
+* the reference precision, the library versions (torch, diffusers, transformers, ascendbench) and the
+  SHA256 of the source files defining the task, the loader and the model class.
 
 The device, the device dtype, the bench, metric and compare settings and the model's name stay out, so
 a sweep over devices or half dtypes reuses one reference.
@@ -15,6 +16,8 @@ a sweep over devices or half dtypes reuses one reference.
 from __future__ import annotations
 
 import hashlib
+import importlib
+import inspect
 import json
 from importlib import metadata
 from pathlib import Path
@@ -61,6 +64,23 @@ def library_versions() -> dict[str, str | None]:
     return versions
 
 
+def source_digest(dotted_paths: list[str | None]) -> dict[str, str | None]:
+    """SHA256 of the source file defining each class (task, loader, model class): code edits re-key.
+
+    Library versions alone miss edits of an editable install; a class whose file cannot be found
+    maps to ``None``.
+    """
+    digests: dict[str, str | None] = {}
+    for path in filter(None, dotted_paths):
+        module, _, attr = path.rpartition(".")
+        try:
+            source = inspect.getsourcefile(getattr(importlib.import_module(module), attr))
+            digests[path] = "sha256:" + hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
+        except Exception:  # not importable here, a builtin, or no file: the versions still cover it
+            digests[path] = None
+    return digests
+
+
 def _config_json_digest(weights: Mapping[str, Any], subfolder: str | None) -> str | None:
     source = weights.get("source")
     if weights.get("kind") != "loaded" or not source:
@@ -105,6 +125,8 @@ def key_material(cfg: DictConfig, weights: Mapping[str, Any], inputs: Mapping[st
         "inputs": {k: dict(v) for k, v in sorted(inputs.items())},
         "precision": str(precision).replace("torch.", ""),
         "versions": library_versions(),
+        "sources": source_digest([(loader or {}).get("_target_"), (loader or {}).get("class_path"),
+                                  OmegaConf.select(cfg, "model.task._target_")]),
     }
 
 
