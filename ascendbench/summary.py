@@ -25,15 +25,27 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[st
         f" (requested {job.get('dtype_requested')})  reference {job.get('reference_dtype', 'none')}",
         f"weights   {weights.get('kind')}  {weights.get('digest') or 'seed ' + str(weights.get('init_seed'))}",
     ]
-    metrics = record.get("metrics") or {}
-    shown = [f"{k} {_fmt(m['value'])}" + (f" [{m['verdict']} {m['rule']}]" if m.get("verdict") else "")
-             for k, m in metrics.items() if k.split("/")[-1] in KEY_METRICS and "value" in m]
-    lines.append(f"verdict   {record.get('verdict') or 'n/a'}   " + "; ".join(shown))
+    lines += _metric_lines(record.get("metrics") or {}, record.get("verdict"))
     bench = record.get("bench") or {}
     if bench:
         lines += bench_lines(bench)
     lines += [f"warning   {w}" for w in record.get("warnings", [])]
     lines.append(f"record    {record_path}")
+    return lines
+
+
+def _metric_lines(metrics: Mapping[str, Any], verdict: str | None) -> list[str]:
+    """Verdict with the key output metrics, then every metric that did not pass, then skipped ones."""
+    judged = {k: m for k, m in metrics.items() if isinstance(m, Mapping) and "value" in m}
+    shown = [f"{k} {_fmt(m['value'])}" + (f" [{m['verdict']} {m['rule']}]" if m.get("verdict") else "")
+             for k, m in judged.items() if not k.startswith("layer/") and k.split("/")[-1] in KEY_METRICS]
+    lines = [f"verdict   {verdict or 'n/a'}   " + "; ".join(shown)]
+    bad = [f"{k} {_fmt(m['value'])} {m['verdict']} ({m['rule']})" for k, m in judged.items()
+           if m.get("verdict") in ("FAIL", "WARN")]
+    if bad:
+        lines.append(f"not pass  {len(bad)}: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
+    lines += [f"skipped   {k}: {m['skipped']}" for k, m in metrics.items()
+              if isinstance(m, Mapping) and "skipped" in m]
     return lines
 
 

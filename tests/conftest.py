@@ -41,6 +41,18 @@ def build_tiny_flux2(seed: int = 0):
     return AutoencoderKLFlux2(**TINY_FLUX2_ARCH).eval()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_baseline_cache(tmp_path_factory):
+    """Keep cached CPU references of the tests (in-process and CLI subprocesses) out of ~/.cache."""
+    previous = os.environ.get("ASCENDBENCH_CACHE")
+    os.environ["ASCENDBENCH_CACHE"] = str(tmp_path_factory.mktemp("ascendbench-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("ASCENDBENCH_CACHE", None)
+    else:
+        os.environ["ASCENDBENCH_CACHE"] = previous
+
+
 @pytest.fixture(scope="session")
 def tiny_flux2_dir(tmp_path_factory) -> Path:
     """A diffusers-format directory (config.json + safetensors) of the tiny decoder."""
