@@ -210,10 +210,10 @@ class PipelineLoader:
         return pipe, info
 
     def _load(self, cls: type, found: PipelineSource) -> tuple[Any, dict[str, Any]]:
-        objects = {name: self._load_object(name, spec) for name, spec in self.objects.items()}
-        extra = {name: _object_numel(obj) for name, obj in objects.items()}
+        extra = {name: safetensors_numel(_object_files(spec)) for name, spec in self.objects.items()}
         memory = self._check_memory(f"{self.class_path} from {found.path.name}",
                                     {"checkpoint": safetensors_numel(found.files), **extra}, "safetensors headers")
+        objects = {name: self._load_object(name, spec) for name, spec in self.objects.items()}
         dtype = DTYPES[self.load_dtype]
         local_only = self.offline or hub_offline()
         try:
@@ -294,8 +294,21 @@ class PipelineLoader:
                 "digest": files_digest(files) if files else None}
 
 
-def _object_numel(obj: Any) -> int:
-    return int(sum(p.numel() for p in obj.parameters())) if isinstance(obj, torch.nn.Module) else 0
+def _object_files(spec: Mapping[str, Any]) -> tuple[Path, ...]:
+    """The safetensors files of a separately loaded component, where they are on disk already (local
+    directory or hub cache); a component still to be downloaded is not counted."""
+    source, subfolder = os.path.expanduser(str(spec["source"])), spec.get("subfolder") or ""
+    root = Path(source) / subfolder
+    if not Path(source).exists() and looks_like_hub_id(str(spec["source"])):
+        from huggingface_hub import snapshot_download
+
+        try:
+            root = Path(snapshot_download(str(spec["source"]), allow_patterns=[f"{subfolder}/*.safetensors" if subfolder
+                                                                             else "*.safetensors"],
+                                          local_files_only=True)) / subfolder
+        except Exception:  # not cached: nothing to count yet
+            return ()
+    return tuple(sorted(root.glob("*.safetensors"))) if root.is_dir() else ()
 
 
 def _check_vocab(components: Mapping[str, Any]) -> None:

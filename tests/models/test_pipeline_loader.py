@@ -126,3 +126,19 @@ def test_lora_without_peft_says_how_to_install(tiny, offline, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real_find_spec(name, *a))
     with pytest.raises(ConfigError, match=r"model.loader.lora.path=.* needs the peft package .*pip install peft"):
         _loader("model.loader.lora.path=/some/lora.safetensors").load(None, "random", 42)
+
+
+def test_weights_too_big_are_refused_from_the_headers_before_anything_loads(tiny, offline, monkeypatch):
+    import ascendbench.models.memory as memory
+    from ascendbench.errors import InsufficientMemoryError
+    from ascendbench.models.pipeline import PipelineLoader
+
+    root, pipe = tiny
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 100_000)  # 100 kB: less than the tiny twin
+    monkeypatch.setattr(PipelineLoader, "_load_object", lambda *a: pytest.fail("text encoder loaded before the check"))
+    loader = _loader(f"model.loader.config={root / 'config'}", "model.loader.offline=true",
+                     f"model.loader.text_encoder.source={root / 'full'}")
+    with pytest.raises(InsufficientMemoryError) as err:
+        loader.load(str(root / "tiny_ltx_t2v.safetensors"), "required", 42)
+    text_encoder = sum(p.numel() for p in pipe.text_encoder.parameters())
+    assert f"text_encoder {text_encoder / 1e9:.3f}B" in str(err.value) and "safetensors headers" in str(err.value)
