@@ -26,7 +26,7 @@ from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundErr
 from ascendbench.models.components import plain
 from ascendbench.models.loader import WEIGHTS_MODES, LoadedModel, count_params
 from ascendbench.models.memory import MemoryEstimate, check_host_memory, count_meta_params, safetensors_numel
-from ascendbench.models.sources import NotFound, ResolvedSource, resolve_source
+from ascendbench.models.sources import ResolvedSource, resolve_source
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,8 @@ class SafetensorsLayerLoader:
         else:
             why = "model.weights=random" if found is None else found.reason
             if found is not None:
-                log.warning("no weights for model.source=%s (%s); the layer keeps its seeded initialisation", source, why)
+                log.warning("no weights for model.source=%s (%s); the layer keeps its seeded initialisation",
+                            source, why)
             info = {"kind": "random-init", "source": source, "digest": None, "init_seed": int(init_seed), "reason": why}
         info["num_params"] = count_params(module)
         return LoadedModel(module, info, time.perf_counter() - start)

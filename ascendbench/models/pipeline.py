@@ -275,7 +275,8 @@ class PipelineLoader:
         if importlib.util.find_spec("peft") is None:
             raise ConfigError(
                 f"model.loader.lora.path={self.lora['path']!r} needs the peft package to load LoRA weights; "
-                "install it with `pip install peft` (or `pip install ascendbench[pipelines]`), or drop model.loader.lora."
+                "install it with `pip install peft` (or `pip install ascendbench[pipelines]`), or drop "
+                "model.loader.lora."
             )
         name, scale = self.lora.get("adapter_name") or "lora", float(self.lora.get("scale", 1.0))
         kwargs = {"weight_name": self.lora["weight_name"]} if self.lora.get("weight_name") else {}
@@ -330,7 +331,8 @@ def _config_missing(config: str | None, class_path: str, repo: str | None) -> st
         f"{given}, but {class_path}.from_single_file needs the pipeline's diffusers configs and offline "
         "(model.loader.offline=true or HF_HUB_OFFLINE=1) they cannot be downloaded -- diffusers would otherwise "
         f"fetch them from the hub silently. On a connected machine run `huggingface-cli download "
-        f"{repo or '<the pipeline family repository>'} --include '*.json' 'tokenizer/*' --local-dir ./pipeline-config`, "
+        f"{repo or '<the pipeline family repository>'} --include '*.json' 'tokenizer/*' "
+        "--local-dir ./pipeline-config`, "
         "copy the directory here and pass `model.loader.config=./pipeline-config`."
     )
 

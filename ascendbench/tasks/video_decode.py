@@ -29,10 +29,11 @@ def video_latent_shape(preset: Mapping[str, Any], channels: int, spatial: int,
     height, width = int(preset["height"]), int(preset["width"])
     frames, batch = int(preset["num_frames"]), int(preset["batch_size"])
     if height % spatial or width % spatial or min(height, width, batch) <= 0:
+        fix_h, fix_w = max(spatial, height // spatial * spatial), max(spatial, width // spatial * spatial)
         raise TaskError(
             f"preset.height={height} and preset.width={width} must be positive multiples of the model's "
             f"spatial compression {spatial}, and preset.batch_size={batch} positive. Choose e.g. "
-            f"`preset.height={max(spatial, height // spatial * spatial)} preset.width={max(spatial, width // spatial * spatial)}`."
+            f"`preset.height={fix_h} preset.width={fix_w}`."
         )
     if frames < 1 or (frames - 1) % temporal:
         fixed = 1 + max(0, (frames - 1) // temporal) * temporal
