@@ -81,6 +81,12 @@ def classify(exc: Exception, device: str | None = None) -> tuple[BaseException, 
     return exc, "unexpected"
 
 
+def interrupted(exc: BaseException) -> KeyboardInterrupt:
+    """The record's error for Ctrl-C / SIGINT: where it happened and how to go on."""
+    return KeyboardInterrupt(f"interrupted (Ctrl-C / SIGINT) during {stage_of(exc)}; run the same command again "
+                             "to run this job again (finished jobs of a sweep are kept and skipped)")
+
+
 def console_paragraph(exc: BaseException) -> str:
     """One paragraph: our messages as written, others' with whitespace collapsed and cut short."""
     text = str(exc) if isinstance(exc, AscendBenchError) else " ".join(str(exc).split())

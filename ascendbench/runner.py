@@ -23,7 +23,8 @@ from ascendbench.compare import accuracy_artifacts
 from ascendbench.confdir import load_option
 from ascendbench.env import environment
 from ascendbench.errors import AscendBenchError, ConfigError
-from ascendbench.failures import classify, config_for_record, console_paragraph, log_traceback, release_memory
+from ascendbench.failures import (classify, config_for_record, console_paragraph, interrupted, log_traceback,
+                                  release_memory)
 from ascendbench.metrics import merge_rules, worst
 from ascendbench.patches import patches_applied
 from ascendbench.plan import format_plan, make_plan, raise_for_problems
@@ -94,7 +95,7 @@ def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
         check_types(cfg)
         _execute(cfg, Path(job_dir), writer)
     except KeyboardInterrupt as exc:
-        writer.finish("interrupted", exc, reason="interrupted")
+        writer.finish("interrupted", interrupted(exc), reason="interrupted")
         log.error("job interrupted; record (status interrupted): %s", writer.path)
         raise
     except Exception as exc:  # own errors keep their reason, out-of-memory -> oom, anything else 'unexpected'

@@ -1,0 +1,92 @@
+"""Fault seams for tests/faults: the real code paths with exactly one injected fault each.
+
+Each class is built by ``_target_`` from ``tests/faults/conf`` (added with ``hydra.searchpath``), so a
+job reaches it exactly as it reaches the shipped adapters and tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from ascendbench.devices import DeviceAdapter
+from ascendbench.tasks import VaeDecodeTask
+
+OOM_MESSAGE = ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
+               "1.02 GiB is free. (raised by tests/faults/seams.py)")
+
+
+class OomOnRunAdapter(DeviceAdapter):
+    """A CPU adapter whose device run fails like an exhausted accelerator: the real ``torch.OutOfMemoryError``."""
+
+    def synchronize(self) -> None:
+        raise torch.OutOfMemoryError(OOM_MESSAGE)
+
+
+class NanOnDeviceDecode(VaeDecodeTask):
+    """VAE decode whose device run (float32; the reference runs in float64) yields one NaN and one Inf."""
+
+    NAN_AT = (0, 1, 2, 3)
+    INF_AT = (0, 2, 5, 7)
+
+    def run(self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        outputs = super().run(model, inputs)
+        image = outputs[self.output_name]
+        if image.dtype == torch.float64:
+            return outputs
+        image = image.clone()  # outside inference mode: a normal tensor we may write into
+        image[self.NAN_AT] = float("nan")
+        image[self.INF_AT] = float("inf")
+        return {**outputs, self.output_name: image}
+
+
+class SlowDecode(VaeDecodeTask):
+    """VAE decode that pauses in one of its runs, so a test can interrupt or race a job at a known point.
+
+    Args:
+        pause_s: seconds to sleep.
+        pause_in: ``device`` (the float32 device run) or ``reference`` (the float64 CPU reference).
+        pause_seed: pause only in the job with this seed (``None``: every job).
+        marker: file created when the pause starts; with ``once`` a job pauses only if it does not exist.
+        once: pause only the first time (the rerun after a kill goes through).
+        release: end the pause as soon as this file exists (``pause_s`` stays the upper bound).
+        count_file: one line is appended to it per run of ``pause_in`` (how many times it was computed).
+    """
+
+    def __init__(self, latent_channels: int, spatial_compression: int, output_name: str = "image",
+                 pause_s: float = 0.0, pause_in: str = "device", pause_seed: int | None = None,
+                 marker: str | None = None, once: bool = False, count_file: str | None = None,
+                 release: str | None = None) -> None:
+        super().__init__(latent_channels, spatial_compression, output_name)
+        self.pause_s, self.pause_in, self.pause_seed = float(pause_s), pause_in, pause_seed
+        self.marker, self.once, self.count_file, self.release = marker, bool(once), count_file, release
+        self.seed: int | None = None
+
+    def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
+        self.seed = int(seed)
+        return super().make_inputs(preset, seed)
+
+    def run(self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        is_reference = inputs["latent"].dtype == torch.float64
+        real = not inputs["latent"].is_meta  # the memory estimate runs the task on meta tensors
+        if real and is_reference == (self.pause_in == "reference"):
+            if self.count_file:
+                with open(self.count_file, "a") as handle:
+                    handle.write(f"{os.getpid()}\n")
+            self._maybe_pause()
+        return super().run(model, inputs)
+
+    def _maybe_pause(self) -> None:
+        if self.pause_seed is not None and self.seed != int(self.pause_seed):
+            return
+        if self.marker:
+            if self.once and Path(self.marker).exists():
+                return
+            Path(self.marker).write_text(str(os.getpid()))
+        deadline = time.monotonic() + self.pause_s
+        while time.monotonic() < deadline and not (self.release and Path(self.release).exists()):
+            time.sleep(0.05)

@@ -1,0 +1,100 @@
+"""Faults of the process itself, on the real CLI in subprocesses: Ctrl-C, kill -9 then rerun,
+two jobs racing for one baseline."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from ascendbench.record import load_record
+
+SLOW = "model=slow_tiny"
+pytestmark = pytest.mark.slow
+
+
+def _wait_for(condition, timeout: float = 120.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _jobs_by_seed(sweep: Path) -> dict[str, Path]:
+    """Sweep job dirs (named by their overrides) keyed by the value of their ``seed=`` override."""
+    found = (re.search(r"(?:^|,)seed=(\d+)", d.name) for d in sweep.iterdir() if d.is_dir())
+    return {m.group(1): sweep / m.string for m in found if m}
+
+
+def _all_json_parses(*roots: Path) -> int:
+    count = 0
+    for root in roots:
+        for path in root.rglob("*.json"):
+            json.loads(path.read_text())  # a truncated file raises here
+            count += 1
+    return count
+
+
+def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
+    job = tmp_path / "job"
+    proc = popen(SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}")
+    _wait_for(lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run")
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    record = load_record(job)
+    assert record["status"] == "interrupted" and record["error"]["reason"] == "interrupted"
+    assert "during the device run" in record["error"]["message"] and "run the same command again" in record["error"]["message"]
+    assert "job interrupted; record (status interrupted)" in output
+
+
+def test_kill_9_mid_sweep_then_rerun_keeps_finished_jobs(popen, fast, tmp_path, cache_dir):
+    sweep = tmp_path / "sweep"
+    args = ["-m", SLOW, *fast, "seed=1,2,3", "model.task.pause_s=120", "model.task.pause_seed=2",
+            "model.task.marker=paused", "model.task.once=true", f"hydra.sweep.dir={sweep}"]
+    proc = popen(*args)
+    _wait_for(lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="job seed=2 to start")
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    jobs = _jobs_by_seed(sweep)
+    assert load_record(jobs["1"])["status"] == "ok"
+    assert load_record(jobs["2"])["status"] == "running", "a killed job never looks ok"
+    assert "3" not in jobs or not (jobs["3"] / "record.json").exists()
+    assert _all_json_parses(sweep, cache_dir) >= 2
+    finished = (jobs["1"] / "record.json").read_bytes()
+
+    rerun = popen(*args)
+    output, _ = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, output[-3000:]
+    jobs = _jobs_by_seed(sweep)
+    assert (jobs["1"] / "record.json").read_bytes() == finished, "the finished job was kept, not rerun"
+    assert [load_record(jobs[s])["status"] for s in ("1", "2", "3")] == ["ok", "ok", "ok"]
+    _all_json_parses(sweep, cache_dir)
+
+
+def test_two_jobs_racing_for_one_baseline_compute_it_once(popen, fast, tmp_path, cache_dir):
+    common = [SLOW, *fast, "model.task.pause_in=reference", "model.task.pause_s=120", "model.task.marker=paused",
+              "model.task.once=true", "model.task.release=release", "model.task.count_file=computed"]
+    first = popen(*common, f"hydra.run.dir={tmp_path / 'a'}")
+    _wait_for(lambda: (tmp_path / "paused").exists() or first.poll() is not None, what="job a's reference")
+    second = popen(*common, f"hydra.run.dir={tmp_path / 'b'}")
+    record_b = tmp_path / "b" / "record.json"
+    _wait_for(lambda: (record_b.exists() and "resources" in json.loads(record_b.read_text() or "{}"))
+              or second.poll() is not None, what="job b to reach the baseline lock")
+    time.sleep(1.0)  # b now waits on the lock a holds
+    (tmp_path / "release").touch()
+    for proc in (first, second):
+        output, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, output[-3000:]
+    a, b = load_record(tmp_path / "a"), load_record(tmp_path / "b")
+    assert a["status"] == b["status"] == "ok"
+    assert (tmp_path / "computed").read_text().count("\n") == 1, "the reference was computed exactly once"
+    assert (a["baseline"]["cache_hit"], b["baseline"]["cache_hit"]) == (False, True)
+    assert b["baseline"]["waited_s"] > 0.5 and a["baseline"]["cache_key"] == b["baseline"]["cache_key"]
+    assert a["metrics"]["mean_rel_err"]["value"] == b["metrics"]["mean_rel_err"]["value"]
