@@ -44,8 +44,11 @@ def _metric_lines(metrics: Mapping[str, Any], verdict: str | None) -> list[str]:
            if m.get("verdict") in ("FAIL", "WARN")]
     if bad:
         lines.append(f"not pass  {len(bad)}: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
-    lines += [f"skipped   {k}: {m['skipped']}" for k, m in metrics.items()
-              if isinstance(m, Mapping) and "skipped" in m]
+    by_reason: dict[str, list[str]] = {}
+    for name, entry in metrics.items():
+        if isinstance(entry, Mapping) and "skipped" in entry:
+            by_reason.setdefault(str(entry["skipped"]), []).append(name)
+    lines += [f"skipped   {', '.join(names)}: {reason}" for reason, names in by_reason.items()]
     return lines
 
 
