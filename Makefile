@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-dev demo test bench report clean
+.PHONY: help install install-dev demo test bench report verify validate clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
@@ -39,6 +39,12 @@ bench: install ## run every benchmark of ascendbench itself (benchmarks/bench_*.
 
 report: install ## records under outputs/ and multirun/ -> reports/report.md, CSV, plots; README=path back-fills its markers
 	$(PY) -m ascendbench.report $(if $(README),--readme $(README)) $(ARGS)
+
+verify: install ## check this host: versions, devices, attention backends, LPIPS weights, hub; ARGS="--require npu"
+	$(PY) -m ascendbench.verify $(ARGS)
+
+validate: install ## every option of every config group composes and every _target_ binds (nothing is loaded)
+	$(PY) -m ascendbench.validate $(ARGS)
 
 clean: ## remove outputs/, multirun/ and caches (keeps .venv)
 	rm -rf outputs multirun reports .pytest_cache
