@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -95,21 +96,28 @@ def console_paragraph(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def job_log_path() -> Path | None:
-    """The file the job log is written to (Hydra's file handler), if one is configured."""
-    for handler in logging.getLogger().handlers + logging.getLogger("ascendbench").handlers:
-        if isinstance(handler, logging.FileHandler):
-            return Path(handler.baseFilename)
-    return None
+def _job_log_handler(job_dir: Path | None = None) -> logging.FileHandler | None:
+    """Hydra's file handler of the job log: one writing inside ``job_dir`` first; null-device ones skipped."""
+    handlers = [h for h in logging.getLogger().handlers + logging.getLogger("ascendbench").handlers
+                if isinstance(h, logging.FileHandler) and h.baseFilename != os.devnull]
+    inside = [h for h in handlers if job_dir is not None and Path(job_dir).resolve() in Path(h.baseFilename).resolve().parents]
+    return (inside or handlers or [None])[0]
+
+
+def job_log_path(job_dir: Path | None = None) -> Path | None:
+    """The file the job log is written to, if one is configured."""
+    handler = _job_log_handler(job_dir)
+    return Path(handler.baseFilename) if handler is not None else None
 
 
 def log_traceback(exc: BaseException, job_dir: Path) -> Path:
-    """Put the full traceback in the job log, or in ``<job_dir>/traceback.log`` when there is none."""
+    """Put the full traceback in the job log, or in ``<job_dir>/traceback.log`` when the job log would
+    not keep it (none configured, or its level above DEBUG)."""
     text = "".join(traceback.format_exception(exc))
-    path = job_log_path()
-    if path is not None and log.isEnabledFor(logging.DEBUG):
+    handler = _job_log_handler(job_dir)
+    if handler is not None and handler.level <= logging.DEBUG and log.isEnabledFor(logging.DEBUG):
         log.debug("traceback of the failure:\n%s", text)
-        return path
+        return Path(handler.baseFilename)
     fallback = Path(job_dir) / "traceback.log"
     fallback.parent.mkdir(parents=True, exist_ok=True)
     with open(fallback, "a") as handle:

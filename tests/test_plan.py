@@ -1,0 +1,117 @@
+"""``dry_run=true``: the plan of a job, with nothing loaded and nothing downloaded."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import torch
+
+from ascendbench import plan as plan_module
+from ascendbench.models.sources import files_digest
+from ascendbench.runner import run_job
+
+from conftest import build_tiny_flux2
+
+FAST = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.width=32", "preset.warmup=0",
+        "preset.iters=2", "bench.flops.enabled=false", "baseline.process=in-process"]
+
+
+@pytest.fixture
+def job(compose_cfg, tmp_path):
+    """``job(*overrides)`` composes and runs one job in-process; returns its record."""
+
+    def run(*overrides: str, name: str = "job"):
+        cfg = compose_cfg([*FAST, f"baseline.cache_dir={tmp_path / 'cache'}", *overrides])
+        return run_job(cfg, tmp_path / name)
+
+    return run
+
+
+@pytest.fixture
+def nothing_loads(monkeypatch):
+    """Any weight read or download fails the test."""
+    import diffusers
+    import huggingface_hub
+    import safetensors.torch
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a dry run must not load or download weights")
+
+    monkeypatch.setattr(safetensors.torch, "load_file", forbidden)
+    monkeypatch.setattr(torch, "load", forbidden)
+    monkeypatch.setattr(diffusers.ModelMixin, "from_pretrained", classmethod(forbidden))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", forbidden)
+
+
+def test_plan_of_a_local_directory(job, tiny_flux2_dir, nothing_loads, capsys, tmp_path):
+    record = job(f"model.source={tiny_flux2_dir}", "model.weights=required", "dry_run=true")
+    assert record["status"] == "ok", record["error"]
+    plan = record["plan"]
+    weights = plan["weights"]
+    assert weights["action"] == "load" and weights["path"] == str(tiny_flux2_dir.resolve())
+    assert weights["digest"] == files_digest(tuple(sorted(tiny_flux2_dir.glob("*.safetensors"))))
+    model = build_tiny_flux2()
+    assert plan["memory"]["num_params"] == sum(t.numel() for t in [*model.parameters(), *model.buffers()])
+    assert plan["memory"]["num_params_on_disk"] == sum(t.numel() for t in model.state_dict().values())
+    assert plan["memory"]["device_run"]["fits"] and plan["memory"]["cpu_reference"]["dtype"] == "float64"
+    assert plan["inputs"]["latent"]["shape"] == [1, 4, 16, 16]
+    assert plan["baseline"]["cache_hit"] is False and plan["baseline"]["precision"] == "float64"
+    assert str(tmp_path / "job" / "record.json") in plan["outputs"] and plan["problems"] == []
+    assert record["weights"] is None and record["bench"] is None, "nothing ran"
+    out = capsys.readouterr().out
+    assert "dry run: tiny_flux2_decoder on cpu" in out and "problems  none" in out and "cache miss" in out
+
+
+def test_plan_after_a_real_job_sees_the_cached_reference(job):
+    assert job(name="real")["status"] == "ok"
+    plan = job("dry_run=true")["plan"]
+    assert plan["weights"]["action"] == "random-init" and plan["baseline"]["cache_hit"] is True
+    assert "cpu_reference" not in plan["memory"], "a cached reference needs no memory"
+
+
+def test_every_problem_is_listed_and_the_dry_run_fails(job, tmp_path, capsys):
+    record = job(f"model.source={tmp_path / 'absent'}", "model.weights=required", "preset.height=33", "dry_run=true")
+    assert record["status"] == "failed" and record["error"]["reason"] == "dry_run"
+    problems = record["plan"]["problems"]
+    assert len(problems) == 2
+    assert any("model.weights=required but no weights were found" in p for p in problems)
+    assert any("preset.height=33" in p for p in problems)
+    assert "2 problem(s)" in record["error"]["message"]
+    assert capsys.readouterr().out.count("PROBLEM") == 2
+
+
+def test_memory_that_does_not_fit_is_a_problem(job, monkeypatch):
+    monkeypatch.setattr(plan_module, "available_host_bytes", lambda: 64 << 10)  # 64 KiB
+    record = job("dry_run=true")
+    assert record["status"] == "failed"
+    memory = record["plan"]["memory"]
+    assert not memory["device_run"]["fits"] and not memory["cpu_reference"]["fits"]
+    assert any(p.startswith("CPU reference in float64 needs about") for p in record["plan"]["problems"])
+
+
+def test_uncached_hub_id_would_download_without_touching_the_network(job, monkeypatch, tmp_path, nothing_loads):
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("a dry run must not open a connection")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    record = job("model.source=some-org/some-model", "model.weights=auto", "dry_run=true")
+    assert record["status"] == "ok", record["error"]
+    weights = record["plan"]["weights"]
+    assert weights["action"] == "download" and weights["endpoint"] == constants.ENDPOINT
+    assert "random-init" in weights["reason"] and record["plan"]["baseline"]["cache_hit"] is None
+    assert constants.HF_HUB_OFFLINE is False, "the forced offline mode is undone"
+
+
+def test_pickle_checkpoint_is_a_problem(job, tmp_path):
+    path = tmp_path / "vae.pt"
+    torch.save(build_tiny_flux2().state_dict(), path)
+    record = job(f"model.source={path}", "model.weights=auto", "dry_run=true")
+    assert record["plan"]["weights"]["action"] == "refused"
+    assert any("model.allow_pickle=true" in p for p in record["plan"]["problems"])
