@@ -73,7 +73,8 @@ def resolve_source(source: str | None, subfolder: str | None = None, revision: s
     return _from_hub(str(source), subfolder, revision, allow_pickle, allow_network)
 
 
-def _pickle_refused(path: Path) -> UnsafeWeightsError:
+def pickle_refused(path: Path) -> UnsafeWeightsError:
+    """The refusal of a pickle checkpoint (for every loader that finds one without model.allow_pickle=true)."""
     return UnsafeWeightsError(
         f"{path} is a pickle checkpoint ({path.suffix or 'pickle files'}): unpickling can run code stored in "
         "the file, so ascendbench reads only safetensors by default. Convert it once (`python -c \"import torch; "
@@ -87,7 +88,7 @@ def _local(path: Path, subfolder: str | None, allow_pickle: bool = False) -> Res
     if path.is_file():
         if path.suffix in PICKLE_SUFFIXES:
             if not allow_pickle:
-                raise _pickle_refused(path)
+                raise pickle_refused(path)
             return ResolvedSource("file", path.resolve(), "local file (pickle, model.allow_pickle=true)",
                                   (path.resolve(),), pickle=True)
         if path.suffix != ".safetensors":
@@ -98,7 +99,7 @@ def _local(path: Path, subfolder: str | None, allow_pickle: bool = False) -> Res
     pickles = tuple(sorted(p for p in root.glob("*") if p.suffix in PICKLE_SUFFIXES))
     if (root / "config.json").is_file() and not files and pickles:
         if not allow_pickle:
-            raise _pickle_refused(pickles[0])
+            raise pickle_refused(pickles[0])
         return ResolvedSource("dir", path.resolve(), "local directory (pickle, model.allow_pickle=true)",
                               pickles, pickle=True)
     if not (root / "config.json").is_file() or not files:
