@@ -127,6 +127,33 @@ def unsafe_problems(where: str, cfg: DictConfig) -> list[str]:
     return problems
 
 
+# Model-level switches a loader must receive: ``model.<key>`` -> ``model.loader.<key>: ${model.<key>}``.
+WIRED_MODEL_KEYS = ("allow_pickle",)
+
+
+def wiring_problems(where: str, job: DictConfig) -> list[str]:
+    """A model switch the user sets (``model.allow_pickle=true``) that its loader would never see."""
+    from hydra._internal.utils import _locate
+
+    loader = OmegaConf.select(job, "model.loader")
+    if not isinstance(loader, DictConfig) or "_target_" not in loader:
+        return []
+    try:
+        parameters = inspect.signature(_locate(loader["_target_"])).parameters
+    except Exception:  # unimportable targets are reported by bind_problem
+        return []
+    problems = []
+    for key in WIRED_MODEL_KEYS:
+        if key not in job.model or key not in parameters:
+            continue
+        wired = "${model." + key + "}"
+        node = loader._get_node(key) if key in loader else None
+        if node is None or node._value() != wired:
+            problems.append(f"{where}: model.{key} is set but model.loader does not receive it; add "
+                            f"`{key}: {wired}` under model.loader so that `model.{key}=...` takes effect")
+    return problems
+
+
 def _job_part(cfg: DictConfig) -> DictConfig:
     """The composed config without its ``hydra`` node (what a job receives)."""
     return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
@@ -151,7 +178,7 @@ def _check_composed(where: str, cfg: DictConfig, report: Report) -> None:
         report.targets.add(f"{path}: {node['_target_']}")
         if problem := bind_problem(path, node):
             report.problems.append(f"{where}: {problem}")
-    report.problems += unsafe_problems(where, job)
+    report.problems += unsafe_problems(where, job) + wiring_problems(where, job)
 
 
 def _compose(config_name: str, candidates: list[Any], report: Report, where: str) -> DictConfig | None:

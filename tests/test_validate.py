@@ -58,3 +58,17 @@ def test_bind_accepts_partial_and_rejects_missing_required():
     assert bind_problem("model.task", partial) is None
     missing = OmegaConf.create({"_target_": "ascendbench.tasks.VaeDecodeTask", "latent_channels": 4})
     assert "spatial_compression" in bind_problem("model.task", missing)
+
+
+def test_a_model_switch_its_loader_never_sees_is_reported(tmp_path):
+    root = tmp_path / "conf"
+    shutil.copytree(config_dir(), root, ignore=shutil.ignore_patterns("__pycache__", "*.py", "model_preset"))
+    for option in (root / "model").glob("*.yaml"):
+        if option.stem not in {"flux2_small_decoder", "tiny_flux2_decoder"}:
+            option.unlink()
+    (root / "model" / "unwired.yaml").write_text(
+        "defaults:\n  - tiny_flux2_decoder\n  - _self_\nname: unwired\nloader:\n  allow_pickle: false\n")
+    problems = [p for p in validate(root).problems if p.startswith("model=unwired")]
+    assert problems == ["model=unwired: model.allow_pickle is set but model.loader does not receive it; add "
+                        "`allow_pickle: ${model.allow_pickle}` under model.loader so that `model.allow_pickle=...` "
+                        "takes effect"]
