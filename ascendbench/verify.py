@@ -127,18 +127,19 @@ def check_attention(probe: dict[str, Any]) -> Check:
 
 
 def check_lpips() -> Check:
-    """The AlexNet backbone weights LPIPS needs, looked for in the torch hub cache (no download)."""
-    import torch
-    from torchvision.models import AlexNet_Weights
+    """The LPIPS weights the ``image`` metric would use (net and version from conf/metric/image.yaml),
+    looked for exactly as the metric does (:func:`ascendbench.metrics.lpips_net.backbone_problem`)."""
+    from omegaconf import OmegaConf
 
-    filename = AlexNet_Weights.IMAGENET1K_V1.url.rsplit("/", 1)[-1]
-    path = os.path.join(torch.hub.get_dir(), "checkpoints", filename)
-    if os.path.isfile(path):
-        return Check("lpips weights", "PASS", f"AlexNet backbone present: {path}")
-    return Check("lpips weights", "WARN", f"AlexNet backbone not found at {path}: the lpips metric is "
-                                          "recorded as skipped. Fetch it once on a host with network "
-                                          f"({AlexNet_Weights.IMAGENET1K_V1.url}) and copy it there, or set "
-                                          "TORCH_HOME to a directory holding checkpoints/" + filename)
+    from ascendbench.confdir import load_option
+    from ascendbench.metrics.lpips_net import backbone_file, backbone_problem
+
+    image = OmegaConf.select(load_option("metric", "image"), "evaluators.image") or {}
+    net, version = str(image.get("lpips_net", "alex")), str(image.get("lpips_version", "0.1"))
+    problem = backbone_problem(net, version, verify_hash=bool(image.get("lpips_verify_hash", True)))
+    if problem is None:
+        return Check("lpips weights", "PASS", f"{net} v{version} backbone present: {backbone_file(net)}")
+    return Check("lpips weights", "WARN", f"{problem} (the lpips metric is recorded as skipped until then)")
 
 
 def check_hub(timeout_s: float) -> Check:
