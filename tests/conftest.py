@@ -41,6 +41,20 @@ def build_tiny_flux2(seed: int = 0):
     return AutoencoderKLFlux2(**TINY_FLUX2_ARCH).eval()
 
 
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    """True when two modules hold the same tensors under the same names."""
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.fixture
+def tiny_flux2_loader():
+    """A DiffusersLoader for the tiny FLUX.2-style decoder architecture."""
+    from ascendbench.models import DiffusersLoader
+
+    return DiffusersLoader("diffusers.AutoencoderKLFlux2", architecture=TINY_FLUX2_ARCH)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_baseline_cache(tmp_path_factory):
     """Keep cached CPU references of the tests (in-process and CLI subprocesses) out of ~/.cache."""

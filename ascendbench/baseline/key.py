@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from ascendbench.env import library_versions
 from ascendbench.errors import ConfigError
 
 REFERENCE_CHOICES = ("auto", "float32", "float64")
@@ -51,17 +52,6 @@ def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
 
 def _plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-
-
-def library_versions() -> dict[str, str | None]:
-    """Installed versions of the libraries whose code shapes the reference outputs."""
-    versions: dict[str, str | None] = {}
-    for name in VERSIONED:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 def source_digest(dotted_paths: list[str | None]) -> dict[str, str | None]:
@@ -124,7 +114,7 @@ def key_material(cfg: DictConfig, weights: Mapping[str, Any], inputs: Mapping[st
         "seed": int(cfg.seed),
         "inputs": {k: dict(v) for k, v in sorted(inputs.items())},
         "precision": str(precision).replace("torch.", ""),
-        "versions": library_versions(),
+        "versions": library_versions(VERSIONED),
         "sources": source_digest([(loader or {}).get("_target_"), (loader or {}).get("class_path"),
                                   OmegaConf.select(cfg, "model.task._target_")]),
     }

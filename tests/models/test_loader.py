@@ -9,17 +9,12 @@ from safetensors.torch import save_file
 from ascendbench.models import DiffusersLoader
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
 
-from conftest import TINY_FLUX2_ARCH, build_tiny_flux2
+from conftest import build_tiny_flux2, same_weights
 
 
 @pytest.fixture
-def loader():
-    return DiffusersLoader("diffusers.AutoencoderKLFlux2", architecture=TINY_FLUX2_ARCH)
-
-
-def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    sa, sb = a.state_dict(), b.state_dict()
-    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+def loader(tiny_flux2_loader):
+    return tiny_flux2_loader
 
 
 def test_directory_is_loaded_with_digest(loader, tiny_flux2_dir):
@@ -27,7 +22,7 @@ def test_directory_is_loaded_with_digest(loader, tiny_flux2_dir):
     assert loaded.weights["kind"] == "loaded"
     assert loaded.weights["digest"].startswith("sha256:") and len(loaded.weights["digest"]) == 71
     assert loaded.weights["origin"] == "local directory"
-    assert _same_weights(loaded.module, build_tiny_flux2())
+    assert same_weights(loaded.module, build_tiny_flux2())
     assert loaded.weights["num_params"] == sum(p.numel() for p in build_tiny_flux2().parameters())
 
 
@@ -36,7 +31,7 @@ def test_single_safetensors_file_is_loaded_into_the_architecture(loader, tmp_pat
     save_file(build_tiny_flux2().state_dict(), str(path))
     loaded = loader.load(str(path), weights="required")
     assert loaded.weights["kind"] == "loaded" and loaded.weights["files"] == ["vae.safetensors"]
-    assert _same_weights(loaded.module, build_tiny_flux2())
+    assert same_weights(loaded.module, build_tiny_flux2())
 
 
 def test_file_of_another_architecture_lists_missing_and_unexpected_keys(loader, tmp_path):
@@ -68,7 +63,7 @@ def test_random_init_is_seeded_and_leaves_global_rng_alone(loader):
     b = loader.load(None, weights="random", init_seed=3).module
     c = loader.load(None, weights="random", init_seed=4).module
     assert torch.equal(before, after), "random init must not consume the caller's RNG"
-    assert _same_weights(a, b) and not _same_weights(a, c)
+    assert same_weights(a, b) and not same_weights(a, c)
 
 
 def test_hub_id_offline_and_uncached(loader, monkeypatch, tmp_path):

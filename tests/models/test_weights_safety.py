@@ -13,17 +13,12 @@ from ascendbench.errors import UnsafeWeightsError, WeightsLoadError
 from ascendbench.models import DiffusersLoader, resolve_source
 from ascendbench.models.sources import NotFound
 
-from conftest import TINY_FLUX2_ARCH, build_tiny_flux2
+from conftest import TINY_FLUX2_ARCH, build_tiny_flux2, same_weights
 
 
 @pytest.fixture
-def loader():
-    return DiffusersLoader("diffusers.AutoencoderKLFlux2", architecture=TINY_FLUX2_ARCH)
-
-
-def _same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    sa, sb = a.state_dict(), b.state_dict()
-    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+def loader(tiny_flux2_loader):
+    return tiny_flux2_loader
 
 
 @pytest.mark.parametrize("suffix", [".bin", ".pt", ".ckpt"])
@@ -45,7 +40,7 @@ def test_allowed_pickle_file_loads_through_the_restricted_unpickler(tmp_path):
         str(path), weights="required")
     assert loaded.weights["kind"] == "loaded" and loaded.weights["format"] == "pickle"
     assert "allow_pickle" in loaded.weights["origin"]
-    assert _same_weights(loaded.module, build_tiny_flux2())
+    assert same_weights(loaded.module, build_tiny_flux2())
 
 
 def test_allowed_pickle_still_refuses_arbitrary_objects(tmp_path):
@@ -79,7 +74,7 @@ def test_allowed_pickle_directory_loads(tiny_flux2_dir, tmp_path):
     torch.save(build_tiny_flux2().state_dict(), pickled / "diffusion_pytorch_model.bin")
     loaded = DiffusersLoader("diffusers.AutoencoderKLFlux2", TINY_FLUX2_ARCH, allow_pickle=True).load(
         str(pickled), weights="required")
-    assert loaded.weights["format"] == "pickle" and _same_weights(loaded.module, build_tiny_flux2())
+    assert loaded.weights["format"] == "pickle" and same_weights(loaded.module, build_tiny_flux2())
 
 
 def test_other_suffixes_are_not_weights(tmp_path):
