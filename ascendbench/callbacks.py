@@ -35,6 +35,11 @@ def multirun_statuses() -> list[str]:
     return list(_LAST_MULTIRUN["statuses"])
 
 
+def reset_multirun_statuses() -> None:
+    """Forget the last multirun's statuses (a new run of the app starts with none)."""
+    _LAST_MULTIRUN["statuses"] = []
+
+
 class SweepSummary(Callback):
     """After a multirun, read every record in the sweep dir into pandas; write summary.csv and summary.md.
 

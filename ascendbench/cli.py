@@ -13,28 +13,51 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from ascendbench.callbacks import multirun_statuses
+from ascendbench.callbacks import multirun_statuses, reset_multirun_statuses
 from ascendbench.confdir import hydra_config_path
+from ascendbench.metrics.verdict import ORDER
 from ascendbench.runner import run_job
 
 _STATUSES: list[str] = []
+EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
+FAIL_ON_CHOICES = (None, "WARN", "FAIL")
 
 
 @hydra.main(version_base="1.3", config_path=hydra_config_path(), config_name="config")
 def _app(cfg: DictConfig) -> str:
+    if cfg.get("fail_on") not in FAIL_ON_CHOICES:
+        print(f"ascendbench: fail_on={cfg.get('fail_on')!r} is not allowed; use null (exit 1 only when a job "
+              "fails), WARN or FAIL (also exit 1 when a job's verdict is that bad), e.g. `fail_on=FAIL`.",
+              file=sys.stderr)
+        _STATUSES.append("config error")
+        return "failed"
     record = run_job(cfg, Path(HydraConfig.get().runtime.output_dir))
-    _STATUSES.append(record["status"])
+    _STATUSES.append(_gate(record, cfg.get("fail_on")))
+    return record["status"]
+
+
+def _gate(record: dict, fail_on: str | None) -> str:
+    """The job's status, or ``verdict <V>`` when ``fail_on`` makes its verdict count as a failure."""
+    verdict = record.get("verdict")
+    if record["status"] == "ok" and fail_on and verdict in ORDER and ORDER[verdict] >= ORDER[fail_on]:
+        return f"verdict {verdict}"
     return record["status"]
 
 
 def main() -> None:
-    """Entry point: run the Hydra app, then exit 1 if any job failed.
+    """Entry point: run the Hydra app, then exit 1 if any job failed (or failed ``fail_on``), 130 on Ctrl-C.
 
     Jobs run in this process report through ``_STATUSES``; jobs of a multirun launched in other
     processes (joblib, submitit) are counted from the records the sweep wrote, read at its end by
     :class:`ascendbench.callbacks.SweepSummary`.
     """
     _STATUSES.clear()
-    _app()
+    reset_multirun_statuses()
+    try:
+        _app()
+    except KeyboardInterrupt:
+        print("ascendbench: interrupted; the running job's record says `interrupted`, finished jobs keep "
+              "theirs, and re-running the same sweep resumes it.", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     if any(status != "ok" for status in [*_STATUSES, *multirun_statuses()]):
         sys.exit(1)

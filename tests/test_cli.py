@@ -100,3 +100,14 @@ def test_unknown_option_gets_hydras_list_of_options(tmp_path):
     result = run_cli(["device=tpu"], cwd=tmp_path)
     assert result.returncode == 1
     assert "Could not find 'device/tpu'" in result.stderr and "auto" in result.stderr and "npu" in result.stderr
+
+
+def test_fail_on_turns_a_failed_verdict_into_exit_1(cli):
+    strict = "+metric.thresholds.mean_rel_err={max:1e-12,source:test}"
+    passed, _ = cli("model=tiny_flux2_decoder", *TINY_RUN, strict, "baseline.process=in-process")
+    assert passed.returncode == 0, "a FAIL verdict alone is a result, not an error"
+    gated, job = cli("model=tiny_flux2_decoder", *TINY_RUN, strict, "baseline.process=in-process", "fail_on=FAIL",
+                     "resume.enabled=false")
+    assert gated.returncode == 1 and _record(job)["verdict"] == "FAIL"
+    wrong, _ = cli("model=tiny_flux2_decoder", *TINY_RUN, "fail_on=maybe")
+    assert wrong.returncode == 1 and "fail_on='maybe' is not allowed" in wrong.stderr
