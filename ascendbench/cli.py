@@ -6,6 +6,7 @@ not finish ``ok`` (the others still run and keep their records).
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -44,6 +45,10 @@ def _gate(record: dict, fail_on: str | None) -> str:
     return record["status"]
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def main() -> None:
     """Entry point: run the Hydra app, then exit 1 if any job failed (or failed ``fail_on``), 130 on Ctrl-C.
 
@@ -53,6 +58,7 @@ def main() -> None:
     """
     _STATUSES.clear()
     reset_multirun_statuses()
+    signal.signal(signal.SIGTERM, _terminated)  # Slurm preemption, `kill`: record `interrupted`, not `running`
     try:
         _app()
     except KeyboardInterrupt:

@@ -150,7 +150,7 @@ def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
         metrics = _evaluate(cfg, dtype_cfg, reference, device_outputs) if reference is not None else writer.data["metrics"]
         metrics = {**metrics, **checks}
         writer.update(metrics=metrics, verdict=worst(m.get("verdict") for m in metrics.values()))
-    writer.update(artifacts=_save_artifacts(job_dir, task, inputs, reference, device_outputs))
+    writer.update(artifacts=_save_artifacts(job_dir, task, inputs, reference, device_outputs, cfg.get("artifacts")))
     accuracy_artifacts(cfg, job_dir, writer, loaded.module, task, inputs, adapter, dtype_cfg, reference, device_outputs)
     writer.finish("ok")
     print_summary(writer.data, writer.path)
@@ -249,14 +249,23 @@ def _evaluate(cfg: DictConfig, dtype_cfg: DictConfig, reference: Mapping[str, to
 
 def _save_artifacts(job_dir: Path, task: Any, inputs: Mapping[str, torch.Tensor],
                     reference: Mapping[str, torch.Tensor] | None,
-                    device_outputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+                    device_outputs: Mapping[str, torch.Tensor], settings: Any = None) -> dict[str, Any]:
+    """Tensors (bounded by ``artifacts.max_tensor_mb``), PNGs and mp4s; paths relative to ``job_dir``."""
+    settings = settings or {}
     rel = lambda p: str(Path(p).relative_to(job_dir))  # noqa: E731
-    artifacts: dict[str, Any] = {
-        "inputs": rel(save_tensors(job_dir / "tensors" / "inputs.safetensors", inputs)),
-        "device_outputs": rel(save_tensors(job_dir / "tensors" / "device.safetensors", device_outputs)),
-    }
-    if reference is not None:
-        artifacts["reference_outputs"] = rel(save_tensors(job_dir / "tensors" / "reference.safetensors", reference))
+    artifacts: dict[str, Any] = {}
+    tensor_sets = {"inputs": inputs, "device_outputs": device_outputs, "reference_outputs": reference}
+    skipped = _tensor_budget_problem({k: v for k, v in tensor_sets.items() if v is not None}, settings)
+    if skipped:
+        artifacts["tensors_skipped"] = skipped
+        log.warning("tensors not saved: %s", skipped)
+    else:
+        files = {"inputs": "inputs", "device_outputs": "device", "reference_outputs": "reference"}
+        for key, tensors in tensor_sets.items():
+            if tensors is not None:
+                artifacts[key] = rel(save_tensors(job_dir / "tensors" / f"{files[key]}.safetensors", tensors))
+    if not settings.get("media", True):
+        return artifacts
     if task.output_kind == "image":
         for name, batch in device_outputs.items():
             artifacts[f"{name}_device_png"] = [rel(p) for p in save_images(job_dir / "images", f"{name}_device", batch)]
@@ -267,3 +276,15 @@ def _save_artifacts(job_dir: Path, task: Any, inputs: Mapping[str, torch.Tensor]
         if reference is not None:
             artifacts.update(video_artifacts(job_dir, "reference", reference, task))
     return artifacts
+
+
+def _tensor_budget_problem(tensor_sets: Mapping[str, Mapping[str, torch.Tensor]], settings: Any) -> str | None:
+    """Why the compared tensors are not written (switched off, or over ``artifacts.max_tensor_mb``), else None."""
+    if not settings.get("tensors", True):
+        return "artifacts.tensors=false"
+    limit = settings.get("max_tensor_mb")
+    total_mb = sum(t.numel() * t.element_size() for ts in tensor_sets.values() for t in ts.values()) / 2**20
+    if limit is not None and total_mb > float(limit):
+        return (f"{total_mb:.0f} MiB of tensors exceed artifacts.max_tensor_mb={limit}; raise it to keep them "
+                "(metrics are in the record either way)")
+    return None

@@ -111,3 +111,12 @@ def test_fail_on_turns_a_failed_verdict_into_exit_1(cli):
     assert gated.returncode == 1 and _record(job)["verdict"] == "FAIL"
     wrong, _ = cli("model=tiny_flux2_decoder", *TINY_RUN, "fail_on=maybe")
     assert wrong.returncode == 1 and "fail_on='maybe' is not allowed" in wrong.stderr
+
+
+def test_tensor_artifacts_are_bounded_by_config(cli):
+    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "artifacts.max_tensor_mb=0", "baseline.process=in-process")
+    assert result.returncode == 0, result.stderr
+    artifacts = _record(job)["artifacts"]
+    assert "exceed artifacts.max_tensor_mb=0;" in artifacts["tensors_skipped"]
+    assert "device_outputs" not in artifacts and not (job / "tensors").exists()
+    assert artifacts["image_device_png"], "pictures are still written"

@@ -54,6 +54,16 @@ def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
     assert "job interrupted; record (status interrupted)" in output
 
 
+def test_sigterm_also_leaves_an_interrupted_record(popen, fast, tmp_path):
+    job = tmp_path / "job"
+    proc = popen(SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}")
+    _wait_for(lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run")
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    assert load_record(job)["status"] == "interrupted"
+
+
 def test_kill_9_mid_sweep_then_rerun_keeps_finished_jobs(popen, fast, tmp_path, cache_dir):
     sweep = tmp_path / "sweep"
     args = ["-m", SLOW, *fast, "seed=1,2,3", "model.task.pause_s=120", "model.task.pause_seed=2",
