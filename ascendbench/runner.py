@@ -264,8 +264,21 @@ def _save_artifacts(job_dir: Path, task: Any, inputs: Mapping[str, torch.Tensor]
         for key, tensors in tensor_sets.items():
             if tensors is not None:
                 artifacts[key] = rel(save_tensors(job_dir / "tensors" / f"{files[key]}.safetensors", tensors))
-    if not settings.get("media", True):
-        return artifacts
+    if settings.get("media", True):
+        try:
+            artifacts.update(_media(job_dir, task, reference, device_outputs, rel))
+        except (OSError, RuntimeError, ValueError, AttributeError, ImportError) as exc:  # a missing encoder
+            log_traceback(exc, job_dir)
+            artifacts["media_skipped"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            log.warning("pictures/videos not written (%s); the metrics and tensors are unaffected",
+                        artifacts["media_skipped"])
+    return artifacts
+
+
+def _media(job_dir: Path, task: Any, reference: Mapping[str, torch.Tensor] | None,
+           device_outputs: Mapping[str, torch.Tensor], rel: Any) -> dict[str, Any]:
+    """PNGs of decoded images; chosen video frames as PNG and each video as mp4."""
+    artifacts: dict[str, Any] = {}
     if task.output_kind == "image":
         for name, batch in device_outputs.items():
             artifacts[f"{name}_device_png"] = [rel(p) for p in save_images(job_dir / "images", f"{name}_device", batch)]
