@@ -127,8 +127,9 @@ def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
         return
 
     loader = build(cfg.model.loader, "model.loader")
-    loaded = loader.load(cfg.model.source, cfg.model.weights, cfg.model.init_seed, cfg.model.get("revision"))
-    writer.update(weights={**loaded.weights, "load_seconds": loaded.load_seconds})
+    with MemoryDelta(adapter) as load_memory:  # the load (on CPU, float32): its time and host memory delta
+        loaded = loader.load(cfg.model.source, cfg.model.weights, cfg.model.init_seed, cfg.model.get("revision"))
+    writer.update(weights={**loaded.weights, "load_seconds": loaded.load_seconds, "load": load_memory.to_dict()})
     if loaded.weights["kind"] == "random-init":
         writer.warn(f"weights: random-init (seed {loaded.weights['init_seed']}): {loaded.weights['reason']}")
 
