@@ -71,6 +71,8 @@ def memory_cell(row: Mapping[str, Any]) -> str:
     """Peak memory values the record holds (allocated/reserved on accelerators, RSS on CPU), in MB."""
     parts = [f"{k[len('bench.memory.peak_'):-len('_mb')]} {num(row[k])}" for k in sorted(row)
              if k.startswith("bench.memory.peak_") and k.endswith("_mb") and get(row, k) is not None]
+    if str(get(row, "bench.memory.scope") or "").startswith("cpu"):  # CPU: the device figures repeat the RSS
+        parts = [p for p in parts if p.startswith("rss ")] or parts
     return ", ".join(parts) if parts else MISSING
 
 
