@@ -138,8 +138,8 @@ def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
     writer.update(inputs=describe(inputs))
 
     patches = cfg.model.get("patches")  # model.patches: applied around each run, restored after it
-    with patches_applied(patches, loaded.module, "cpu") as applied:
-        writer.update(patches={"reference": applied})
+    with patches_applied(_reference_patches(cfg, patches), loaded.module, "cpu") as applied:
+        writer.update(patches={"reference": (applied or _UNPATCHED_CHILD) if patches else applied})
         reference = _reference(cfg, loaded.module, task, inputs, device_dtype, writer)
     with patches_applied(patches, loaded.module, adapter.name) as applied:
         writer.update(patches={**writer.data["patches"], "device": applied})
@@ -155,6 +155,15 @@ def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
     accuracy_artifacts(cfg, job_dir, writer, loaded.module, task, inputs, adapter, dtype_cfg, reference, device_outputs)
     writer.finish("ok")
     print_summary(writer.data, writer.path)
+
+
+_UNPATCHED_CHILD = [{"skipped": "the CPU reference runs the model's own (upstream) code in a clean child "
+                               "process; model.patches apply to the device run only"}]
+
+
+def _reference_patches(cfg: DictConfig, patches: Any) -> Any:
+    """Patches of the in-process reference run; none for the child process, which rebuilds the model."""
+    return patches if cfg.baseline.get("process") == "in-process" else None
 
 
 def _task_checks(cfg: DictConfig, dtype_cfg: DictConfig, task: Any, loader: Any, loaded: Any,
