@@ -21,6 +21,7 @@ from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import attach_phase_timer, measure
 from ascendbench.compare import accuracy_artifacts
 from ascendbench.confdir import load_option
+from ascendbench.devices import DeviceAdapter
 from ascendbench.env import environment
 from ascendbench.errors import AscendBenchError, ConfigError
 from ascendbench.failures import (classify, config_for_record, console_paragraph, interrupted, log_traceback,
@@ -127,7 +128,7 @@ def _execute(cfg: DictConfig, job_dir: Path, writer: RecordWriter) -> None:
         return
 
     loader = build(cfg.model.loader, "model.loader")
-    with MemoryDelta(adapter) as load_memory:  # the load (on CPU, float32): its time and host memory delta
+    with MemoryDelta(DeviceAdapter("cpu")) as load_memory:  # the load happens on the host: time and RSS delta
         loaded = loader.load(cfg.model.source, cfg.model.weights, cfg.model.init_seed, cfg.model.get("revision"))
     writer.update(weights={**loaded.weights, "load_seconds": loaded.load_seconds, "load": load_memory.to_dict()})
     if loaded.weights["kind"] == "random-init":
