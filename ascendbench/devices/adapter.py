@@ -253,26 +253,25 @@ def _reset_host_peak_rss() -> bool:
         return False
 
 
-def host_rss_mb() -> float:
-    """Current resident set of this process in MiB (``VmRSS``; ``ru_maxrss`` where there is no /proc)."""
+def _proc_status_mb(field: str) -> float:
+    """A memory field of ``/proc/self/status`` in MiB (``ru_maxrss`` where there is no /proc)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024.0
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def host_rss_mb() -> float:
+    """Current resident set of this process in MiB (``VmRSS``)."""
+    return _proc_status_mb("VmRSS")
 
 
 def host_peak_rss_mb() -> float:
-    """Peak resident set size of this process in MiB (``VmHWM``, else ``ru_maxrss``)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak resident set size of this process in MiB (``VmHWM``)."""
+    return _proc_status_mb("VmHWM")
 
 
 def cpu_model_name() -> str:

@@ -62,8 +62,11 @@ def latency_plot(rows: Sequence[Mapping[str, Any]], model: str, out: Path) -> Pa
             ax.grid(True, alpha=0.3)
             ax.legend()
     fig.suptitle(f"{model}: latency per dtype")
+    return _save(plt, fig, out / f"{safe_name(model)}_latency.png")
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
     fig.tight_layout()
-    path = out / f"{safe_name(model)}_latency.png"
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
@@ -98,8 +101,4 @@ def error_plot(rows: Sequence[Mapping[str, Any]], model: str, metric: str, out: 
         ax.set(title=device, ylabel=metric, yscale="log")
         ax.grid(True, axis="y", alpha=0.3)
     fig.suptitle(f"{model}: {metric} against the CPU reference")
-    fig.tight_layout()
-    path = out / f"{safe_name(model)}_error.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, out / f"{safe_name(model)}_error.png")
