@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ascendbench.confdir import group_options
+from ascendbench.config import group_options, load_option
+from ascendbench.errors import ConfigError
 
 GROUPS = ("model", "device", "dtype", "preset", "metric", "bench", "baseline")
 
@@ -54,3 +55,10 @@ def test_tiny_twin_inherits_the_real_class(compose_cfg):
     assert tiny.loader.class_path == real.loader.class_path == "diffusers.AutoencoderKLFlux2"
     assert tiny.weights == "random" and tiny.task._target_ == real.task._target_
     assert list(real.loader.architecture.decoder_block_out_channels) == [96, 192, 384, 384]
+
+
+def test_load_option_returns_the_option_keys_without_its_defaults_list():
+    float32 = load_option("dtype", "float32")
+    assert "defaults" not in float32 and float32.name == "float32" and float32.rtol == 1.3e-6
+    with pytest.raises(ConfigError, match="allowed: auto, bfloat16, float16, float32"):
+        load_option("dtype", "float8")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
-from ascendbench.confdir import config_dir
-from ascendbench.validate import bind_problem, config_groups, main, validate
 from omegaconf import OmegaConf
+
+from ascendbench.config import config_dir
+from ascendbench.config.targets import bind_problem
+from ascendbench.config.validate import config_groups, main, validate
 
 
 def test_shipped_config_tree_is_valid():
@@ -44,7 +45,8 @@ def test_every_planted_problem_is_listed_at_once(broken_conf, capsys):
     assert main(["--config-dir", str(broken_conf)]) == 1
     text = capsys.readouterr().out
     assert "FAIL  model=typo_key: model.loader: keys" in text and "class_paht" in text
-    assert "FAIL  metric=missing_class: metric._target_='ascendbench.metrics.NoSuchEvaluator' cannot be imported" in text
+    assert ("FAIL  metric=missing_class: metric._target_='ascendbench.metrics.NoSuchEvaluator' cannot be imported"
+            in text)
     assert "FAIL  preset=dangling: does not resolve" in text and "preset.nope" in text
     assert "FAIL  dtype=bad_yaml: does not compose" in text
     assert "FAIL  model=unsafe: model.allow_pickle=true is set by a shipped config" in text

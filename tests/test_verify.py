@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ascendbench import verify, verify_versions
-from ascendbench.verify import Check, check_attention, check_devices, check_hub, check_torch_npu, format_checks
+from ascendbench.verify import checks, versions
+from ascendbench.verify.checks import Check, check_attention, check_devices, check_hub, check_torch_npu, format_checks
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +16,7 @@ def report(tmp_path_factory):
 
     mp.setattr(constants, "HF_HUB_OFFLINE", True)
     try:
-        yield verify.run_checks(timeout_s=120, hub_timeout_s=2)
+        yield checks.run_checks(timeout_s=120, hub_timeout_s=2)
     finally:
         mp.undo()
 
@@ -48,22 +48,22 @@ def test_required_device_absent_is_a_fail_and_exit_1(report, monkeypatch, capsys
              "devices": []}
     lines = check_devices(probe, require=["npu"])
     assert [c.status for c in lines if c.name == "device npu"] == ["FAIL"]
-    monkeypatch.setattr(verify, "run_checks", lambda *a, **k: report + lines)
-    assert verify.main(["--require", "npu"]) == 1
+    monkeypatch.setattr(checks, "run_checks", lambda *a, **k: report + lines)
+    assert checks.main(["--require", "npu"]) == 1
     assert "FAIL  device npu" in capsys.readouterr().out
 
 
 def test_probe_timeout_is_reported_not_waited_for():
-    result = verify.probe_devices(timeout_s=0.05)
+    result = checks.probe_devices(timeout_s=0.05)
     assert "did not finish within 0.05 s" in result["error"]
 
 
 def test_torch_npu_checks_import_and_torch_pairing(monkeypatch):
-    monkeypatch.setattr(verify, "installed", {"torch_npu": "2.5.1.post3", "torch": "2.5.1"}.get)
+    monkeypatch.setattr(checks, "installed", {"torch_npu": "2.5.1.post3", "torch": "2.5.1"}.get)
     assert check_torch_npu({"npu": {"importable": True}}).status == "PASS"
     broken = check_torch_npu({"npu": {"importable": False, "error": "OSError: libascendcl.so: cannot open"}})
     assert broken.status == "FAIL" and "libascendcl.so" in broken.detail
-    monkeypatch.setattr(verify, "installed", {"torch_npu": "2.1.0", "torch": "2.5.1"}.get)
+    monkeypatch.setattr(checks, "installed", {"torch_npu": "2.1.0", "torch": "2.5.1"}.get)
     assert check_torch_npu({"npu": {"importable": True}}).status == "FAIL"
 
 
@@ -74,11 +74,11 @@ def test_cann_and_driver_versions_from_install_files(monkeypatch, tmp_path):
     (tmp_path / "driver").mkdir()
     (tmp_path / "driver" / "version.info").write_text("Version=24.1.rc2\nascendhal_version=7.35.23\n")
     monkeypatch.setenv("ASCEND_HOME_PATH", str(tmp_path / "ascend-toolkit" / "latest"))
-    monkeypatch.setattr(verify_versions, "ASCEND_ROOT", tmp_path)
-    version, source = verify_versions.cann_version({})
+    monkeypatch.setattr(versions, "ASCEND_ROOT", tmp_path)
+    version, source = versions.cann_version({})
     assert version == "8.1.RC1" and source.endswith("ascend_toolkit_install.info")
-    assert verify_versions.cann_version({"cann": "8.3.RC1"})[0] == "8.3.RC1"
-    assert ("Ascend", "24.1.rc2") == verify_versions.driver_version(1.0)[0][:2]
+    assert versions.cann_version({"cann": "8.3.RC1"})[0] == "8.3.RC1"
+    assert ("Ascend", "24.1.rc2") == versions.driver_version(1.0)[0][:2]
 
 
 def test_unreachable_hub_warns_quickly(monkeypatch):
@@ -98,5 +98,5 @@ def test_attention_native_failure_is_a_fail():
 
 
 def test_a_crashing_check_becomes_a_fail_line():
-    lines = verify._guarded("lpips weights", lambda: 1 / 0)
+    lines = checks._guarded("lpips weights", lambda: 1 / 0)
     assert lines == [Check("lpips weights", "FAIL", "the check itself failed: ZeroDivisionError: division by zero")]

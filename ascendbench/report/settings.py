@@ -7,7 +7,7 @@ from typing import Iterable
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ascendbench.confdir import config_dir
+from ascendbench.config import config_dir
 from ascendbench.errors import ReportError
 
 SETTINGS_FILE = "report.yaml"

@@ -1,4 +1,4 @@
-"""The device probe of ``ascendbench.verify``, run as ``python -m ascendbench.verify_probe``.
+"""The device probe of ``ascendbench.verify``, run as ``python -m ascendbench.verify.probe``.
 
 It runs in a child process (under the parent's timeout) because importing ``torch_npu`` or
 initialising a broken driver can hang or abort the interpreter. It prints one JSON line: the visible

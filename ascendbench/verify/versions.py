@@ -2,7 +2,7 @@
 requirements, CANN from whichever source exists, and the accelerator drivers.
 
 Every source is a row of a lookup table; each is tried in order and the first that answers wins.
-Nothing here imports torch_npu (the child probe of :mod:`ascendbench.verify_probe` does that) and
+Nothing here imports torch_npu (the child probe of :mod:`ascendbench.verify.probe` does that) and
 external commands run under a timeout.
 """
 
@@ -129,7 +129,8 @@ def cann_version(npu_probe: dict[str, Any]) -> tuple[str | None, str | None]:
     if npu_probe.get("torch_version_cann"):
         return npu_probe["torch_version_cann"], "torch.version.cann"
     roots = [os.environ.get(k) for k in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")]
-    found = _install_info_version([r for r in roots if r] + [ASCEND_ROOT / "ascend-toolkit" / "latest", ASCEND_ROOT / "cann"])
+    defaults = [ASCEND_ROOT / "ascend-toolkit" / "latest", ASCEND_ROOT / "cann"]
+    found = _install_info_version([r for r in roots if r] + defaults)
     return found if found else (None, None)
 
 

@@ -21,11 +21,13 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
-from ascendbench.verify_versions import cann_version, driver_version, installed, library_statuses, python_status
+from ascendbench.verify.versions import cann_version, driver_version, installed, library_statuses, python_status
 
 STATUSES = ("PASS", "WARN", "FAIL")
+PROBE_MODULE = "ascendbench.verify.probe"  # run as `python -m` in a child process
 NPU_INSTALL_HINT = ("on an Ascend host install CANN and the driver, then `pip install 'ascendbench[npu]'` "
-                    "(the torch_npu build matching your torch) and `source /usr/local/Ascend/ascend-toolkit/set_env.sh`")
+                    "(the torch_npu build matching your torch) and "
+                    "`source /usr/local/Ascend/ascend-toolkit/set_env.sh`")
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,8 @@ class Check:
 
 
 def probe_devices(timeout_s: float) -> dict[str, Any]:
-    """Run :mod:`ascendbench.verify_probe` in a child process; its JSON, or ``{"error": ...}``."""
-    command = [sys.executable, "-m", "ascendbench.verify_probe"]
+    """Run :mod:`ascendbench.verify.probe` in a child process; its JSON, or ``{"error": ...}``."""
+    command = [sys.executable, "-m", PROBE_MODULE]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -131,7 +133,7 @@ def check_lpips() -> Check:
     looked for exactly as the metric does (:func:`ascendbench.metrics.lpips_net.backbone_problem`)."""
     from omegaconf import OmegaConf
 
-    from ascendbench.confdir import load_option
+    from ascendbench.config import load_option
     from ascendbench.metrics.lpips_net import backbone_file, backbone_problem
 
     image = OmegaConf.select(load_option("metric", "image"), "evaluators.image") or {}
@@ -213,6 +215,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["Check", "main", "run_checks", "format_checks"]
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,294 @@
+"""Typed schemas of the configuration, registered in Hydra's ConfigStore (structured configs).
+
+The primary config (``conf/config.yaml``) starts from :class:`AscendBenchConfig`, whose fields type
+the top-level keys and every fixed-shape group, so a wrong type or an unknown enum value is rejected
+while Hydra composes -- before a job directory exists -- with Hydra's message naming the key and the
+allowed values::
+
+    $ python -m ascendbench model.weights=maybe
+    Error merging override model.weights=maybe
+    Invalid value 'maybe', expected one of [auto, required, random]
+
+Values live in the YAML files; a schema holds types (``MISSING`` where every shipped option sets the
+key, a default only where an option may leave it out). An option adding keys of its own names its
+schema in its defaults list (``- /dtype_schema@_here_``): the concrete dtypes, ``dtype=auto``,
+``device=npu`` and ``device=auto``. ``metric`` and the nested model keys (``model.loader``,
+``model.task`` ...) stay open; :mod:`ascendbench.config.rules` checks them by hand.
+
+Enum members are their string values (they compare, hash, format and serialise as the value), so code
+reading ``cfg.model.weights == "auto"`` and records written as JSON see plain strings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, List, Optional, Sequence
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+class Choice(str, Enum):
+    """Base of the closed sets: a member is its value, as ``str(member)``, f-strings and ``repr`` show."""
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, spec: str) -> str:
+        return str.__format__(str.__str__(self), spec)
+
+    def __repr__(self) -> str:
+        return repr(str.__str__(self))
+
+
+def choices(name: str, values: Sequence[str], doc: str) -> type[Choice]:
+    """A :class:`Choice` enum whose member names equal their values (OmegaConf looks members up by name,
+    and ``in-process`` is no identifier, hence the functional form)."""
+    enum = Choice(name, [(value, value) for value in values], module=__name__, qualname=name)
+    enum.__doc__ = doc
+    return enum
+
+
+Weights = choices("Weights", ("auto", "required", "random"),
+                  "``model.weights``: load if found else seeded random init | fail if not found | never look.")
+DtypeName = choices("DtypeName", ("auto", "float32", "float16", "bfloat16"),
+                    "``dtype.name``: the device run's precision; auto = bfloat16 on accelerators, float32 on CPU.")
+ReferenceDtype = choices("ReferenceDtype", ("auto", "float32", "float64"),
+                         "``baseline.reference``: the CPU reference precision.")
+BaselineProcess = choices("BaselineProcess", ("child", "in-process"),
+                          "``baseline.process``: where the CPU reference runs.")
+FailOn = choices("FailOn", ("WARN", "FAIL"), "``fail_on``: the verdict from which a job also exits 1.")
+DeviceName = choices("DeviceName", ("auto", "cpu", "cuda", "npu"), "``device.name``: a device type, or auto.")
+DeviceType = choices("DeviceType", ("cpu", "cuda", "npu"), "A device type (``device.order`` of device=auto).")
+FrameLayout = choices("FrameLayout", ("auto", "BCTHW", "BTCHW"), "``compare.visual.layout``: video axes.")
+
+
+@dataclass
+class PresetConfig:
+    """``preset``: sizes and the timing budget (conf/preset/*.yaml, adjusted by conf/model_preset/)."""
+
+    name: str = MISSING
+    height: int = MISSING
+    width: int = MISSING
+    num_frames: int = MISSING
+    batch_size: int = MISSING
+    steps: int = MISSING
+    warmup: int = MISSING
+    iters: Optional[int] = None
+    min_iters: int = MISSING
+    max_iters: int = MISSING
+    min_time_s: float = MISSING
+    max_time_s: float = MISSING
+    stability: Optional[float] = None
+
+
+@dataclass
+class FlopsConfig:
+    """``bench.flops``: FLOP counting for TFLOP/s and MFU."""
+
+    enabled: bool = MISSING
+    heavy_ops: List[str] = MISSING
+
+
+@dataclass
+class BenchConfig:
+    """``bench``: the timing loop (its budget interpolates the preset's)."""
+
+    enabled: bool = MISSING
+    warmup: int = MISSING
+    iters: Optional[int] = None
+    min_iters: int = MISSING
+    max_iters: int = MISSING
+    min_time_s: float = MISSING
+    max_time_s: float = MISSING
+    stability: Optional[float] = None
+    noise_threshold: float = MISSING
+    events: bool = MISSING
+    phases: bool = MISSING
+    flops: FlopsConfig = field(default_factory=FlopsConfig)
+
+
+@dataclass
+class BaselineConfig:
+    """``baseline``: the CPU reference run and its cache."""
+
+    enabled: bool = MISSING
+    reference: ReferenceDtype = MISSING
+    process: BaselineProcess = MISSING
+    cache: bool = MISSING
+    cache_dir: str = MISSING
+    lock_timeout_s: float = MISSING
+    key_ignore_preset: List[str] = MISSING
+
+
+@dataclass
+class DivergenceConfig:
+    """``compare.divergence``: the first-divergent-module rule of ``compare.layers=all``."""
+
+    input_max_rel_err: float = MISSING
+    output_min_rel_err: float = MISSING
+    statistics: List[str] = MISSING
+
+
+@dataclass
+class VisualConfig:
+    """``compare.visual``: side-by-side pictures of the outputs."""
+
+    enabled: bool = MISSING
+    max_images: int = MISSING
+    frames: List[Any] = MISSING
+    layout: FrameLayout = MISSING
+    value_range: List[float] = MISSING
+    colormap: str = MISSING
+
+
+@dataclass
+class CompareConfig:
+    """``compare``: layer comparison, compare.csv and pictures."""
+
+    layers: Any = None
+    thresholds: Dict[str, Any] = field(default_factory=dict)
+    verdict: bool = MISSING
+    max_capture_mb: float = MISSING
+    divergence: DivergenceConfig = field(default_factory=DivergenceConfig)
+    csv: bool = MISSING
+    visual: VisualConfig = field(default_factory=VisualConfig)
+
+
+@dataclass
+class DtypeConfig:
+    """``dtype``: what every option has; an option names its own schema for the rest."""
+
+    name: DtypeName = MISSING
+
+
+@dataclass
+class DtypeRulesConfig(DtypeConfig):
+    """``dtype=float32|float16|bfloat16``: tolerances and verdict rules (schema ``dtype_schema``)."""
+
+    atol: float = MISSING
+    rtol: float = MISSING
+    small_value: float = MISSING
+    small_value_atol: float = MISSING
+    thresholds: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AutoDtypeConfig(DtypeConfig):
+    """``dtype=auto``: the dtype chosen per device type (schema ``dtype_auto_schema``)."""
+
+    by_device: Dict[str, DtypeName] = MISSING
+
+
+@dataclass
+class DeviceConfig:
+    """``device``: the device adapter (cpu and cuda; npu and auto add keys)."""
+
+    peak: Dict[str, Any] = field(default_factory=dict)
+    _target_: str = MISSING
+    name: DeviceName = MISSING
+    index: int = MISSING
+    env: Dict[str, Optional[str]] = field(default_factory=dict)
+    allow_hf32: bool = MISSING
+    deterministic: bool = MISSING
+    threads: Optional[int] = None
+    record_env: List[str] = field(default_factory=list)
+
+
+@dataclass
+class NpuDeviceConfig(DeviceConfig):
+    """``device=npu``: adds the operator compile mode (schema ``device_npu_schema``)."""
+
+    jit_compile: Optional[bool] = None
+
+
+@dataclass
+class AutoDeviceConfig(NpuDeviceConfig):
+    """``device=auto``: adds the order device types are tried in (schema ``device_auto_schema``)."""
+
+    order: List[DeviceType] = MISSING
+
+
+@dataclass
+class ModelConfig:
+    """``model``: the common keys typed; loader, task and the rest are the model's own (open)."""
+
+    name: str = MISSING
+    source: Optional[str] = None
+    weights: Weights = MISSING
+    revision: Optional[str] = None
+    init_seed: int = MISSING
+    allow_pickle: bool = False
+    codebook_size: Optional[int] = None
+    loader: Any = MISSING
+    patches: Optional[List[Any]] = None
+    task: Any = MISSING
+    compare_layers: Any = None
+    thresholds: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ArtifactsConfig:
+    """``artifacts``: files written beside the record."""
+
+    tensors: bool = MISSING
+    max_tensor_mb: float = MISSING
+    media: bool = MISSING
+
+
+@dataclass
+class ResumeConfig:
+    """``resume``: skip a job whose directory holds an ok record of the same config."""
+
+    enabled: bool = MISSING
+    force: bool = MISSING
+
+
+@dataclass
+class AscendBenchConfig:
+    """The whole job config: top-level keys and the groups (``metric`` stays open)."""
+
+    seed: int = MISSING
+    dry_run: bool = MISSING
+    fail_on: Optional[FailOn] = None
+    artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
+    resume: ResumeConfig = field(default_factory=ResumeConfig)
+    metric: Any = MISSING
+    model: ModelConfig = MISSING
+    device: DeviceConfig = MISSING
+    dtype: DtypeConfig = MISSING
+    preset: PresetConfig = MISSING
+    bench: BenchConfig = MISSING
+    baseline: BaselineConfig = MISSING
+    compare: CompareConfig = MISSING
+
+
+# ConfigStore name -> schema. Root-level names (no group), so that they are not listed as options of a
+# group by `--help`; an option file uses one as `- /<name>@_here_` in its defaults list.
+SCHEMAS: dict[str, type] = {
+    "ascendbench_schema": AscendBenchConfig,
+    "dtype_schema": DtypeRulesConfig,
+    "dtype_auto_schema": AutoDtypeConfig,
+    "device_npu_schema": NpuDeviceConfig,
+    "device_auto_schema": AutoDeviceConfig,
+}
+
+
+def register() -> None:
+    """Store every schema in Hydra's ConfigStore; needed before any composition (storing again is harmless).
+
+    ``ascendbench.conf`` (the package Hydra imports to read ``pkg://ascendbench.conf``) calls it; a
+    composition from a plain directory (``initialize_config_dir``) must call it first.
+    """
+    store = ConfigStore.instance()
+    for name, node in SCHEMAS.items():
+        store.store(name=name, node=node)
+
+
+__all__ = [
+    "AscendBenchConfig", "ArtifactsConfig", "AutoDeviceConfig", "AutoDtypeConfig", "BaselineConfig",
+    "BaselineProcess", "BenchConfig", "Choice", "CompareConfig", "DeviceConfig", "DeviceName", "DeviceType",
+    "DtypeConfig", "DtypeName", "DtypeRulesConfig", "FailOn", "FrameLayout", "ModelConfig", "NpuDeviceConfig",
+    "PresetConfig", "ReferenceDtype", "ResumeConfig", "SCHEMAS", "Weights", "choices", "register",
+]

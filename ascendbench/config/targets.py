@@ -1,0 +1,60 @@
+"""``_target_`` nodes of a config, and whether each would instantiate -- checked without instantiating.
+
+Every ``_target_`` must import, and its keys must bind to the target's signature
+(``inspect.signature(target).bind(**keys)``); nothing is built.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Iterator
+
+from omegaconf import DictConfig, ListConfig
+
+# Keys of a `_target_` node that instantiate() consumes itself.
+HYDRA_KEYS = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
+
+
+def target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]:
+    """Every ``(dotted path, node)`` carrying a ``_target_``, depth first."""
+    if isinstance(node, (DictConfig, ListConfig)) and (node._is_none() or node._is_missing()):
+        return
+    if isinstance(node, DictConfig):
+        if "_target_" in node:
+            yield path or "<root>", node
+        for key in node:
+            child = node._get_node(key)
+            yield from target_nodes(child if isinstance(child, (DictConfig, ListConfig)) else None,
+                                    f"{path}.{key}" if path else str(key))
+    elif isinstance(node, ListConfig):
+        for index, item in enumerate(node):
+            yield from target_nodes(item, f"{path}[{index}]")
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line."""
+    return f"{type(exc).__name__}: " + " ".join(str(exc).split())
+
+
+def bind_problem(path: str, node: DictConfig) -> str | None:
+    """Why ``node`` would not instantiate (import or signature), or ``None``."""
+    from hydra._internal.utils import _locate  # what instantiate() uses, without its error logging
+
+    target = node["_target_"]
+    try:
+        obj = _locate(target)
+    except Exception as exc:  # ImportError, AttributeError...
+        return f"{path}._target_={target!r} cannot be imported: {one_line(exc)}"
+    kwargs = {str(k): None for k in node if k not in HYDRA_KEYS}
+    args = list(node.get("_args_") or [])
+    try:
+        signature = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None  # builtins without a signature: nothing to check
+    binder = signature.bind_partial if node.get("_partial_", False) else signature.bind
+    try:
+        binder(*args, **kwargs)
+    except TypeError as exc:
+        return (f"{path}: keys {sorted(kwargs)} do not bind to {target}{signature}: {exc}. "
+                "Rename or remove the key in the config, or add the parameter to the target.")
+    return None
