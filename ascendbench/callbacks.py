@@ -6,7 +6,6 @@ Both are configured under ``hydra.callbacks`` (``conf/config.yaml`` adds :class:
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -14,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from filelock import FileLock, Timeout
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 # Statuses of the records the last multirun of this process wrote (read by ascendbench.cli for the exit code).
 _LAST_MULTIRUN: dict[str, Any] = {"statuses": []}
-# The card this process holds: {"card", "handle" (the locked file, kept open), "lock_dir"}.
+# The card this process holds: {"card", "lock" (the acquired FileLock, never released), "lock_dir"}.
 _CLAIM: dict[str, Any] = {}
 
 VISIBLE_DEVICE_VARIABLES = ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
@@ -61,7 +61,7 @@ class SweepSummary(Callback):
 
             frame, csv_path, md_path = write_summary(Path(str(config.hydra.sweep.dir)))
             fresh = [Path(p).stat().st_mtime >= self._started - 1.0 for p in frame["record"]] if len(frame) else []
-            _LAST_MULTIRUN["statuses"] = [str(s) for s, new in zip(frame.get("status", []), fresh) if new]
+            _LAST_MULTIRUN["statuses"] = [str(s) for s, new in zip(frame.get("status", []), fresh, strict=False) if new]
             bad = [s for s in _LAST_MULTIRUN["statuses"] if s != "ok"]
             log.info("sweep summary: %s and %s (%d record(s), %d of this run not ok)", md_path, csv_path.name,
                      len(frame), len(bad))
@@ -69,10 +69,23 @@ class SweepSummary(Callback):
             log.exception("could not write the sweep summary of %s", OmegaConf.select(config, "hydra.sweep.dir"))
 
 
-def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0) -> str:
-    """Claim a free card of ``cards`` for this process (an exclusive ``flock`` kept until it exits).
+def _try_lock(path: Path) -> FileLock | None:
+    """The acquired lock of ``path``, or ``None`` when another process holds it (no waiting)."""
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return None
+    return lock
 
-    A process keeps its first card: once a device runtime has initialised it cannot switch cards.
+
+def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0) -> str:
+    """Claim a free card of ``cards`` for this process (an exclusive file lock kept until it exits).
+
+    Each card is tried without blocking, in order, every 0.2 s until ``wait_s`` has passed. The lock
+    (``<lock_dir>/card-<id>.lock``, through :class:`filelock.FileLock`) is never released by the
+    process: the operating system drops it when the process exits. A process keeps its first card:
+    once a device runtime has initialised it cannot switch cards.
 
     Raises:
         ConfigError: no card became free within ``wait_s`` (more workers than cards).
@@ -85,17 +98,11 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0) -> st
     deadline = time.monotonic() + wait_s
     while True:
         for card in cards:
-            handle = open(lock_dir / f"card-{card}.lock", "a+")
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                handle.close()
-                continue
-            handle.truncate(0)
-            handle.write(f"{os.getpid()}\n")
-            handle.flush()
-            _CLAIM.update(card=card, handle=handle, lock_dir=str(lock_dir))
-            return card
+            lock = _try_lock(lock_dir / f"card-{card}.lock")
+            if lock is not None:
+                _CLAIM.update(card=card, lock=lock, lock_dir=str(lock_dir))
+                log.debug("process %d holds card %s (%s)", os.getpid(), card, lock.lock_file)
+                return card
         if time.monotonic() > deadline:
             raise ConfigError(
                 f"no free card in the pool {list(cards)} after {wait_s:g} s (locks in {lock_dir}): more jobs run "
@@ -107,9 +114,9 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0) -> st
 
 def release_card() -> None:
     """Give this process's card back (tests; worker processes simply exit)."""
-    handle = _CLAIM.pop("handle", None)
-    if handle is not None:
-        handle.close()
+    lock = _CLAIM.pop("lock", None)
+    if lock is not None:
+        lock.release(force=True)
     _CLAIM.clear()
 
 

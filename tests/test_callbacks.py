@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from ascendbench import callbacks
 from ascendbench.callbacks import CardPool, SweepSummary, claim_card, multirun_statuses, release_card
 from ascendbench.errors import ConfigError
-from ascendbench.record import RecordWriter
+from ascendbench.job.record import RecordWriter
 
 
 def _record(job_dir, status, dtype="float32", error=None):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,12 +27,11 @@ from filelock import FileLock, Timeout
 from safetensors.torch import load_file, save_file
 
 from ascendbench.errors import BaselineError
+from ascendbench.fileio import atomic_path, write_atomic
 
 OUTPUTS = "outputs.safetensors"
 META = "meta.json"
 MODULES = "modules-all.json"
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
 
 
 def spec_digest(spec: str | list[str] | None) -> str | None:
@@ -41,20 +39,6 @@ def spec_digest(spec: str | list[str] | None) -> str | None:
     if spec is None or spec == "all":
         return None
     return hashlib.sha256(json.dumps(list(spec)).encode()).hexdigest()[:16]
-
-
-def _atomic(path: Path, write) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a shared cache needs the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 class BaselineStore:
@@ -85,24 +69,26 @@ class BaselineStore:
     def write_outputs(self, key: str, outputs: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> None:
         """Write the outputs, then ``meta.json`` (the completion mark)."""
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in outputs.items()}
-        _atomic(self.entry(key) / OUTPUTS, lambda tmp: save_file(tensors, tmp, metadata={"key": key}))
+        with atomic_path(self.entry(key) / OUTPUTS) as tmp:
+            save_file(tensors, str(tmp), metadata={"key": key})
         self.write_meta(key, meta)
 
     def write_meta(self, key: str, meta: Mapping[str, Any]) -> None:
         """(Re)write ``meta.json``."""
         text = json.dumps(meta, indent=2, sort_keys=True, default=str)
-        _atomic(self.entry(key) / META, lambda tmp: Path(tmp).write_text(text))
+        write_atomic(self.entry(key) / META, text)
 
     def write_layers(self, key: str, spec: str | list[str], capture: Any) -> None:
         """Write a capture: tensors (pattern mode) or module statistics (``all``)."""
         path = self.layers_file(key, spec)
         if spec == "all":
             text = json.dumps({"modules": capture.modules}, default=str)
-            _atomic(path, lambda tmp: Path(tmp).write_text(text))
+            write_atomic(path, text)
             return
         metadata = {"order": json.dumps(capture.order), "dropped": json.dumps(capture.dropped),
                     "spec": json.dumps(list(spec))}
-        _atomic(path, lambda tmp: save_file(capture.tensors, tmp, metadata=metadata))
+        with atomic_path(path) as tmp:
+            save_file(capture.tensors, str(tmp), metadata=metadata)
 
     def read_meta(self, key: str) -> dict[str, Any]:
         """The ``meta.json`` of ``key``."""

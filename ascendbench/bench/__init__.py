@@ -2,14 +2,14 @@
 
 from ascendbench.bench.budget import BenchBudget, StopRule
 from ascendbench.bench.flops import FlopCount, count_flops, flops_section
-from ascendbench.bench.loop import BenchResult, run_bench
+from ascendbench.bench.loop import BenchLoop, BenchResult, run_bench
 from ascendbench.bench.memory import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.peak import peak_tflops
 from ascendbench.bench.phases import PhaseTimer, summarize_phases
 from ascendbench.bench.stats import LatencyStats, median_ci_ranks, noise_verdict
 
 __all__ = [
-    "BenchBudget", "BenchResult", "FlopCount", "LatencyStats", "MemoryDelta", "PhaseTimer", "StopRule",
+    "BenchBudget", "BenchLoop", "BenchResult", "FlopCount", "LatencyStats", "MemoryDelta", "PhaseTimer", "StopRule",
     "count_flops", "flops_section", "median_ci_ranks", "noise_verdict", "peak_tflops", "run_bench",
     "summarize_phases", "tensor_bytes_mb",
 ]

@@ -31,17 +31,40 @@ def _sdpa_cpu_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_s
     return sdpa_flop_count(query_shape, key_shape, value_shape)
 
 
+@dataclass(frozen=True)
+class FusionAttentionLayout:
+    """What the FLOP formula needs of ``npu_fusion_attention``'s arguments after the three tensors."""
+
+    head_num: int
+    input_layout: str
+
+    @classmethod
+    def bind(cls, args: Sequence[Any], kwargs: Mapping[str, Any]) -> "FusionAttentionLayout":
+        """Bind the operator's arguments after ``query, key, value`` (positional or by name).
+
+        Only ``head_num`` and ``input_layout`` are kept: the rest (masks, scale, keep_prob...) does not
+        change the count.
+        """
+        named = dict(zip(("head_num", "input_layout"), args, strict=False))
+        named.update({k: kwargs[k] for k in ("head_num", "input_layout") if k in kwargs})
+        return cls(int(named["head_num"]), str(named["input_layout"]))
+
+
 def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_shape: Sequence[int],
-                              head_num: int, input_layout: str, *args: Any, out_shape: Any = None,
-                              **kwargs: Any) -> int:
+                              *args: Any, **kwargs: Any) -> int:
     """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA count).
+
+    ``FlopCounterMode`` calls a formula with the shapes of every operator argument, in the operator's
+    own call form, plus ``out_shape=``; so the tensors are taken explicitly and the rest is bound once
+    by :meth:`FusionAttentionLayout.bind`.
 
     >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
     16777216
     """
-    q = _bnsd(query_shape, head_num, input_layout, query_shape)
-    k = _bnsd(key_shape, head_num, input_layout, query_shape)
-    v = _bnsd(value_shape, head_num, input_layout, query_shape)
+    layout = FusionAttentionLayout.bind(args, kwargs)
+    q = _bnsd(query_shape, layout.head_num, layout.input_layout, query_shape)
+    k = _bnsd(key_shape, layout.head_num, layout.input_layout, query_shape)
+    v = _bnsd(value_shape, layout.head_num, layout.input_layout, query_shape)
     return sdpa_flop_count(q, k, v)
 
 

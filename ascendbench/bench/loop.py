@@ -95,71 +95,92 @@ def _event_pair(adapter: Any, use_events: bool) -> tuple[Any, Any] | None:
     return None if start is None else (start, adapter.new_event())
 
 
-def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget, noise_threshold: float = 0.10,
-              use_events: bool = True, phase_timer: Any = None,
-              clock: Callable[[], float] = time.perf_counter) -> BenchResult:
-    """Time ``call`` on ``adapter``'s device.
+@dataclass
+class BenchLoop:
+    """The timing loop on one device: what it runs on and how samples are judged.
 
-    Args:
-        call: zero-argument callable running one model call on inputs already on the device.
+    Attributes:
         adapter: the device adapter (synchronize, events, peak memory).
         budget: warmup count, iteration and time bounds, stability threshold.
         noise_threshold: IQR/median above which the record carries a noise warning.
         use_events: also time with device events where the device has them.
-        phase_timer: object with ``reset()`` and ``result()`` (a :class:`PhaseTimer`) for per-phase
-            timing; reset before every call, read after every timed one.
         clock: host clock in seconds (a fake one in tests).
-
-    Peak memory covers the timed calls only (reset right before them).
     """
-    events = _event_pair(adapter, use_events)
-    if phase_timer is not None:
-        phase_timer.reset()
-    first, cold_ms, cold_event_ms = _timed_call(call, adapter, clock, events, keep=True)
-    cold_phases = phase_timer.result() if phase_timer is not None else None
-    log.info("cold call: %.3f ms; %d warmup call(s), then %d-%d timed (%.3g-%.3g s, stability %s)", cold_ms,
-             budget.warmup, budget.min_iters, budget.max_iters, budget.min_time_s, budget.max_time_s,
-             budget.stability)
-    for _ in range(budget.warmup):
+
+    adapter: Any
+    budget: BenchBudget
+    noise_threshold: float = 0.10
+    use_events: bool = True
+    clock: Callable[[], float] = time.perf_counter
+
+    def run(self, call: Callable[[], Any], phase_timer: Any = None) -> BenchResult:
+        """Time ``call``: a cold call, the warmups, then timed calls until the stop rule says stop.
+
+        Args:
+            call: zero-argument callable running one model call on inputs already on the device.
+            phase_timer: object with ``reset()`` and ``result()`` (a :class:`PhaseTimer`) for per-phase
+                timing; reset before every call, read after every timed one.
+
+        Peak memory covers the timed calls only (reset right before them).
+        """
+        adapter, budget, clock = self.adapter, self.budget, self.clock
+        events = _event_pair(adapter, self.use_events)
         if phase_timer is not None:
             phase_timer.reset()
-        call()
-    adapter.synchronize()
-    adapter.reset_peak_memory()
+        first, cold_ms, cold_event_ms = _timed_call(call, adapter, clock, events, keep=True)
+        cold_phases = phase_timer.result() if phase_timer is not None else None
+        log.info("cold call: %.3f ms; %d warmup call(s), then %d-%d timed (%.3g-%.3g s, stability %s)", cold_ms,
+                 budget.warmup, budget.min_iters, budget.max_iters, budget.min_time_s, budget.max_time_s,
+                 budget.stability)
+        for _ in range(budget.warmup):
+            if phase_timer is not None:
+                phase_timer.reset()
+            call()
+        adapter.synchronize()
+        adapter.reset_peak_memory()
 
-    rule = StopRule(budget)
-    samples: list[float] = []
-    event_samples: list[float] = []
-    phase_runs: list[dict[str, list[float]]] = []
-    start = clock()
-    while True:
-        if phase_timer is not None:
-            phase_timer.reset()
-        _, host_ms, event_ms = _timed_call(call, adapter, clock, events)
-        samples.append(host_ms)
-        rule.add(host_ms)
-        if event_ms is not None:
-            event_samples.append(event_ms)
-        if phase_timer is not None:
-            phase_runs.append(phase_timer.result())
-        reason = rule.reason(clock() - start)
-        if reason is not None:
-            break
-    timed_s = clock() - start
-    memory = adapter.peak_memory_mb()
-    log.info("timed %d call(s) in %.3g s, stopped by %s", len(samples), timed_s, reason)
+        rule = StopRule(budget)
+        samples: list[float] = []
+        event_samples: list[float] = []
+        phase_runs: list[dict[str, list[float]]] = []
+        start = clock()
+        while True:
+            if phase_timer is not None:
+                phase_timer.reset()
+            _, host_ms, event_ms = _timed_call(call, adapter, clock, events)
+            samples.append(host_ms)
+            rule.add(host_ms)
+            if event_ms is not None:
+                event_samples.append(event_ms)
+            if phase_timer is not None:
+                phase_runs.append(phase_timer.result())
+            reason = rule.reason(clock() - start)
+            if reason is not None:
+                break
+        timed_s = clock() - start
+        memory = adapter.peak_memory_mb()
+        log.info("timed %d call(s) in %.3g s, stopped by %s", len(samples), timed_s, reason)
 
-    latency = LatencyStats.from_ms(samples)
-    noise = noise_verdict(latency, noise_threshold)
-    if noise["noisy"]:
-        log.warning(noise["warning"])
-    return BenchResult(
-        cold_ms=cold_ms, latency=latency, memory=memory, samples_ms=samples, first_outputs=first,
-        cold_event_ms=cold_event_ms,
-        event_latency=LatencyStats.from_ms(event_samples) if event_samples else None,
-        event_samples_ms=event_samples or None,
-        event_timer=f"{adapter.name} events recorded around the call" if events is not None else None,
-        noise=noise,
-        stop={"reason": reason, "iters": len(samples), "timed_s": timed_s, **budget.to_dict()},
-        phases=summarize_phases(phase_runs, latency.median_ms, cold_phases) if phase_runs else None,
-    )
+        latency = LatencyStats.from_ms(samples)
+        noise = noise_verdict(latency, self.noise_threshold)
+        if noise["noisy"]:
+            log.warning(noise["warning"])
+        return BenchResult(
+            cold_ms=cold_ms, latency=latency, memory=memory, samples_ms=samples, first_outputs=first,
+            cold_event_ms=cold_event_ms,
+            event_latency=LatencyStats.from_ms(event_samples) if event_samples else None,
+            event_samples_ms=event_samples or None,
+            event_timer=f"{adapter.name} events recorded around the call" if events is not None else None,
+            noise=noise,
+            stop={"reason": reason, "iters": len(samples), "timed_s": timed_s, **budget.to_dict()},
+            phases=summarize_phases(phase_runs, latency.median_ms, cold_phases) if phase_runs else None,
+        )
+
+
+def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget, noise_threshold: float = 0.10,
+              use_events: bool = True, phase_timer: Any = None) -> BenchResult:
+    """Time ``call`` on ``adapter``'s device with the host clock: ``BenchLoop(...).run(call, phase_timer)``.
+
+    See :class:`BenchLoop` for the arguments (a test with a fake clock builds the loop itself).
+    """
+    return BenchLoop(adapter, budget, noise_threshold, use_events).run(call, phase_timer)

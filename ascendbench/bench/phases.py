@@ -9,11 +9,12 @@ drops everything of the previous one, so gaps between calls never show up as ste
 Typical use in a text-to-video task (``attach_phase_timer`` is called once by the runner, the bench
 resets the timer before every call and reads :meth:`PhaseTimer.result` after it)::
 
-    def attach_phase_timer(self, timer, pipe):
+    def attach_phase_timer(self, pipe, timer):
         self._timer = timer
         timer.watch(pipe.text_encoder, "text_encoding")
         timer.watch(pipe.transformer, "denoiser")
         timer.wrap(pipe.vae, "decode", "vae_decode")
+        return True
 
     def run(self, pipe, inputs):
         extra = {}

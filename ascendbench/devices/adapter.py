@@ -10,6 +10,7 @@ import logging
 import os
 import platform
 import resource
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -74,10 +75,15 @@ _COMPILE_MODES: dict[str, Callable[[Any, bool | None], bool | None]] = {
 }
 
 
+@dataclass(eq=False)
 class DeviceAdapter:
     """A device of type ``cpu``, ``cuda`` or ``npu``: timing sync, events, memory and identity.
 
-    Args:
+    A dataclass whose fields are the keys of ``conf/device/*.yaml``; building it applies the settings
+    (environment, reduced-precision switches, determinism, threads, compile mode) and loads the
+    device runtime. ``DeviceAdapter("cpu")`` is the host with every setting at its default.
+
+    Attributes:
         name: device type (``cpu``, ``cuda``, ``npu``).
         index: device ordinal for accelerators.
         env: environment variables set before the device runtime initialises
@@ -88,7 +94,7 @@ class DeviceAdapter:
             (cuDNN deterministic, ``CUBLAS_WORKSPACE_CONFIG``); ``false`` switches them off explicitly.
         threads: CPU threads for torch (``torch.set_num_threads``); ``None`` keeps torch's default.
         jit_compile: NPU operator compile mode (``torch.npu.set_compile_mode``); ``None`` keeps the
-            chip's default (prebuilt binary kernels on Atlas A2).
+            chip's default (prebuilt binary kernels on Atlas A2). After building: the mode in force.
         record_env: environment variables whose values the record keeps (set or not).
         peak: peak TFLOP/s table and user override (``device.peak``), used for MFU.
 
@@ -97,40 +103,44 @@ class DeviceAdapter:
         DeviceUnavailableError: the device runtime is missing or shows no device.
     """
 
-    def __init__(
-        self,
-        name: str,
-        index: int = 0,
-        env: Mapping[str, Any] | None = None,
-        allow_hf32: bool = False,
-        requested: str | None = None,
-        deterministic: bool = False,
-        threads: int | None = None,
-        jit_compile: bool | None = None,
-        record_env: Iterable[str] = (),
-        peak: Mapping[str, Any] | None = None,
-    ) -> None:
+    name: str
+    index: int = 0
+    env: Mapping[str, Any] | None = None
+    allow_hf32: bool = False
+    requested: str | None = None
+    deterministic: bool = False
+    threads: int | None = None
+    jit_compile: bool | None = None
+    record_env: Iterable[str] = ()
+    peak: Mapping[str, Any] | None = None
+    # Set while building: what was applied, and the device runtime (None on the CPU).
+    runtime: Any = field(init=False, repr=False, default=None)
+    env_set: dict[str, str] = field(init=False, repr=False, default_factory=dict)
+    precision_switches: dict[str, bool] = field(init=False, repr=False, default_factory=dict)
+    deterministic_switches: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
+    rss_reset_ok: bool | None = field(init=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        name = self.name
         if name not in ALLOWED_DEVICES or name == "auto":
             raise ConfigError(
                 f"device.name={name!r} is not a device type; allowed: cpu, cuda, npu "
                 f"(or the option device=auto). Fix the override, e.g. `device=cpu`."
             )
-        self.name = name
-        self.index = int(index)
-        self.requested = requested or name
-        self.env_set = _apply_env({**(_DETERMINISTIC_ENV.get(name, {}) if deterministic else {}), **(env or {})})
+        self.index = int(self.index)
+        self.requested = self.requested or name
+        deterministic_env = _DETERMINISTIC_ENV.get(name, {}) if self.deterministic else {}
+        self.env_set = _apply_env({**deterministic_env, **(self.env or {})})
         self.runtime = None if name == "cpu" else load_runtime(name)
-        self.allow_hf32 = bool(allow_hf32)
-        self.precision_switches = self._set_hf32(allow_hf32)
-        self.deterministic = bool(deterministic)
+        self.allow_hf32 = bool(self.allow_hf32)
+        self.precision_switches = self._set_hf32(self.allow_hf32)
+        self.deterministic = bool(self.deterministic)
         self.deterministic_switches = self._set_deterministic(self.deterministic)
-        if threads is not None:
-            torch.set_num_threads(int(threads))
+        if self.threads is not None:
+            torch.set_num_threads(int(self.threads))
         compile_mode = _COMPILE_MODES.get(name)
-        self.jit_compile = compile_mode(self.runtime, jit_compile) if compile_mode else None
-        self.record_env = [str(k) for k in record_env]
-        self.peak = peak
-        self.rss_reset_ok: bool | None = None
+        self.jit_compile = compile_mode(self.runtime, self.jit_compile) if compile_mode else None
+        self.record_env = [str(k) for k in self.record_env]
 
     def _set_deterministic(self, on: bool) -> dict[str, Any]:
         torch.use_deterministic_algorithms(on, warn_only=True)

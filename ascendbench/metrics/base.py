@@ -36,6 +36,12 @@ def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) 
 class Evaluator:
     """Base class: output selection, naming and verdicts; subclasses define ``applies_to`` and ``compute``.
 
+    Evaluators are plain classes, not dataclasses: Hydra builds them nested inside a
+    :class:`~ascendbench.metrics.suite.MetricSuite`, and OmegaConf would turn a dataclass instance
+    stored there back into a config node. An evaluator with many options takes them as ``**options``
+    bound to a small dataclass (:class:`~ascendbench.metrics.regression.RegressionOptions`,
+    :class:`~ascendbench.metrics.image.PerImageMetrics`).
+
     Args:
         name: evaluator name (used for its ``skipped`` entry).
         outputs: output names to evaluate; ``None`` takes every output the evaluator applies to.

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
 
-from ascendbench.metrics import lpips_net
+from ascendbench.metrics import lpips_net as lpips_backbone
 from ascendbench.metrics.base import Evaluator
-from ascendbench.metrics.functional.image import (SSIM_MIN_SIDE, aggregate, clamp_to_range, psnr_per_image,
-                                                  ssim_per_image, to_lpips_range)
+from ascendbench.metrics.functional.image import (
+    SSIM_MIN_SIDE,
+    aggregate,
+    clamp_to_range,
+    psnr_per_image,
+    ssim_per_image,
+    to_lpips_range,
+)
 from ascendbench.metrics.functional.regression import check_same_shape
 
 # metric -> True when a higher value is better (decides which image is the worst).
 HIGHER_IS_BETTER = {"psnr_db": True, "ssim": True, "lpips": False}
 
 
+@dataclass
 class PerImageMetrics:
     """PSNR / SSIM / LPIPS lists for batches of images; shared by the image and video evaluators.
 
-    Args:
+    Its fields are the per-image options of the ``image`` and ``video`` evaluators' config entries.
+
+    Attributes:
         value_range: the range images are clamped to; its width is the ``data_range``.
         psnr_cap_db: PSNR of identical images.
         ssim: compute SSIM.
@@ -27,17 +37,25 @@ class PerImageMetrics:
         lpips_net: LPIPS backbone (``alex``, as in LPIPS v0.1's default).
         lpips_version: LPIPS calibration version.
         lpips_verify_hash: check the backbone file's SHA256 against the prefix in its name.
+        data_range: the width of ``value_range`` (derived).
     """
 
-    def __init__(self, value_range: Sequence[float] = (-1.0, 1.0), psnr_cap_db: float = 200.0, ssim: bool = True,
-                 lpips: bool = True, lpips_net: str = "alex", lpips_version: str = "0.1",
-                 lpips_verify_hash: bool = True) -> None:
-        self.value_range = (float(value_range[0]), float(value_range[1]))
+    value_range: Sequence[float] = (-1.0, 1.0)
+    psnr_cap_db: float = 200.0
+    ssim: bool = True
+    lpips: bool = True
+    lpips_net: str = "alex"
+    lpips_version: str = "0.1"
+    lpips_verify_hash: bool = True
+    data_range: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.value_range = (float(self.value_range[0]), float(self.value_range[1]))
         self.data_range = self.value_range[1] - self.value_range[0]
-        self.psnr_cap_db = float(psnr_cap_db)
-        self.ssim, self.lpips = bool(ssim), bool(lpips)
-        self.lpips_net, self.lpips_version = str(lpips_net), str(lpips_version)
-        self.lpips_verify_hash = bool(lpips_verify_hash)
+        self.psnr_cap_db = float(self.psnr_cap_db)
+        self.ssim, self.lpips = bool(self.ssim), bool(self.lpips)
+        self.lpips_net, self.lpips_version = str(self.lpips_net), str(self.lpips_version)
+        self.lpips_verify_hash = bool(self.lpips_verify_hash)
 
     def skips(self, height: int, width: int) -> dict[str, str]:
         """Metric -> reason for the metrics that cannot be computed on ``height x width`` images."""
@@ -46,8 +64,8 @@ class PerImageMetrics:
             reasons["ssim"] = (f"images of {height}x{width} px are smaller than the {SSIM_MIN_SIDE} px Gaussian "
                                "SSIM window (sigma 1.5); use a preset with larger height and width")
         if self.lpips:
-            problem = lpips_net.backbone_problem(self.lpips_net, self.lpips_version, self.lpips_verify_hash)
-            need = lpips_net.min_side(self.lpips_net)
+            problem = lpips_backbone.backbone_problem(self.lpips_net, self.lpips_version, self.lpips_verify_hash)
+            need = lpips_backbone.min_side(self.lpips_net)
             if problem is None and need is not None and min(height, width) < need:
                 problem = f"images of {height}x{width} px are smaller than the {need} px LPIPS {self.lpips_net} accepts"
             if problem:
@@ -68,9 +86,9 @@ class PerImageMetrics:
         if self.ssim and "ssim" not in skip:
             values["ssim"] = ssim_per_image(reference, device, self.data_range)
         if self.lpips and "lpips" not in skip:
-            model = lpips_net.load_lpips(self.lpips_net, self.lpips_version, torch.hub.get_dir())
-            values["lpips"] = lpips_net.lpips_per_image(model, to_lpips_range(reference, self.value_range),
-                                                        to_lpips_range(device, self.value_range))
+            model = lpips_backbone.load_lpips(self.lpips_net, self.lpips_version, torch.hub.get_dir())
+            values["lpips"] = lpips_backbone.lpips_per_image(model, to_lpips_range(reference, self.value_range),
+                                                             to_lpips_range(device, self.value_range))
         return values
 
 

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import torch
 
 from ascendbench.metrics.base import Evaluator
-from ascendbench.metrics.functional.regression import (DEFAULT_CHUNK, check_same_shape, first_nonfinite_mismatch,
-                                                     regression_metrics)
+from ascendbench.metrics.functional.regression import (
+    DEFAULT_CHUNK,
+    ErrorTolerances,
+    check_same_shape,
+    first_nonfinite_mismatch,
+    regression_metrics,
+)
 from ascendbench.metrics.verdict import merge_rules
 
 # Not configurable: a NaN/Inf that the reference does not have is always a failure.
@@ -18,36 +24,55 @@ ALWAYS_RULES = {
 }
 
 
-class RegressionEvaluator(Evaluator):
-    """Compare each floating-point output tensor of the device run with the reference.
+@dataclass
+class RegressionOptions:
+    """The options of :class:`RegressionEvaluator` (keys of ``metric.evaluators.regression``).
 
-    Args:
-        name: evaluator name (recorded).
+    Attributes:
         eps: relative-error denominator padding (``|ref| + eps``).
         data_range: PSNR peak-to-peak range of the outputs.
         psnr_cap_db: PSNR of identical tensors.
         small_value: reference magnitudes below it are judged absolutely; ``None`` takes the dtype's.
         small_value_atol: absolute tolerance of those small values; ``None`` takes the dtype's.
         chunk_elements: elements converted to float64 at a time.
+    """
+
+    eps: float = 1e-6
+    data_range: float = 2.0
+    psnr_cap_db: float = 200.0
+    small_value: float | None = None
+    small_value_atol: float | None = None
+    chunk_elements: int = DEFAULT_CHUNK
+
+    def __post_init__(self) -> None:
+        self.eps, self.data_range, self.psnr_cap_db = float(self.eps), float(self.data_range), float(self.psnr_cap_db)
+        self.chunk_elements = int(self.chunk_elements)
+
+    def tolerances(self, given: Mapping[str, float]) -> ErrorTolerances:
+        """The tolerances of one comparison: ``given`` (the dtype's), with these options' own values first."""
+        own = {"small_value": self.small_value, "small_value_atol": self.small_value_atol}
+        return ErrorTolerances.from_mapping(given, eps=self.eps, **{k: v for k, v in own.items() if v is not None})
+
+
+class RegressionEvaluator(Evaluator):
+    """Compare each floating-point output tensor of the device run with the reference.
+
+    Args:
+        name: evaluator name (recorded).
         outputs: output names to compare (``None``: every floating-point output).
         thresholds: per-metric rule overrides (highest priority).
+        **options: the fields of :class:`RegressionOptions` (``eps``, ``data_range``, ``psnr_cap_db``,
+            ``small_value``, ``small_value_atol``, ``chunk_elements``); an unknown key is a ``TypeError``.
     """
 
     higher_is_better = {"cosine": True, "psnr_db": True, "one_thousandth_err_ratio": True,
                         "five_thousandths_err_ratio": True}
     what = "floating-point outputs"
 
-    def __init__(self, name: str = "regression", eps: float = 1e-6, data_range: float = 2.0,
-                 psnr_cap_db: float = 200.0, small_value: float | None = None,
-                 small_value_atol: float | None = None, chunk_elements: int = DEFAULT_CHUNK,
-                 outputs: list[str] | None = None, thresholds: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, name: str = "regression", outputs: list[str] | None = None,
+                 thresholds: Mapping[str, Any] | None = None, **options: Any) -> None:
         super().__init__(name, outputs, thresholds)
-        self.eps = float(eps)
-        self.data_range = float(data_range)
-        self.psnr_cap_db = float(psnr_cap_db)
-        self.small_value = small_value
-        self.small_value_atol = small_value_atol
-        self.chunk_elements = int(chunk_elements)
+        self.options = RegressionOptions(**options)
 
     def applies_to(self, tensor: torch.Tensor) -> bool:
         """Floating-point tensors of any shape."""
@@ -56,16 +81,13 @@ class RegressionEvaluator(Evaluator):
     def compute(self, reference: torch.Tensor, device: torch.Tensor, tolerances: Mapping[str, float]) -> dict[str, Any]:
         """All regression metrics of one output (see :func:`regression_metrics`)."""
         check_same_shape(reference, device)
-        pick = lambda own, key, default: float(own) if own is not None else float(tolerances.get(key, default))  # noqa: E731
+        options = self.options
         metrics: dict[str, Any] = regression_metrics(
-            reference, device, eps=self.eps, data_range=self.data_range, psnr_cap_db=self.psnr_cap_db,
-            atol=tolerances["atol"], rtol=tolerances["rtol"],
-            small_value=pick(self.small_value, "small_value", 1e-6),
-            small_value_atol=pick(self.small_value_atol, "small_value_atol", 1e-9),
-            chunk_elements=self.chunk_elements)
+            reference, device, options.tolerances(tolerances), data_range=options.data_range,
+            psnr_cap_db=options.psnr_cap_db, chunk_elements=options.chunk_elements)
         if metrics["nonfinite_mismatch"] > 0:  # where the first NaN/Inf is, to start debugging there
-            metrics["nonfinite_mismatch"] = {"value": metrics["nonfinite_mismatch"],
-                                             "first_index": first_nonfinite_mismatch(reference, device, self.chunk_elements)}
+            first = first_nonfinite_mismatch(reference, device, options.chunk_elements)
+            metrics["nonfinite_mismatch"] = {"value": metrics["nonfinite_mismatch"], "first_index": first}
         return metrics
 
     def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],

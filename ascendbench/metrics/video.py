@@ -53,7 +53,8 @@ class VideoEvaluator(Evaluator):
         layout = resolve_layout(tuple(reference.shape), self.layout)
         lists: dict[str, list[float]] = {}
         where: list[tuple[int, int]] = []
-        for batch, start, ref, dev in frame_chunks(reference, device, layout, self.frames_per_chunk, self.metrics.clamp):
+        chunks = frame_chunks(reference, device, layout, self.frames_per_chunk, self.metrics.clamp)
+        for batch, start, ref, dev in chunks:
             for metric, values in self.metrics.compute(ref, dev, skip).items():
                 lists.setdefault(metric, []).extend(values)
             where.extend((batch, start + i) for i in range(int(ref.shape[0])))
@@ -74,7 +75,8 @@ class VideoEvaluator(Evaluator):
             stats = aggregate(values, HIGHER_IS_BETTER[metric])
             batch, frame = where[stats["worst_index"]] if values else (-1, -1)
             worst = "min" if HIGHER_IS_BETTER[metric] else "max"
-            results[f"{self.prefix}{metric}_mean"] = {"value": stats["mean"], "frames": len(values), "per_frame": values}
+            results[f"{self.prefix}{metric}_mean"] = {"value": stats["mean"], "frames": len(values),
+                                                      "per_frame": values}
             results[f"{self.prefix}{metric}_{worst}"] = {"value": stats["worst"],
                                                          "worst_frame": {"batch": batch, "frame": frame}}
             results[f"{self.prefix}{metric}_std"] = {"value": stats["std"]}

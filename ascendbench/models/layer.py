@@ -27,6 +27,7 @@ from ascendbench.models.components import plain
 from ascendbench.models.loader import WEIGHTS_MODES, LoadedModel, count_params
 from ascendbench.models.memory import MemoryEstimate, check_host_memory, count_meta_params, safetensors_numel
 from ascendbench.models.sources import ResolvedSource, resolve_source
+from ascendbench.precision import dtype_name
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def tensors_digest(tensors: Mapping[str, torch.Tensor]) -> str:
 
 def _stats(tensor: torch.Tensor) -> dict[str, Any]:
     wide = tensor.to(torch.float64)
-    return {"shape": list(tensor.shape), "dtype": str(tensor.dtype).replace("torch.", ""),
+    return {"shape": list(tensor.shape), "dtype": dtype_name(tensor.dtype),
             "mean": float(wide.mean()), "std": float(wide.std()) if wide.numel() > 1 else 0.0}
 
 

@@ -45,7 +45,7 @@ def _spellings(key: str, renames: Iterable[tuple[str, str]]) -> set[str]:
     out = set()
     for mask in itertools.product((False, True), repeat=len(applicable)):
         spelled = key
-        for use, (new, old) in zip(mask, applicable):
+        for use, (new, old) in zip(mask, applicable, strict=True):
             if use:
                 spelled = spelled.replace(new, old)
         out.add(spelled)
@@ -104,8 +104,10 @@ def invert_keys(state: Mapping[str, torch.Tensor], candidates: Callable[[str], s
 
 def original_layout(transformer: torch.nn.Module, vae: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The transformer and VAE state dicts under their original single-file keys."""
-    from diffusers.loaders.single_file_utils import (convert_ltx_transformer_checkpoint_to_diffusers,
-                                                     convert_ltx_vae_checkpoint_to_diffusers)
+    from diffusers.loaders.single_file_utils import (
+        convert_ltx_transformer_checkpoint_to_diffusers,
+        convert_ltx_vae_checkpoint_to_diffusers,
+    )
 
     out: dict[str, torch.Tensor] = {}
     parts = ((transformer.state_dict(), _transformer_candidates, convert_ltx_transformer_checkpoint_to_diffusers, {},

@@ -24,22 +24,20 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
-
-import torch
 
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
 from ascendbench.models.components import build_components, count_component_params, plain
 from ascendbench.models.loader import WEIGHTS_MODES, LoadedModel, count_params, import_class
 from ascendbench.models.memory import MemoryEstimate, check_host_memory, safetensors_numel
 from ascendbench.models.sources import NotFound, files_digest, hub_offline, looks_like_hub_id
+from ascendbench.precision import TORCH_DTYPES
 
 log = logging.getLogger(__name__)
 
 HUB_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*")
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 @dataclass(frozen=True)
@@ -60,10 +58,13 @@ def enforce_offline() -> None:
     hub_constants.HF_HUB_OFFLINE = True
 
 
+@dataclass(eq=False)
 class PipelineLoader:
     """Loads a diffusers pipeline class (``from_single_file`` / ``from_pretrained`` / components).
 
-    Args:
+    A dataclass whose fields are the keys of ``model.loader`` (Hydra builds it by ``_target_``).
+
+    Attributes:
         class_path: the pipeline class, e.g. ``diffusers.LTXPipeline`` or ``diffusers.LTX2Pipeline``.
         components: component name -> architecture spec, for random init (see
             :mod:`ascendbench.models.components`).
@@ -77,31 +78,40 @@ class PipelineLoader:
             as an object (``null``: taken from the config directory).
         tokenizer: like ``text_encoder``, for the tokenizer.
         lora: ``{path, weight_name, adapter_name, scale}``: LoRA weights loaded with
-            ``load_lora_weights`` (needs peft).
+            ``load_lora_weights`` (needs peft); ``None`` after building when no path is set.
         load_dtype: dtype the pipeline is loaded in (``float32`` for a reference-grade CPU copy).
         memory_check: refuse before allocating when the parameters would not fit in host memory.
         tiny_twin: the model option suggested when refusing (e.g. ``tiny_ltx_t2v``).
+        objects: (derived) the separately loaded components with a ``source``: ``text_encoder``,
+            ``tokenizer``.
     """
 
-    def __init__(self, class_path: str, components: Mapping[str, Any] | None = None, filename: str | None = None,
-                 config: str | None = None, config_repo: str | None = None, offline: bool = False,
-                 text_encoder: Mapping[str, Any] | None = None, tokenizer: Mapping[str, Any] | None = None,
-                 lora: Mapping[str, Any] | None = None,
-                 load_dtype: str = "float32", memory_check: bool = True, tiny_twin: str | None = None) -> None:
-        if load_dtype not in DTYPES:
-            raise ConfigError(f"model.loader.load_dtype={load_dtype!r} is not allowed; use one of {', '.join(DTYPES)}.")
-        self.class_path = class_path
-        self.components = plain(components) or {}
-        self.filename = filename
-        self.config = str(config) if config else None
-        self.config_repo = config_repo
-        self.offline = bool(offline)
-        self.objects = {name: plain(spec) for name, spec in (("text_encoder", text_encoder),
-                                                              ("tokenizer", tokenizer)) if spec and spec.get("source")}
-        self.lora = plain(lora) if lora and lora.get("path") else None
-        self.load_dtype = load_dtype
-        self.memory_check = bool(memory_check)
-        self.tiny_twin = tiny_twin
+    class_path: str
+    components: Mapping[str, Any] | None = None
+    filename: str | None = None
+    config: str | None = None
+    config_repo: str | None = None
+    offline: bool = False
+    text_encoder: Mapping[str, Any] | None = None
+    tokenizer: Mapping[str, Any] | None = None
+    lora: Mapping[str, Any] | None = None
+    load_dtype: str = "float32"
+    memory_check: bool = True
+    tiny_twin: str | None = None
+    objects: dict[str, dict[str, Any]] = field(init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.load_dtype not in TORCH_DTYPES:
+            raise ConfigError(f"model.loader.load_dtype={self.load_dtype!r} is not allowed; use one of "
+                              f"{', '.join(TORCH_DTYPES)}.")
+        self.components = plain(self.components) or {}
+        self.config = str(self.config) if self.config else None
+        self.offline = bool(self.offline)
+        self.objects = {name: plain(spec) for name, spec in (("text_encoder", self.text_encoder),
+                                                              ("tokenizer", self.tokenizer))
+                        if spec and spec.get("source")}
+        self.lora = plain(self.lora) if self.lora and self.lora.get("path") else None
+        self.memory_check = bool(self.memory_check)
 
     # -- entry point -------------------------------------------------------------------------------
 
@@ -204,7 +214,7 @@ class PipelineLoader:
         components = build_components(self.components, seed)
         _check_vocab(components)
         pipe = cls(**components)
-        pipe.to(dtype=DTYPES[self.load_dtype])
+        pipe.to(dtype=TORCH_DTYPES[self.load_dtype])
         info = {"kind": "random-init", "source": source, "digest": None, "init_seed": int(seed), "reason": why,
                 "loader": "components", "memory_check": memory}
         return pipe, info
@@ -214,7 +224,7 @@ class PipelineLoader:
         memory = self._check_memory(f"{self.class_path} from {found.path.name}",
                                     {"checkpoint": safetensors_numel(found.files), **extra}, "safetensors headers")
         objects = {name: self._load_object(name, spec) for name, spec in self.objects.items()}
-        dtype = DTYPES[self.load_dtype]
+        dtype = TORCH_DTYPES[self.load_dtype]
         local_only = self.offline or hub_offline()
         try:
             if found.kind == "dir":
@@ -260,7 +270,7 @@ class PipelineLoader:
         try:
             source = os.path.expanduser(str(spec["source"]))
             return cls.from_pretrained(source, subfolder=spec.get("subfolder"), local_files_only=local_only,
-                                       **({"dtype": DTYPES[self.load_dtype]} if name != "tokenizer" else {}))
+                                       **({"dtype": TORCH_DTYPES[self.load_dtype]} if name != "tokenizer" else {}))
         except Exception as exc:  # transformers raises OSError/ValueError for missing files
             raise WeightsLoadError(
                 f"model.loader.{name} could not be loaded from source={spec['source']!r} subfolder="

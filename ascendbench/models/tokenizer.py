@@ -14,6 +14,7 @@ Its ids are deterministic: the vocabulary is fixed by :func:`unigram_vocab`.
 from __future__ import annotations
 
 import string
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ascendbench.models.loader import import_class
@@ -48,14 +49,11 @@ def backend_tokenizer(specials: list[str], unk_token: str, eos_token: str | None
     return tokenizer
 
 
-def build_tokenizer(class_path: str = "transformers.PreTrainedTokenizerFast", model_max_length: int = 128,
-                    pad_token: str = "<pad>", eos_token: str | None = "</s>", unk_token: str = "<unk>",
-                    bos_token: str | None = None, append_eos: bool = True, prepend_bos: bool = False,
-                    padding_side: str = "right",
-                    init_kwargs: Mapping[str, Any] | None = None) -> Any:
-    """An in-memory tokenizer of class ``class_path`` (any ``tokenizers``-backed transformers class).
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """An in-memory tokenizer: the keys of a ``kind: tokenizer`` component in ``model.loader.components``.
 
-    Args:
+    Attributes:
         class_path: the pipeline's tokenizer class, e.g. ``transformers.T5Tokenizer``.
         model_max_length: longest sequence the tokenizer reports (pipelines pad to it).
         pad_token, eos_token, unk_token, bos_token: special tokens, in that id order from 0.
@@ -64,10 +62,37 @@ def build_tokenizer(class_path: str = "transformers.PreTrainedTokenizerFast", mo
         padding_side: ``right`` (T5) or ``left`` (decoder-only text encoders such as Gemma).
         init_kwargs: further constructor arguments of the class (e.g. ``extra_ids: 0`` for T5).
     """
-    specials = [t for t in (pad_token, eos_token, unk_token, bos_token) if t is not None]
-    backend = backend_tokenizer(specials, unk_token, eos_token if append_eos else None,
-                                bos_token if prepend_bos else None)
-    cls = import_class(class_path)
-    named = {"pad_token": pad_token, "eos_token": eos_token, "unk_token": unk_token, "bos_token": bos_token}
-    return cls(tokenizer_object=backend, model_max_length=int(model_max_length), padding_side=padding_side,
-               **{k: v for k, v in named.items() if v is not None}, **dict(init_kwargs or {}))
+
+    class_path: str = "transformers.PreTrainedTokenizerFast"
+    model_max_length: int = 128
+    pad_token: str = "<pad>"
+    eos_token: str | None = "</s>"
+    unk_token: str = "<unk>"
+    bos_token: str | None = None
+    append_eos: bool = True
+    prepend_bos: bool = False
+    padding_side: str = "right"
+    init_kwargs: Mapping[str, Any] | None = None
+
+    def build(self) -> Any:
+        """The tokenizer: an instance of ``class_path`` around :func:`backend_tokenizer`."""
+        specials = [t for t in (self.pad_token, self.eos_token, self.unk_token, self.bos_token) if t is not None]
+        backend = backend_tokenizer(specials, self.unk_token, self.eos_token if self.append_eos else None,
+                                    self.bos_token if self.prepend_bos else None)
+        cls = import_class(self.class_path)
+        named = {"pad_token": self.pad_token, "eos_token": self.eos_token, "unk_token": self.unk_token,
+                 "bos_token": self.bos_token}
+        return cls(tokenizer_object=backend, model_max_length=int(self.model_max_length),
+                   padding_side=self.padding_side, **{k: v for k, v in named.items() if v is not None},
+                   **dict(self.init_kwargs or {}))
+
+
+def build_tokenizer(class_path: str = TokenizerSpec.class_path, **spec: Any) -> Any:
+    """An in-memory tokenizer of class ``class_path`` (any ``tokenizers``-backed transformers class).
+
+    Args:
+        class_path: the pipeline's tokenizer class, e.g. ``transformers.T5Tokenizer``.
+        **spec: the other fields of :class:`TokenizerSpec` (a config's component spec as it stands);
+            an unknown key is a ``TypeError``.
+    """
+    return TokenizerSpec(class_path, **spec).build()

@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from ascendbench.errors import ConfigError, MissingPackageError, WeightsLoadError, WeightsNotFoundError
 from ascendbench.models.expect import check_expected
 from ascendbench.models.loader import WEIGHTS_MODES, LoadedModel, _loaded_info, _not_found_message
-from ascendbench.models.sources import NotFound, ResolvedSource, hub_offline, looks_like_hub_id, resolve_source
+from ascendbench.models.sources import ResolvedSource, hub_offline, looks_like_hub_id, resolve_source
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from ascendbench.errors import PatchError
-from ascendbench.patches.flex_dense import DenseBlockMask, dense_create_block_mask, dense_flex_attention
+from ascendbench.patches.flex_dense import BlockMaskRequest, DenseBlockMask, dense_flex_attention
 from ascendbench.patches.registry import Check, Patch, register_patch
 
 KINDS = ("attention", "block_mask")
@@ -72,15 +72,16 @@ class _CachingBlockMaskFactory:
     def __init__(self) -> None:
         self.cache: dict[tuple, DenseBlockMask] = {}
 
-    def __call__(self, mask_mod: Any, B: Any, H: Any, Q_LEN: int, KV_LEN: int, device: Any = None,
-                 *args: Any, **kwargs: Any) -> DenseBlockMask:
-        key = (mask_mod, B, H, int(Q_LEN), int(KV_LEN), str(device))
+    def __call__(self, mask_mod: Any, *args: Any, **kwargs: Any) -> DenseBlockMask:
+        # Same call forms as create_block_mask (it replaces it): the arguments after mask_mod are bound once.
+        request = BlockMaskRequest.bind(args, kwargs)
+        key = (mask_mod, request.B, request.H, int(request.Q_LEN), int(request.KV_LEN), str(request.device))
         try:
             if key not in self.cache:
-                self.cache[key] = dense_create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device)
+                self.cache[key] = DenseBlockMask.for_request(mask_mod, request)
             return self.cache[key]
         except TypeError:  # an unhashable mask_mod: no caching
-            return dense_create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device)
+            return DenseBlockMask.for_request(mask_mod, request)
 
 
 @register_patch(

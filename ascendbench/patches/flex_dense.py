@@ -18,7 +18,8 @@ with plain operators:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Hashable
+from dataclasses import KW_ONLY, dataclass, fields
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -112,6 +113,11 @@ class DenseBlockMask:
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self._cache: dict[Hashable, tuple[torch.Tensor, torch.Tensor]] = {}
 
+    @classmethod
+    def for_request(cls, mask_mod: MaskMod, request: BlockMaskRequest) -> "DenseBlockMask":
+        """The mask of ``create_block_mask(mask_mod, ...)`` bound to ``request``."""
+        return cls(mask_mod, request.B, request.H, request.Q_LEN, request.KV_LEN, request.device)
+
     @property
     def shape(self) -> tuple[int, int, int, int]:
         """``(B, H, Q_LEN, KV_LEN)`` with 1 for broadcast dimensions, as ``BlockMask.shape``."""
@@ -134,11 +140,68 @@ class DenseBlockMask:
         return f"DenseBlockMask(shape={self.shape}, mask_mod={getattr(self.mask_mod, '__name__', self.mask_mod)!r})"
 
 
-def dense_create_block_mask(mask_mod: MaskMod, B: int | None, H: int | None, Q_LEN: int, KV_LEN: int,
-                            device: torch.device | str | None = None, BLOCK_SIZE: Any = 128,
-                            _compile: bool = False, **_ignored: Any) -> DenseBlockMask:
-    """Drop-in for ``create_block_mask`` (same signature): a :class:`DenseBlockMask`, no compile."""
-    return DenseBlockMask(mask_mod, B, H, Q_LEN, KV_LEN, device)
+@dataclass(frozen=True)
+class BlockMaskRequest:
+    """The arguments of one ``create_block_mask`` call after ``mask_mod``, in torch's order.
+
+    Binding a call with ``BlockMaskRequest.bind(args, kwargs)`` accepts every call form of the
+    original (positional or by name); arguments torch added later (``separate_full_blocks``...) concern
+    the compiled kernels and are ignored.
+    """
+
+    B: int | None
+    H: int | None
+    Q_LEN: int
+    KV_LEN: int
+    device: torch.device | str | None = None
+    BLOCK_SIZE: Any = 128
+    _compile: bool = False
+
+    @classmethod
+    def bind(cls, args: Sequence[Any], kwargs: Mapping[str, Any]) -> "BlockMaskRequest":
+        """The request of ``create_block_mask(mask_mod, *args, **kwargs)``."""
+        known = [f.name for f in fields(cls)]
+        return cls(*args[:len(known)], **{k: v for k, v in kwargs.items() if k in known})
+
+
+def dense_create_block_mask(mask_mod: MaskMod, *args: Any, **kwargs: Any) -> DenseBlockMask:
+    """Drop-in for ``create_block_mask`` (same call forms): a :class:`DenseBlockMask`, no compile.
+
+    A drop-in must accept whatever its callers pass to the original, so the arguments after
+    ``mask_mod`` are bound once to a :class:`BlockMaskRequest` rather than listed here.
+    """
+    return DenseBlockMask.for_request(mask_mod, BlockMaskRequest.bind(args, kwargs))
+
+
+@dataclass(frozen=True)
+class FlexOptions:
+    """The arguments of one ``flex_attention`` call after ``query, key, value``, in torch's order.
+
+    ``FlexOptions(*args, **kwargs)`` binds a call exactly as ``flex_attention`` does (``return_aux`` is
+    keyword-only there and here).
+
+    Attributes:
+        score_mod: ``score_mod(score, b, h, q_idx, kv_idx)``, evaluated on broadcast grids.
+        block_mask: a ``BlockMask``, a :class:`DenseBlockMask` or ``None`` (no mask).
+        scale: the softmax scale (default ``1 / sqrt(D)``).
+        enable_gqa: grouped-query attention (``H`` a multiple of ``Hkv``).
+        return_lse: also return the natural-log log-sum-exp ``[B, H, M]`` (deprecated in torch).
+        kernel_options: accepted and ignored (kernel tuning of the compiled path).
+        return_aux: an ``AuxRequest(lse=..., max_scores=...)``: also return an ``AuxOutput``.
+    """
+
+    score_mod: Callable | None = None
+    block_mask: Any = None
+    scale: float | None = None
+    enable_gqa: bool = False
+    return_lse: bool = False
+    kernel_options: Any = None
+    _: KW_ONLY
+    return_aux: Any = None
+
+    def softmax_scale(self, head_dim: int) -> float:
+        """``scale``, or ``1 / sqrt(head_dim)`` when it is not set."""
+        return 1.0 / math.sqrt(head_dim) if self.scale is None else float(self.scale)
 
 
 def _mask_and_rows(block_mask: Any, batch: int, heads: int, q_len: int, kv_len: int,
@@ -152,42 +215,38 @@ def _mask_and_rows(block_mask: Any, batch: int, heads: int, q_len: int, kv_len: 
 
 
 def dense_flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                         score_mod: Callable | None = None, block_mask: Any = None, scale: float | None = None,
-                         enable_gqa: bool = False, return_lse: bool = False, kernel_options: Any = None,
-                         *, return_aux: Any = None) -> torch.Tensor | tuple[torch.Tensor, Any]:
+                         *args: Any, **kwargs: Any) -> torch.Tensor | tuple[torch.Tensor, Any]:
     """Drop-in for ``flex_attention`` (same arguments) computed with dense operators.
+
+    A drop-in must accept every call form of the original, so the arguments after the three tensors
+    are bound once to :class:`FlexOptions` (see there for each of them) rather than listed here.
 
     Args:
         query, key, value: ``[B, H, M, D]``, ``[B, Hkv, N, D]``, ``[B, Hkv, N, Dv]``.
-        score_mod: ``score_mod(score, b, h, q_idx, kv_idx)``, evaluated on broadcast grids.
-        block_mask: a ``BlockMask``, a :class:`DenseBlockMask` or ``None`` (no mask).
-        scale: the softmax scale (default ``1 / sqrt(D)``).
-        enable_gqa: grouped-query attention (``H`` a multiple of ``Hkv``).
-        return_lse: also return the natural-log log-sum-exp ``[B, H, M]`` (deprecated in torch).
-        kernel_options: accepted and ignored (kernel tuning of the compiled path).
-        return_aux: an ``AuxRequest(lse=..., max_scores=...)``: also return an ``AuxOutput``.
+        *args, **kwargs: ``score_mod, block_mask, scale, enable_gqa, return_lse, kernel_options`` and
+            the keyword-only ``return_aux``, as for ``flex_attention``.
 
     Returns:
         The attention output ``[B, H, M, Dv]`` in the query dtype, and the log-sum-exp or the
         ``AuxOutput`` when asked.
     """
-    batch, heads, q_len, head_dim = query.shape
-    kv_len = key.shape[-2]
-    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
-    masks = _mask_and_rows(block_mask, batch, heads, q_len, kv_len, query.device)
-    if score_mod is None and not return_lse and return_aux is None:
-        return _sdpa(query, key, value, masks, scale, enable_gqa)
-    out, lse, max_scores = _explicit(query, key, value, score_mod, masks, scale, enable_gqa)
-    if return_aux is not None:
+    options = FlexOptions(*args, **kwargs)
+    batch, heads, q_len, _ = query.shape
+    masks = _mask_and_rows(options.block_mask, batch, heads, q_len, key.shape[-2], query.device)
+    if options.score_mod is None and not options.return_lse and options.return_aux is None:
+        return _sdpa(query, key, value, masks, options)
+    out, lse, max_scores = _explicit(query, key, value, masks, options)
+    if options.return_aux is not None:
         from torch.nn.attention.flex_attention import AuxOutput
 
-        return out, AuxOutput(lse=lse if return_aux.lse else None,
-                              max_scores=max_scores if return_aux.max_scores else None)
-    return (out, lse) if return_lse else out
+        return out, AuxOutput(lse=lse if options.return_aux.lse else None,
+                              max_scores=max_scores if options.return_aux.max_scores else None)
+    return (out, lse) if options.return_lse else out
 
 
-def _sdpa(query, key, value, masks, scale, enable_gqa):
-    extra = {"enable_gqa": True} if enable_gqa else {}
+def _sdpa(query, key, value, masks, options):
+    scale = options.softmax_scale(query.shape[-1])
+    extra = {"enable_gqa": True} if options.enable_gqa else {}
     if masks is None:
         return F.scaled_dot_product_attention(query, key, value, scale=scale, **extra)
     mask, rows = masks
@@ -196,14 +255,14 @@ def _sdpa(query, key, value, masks, scale, enable_gqa):
     return out.masked_fill(~rows, 0.0)
 
 
-def _explicit(query, key, value, score_mod, masks, scale, enable_gqa):
+def _explicit(query, key, value, masks, options):
     working = torch.float64 if query.dtype == torch.float64 else torch.float32
-    if enable_gqa and key.shape[1] != query.shape[1]:
+    if options.enable_gqa and key.shape[1] != query.shape[1]:
         groups = query.shape[1] // key.shape[1]
         key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
-    scores = (query.to(working) @ key.to(working).transpose(-2, -1)) * scale
-    if score_mod is not None:
-        scores = score_mod(scores, *index_grids(*scores.shape, scores.device)).to(working)
+    scores = (query.to(working) @ key.to(working).transpose(-2, -1)) * options.softmax_scale(query.shape[-1])
+    if options.score_mod is not None:
+        scores = options.score_mod(scores, *index_grids(*scores.shape, scores.device)).to(working)
     if masks is not None:
         scores = scores.masked_fill(~masks[0], float("-inf"))
     lse = scores.logsumexp(dim=-1)

@@ -7,6 +7,8 @@ from typing import Any, Mapping
 
 import torch
 
+from ascendbench.precision import dtype_name
+
 
 def cpu_randn(shape: tuple[int, ...], seed: int) -> torch.Tensor:
     """Standard normal float32 tensor from a CPU generator seeded with ``seed``."""
@@ -23,6 +25,6 @@ def tensor_sha256(tensor: torch.Tensor) -> str:
 def describe(tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
     """Shape, dtype and SHA256 of each tensor, for the record."""
     return {
-        name: {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "sha256": tensor_sha256(t)}
+        name: {"shape": list(t.shape), "dtype": dtype_name(t.dtype), "sha256": tensor_sha256(t)}
         for name, t in tensors.items()
     }

@@ -14,20 +14,25 @@ SHA256).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import torch
 
 from ascendbench.errors import TaskError
+from ascendbench.tasks.base import Task
 from ascendbench.tasks.checks import CheckContext, gate
 from ascendbench.tasks.inputs import cpu_randn, describe
 from ascendbench.tasks.video_decode import video_latent_shape
 
 
-class LayerForwardTask:
+@dataclass(eq=False)
+class LayerForwardTask(Task):
     """``outputs[output_name] = module(inputs[input_name])`` on a seeded input.
 
-    Args:
+    A dataclass: its fields are the keys of ``model.task`` (Hydra builds it by ``_target_``).
+
+    Attributes:
         input_shape: the input's full shape; when ``None`` it follows the preset (next arguments).
         channels: channels of a preset-shaped latent input.
         spatial_compression: pixels per latent element along height and width.
@@ -41,16 +46,18 @@ class LayerForwardTask:
     output_kind = "tensor"
     unit = "calls"
 
-    def __init__(self, input_shape: Sequence[int] | None = None, channels: int | None = None,
-                 spatial_compression: int = 1, temporal_compression: int | None = None,
-                 input_name: str = "input", output_name: str = "output", determinism_check: bool = True) -> None:
-        self.input_shape = tuple(int(d) for d in input_shape) if input_shape is not None else None
-        self.channels = channels
-        self.spatial_compression = int(spatial_compression)
-        self.temporal_compression = temporal_compression
-        self.input_name = input_name
-        self.output_name = output_name
-        self.determinism_check = bool(determinism_check)
+    input_shape: Sequence[int] | None = None
+    channels: int | None = None
+    spatial_compression: int = 1
+    temporal_compression: int | None = None
+    input_name: str = "input"
+    output_name: str = "output"
+    determinism_check: bool = True
+
+    def __post_init__(self) -> None:
+        self.input_shape = tuple(int(d) for d in self.input_shape) if self.input_shape is not None else None
+        self.spatial_compression = int(self.spatial_compression)
+        self.determinism_check = bool(self.determinism_check)
 
     def shape(self, preset: Mapping[str, Any]) -> tuple[int, ...]:
         """The input shape: ``input_shape``, or a latent shaped by the preset."""

@@ -1,9 +1,9 @@
 """Putting a model and its inputs on a device in a dtype -- the seam that lets a "model" be a pipeline.
 
-A ``torch.nn.Module`` moves with ``module.to(device=..., dtype=...)``. A diffusers pipeline is no
-module: casting it, moving it or offloading it to the CPU between its components is the task's
-business. A task that knows better defines ``to(model, device, dtype) -> model``; the runner and
-the baseline call :func:`place`, which uses it when present.
+A ``torch.nn.Module`` moves with ``module.to(device=..., dtype=...)`` (:meth:`Task.to`'s default). A
+diffusers pipeline is no module: casting it, moving it or offloading it to the CPU between its
+components is the task's business, so a task that knows better overrides ``to(model, device, dtype)``.
+The runner and the baseline call :func:`place`.
 """
 
 from __future__ import annotations
@@ -12,18 +12,16 @@ from typing import Any, Mapping
 
 import torch
 
+from ascendbench.tasks.base import Task
 
-def place(task: Any, model: Any, device: torch.device | str, dtype: torch.dtype) -> Any:
-    """``task.to(model, device, dtype)`` when the task defines it, else ``model.to(device=, dtype=)``.
+
+def place(task: Task, model: Any, device: torch.device | str, dtype: torch.dtype) -> Any:
+    """``task.to(model, torch.device(device), dtype)``: the model on ``device`` in ``dtype``.
 
     Returns:
         The placed model (the same object for modules and pipelines).
     """
-    to = getattr(task, "to", None)
-    if to is not None:
-        return to(model, torch.device(device), dtype)
-    model.to(device=device, dtype=dtype)
-    return model
+    return task.to(model, torch.device(device), dtype)
 
 
 def move_inputs(inputs: Mapping[str, torch.Tensor], device: torch.device | str,

@@ -18,11 +18,13 @@ always runs PyTorch SDPA).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
 
 from ascendbench.errors import ConfigError
+from ascendbench.tasks.base import Task
 from ascendbench.tasks.video_decode import apply_vae_options, video_latent_shape
 
 log = logging.getLogger(__name__)
@@ -39,10 +41,13 @@ def _require(package: str, what: str) -> None:
                           "(or `pip install ascendbench[pipelines]`), or switch the option off.")
 
 
-class TextToVideoTask:
+@dataclass(eq=False)
+class TextToVideoTask(Task):
     """Generate a video from the configured prompt with a diffusers text-to-video pipeline.
 
-    Args:
+    A dataclass: its fields are the keys of ``model.task`` (Hydra builds it by ``_target_``).
+
+    Attributes:
         prompt: the prompt.
         negative_prompt: the negative prompt (``None``: none).
         spatial_compression: the VAE's spatial compression (height/width must be multiples).
@@ -62,23 +67,29 @@ class TextToVideoTask:
     video_layout = "BTCHW"
     value_range = (-1.0, 1.0)
 
-    def __init__(self, prompt: str, negative_prompt: str | None = None, spatial_compression: int = 32,
-                 temporal_compression: int = 8, call_kwargs: Mapping[str, Any] | None = None,
-                 outputs: Mapping[str, str] | None = None, video_outputs: Sequence[str] = ("video",),
-                 cpu_offload: bool = False,
-                 vae: Mapping[str, Any] | None = None) -> None:
-        self.prompt = prompt
-        self.negative_prompt = negative_prompt
-        self.spatial_compression = int(spatial_compression)
-        self.temporal_compression = int(temporal_compression)
-        self.call_kwargs = dict(call_kwargs or {})
-        self.outputs = dict(outputs or {"video": "frames"})
-        self.video_outputs = tuple(video_outputs)
-        self.cpu_offload = bool(cpu_offload)
-        self.vae_options = dict(vae or {})
-        self._call: dict[str, Any] = {}
-        self._timer: Any = None
-        self.applied: dict[str, Any] = {}
+    prompt: str
+    negative_prompt: str | None = None
+    spatial_compression: int = 32
+    temporal_compression: int = 8
+    call_kwargs: Mapping[str, Any] | None = None
+    outputs: Mapping[str, str] | None = None
+    video_outputs: Sequence[str] = ("video",)
+    cpu_offload: bool = False
+    vae: Mapping[str, Any] | None = None
+    # State of the run, not configuration: the preset's call sizes, the phase timer, what to() applied.
+    vae_options: dict[str, Any] = field(init=False, repr=False)
+    applied: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
+    _call: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
+    _timer: Any = field(init=False, repr=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.spatial_compression = int(self.spatial_compression)
+        self.temporal_compression = int(self.temporal_compression)
+        self.call_kwargs = dict(self.call_kwargs or {})
+        self.outputs = dict(self.outputs or {"video": "frames"})
+        self.video_outputs = tuple(self.video_outputs)
+        self.cpu_offload = bool(self.cpu_offload)
+        self.vae_options = dict(self.vae or {})
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
         """The generator seed as a tensor (the noise itself is drawn by the pipeline on the CPU).
@@ -107,13 +118,14 @@ class TextToVideoTask:
         log.info("pipeline placed: %s", self.applied)
         return pipe
 
-    def attach_phase_timer(self, timer: Any, pipe: Any) -> None:
-        """Per-phase timing: text encoding, each denoising step, VAE decode."""
+    def attach_phase_timer(self, pipe: Any, timer: Any) -> bool:
+        """Per-phase timing: text encoding, each denoising step, VAE decode (always attached)."""
         self._timer = timer
         if getattr(pipe, "text_encoder", None) is not None:
             timer.watch(pipe.text_encoder, "text_encoding")
         timer.watch(pipe.transformer, "denoiser")
         timer.wrap(pipe.vae, "decode", "vae_decode")
+        return True
 
     def run(self, pipe: Any, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One pipeline call with a fresh CPU generator seeded from ``inputs["seed"]``."""

@@ -15,11 +15,13 @@ checked by hand are the task's :meth:`VideoTokenizerTask.checks` (see
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
 from ascendbench.errors import TaskError
+from ascendbench.tasks.base import Task
 from ascendbench.tasks.checks import CheckContext
 from ascendbench.tasks.clips import structured_clip
 from ascendbench.tasks.inputs import cpu_randn
@@ -45,10 +47,13 @@ def _seeded_rng(device: torch.device, seed: int) -> Iterator[None]:
         yield
 
 
-class VideoTokenizerTask:
+@dataclass(eq=False)
+class VideoTokenizerTask(Task):
     """Tokenize and detokenize a deterministic structured clip.
 
-    Args:
+    A dataclass: its fields are the keys of ``model.task`` (Hydra builds it by ``_target_``).
+
+    Attributes:
         steps: flow-matching steps of ``detokenize`` (usually ``${preset.steps}``).
         resolution: the model's fixed square resolution (``None``: any multiple of ``spatial_multiple``).
         chunk_frames: frames per chunk the model tokenizes at once.
@@ -70,23 +75,31 @@ class VideoTokenizerTask:
 
     seed = 42  # set by make_inputs; seeds the noise the model draws itself (chunks after the first)
 
-    def __init__(self, steps: int, tokens_per_chunk: Sequence[int], codebook_size: int,
-                 resolution: int | None = 256, chunk_frames: int = 17, overlap_frames: int = 1,
-                 overlap_tokens: int = 1, noise_shape: Sequence[int] | None = None,
-                 noise_check: Sequence[str] | None = None,
-                 steps_kwarg: str = "timesteps", noise_kwarg: str = "noise_list",
-                 detokenize: Mapping[str, Any] | None = None, spatial_multiple: int = 8) -> None:
-        self.steps = int(steps)
-        self.tokens_per_chunk = [int(v) for v in tokens_per_chunk]
-        self.codebook_size = int(codebook_size)
-        self.resolution = int(resolution) if resolution else None
-        self.chunk_frames, self.overlap_frames = int(chunk_frames), int(overlap_frames)
-        self.overlap_tokens = int(overlap_tokens)
-        self.noise_shape = [int(v) for v in noise_shape] if noise_shape else None
-        self.noise_check = list(noise_check or [])
-        self.steps_kwarg, self.noise_kwarg = steps_kwarg, noise_kwarg
-        self.detokenize_kwargs = dict(detokenize or {})
-        self.spatial_multiple = int(spatial_multiple)
+    steps: int
+    tokens_per_chunk: Sequence[int]
+    codebook_size: int
+    resolution: int | None = 256
+    chunk_frames: int = 17
+    overlap_frames: int = 1
+    overlap_tokens: int = 1
+    noise_shape: Sequence[int] | None = None
+    noise_check: Sequence[str] | None = None
+    steps_kwarg: str = "timesteps"
+    noise_kwarg: str = "noise_list"
+    detokenize: Mapping[str, Any] | None = None
+    spatial_multiple: int = 8
+
+    def __post_init__(self) -> None:
+        self.steps = int(self.steps)
+        self.tokens_per_chunk = [int(v) for v in self.tokens_per_chunk]
+        self.codebook_size = int(self.codebook_size)
+        self.resolution = int(self.resolution) if self.resolution else None
+        self.chunk_frames, self.overlap_frames = int(self.chunk_frames), int(self.overlap_frames)
+        self.overlap_tokens = int(self.overlap_tokens)
+        self.noise_shape = [int(v) for v in self.noise_shape] if self.noise_shape else None
+        self.noise_check = list(self.noise_check or [])
+        self.detokenize = dict(self.detokenize or {})
+        self.spatial_multiple = int(self.spatial_multiple)
         if self.steps <= 0:
             raise TaskError(f"preset.steps={self.steps}: the flow decoder needs at least one step; "
                             "set e.g. `preset.steps=20` (the seed report's value).")
@@ -159,9 +172,9 @@ class VideoTokenizerTask:
                 f"give {values}. Set `model.task.noise_shape={values}`."
             )
 
-    def detokenize(self, model: Any, tokens: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
-        """``model.detokenize`` with the configured steps and noise, stacked to ``[B, 3, T, H, W]``."""
-        kwargs = {**self.detokenize_kwargs, self.steps_kwarg: self.steps}
+    def reconstruct(self, model: Any, tokens: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+        """``model.detokenize`` with the steps, the noise and ``detokenize``'s arguments -> ``[B, 3, T, H, W]``."""
+        kwargs = {**self.detokenize, self.steps_kwarg: self.steps}
         if noise is not None:
             self.check_noise(model)
             kwargs[self.noise_kwarg] = list(noise.split(1))
@@ -172,7 +185,7 @@ class VideoTokenizerTask:
     def run(self, model: Any, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Tokenize then detokenize; inputs are already on the model's device and dtype."""
         tokens = self.tokenize(model, inputs["video"])
-        return {"tokens": tokens, "reconstruction": self.detokenize(model, tokens, inputs.get("noise"))}
+        return {"tokens": tokens, "reconstruction": self.reconstruct(model, tokens, inputs.get("noise"))}
 
     def items_per_call(self, inputs: Mapping[str, torch.Tensor]) -> int:
         """Clips per call (for throughput)."""

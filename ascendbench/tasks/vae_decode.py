@@ -7,10 +7,11 @@ from typing import Any, Mapping
 import torch
 
 from ascendbench.errors import TaskError
+from ascendbench.tasks.base import Task
 from ascendbench.tasks.inputs import cpu_randn
 
 
-class VaeDecodeTask:
+class VaeDecodeTask(Task):
     """Decode a latent drawn from ``torch.Generator(seed)``; shape follows the preset.
 
     The latent is ``[batch_size, latent_channels, height / spatial_compression,

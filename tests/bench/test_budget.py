@@ -6,7 +6,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from ascendbench.bench.budget import BenchBudget, StopRule
-from ascendbench.bench.loop import run_bench
+from ascendbench.bench.loop import BenchLoop
 from ascendbench.errors import ConfigError
 
 
@@ -52,7 +52,7 @@ def timed_calls(durations_s, budget, clock=None):
         clock.now += next(durations)
         return {"n": len(calls)}
 
-    result = run_bench(call, HostOnlyAdapter(), budget, clock=clock)
+    result = BenchLoop(HostOnlyAdapter(), budget, clock=clock).run(call)
     return result, calls
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 
-from ascendbench.bench import BenchBudget, PhaseTimer, run_bench, summarize_phases
+from ascendbench.bench import BenchBudget, BenchLoop, PhaseTimer, summarize_phases
 
 TEXT_S, DENOISE_S, SCHED_S, DECODE_S, PREP_S = 0.010, 0.020, 0.001, 0.050, 0.003
 
@@ -127,7 +127,7 @@ def test_without_a_start_phase_the_first_step_runs_from_the_start_of_the_call():
 def test_bookkeeping_is_reset_every_call_and_gaps_between_calls_never_become_steps():
     clock, _, timer, call = instrumented(steps=3)
     budget = BenchBudget(warmup=2, min_iters=4, max_iters=4, stability=None)
-    result = run_bench(call, GapAdapter(clock), budget, phase_timer=timer, clock=clock)
+    result = BenchLoop(GapAdapter(clock), budget, clock=clock).run(call, phase_timer=timer)
     step = result.phases["step"]
     assert step["calls"] == 4 and step["per_call"] == 3, "steps do not pile up across calls"
     assert step["max_ms"] == pytest.approx((DENOISE_S + SCHED_S) * 1e3), "no cross-call gap counted as a step"

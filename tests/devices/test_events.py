@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from ascendbench.bench import BenchBudget, PhaseTimer, run_bench
+from ascendbench.bench.loop import BenchLoop
 from ascendbench.devices import DeviceAdapter, runtime
 
 
@@ -106,7 +107,7 @@ def work(fake, host_s, device_ms):
 def test_each_timed_call_is_bracketed_by_synchronize_and_events(fake_npu):
     adapter = DeviceAdapter("npu")
     budget = BenchBudget(warmup=1, min_iters=2, max_iters=2, stability=None)
-    result = run_bench(work(fake_npu, 0.004, 3.0), adapter, budget, clock=fake_npu.clocks)
+    result = BenchLoop(adapter, budget, clock=fake_npu.clocks).run(work(fake_npu, 0.004, 3.0))
 
     iteration = ["sync", "record:1", "call", "record:2", "sync", "elapsed"]
     expected = iteration + ["call", "sync", "reset_peak"] + iteration * 2
@@ -124,9 +125,8 @@ def test_each_timed_call_is_bracketed_by_synchronize_and_events(fake_npu):
 
 def test_events_can_be_switched_off(fake_npu):
     adapter = DeviceAdapter("npu")
-    result = run_bench(work(fake_npu, 0.001, 1.0), adapter, BenchBudget(warmup=0, min_iters=1, max_iters=1,
-                                                                        stability=None),
-                       use_events=False, clock=fake_npu.clocks)
+    budget = BenchBudget(warmup=0, min_iters=1, max_iters=1, stability=None)
+    result = BenchLoop(adapter, budget, use_events=False, clock=fake_npu.clocks).run(work(fake_npu, 0.001, 1.0))
     assert fake_npu.events == 0 and result.event_latency is None and result.event_samples_ms is None
     assert fake_npu.log == ["sync", "call", "sync", "sync", "reset_peak", "sync", "call", "sync"]
 
@@ -153,8 +153,8 @@ def test_phase_timer_on_device_events_adds_no_synchronize_inside_the_call(fake_n
         return {}
 
     fake_npu.log.clear()
-    result = run_bench(call, adapter, BenchBudget(warmup=0, min_iters=3, max_iters=3, stability=None),
-                       use_events=False, phase_timer=timer, clock=fake_npu.clocks)
+    budget = BenchBudget(warmup=0, min_iters=3, max_iters=3, stability=None)
+    result = BenchLoop(adapter, budget, use_events=False, clock=fake_npu.clocks).run(call, phase_timer=timer)
     timed = fake_npu.log[fake_npu.log.index("reset_peak") + 1:]
     opening = timed.index("sync")
     inside_first_call = timed[opening + 1:timed.index("sync", opening + 1)]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ascendbench.errors import MetricError
-from ascendbench.metrics.functional import regression_metrics
+from ascendbench.metrics.functional import ErrorTolerances, regression_metrics
 from ascendbench.metrics.functional.regression import psnr_db
 
 REF = torch.tensor([1.0, -2.0, 4.0, 0.5])
@@ -17,7 +17,7 @@ DEV = torch.tensor([1.1, -2.0, 3.0, 0.5])
 
 
 def test_each_metric_on_a_hand_built_pair():
-    m = regression_metrics(REF, DEV, eps=0.0, small_value=0.0, data_range=4.0, atol=0.0, rtol=0.05)
+    m = regression_metrics(REF, DEV, ErrorTolerances(eps=0.0, small_value=0.0, atol=0.0, rtol=0.05), data_range=4.0)
     diffs = np.array([0.1, 0.0, 1.0, 0.0])
     assert m["mae"] == pytest.approx(diffs.mean())
     assert m["mse"] == pytest.approx((diffs**2).mean())
@@ -45,15 +45,16 @@ def test_error_balance_measures_a_one_sided_bias():
 def test_small_values_are_judged_by_the_absolute_tolerance_not_relatively():
     ref = torch.tensor([1e-5, 2e-5, 1.0, 2.0])
     dev = torch.tensor([2e-5, 2e-5 + 1e-7, 1.0, 2.0])   # huge relative error on the tiny elements
-    m = regression_metrics(ref, dev, small_value=1e-3, small_value_atol=1e-6, eps=0.0)
+    m = regression_metrics(ref, dev, ErrorTolerances(small_value=1e-3, small_value_atol=1e-6, eps=0.0))
     assert m["mean_rel_err"] == 0.0 and m["max_rel_err"] == 0.0        # only the two large elements count
     assert m["small_value_err_ratio"] == pytest.approx(0.5)            # 1e-5 > 1e-6 fails, 1e-7 passes
-    everything = regression_metrics(ref, dev, small_value=0.0, eps=0.0)
+    everything = regression_metrics(ref, dev, ErrorTolerances(small_value=0.0, eps=0.0))
     assert everything["max_rel_err"] == pytest.approx(1.0)             # 1e-5 / 1e-5
 
 
 def test_eps_pads_the_relative_error_denominator():
-    m = regression_metrics(torch.tensor([0.0, 1.0]), torch.tensor([1e-6, 1.0]), eps=1e-6, small_value=0.0)
+    m = regression_metrics(torch.tensor([0.0, 1.0]), torch.tensor([1e-6, 1.0]),
+                           ErrorTolerances(eps=1e-6, small_value=0.0))
     assert m["max_rel_err"] == pytest.approx(1.0)
 
 
@@ -105,7 +106,8 @@ def test_allclose_mismatch_equals_torch_isclose_with_nans_and_infs():
     ref[:5], dev[3:8] = float("nan"), float("inf")
     ref[10], dev[10] = float("-inf"), float("-inf")
     expected = float((~torch.isclose(dev, ref, atol=1e-4, rtol=1e-3, equal_nan=True)).double().mean())
-    got = regression_metrics(ref, dev, atol=1e-4, rtol=1e-3, chunk_elements=97)["allclose_mismatch_ratio"]
+    tolerances = ErrorTolerances(atol=1e-4, rtol=1e-3)
+    got = regression_metrics(ref, dev, tolerances, chunk_elements=97)["allclose_mismatch_ratio"]
     assert got == pytest.approx(expected, rel=1e-12)
 
 

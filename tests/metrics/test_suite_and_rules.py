@@ -6,10 +6,11 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from ascendbench.confdir import group_options
+from ascendbench.config import group_options
 from ascendbench.errors import ConfigError, MetricError
+from ascendbench.job.stages.evaluate import evaluate
 from ascendbench.metrics import MetricSuite, RegressionEvaluator, judge, merge_rules, worst
-from ascendbench.runner import _evaluate
+from ascendbench.precision import Precision
 
 
 def _image_pair():
@@ -40,7 +41,7 @@ def test_runner_evaluate_layers_dtype_model_and_metric_rules(compose_cfg):
                        "+model.thresholds.cosine={min: 0.9999, source: model}",
                        "+metric.thresholds.mean_rel_err={max: 1e-9, source: cli}"])
     ref, dev = _image_pair()
-    out = _evaluate(cfg, cfg.dtype, ref, dev)
+    out = evaluate(cfg.metric, Precision.build(cfg, "cpu"), ref, dev)
     assert out["cosine"]["threshold"] == 0.9999 and out["cosine"]["source"] == "model"
     assert out["mean_rel_err"]["verdict"] == "FAIL" and out["mean_rel_err"]["source"] == "cli"
     assert out["nonfinite_mismatch"]["verdict"] == "PASS"
@@ -51,7 +52,7 @@ def test_the_dtype_small_value_reaches_the_evaluator(compose_cfg):
     dev = {"x": torch.tensor([2e-4, 1.0])}
     for dtype, judged_relatively in (("float16", False), ("float32", True)):  # small_value 1e-3 vs 1e-6
         cfg = compose_cfg(["model=tiny_flux2_decoder", f"dtype={dtype}", "metric=regression"])
-        out = _evaluate(cfg, cfg.dtype, ref, dev)
+        out = evaluate(cfg.metric, Precision.build(cfg, "cpu"), ref, dev)
         assert (out["max_rel_err"]["value"] > 0.9) is judged_relatively, dtype
         assert (out["small_value_err_ratio"]["value"] == 1.0) is not judged_relatively, dtype
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from ascendbench.models import DiffusersLoader
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
+from ascendbench.models import DiffusersLoader
 
 from conftest import build_tiny_flux2, same_weights
 

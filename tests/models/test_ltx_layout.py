@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 from diffusers import AutoencoderKLLTXVideo, LTXVideoTransformer3DModel
-from diffusers.loaders.single_file_utils import (convert_ltx_transformer_checkpoint_to_diffusers,
-                                                 convert_ltx_vae_checkpoint_to_diffusers)
+from diffusers.loaders.single_file_utils import (
+    convert_ltx_transformer_checkpoint_to_diffusers,
+    convert_ltx_vae_checkpoint_to_diffusers,
+)
 
 from ascendbench.errors import WeightsLoadError
 from ascendbench.models.ltx_layout import invert_keys, original_layout
@@ -17,7 +19,8 @@ def parts():
     torch.manual_seed(0)
     transformer = LTXVideoTransformer3DModel(in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=8,
                                              cross_attention_dim=16, num_layers=2, caption_channels=16)
-    vae = AutoencoderKLLTXVideo(latent_channels=8, block_out_channels=(8, 8, 8, 8), decoder_block_out_channels=(8, 8, 8, 8),
+    vae = AutoencoderKLLTXVideo(latent_channels=8, block_out_channels=(8, 8, 8, 8),
+                                decoder_block_out_channels=(8, 8, 8, 8),
                                 layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1, 1),
                                 spatio_temporal_scaling=(True, True, True, False),
                                 decoder_spatio_temporal_scaling=(True, True, True, False),

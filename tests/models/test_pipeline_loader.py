@@ -88,7 +88,8 @@ def test_diffusers_directory_loads_with_from_pretrained(tiny, offline):
     root, pipe = tiny
     loaded = _loader("model.loader.filename=null").load(str(root / "full"), "required", 42)
     assert loaded.weights["loader"] == "from_pretrained" and _same(loaded.module.transformer, pipe.transformer)
-    half = _loader("model.loader.filename=null", "model.loader.load_dtype=bfloat16").load(str(root / "full"), "required", 42)
+    loader = _loader("model.loader.filename=null", "model.loader.load_dtype=bfloat16")
+    half = loader.load(str(root / "full"), "required", 42)
     assert half.module.transformer.dtype == half.module.text_encoder.dtype == torch.bfloat16
 
 
@@ -123,7 +124,8 @@ def test_lora_without_peft_says_how_to_install(tiny, offline, monkeypatch):
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real_find_spec(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "peft" else real_find_spec(name, *a))
     with pytest.raises(ConfigError, match=r"model.loader.lora.path=.* needs the peft package .*pip install peft"):
         _loader("model.loader.lora.path=/some/lora.safetensors").load(None, "random", 42)
 

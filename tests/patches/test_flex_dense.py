@@ -145,3 +145,17 @@ def test_dense_block_mask_caches_per_size_and_mimics_block_mask():
     assert mask.masks(BATCH, HEADS, LENGTH, LENGTH, "cpu") is first
     assert first[0].shape == (1, 1, LENGTH, LENGTH) and bool(first[1].all())
     assert mask.to("cpu").seq_lengths == (LENGTH, LENGTH)
+
+
+def test_drop_ins_take_the_call_forms_of_the_originals():
+    q, k, v = qkv(heads=4, kv_heads=2)
+    by_name = dense_create_block_mask(mask_mod=causal, B=None, H=None, Q_LEN=LENGTH, KV_LEN=LENGTH, device="cpu",
+                                      BLOCK_SIZE=64, separate_full_blocks=True)  # a newer torch argument: ignored
+    positional = dense_create_block_mask(causal, None, None, LENGTH, LENGTH, "cpu", 64, False)
+    assert by_name.shape == positional.shape == (1, 1, LENGTH, LENGTH)
+    keyword = dense_flex_attention(q, k, v, block_mask=positional, scale=0.3, enable_gqa=True)
+    assert torch.equal(dense_flex_attention(q, k, v, None, positional, 0.3, True), keyword)
+    with pytest.raises(TypeError):
+        dense_flex_attention(q, k, v, None, positional, 0.3, True, False, None, AuxRequest(lse=True))  # keyword-only
+    with pytest.raises(TypeError):
+        dense_flex_attention(q, k, v, None, block_mask=positional, score_mod=None)  # given twice, as for flex

@@ -6,8 +6,7 @@ import pytest
 import torch
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import Check, Patch, available_patches, parse_specs, patches_applied
-from ascendbench.patches import registry
+from ascendbench.patches import Check, Patch, available_patches, parse_specs, patches_applied, registry
 
 
 class Flag(torch.nn.Module):

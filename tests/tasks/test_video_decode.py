@@ -16,7 +16,8 @@ def _tiny_vae():
     from diffusers import AutoencoderKLLTX2Video
 
     torch.manual_seed(0)
-    return AutoencoderKLLTX2Video(latent_channels=8, block_out_channels=(8, 16, 32, 64), decoder_block_out_channels=(8, 16, 32),
+    return AutoencoderKLLTX2Video(latent_channels=8, block_out_channels=(8, 16, 32, 64),
+                                  decoder_block_out_channels=(8, 16, 32),
                                   layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1),
                                   spatial_compression_ratio=32, temporal_compression_ratio=8).eval()
 

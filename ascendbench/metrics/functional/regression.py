@@ -22,7 +22,8 @@ Conventions (after Ascend msprobe's accuracy checker):
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from dataclasses import dataclass, fields
+from typing import Any, Iterator, Mapping
 
 import torch
 
@@ -34,6 +35,35 @@ SUM_KEYS = ("numel", "n_finite", "sum_abs", "sum_sq", "n_big", "sum_rel", "n_rel
             "nonfinite_mismatch", "ref_nonfinite", "dev_nonfinite")
 MAX_KEYS = ("max_abs", "max_rel")
 DEFAULT_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ErrorTolerances:
+    """How element-wise errors are judged (see the module docstring for the conventions).
+
+    Attributes:
+        eps: added to ``|reference|`` in the relative-error denominator.
+        atol, rtol: ``allclose`` tolerances for ``allclose_mismatch_ratio``.
+        small_value: reference magnitudes below this are judged by ``small_value_atol``, not relatively.
+        small_value_atol: absolute tolerance of the small-value elements.
+    """
+
+    eps: float = 1e-6
+    atol: float = 1e-5
+    rtol: float = 1.3e-6
+    small_value: float = 1e-6
+    small_value_atol: float = 1e-9
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any], **given: float) -> "ErrorTolerances":
+        """Tolerances named in ``values`` (other keys and ``None`` skipped), then ``given``; the rest default.
+
+        >>> ErrorTolerances.from_mapping({"atol": 1e-3, "rtol": 0.0, "fail_on": "any"}, eps=0.0).atol
+        0.001
+        """
+        names = {f.name for f in fields(cls)}
+        chosen = {k: float(v) for k, v in values.items() if k in names and v is not None}
+        return cls(**{**chosen, **{k: float(v) for k, v in given.items()}})
 
 
 def _as_float64(tensor: torch.Tensor) -> torch.Tensor:
@@ -87,13 +117,13 @@ def _nonfinite_counts(ref: torch.Tensor, dev: torch.Tensor) -> tuple[torch.Tenso
     return ref_ok & dev_ok, mismatch, lost, int((~ref_ok).sum()), int((~dev_ok).sum())
 
 
-def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, *, eps: float, small_value: float, small_value_atol: float,
-               atol: float, rtol: float) -> dict[str, float]:
+def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tolerances: ErrorTolerances) -> dict[str, float]:
     """Partial sums of one chunk (any shape, any dtype; reduced in float64 on the CPU).
 
     The common all-finite case is detected with one sum per tensor and then needs no masks; the
     temporaries are the two float64 copies plus about three chunk-sized arrays.
     """
+    eps, small_value = tolerances.eps, tolerances.small_value
     ref, dev = _as_float64(ref).reshape(-1), _as_float64(dev).reshape(-1)
     numel = ref.numel()
     mismatch = lost = ref_bad = dev_bad = 0
@@ -104,11 +134,11 @@ def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, *, eps: float, small_value:
     sign_sum = float(torch.sign(diff).sum())
     abs_diff = diff.abs_()
     magnitude = ref.abs()
-    n_not_close = int((abs_diff > magnitude * rtol + atol).sum())
+    n_not_close = int((abs_diff > magnitude * tolerances.rtol + tolerances.atol).sum())
     all_big = ref.numel() == 0 or float(magnitude.min()) >= small_value
     big = None if all_big else magnitude >= small_value
     n_big = ref.numel() if all_big else int(big.sum())
-    n_small_err = 0 if all_big else int(((abs_diff > small_value_atol) & ~big).sum())
+    n_small_err = 0 if all_big else int(((abs_diff > tolerances.small_value_atol) & ~big).sum())
     rel = torch.div(abs_diff, magnitude.add_(eps), out=magnitude)
     if eps == 0.0:
         rel.nan_to_num_(nan=0.0)  # 0 / 0 where the reference and the error are both zero
@@ -169,7 +199,8 @@ def finalize(sums: dict[str, float], *, data_range: float, psnr_cap_db: float) -
     }
 
 
-def flat_chunks(reference: torch.Tensor, device: torch.Tensor, chunk: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def flat_chunks(reference: torch.Tensor, device: torch.Tensor,
+                chunk: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Matching flat slices of two same-shape tensors (views where the tensors are contiguous)."""
     ref, dev = reference.detach().reshape(-1), device.detach().reshape(-1)
     for start in range(0, max(ref.numel(), 1), chunk):
@@ -206,21 +237,18 @@ def check_same_shape(reference: torch.Tensor, device: torch.Tensor, what: str = 
         )
 
 
-def regression_metrics(reference: torch.Tensor, device: torch.Tensor, *, eps: float = 1e-6,
-                       data_range: float = 2.0, psnr_cap_db: float = 200.0, atol: float = 1e-5,
-                       rtol: float = 1.3e-6, small_value: float = 1e-6, small_value_atol: float = 1e-9,
+def regression_metrics(reference: torch.Tensor, device: torch.Tensor, tolerances: ErrorTolerances | None = None, *,
+                       data_range: float = 2.0, psnr_cap_db: float = 200.0,
                        chunk_elements: int = DEFAULT_CHUNK) -> dict[str, float]:
     """MAE, MSE, RMSE, max abs error, relative errors, cosine, PSNR, allclose and NaN/Inf checks.
 
     Args:
         reference: the CPU reference output.
         device: the device output (any dtype/device; compared in float64 on CPU, chunk by chunk).
-        eps: added to ``|reference|`` in the relative-error denominator.
+        tolerances: ``eps``, ``atol``/``rtol`` and the small-value rule (:class:`ErrorTolerances`;
+            ``None``: its defaults).
         data_range: peak-to-peak range of the signal for PSNR.
         psnr_cap_db: PSNR reported for identical tensors.
-        atol, rtol: ``allclose`` tolerances for ``allclose_mismatch_ratio``.
-        small_value: reference magnitudes below this are judged by ``small_value_atol``, not relatively.
-        small_value_atol: absolute tolerance of the small-value elements.
         chunk_elements: elements converted to float64 at a time.
 
     Raises:
@@ -231,8 +259,8 @@ def regression_metrics(reference: torch.Tensor, device: torch.Tensor, *, eps: fl
     (0.25, 0.5, 0.125, 0.5)
     """
     check_same_shape(reference, device)
+    tolerances = tolerances or ErrorTolerances()
     sums = None
     for ref_chunk, dev_chunk in flat_chunks(reference, device, int(chunk_elements)):
-        sums = merge_sums(sums, chunk_sums(ref_chunk, dev_chunk, eps=eps, small_value=small_value,
-                                           small_value_atol=small_value_atol, atol=atol, rtol=rtol))
+        sums = merge_sums(sums, chunk_sums(ref_chunk, dev_chunk, tolerances))
     return finalize(sums, data_range=data_range, psnr_cap_db=psnr_cap_db)

@@ -50,8 +50,10 @@ def frames(video: torch.Tensor, batch: int, start: int, stop: int, layout: str) 
     return video[batch, start:stop]
 
 
-def frame_chunks(reference: torch.Tensor, device: torch.Tensor, layout: str, chunk: int,
-                 convert: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[tuple[int, int, torch.Tensor, torch.Tensor]]:
+def frame_chunks(
+    reference: torch.Tensor, device: torch.Tensor, layout: str, chunk: int,
+    convert: Callable[[torch.Tensor], torch.Tensor],
+) -> Iterator[tuple[int, int, torch.Tensor, torch.Tensor]]:
     """``(batch, first_frame, ref_frames, dev_frames)`` for every chunk of at most ``chunk`` frames.
 
     ``convert`` turns an ``[n, C, H, W]`` view into the compared copy (e.g. clamp to float64).

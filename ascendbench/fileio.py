@@ -1,0 +1,81 @@
+"""Atomic file writes: a temporary file in the target's directory, fsync, then ``os.replace``.
+
+A reader (another job, a report, a resumed run) sees either the old file or the complete new one,
+never a half-written one, and a write that fails leaves no temporary file behind::
+
+    write_atomic(job_dir / "record.json", json.dumps(record))
+    with atomic_path(entry / "outputs.safetensors") as tmp:   # for writers that take a path
+        save_file(tensors, tmp)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+# The process umask, read once at import: os.umask can only be read by setting it, which is not
+# thread-safe later on (the reference cache is written from several threads in tests).
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def default_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give a new file (``0o666`` less the umask).
+
+    ``mkstemp`` creates files readable by their owner only; a shared cache or a job directory read
+    by others needs the usual mode.
+    """
+    return 0o666 & ~_UMASK
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on a clean exit it is synced and renamed onto ``path``.
+
+    Args:
+        path: the file to (re)write; its directory is created when missing.
+        mode: permission bits of the result; ``None`` gives :func:`default_mode`.
+
+    On any exception inside the block (or while syncing or renaming) the temporary file is removed
+    and the exception propagates; ``path`` keeps its previous content.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        _fsync(tmp)
+        os.chmod(tmp, default_mode() if mode is None else mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int | None = None) -> Path:
+    """Write ``data`` (text is UTF-8 encoded) to ``path`` atomically; returns ``path``.
+
+    Args:
+        path: the file to (re)write; its directory is created when missing.
+        data: the whole new content.
+        mode: permission bits of the result; ``None`` gives :func:`default_mode`.
+
+    >>> import tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "a" / "note.txt"
+    >>> write_atomic(target, "hello").read_text()
+    'hello'
+    """
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    with atomic_path(path, mode) as tmp:
+        tmp.write_bytes(payload)
+    return Path(path)

@@ -1,0 +1,81 @@
+"""The task interface, declared once: what a job uses of a task, with the defaults most tasks keep.
+
+A task turns a preset and a seed into CPU inputs and runs the model on them::
+
+    inputs = task.make_inputs(cfg.preset, cfg.seed)         # CPU, float32 tensors (ids stay integers)
+    model = task.to(model, device, dtype)                    # placement (pipelines offload, VAEs tile)
+    timed = task.attach_phase_timer(model, timer)            # True when the task reports phases
+    outputs = task.run(model, move_inputs(inputs, device, dtype))
+    throughput = task.items_per_call(inputs) / seconds       # in task.unit per second
+    gates = task.checks(ctx)                                 # the task's own gates ({} for most)
+
+The video attributes tell the artifact writer how to read 5-D outputs (``output_kind == "video"``).
+Subclasses set the class attributes and implement :meth:`make_inputs` and :meth:`run`; they override
+the rest only where they differ. Tasks with many options are dataclasses whose fields are the keys of
+``model.task`` in ``conf/model/*.yaml`` (Hydra builds them by ``_target_``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Mapping, Sequence
+
+import torch
+
+from ascendbench.tasks.checks import CheckContext
+
+
+class Task(ABC):
+    """Base class of every task (see the module docstring for how a job uses it).
+
+    Class attributes:
+        kind: short task name (``vae_decode``, ``text_to_video``...).
+        output_kind: what the outputs are for the artifacts: ``None`` (tensors only), ``"tensor"``,
+            ``"image"`` (``[N, C, H, W]`` in ``value_range``), ``"video"`` (5-D in ``video_layout``).
+        unit: what :meth:`items_per_call` counts (``images``, ``frames``, ``clips``, ``calls``).
+        video_layout: axis order of video outputs, ``BCTHW`` (VAE decoders) or ``BTCHW`` (pipelines).
+        value_range: the value range of image and video outputs (clamped to it when saved).
+        video_frames: frames saved as PNG per video (``first``/``middle``/``last`` or indices).
+        video_fps: frame rate of the saved mp4 files.
+    """
+
+    kind: ClassVar[str] = "task"
+    output_kind: ClassVar[str | None] = None
+    unit: ClassVar[str] = "calls"
+    video_layout: ClassVar[str] = "BCTHW"
+    value_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
+    video_frames: ClassVar[Sequence[str | int]] = ("first", "middle", "last")
+    video_fps: ClassVar[int] = 24
+
+    @abstractmethod
+    def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
+        """The inputs of one call, on the CPU, drawn deterministically from ``seed`` (a CPU generator)."""
+
+    @abstractmethod
+    def run(self, model: Any, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One call of ``model`` on ``inputs`` (already on the model's device and dtype): named outputs."""
+
+    def items_per_call(self, inputs: Mapping[str, torch.Tensor]) -> int:
+        """Items (in :attr:`unit`) one call produces, for throughput; one by default."""
+        return 1
+
+    def to(self, model: Any, device: torch.device, dtype: torch.dtype) -> Any:
+        """Put ``model`` on ``device`` in ``dtype`` and return it; by default ``model.to(device=, dtype=)``.
+
+        A task whose model is no module (a diffusers pipeline) or needs more (VAE tiling, CPU offload)
+        overrides this; the device run and the CPU reference both go through it.
+        """
+        model.to(device=device, dtype=dtype)
+        return model
+
+    def attach_phase_timer(self, model: Any, timer: Any) -> bool:
+        """Register the model's phases on ``timer`` (a :class:`~ascendbench.bench.phases.PhaseTimer`).
+
+        Returns:
+            Whether the task times phases; ``False`` by default (no per-phase timing, no timer kept).
+        """
+        return False
+
+    def checks(self, ctx: CheckContext) -> dict[str, dict[str, Any]]:
+        """The task's own gates as metric entries (see :mod:`ascendbench.tasks.checks`); none by default."""
+        return {}

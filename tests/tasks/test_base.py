@@ -1,0 +1,65 @@
+"""The task interface declared once: every configured task inherits it, and its defaults behave."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.utils import get_class
+from omegaconf import OmegaConf
+
+from ascendbench.bench.phases import PhaseTimer
+from ascendbench.tasks import Task, VaeDecodeTask, place
+from ascendbench.tasks.checks import CheckContext
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "model"
+
+
+def _task_targets() -> set[str]:
+    targets = set()
+    for path in CONF.glob("*.yaml"):
+        target = OmegaConf.select(OmegaConf.load(path), "task._target_")
+        if target:
+            targets.add(target)
+    return targets
+
+
+@pytest.mark.parametrize("target", sorted(_task_targets()))
+def test_every_configured_task_is_a_task(target):
+    assert issubclass(get_class(target), Task)
+
+
+def test_the_base_declares_the_interface_and_cannot_be_built_half_done():
+    with pytest.raises(TypeError, match="abstract"):
+        Task()
+
+    class NoRun(Task):
+        def make_inputs(self, preset, seed):
+            return {}
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoRun()
+
+
+def test_defaults_place_a_module_and_report_no_phases_and_no_checks():
+    task = VaeDecodeTask(latent_channels=4, spatial_compression=8)
+    module = torch.nn.Linear(2, 2)
+    assert place(task, module, "cpu", torch.float64) is module and module.weight.dtype == torch.float64
+    assert task.attach_phase_timer(module, PhaseTimer()) is False
+    ctx = CheckContext(module, torch.device("cpu"), torch.float32, {}, {}, {})
+    assert task.checks(ctx) == {}
+    assert (task.video_layout, task.value_range, tuple(task.video_frames), task.video_fps) == \
+        ("BCTHW", (-1.0, 1.0), ("first", "middle", "last"), 24)
+
+
+def test_items_per_call_defaults_to_one_call():
+    class Echo(Task):
+        def make_inputs(self, preset, seed):
+            return {"x": torch.zeros(3)}
+
+        def run(self, model, inputs):
+            return dict(inputs)
+
+    task = Echo()
+    assert task.items_per_call(task.make_inputs({}, 0)) == 1 and task.unit == "calls" and task.output_kind is None
