@@ -38,7 +38,7 @@ def wall_s(args: list[str]) -> float:
 
 def compose_to_first_call() -> tuple[float, float, float, float]:
     """Seconds: compose to the first task.run, the first call, all model calls, the whole job."""
-    from ascendbench.runner import run_job
+    from ascendbench.job import run_job
     from ascendbench.tasks.vae_decode import VaeDecodeTask
 
     stamps: list[float] = []
@@ -62,7 +62,7 @@ def compose_to_first_call() -> tuple[float, float, float, float]:
     finally:
         VaeDecodeTask.run = original
         GlobalHydra.instance().clear()
-    in_calls = sum(end - start for start, end in zip(stamps[::2], stamps[1::2]))
+    in_calls = sum(end - start for start, end in zip(stamps[::2], stamps[1::2], strict=False))
     return stamps[0] - t0, stamps[1] - stamps[0], in_calls, t_end - t0
 
 

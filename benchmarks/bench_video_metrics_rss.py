@@ -20,7 +20,6 @@ import resource
 import tempfile
 import threading
 import time
-from pathlib import Path
 
 import psutil
 import torch
@@ -111,7 +110,8 @@ def main() -> None:
     print(f"frames compared: {metrics['video_psnr_db_mean']['frames']}; "
           f"video_psnr_db_mean {metrics['video_psnr_db_mean']['value']:.2f} dB")
     print(f"peak extra RSS: {extra_mb:.0f} MiB (sampled every 5 ms and from ru_maxrss)")
-    print(f"ratio peak extra RSS / pair size: {ratio:.3f} (goal <= {GOAL}) -> {'OK' if ratio <= GOAL else 'ABOVE GOAL'}")
+    verdict = "OK" if ratio <= GOAL else "ABOVE GOAL"
+    print(f"ratio peak extra RSS / pair size: {ratio:.3f} (goal <= {GOAL}) -> {verdict}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``ascendbench.failures``: reasons, console paragraph, tracebacks kept, memory given back."""
+"""``ascendbench.job.failures``: reasons, console paragraph, tracebacks kept, memory given back."""
 
 from __future__ import annotations
 
@@ -11,17 +11,23 @@ import torch
 from omegaconf import OmegaConf
 
 from ascendbench.errors import ConfigError, DeviceOutOfMemoryError, WeightsNotFoundError
-from ascendbench.failures import (CONSOLE_LIMIT, classify, console_paragraph, interrupted, log_traceback,
-                                  release_memory)
+from ascendbench.job.failures import (
+    CONSOLE_LIMIT,
+    classify,
+    console_paragraph,
+    interrupted,
+    log_traceback,
+    release_memory,
+)
 
 
-def _device_run(exc: BaseException) -> None:  # named like the runner's stage
+def measure(exc: BaseException) -> None:  # named like the device run's measurement (traceback fallback)
     raise exc
 
 
 def _raised(exc: BaseException) -> BaseException:
     try:
-        _device_run(exc)
+        measure(exc)
     except BaseException as caught:  # noqa: BLE001 - the test inspects it
         return caught
     raise AssertionError("not raised")
@@ -74,13 +80,19 @@ def test_interrupted_says_where_and_how_to_go_on():
     assert "during the device run" in message and "run the same command again" in message
 
 
+def test_the_stage_the_job_names_wins_over_the_traceback():
+    assert "during the CPU reference" in str(interrupted(_raised(KeyboardInterrupt()), "the CPU reference"))
+    error, reason = classify(_raised(torch.OutOfMemoryError("out")), "cuda", "the layer comparison")
+    assert reason == "oom" and "on cuda during the layer comparison" in str(error)
+
+
 def test_traceback_goes_to_a_file_even_without_a_job_log(tmp_path, monkeypatch):
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [h for h in root.handlers if not isinstance(h, logging.FileHandler)])
     path = log_traceback(_raised(ValueError("kept")), tmp_path)
     assert path == tmp_path / "traceback.log"
     text = path.read_text()
-    assert "Traceback" in text and "_device_run" in text and "ValueError: kept" in text
+    assert "Traceback" in text and "measure" in text and "ValueError: kept" in text
 
 
 def test_traceback_goes_to_the_job_log_when_there_is_one(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ascendbench.record import RecordWriter, load_record, write_json_atomic
+from ascendbench.job.record import RecordWriter, load_record, write_json_atomic
 
 
 def test_nan_and_inf_become_valid_json(tmp_path):

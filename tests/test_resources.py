@@ -1,13 +1,20 @@
-"""``ascendbench.resources``: live-tensor accounting on meta tensors and the CPU reference refusal."""
+"""``ascendbench.job.resources``: live-tensor accounting on meta tensors and the CPU reference refusal."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from ascendbench.baseline.service import ReferenceQuery
 from ascendbench.errors import InsufficientMemoryError
-from ascendbench.resources import (LiveTensorBytes, activation_bytes, check_baseline_memory, guard_reference_memory,
-                                   run_memory)
+from ascendbench.job.resources import (
+    HostBudget,
+    LiveTensorBytes,
+    activation_bytes,
+    check_baseline_memory,
+    guard_reference_memory,
+    run_memory,
+)
 from ascendbench.tasks import VaeDecodeTask
 
 from conftest import build_tiny_flux2
@@ -63,11 +70,12 @@ def test_meta_and_real_modules_give_the_same_estimate(decode):
 def test_refusal_names_the_numbers_and_the_ways_out(decode):
     task, inputs = decode
     model = build_tiny_flux2()
-    fits = check_baseline_memory(model, task, inputs, torch.float64, available=8 << 30)
+    fits = check_baseline_memory(model, task, inputs, torch.float64, HostBudget(available=8 << 30))
     assert fits["fits"] and fits["activations_mb"] > 0 and fits["num_params"] == sum(
         t.numel() for t in [*model.parameters(), *model.buffers()])
     with pytest.raises(InsufficientMemoryError) as err:
-        check_baseline_memory(model, task, inputs, torch.float64, available=1 << 20, what="tiny at 64 px")
+        check_baseline_memory(model, task, inputs, torch.float64,
+                              HostBudget(available=1 << 20, what="tiny at 64 px"))
     message = str(err.value)
     assert "refusing the CPU reference of tiny at 64 px in float64" in message
     assert "0.0 GB is available" in message and "baseline.reference=float32" in message
@@ -96,9 +104,11 @@ def test_guard_skips_cached_references_and_can_be_switched_off(compose_cfg, deco
     cfg = compose_cfg(["model=tiny_flux2_decoder", f"baseline.cache_dir={tmp_path}", "+baseline.memory_check=true"])
     weights = {"kind": "random-init", "init_seed": 42}
     info = describe(inputs)
-    assert guard_reference_memory(cfg, model, task, inputs, torch.float64, weights, info)["fits"]
+    query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, info, module=model)
+    assert guard_reference_memory(query)["fits"]
     key = cache_key(key_material(cfg, weights, info, torch.float64))
+    assert key == query.key
     BaselineStore(tmp_path).write_outputs(key, {"image": torch.zeros(1)}, {"precision": "float64"})
-    assert "cached" in guard_reference_memory(cfg, model, task, inputs, torch.float64, weights, info)["skipped"]
+    assert "cached" in guard_reference_memory(query)["skipped"]
     cfg.baseline.memory_check = False
-    assert "memory_check=false" in guard_reference_memory(cfg, model, task, inputs, torch.float64, weights, info)["skipped"]
+    assert "memory_check=false" in guard_reference_memory(query)["skipped"]

@@ -6,8 +6,8 @@ import logging
 
 from omegaconf import OmegaConf
 
-from ascendbench.record import RecordWriter
-from ascendbench.resume import finished_record
+from ascendbench.job.record import RecordWriter
+from ascendbench.job.resume import finished_record
 
 TINY = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.width=32"]
 
@@ -24,7 +24,7 @@ def _write(job_dir, cfg, status="ok"):
 def test_ok_record_of_the_same_config_is_reused(compose_cfg, tmp_path, caplog):
     cfg = compose_cfg(TINY)
     written = _write(tmp_path, cfg)
-    with caplog.at_level(logging.INFO, logger="ascendbench.resume"):
+    with caplog.at_level(logging.INFO, logger="ascendbench.job.resume"):
         assert finished_record(cfg, tmp_path) == written
     assert "resume: skipped" in caplog.text
 

@@ -7,7 +7,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ascendbench.artifacts import frame_indices, save_video, to_uint8_video, video_artifacts
+from ascendbench.job.artifacts import VideoFormat, frame_indices, save_video, to_uint8_video, video_artifacts
+from ascendbench.tasks import VideoDecodeTask
 
 
 def test_layouts_and_ranges_map_to_the_same_pixels():
@@ -26,7 +27,8 @@ def test_frame_choice():
 
 def test_png_frames_and_a_playable_mp4(tmp_path):
     video = torch.linspace(-1, 1, 9).reshape(1, 1, 9, 1, 1).expand(2, 3, 9, 32, 32)
-    saved = save_video(tmp_path, "video_device", video, "BCTHW", (-1.0, 1.0), frames=["first", "last"], fps=8)
+    video_format = VideoFormat("BCTHW", (-1.0, 1.0), frames=("first", "last"), fps=8)
+    saved = save_video(tmp_path, "video_device", video, video_format)
     assert [p.name for p in saved["png"]] == ["video_device_0_frame_0000.png", "video_device_0_frame_0008.png",
                                               "video_device_1_frame_0000.png", "video_device_1_frame_0008.png"]
     assert np.asarray(Image.open(saved["png"][1])).min() == 255
@@ -36,10 +38,10 @@ def test_png_frames_and_a_playable_mp4(tmp_path):
 
 
 def test_video_artifacts_skip_what_is_not_a_video(tmp_path):
-    class Task:
+    class Clip(VideoDecodeTask):
         video_layout, value_range, video_frames = "BTCHW", (-1.0, 1.0), ["middle"]
 
-    out = video_artifacts(tmp_path, "reference", {"video": torch.zeros(1, 3, 3, 16, 16), "audio": torch.zeros(1, 2, 50)},
-                          Task())
+    outputs = {"video": torch.zeros(1, 3, 3, 16, 16), "audio": torch.zeros(1, 2, 50)}
+    out = video_artifacts(tmp_path, "reference", outputs, Clip(4, 2, 2))
     assert out == {"video_reference_png": ["videos/video_reference_0_frame_0001.png"],
                    "video_reference_mp4": ["videos/video_reference_0.mp4"]}

@@ -16,7 +16,8 @@ from typing import Any
 _EXPORTS = {
     "Baseline": "ascendbench.baseline.service",
     "get_or_compute": "ascendbench.baseline.service",
-    "reference_dtype": "ascendbench.baseline.key",
+    "ReferenceQuery": "ascendbench.baseline.service",
+    "reference_dtype": "ascendbench.precision",
     "key_material": "ascendbench.baseline.key",
     "cache_key": "ascendbench.baseline.key",
     "BaselineStore": "ascendbench.baseline.store",

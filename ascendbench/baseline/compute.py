@@ -10,6 +10,7 @@ from typing import Any, Mapping
 import torch
 
 from ascendbench.compare.hooks import capturing
+from ascendbench.precision import dtype_name
 from ascendbench.tasks.placement import place
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ class ReferenceRun:
 def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor], precision: torch.dtype,
                   layers: str | list[str] | None = None, max_capture_bytes: int = 4 << 30) -> ReferenceRun:
     """Cast ``module`` (in place) and the floating-point inputs to ``precision`` and run ``task`` on CPU."""
-    name = str(precision).replace("torch.", "")
+    name = dtype_name(precision)
     log.info("CPU reference run in %s ...", name)
     start = time.perf_counter()
     module = place(task, module, "cpu", precision)  # task.to() when defined (pipelines, VAE options)

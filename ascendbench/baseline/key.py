@@ -1,4 +1,4 @@
-"""The reference precision and the content hash that names a cached reference.
+"""The content hash that names a cached reference (the reference precision: :mod:`ascendbench.precision`).
 
 The key covers everything that changes the reference outputs and nothing else:
 
@@ -19,7 +19,6 @@ import hashlib
 import importlib
 import inspect
 import json
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -27,27 +26,10 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.env import library_versions
-from ascendbench.errors import ConfigError
+from ascendbench.precision import dtype_name
 
-REFERENCE_CHOICES = ("auto", "float32", "float64")
 FORMAT = 1  # bump when the cached files change meaning
 VERSIONED = ("torch", "diffusers", "transformers", "ascendbench")
-
-
-def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
-    """The reference precision for a device dtype under ``baseline.reference``.
-
-    >>> reference_dtype("auto", torch.float32), reference_dtype("auto", torch.bfloat16)
-    (torch.float64, torch.float32)
-    """
-    if choice not in REFERENCE_CHOICES:
-        raise ConfigError(
-            f"baseline.reference={choice!r} is not allowed; use one of {', '.join(REFERENCE_CHOICES)} "
-            "(auto: float64 for float32 device runs, float32 for half-precision runs)."
-        )
-    if choice == "auto":
-        return torch.float64 if device_dtype == torch.float32 else torch.float32
-    return getattr(torch, choice)
 
 
 def _plain(node: Any) -> Any:
@@ -113,7 +95,7 @@ def key_material(cfg: DictConfig, weights: Mapping[str, Any], inputs: Mapping[st
         "preset": preset,
         "seed": int(cfg.seed),
         "inputs": {k: dict(v) for k, v in sorted(inputs.items())},
-        "precision": str(precision).replace("torch.", ""),
+        "precision": dtype_name(precision),
         "versions": library_versions(VERSIONED),
         "sources": source_digest([(loader or {}).get("_target_"), (loader or {}).get("class_path"),
                                   OmegaConf.select(cfg, "model.task._target_")]),

@@ -15,6 +15,8 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -26,6 +28,7 @@ from ascendbench.baseline.key import cache_key, key_material
 from ascendbench.baseline.store import BaselineStore
 from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.errors import BaselineError, ConfigError
+from ascendbench.precision import dtype_name
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +46,62 @@ class Baseline(dict):
         self.layers = layers
 
 
-def _request(cfg: DictConfig, key: str, material: Mapping[str, Any], store: BaselineStore, weights: Mapping[str, Any],
-             inputs_info: Mapping[str, Any], precision: torch.dtype, spec: Any, want_outputs: bool) -> dict[str, Any]:
+@dataclass
+class ReferenceQuery:
+    """What one job's reference is computed from, and where it is cached (the key is computed once).
+
+    Attributes:
+        cfg: the job config (``baseline``, ``model``, ``preset``, ``seed``, ``compare`` are read).
+        task: the job's task.
+        inputs: the job's inputs (only used in-process; the child rebuilds and checks them).
+        precision: the reference dtype.
+        weights: the record's ``weights`` entry.
+        inputs_info: the record's ``inputs`` entry.
+        module: the job's float32 model on CPU (only used by ``baseline.process=in-process``).
+        log_dir: where the child process writes its log (the job directory).
+    """
+
+    cfg: DictConfig
+    task: Any
+    inputs: Mapping[str, torch.Tensor]
+    precision: torch.dtype
+    weights: Mapping[str, Any]
+    inputs_info: Mapping[str, Any]
+    module: torch.nn.Module | None = None
+    log_dir: Path = field(default_factory=Path)
+
+    @cached_property
+    def material(self) -> dict[str, Any]:
+        """What the cache key is the hash of."""
+        return key_material(self.cfg, self.weights, self.inputs_info, self.precision)
+
+    @cached_property
+    def key(self) -> str:
+        """The content hash naming the cached reference."""
+        return cache_key(self.material)
+
+    @cached_property
+    def store(self) -> BaselineStore:
+        """The cache under ``baseline.cache_dir``."""
+        return BaselineStore(self.cfg.baseline.cache_dir)
+
+    @property
+    def use_cache(self) -> bool:
+        """``baseline.cache``: read the cache (results are written either way)."""
+        return bool(self.cfg.baseline.get("cache", True))
+
+    def cached(self) -> bool:
+        """The reference outputs are in the cache and will be reused."""
+        return self.use_cache and self.store.has_outputs(self.key)
+
+
+def _request(query: ReferenceQuery, spec: Any, want_outputs: bool) -> dict[str, Any]:
+    cfg = query.cfg
     config = {"model": OmegaConf.to_container(cfg.model, resolve=True),
               "preset": OmegaConf.to_container(cfg.preset, resolve=True), "seed": int(cfg.seed)}
-    return {"config": config, "key": key, "material": dict(material), "cache_dir": str(store.root),
-            "weights": dict(weights), "inputs": {k: dict(v) for k, v in inputs_info.items()},
-            "precision": str(precision).replace("torch.", ""), "layers": spec, "want_outputs": want_outputs,
+    return {"config": config, "key": query.key, "material": dict(query.material), "cache_dir": str(query.store.root),
+            "weights": dict(query.weights), "inputs": {k: dict(v) for k, v in query.inputs_info.items()},
+            "precision": dtype_name(query.precision), "layers": spec, "want_outputs": want_outputs,
             "max_capture_bytes": int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20))}
 
 
@@ -83,25 +135,25 @@ def _run_child(request: Mapping[str, Any], store: BaselineStore, log_dir: Path) 
     return {"wall_s": time.perf_counter() - start, "log": str(log_path)}
 
 
-def _run_in_process(request: Mapping[str, Any], module: torch.nn.Module, task: Any,
-                    inputs: Mapping[str, torch.Tensor], store: BaselineStore, precision: torch.dtype) -> dict[str, Any]:
+def _run_in_process(request: Mapping[str, Any], query: ReferenceQuery) -> dict[str, Any]:
     if "torch_npu" in sys.modules or importlib.util.find_spec("torch_npu") is not None:
         raise ConfigError(
             "baseline.process=in-process is refused here: torch_npu is importable, and diffusers then runs "
             "NPU kernels even for CPU tensors, which would contaminate the reference. Use baseline.process=child."
         )
-    start = time.perf_counter()
+    start, module = time.perf_counter(), query.module
     try:
-        run = run_reference(module, task, inputs, precision, request["layers"], request["max_capture_bytes"])
+        run = run_reference(module, query.task, query.inputs, query.precision, request["layers"],
+                            request["max_capture_bytes"])
     finally:
         module.to(dtype=torch.float32)
     meta = {"key": request["key"], "material": request["material"], "precision": request["precision"],
             "seconds": run.seconds, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "process": {"kind": "in-process", "pid": os.getpid(), "torch_npu_blocked": False}}
     if request["want_outputs"]:
-        store.write_outputs(request["key"], run.outputs, meta)
+        query.store.write_outputs(request["key"], run.outputs, meta)
     if request["layers"] is not None:
-        store.write_layers(request["key"], request["layers"], run.capture)
+        query.store.write_layers(request["key"], request["layers"], run.capture)
     return {"wall_s": time.perf_counter() - start}
 
 
@@ -116,47 +168,32 @@ def _load(store: BaselineStore, key: str, spec: Any, info: dict[str, Any]) -> Ba
     return Baseline(outputs, info, layers)
 
 
-def get_or_compute(cfg: DictConfig, module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
-                   precision: torch.dtype, weights: Mapping[str, Any], inputs_info: Mapping[str, Any],
-                   log_dir: Path) -> Baseline:
+def get_or_compute(query: ReferenceQuery) -> Baseline:
     """The reference outputs of this job (and its layer captures), cached by content hash.
-
-    Args:
-        cfg: the job config (``baseline``, ``model``, ``preset``, ``seed``, ``compare`` are read).
-        module: the job's float32 model on CPU (only used by ``baseline.process=in-process``).
-        task: the job's task.
-        inputs: the job's inputs (only used in-process; the child rebuilds and checks them).
-        precision: the reference dtype.
-        weights: the record's ``weights`` entry.
-        inputs_info: the record's ``inputs`` entry.
-        log_dir: where the child process writes its log (the job directory).
 
     Raises:
         ConfigError: ``baseline.process`` is not allowed.
         BaselineError: the reference could not be computed, or the cache lock timed out.
     """
+    cfg = query.cfg
     process = str(cfg.baseline.get("process", "child"))
     if process not in PROCESSES:
         raise ConfigError(f"baseline.process={process!r} is not allowed; use child (default: a clean process "
                           "without torch_npu) or in-process (CPU-only hosts).")
     spec = normalize_spec(cfg.compare.get("layers"))
-    if isinstance(spec, list) and module is not None:
-        select_modules(module, spec)  # a pattern matching nothing is a ConfigError here, not in the child
-    material = key_material(cfg, weights, inputs_info, precision)
-    key = cache_key(material)
-    store = BaselineStore(cfg.baseline.cache_dir)
+    if isinstance(spec, list) and query.module is not None:
+        select_modules(query.module, spec)  # a pattern matching nothing is a ConfigError here, not in the child
+    key, store = query.key, query.store
     info: dict[str, Any] = {"cache_key": key, "path": str(store.entry(key)), "cache_hit": True, "waited_s": 0.0}
-    use_cache = bool(cfg.baseline.get("cache", True))
-    if use_cache and store.has_outputs(key) and store.has_layers(key, spec):
+    if query.cached() and store.has_layers(key, spec):
         log.info("CPU reference from the cache: %s", store.entry(key))
         return _load(store, key, spec, info)
     with store.lock(key, float(cfg.baseline.lock_timeout_s)) as waited:
         info["waited_s"] = waited
-        have_outputs = use_cache and store.has_outputs(key)
+        have_outputs = query.cached()
         if not (have_outputs and store.has_layers(key, spec)):
-            layers = spec if not (use_cache and store.has_layers(key, spec)) else None
-            request = _request(cfg, key, material, store, weights, inputs_info, precision, layers, not have_outputs)
-            ran = (_run_child(request, store, log_dir) if process == "child"
-                   else _run_in_process(request, module, task, inputs, store, precision))
+            layers = spec if not (query.use_cache and store.has_layers(key, spec)) else None
+            request = _request(query, layers, not have_outputs)
+            ran = _run_child(request, store, query.log_dir) if process == "child" else _run_in_process(request, query)
             info.update(cache_hit=False, computed={"outputs": not have_outputs, "layers": layers is not None}, **ran)
         return _load(store, key, spec, info)

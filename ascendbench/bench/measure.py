@@ -3,13 +3,14 @@
 Kept apart from the runner so the whole performance section of a record is built in one place::
 
     timer = attach_phase_timer(task, module, adapter)          # None unless the task supports phases
-    result, section = measure(call, adapter, cfg.bench, "bfloat16", items_per_call=1, unit="images",
-                              phase_timer=timer)
+    result, section = measure(call, adapter, cfg.bench, Workload("bfloat16", items_per_call=1, unit="images",
+                                                                  phase_timer=timer))
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ascendbench.bench.budget import BenchBudget
@@ -30,38 +31,48 @@ def budget_of(bench_cfg: Mapping[str, Any]) -> BenchBudget:
 
 
 def attach_phase_timer(task: Any, module: Any, adapter: Any) -> PhaseTimer | None:
-    """A :class:`PhaseTimer` on the device's events, handed to ``task.attach_phase_timer(timer, module)``.
+    """A :class:`PhaseTimer` on the device's events, handed to ``task.attach_phase_timer(module, timer)``.
 
-    Returns ``None`` when the task has no ``attach_phase_timer`` (no per-phase timing for it).
+    Returns ``None`` when the task does not time its phases (the :class:`~ascendbench.tasks.Task` default).
     """
-    attach = getattr(task, "attach_phase_timer", None)
-    if attach is None:
-        return None
     timer = PhaseTimer.for_adapter(adapter)
-    attach(timer, module)
-    return timer
+    return timer if task.attach_phase_timer(module, timer) else None
 
 
-def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any], dtype: str,
-            items_per_call: int, unit: str, phase_timer: Any = None) -> tuple[BenchResult, dict[str, Any]]:
+@dataclass(frozen=True)
+class Workload:
+    """What one timed call does, as the measurement needs it.
+
+    Attributes:
+        dtype: dtype name of the device run (``float32``/``float16``/``bfloat16``), for the peak table.
+        items_per_call: items (images, frames, clips, samples) one call produces, for throughput.
+        unit: the task's natural unit (``images``...).
+        phase_timer: a :class:`PhaseTimer` (or any object with ``reset``/``result``) or ``None``.
+    """
+
+    dtype: str
+    items_per_call: int = 1
+    unit: str = "items"
+    phase_timer: Any = None
+
+
+def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
+            workload: Workload) -> tuple[BenchResult, dict[str, Any]]:
     """Time ``call`` and count its FLOPs; returns the raw result and the record's ``bench`` section.
 
     Args:
         call: one model call on inputs already on the device.
         adapter: the device adapter.
         bench_cfg: the ``bench`` config node.
-        dtype: dtype name of the device run (``float32``/``float16``/``bfloat16``), for the peak table.
-        items_per_call: items (images, frames, clips, samples) one call produces, for throughput.
-        unit: the task's natural unit (``images``...).
-        phase_timer: a :class:`PhaseTimer` (or any object with ``reset``/``result``) or ``None``.
+        workload: the dtype, items per call, unit and phase timer of the call.
     """
     enabled = bool(bench_cfg.get("enabled", True))
     budget = budget_of(bench_cfg)
+    timer = workload.phase_timer if enabled and bench_cfg.get("phases", True) else None
     result = run_bench(call, adapter, budget, noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)),
-                       use_events=bool(bench_cfg.get("events", True)),
-                       phase_timer=phase_timer if enabled and bench_cfg.get("phases", True) else None)
-    section = result.to_dict(items_per_call, unit)
-    section["flops"] = _flops(call, adapter, bench_cfg, result, dtype, enabled)
+                       use_events=bool(bench_cfg.get("events", True)), phase_timer=timer)
+    section = result.to_dict(workload.items_per_call, workload.unit)
+    section["flops"] = _flops(call, adapter, bench_cfg, result, workload.dtype, enabled)
     return result, section
 
 

@@ -9,7 +9,6 @@ from ascendbench.compare.divergence import compare_modules, stats_rel_err
 from ascendbench.compare.hooks import StatsCapture, TensorCapture, capturing, tensor_stats
 from ascendbench.compare.layers import compare_layers
 from ascendbench.compare.select import normalize_spec, select_modules
-from ascendbench.compare.stage import accuracy_artifacts
 
-__all__ = ["StatsCapture", "TensorCapture", "accuracy_artifacts", "capturing", "compare_layers", "compare_modules",
+__all__ = ["StatsCapture", "TensorCapture", "capturing", "compare_layers", "compare_modules",
            "normalize_spec", "select_modules", "stats_rel_err", "tensor_stats"]

@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 import torch
 
 from ascendbench.metrics.verdict import worst
+from ascendbench.precision import dtype_name
 
 # Output metrics that get a column (the record keeps all of them).
 OUTPUT_COLUMNS = ("max_abs_err", "mean_rel_err", "max_rel_err", "cosine", "psnr_db", "allclose_mismatch_ratio",
@@ -38,8 +39,8 @@ def output_rows(reference: Mapping[str, torch.Tensor], device: Mapping[str, torc
         entries = output_entries(metrics, output, len(reference) > 1)
         judged = {m: e for m, e in entries.items() if isinstance(e, Mapping) and e.get("verdict")}
         row: dict[str, Any] = {"name": output, "kind": "output", "shape": list(reference[output].shape),
-                               "ref_dtype": str(reference[output].dtype).replace("torch.", ""),
-                               "dev_dtype": str(device[output].dtype).replace("torch.", "")}
+                               "ref_dtype": dtype_name(reference[output].dtype),
+                               "dev_dtype": dtype_name(device[output].dtype)}
         row.update({m: entries[m].get("value") for m in OUTPUT_COLUMNS if m in entries and "value" in entries[m]})
         bad = [f"{m} {e['value']:.4g} {e['verdict']} ({e['rule']})" for m, e in judged.items()
                if e["verdict"] != "PASS" and isinstance(e.get("value"), (int, float))]

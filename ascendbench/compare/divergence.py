@@ -47,7 +47,7 @@ def tensors_rel_err(reference: Sequence[Mapping[str, float]], device: Sequence[M
     """Largest error over paired tensors; a different number of tensors is an infinite error."""
     if len(reference) != len(device):
         return math.inf
-    return max((stats_rel_err(r, d, statistics) for r, d in zip(reference, device)), default=0.0)
+    return max((stats_rel_err(r, d, statistics) for r, d in zip(reference, device, strict=True)), default=0.0)
 
 
 def compare_modules(reference: Sequence[Mapping[str, Any]], device: Sequence[Mapping[str, Any]],

@@ -50,7 +50,8 @@ def tensor_stats(tensor: torch.Tensor) -> dict[str, float]:
         values = [float("nan")] * 4
     else:
         values = torch.stack([kept.max(), kept.min(), kept.mean(), torch.linalg.vector_norm(kept)]).tolist()
-    return {**dict(zip(STAT_NAMES, values)), "numel": int(x.numel()), "nonfinite": int(x.numel() - kept.numel())}
+    return {**dict(zip(STAT_NAMES, values, strict=True)), "numel": int(x.numel()),
+            "nonfinite": int(x.numel() - kept.numel())}
 
 
 class _Capture:

@@ -7,9 +7,10 @@ from typing import Any, Mapping
 import torch
 
 from ascendbench.metrics.base import make_entry
-from ascendbench.metrics.functional.regression import regression_metrics
+from ascendbench.metrics.functional.regression import ErrorTolerances, regression_metrics
 from ascendbench.metrics.regression import ALWAYS_RULES
 from ascendbench.metrics.verdict import merge_rules, worst
+from ascendbench.precision import dtype_name
 
 # Columns of a layer row in compare.csv (the full metric set stays in the record).
 ROW_METRICS = ("max_abs_err", "mean_rel_err", "cosine", "mae", "rmse", "allclose_mismatch_ratio", "nonfinite_mismatch")
@@ -27,15 +28,14 @@ def compare_layer(name: str, reference: torch.Tensor, device: torch.Tensor, rule
         return {"name": name, "kind": "layer", "shape": list(reference.shape), "result": "FAIL",
                 "message": f"shape differs: reference {list(reference.shape)} vs device {list(device.shape)}",
                 "entries": {}}
-    values = regression_metrics(reference, device, data_range=_data_range(reference) or 1.0,
-                                atol=tolerances["atol"], rtol=tolerances["rtol"],
-                                small_value=tolerances.get("small_value", 1e-6),
-                                small_value_atol=tolerances.get("small_value_atol", 1e-9))
+    values = regression_metrics(reference, device, ErrorTolerances.from_mapping(tolerances),
+                                data_range=_data_range(reference) or 1.0)
     entries = {metric: make_entry(metric, value, rules) for metric, value in values.items()}
     judged = {m: e for m, e in entries.items() if e.get("verdict")}
     bad = [f"{m} {e['value']:.4g} {e['verdict']} ({e['rule']})" for m, e in judged.items() if e["verdict"] != "PASS"]
     row = {"name": name, "kind": "layer", "shape": list(reference.shape),
-           "ref_dtype": str(reference.dtype).replace("torch.", ""), "dev_dtype": str(device.dtype).replace("torch.", "")}
+           "ref_dtype": dtype_name(reference.dtype),
+           "dev_dtype": dtype_name(device.dtype)}
     row.update({m: values[m] for m in ROW_METRICS})
     row.update(result=worst(e["verdict"] for e in judged.values()) or "", message="; ".join(bad), entries=judged)
     return row

@@ -61,7 +61,7 @@ def per_frame_mse(reference: torch.Tensor, device: torch.Tensor, layout: str, ch
     """Mean squared error of every frame of the first video (float64, chunk by chunk)."""
     values: list[float] = []
     convert = lambda view: view.to(torch.float64)  # noqa: E731
-    for batch, _, ref, dev in frame_chunks(reference[:1], device[:1], layout, chunk, convert):
+    for _batch, _, ref, dev in frame_chunks(reference[:1], device[:1], layout, chunk, convert):
         values.extend(float(v) for v in ((dev - ref) ** 2).flatten(1).mean(dim=1))
     return values
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import torch
@@ -58,15 +59,41 @@ def frame_indices(count: int, which) -> list[int]:
     """
     chosen: list[int] = []
     for item in which:
-        index = FRAME_NAMES[item](count) if isinstance(item, str) else int(item) % count if -count <= int(item) < count else None
+        if isinstance(item, str):
+            index = FRAME_NAMES[item](count)
+        else:
+            index = int(item) % count if -count <= int(item) < count else None
         if index is not None and index not in chosen:
             chosen.append(index)
     return chosen
 
 
-def save_video(directory: Path, stem: str, video: torch.Tensor, layout: str = "BCTHW",
-               value_range: tuple[float, float] = (-1.0, 1.0), frames=("first", "middle", "last"),
-               fps: int = 24, mp4: bool = True) -> dict[str, list[Path]]:
+@dataclass(frozen=True)
+class VideoFormat:
+    """How a video tensor is read and written.
+
+    Attributes:
+        layout: ``BCTHW`` or ``BTCHW``.
+        value_range: the values that map to black and white.
+        frames: frames saved as PNG (names ``first``/``middle``/``last`` or indices).
+        fps: frame rate of the mp4.
+        mp4: also write each video as mp4.
+    """
+
+    layout: str = "BCTHW"
+    value_range: tuple[float, float] = (-1.0, 1.0)
+    frames: tuple[Any, ...] = ("first", "middle", "last")
+    fps: int = 24
+    mp4: bool = True
+
+    @classmethod
+    def of(cls, task: Any) -> VideoFormat:
+        """The format a task declares (:class:`ascendbench.tasks.Task` video attributes)."""
+        return cls(task.video_layout, tuple(task.value_range), tuple(task.video_frames), int(task.video_fps))
+
+
+def save_video(directory: Path, stem: str, video: torch.Tensor,
+               fmt: VideoFormat = VideoFormat()) -> dict[str, list[Path]]:
     """Chosen frames as PNG (``<stem>_<b>_frame_<t>.png``) and each video as mp4 (``<stem>_<b>.mp4``).
 
     The mp4 is written by ``diffusers.utils.export_to_video`` (imageio + ffmpeg).
@@ -75,32 +102,29 @@ def save_video(directory: Path, stem: str, video: torch.Tensor, layout: str = "B
 
     directory.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[Path]] = {"png": [], "mp4": []}
-    for index, clip in enumerate(to_uint8_video(video, layout, value_range)):
+    for index, clip in enumerate(to_uint8_video(video, fmt.layout, fmt.value_range)):
         images = [Image.fromarray(frame) for frame in clip]
-        for t in frame_indices(len(images), frames):
+        for t in frame_indices(len(images), fmt.frames):
             path = directory / f"{stem}_{index}_frame_{t:04d}.png"
             images[t].save(path)
             out["png"].append(path)
-        if mp4:
+        if fmt.mp4:
             path = directory / f"{stem}_{index}.mp4"
-            export_to_video(images, str(path), fps=int(fps))
+            export_to_video(images, str(path), fps=int(fmt.fps))
             out["mp4"].append(path)
     return out
 
 
-def video_artifacts(job_dir: Path, side: str, outputs: Mapping[str, torch.Tensor], task) -> dict[str, list[str]]:
+def video_artifacts(job_dir: Path, side: str, outputs: Mapping[str, torch.Tensor], task: Any) -> dict[str, list[str]]:
     """PNG frames and mp4 of every 5-D floating output of a video task, paths relative to ``job_dir``.
 
-    The task says how to read its videos: ``video_layout`` (``BCTHW``/``BTCHW``), ``value_range``,
-    and optionally ``video_frames`` (frames saved as PNG) and ``video_fps``.
+    The task says how to read its videos (:meth:`VideoFormat.of`: layout, value range, frames, fps).
     """
     out: dict[str, list[str]] = {}
     for name, video in outputs.items():
         if video.dim() != 5 or not video.is_floating_point():
             continue
-        saved = save_video(job_dir / "videos", f"{name}_{side}", video, getattr(task, "video_layout", "BCTHW"),
-                           getattr(task, "value_range", (-1.0, 1.0)),
-                           getattr(task, "video_frames", ("first", "middle", "last")), getattr(task, "video_fps", 24))
+        saved = save_video(job_dir / "videos", f"{name}_{side}", video, VideoFormat.of(task))
         out[f"{name}_{side}_png"] = [str(p.relative_to(job_dir)) for p in saved["png"]]
         out[f"{name}_{side}_mp4"] = [str(p.relative_to(job_dir)) for p in saved["mp4"]]
     return out

@@ -29,9 +29,10 @@ from ascendbench.errors import AscendBenchError, ConfigError, DeviceOutOfMemoryE
 log = logging.getLogger(__name__)
 
 CONSOLE_LIMIT = 800  # characters of an unexpected error's message shown on the console
-# Function names in a traceback -> the stage the user knows (innermost match wins).
-STAGES = {"_device_run": "the device run", "_reference": "the CPU reference", "compute_reference": "the CPU reference",
-          "load": "model loading", "_evaluate": "the metrics", "_save_artifacts": "saving artifacts"}
+# Function names in a traceback -> the stage the user knows (innermost match wins); used where the job's
+# own stage label is not known (the runner passes it).
+STAGES = {"measure": "the device run", "get_or_compute": "the CPU reference", "compute_reference": "the CPU reference",
+          "load": "model loading", "evaluate": "the metrics", "save_tensors": "saving artifacts"}
 _CPU_OOM_MARKERS = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
 OOM_HINT = ("Reduce what the device must hold: a smaller preset (`preset=mini`) or `preset.batch_size`, "
             "`preset.height`/`preset.width`/`preset.num_frames`, a half dtype (`dtype=bfloat16`), or the model's "
@@ -63,8 +64,11 @@ def config_for_record(cfg: DictConfig) -> dict[str, Any]:
         return OmegaConf.to_container(cfg, resolve=False)
 
 
-def classify(exc: Exception, device: str | None = None) -> tuple[BaseException, str]:
-    """(error to record, reason): ``oom`` for out-of-memory, the error's own reason, or ``unexpected``."""
+def classify(exc: Exception, device: str | None = None, stage: str | None = None) -> tuple[BaseException, str]:
+    """(error to record, reason): ``oom`` for out-of-memory, the error's own reason, or ``unexpected``.
+
+    ``stage`` is the label of the job stage that raised (``the device run``...); without it the stage is
+    read from the traceback (:func:`stage_of`)."""
     if isinstance(exc, AscendBenchError):
         return exc, exc.reason
     if isinstance(exc, OmegaConfBaseException):  # a broken interpolation, a missing mandatory value...
@@ -75,16 +79,18 @@ def classify(exc: Exception, device: str | None = None) -> tuple[BaseException, 
     if is_oom(exc):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         error = DeviceOutOfMemoryError(
-            f"out of memory on {device or 'the device'} during {stage_of(exc)} "
+            f"out of memory on {device or 'the device'} during {stage or stage_of(exc)} "
             f"({type(exc).__module__}.{type(exc).__name__}: {first[:300]}). {OOM_HINT}")
         error.__cause__ = exc
         return error, error.reason
     return exc, "unexpected"
 
 
-def interrupted(exc: BaseException) -> KeyboardInterrupt:
-    """The record's error for Ctrl-C / SIGINT: where it happened and how to go on."""
-    return KeyboardInterrupt(f"interrupted (Ctrl-C / SIGINT) during {stage_of(exc)}; run the same command again "
+def interrupted(exc: BaseException, stage: str | None = None) -> KeyboardInterrupt:
+    """The record's error for Ctrl-C / SIGINT: where it happened (``stage``, else read from the traceback)
+    and how to go on."""
+    where = stage or stage_of(exc)
+    return KeyboardInterrupt(f"interrupted (Ctrl-C / SIGINT) during {where}; run the same command again "
                              "to run this job again (finished jobs of a sweep are kept and skipped)")
 
 
@@ -100,7 +106,8 @@ def _job_log_handler(job_dir: Path | None = None) -> logging.FileHandler | None:
     """Hydra's file handler of the job log: one writing inside ``job_dir`` first; null-device ones skipped."""
     handlers = [h for h in logging.getLogger().handlers + logging.getLogger("ascendbench").handlers
                 if isinstance(h, logging.FileHandler) and h.baseFilename != os.devnull]
-    inside = [h for h in handlers if job_dir is not None and Path(job_dir).resolve() in Path(h.baseFilename).resolve().parents]
+    inside = [h for h in handlers
+              if job_dir is not None and Path(job_dir).resolve() in Path(h.baseFilename).resolve().parents]
     return (inside or handlers or [None])[0]
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from ascendbench.fileio import write_atomic
 
 RECORD_NAME = "record.json"
 SCHEMA_VERSION = 1
@@ -37,19 +37,8 @@ def _jsonable(value: Any) -> Any:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to ``path`` through a temp file in the same directory and an atomic rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(_jsonable(data), handle, indent=2, allow_nan=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write JSON to ``path`` atomically (:func:`ascendbench.fileio.write_atomic`); NaN/inf made plain JSON."""
+    write_atomic(path, json.dumps(_jsonable(data), indent=2, allow_nan=False))
 
 
 def load_record(path: Path) -> dict[str, Any]:

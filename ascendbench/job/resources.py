@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 import torch
@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_flatten
 
 from ascendbench.errors import InsufficientMemoryError
 from ascendbench.models.memory import DEFAULT_HEADROOM, available_host_bytes, tensor_count
+from ascendbench.precision import dtype_name
 
 _CONV_OPS = {"conv1d": 6, "conv2d": 6, "conv3d": 6, "convolution": 8}  # op name -> index of `groups`
 _GB = 1e9
@@ -88,26 +89,38 @@ def meta_like(tensors: Mapping[str, torch.Tensor], dtype: torch.dtype) -> dict[s
             for k, v in tensors.items()}
 
 
+class _TaskCall(torch.nn.Module):
+    """``task.run(model, inputs)`` as a module's forward, so that :func:`torch.func.functional_call` can
+    swap the model's parameters and buffers for meta tensors during any call the task makes."""
+
+    def __init__(self, model: torch.nn.Module, task: Any) -> None:
+        super().__init__()
+        self.model = model
+        self._task = task
+
+    def forward(self, inputs: Mapping[str, torch.Tensor]) -> Any:
+        return self._task.run(self.model, inputs)
+
+
 def activation_bytes(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
                      dtype: torch.dtype) -> int:
     """Peak bytes of ``task.run`` in ``dtype`` beyond the parameters, run on the meta device.
 
-    ``module`` is not touched: a real module is re-parametrised with meta tensors for the call, a
-    module already on ``meta`` is cast (which allocates nothing).
+    ``module`` is not touched: a real module is called with meta tensors in place of its parameters and
+    buffers (:func:`torch.func.functional_call`), a module already on ``meta`` is cast (which allocates nothing).
 
     Raises:
         Exception: whatever the task raises on meta tensors (data-dependent code such as ``.item()``).
     """
-    from torch.nn.utils.stateless import _reparametrize_module
-
     meta_inputs = meta_like(inputs, dtype)
     if all(p.is_meta for p in module.parameters()):
         module.to(dtype=dtype)
         return _tracked_peak(lambda: task.run(module, meta_inputs))
-    state = {name: torch.empty(t.shape, device="meta", dtype=dtype if t.is_floating_point() else t.dtype)
-             for name, t in [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]}
-    with _reparametrize_module(module, state, tie_weights=True):
-        return _tracked_peak(lambda: task.run(module, meta_inputs))
+    named = [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]
+    state = {f"model.{name}": torch.empty(t.shape, device="meta", dtype=dtype if t.is_floating_point() else t.dtype)
+             for name, t in named}
+    call = _TaskCall(module, task)
+    return _tracked_peak(lambda: torch.func.functional_call(call, state, (meta_inputs,), tie_weights=True))
 
 
 def _tracked_peak(run: Callable[[], Any]) -> int:
@@ -137,7 +150,7 @@ class RunMemory:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain numbers for the record and the plan, in MB (10^6 bytes)."""
-        return {"dtype": str(self.dtype).replace("torch.", ""), "num_params": self.num_params,
+        return {"dtype": dtype_name(self.dtype), "num_params": self.num_params,
                 "parameters_mb": self.parameter_bytes / 1e6,
                 "activations_mb": None if self.activations is None else self.activations / 1e6,
                 "total_mb": self.total / 1e6, "activation_note": self.activation_note}
@@ -159,57 +172,69 @@ def baseline_host_bytes(reference: RunMemory, child_process: bool) -> int:
     return reference.total + parent_copy
 
 
+@dataclass(frozen=True)
+class HostBudget:
+    """How much host memory a CPU reference may plan for.
+
+    Attributes:
+        child_process: the reference runs in a child process (the job's float32 copy stays in the parent).
+        headroom: the share of the available memory that may be planned for.
+        available: bytes available (``None``: measured now).
+        what: the workload, as the refusal names it.
+    """
+
+    child_process: bool = True
+    headroom: float = DEFAULT_HEADROOM
+    available: int | None = None
+    what: str = "the model"
+
+
 def check_baseline_memory(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
-                          precision: torch.dtype, child_process: bool = True, headroom: float = DEFAULT_HEADROOM,
-                          available: int | None = None, what: str = "the model") -> dict[str, Any]:
+                          precision: torch.dtype, budget: HostBudget = HostBudget()) -> dict[str, Any]:
     """Refuse a CPU reference run that would not fit in host memory, before it allocates anything.
 
     Returns:
         The record's view: the estimate, the bytes available, and ``fits: True``.
 
     Raises:
-        InsufficientMemoryError: the estimate exceeds ``headroom`` x the available host memory.
+        InsufficientMemoryError: the estimate exceeds ``budget.headroom`` x the available host memory.
     """
     reference = run_memory(module, task, inputs, precision)
-    need = baseline_host_bytes(reference, child_process)
-    available = available_host_bytes() if available is None else int(available)
-    info = {**reference.to_dict(), "host_need_mb": need / 1e6, "host_available_mb": available / 1e6,
-            "headroom": headroom, "fits": need <= headroom * available}
+    need = baseline_host_bytes(reference, budget.child_process)
+    budget = replace(budget, available=available_host_bytes() if budget.available is None else int(budget.available))
+    info = {**reference.to_dict(), "host_need_mb": need / 1e6, "host_available_mb": budget.available / 1e6,
+            "headroom": budget.headroom, "fits": need <= budget.headroom * budget.available}
     if not info["fits"]:
-        raise InsufficientMemoryError(_refusal(what, reference, need, available, headroom, child_process))
+        raise InsufficientMemoryError(_refusal(reference, need, budget))
     return info
 
 
-def _refusal(what: str, ref: RunMemory, need: int, available: int, headroom: float, child: bool) -> str:
-    name = str(ref.dtype).replace("torch.", "")
+def _refusal(ref: RunMemory, need: int, budget: HostBudget) -> str:
     activations = (f"activations peaking at about {ref.activations / _GB:.1f} GB (estimated on the meta device)"
                    if ref.activations is not None else ref.activation_note)
-    copy = f" + the job's own float32 copy {ref.num_params * 4 / _GB:.1f} GB" if child else ""
+    copy = f" + the job's own float32 copy {ref.num_params * 4 / _GB:.1f} GB" if budget.child_process else ""
     return (
-        f"refusing the CPU reference of {what} in {name}: it needs about {need / _GB:.1f} GB of host memory "
-        f"(parameters {ref.num_params:,} x {ref.parameter_bytes // max(ref.num_params, 1)} B = "
-        f"{ref.parameter_bytes / _GB:.1f} GB, {activations}{copy}) but {available / _GB:.1f} GB is available "
-        f"and at most {headroom:.0%} of it is planned for. Nothing was allocated. Use a smaller preset "
-        "(`preset=mini`, or lower `preset.height`/`preset.width`/`preset.num_frames`/`preset.batch_size`), "
+        f"refusing the CPU reference of {budget.what} in {dtype_name(ref.dtype)}: it needs about {need / _GB:.1f} GB "
+        f"of host memory (parameters {ref.num_params:,} x {ref.parameter_bytes // max(ref.num_params, 1)} B = "
+        f"{ref.parameter_bytes / _GB:.1f} GB, {activations}{copy}) but {budget.available / _GB:.1f} GB is "
+        f"available and at most {budget.headroom:.0%} of it is planned for. Nothing was allocated. Use a smaller "
+        "preset (`preset=mini`, or lower `preset.height`/`preset.width`/`preset.num_frames`/`preset.batch_size`), "
         "`baseline.reference=float32` (half the bytes of float64), `baseline.enabled=false` for a "
         "performance-only run, or compute the reference once on a host with more memory (it is cached under "
         "baseline.cache_dir and reused)."
     )
 
 
-def guard_reference_memory(cfg: Any, module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
-                           precision: torch.dtype, weights: Mapping[str, Any], inputs_info: Mapping[str, Any]) -> dict[str, Any]:
-    """The job's check before its CPU reference: skipped on a baseline cache hit or with
-    ``baseline.memory_check=false``; else :func:`check_baseline_memory` (raises when it does not fit)."""
-    from ascendbench.baseline.key import cache_key, key_material
-    from ascendbench.baseline.store import BaselineStore
-
+def guard_reference_memory(query: Any) -> dict[str, Any]:
+    """The job's check before its CPU reference (a :class:`ascendbench.baseline.ReferenceQuery`): skipped on
+    a baseline cache hit or with ``baseline.memory_check=false``; else :func:`check_baseline_memory` (raises
+    when it does not fit)."""
+    cfg = query.cfg
     if not bool(cfg.baseline.get("memory_check", True)):
         return {"skipped": "baseline.memory_check=false"}
-    key = cache_key(key_material(cfg, weights, inputs_info, precision))
-    if bool(cfg.baseline.get("cache", True)) and BaselineStore(cfg.baseline.cache_dir).has_outputs(key):
+    if query.cached():
         return {"skipped": "the reference is cached; nothing to compute"}
-    shapes = ", ".join(f"{name} {list(t.shape)}" for name, t in inputs.items())
-    what = f"{cfg.model.name} at preset {cfg.preset.name} (inputs {shapes})"
-    child = str(cfg.baseline.get("process", "child")) == "child"
-    return check_baseline_memory(module, task, inputs, precision, child_process=child, what=what)
+    shapes = ", ".join(f"{name} {list(t.shape)}" for name, t in query.inputs.items())
+    budget = HostBudget(child_process=str(cfg.baseline.get("process", "child")) == "child",
+                        what=f"{cfg.model.name} at preset {cfg.preset.name} (inputs {shapes})")
+    return check_baseline_memory(query.module, query.task, query.inputs, query.precision, budget)

@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from ascendbench.record import RECORD_NAME
+from ascendbench.job.record import RECORD_NAME
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,8 @@ def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | No
     A job is skipped when resume is enabled, not forced, and ``<job_dir>/record.json`` has status
     ``ok`` and the same resolved config (ignoring ``resume.*``).
     """
-    if not OmegaConf.select(cfg, "resume.enabled", default=True) or OmegaConf.select(cfg, "resume.force", default=False):
+    enabled = OmegaConf.select(cfg, "resume.enabled", default=True)
+    if not enabled or OmegaConf.select(cfg, "resume.force", default=False):
         return None
     path = Path(job_dir) / RECORD_NAME
     try:

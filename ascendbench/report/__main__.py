@@ -59,7 +59,8 @@ def run_report(args: argparse.Namespace, settings) -> int:
         print(f"plot: {plot}")
     for readme in args.readme:
         unknown = backfill_file(Path(readme), lambda base: lambda name: report.section(name, base))
-        print(f"back-filled: {readme}" + (f" (unknown markers left untouched: {', '.join(unknown)})" if unknown else ""))
+        left = f" (unknown markers left untouched: {', '.join(unknown)})" if unknown else ""
+        print(f"back-filled: {readme}{left}")
     return 0
 
 

@@ -61,7 +61,8 @@ class Report:
         metric = self.settings.recommendation.error_metric
         for model in self.models:
             mine = [r for r in self.rows if get(r, "job.model") == model]
-            for path in (plotting.latency_plot(mine, model, out_dir), plotting.error_plot(mine, model, metric, out_dir)):
+            for path in (plotting.latency_plot(mine, model, out_dir),
+                         plotting.error_plot(mine, model, metric, out_dir)):
                 if path is not None:
                     self.plot_files.append(path)
         return self.plot_files
@@ -87,7 +88,8 @@ class Report:
             return "No job finished ok, so there is no performance to show (see the failed jobs)."
         cpu_rows = [r for r in self.rows if get(r, "job.device") == "cpu"]
         cpu_dtype = self.settings.performance.cpu_dtype
-        return "\n\n".join(f"{heading} {m}\n\n" + performance_table(ok_rows(self.frame, m), cpu_rows, cpu_dtype, base_dir)
+        return "\n\n".join(f"{heading} {m}\n\n"
+                           + performance_table(ok_rows(self.frame, m), cpu_rows, cpu_dtype, base_dir)
                            for m in self.models)
 
     def _recommendation(self, base_dir: Path, heading: str) -> str:

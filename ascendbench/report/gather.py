@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from ascendbench.errors import ReportError
-from ascendbench.record import RECORD_NAME
+from ascendbench.job.record import RECORD_NAME
 
 # Row order of every table: the job's identity first, then the record path as a tie-breaker.
 SORT_KEYS = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height",

@@ -64,7 +64,8 @@ def speedup_cell(row: Mapping[str, Any], cpu_rows: Sequence[Mapping[str, Any]], 
     if not mine:
         return MISSING
     ratio = median_ms(cpu) / mine
-    return f"{times(ratio)} vs cpu {text(get(cpu, 'job.dtype'))} {num(median_ms(cpu))} ms ({link('cpu', cpu['record'], base_dir)})"
+    return (f"{times(ratio)} vs cpu {text(get(cpu, 'job.dtype'))} {num(median_ms(cpu))} ms "
+            f"({link('cpu', cpu['record'], base_dir)})")
 
 
 def memory_cell(row: Mapping[str, Any]) -> str:

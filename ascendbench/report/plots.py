@@ -47,15 +47,16 @@ def latency_plot(rows: Sequence[Mapping[str, Any]], model: str, out: Path) -> Pa
     plt = _pyplot()
     devices = sorted({str(get(r, "job.device")) for r in rows})
     fig, axes = plt.subplots(len(devices), 2, figsize=(10, 3.6 * len(devices)), squeeze=False)
-    for axrow, device in zip(axes, devices):
+    for axrow, device in zip(axes, devices, strict=True):
         mine = [r for r in rows if str(get(r, "job.device")) == device]
         batch = min(int(get(r, "job.batch_size")) for r in mine)
         largest = max(_pixels(r) for r in mine)
-        panels = ((_series(mine, _pixels, lambda r: int(get(r, "job.batch_size")) == batch),
+        panels = ((_series(mine, _pixels, lambda r, batch=batch: int(get(r, "job.batch_size")) == batch),
                    f"{device}: batch {batch}", "megapixels per sample (H x W [x frames])"),
-                  (_series(mine, lambda r: int(get(r, "job.batch_size")), lambda r: _pixels(r) == largest),
+                  (_series(mine, lambda r: int(get(r, "job.batch_size")),
+                           lambda r, largest=largest: _pixels(r) == largest),
                    f"{device}: {largest:g} MP", "batch size"))
-        for ax, (series, title, xlabel) in zip(axrow, panels):
+        for ax, (series, title, xlabel) in zip(axrow, panels, strict=True):
             for dtype, pts in series.items():
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=dtype)
             ax.set(title=title, xlabel=xlabel, ylabel="median latency (ms)", yscale="log")
@@ -79,7 +80,8 @@ def _error_points(rows: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[
             if (key.startswith("metrics.") and key.endswith(".value")
                     and metric_matches(key[len("metrics."):-len(".value")], metric)
                     and isinstance(get(row, key), (int, float))):
-                label = f"{get(row, 'job.dtype')}\n{get(row, 'job.preset')} {get(row, 'job.height')}x{get(row, 'job.width')}"
+                label = (f"{get(row, 'job.dtype')}\n"
+                         f"{get(row, 'job.preset')} {get(row, 'job.height')}x{get(row, 'job.width')}")
                 points.append((str(get(row, "job.device")), label, float(row[key])))
                 break
     return points
@@ -94,7 +96,7 @@ def error_plot(rows: Sequence[Mapping[str, Any]], model: str, metric: str, out: 
     devices = sorted({p[0] for p in points})
     fig, axes = plt.subplots(1, len(devices), figsize=(max(5, 2.2 * len(points) / len(devices)) * len(devices), 4),
                              squeeze=False)
-    for ax, device in zip(axes[0], devices):
+    for ax, device in zip(axes[0], devices, strict=True):
         mine = [p for p in points if p[0] == device]
         ax.bar(range(len(mine)), [max(p[2], 1e-30) for p in mine])
         ax.set_xticks(range(len(mine)), [p[1] for p in mine], fontsize=7)

@@ -45,7 +45,7 @@ def summary_markdown(frame: pd.DataFrame, sweep_dir: Path) -> str:
                "judged metrics", "median ms", "throughput", "error"]
     body = []
     rows = frame.to_dict("records")
-    for label, row in zip(job_labels([r["job_dir"] for r in rows]), rows):
+    for label, row in zip(job_labels([r["job_dir"] for r in rows]), rows, strict=True):
         error = get(row, "error.type")
         body.append([link(label, row["record"], sweep_dir), text(get(row, "status")),
                      text(get(row, "job.model")), text(get(row, "job.device")), text(get(row, "job.dtype")),

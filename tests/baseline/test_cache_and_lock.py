@@ -7,13 +7,16 @@ import time
 
 import pytest
 import torch
+from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 
-from ascendbench.baseline import get_or_compute, service
+from ascendbench.baseline import ReferenceQuery, get_or_compute, service
 from ascendbench.errors import ConfigError
 from ascendbench.tasks import describe
 
 from conftest import TINY_RUN, build_tiny_flux2
+
+RANDOM0 = {"kind": "random-init", "init_seed": 0}
 
 
 def _job(compose_cfg, tmp_path, *overrides):
@@ -40,8 +43,8 @@ def test_concurrent_jobs_compute_the_reference_once_and_the_waiters_reuse_it(com
     models = [build_tiny_flux2() for _ in range(3)]  # built first: diffusers' lazy imports are not thread-safe
 
     def job(index):
-        results[index] = get_or_compute(cfg, models[index], task, inputs, torch.float64, weights, info,
-                                        tmp_path / f"j{index}")
+        query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, info, models[index], tmp_path / f"j{index}")
+        results[index] = get_or_compute(query)
 
     threads = [threading.Thread(target=job, args=(i,)) for i in range(3)]
     for thread in threads:
@@ -61,14 +64,15 @@ def test_cache_false_recomputes(compose_cfg, tmp_path):
     cfg, task, inputs, info = _job(compose_cfg, tmp_path, "baseline.cache=false")
     weights = {"kind": "random-init", "init_seed": 42}
     for _ in range(2):
-        result = get_or_compute(cfg, build_tiny_flux2(), task, inputs, torch.float64, weights, info, tmp_path)
+        query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, info, build_tiny_flux2(), tmp_path)
+        result = get_or_compute(query)
         assert result.info["cache_hit"] is False and result.info["process"] == "in-process"
 
 
 def test_in_process_restores_the_model_to_float32(compose_cfg, tmp_path):
     cfg, task, inputs, info = _job(compose_cfg, tmp_path)
     model = build_tiny_flux2()
-    get_or_compute(cfg, model, task, inputs, torch.float64, {"kind": "random-init", "init_seed": 0}, info, tmp_path)
+    get_or_compute(ReferenceQuery(cfg, task, inputs, torch.float64, RANDOM0, info, model, tmp_path))
     assert {p.dtype for p in model.parameters()} == {torch.float32}
 
 
@@ -79,18 +83,17 @@ def test_in_process_is_refused_where_torch_npu_can_be_imported(compose_cfg, tmp_
     monkeypatch.syspath_prepend(str(fake))
     cfg, task, inputs, info = _job(compose_cfg, tmp_path)
     with pytest.raises(ConfigError, match="torch_npu is importable"):
-        get_or_compute(cfg, build_tiny_flux2(), task, inputs, torch.float64, {"kind": "random-init", "init_seed": 0},
-                       info, tmp_path)
+        get_or_compute(ReferenceQuery(cfg, task, inputs, torch.float64, RANDOM0, info, build_tiny_flux2(), tmp_path))
 
 
-def test_unknown_process_option_is_a_config_error(compose_cfg, tmp_path):
-    cfg, task, inputs, info = _job(compose_cfg, tmp_path, "baseline.process=thread")
-    with pytest.raises(ConfigError, match="baseline.process='thread'"):
-        get_or_compute(cfg, build_tiny_flux2(), task, inputs, torch.float64, {}, info, tmp_path)
+def test_unknown_process_option_is_refused_at_compose_time(compose_cfg, tmp_path):
+    with pytest.raises(ConfigCompositionException) as err:
+        _job(compose_cfg, tmp_path, "baseline.process=thread")
+    assert "baseline.process" in str(err.value) + str(err.value.__cause__)
 
 
 def test_a_layer_pattern_matching_nothing_fails_before_any_reference_run(compose_cfg, tmp_path):
     cfg, task, inputs, info = _job(compose_cfg, tmp_path, "compare.layers=[no_such_block]")
     with pytest.raises(ConfigError, match="no_such_block"):
-        get_or_compute(cfg, build_tiny_flux2(), task, inputs, torch.float64, {}, info, tmp_path)
+        get_or_compute(ReferenceQuery(cfg, task, inputs, torch.float64, {}, info, build_tiny_flux2(), tmp_path))
     assert not (tmp_path / "cache").exists()

@@ -26,7 +26,8 @@ def test_device_dtype_and_run_settings_do_not_change_the_key(compose_cfg):
     base = _key(compose_cfg, ["dtype=float16"])
     for overrides in (["dtype=bfloat16"], ["device=cuda", "dtype=bfloat16"], ["device=npu"],
                       ["preset.iters=7", "preset.warmup=3"], ["metric=video"], ["compare.layers=all"],
-                      ["preset=balanced", "preset.height=32", "preset.width=32", "preset.num_frames=9", "preset.iters=2"],
+                      ["preset=balanced", "preset.height=32", "preset.width=32", "preset.num_frames=9",
+                       "preset.iters=2"],
                       ["baseline.cache_dir=/elsewhere"]):
         assert _key(compose_cfg, overrides) == base, overrides
 

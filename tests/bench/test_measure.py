@@ -7,8 +7,9 @@ import torch
 
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench import measure as measure_module
-from ascendbench.bench.measure import attach_phase_timer, measure
+from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.devices import DeviceAdapter
+from ascendbench.tasks import Task
 
 from conftest import build_tiny_flux2
 
@@ -32,7 +33,8 @@ def bench_cfg(compose_cfg, *overrides):
 
 def test_section_has_latency_flops_noise_and_stop(compose_cfg, decode_call):
     adapter = DeviceAdapter("cpu", peak=compose_cfg(["device=cpu", "device.peak.override.float32=2.0"]).device.peak)
-    result, section = measure(decode_call, adapter, bench_cfg(compose_cfg), "float32", items_per_call=1, unit="images")
+    workload = Workload("float32", items_per_call=1, unit="images")
+    result, section = measure(decode_call, adapter, bench_cfg(compose_cfg), workload)
     assert 3 <= section["latency"]["count"] <= 4 and section["stop"]["reason"] in ("stable", "max_iters")
     for key in ("median_ms", "p99_ms", "iqr_ms", "cv", "median_ci95_low_ms"):
         assert key in section["latency"]
@@ -40,19 +42,21 @@ def test_section_has_latency_flops_noise_and_stop(compose_cfg, decode_call):
     flops = section["flops"]
     assert flops["per_call"] > 0 and flops["complete"] and flops["by_op"]["aten.convolution"] > 0
     assert flops["peak_tflops"] == 2.0 and flops["mfu"] == pytest.approx(flops["achieved_tflops"] / 2.0)
-    assert flops["achieved_tflops"] == pytest.approx(flops["per_call"] / (section["latency"]["median_ms"] * 1e-3) / 1e12)
+    seconds = section["latency"]["median_ms"] * 1e-3
+    assert flops["achieved_tflops"] == pytest.approx(flops["per_call"] / seconds / 1e12)
     assert result.first_outputs["image"].shape == (1, 3, 16, 16)
 
 
 def test_cpu_without_a_peak_figure_records_why_there_is_no_mfu(compose_cfg, decode_call):
     adapter = DeviceAdapter("cpu", peak=compose_cfg(["device=cpu"]).device.peak)
-    _, section = measure(decode_call, adapter, bench_cfg(compose_cfg, "bench.iters=1"), "float32", 1, "images")
+    _, section = measure(decode_call, adapter, bench_cfg(compose_cfg, "bench.iters=1"),
+                         Workload("float32", 1, "images"))
     assert section["flops"]["mfu"] is None and "device.peak.override.float32" in section["flops"]["peak_missing"]
 
 
 def test_disabled_bench_times_one_call_and_counts_nothing(compose_cfg, decode_call):
     _, section = measure(decode_call, DeviceAdapter("cpu"), bench_cfg(compose_cfg, "bench.enabled=false"),
-                         "float32", 1, "images")
+                         Workload("float32", 1, "images"))
     assert section["latency"]["count"] == 1 and section["flops"]["skipped"] == "bench.enabled=false"
 
 
@@ -61,19 +65,24 @@ def test_a_failing_flop_count_is_recorded_not_raised(compose_cfg, decode_call, m
         raise RuntimeError("no formula for this shape")
 
     monkeypatch.setattr(measure_module, "count_flops", broken)
-    _, section = measure(decode_call, DeviceAdapter("cpu"), bench_cfg(compose_cfg, "bench.iters=1"), "float32", 1,
-                         "images")
+    _, section = measure(decode_call, DeviceAdapter("cpu"), bench_cfg(compose_cfg, "bench.iters=1"),
+                         Workload("float32", 1, "images"))
     assert section["flops"]["skipped"].startswith("FlopCounterMode failed: RuntimeError")
     assert section["latency"]["count"] == 1
 
 
 def test_phase_timer_is_attached_only_to_tasks_that_ask_for_it():
-    class PlainTask:
-        pass
+    class PlainTask(Task):
+        def make_inputs(self, preset, seed):
+            return {}
 
-    class PhasedTask:
-        def attach_phase_timer(self, timer, module):
+        def run(self, model, inputs):
+            return {}
+
+    class PhasedTask(PlainTask):
+        def attach_phase_timer(self, module, timer):
             self.timer, self.module = timer, module
+            return True
 
     assert attach_phase_timer(PlainTask(), object(), DeviceAdapter("cpu")) is None
     task, module = PhasedTask(), object()

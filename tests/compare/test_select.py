@@ -43,7 +43,8 @@ def test_pipeline_components_are_named_by_component():
     blocks = torch.nn.ModuleList([torch.nn.Linear(2, 2) for _ in range(4)])
     transformer = torch.nn.Module()
     transformer.transformer_blocks = blocks
-    pipe = SimpleNamespace(components={"transformer": transformer, "scheduler": object(), "vae": torch.nn.Conv2d(1, 1, 1)})
+    pipe = SimpleNamespace(components={"transformer": transformer, "scheduler": object(),
+                                       "vae": torch.nn.Conv2d(1, 1, 1)})
     assert select_modules(pipe, ["transformer.transformer_blocks[:3]", "transformer.transformer_blocks[-1]"]) == [
         f"transformer.transformer_blocks.{i}" for i in range(4)]
     assert select_modules(pipe, ["vae"]) == ["vae"]

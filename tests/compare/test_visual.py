@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from PIL import Image
 
-from ascendbench.visual import choose_frames, per_frame_mse, render_output
+from ascendbench.compare.visual import choose_frames, per_frame_mse, render_output
 
 OPTIONS = {"max_images": 2, "frames": ["first", "last", "worst"], "layout": "auto", "value_range": [-1, 1]}
 

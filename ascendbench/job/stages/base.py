@@ -1,0 +1,49 @@
+"""What a stage is, and the one way a stage builds a config node into an object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from ascendbench.errors import AscendBenchError, ConfigError
+from ascendbench.job.job import Job
+
+
+class Stage:
+    """One step of a job. ``run`` does it, ``plan`` says what it would do without loading or computing
+    anything heavy (``dry_run=true``); each returns its own record section (top-level record fields,
+    merged one level deep) and keeps what later stages need on the :class:`~ascendbench.job.job.Job`.
+    A plan adds its findings to ``job.plan`` (:meth:`~ascendbench.job.job.Job.add_plan`), written as the
+    record's ``plan`` once every stage has planned.
+
+    Attributes:
+        name: short name of the stage.
+        label: how messages name it (``the device run``: "out of memory ... during the device run").
+    """
+
+    name = "stage"
+    label = "the job"
+
+    def plan(self, job: Job) -> dict[str, Any]:
+        """What the stage would do (into ``job.plan``); problems go to ``job.problems``; returns a record section."""
+        return {}
+
+    def run(self, job: Job) -> dict[str, Any]:
+        """Do the stage; returns its record section."""
+        return {}
+
+
+def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
+    """``instantiate`` a config node; our own errors pass through, others name the config key."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        if isinstance(exc.__cause__, AscendBenchError):
+            raise exc.__cause__ from None
+        raise ConfigError(
+            f"{key} could not be built from _target_={node.get('_target_')!r}: {exc}. Check the keys "
+            f"under {key} against the signature of its _target_ (`--cfg job` prints them)."
+        ) from exc

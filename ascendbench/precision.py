@@ -1,0 +1,127 @@
+"""One precision per job: the device dtype, its tolerances and verdict rules, and the reference dtype.
+
+Every dtype fact lives here once: :data:`TORCH_DTYPES` maps config names to torch dtypes,
+:func:`dtype_name` maps back, and :class:`Precision` is built once per job from the dtype option
+(``conf/dtype/<name>.yaml``, ``auto`` resolved for the chosen device), ``model.thresholds`` and
+``baseline.reference``. Stages read it from the job; nothing else merges dtype rules.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from ascendbench.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+TORCH_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": torch.float16,
+                                        "bfloat16": torch.bfloat16}
+REFERENCE_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
+REFERENCE_CHOICES = ("auto", *REFERENCE_DTYPES)
+TOLERANCE_KEYS = ("small_value", "small_value_atol")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``.
+
+    >>> dtype_name(torch.float64)
+    'float64'
+    """
+    return str(dtype).replace("torch.", "")
+
+
+def torch_dtype(name: str, key: str = "dtype.name") -> torch.dtype:
+    """The torch dtype of a device dtype name; a clear :class:`ConfigError` for anything else."""
+    if name not in TORCH_DTYPES:
+        raise ConfigError(f"{key}={name!r} is not supported; allowed: {', '.join(TORCH_DTYPES)} or auto. "
+                          "Choose the option on the command line, e.g. `dtype=float16`.")
+    return TORCH_DTYPES[name]
+
+
+def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
+    """The reference precision for a device dtype under ``baseline.reference``.
+
+    >>> reference_dtype("auto", torch.float32), reference_dtype("auto", torch.bfloat16)
+    (torch.float64, torch.float32)
+    """
+    if choice not in REFERENCE_CHOICES:
+        raise ConfigError(
+            f"baseline.reference={choice!r} is not allowed; use one of {', '.join(REFERENCE_CHOICES)} "
+            "(auto: float64 for float32 device runs, float32 for half-precision runs)."
+        )
+    if choice == "auto":
+        return torch.float64 if device_dtype == torch.float32 else torch.float32
+    return REFERENCE_DTYPES[choice]
+
+
+def resolve_dtype_option(dtype_cfg: DictConfig, device_type: str) -> DictConfig:
+    """The dtype option in force: ``auto`` becomes the device's choice, loaded from its own file."""
+    from ascendbench.config import load_option
+
+    if dtype_cfg.name != "auto":
+        torch_dtype(dtype_cfg.name)
+        return dtype_cfg
+    chosen = OmegaConf.select(dtype_cfg, f"by_device.{device_type}")
+    log.info("dtype=auto chose %s for device %s", chosen, device_type)
+    return load_option("dtype", chosen)
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The numeric contract of one job.
+
+    Attributes:
+        name: the device dtype's name (``float32``, ``float16``, ``bfloat16``).
+        requested: what the user asked for (``auto`` or a name).
+        atol: allclose absolute tolerance of the dtype option.
+        rtol: allclose relative tolerance of the dtype option.
+        tolerances: msprobe's small-value rule (``small_value``, ``small_value_atol``) where the option has it.
+        rules: verdict rules by metric name: the dtype's thresholds overridden by ``model.thresholds``.
+        reference: the CPU reference dtype (``None``: performance-only run).
+    """
+
+    name: str
+    requested: str
+    atol: float
+    rtol: float
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    rules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    reference: torch.dtype | None = None
+
+    @classmethod
+    def build(cls, cfg: DictConfig, device_type: str) -> Precision:
+        """The job's precision from ``cfg.dtype`` (``auto`` resolved for ``device_type``), ``model.thresholds``
+        and ``baseline.reference`` (``None`` when ``baseline.enabled=false``)."""
+        from ascendbench.metrics.verdict import merge_rules
+
+        option = resolve_dtype_option(cfg.dtype, device_type)
+        device = torch_dtype(option.name)
+        reference = reference_dtype(str(cfg.baseline.reference), device) if cfg.baseline.enabled else None
+        return cls(
+            name=str(option.name), requested=str(cfg.dtype.name), atol=float(option.atol), rtol=float(option.rtol),
+            tolerances={k: float(option[k]) for k in TOLERANCE_KEYS if option.get(k) is not None},
+            rules=merge_rules(_plain(option.get("thresholds")), _plain(OmegaConf.select(cfg, "model.thresholds"))),
+            reference=reference)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The device run's torch dtype."""
+        return TORCH_DTYPES[self.name]
+
+    @property
+    def reference_name(self) -> str | None:
+        """The reference dtype's name, or ``None`` without a reference."""
+        return None if self.reference is None else dtype_name(self.reference)
+
+    def allclose(self) -> dict[str, float]:
+        """``atol``, ``rtol`` and the small-value tolerances, as keyword arguments of the metrics."""
+        return {"atol": self.atol, "rtol": self.rtol, **self.tolerances}
