@@ -119,10 +119,15 @@ def meta_model(job: Job) -> Any:
         return loader.load(None, "random", int(job.cfg.model.init_seed), None).module
 
 
+def free_host_bytes() -> int:
+    """Host memory available now (what a CPU reference may plan for)."""
+    return available_host_bytes()
+
+
 def free_device_bytes(adapter: Any) -> int:
     """Free memory of the adapter's device (host available memory for the CPU)."""
     if adapter.runtime is None:
-        return available_host_bytes()
+        return free_host_bytes()
     return int(adapter.runtime.mem_get_info(adapter.index)[0])
 
 

@@ -82,6 +82,6 @@ def tensor_budget_problem(tensor_sets: Mapping[str, Mapping[str, torch.Tensor]],
     limit = settings.get("max_tensor_mb")
     total_mb = sum(t.numel() * t.element_size() for ts in tensor_sets.values() for t in ts.values()) / 2**20
     if limit is not None and total_mb > float(limit):
-        return (f"{total_mb:.0f} MiB of tensors exceed artifacts.max_tensor_mb={limit}; raise it to keep them "
-                "(metrics are in the record either way)")
+        return (f"{total_mb:.0f} MiB of tensors exceed artifacts.max_tensor_mb={float(limit):g}; raise it to keep "
+                "them (metrics are in the record either way)")
     return None

@@ -6,10 +6,9 @@ from typing import Any
 
 from ascendbench.baseline import ReferenceQuery, get_or_compute
 from ascendbench.job.job import Job
-from ascendbench.job.planning import memory_line
+from ascendbench.job.planning import free_host_bytes, memory_line
 from ascendbench.job.resources import baseline_host_bytes, guard_reference_memory, run_memory
 from ascendbench.job.stages.base import Stage
-from ascendbench.models.memory import available_host_bytes
 from ascendbench.patches import patches_applied
 from ascendbench.precision import dtype_name
 
@@ -62,7 +61,7 @@ class ReferenceStage(Stage):
         reference = run_memory(job.model, job.task, job.inputs, precision)
         child = str(job.cfg.baseline.get("process", "child")) == "child"
         entry = memory_line(job, f"CPU reference in {dtype_name(precision)}", baseline_host_bytes(reference, child),
-                            available_host_bytes())
+                            free_host_bytes())
         return {**entry, **reference.to_dict()}
 
     def run(self, job: Job) -> dict[str, Any]:
