@@ -65,15 +65,9 @@ FrameLayout = choices("FrameLayout", ("auto", "BCTHW", "BTCHW"), "``compare.visu
 
 
 @dataclass
-class PresetConfig:
-    """``preset``: sizes and the timing budget (conf/preset/*.yaml, adjusted by conf/model_preset/)."""
+class BudgetConfig:
+    """The timing-budget keys that ``preset`` carries and ``bench`` interpolates."""
 
-    name: str = MISSING
-    height: int = MISSING
-    width: int = MISSING
-    num_frames: int = MISSING
-    batch_size: int = MISSING
-    steps: int = MISSING
     warmup: int = MISSING
     iters: Optional[int] = None
     min_iters: int = MISSING
@@ -81,6 +75,23 @@ class PresetConfig:
     min_time_s: float = MISSING
     max_time_s: float = MISSING
     stability: Optional[float] = None
+
+
+@dataclass
+class SizesConfig:
+    """The sizes of a preset (a task ignores what it does not use)."""
+
+    name: str = MISSING
+    height: int = MISSING
+    width: int = MISSING
+    num_frames: int = MISSING
+    batch_size: int = MISSING
+    steps: int = MISSING
+
+
+@dataclass
+class PresetConfig(BudgetConfig, SizesConfig):
+    """``preset``: sizes, then the timing budget (conf/preset/*.yaml, adjusted by conf/model_preset/)."""
 
 
 @dataclass
@@ -92,17 +103,16 @@ class FlopsConfig:
 
 
 @dataclass
-class BenchConfig:
-    """``bench``: the timing loop (its budget interpolates the preset's)."""
+class BenchSwitch:
+    """``bench.enabled``: false times one call and counts nothing."""
 
     enabled: bool = MISSING
-    warmup: int = MISSING
-    iters: Optional[int] = None
-    min_iters: int = MISSING
-    max_iters: int = MISSING
-    min_time_s: float = MISSING
-    max_time_s: float = MISSING
-    stability: Optional[float] = None
+
+
+@dataclass
+class BenchConfig(BudgetConfig, BenchSwitch):
+    """``bench``: the timing loop (its budget interpolates the preset's)."""
+
     noise_threshold: float = MISSING
     events: bool = MISSING
     phases: bool = MISSING
