@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-dev demo test bench report verify validate clean
+.PHONY: help install install-dev demo lint test bench report verify validate clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ install-dev: $(VENV)/.installed-dev ## install with the test tools (the `dev` ex
 
 demo: install ## run `python -m ascendbench` with its defaults (auto device, mini preset); ARGS=... adds overrides
 	$(PY) -m ascendbench $(ARGS)
+
+lint: install-dev ## ruff check of the whole tree
+	$(PY) -m ruff check .
 
 test: install-dev ## run the whole test suite
 	$(PY) -m pytest $(ARGS)

@@ -1,50 +1,25 @@
-"""Shared fixtures: tiny offline models saved like real checkpoints, config composition, CLI runs.
+"""Shared fixtures: tiny offline models saved like real checkpoints, composed configs, CLI runs.
 
-Nothing here touches the network: every model is built in code, seeded, and written with
-``save_pretrained`` / safetensors into a temporary directory, then loaded back through the same
-loaders users hit.
+Fixtures only; the builders they use live in ``tests/helpers`` (``from helpers import ...``). Nothing
+here touches the network: every model is built in code, seeded, and written with ``save_pretrained`` /
+safetensors into a temporary directory, then loaded back through the same loaders users hit.
 """
 
 from __future__ import annotations
 
+import copy
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Iterable
 
 import pytest
-import torch
-from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, open_dict
 
-# The tiny FLUX.2-style decoder used across the tests: the same class as flux2_small_decoder.
-TINY_FLUX2_ARCH = dict(
-    down_block_types=["DownEncoderBlock2D", "DownEncoderBlock2D"],
-    up_block_types=["UpDecoderBlock2D", "UpDecoderBlock2D"],
-    block_out_channels=[8, 16],
-    decoder_block_out_channels=[8, 16],
-    layers_per_block=1,
-    latent_channels=4,
-    norm_num_groups=4,
-    sample_size=32,
-)
-# Overrides that make a CLI job of the tiny model take about a second.
-TINY_RUN = ["preset.height=32", "preset.width=32", "preset.warmup=0", "preset.iters=2", "device=cpu"]
+from helpers import TINY_FLUX2_ARCH, TINY_RUN, build_tiny_flux2, compose_config, run_app
 
-
-def build_tiny_flux2(seed: int = 0):
-    """A seeded tiny ``AutoencoderKLFlux2`` (float32, eval mode)."""
-    from diffusers import AutoencoderKLFlux2
-
-    torch.manual_seed(seed)
-    return AutoencoderKLFlux2(**TINY_FLUX2_ARCH).eval()
-
-
-def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
-    """True when two modules hold the same tensors under the same names."""
-    sa, sb = a.state_dict(), b.state_dict()
-    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+# The job of ``cfg_tiny``: the tiny decoder on CPU, its reference in this process, no FLOP count.
+TINY_JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "bench.flops.enabled=false", "baseline.process=in-process"]
 
 
 @pytest.fixture
@@ -57,7 +32,10 @@ def tiny_flux2_loader():
 
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_baseline_cache(tmp_path_factory):
-    """Keep cached CPU references of the tests (in-process and CLI subprocesses) out of ~/.cache."""
+    """Keep cached CPU references of the tests (in-process and CLI subprocesses) out of ~/.cache.
+
+    Per pytest process: each xdist worker has its own ``tmp_path_factory`` and so its own cache.
+    """
     previous = os.environ.get("ASCENDBENCH_CACHE")
     os.environ["ASCENDBENCH_CACHE"] = str(tmp_path_factory.mktemp("ascendbench-cache"))
     yield
@@ -77,31 +55,45 @@ def tiny_flux2_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def compose_cfg():
-    """Compose the app config with overrides, as the CLI would (Hydra state cleared afterwards)."""
+    """``compose_cfg(overrides)``: the app config composed as the CLI would (Hydra state cleared afterwards)."""
 
     def _compose(overrides: Iterable[str] = ()):
-        GlobalHydra.instance().clear()
-        with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
-            return compose(config_name="config", overrides=list(overrides))
+        return compose_config(overrides)
 
     yield _compose
     GlobalHydra.instance().clear()
 
 
-def run_cli(args: Iterable[str], cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    """Run ``python -m ascendbench ARGS`` in a subprocess, offline, in ``cwd``."""
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "ascendbench", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+@pytest.fixture(scope="module")
+def cfg_tiny_module() -> DictConfig:
+    """``TINY_JOB`` composed once per test module (copy it: see ``cfg_tiny``)."""
+    return compose_config(TINY_JOB)
+
+
+@pytest.fixture
+def cfg_tiny(cfg_tiny_module, tmp_path) -> DictConfig:
+    """A copy of the composed tiny job for one test, its baseline cache in ``tmp_path/cache``.
+
+    Run it with ``helpers.run_job(cfg_tiny, tmp_path / "job")``; change a value with ``open_dict``.
+    """
+    cfg = copy.deepcopy(cfg_tiny_module)
+    with open_dict(cfg):
+        cfg.baseline.cache_dir = str(tmp_path / "cache")
+    return cfg
 
 
 @pytest.fixture
 def cli(tmp_path):
-    """``cli(*overrides)`` runs one job with ``hydra.run.dir=<tmp>/job`` and returns (result, job_dir)."""
+    """``cli(*overrides, env=None, job_dir=None)`` runs one job of ``python -m ascendbench`` in this process
+    (``helpers.run_app``, cwd ``tmp_path``, job dir ``<tmp>/job``) and returns ``(result, job_dir)``."""
 
     def _run(*overrides: str, env: dict | None = None, job_dir: Path | None = None):
-        job_dir = job_dir or tmp_path / "job"
-        result = run_cli([*overrides, f"hydra.run.dir={job_dir}"], cwd=tmp_path, env=env)
-        return result, job_dir
+        result = run_app(overrides, cwd=tmp_path, env=env, out_dir=job_dir or tmp_path / "job")
+        return result, result.job_dir
 
     return _run
+
+
+def pytest_collection_modifyitems(config, items):
+    """Subprocess tests (``slow``) first: the two xdist workers then end on short tests and finish together."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort keeps the rest in order

@@ -1,30 +1,43 @@
-"""The CLI end to end, in subprocesses, with tiny offline models."""
+"""The CLI end to end with tiny offline models.
+
+One job runs as users run it, ``python -m ascendbench`` in a subprocess with every default (its CPU
+reference in a child process); the others call the same entry point in this process (``cli`` fixture,
+``helpers.run_app``): Hydra's parsing, the app, the console and the exit code are the same, without an
+interpreter start per job. Where a test is not about the reference process, its reference runs in-process.
+"""
 
 from __future__ import annotations
 
-import json
+import logging
+import os
+import signal
+import sys
 
+import pytest
 import torch
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from safetensors.torch import load_file
 
 from ascendbench.metrics import regression_metrics
 
-from conftest import TINY_RUN
+from helpers import TINY_RUN, read_record, run_app, run_cli
+
+IN_PROCESS_REFERENCE = "baseline.process=in-process"
 
 
-def _record(job_dir):
-    return json.loads((job_dir / "record.json").read_text())
-
-
-def test_job_from_a_local_model_directory_records_metrics_that_recompute(cli, tiny_flux2_dir):
-    result, job = cli("model=tiny_flux2_decoder", f"model.source={tiny_flux2_dir}", "model.weights=required",
-                      *TINY_RUN)
+@pytest.mark.slow
+def test_job_from_a_local_model_directory_records_metrics_that_recompute(tmp_path, tiny_flux2_dir):
+    result = run_cli(["model=tiny_flux2_decoder", f"model.source={tiny_flux2_dir}", "model.weights=required",
+                      *TINY_RUN], cwd=tmp_path)
+    job = result.job_dir
     assert result.returncode == 0, result.stdout + result.stderr
-    record = _record(job)
+    record = read_record(job)
     assert record["status"] == "ok" and record["error"] is None
     assert record["weights"]["kind"] == "loaded" and record["weights"]["digest"].startswith("sha256:")
     assert record["job"]["device"] == "cpu" and record["job"]["dtype"] == "float32"
     assert record["baseline"]["precision"] == "float64", "a float32 run is judged against float64"
+    assert record["baseline"]["process"] == "child", "the default: the reference in a clean child process"
     assert record["verdict"] == "PASS"
     assert record["metrics"]["mean_rel_err"]["threshold"] == 0.01
     assert "FLUX.2" in record["metrics"]["mean_rel_err"]["source"]
@@ -47,9 +60,9 @@ def test_job_from_a_local_model_directory_records_metrics_that_recompute(cli, ti
 
 
 def test_random_init_is_labelled_in_record_and_summary(cli):
-    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN)
+    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, IN_PROCESS_REFERENCE)
     assert result.returncode == 0, result.stderr
-    record = _record(job)
+    record = read_record(job)
     assert record["weights"]["kind"] == "random-init" and record["weights"]["init_seed"] == 42
     assert any("random-init" in w for w in record["warnings"])
     assert "random-init" in result.stdout
@@ -61,7 +74,7 @@ def test_unavailable_device_fails_with_a_paragraph_and_a_failed_record(cli):
     output = result.stdout + result.stderr
     assert "device=npu is not available" in output and "torch_npu" in output
     assert "Traceback" not in output, "tracebacks belong in the job log only"
-    record = _record(job)
+    record = read_record(job)
     assert record["status"] == "failed"
     assert record["error"]["type"] == "DeviceUnavailableError" and record["error"]["reason"] == "device_unavailable"
     assert "Traceback" in (job / "ascendbench.log").read_text()
@@ -72,21 +85,19 @@ def test_required_weights_missing_fails_cleanly(cli, tmp_path):
                       *TINY_RUN)
     assert result.returncode == 1
     assert "model.weights=required but no weights were found" in result.stdout + result.stderr
-    assert _record(job)["error"]["reason"] == "weights_not_found"
+    assert read_record(job)["error"]["reason"] == "weights_not_found"
 
 
 def test_half_dtype_on_cpu_runs_with_the_measured_warning(cli):
-    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "dtype=bfloat16")
+    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "dtype=bfloat16", IN_PROCESS_REFERENCE)
     assert result.returncode == 0, result.stderr
-    record = _record(job)
+    record = read_record(job)
     assert record["job"]["dtype"] == "bfloat16" and record["baseline"]["precision"] == "float32"
     assert any("170x slower" in w for w in record["warnings"])
 
 
 def test_help_lists_groups_and_options(tmp_path):
-    from conftest import run_cli
-
-    result = run_cli(["--help"], cwd=tmp_path)
+    result = run_app(["--help"], cwd=tmp_path)
     assert result.returncode == 0
     for line in ("device: auto, cpu, cuda, npu", "dtype: auto, bfloat16, float16, float32",
                  "preset: balanced, mini, quality"):
@@ -95,28 +106,44 @@ def test_help_lists_groups_and_options(tmp_path):
 
 
 def test_unknown_option_gets_hydras_list_of_options(tmp_path):
-    from conftest import run_cli
-
-    result = run_cli(["device=tpu"], cwd=tmp_path)
+    result = run_app(["device=tpu"], cwd=tmp_path)
     assert result.returncode == 1
     assert "Could not find 'device/tpu'" in result.stderr and "auto" in result.stderr and "npu" in result.stderr
 
 
 def test_fail_on_turns_a_failed_verdict_into_exit_1(cli):
     strict = "+metric.thresholds.mean_rel_err={max:1e-12,source:test}"
-    passed, _ = cli("model=tiny_flux2_decoder", *TINY_RUN, strict, "baseline.process=in-process")
+    passed, _ = cli("model=tiny_flux2_decoder", *TINY_RUN, strict, IN_PROCESS_REFERENCE)
     assert passed.returncode == 0, "a FAIL verdict alone is a result, not an error"
-    gated, job = cli("model=tiny_flux2_decoder", *TINY_RUN, strict, "baseline.process=in-process", "fail_on=FAIL",
+    gated, job = cli("model=tiny_flux2_decoder", *TINY_RUN, strict, IN_PROCESS_REFERENCE, "fail_on=FAIL",
                      "resume.enabled=false")
-    assert gated.returncode == 1 and _record(job)["verdict"] == "FAIL"
+    assert gated.returncode == 1 and read_record(job)["verdict"] == "FAIL"
     wrong, _ = cli("model=tiny_flux2_decoder", *TINY_RUN, "fail_on=maybe")
-    assert wrong.returncode == 1 and "fail_on='maybe' is not allowed" in wrong.stderr
+    assert wrong.returncode == 1 and "Invalid value 'maybe', expected one of [WARN, FAIL]" in wrong.stderr
 
 
 def test_tensor_artifacts_are_bounded_by_config(cli):
-    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "artifacts.max_tensor_mb=0", "baseline.process=in-process")
+    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "artifacts.max_tensor_mb=0", IN_PROCESS_REFERENCE)
     assert result.returncode == 0, result.stderr
-    artifacts = _record(job)["artifacts"]
+    artifacts = read_record(job)["artifacts"]
     assert "exceed artifacts.max_tensor_mb=0;" in artifacts["tensors_skipped"]
     assert "device_outputs" not in artifacts and not (job / "tensors").exists()
     assert artifacts["image_device_png"], "pictures are still written"
+
+
+def test_an_in_process_run_leaves_the_process_as_it_found_it(tmp_path):
+    """``run_app`` (used by the tests above) undoes what a job does to the process that ran it."""
+
+    def state():
+        root = logging.getLogger()
+        return (os.getcwd(), dict(os.environ), list(sys.path), list(sys.argv), list(root.handlers), root.level,
+                signal.getsignal(signal.SIGTERM), torch.are_deterministic_algorithms_enabled(), sys.stdout)
+
+    before = state()
+    result = run_app(["model=tiny_flux2_decoder", *TINY_RUN, "device.deterministic=true", "model.weights=required",
+                      f"model.source={tmp_path}/absent"], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 1 and "model.weights=required but no weights were found" in result.output
+    assert read_record(result.job_dir)["env"]["device"]["deterministic"] is True, "the job switched it on"
+    assert "[ascendbench" in result.stdout, "the job's console log lines were captured"
+    assert state() == before
+    assert not GlobalHydra.instance().is_initialized() and not HydraConfig.initialized()

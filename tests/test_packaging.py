@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +37,8 @@ def test_wheel_ships_the_config_and_runs_from_another_directory(tmp_path):
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(target)}
     run = subprocess.run([sys.executable, "-c", "import ascendbench, runpy; print(ascendbench.__file__); "
-                          "import sys; sys.argv=['ascendbench', '--help']; runpy.run_module('ascendbench', run_name='__main__')"],
+                          "import sys; sys.argv=['ascendbench', '--help']; "
+                          "runpy.run_module('ascendbench', run_name='__main__')"],
                          cwd=elsewhere, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(str(target)), "the installed copy, not the checkout, must be used"

@@ -7,11 +7,10 @@ import socket
 import pytest
 import torch
 
-from ascendbench import plan as plan_module
+from ascendbench.job import planning as plan_module
 from ascendbench.models.sources import files_digest
-from ascendbench.runner import run_job
 
-from conftest import build_tiny_flux2
+from helpers import build_tiny_flux2, run_job
 
 FAST = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.width=32", "preset.warmup=0",
         "preset.iters=2", "bench.flops.enabled=false", "baseline.process=in-process"]
@@ -19,7 +18,8 @@ FAST = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.wi
 
 @pytest.fixture
 def job(compose_cfg, tmp_path):
-    """``job(*overrides)`` composes and runs one job in-process; returns its record."""
+    """``job(*overrides)`` composes and runs one job in-process; returns its record (``cfg_tiny`` where
+    the tiny job itself, with a value or two set, is all a test needs)."""
 
     def run(*overrides: str, name: str = "job"):
         cfg = compose_cfg([*FAST, f"baseline.cache_dir={tmp_path / 'cache'}", *overrides])
@@ -63,9 +63,10 @@ def test_plan_of_a_local_directory(job, tiny_flux2_dir, nothing_loads, capsys, t
     assert "dry run: tiny_flux2_decoder on cpu" in out and "problems  none" in out and "cache miss" in out
 
 
-def test_plan_after_a_real_job_sees_the_cached_reference(job):
-    assert job(name="real")["status"] == "ok"
-    plan = job("dry_run=true")["plan"]
+def test_plan_after_a_real_job_sees_the_cached_reference(cfg_tiny, tmp_path):
+    assert run_job(cfg_tiny, tmp_path / "real")["status"] == "ok"
+    cfg_tiny.dry_run = True
+    plan = run_job(cfg_tiny, tmp_path / "job")["plan"]
     assert plan["weights"]["action"] == "random-init" and plan["baseline"]["cache_hit"] is True
     assert "cpu_reference" not in plan["memory"], "a cached reference needs no memory"
 
@@ -81,9 +82,10 @@ def test_every_problem_is_listed_and_the_dry_run_fails(job, tmp_path, capsys):
     assert capsys.readouterr().out.count("PROBLEM") == 2
 
 
-def test_memory_that_does_not_fit_is_a_problem(job, monkeypatch):
+def test_memory_that_does_not_fit_is_a_problem(cfg_tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(plan_module, "available_host_bytes", lambda: 64 << 10)  # 64 KiB
-    record = job("dry_run=true")
+    cfg_tiny.dry_run = True
+    record = run_job(cfg_tiny, tmp_path / "job")
     assert record["status"] == "failed"
     memory = record["plan"]["memory"]
     assert not memory["device_run"]["fits"] and not memory["cpu_reference"]["fits"]

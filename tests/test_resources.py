@@ -17,7 +17,7 @@ from ascendbench.job.resources import (
 )
 from ascendbench.tasks import VaeDecodeTask
 
-from conftest import build_tiny_flux2
+from helpers import build_tiny_flux2
 
 
 def test_live_bytes_counts_outputs_frees_dead_tensors_and_shares_views():

@@ -1,5 +1,6 @@
-"""Sweeps: the ready-made sweep and launcher configs compose; real Hydra multiruns of the tiny model in
-subprocesses give the summary, the report, resume, joblib cards and submitit (`slow`: seconds per job).
+"""Sweeps: the ready-made sweep and launcher configs compose; real Hydra multiruns of the tiny model give
+the summary, the report and resume (in this process: the basic launcher runs its jobs in the caller's
+process), and, in subprocesses (`slow`), joblib cards, submitit and a killed job.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_module
-from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from ascendbench.confdir import config_dir, group_options
+from ascendbench.config import config_dir, group_options
 from ascendbench.report.__main__ import main as report_main
+
+from helpers import Result, compose_config, run_app, run_cli
 
 TINY = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.width=32", "preset.warmup=0",
         "preset.iters=2"]
@@ -33,12 +34,9 @@ def compose_hydra():
     """Compose with the hydra node included (sweeper params, launcher, callbacks)."""
 
     def _compose(overrides):
-        GlobalHydra.instance().clear()
-        with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
-            return compose(config_name="config", overrides=list(overrides), return_hydra_config=True)
+        return compose_config(overrides, return_hydra_config=True)
 
-    yield _compose
-    GlobalHydra.instance().clear()
+    return _compose
 
 
 @pytest.mark.parametrize("name", group_options("sweep"))
@@ -84,19 +82,18 @@ def test_sweep_job_dirs_are_named_by_overrides_without_long_values(compose_hydra
 
 
 def _env(tmp_path: Path) -> dict:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "ASCENDBENCH_CACHE": str(tmp_path / "cache")}
+    return {"ASCENDBENCH_CACHE": str(tmp_path / "cache")}
 
 
-def _multirun(tmp_path: Path, sweep: Path, *overrides: str) -> subprocess.CompletedProcess:
-    args = [sys.executable, "-m", "ascendbench", "-m", *TINY, *FAST, *overrides, f"hydra.sweep.dir={sweep}"]
-    return subprocess.run(args, cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+def _multirun(tmp_path: Path, sweep: Path, *overrides: str, run=run_app) -> Result:
+    """``python -m ascendbench -m`` of the tiny job with ``overrides``: ``run_app`` in this process or ``run_cli``."""
+    return run(["-m", *TINY, *FAST, *overrides], cwd=tmp_path, env=_env(tmp_path), out_dir=sweep)
 
 
 def _records(sweep: Path) -> dict[str, dict]:
     return {p.parent.name: json.loads(p.read_text()) for p in sweep.rglob("record.json")}
 
 
-@pytest.mark.slow
 def test_multirun_summary_report_and_resume(tmp_path):
     sweep = tmp_path / "multirun" / "grid"
     first = _multirun(tmp_path, sweep, "dtype=float32,bfloat16", "preset=mini,balanced")
@@ -124,7 +121,7 @@ def test_multirun_summary_report_and_resume(tmp_path):
 @pytest.mark.slow
 def test_joblib_workers_get_distinct_cards_and_a_failed_job_fails_the_sweep(tmp_path):
     sweep = tmp_path / "multirun" / "cards"
-    result = _multirun(tmp_path, sweep, "hydra/launcher=joblib_cards", "preset.height=32,31")
+    result = _multirun(tmp_path, sweep, "hydra/launcher=joblib_cards", "preset.height=32,31", run=run_cli)
     assert result.returncode == 1, "a failed job in another process still makes the exit status non-zero"
     records = _records(sweep)
     statuses = {name.split("preset.height=")[1].split(",")[0]: r["status"] for name, r in records.items()}
@@ -146,7 +143,7 @@ def test_joblib_workers_get_distinct_cards_and_a_failed_job_fails_the_sweep(tmp_
 @pytest.mark.slow
 def test_submitit_local_executor(tmp_path):
     sweep = tmp_path / "multirun" / "submitit"
-    result = _multirun(tmp_path, sweep, "hydra/launcher=submitit_local", "dtype=float32")
+    result = _multirun(tmp_path, sweep, "hydra/launcher=submitit_local", "dtype=float32", run=run_cli)
     assert result.returncode == 0, result.stderr[-3000:]
     assert list((sweep / ".submitit").iterdir()), "the job went through submitit"
     summary = pd.read_csv(sweep / "summary.csv")
@@ -158,8 +155,8 @@ def test_a_killed_job_never_leaves_an_ok_record(tmp_path):
     job_dir = tmp_path / "outputs" / "killed"
     args = [sys.executable, "-m", "ascendbench", *TINY, *FAST, "preset.iters=1000000", "preset.max_time_s=600",
             f"hydra.run.dir={job_dir}"]
-    proc = subprocess.Popen(args, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(args, cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1", **_env(tmp_path)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
         while not (job_dir / "record.json").exists() and time.monotonic() < deadline and proc.poll() is None:

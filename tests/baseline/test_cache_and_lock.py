@@ -14,7 +14,7 @@ from ascendbench.baseline import ReferenceQuery, get_or_compute, service
 from ascendbench.errors import ConfigError
 from ascendbench.tasks import describe
 
-from conftest import TINY_RUN, build_tiny_flux2
+from helpers import TINY_RUN, build_tiny_flux2
 
 RANDOM0 = {"kind": "random-init", "init_seed": 0}
 

@@ -10,11 +10,10 @@ import sys
 import torch
 from hydra.utils import instantiate
 
-from ascendbench.baseline import get_or_compute, run_reference
-from ascendbench.runner import run_job
+from ascendbench.baseline import ReferenceQuery, get_or_compute, run_reference
 from ascendbench.tasks import describe
 
-from conftest import TINY_RUN
+from helpers import TINY_RUN, run_job
 
 FAKE_TORCH_NPU = """
 import os
@@ -43,11 +42,13 @@ def test_the_child_process_cannot_import_a_planted_torch_npu(compose_cfg, tmp_pa
     task = instantiate(cfg.model.task)
     inputs = task.make_inputs(cfg.preset, cfg.seed)
     weights = {"kind": "random-init", "init_seed": 42}
-    result = get_or_compute(cfg, None, task, inputs, torch.float64, weights, describe(inputs), tmp_path / "job")
+    query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, describe(inputs), log_dir=tmp_path / "job")
+    result = get_or_compute(query)
 
     assert not marker.exists(), "the reference process imported torch_npu"
     assert result.info["process"] == "child" and result.info["torch_npu_blocked"] is True
-    assert result.info["cache_hit"] is False and "reference written" in (tmp_path / "job" / "baseline_child.log").read_text()
+    child_log = (tmp_path / "job" / "baseline_child.log").read_text()
+    assert result.info["cache_hit"] is False and "reference written" in child_log
     assert result.info["path"] == str(tmp_path / "cache" / result.info["cache_key"])
     meta = json.loads((tmp_path / "cache" / result.info["cache_key"] / "meta.json").read_text())
     assert meta["process"]["pid"] != os.getpid()

@@ -11,7 +11,7 @@ from hydra.utils import instantiate
 from ascendbench.baseline import cache_key, key_material, reference_dtype
 from ascendbench.tasks import describe
 
-from conftest import TINY_RUN
+from helpers import TINY_RUN
 
 RANDOM = {"kind": "random-init", "init_seed": 42, "digest": None}
 

@@ -1,13 +1,11 @@
-"""One job end to end through the CLI: the record's bench section and the summary's performance lines."""
+"""One job end to end through the CLI (in this process): the record's bench section and the summary's
+performance lines."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
 
-
-@pytest.mark.slow
 def test_adaptive_budget_job_records_the_full_bench_section(cli):
     result, job = cli("model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.width=32",
                       "baseline.enabled=false", "bench.warmup=0", "bench.min_iters=3", "bench.max_iters=5",

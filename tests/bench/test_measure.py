@@ -11,7 +11,7 @@ from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.devices import DeviceAdapter
 from ascendbench.tasks import Task
 
-from conftest import build_tiny_flux2
+from helpers import build_tiny_flux2
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from ascendbench.compare import capturing, compare_layers, compare_modules, stat
 from ascendbench.compare.csvfile import write_compare_csv
 from ascendbench.tasks import VaeDecodeTask
 
-from conftest import build_tiny_flux2
+from helpers import build_tiny_flux2
 
 PERTURBED = "decoder.up_blocks.0.resnets.0.conv2"
 RULE = {"input_max_rel_err": 0.1, "output_min_rel_err": 0.5, "statistics": ["max", "min", "mean", "l2norm"]}

@@ -7,7 +7,7 @@ import pytest
 from ascendbench.compare import normalize_spec, select_modules
 from ascendbench.errors import ConfigError
 
-from conftest import build_tiny_flux2
+from helpers import build_tiny_flux2
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import subprocess
-import sys
 
 import pytest
 from hydra.core.config_store import ConfigStore
@@ -13,6 +11,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from ascendbench.config.schemas import SCHEMAS, BaselineProcess, ModelConfig, PresetConfig, Weights, register
+
+from helpers import run_app
 
 
 def _message(exc: BaseException) -> str:
@@ -103,10 +103,10 @@ def test_registration_is_idempotent_and_done_by_the_config_package():
 
 def test_cli_rejects_an_unknown_enum_value_before_any_job_dir(tmp_path):
     job_dir = tmp_path / "job"
-    done = subprocess.run([sys.executable, "-m", "ascendbench", "dry_run=true", "model.weights=maybe",
-                           f"hydra.run.dir={job_dir}"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = run_app(["dry_run=true", "model.weights=maybe", f"hydra.run.dir={job_dir}"], tmp_path)
     assert done.returncode != 0
-    console = done.stdout + done.stderr
+    console = done.output
     assert "model.weights" in console and "expected one of [auto, required, random]" in console, console
     assert "Traceback" not in console
     assert not job_dir.exists() and not list(tmp_path.rglob("record.json"))
+

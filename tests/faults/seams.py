@@ -51,7 +51,8 @@ class SlowDecode(VaeDecodeTask):
         pause_s: seconds to sleep.
         pause_in: ``device`` (the float32 device run) or ``reference`` (the float64 CPU reference).
         pause_seed: pause only in the job with this seed (``None``: every job).
-        marker: file created when the pause starts; with ``once`` a job pauses only if it does not exist.
+        marker: file created when the pause starts, holding the process id; with ``once`` a job pauses only
+            if it does not exist.
         once: pause only the first time (the rerun after a kill goes through).
         release: end the pause as soon as this file exists (``pause_s`` stays the upper bound).
         count_file: one line is appended to it per run of ``pause_in`` (how many times it was computed).
@@ -86,7 +87,9 @@ class SlowDecode(VaeDecodeTask):
         if self.marker:
             if self.once and Path(self.marker).exists():
                 return
-            Path(self.marker).write_text(str(os.getpid()))
+            written = Path(f"{self.marker}.{os.getpid()}")
+            written.write_text(str(os.getpid()))
+            os.replace(written, self.marker)  # whoever sees the marker reads the whole pid
         deadline = time.monotonic() + self.pause_s
         while time.monotonic() < deadline and not (self.release and Path(self.release).exists()):
             time.sleep(0.05)

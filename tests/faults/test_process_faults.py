@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendbench.record import load_record
+from ascendbench.job.record import load_record
 
 SLOW = "model=slow_tiny"
 pytestmark = pytest.mark.slow
@@ -41,6 +41,14 @@ def _all_json_parses(*roots: Path) -> int:
     return count
 
 
+def _ended_output(procs: dict[str, subprocess.Popen]) -> str:
+    """The last lines of each process's output, after ending those still running."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+    return "\n".join(f"{name}: {proc.communicate()[0][-3000:]}" for name, proc in procs.items())
+
+
 def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
     job = tmp_path / "job"
     proc = popen(SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}")
@@ -50,7 +58,8 @@ def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
     assert proc.returncode != 0
     record = load_record(job)
     assert record["status"] == "interrupted" and record["error"]["reason"] == "interrupted"
-    assert "during the device run" in record["error"]["message"] and "run the same command again" in record["error"]["message"]
+    message = record["error"]["message"]
+    assert "during the device run" in message and "run the same command again" in message
     assert "job interrupted; record (status interrupted)" in output
 
 
@@ -91,20 +100,25 @@ def test_kill_9_mid_sweep_then_rerun_keeps_finished_jobs(popen, fast, tmp_path, 
 def test_two_jobs_racing_for_one_baseline_compute_it_once(popen, fast, tmp_path, cache_dir):
     common = [SLOW, *fast, "model.task.pause_in=reference", "model.task.pause_s=120", "model.task.marker=paused",
               "model.task.once=true", "model.task.release=release", "model.task.count_file=computed"]
-    first = popen(*common, f"hydra.run.dir={tmp_path / 'a'}")
-    _wait_for(lambda: (tmp_path / "paused").exists() or first.poll() is not None, what="job a's reference")
-    second = popen(*common, f"hydra.run.dir={tmp_path / 'b'}")
-    record_b = tmp_path / "b" / "record.json"
-    _wait_for(lambda: (record_b.exists() and "resources" in json.loads(record_b.read_text() or "{}"))
-              or second.poll() is not None, what="job b to reach the baseline lock")
-    time.sleep(1.0)  # b now waits on the lock a holds
+    procs = {name: popen(*common, f"hydra.run.dir={tmp_path / name}") for name in ("a", "b")}  # started together
+    marker = tmp_path / "paused"
+    _wait_for(lambda: marker.exists() or any(p.poll() is not None for p in procs.values()),
+              what="one job to hold the baseline lock and compute the reference")
+    holder = next((name for name, proc in procs.items() if marker.exists() and marker.read_text() == str(proc.pid)),
+                  None)
+    assert holder, f"no job paused in its reference: {_ended_output(procs)}"
+    waiter = "b" if holder == "a" else "a"
+    record_w = tmp_path / waiter / "record.json"
+    _wait_for(lambda: (record_w.exists() and "resources" in json.loads(record_w.read_text() or "{}"))
+              or procs[waiter].poll() is not None, what=f"job {waiter} to reach the baseline lock")
+    time.sleep(1.0)  # the waiter now waits on the lock the holder holds
     (tmp_path / "release").touch()
-    for proc in (first, second):
+    for proc in procs.values():
         output, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, output[-3000:]
-    a, b = load_record(tmp_path / "a"), load_record(tmp_path / "b")
-    assert a["status"] == b["status"] == "ok"
+    computed, reused = load_record(tmp_path / holder), load_record(tmp_path / waiter)
+    assert computed["status"] == reused["status"] == "ok"
     assert (tmp_path / "computed").read_text().count("\n") == 1, "the reference was computed exactly once"
-    assert (a["baseline"]["cache_hit"], b["baseline"]["cache_hit"]) == (False, True)
-    assert b["baseline"]["waited_s"] > 0.5 and a["baseline"]["cache_key"] == b["baseline"]["cache_key"]
-    assert a["metrics"]["mean_rel_err"]["value"] == b["metrics"]["mean_rel_err"]["value"]
+    assert (computed["baseline"]["cache_hit"], reused["baseline"]["cache_hit"]) == (False, True)
+    assert reused["baseline"]["waited_s"] > 0.5 and computed["baseline"]["cache_key"] == reused["baseline"]["cache_key"]
+    assert computed["metrics"]["mean_rel_err"]["value"] == reused["metrics"]["mean_rel_err"]["value"]

@@ -8,7 +8,7 @@ import torch
 from diffusers import AutoencoderKLFlux2
 from safetensors.torch import save_file
 
-from conftest import TINY_FLUX2_ARCH, build_tiny_flux2
+from helpers import TINY_FLUX2_ARCH, build_tiny_flux2
 
 TINY = "model=tiny_flux2_decoder"
 

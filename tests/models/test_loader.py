@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
 from ascendbench.models import DiffusersLoader
 
-from conftest import build_tiny_flux2, same_weights
+from helpers import build_tiny_flux2, same_weights
 
 
 @pytest.fixture

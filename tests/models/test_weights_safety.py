@@ -13,7 +13,7 @@ from ascendbench.errors import UnsafeWeightsError, WeightsLoadError
 from ascendbench.models import DiffusersLoader, resolve_source
 from ascendbench.models.sources import NotFound
 
-from conftest import TINY_FLUX2_ARCH, build_tiny_flux2, same_weights
+from helpers import TINY_FLUX2_ARCH, build_tiny_flux2, same_weights
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from ascendbench.record import RecordWriter
+from ascendbench.job.record import RecordWriter
 
 
 def _env(host: str, device: str, device_name: str) -> dict[str, Any]:
@@ -78,7 +78,8 @@ def write_record(tmp_path):
                              "throughput": {"value": 1000.0 * batch / median_ms, "unit": "images/s"},
                              "memory": {"peak_allocated_mb": 133.4, "peak_reserved_mb": 140.0, "scope": f"{device}:0"},
                              "flops": {"per_call_tflop": 0.5, "achieved_tflops": 0.5 / median_ms * 1000, "mfu": 0.12}},
-                      artifacts={"image_device_png": ["images/image_device_0.png"], "heatmap_png": "images/heatmap.png"})
+                      artifacts={"image_device_png": ["images/image_device_0.png"],
+                                 "heatmap_png": "images/heatmap.png"})
         writer.finish("ok")
         return writer.path
 

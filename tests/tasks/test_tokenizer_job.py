@@ -1,4 +1,4 @@
-"""videoflextok_d18_d28 and its tiny twin as jobs: composition, presets, one CLI run end to end."""
+"""videoflextok_d18_d28 and its tiny twin as jobs: composition, presets, one CLI run end to end (in this process)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from hydra.utils import instantiate
 
 from ascendbench.patches import parse_specs
-from ascendbench.runner import run_job
+
+from helpers import run_job
 
 STANDINS = Path(__file__).resolve().parents[1] / "standins"
 sys.path.insert(0, str(STANDINS))
@@ -48,7 +49,6 @@ def test_a_missing_package_leaves_a_failed_record_with_the_hint(compose_cfg, tmp
     assert "--no-deps" in record["error"]["message"]
 
 
-@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 def test_cli_job_on_the_saved_standin_records_patches_and_gates(cli, tmp_path):
     weights = tmp_path / "standin"

@@ -8,7 +8,7 @@ import torch
 from ascendbench.errors import TaskError
 from ascendbench.tasks import VaeDecodeTask, describe
 
-from conftest import build_tiny_flux2
+from helpers import build_tiny_flux2
 
 PRESET = {"height": 32, "width": 48, "batch_size": 2}
 

@@ -1,36 +1,30 @@
-"""The LTX-Video family and Sulphur-2 twins end to end: two CLI jobs in subprocesses, two in-process jobs.
+"""The LTX-Video family and Sulphur-2 twins end to end, in this process: two CLI jobs, two ``run_job`` jobs.
 
-The CLI jobs load their tiny twin the way users load the real model: the VAE layer from a saved VAE's
-safetensors file, the text-to-video pipeline from one original-layout single file with a local config
-directory and a separately loaded text encoder, with ``model.loader.offline=true`` (its CPU reference
-rebuilt from the same file in the child process). The whole-VAE decode and the LTX-2 twin run through
-the same ``run_job`` in this process (a subprocess would spend most of its time importing).
+The CLI jobs (``cli`` fixture: the real entry point with ``sys.argv`` set) load their tiny twin the way
+users load the real model: the VAE layer from a saved VAE's safetensors file, the text-to-video pipeline
+from one original-layout single file with a local config directory and a separately loaded text encoder,
+with ``model.loader.offline=true`` (its CPU reference rebuilt from the same file in the child process).
+The whole-VAE decode and the LTX-2 twin run through ``run_job`` on a composed config.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
 import torch
-from hydra import compose, initialize_config_module
-from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 
 from ascendbench.models.ltx_layout import save_ltx_single_file
-from ascendbench.runner import run_job
+
+from helpers import compose_config, read_record, run_job
 
 QUICK = ["device=cpu", "preset.warmup=0", "preset.iters=1", "bench.flops.enabled=false"]
 
 
-def _record(job_dir):
-    return json.loads((job_dir / "record.json").read_text())
-
-
 def _ok(result, job_dir):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    record = _record(job_dir)
+    record = read_record(job_dir)
     assert record["status"] == "ok" and record["verdict"] == "PASS", record.get("error")
     return record
 
@@ -41,12 +35,9 @@ def cache(tmp_path):
 
 
 def _job(tmp_path, *overrides: str) -> dict:
-    """One job in this process: the CLI's composition and ``run_job``, without the interpreter start."""
-    GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[*overrides, f"baseline.cache_dir={tmp_path / 'baselines'}",
-                                                       "baseline.process=in-process", *QUICK])
-    GlobalHydra.instance().clear()
+    """One job of ``run_job`` on the config the CLI would compose."""
+    cfg = compose_config([*overrides, f"baseline.cache_dir={tmp_path / 'baselines'}", "baseline.process=in-process",
+                          *QUICK])
     record = run_job(cfg, tmp_path / "job")
     assert record["status"] == "ok" and record["verdict"] == "PASS", record.get("error")
     return record
@@ -61,16 +52,17 @@ def test_whole_video_decode_writes_frames_and_mp4(tmp_path):
         assert record["artifacts"][key] and all((job / p).stat().st_size > 0 for p in record["artifacts"][key])
 
 
-@pytest.mark.slow
 def test_one_layer_from_the_vae_file_with_determinism(cli, cache, tmp_path):
     from diffusers import AutoencoderKLLTX2Video
 
     torch.manual_seed(0)
-    vae = AutoencoderKLLTX2Video(latent_channels=8, block_out_channels=(8, 16, 32, 64), decoder_block_out_channels=(8, 16, 32),
-                                 layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1))
+    vae = AutoencoderKLLTX2Video(latent_channels=8, block_out_channels=(8, 16, 32, 64),
+                                 decoder_block_out_channels=(8, 16, 32), layers_per_block=(1, 1, 1, 1, 1),
+                                 decoder_layers_per_block=(1, 1, 1, 1))
     vae.to(torch.bfloat16).save_pretrained(tmp_path / "ltx2" / "vae")
-    result, job = cli("model=tiny_ltx_video_vae_conv_in", f"model.source={tmp_path / 'ltx2'}", "model.loader.subfolder=vae",
-                      "model.weights=required", "baseline.process=in-process", cache, *QUICK)
+    result, job = cli("model=tiny_ltx_video_vae_conv_in", f"model.source={tmp_path / 'ltx2'}",
+                      "model.loader.subfolder=vae", "model.weights=required", "baseline.process=in-process", cache,
+                      *QUICK)
     record = _ok(result, job)
     assert record["weights"]["kind"] == "loaded" and set(record["weights"]["tensors"]) == {
         "decoder.conv_in.conv.weight", "decoder.conv_in.conv.bias"}
@@ -84,10 +76,7 @@ def test_one_layer_from_the_vae_file_with_determinism(cli, cache, tmp_path):
 @pytest.fixture
 def ltx_single_file(tmp_path):
     """The tiny LTX pipeline as users get LTX-Video: one single file, a config directory, the T5 elsewhere."""
-    GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["model=tiny_ltx_t2v"])
-    GlobalHydra.instance().clear()
+    cfg = compose_config(["model=tiny_ltx_t2v"])
     pipe = instantiate(cfg.model.loader).load(None, "random", 42).module
     pipe.save_pretrained(tmp_path / "full")
     save_ltx_single_file(pipe, tmp_path / "weights" / "tiny_ltx_t2v.safetensors")
@@ -95,7 +84,6 @@ def ltx_single_file(tmp_path):
     return tmp_path
 
 
-@pytest.mark.slow
 def test_text_to_video_from_a_single_file_fully_offline(cli, cache, ltx_single_file):
     root = ltx_single_file
     result, job = cli("model=tiny_ltx_t2v", f"model.source={root / 'weights'}", "model.weights=required",
@@ -104,9 +92,11 @@ def test_text_to_video_from_a_single_file_fully_offline(cli, cache, ltx_single_f
                       "preset.steps=2", cache, *QUICK)
     record = _ok(result, job)
     weights = record["weights"]
-    assert weights["loader"] == "from_single_file" and weights["offline"] is True and weights["files"] == ["tiny_ltx_t2v.safetensors"]
+    assert weights["loader"] == "from_single_file" and weights["offline"] is True
+    assert weights["files"] == ["tiny_ltx_t2v.safetensors"]
     assert record["baseline"]["process"] == "child", "the reference process rebuilt the pipeline from the same file"
-    assert record["metrics"]["video_ssim_mean"]["value"] > 0.99 and record["metrics"]["video_psnr_db_mean"]["verdict"] == "PASS"
+    metrics = record["metrics"]
+    assert metrics["video_ssim_mean"]["value"] > 0.99 and metrics["video_psnr_db_mean"]["verdict"] == "PASS"
     assert set(record["bench"]["phases"]) >= {"text_encoding", "step", "vae_decode"}
     assert record["artifacts"]["video_device_mp4"] == ["videos/video_device_0.mp4"]
 

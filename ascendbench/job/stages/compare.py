@@ -19,7 +19,6 @@ from ascendbench.compare.divergence import compare_modules
 from ascendbench.compare.hooks import capturing
 from ascendbench.compare.layers import compare_layers
 from ascendbench.compare.select import normalize_spec, select_modules
-from ascendbench.compare.visual import render_output
 from ascendbench.job.artifacts import save_tensors
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
@@ -72,6 +71,8 @@ def _layers(job: Job, spec: Any, capture: Any) -> Sections:
 
 
 def _pictures(job: Job) -> dict[str, list[str]]:
+    from ascendbench.compare.visual import render_output  # matplotlib: imported only when pictures are drawn
+
     options = OmegaConf.to_container(job.cfg.compare.visual, resolve=True)
     pictures = {}
     for name in sorted(job.reference):
