@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import shutil
+from contextlib import redirect_stdout
 
 import pytest
 from omegaconf import OmegaConf
@@ -20,10 +22,11 @@ def test_shipped_config_tree_is_valid():
     assert any(t.endswith("ascendbench.models.DiffusersLoader") for t in report.targets)
 
 
-@pytest.fixture
-def broken_conf(tmp_path):
-    """A copy of the shipped tree with five planted faults of different kinds."""
-    root = tmp_path / "conf"
+@pytest.fixture(scope="module")
+def broken_run(tmp_path_factory) -> tuple[int, str]:
+    """``python -m ascendbench.validate`` (its exit code and output) on a copy of the shipped tree with six
+    planted faults of different kinds; validated once for the tests below."""
+    root = tmp_path_factory.mktemp("broken") / "conf"
     shutil.copytree(config_dir(), root, ignore=shutil.ignore_patterns("__pycache__", "*.py"))
     shutil.rmtree(root / "model_preset", ignore_errors=True)  # keep the copy small: the planted faults
     for option in (root / "model").glob("*.yaml"):          # need only the FLUX.2 decoders around them
@@ -38,19 +41,25 @@ def broken_conf(tmp_path):
     (root / "dtype" / "bad_yaml.yaml").write_text("name: [unclosed\n")
     (root / "model" / "unsafe.yaml").write_text(
         "defaults:\n  - tiny_flux2_decoder\n  - _self_\nname: unsafe\nallow_pickle: true\n")
-    return root
+    (root / "model" / "unwired.yaml").write_text(
+        "defaults:\n  - tiny_flux2_decoder\n  - _self_\nname: unwired\nloader:\n  allow_pickle: false\n")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["--config-dir", str(root)])
+    return code, out.getvalue()
 
 
-def test_every_planted_problem_is_listed_at_once(broken_conf, capsys):
-    assert main(["--config-dir", str(broken_conf)]) == 1
-    text = capsys.readouterr().out
+def test_every_planted_problem_is_listed_at_once(broken_run):
+    code, text = broken_run
+    assert code == 1
     assert "FAIL  model=typo_key: model.loader: keys" in text and "class_paht" in text
     assert ("FAIL  metric=missing_class: metric._target_='ascendbench.metrics.NoSuchEvaluator' cannot be imported"
             in text)
     assert "FAIL  preset=dangling: does not resolve" in text and "preset.nope" in text
     assert "FAIL  dtype=bad_yaml: does not compose" in text
     assert "FAIL  model=unsafe: model.allow_pickle=true is set by a shipped config" in text
-    planted = {"model=typo_key", "metric=missing_class", "preset=dangling", "dtype=bad_yaml", "model=unsafe"}
+    planted = {"model=typo_key", "metric=missing_class", "preset=dangling", "dtype=bad_yaml", "model=unsafe",
+               "model=unwired"}
     failing = [line for line in text.splitlines() if line.startswith("FAIL  ")]
     assert sorted(line.split(":")[0][6:] for line in failing) == sorted(planted), text
 
@@ -62,15 +71,8 @@ def test_bind_accepts_partial_and_rejects_missing_required():
     assert "spatial_compression" in bind_problem("model.task", missing)
 
 
-def test_a_model_switch_its_loader_never_sees_is_reported(tmp_path):
-    root = tmp_path / "conf"
-    shutil.copytree(config_dir(), root, ignore=shutil.ignore_patterns("__pycache__", "*.py", "model_preset"))
-    for option in (root / "model").glob("*.yaml"):
-        if option.stem not in {"flux2_small_decoder", "tiny_flux2_decoder"}:
-            option.unlink()
-    (root / "model" / "unwired.yaml").write_text(
-        "defaults:\n  - tiny_flux2_decoder\n  - _self_\nname: unwired\nloader:\n  allow_pickle: false\n")
-    problems = [p for p in validate(root).problems if p.startswith("model=unwired")]
+def test_a_model_switch_its_loader_never_sees_is_reported(broken_run):
+    problems = [line[6:] for line in broken_run[1].splitlines() if line.startswith("FAIL  model=unwired")]
     assert problems == ["model=unwired: model.allow_pickle is set but model.loader does not receive it; add "
                         "`allow_pickle: ${model.allow_pickle}` under model.loader so that `model.allow_pickle=...` "
                         "takes effect"]
