@@ -235,6 +235,7 @@ def guard_reference_memory(query: Any) -> dict[str, Any]:
     if query.cached():
         return {"skipped": "the reference is cached; nothing to compute"}
     shapes = ", ".join(f"{name} {list(t.shape)}" for name, t in query.inputs.items())
-    budget = HostBudget(child_process=str(cfg.baseline.get("process", "child")) == "child",
-                        what=f"{cfg.model.name} at preset {cfg.preset.name} (inputs {shapes})")
+    # The job's own float32 copy is loaded by now, so it is already out of the available memory: counting it
+    # again (as a plan made before the load must) would refuse references that fit.
+    budget = HostBudget(child_process=False, what=f"{cfg.model.name} at preset {cfg.preset.name} (inputs {shapes})")
     return check_baseline_memory(query.module, query.task, query.inputs, query.precision, budget)
