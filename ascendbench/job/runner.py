@@ -9,6 +9,7 @@ a record that looks ``ok``; a failure anywhere writes a ``failed`` record naming
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,14 @@ def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
 
 
 def _run(job: Job) -> None:
-    for stage in STAGES:
+    seconds: dict[str, float] = {}
+    for index, stage in enumerate(STAGES, start=1):
         job.stage = stage.label
-        job.record(stage.run(job))
+        log.info("[%d/%d] %s ...", index, len(STAGES), stage.label)
+        start = time.perf_counter()
+        section = stage.run(job)
+        seconds[stage.name] = time.perf_counter() - start
+        job.record({**section, "timing": {"stages_s": dict(seconds)}})
     job.writer.finish("ok")
     print_summary(job.writer.data, job.writer.path)
 

@@ -57,6 +57,7 @@ def test_a_run_calls_every_stage_once_and_each_section_lands_in_the_record(compo
     for key in ("job", "weights", "inputs", "baseline", "bench", "metrics", "verdict", "artifacts"):
         assert on_disk[key] == record[key] and on_disk[key] is not None, key
     assert on_disk["job"]["reference_dtype"] == "float64", "a later stage adds to an earlier stage's section"
+    assert list(on_disk["timing"]["stages_s"]) == [s.name for s in STAGES] and on_disk["timing"]["finished_at"]
 
 
 def test_a_dry_run_plans_every_stage_and_runs_none(compose_cfg, tmp_path, spied):
