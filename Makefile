@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-dev demo lint test bench report verify validate clean
+.PHONY: help install install-dev demo lint test bench report verify validate wheelhouse device-check clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
@@ -48,6 +48,26 @@ verify: install ## check this host: versions, devices, attention backends, LPIPS
 
 validate: install ## every option of every config group composes and every _target_ binds (nothing is loaded)
 	$(PY) -m ascendbench.validate $(ARGS)
+
+# The packages an accelerator host's image lacks (an H200 image has torch, transformers, numpy, pandas,
+# scikit-image, safetensors), as wheels for WHEEL_PY, plus ascendbench itself: `make wheelhouse` fills .whl/,
+# which scripts/device_check.sh installs into /tmp/site on the device host (no registry there). imageio-ffmpeg
+# (68 MB) is left out to fit a 64 MiB transfer: without it the mp4 files are skipped with a warning.
+WHEEL_PY ?= 3.12
+WHEEL_SET ?= diffusers hydra-core omegaconf lpips hydra-joblib-launcher hydra-submitit-launcher submitit \
+	importlib_metadata
+WHEEL_PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64,--platform $(p))
+wheelhouse: install ## .whl/: wheels of the packages a CUDA/NPU image lacks + ascendbench (WHEEL_PY=3.12)
+	@mkdir -p .whl && rm -f .whl/*.whl
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version $(WHEEL_PY) --implementation cp \
+	  $(WHEEL_PLATFORMS) -d .whl $$($(PY) -m pip list --format=freeze 2>/dev/null | grep -i -E \
+	  "^($$(echo $(WHEEL_SET) | sed 's/ /|/g' | sed 's/[-_]/[-_]/g'))==")
+	$(PY) -m pip wheel -q --no-deps -w .whl "antlr4-python3-runtime==$$($(PY) -c 'import importlib.metadata as m; print(m.version("antlr4-python3-runtime"))')"
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w .whl . 2>/dev/null
+	@ls .whl
+
+device-check: ## on an accelerator host: the prepared device check (DEVICE=cuda|npu, OUT=dir; wheels from .whl/)
+	bash scripts/device_check.sh $(or $(DEVICE),cuda) $(or $(OUT),device-check)
 
 clean: ## remove outputs/, multirun/ and caches (keeps .venv)
 	rm -rf outputs multirun reports .pytest_cache
