@@ -100,3 +100,17 @@ def test_attention_native_failure_is_a_fail():
 def test_a_crashing_check_becomes_a_fail_line():
     lines = checks._guarded("lpips weights", lambda: 1 / 0)
     assert lines == [Check("lpips weights", "FAIL", "the check itself failed: ZeroDivisionError: division by zero")]
+
+
+def test_ascend_dirs_check_names_a_missing_directory_and_fails_a_file(tmp_path, monkeypatch):
+    from ascendbench.verify.checks import check_ascend_dirs
+
+    for key in ("ASCEND_CACHE_PATH", "ASCEND_WORK_PATH", "ASCEND_PROCESS_LOG_PATH"):
+        monkeypatch.delenv(key, raising=False)
+    assert check_ascend_dirs().status == "PASS"
+    monkeypatch.setenv("ASCEND_WORK_PATH", str(tmp_path / "nowhere"))
+    check = check_ascend_dirs()
+    assert check.status == "WARN" and "ASCEND_WORK_PATH missing" in check.detail and "500001" in check.detail
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("ASCEND_CACHE_PATH", str(tmp_path / "afile"))
+    assert check_ascend_dirs().status == "FAIL"

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
+from ascendbench.devices.envdirs import ensure_env_dirs
 from ascendbench.devices.runtime import ALLOWED_DEVICES, load_runtime, probe
 from ascendbench.errors import ConfigError, DeviceUnavailableError
 
@@ -96,6 +97,9 @@ class DeviceAdapter:
         jit_compile: NPU operator compile mode (``torch.npu.set_compile_mode``); ``None`` keeps the
             chip's default (prebuilt binary kernels on Atlas A2). After building: the mode in force.
         record_env: environment variables whose values the record keeps (set or not).
+        env_dirs: (set while building, ``npu`` only) the directories ``ASCEND_CACHE_PATH``,
+            ``ASCEND_WORK_PATH`` and ``ASCEND_PROCESS_LOG_PATH`` name, created before ``torch_npu``
+            is imported when missing (devices/envdirs.py).
         peak: peak TFLOP/s table and user override (``device.peak``), used for MFU.
 
     Raises:
@@ -116,6 +120,7 @@ class DeviceAdapter:
     # Set while building: what was applied, and the device runtime (None on the CPU).
     runtime: Any = field(init=False, repr=False, default=None)
     env_set: dict[str, str] = field(init=False, repr=False, default_factory=dict)
+    env_dirs: dict[str, str] = field(init=False, repr=False, default_factory=dict)
     precision_switches: dict[str, bool] = field(init=False, repr=False, default_factory=dict)
     deterministic_switches: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
     rss_reset_ok: bool | None = field(init=False, repr=False, default=None)
@@ -131,6 +136,7 @@ class DeviceAdapter:
         self.requested = self.requested or name
         deterministic_env = _DETERMINISTIC_ENV.get(name, {}) if self.deterministic else {}
         self.env_set = _apply_env({**deterministic_env, **(self.env or {})})
+        self.env_dirs = ensure_env_dirs() if name == "npu" else {}
         self.runtime = None if name == "cpu" else load_runtime(name)
         self.allow_hf32 = bool(self.allow_hf32)
         self.precision_switches = self._set_hf32(self.allow_hf32)
@@ -215,6 +221,7 @@ class DeviceAdapter:
             "torch_device": "cpu" if self.runtime is None else f"{self.name}:{self.index}",
             "precision_switches": self.precision_switches,
             "env_set": self.env_set,
+            "env_dirs": self.env_dirs,
             "cpu_threads": torch.get_num_threads(),
             "interop_threads": torch.get_num_interop_threads(),
             "deterministic": self.deterministic,

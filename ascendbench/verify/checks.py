@@ -21,6 +21,7 @@ import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
+from ascendbench.devices.envdirs import env_dir_status
 from ascendbench.verify.versions import cann_version, driver_version, installed, library_statuses, python_status
 
 STATUSES = ("PASS", "WARN", "FAIL")
@@ -88,6 +89,25 @@ def check_cann(probe: dict[str, Any]) -> Check:
         return Check("CANN", "WARN", "not found (torch_npu, torch.version.cann, ASCEND_HOME_PATH and "
                                      "/usr/local/Ascend were looked at); needed only for device=npu")
     return Check("CANN", "PASS", f"{version} (from {source})")
+
+
+def check_ascend_dirs() -> Check:
+    """ASCEND_CACHE_PATH / ASCEND_WORK_PATH / ASCEND_PROCESS_LOG_PATH: each unset or a directory.
+
+    A missing directory is a WARN (a ``device=npu`` job creates it before importing torch_npu; a bare
+    ``import torch_npu`` fails with error 500001); a file in its place is a FAIL.
+    """
+    status = env_dir_status()
+    bad = {k: v for k, v in status.items() if v.startswith("not a directory")}
+    missing = {k: v for k, v in status.items() if v.startswith("missing")}
+    detail = "; ".join(f"{k} {v}" for k, v in status.items())
+    if bad:
+        return Check("ascend dirs", "FAIL", f"{detail}: point each at a directory (or unset it), else "
+                     "torch_npu fails at import with error 500001")
+    if missing:
+        return Check("ascend dirs", "WARN", f"{detail}: ascendbench creates them before importing torch_npu "
+                     "(device=npu); other programs importing torch_npu will fail with error 500001")
+    return Check("ascend dirs", "PASS", detail)
 
 
 def check_driver(timeout_s: float) -> Check:
@@ -183,6 +203,7 @@ def run_checks(timeout_s: float = 120.0, hub_timeout_s: float = 5.0, require: Se
     checks = _guarded("python", check_python) + _guarded("libraries", check_libraries) + probe_failed
     checks += _guarded("torch_npu", lambda: check_torch_npu(probe))
     checks += _guarded("CANN", lambda: check_cann(probe))
+    checks += _guarded("ascend dirs", check_ascend_dirs)
     checks += _guarded("driver", lambda: check_driver(min(timeout_s, 15.0)))
     checks += _guarded("devices", lambda: check_devices(probe, require))
     checks += _guarded("attention", lambda: check_attention(probe))
