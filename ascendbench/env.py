@@ -1,12 +1,15 @@
-"""The environment a job ran in: interpreter, libraries, host."""
+"""The environment a job ran in: interpreter, libraries, host, drivers, and ascendbench's own revision."""
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata as md
 import os
 import platform
 import socket
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -14,7 +17,9 @@ import torch
 import ascendbench
 
 LIBRARIES = ("torch", "torch_npu", "diffusers", "transformers", "safetensors", "hydra-core",
-             "numpy", "lpips", "scikit-image", "huggingface_hub")
+             "numpy", "lpips", "scikit-image", "huggingface_hub",
+             "accelerate", "peft")  # model CPU offload and LoRA of the pipelines depend on these two
+GIT_TIMEOUT_S = 5.0
 
 
 def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
@@ -28,10 +33,51 @@ def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None
     return versions
 
 
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def source_revision() -> dict[str, Any]:
+    """ascendbench's git revision and whether its checkout has uncommitted changes.
+
+    ``{"git_revision": None, "git_dirty": None}`` for an installed (non-checkout) package or without git.
+    Tracked files only count as dirty (outputs and caches beside the code do not).
+    """
+    root = Path(ascendbench.__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return {"git_revision": None, "git_dirty": None}
+    revision = _git(["rev-parse", "HEAD"], root)
+    status = _git(["status", "--porcelain", "--untracked-files=no"], root)
+    return {"git_revision": revision, "git_dirty": None if status is None else bool(status)}
+
+
+@functools.lru_cache(maxsize=1)
+def host_stack() -> dict[str, Any]:
+    """CANN version and the accelerator drivers (kind -> version), read once per process.
+
+    The same readers as ``python -m ascendbench.verify`` (install files, ``/proc``, then ``npu-smi`` /
+    ``nvidia-smi`` under a short timeout); ``None``/empty where the host has none.
+    """
+    from ascendbench.verify.versions import cann_version, driver_version
+
+    cann, cann_source = cann_version({"torch_version_cann": getattr(torch.version, "cann", None)})
+    return {"cann": cann, "cann_source": cann_source,
+            "drivers": {kind: version for kind, version, _ in driver_version(GIT_TIMEOUT_S)}}
+
+
 def environment() -> dict[str, Any]:
-    """Host, interpreter and library facts for the record."""
+    """Host, interpreter, library, driver and revision facts for the record."""
     return {
         "ascendbench": ascendbench.__version__,
+        **source_revision(),
+        **host_stack(),
+        "torch_build": {"git_version": getattr(torch.version, "git_version", None), "cuda": torch.version.cuda,
+                        "hip": getattr(torch.version, "hip", None)},
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "hostname": socket.gethostname(),

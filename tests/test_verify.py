@@ -114,3 +114,15 @@ def test_ascend_dirs_check_names_a_missing_directory_and_fails_a_file(tmp_path, 
     (tmp_path / "afile").write_text("")
     monkeypatch.setenv("ASCEND_CACHE_PATH", str(tmp_path / "afile"))
     assert check_ascend_dirs().status == "FAIL"
+
+
+@pytest.mark.parametrize("text, version", [
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder)", "580.159.04"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023", "535.104.05"),
+    ("no version here", None),
+])
+def test_nvidia_driver_version_is_read_from_open_and_proprietary_modules(text, version):
+    """The H200 run printed 'driver NVIDIA for': the open module's line has words before the version."""
+    from ascendbench.verify.versions import nvidia_proc_version
+
+    assert nvidia_proc_version(text) == version

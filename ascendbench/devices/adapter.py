@@ -211,6 +211,17 @@ class DeviceAdapter:
             return cpu_model_name()
         return str(self.runtime.get_device_name(self.index))
 
+    def total_memory_gb(self) -> float | None:
+        """The device's memory capacity in GiB (host RAM on the CPU); ``None`` when the runtime cannot say."""
+        try:
+            if self.runtime is None:
+                import psutil
+
+                return psutil.virtual_memory().total / 2**30
+            return self.runtime.get_device_properties(self.index).total_memory / 2**30
+        except Exception:  # noqa: BLE001 - a fake or partial runtime: the capacity is unknown, not an error
+            return None
+
     def info(self) -> dict[str, Any]:
         """What the record keeps about the device and its settings."""
         return {
@@ -218,6 +229,7 @@ class DeviceAdapter:
             "index": self.index,
             "requested": self.requested,
             "name": self.device_name(),
+            "total_memory_gb": self.total_memory_gb(),
             "torch_device": "cpu" if self.runtime is None else f"{self.name}:{self.index}",
             "precision_switches": self.precision_switches,
             "env_set": self.env_set,

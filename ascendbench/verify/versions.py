@@ -149,7 +149,18 @@ def _nvidia_proc(timeout_s: float) -> str | None:
         text = Path("/proc/driver/nvidia/version").read_text()
     except OSError:
         return None
-    match = re.search(r"Kernel Module\s+(\S+)", text)
+    return nvidia_proc_version(text)
+
+
+def nvidia_proc_version(text: str) -> str | None:
+    """The driver version in ``/proc/driver/nvidia/version`` (proprietary and open kernel modules).
+
+    >>> nvidia_proc_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build")
+    '580.159.04'
+    >>> nvidia_proc_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 2023")
+    '535.104.05'
+    """
+    match = re.search(r"Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)*)\b", text)
     return match.group(1) if match else None
 
 
