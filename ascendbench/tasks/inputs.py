@@ -28,3 +28,36 @@ def describe(tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
         name: {"shape": list(t.shape), "dtype": dtype_name(t.dtype), "sha256": tensor_sha256(t)}
         for name, t in tensors.items()
     }
+
+
+PREVIEW = 5  # values shown from each end of a flattened tensor
+
+
+def tensor_stats(tensor: torch.Tensor, preview: int = PREVIEW) -> dict[str, Any]:
+    """Mean, std, min, max, the count of non-finite values and the first/last ``preview`` values.
+
+    The LTX-VAE seed's main evidence for "the same input went in and a sane output came out": computed in
+    float64 over the finite elements (``None`` where there are none); integer tensors (token ids) too.
+
+    >>> tensor_stats(torch.tensor([1.0, 2.0, float("inf"), 3.0]), preview=2)["first"]
+    [1.0, 2.0]
+    """
+    flat = tensor.detach().to("cpu").reshape(-1)
+    values = flat.double()
+    finite = values[torch.isfinite(values)]
+    some = finite.numel() > 0
+    return {
+        "mean": float(finite.mean()) if some else None,
+        "std": float(finite.std(unbiased=False)) if some else None,
+        "min": float(finite.min()) if some else None,
+        "max": float(finite.max()) if some else None,
+        "nonfinite": int(values.numel() - finite.numel()),
+        "first": [float(v) for v in values[:preview]],
+        "last": [float(v) for v in values[-preview:]] if values.numel() > preview else [],
+    }
+
+
+def summarize(tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
+    """Shape, dtype and :func:`tensor_stats` of each tensor (the record's input/output summaries)."""
+    return {name: {"shape": list(t.shape), "dtype": dtype_name(t.dtype), **tensor_stats(t)}
+            for name, t in tensors.items()}

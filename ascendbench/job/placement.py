@@ -1,0 +1,124 @@
+""""Ran on the device": where the model's tensors and the outputs really were, and what fell back.
+
+After the device run a job checks that every parameter and buffer of the model (every module component
+of a pipeline) and every output tensor is on the requested device, and counts them per (device, dtype).
+A tensor left on the host is a WARN naming the first few (a model CPU offload puts parameters on the
+host by design: then the parameters are not judged, and the record says so). On an NPU, torch_npu warns
+when an operator has no NPU kernel and runs on the CPU instead; the warnings caught during the device
+run are parsed for the operator names (the LTX-VAE seed checked "no fallback" by hand). Any fallback is
+a WARN, or a FAIL when ``model.thresholds.fallback_ops`` sets ``{max: 0}``.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+import torch
+
+from ascendbench.precision import dtype_name
+
+SHOWN = 5  # tensors/ops named in a finding
+# torch_npu / PyTorch's own wording of a CPU fallback (also MPS's): "The operator 'aten::foo' is not
+# currently supported on the NPU backend and will fall back to run on the CPU", and CANN's "fallback" logs.
+_FALLBACK = re.compile(r"(?:operator\s+'?([\w:.]+)'?.*fall\s*back|fall\s*back.*?(aten::[\w.]+))", re.I | re.S)
+
+
+def module_tensors(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, tensor) of every parameter and buffer of a module, or of each module component of a pipeline."""
+    if isinstance(model, torch.nn.Module):
+        modules = {"": model}
+    else:
+        components = getattr(model, "components", None) or {}
+        modules = {f"{k}.": v for k, v in components.items() if isinstance(v, torch.nn.Module)}
+    for prefix, module in modules.items():
+        for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+            yield prefix + name, tensor
+
+
+def _census(tensors: Iterator[tuple[str, torch.Tensor]], device: torch.device) -> dict[str, Any]:
+    counts: Counter[str] = Counter()
+    off: list[str] = []
+    for name, tensor in tensors:
+        counts[f"{tensor.device.type}/{dtype_name(tensor.dtype)}"] += 1
+        if tensor.device.type != device.type:
+            off.append(f"{name} ({tensor.device})")
+    return {"by_device_dtype": dict(counts), "off_device": len(off), "off_device_names": off[:SHOWN]}
+
+
+def fallback_ops(messages: list[str]) -> list[str]:
+    """Operator names of the CPU-fallback warnings among ``messages`` (sorted, unique).
+
+    >>> fallback_ops(["The operator 'aten::_unique2' is not currently supported on the NPU backend and "
+    ...               "will fall back to run on the CPU.", "unrelated"])
+    ['aten::_unique2']
+    """
+    found = set()
+    for message in messages:
+        match = _FALLBACK.search(message)
+        if match:
+            found.add(match.group(1) or match.group(2))
+    return sorted(found)
+
+
+@dataclass
+class WarningCapture:
+    """The warning messages raised inside :func:`capture_warnings` (each also re-emitted once after)."""
+
+    messages: list[str] = field(default_factory=list)
+
+
+@contextmanager
+def capture_warnings() -> Iterator[WarningCapture]:
+    """Record every warning raised inside (repeats included), then let each distinct one through once."""
+    capture = WarningCapture()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield capture
+    seen = set()
+    for item in caught:
+        capture.messages.append(str(item.message))
+        key = (str(item.message), item.category)
+        if key not in seen:
+            seen.add(key)
+            warnings.warn_explicit(item.message, item.category, item.filename, item.lineno)
+
+
+@dataclass
+class PlacementInputs:
+    """What the check looks at: the placed model, the raw device outputs, the warnings of the run."""
+
+    model: Any
+    outputs: Mapping[str, torch.Tensor]
+    device: torch.device
+    offloaded: bool = False
+    messages: list[str] = field(default_factory=list)
+
+
+def placement_check(inputs: PlacementInputs) -> dict[str, Any]:
+    """The record's ``placement_check``: census of model tensors and outputs, fallback ops, findings."""
+    params = _census(module_tensors(inputs.model), inputs.device)
+    outputs = _census(((k, v) for k, v in inputs.outputs.items() if torch.is_tensor(v)), inputs.device)
+    ops = fallback_ops(inputs.messages)
+    findings = []
+    if params["off_device"] and not inputs.offloaded:
+        findings.append(f"{params['off_device']} parameter/buffer tensor(s) are not on {inputs.device.type}: "
+                        + ", ".join(params["off_device_names"]))
+    if outputs["off_device"]:
+        findings.append(f"{outputs['off_device']} output(s) are not on {inputs.device.type}: "
+                        + ", ".join(outputs["off_device_names"]))
+    if ops:
+        findings.append(f"{len(ops)} operator(s) fell back to the CPU: " + ", ".join(ops[:SHOWN]))
+    return {
+        "device": inputs.device.type,
+        "parameters": params,
+        "parameters_judged": not inputs.offloaded,
+        "outputs": outputs,
+        "fallback_ops": ops,
+        "ok": not findings,
+        "findings": findings,
+    }

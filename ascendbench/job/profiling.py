@@ -1,0 +1,89 @@
+"""Where the time goes: a few extra calls under the profiler, after the timed loop, never inside it.
+
+``profile.enabled=true`` runs ``profile.calls`` more calls of the task under ``torch.profiler`` (CPU
+activity everywhere, CUDA activity on cuda; ``torch_npu.profiler`` on npu), then records the top
+operators by self time on the device (self CPU time on the CPU): name, input shapes, calls per task
+call, total and mean time, and their share of the measured call. The Chrome/Perfetto trace is written
+beside the record (``profile_trace.json``). The table's total is comparable with the timed median: the
+profiled ops of one call should add up to about the measured call (profiler overhead aside).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+TRACE_NAME = "profile_trace.json"
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """``profile.*``: how many calls to profile, how many operators to list, whether to write the trace."""
+
+    calls: int = 3
+    top: int = 15
+    trace: bool = True
+
+
+def _profiler(device_type: str) -> tuple[Any, list[Any], str]:
+    """(profile context factory, activities, which time is 'device' time) for a device type."""
+    if device_type == "npu":
+        npu_profiler = importlib.import_module("torch_npu.profiler")
+        activities = [npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU]
+        return npu_profiler.profile, activities, "device"
+    from torch.profiler import ProfilerActivity, profile
+
+    if device_type == "cuda":
+        return profile, [ProfilerActivity.CPU, ProfilerActivity.CUDA], "device"
+    return profile, [ProfilerActivity.CPU], "cpu"
+
+
+def _self_us(event: Any, clock: str) -> float:
+    return float(event.self_device_time_total if clock == "device" else event.self_cpu_time_total)
+
+
+def top_operators(averages: Any, clock: str, calls: int, top: int) -> tuple[list[dict[str, Any]], float]:
+    """The ``top`` rows by self time and the total self time of one call (ms), from ``key_averages``."""
+    rows = [e for e in averages if _self_us(e, clock) > 0]
+    total_ms = sum(_self_us(e, clock) for e in rows) / 1000.0 / calls
+    rows.sort(key=lambda e: _self_us(e, clock), reverse=True)
+    table = []
+    for event in rows[:top]:
+        per_call_ms = _self_us(event, clock) / 1000.0 / calls
+        table.append({"name": event.key, "input_shapes": [list(s) for s in (event.input_shapes or [])][:4],
+                      "calls": event.count / calls, "total_ms": per_call_ms,
+                      "mean_ms": _self_us(event, clock) / 1000.0 / max(1, event.count),
+                      "share": per_call_ms / total_ms if total_ms else None})
+    return table, total_ms
+
+
+@dataclass
+class ProfileRun:
+    """One profiling run: the call, its device, the settings, where the trace goes, the measured median."""
+
+    call: Callable[[], Any]
+    adapter: Any
+    settings: ProfileSettings
+    out_dir: Path
+    median_ms: float | None = None
+
+
+def profile_calls(run: ProfileRun) -> dict[str, Any]:
+    """Profile ``settings.calls`` calls; the record's ``profile`` section (table, totals, trace path)."""
+    factory, activities, clock = _profiler(run.adapter.name)
+    calls = max(1, int(run.settings.calls))
+    with factory(activities=activities, record_shapes=True) as prof:
+        for _ in range(calls):
+            run.call()
+            run.adapter.synchronize()
+    table, total_ms = top_operators(prof.key_averages(group_by_input_shape=True), clock, calls, run.settings.top)
+    section: dict[str, Any] = {"calls": calls, "clock": clock, "top": table, "ops_total_ms_per_call": total_ms,
+                               "measured_median_ms": run.median_ms,
+                               "ops_over_median": total_ms / run.median_ms if run.median_ms else None}
+    if run.settings.trace:
+        path = Path(run.out_dir) / TRACE_NAME
+        prof.export_chrome_trace(str(path))
+        section["trace"] = TRACE_NAME
+    return section

@@ -1,0 +1,73 @@
+"""The "ran on the device" check (issue 15 item 2) on fake placements: each finding shown failing."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from ascendbench.job.placement import PlacementInputs, capture_warnings, fallback_ops, placement_check
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+        self.register_buffer("scale", torch.ones(1))
+
+
+def _on_meta_except(model, keep_on_cpu):
+    """Every tensor on the meta device (a stand-in accelerator) except those named ``keep_on_cpu``."""
+    for name, param in list(model.named_parameters()):
+        if name not in keep_on_cpu:
+            module_name, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(module_name), attr, torch.nn.Parameter(param.to("meta")))
+    model.scale = model.scale.to("meta")
+    return model
+
+
+def test_all_on_the_device_is_ok_with_a_census():
+    model = _on_meta_except(TwoLayers(), keep_on_cpu=())
+    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta")))
+    assert check["ok"] and check["parameters"]["by_device_dtype"] == {"meta/float32": 5}
+    assert check["outputs"]["off_device"] == 0 and check["fallback_ops"] == []
+
+
+def test_a_planted_cpu_resident_parameter_is_caught_by_name():
+    model = _on_meta_except(TwoLayers(), keep_on_cpu=("b.weight",))
+    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta")))
+    assert not check["ok"] and check["parameters"]["off_device"] == 1
+    assert "b.weight (cpu)" in check["findings"][0]
+
+
+def test_offloaded_models_keep_parameters_on_the_host_by_design():
+    model = TwoLayers()
+    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta"),
+                                            offloaded=True))
+    assert check["ok"] and check["parameters_judged"] is False
+
+
+def test_an_output_left_on_the_host_is_a_finding():
+    model = _on_meta_except(TwoLayers(), keep_on_cpu=())
+    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1)}, torch.device("meta")))
+    assert not check["ok"] and "output(s) are not on meta" in check["findings"][0]
+
+
+def test_fallback_warnings_are_parsed_for_operator_names():
+    messages = ["The operator 'aten::_unique2' is not currently supported on the NPU backend and will fall back "
+                "to run on the CPU. This may have performance implications.",
+                "CANN: aclnnFoo not found, fallback to aten::nonzero on cpu", "an unrelated warning"]
+    assert fallback_ops(messages) == ["aten::_unique2", "aten::nonzero"]
+    model = _on_meta_except(TwoLayers(), keep_on_cpu=())
+    check = placement_check(PlacementInputs(model, {}, torch.device("meta"), messages=messages))
+    assert not check["ok"] and "2 operator(s) fell back" in check["findings"][0]
+
+
+def test_capture_records_every_repeat_and_re_emits_each_once():
+    with warnings.catch_warnings(record=True) as outer:
+        warnings.simplefilter("always")
+        with capture_warnings() as capture:
+            for _ in range(3):
+                warnings.warn("fall back to run on the CPU: 'aten::foo'", stacklevel=1)
+    assert len(capture.messages) == 3 and len(outer) == 1

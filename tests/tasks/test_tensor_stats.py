@@ -1,0 +1,31 @@
+"""Input/output summaries for the record (issue 13 item 2: the LTX-VAE seed printed them)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ascendbench.tasks.inputs import summarize, tensor_stats
+
+
+def test_stats_match_torch_and_list_both_ends():
+    tensor = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    stats = tensor_stats(tensor)
+    assert stats["mean"] == 5.5 and stats["min"] == 0.0 and stats["max"] == 11.0
+    assert math.isclose(stats["std"], float(tensor.double().std(unbiased=False)))
+    assert stats["first"] == [0.0, 1.0, 2.0, 3.0, 4.0] and stats["last"] == [7.0, 8.0, 9.0, 10.0, 11.0]
+    assert stats["nonfinite"] == 0
+
+
+def test_non_finite_values_are_counted_not_averaged():
+    stats = tensor_stats(torch.tensor([1.0, float("nan"), float("-inf"), 3.0]))
+    assert stats["nonfinite"] == 2 and stats["mean"] == 2.0 and stats["max"] == 3.0
+    empty = tensor_stats(torch.tensor([float("nan")]))
+    assert empty["mean"] is None and empty["nonfinite"] == 1 and empty["last"] == []
+
+
+def test_summary_of_half_and_integer_tensors():
+    summary = summarize({"latent": torch.ones(2, 3, dtype=torch.bfloat16), "tokens": torch.tensor([[4, 9]])})
+    assert summary["latent"]["dtype"] == "bfloat16" and summary["latent"]["shape"] == [2, 3]
+    assert summary["latent"]["mean"] == 1.0 and summary["tokens"]["max"] == 9.0
