@@ -1,0 +1,74 @@
+"""``python -m ascendbench.acceptance [device=cpu|cuda|npu] [out=DIR] [cache=DIR] [only=name,...]``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+from ascendbench.acceptance.checks import CHECKS, Check, Suite
+
+USAGE = ("usage: python -m ascendbench.acceptance [device=cpu|cuda|npu] [out=DIR] [cache=DIR] [only=check,...]; "
+         "device defaults to cuda when available, else cpu; out defaults to acceptance/")
+
+
+def _options(argv: Sequence[str]) -> dict[str, str] | None:
+    options = {}
+    for word in argv:
+        key, sep, value = word.partition("=")
+        if not sep or key not in ("device", "out", "cache", "only"):
+            return None
+        options[key] = value
+    return options
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def write_report(checks: list[Check], out: Path, device: str) -> None:
+    """acceptance.md (one table) and acceptance.json beside it."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = [f"# Acceptance on {device}", "", "| check | status | figure | detail |", "|---|---|---|---|"]
+    lines += [f"| {c.name} | {c.status} | {c.figure} | {c.detail.replace('|', '/').replace(chr(10), ' ')[:300]} |"
+              for c in checks]
+    (out / "acceptance.md").write_text("\n".join(lines) + "\n")
+    (out / "acceptance.json").write_text(json.dumps([asdict(c) for c in checks], indent=1, default=str))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the checks; exit 1 when any failed, 2 on a usage error."""
+    options = _options(sys.argv[1:] if argv is None else argv)
+    if options is None:
+        print(USAGE, file=sys.stderr)
+        return 2
+    device = options.get("device") or _default_device()
+    out = Path(options.get("out") or "acceptance")
+    suite = Suite(device, out / "work", Path(options["cache"]) if options.get("cache") else None)
+    only = set(filter(None, options.get("only", "").split(",")))
+    results: list[Check] = []
+    for check in CHECKS:
+        name = check.__name__.removeprefix("check_")
+        if only and name not in only:
+            continue
+        start = time.perf_counter()
+        try:
+            found = check(suite)
+        except Exception as exc:  # noqa: BLE001 - a broken check is a FAIL line, never a lost report
+            found = [Check(name, "FAIL", "the check itself failed", f"{type(exc).__name__}: {exc}")]
+        for item in found:
+            print(f"{item.status:4}  {item.name:24} {item.figure}  ({time.perf_counter() - start:.0f} s)", flush=True)
+        results += found
+        write_report(results, out, device)
+    failed = sum(c.status == "FAIL" for c in results)
+    print(f"acceptance on {device}: {len(results) - failed} of {len(results)} not failed; report {out}/acceptance.md")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

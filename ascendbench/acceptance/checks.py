@@ -1,0 +1,225 @@
+"""The acceptance checks; each takes the :class:`Suite` and returns one or more :class:`Check`."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+STATUSES = ("PASS", "FAIL", "SKIP")
+FIDELITY = (0.98, 1.02)
+MFU_FLOOR = 0.5
+MEMORY_BAND = (0.95, 1.05)
+
+
+@dataclass
+class Check:
+    """One line of the acceptance report."""
+
+    name: str
+    status: str
+    figure: str
+    detail: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Sizes:
+    """Problem sizes of one device kind: the GEMM (M=N=K) and its dtype, the accuracy sweep."""
+
+    gemm: int
+    gemm_dtype: str
+    model: str
+    dtypes: tuple[str, ...]
+    presets: tuple[str, ...]
+    oom_rows: int
+
+
+ACCELERATOR = Sizes(8192, "bfloat16", "flux2_small_decoder", ("float32", "bfloat16", "float16"),
+                    ("balanced", "quality"), 300_000)
+CPU = Sizes(512, "float32", "tiny_flux2_decoder", ("float32",), ("mini",), 0)
+
+
+@dataclass
+class Suite:
+    """Where and how the checks run: the device, the work directory, the reference cache, the sizes."""
+
+    device: str
+    work: Path
+    cache: Path | None = None
+    timeout_s: float = 900.0
+
+    @property
+    def sizes(self) -> Sizes:
+        """The accelerator sizes, or the CPU's small ones."""
+        return CPU if self.device == "cpu" else ACCELERATOR
+
+    def jobs(self, name: str, args: list[str]) -> tuple[int, list[dict[str, Any]], str]:
+        """Run ``python -m ascendbench -m ARGS`` into ``work/name``: (exit code, records, console tail)."""
+        out = self.work / name
+        cache = [f"baseline.cache_dir={self.cache}"] if self.cache else []
+        command = [sys.executable, "-m", "ascendbench", "-m", f"device={self.device}", *args, *cache,
+                   f"hydra.sweep.dir={out}"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout_s)
+        records = [json.loads(p.read_text()) for p in sorted(out.glob("*/record.json"))]
+        return done.returncode, records, (done.stdout + done.stderr)[-2000:]
+
+
+def _ratio_status(ratio: float | None, band: tuple[float, float]) -> str:
+    return "PASS" if ratio is not None and band[0] <= ratio <= band[1] else "FAIL"
+
+
+def check_verify(suite: Suite) -> list[Check]:
+    """The device lines of ``verify``: the requested device must be usable."""
+    from ascendbench.verify.checks import run_checks
+
+    lines = [c for c in run_checks(timeout_s=60, hub_timeout_s=2) if c.name.startswith("device")]
+    mine = [c for c in lines if c.name.split()[-1].split(":")[0] == suite.device]
+    status = "PASS" if mine and all(c.status == "PASS" for c in mine) else "FAIL"
+    return [Check("verify", status, "; ".join(f"{c.name}: {c.detail}" for c in mine) or "device not listed")]
+
+
+def _gemm(suite: Suite) -> tuple[Any, Callable[[], torch.Tensor]]:
+    from ascendbench.devices import DeviceAdapter
+    from ascendbench.precision import torch_dtype
+
+    adapter = DeviceAdapter(suite.device)
+    n, dtype = suite.sizes.gemm, torch_dtype(suite.sizes.gemm_dtype)
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(n, n, generator=generator).to(adapter.torch_device, dtype)
+    b = torch.randn(n, n, generator=generator).to(adapter.torch_device, dtype)
+    return adapter, lambda: torch.mm(a, b)
+
+
+def plain_loops(adapter: Any, op: Callable[[], Any], iters: int) -> dict[str, float | None]:
+    """Medians (ms) of a synchronized host-clock loop and of a device-event loop (``None`` without events)."""
+    host, device = [], []
+    for _ in range(iters):
+        adapter.synchronize()
+        start = time.perf_counter()
+        op()
+        adapter.synchronize()
+        host.append((time.perf_counter() - start) * 1e3)
+    begin, end = adapter.new_event(), adapter.new_event()
+    if begin is not None:
+        for _ in range(iters):
+            begin.record()
+            op()
+            end.record()
+            end.synchronize()
+            device.append(begin.elapsed_time(end))
+    return {"host_ms": statistics.median(host), "event_ms": statistics.median(device) if device else None}
+
+
+def check_timing(suite: Suite) -> list[Check]:
+    """Harness median / plain loops on the same GEMM (both ratios inside 0.98-1.02)."""
+    from ascendbench.bench.budget import BenchBudget
+    from ascendbench.bench.loop import run_bench
+
+    adapter, op = _gemm(suite)
+    for _ in range(10):
+        op()
+    iters = 50
+    result = run_bench(op, adapter, BenchBudget(warmup=3, min_iters=iters, max_iters=iters, max_time_s=120.0))
+    plain = plain_loops(adapter, op, iters)
+    harness = result.latency.median_ms
+    checks = [Check("timing (host clock)", _ratio_status(harness / plain["host_ms"], FIDELITY),
+                    f"harness {harness:.4g} ms / plain {plain['host_ms']:.4g} ms = {harness / plain['host_ms']:.3f}",
+                    f"{suite.sizes.gemm}^3 {suite.sizes.gemm_dtype} GEMM, {iters} calls each")]
+    if plain["event_ms"]:
+        ratio = harness / plain["event_ms"]
+        checks.append(Check("timing (device events)", _ratio_status(ratio, FIDELITY),
+                            f"harness {harness:.4g} ms / events {plain['event_ms']:.4g} ms = {ratio:.3f}"))
+    else:
+        checks.append(Check("timing (device events)", "SKIP", "n/a", f"{suite.device} has no device events"))
+    return checks
+
+
+def _gemm_job_args(rows: int, cols: int, inner: int, dtype: str) -> list[str]:
+    return ["model=gemm", f"dtype={dtype}", "baseline.enabled=false", f"model.task.input_shape=[{rows},{inner}]",
+            f"model.loader.module.in_features={inner}", f"model.loader.module.out_features={cols}",
+            "bench.warmup=3", "bench.iters=20", "artifacts.tensors=false", "artifacts.media=false"]
+
+
+def check_mfu(suite: Suite) -> list[Check]:
+    """A GEMM job: FLOPs counted == 2*M*N*K exactly; MFU >= 50 % where the device has a peak."""
+    n, dtype = suite.sizes.gemm, suite.sizes.gemm_dtype
+    code, records, tail = suite.jobs("mfu", _gemm_job_args(n, n, n, dtype))
+    if code != 0 or not records or records[0].get("status") != "ok":
+        return [Check("mfu", "FAIL", "job failed", tail[-600:])]
+    flops = records[0]["bench"]["flops"]
+    exact = flops.get("per_call") == 2 * n ** 3
+    mfu, tflops = flops.get("mfu"), flops.get("achieved_tflops")
+    figure = f"{flops.get('per_call')} FLOP/call (2*M*N*K = {2 * n ** 3}); {tflops:.4g} TFLOP/s"
+    if mfu is None:
+        return [Check("mfu", "PASS" if exact else "FAIL", figure + "; MFU n/a (no peak for this device/dtype)")]
+    status = "PASS" if exact and mfu >= MFU_FLOOR else "FAIL"
+    why = "" if exact else "the FLOP count is wrong; "
+    why += "" if mfu >= MFU_FLOOR else "MFU below 50 %: the timing, the FLOP count or the peak table is off"
+    return [Check("mfu", status, f"{figure}; MFU {100 * mfu:.1f} % of {flops.get('peak_tflops')}", why,
+                  {"record": records[0]["bench"]})]
+
+
+def check_memory(suite: Suite) -> list[Check]:
+    """The harness' peak allocated memory against the runtime's own counter around the same call."""
+    if suite.device == "cpu":
+        return [Check("memory", "SKIP", "n/a", "the CPU has no allocator counters (the record keeps peak RSS)")]
+    from ascendbench.bench.measure import Workload, measure
+
+    adapter, op = _gemm(suite)
+    bench_cfg = {"enabled": True, "warmup": 1, "iters": 5, "min_iters": 5, "max_iters": 5, "min_time_s": 0.0,
+                 "max_time_s": 60.0, "events": True, "phases": False, "flops": {"enabled": False}}
+    _, section = measure(op, adapter, bench_cfg, Workload(suite.sizes.gemm_dtype))
+    adapter.reset_peak_memory()
+    op()
+    adapter.synchronize()
+    own = adapter.runtime.max_memory_allocated(adapter.index) / 2**20
+    harness = section["memory"]["peak_allocated_mb"]
+    ratio = harness / own if own else None
+    return [Check("memory", _ratio_status(ratio, MEMORY_BAND),
+                  f"record {harness:.1f} MB / runtime counter {own:.1f} MB = {ratio:.3f}")]
+
+
+def check_oom_sweep(suite: Suite) -> list[Check]:
+    """A 3-job sweep whose middle job cannot fit: it fails, the others are ok."""
+    n, rows = 1024, suite.sizes.oom_rows
+    middle = f"[{rows},{n}]" if rows else "[7,3]"  # CPU: a shape the layer rejects (no real OOM on a host)
+    args = _gemm_job_args(n, rows or n, n, suite.sizes.gemm_dtype)
+    args = [a for a in args if not a.startswith("model.task.input_shape")]
+    args.append(f"model.task.input_shape=[{n},{n}],{middle},[{n + 8},{n}]")
+    _, records, tail = suite.jobs("oom_sweep", args)
+    shapes = {tuple(r["config"]["model"]["task"]["input_shape"]): r for r in records}
+    statuses = {k: (r["status"], (r.get("error") or {}).get("reason")) for k, r in shapes.items()}
+    big = statuses.get(tuple(int(x) for x in middle.strip("[]").split(",")))
+    others = [v for k, v in statuses.items() if v is not big]
+    want = "oom" if rows else None
+    ok = (len(records) == 3 and big is not None and big[0] == "failed" and (want is None or big[1] == want)
+          and all(s == ("ok", None) for s in others))
+    return [Check("oom_sweep", "PASS" if ok else "FAIL", f"statuses {sorted(statuses.values(), key=str)}",
+                  "" if ok else tail[-600:])]
+
+
+def check_accuracy(suite: Suite) -> list[Check]:
+    """FLUX.2-small-decoder per dtype and preset against the CPU reference: every job ok, verdicts listed."""
+    sizes = suite.sizes
+    args = [f"model={sizes.model}", "dtype=" + ",".join(sizes.dtypes), "preset=" + ",".join(sizes.presets),
+            "bench.max_time_s=10", "artifacts.media=false"]
+    if suite.device == "cpu":
+        args += ["preset.height=32", "preset.width=32"]
+    code, records, tail = suite.jobs("accuracy", args)
+    rows = [f"{r['config']['preset']['name']}/{r['config']['dtype']['name']}: {r.get('verdict')}" for r in records]
+    all_ok = len(records) == len(sizes.dtypes) * len(sizes.presets) and all(r["status"] == "ok" for r in records)
+    float32_pass = all(r.get("verdict") == "PASS" for r in records if r["config"]["dtype"]["name"] == "float32")
+    status = "PASS" if all_ok and float32_pass else "FAIL"
+    return [Check("accuracy", status, "; ".join(rows) or "no records", "" if status == "PASS" else tail[-600:])]
+
+
+CHECKS: tuple[Callable[[Suite], list[Check]], ...] = (check_verify, check_timing, check_mfu, check_memory,
+                                                      check_oom_sweep, check_accuracy)

@@ -1,0 +1,100 @@
+"""The acceptance suite: its cpu form end to end, and every check's fail path through fakes (issue 15)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ascendbench.acceptance import checks
+from ascendbench.acceptance.__main__ import main
+from ascendbench.acceptance.checks import Check, Suite
+
+
+def _record(status="ok", verdict="PASS", dtype="float32", shape=(1024, 1024), reason=None, flops=None):
+    return {"status": status, "verdict": verdict, "error": {"reason": reason} if reason else None,
+            "config": {"dtype": {"name": dtype}, "preset": {"name": "mini"},
+                       "model": {"task": {"input_shape": list(shape)}}},
+            "bench": {"flops": flops or {}}}
+
+
+def _fake_jobs(monkeypatch, records, code=0):
+    monkeypatch.setattr(Suite, "jobs", lambda self, name, args: (code, records, "console tail"))
+
+
+def test_the_cpu_form_runs_every_check_and_writes_the_report(tmp_path):
+    code = main(["device=cpu", f"out={tmp_path}"])
+    report = json.loads((tmp_path / "acceptance.json").read_text())
+    names = {c["name"] for c in report}
+    assert {"verify", "timing (host clock)", "mfu", "memory", "oom_sweep", "accuracy"} <= names
+    assert code == 0, (tmp_path / "acceptance.md").read_text()
+    assert {c["status"] for c in report} <= {"PASS", "SKIP"}
+    mfu = next(c for c in report if c["name"] == "mfu")
+    assert "2*M*N*K = 268435456" in mfu["figure"]
+
+
+def test_usage_errors_exit_2(capsys):
+    assert main(["device"]) == 2 and "usage" in capsys.readouterr().err
+
+
+def test_timing_fails_when_the_harness_disagrees_with_the_plain_loop(monkeypatch, tmp_path):
+    monkeypatch.setattr(checks, "plain_loops", lambda adapter, op, iters: {"host_ms": 1e3, "event_ms": None})
+    found = checks.check_timing(Suite("cpu", tmp_path))
+    assert found[0].status == "FAIL" and found[1].status == "SKIP"
+
+
+def test_mfu_fails_on_a_wrong_flop_count_and_on_a_low_mfu(monkeypatch, tmp_path):
+    n = checks.CPU.gemm
+    _fake_jobs(monkeypatch, [_record(flops={"per_call": 2 * n ** 3 + 1, "achieved_tflops": 1.0, "mfu": None})])
+    assert checks.check_mfu(Suite("cpu", tmp_path))[0].status == "FAIL"
+    _fake_jobs(monkeypatch, [_record(flops={"per_call": 2 * n ** 3, "achieved_tflops": 1.0, "mfu": 0.1,
+                                            "peak_tflops": 10})])
+    found = checks.check_mfu(Suite("cpu", tmp_path))[0]
+    assert found.status == "FAIL" and "peak table" in found.detail
+    _fake_jobs(monkeypatch, [], code=1)
+    assert checks.check_mfu(Suite("cpu", tmp_path))[0].status == "FAIL"
+
+
+def test_oom_sweep_fails_when_the_big_job_did_not_fail_or_others_did(monkeypatch, tmp_path):
+    suite = Suite("cpu", tmp_path)
+    _fake_jobs(monkeypatch, [_record(shape=(1024, 1024)), _record(shape=(7, 3)), _record(shape=(1032, 1024))])
+    assert checks.check_oom_sweep(suite)[0].status == "FAIL"
+    _fake_jobs(monkeypatch, [_record(shape=(1024, 1024)), _record("failed", shape=(7, 3), reason="task"),
+                             _record(shape=(1032, 1024))])
+    assert checks.check_oom_sweep(suite)[0].status == "PASS"
+    accelerator = Suite("cuda", tmp_path)
+    rows = checks.ACCELERATOR.oom_rows
+    _fake_jobs(monkeypatch, [_record(shape=(1024, 1024)), _record("failed", shape=(rows, 1024), reason="unexpected"),
+                             _record(shape=(1032, 1024))])
+    assert checks.check_oom_sweep(accelerator)[0].status == "FAIL", "a device OOM must be classified as oom"
+
+
+def test_accuracy_fails_on_a_float32_fail_or_a_missing_job(monkeypatch, tmp_path):
+    _fake_jobs(monkeypatch, [_record(verdict="FAIL")])
+    assert checks.check_accuracy(Suite("cpu", tmp_path))[0].status == "FAIL"
+    _fake_jobs(monkeypatch, [])
+    assert checks.check_accuracy(Suite("cpu", tmp_path))[0].status == "FAIL"
+
+
+def test_verify_fails_when_the_device_is_not_usable(monkeypatch, tmp_path):
+    from ascendbench.verify import checks as verify_checks
+
+    monkeypatch.setattr(verify_checks, "run_checks",
+                        lambda **kw: [verify_checks.Check("device cuda:0", "FAIL", "no device")])
+    assert checks.check_verify(Suite("cuda", tmp_path))[0].status == "FAIL"
+
+
+def test_a_check_that_raises_is_a_fail_line_not_a_lost_report(monkeypatch, tmp_path):
+    def broken(suite):
+        raise RuntimeError("planted")
+
+    broken.__name__ = "check_broken"
+    monkeypatch.setattr("ascendbench.acceptance.__main__.CHECKS", (broken,))
+    assert main(["device=cpu", f"out={tmp_path}"]) == 1
+    assert "planted" in (tmp_path / "acceptance.md").read_text()
+
+
+@pytest.mark.parametrize("harness, own, status", [(100.0, 100.0, "PASS"), (100.0, 80.0, "FAIL")])
+def test_memory_band(harness, own, status):
+    assert checks._ratio_status(harness / own, checks.MEMORY_BAND) == status
+    assert isinstance(Check("x", status, "f"), Check)
