@@ -1,0 +1,63 @@
+"""``python -m ascendbench.compare REF CAND [--atol A] [--rtol R] [--metric M] [--dtype D] [--out DIR]``.
+
+Exit status: 0 PASS/WARN, 1 FAIL, 2 unusable input (a one-paragraph reason on stderr).
+See :mod:`ascendbench.compare.standalone`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ascendbench.compare.files import UnusableInput
+from ascendbench.compare.standalone import CompareRequest, run_compare
+
+METRICS = ("image", "video", "regression", "tokens")
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
+    p = argparse.ArgumentParser(prog="python -m ascendbench.compare", description=(
+        "Judge a candidate output against a reference output with ascendbench's metric suites and verdict "
+        "rules. Formats: .safetensors, .npy, .pt/.pth (weights_only), PNG/JPEG images, mp4 videos, "
+        "directories of frames. Exit 0 PASS/WARN, 1 FAIL, 2 unusable input."))
+    p.add_argument("reference", type=Path, help="the reference output (e.g. the CPU or GPU run)")
+    p.add_argument("candidate", type=Path, help="the candidate output (e.g. the NPU run)")
+    p.add_argument("--atol", type=float, help="allclose absolute tolerance; with --rtol a judged rule (max 0 misses)")
+    p.add_argument("--rtol", type=float, help="allclose relative tolerance")
+    p.add_argument("--metric", choices=METRICS, help="the metric suite (default: from the outputs' shape)")
+    p.add_argument("--dtype", choices=DTYPES, help="whose verdict rules apply (default: the candidate's dtype)")
+    p.add_argument("--out", type=Path, default=Path("compare_out"), help="output directory (default compare_out)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config override, e.g. metric.thresholds.cosine={min:0.999} (repeatable)")
+    p.add_argument("--pictures", action="store_true", help="also draw side-by-side PNGs with error heatmaps")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one comparison and print its summary."""
+    args = parser().parse_args(argv)
+    request = CompareRequest(args.reference, args.candidate, args.out, args.metric, args.dtype, args.atol,
+                             args.rtol, list(args.overrides), args.pictures)
+    try:
+        code, record = run_compare(request)
+    except UnusableInput as exc:
+        print(f"compare: unusable input: {exc}. Give two outputs of the same names and shapes in one of the "
+              "formats of `python -m ascendbench.compare --help`.", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a config error (bad --set) is a usage error, not a traceback
+        print(f"compare: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    judged = {k: v for k, v in record["metrics"].items() if isinstance(v, dict) and v.get("verdict")}
+    for name, entry in judged.items():
+        print(f"{name:28} {entry.get('value')!s:>14}  {entry['verdict']}")
+    print(f"verdict {record['verdict']}  ({record['metric']} suite, {record['dtype_rules']} rules; "
+          f"atol {record['allclose']['atol']}, rtol {record['allclose']['rtol']}); results in {args.out}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
