@@ -44,18 +44,24 @@ def torch_dtype(name: str, key: str = "dtype.name") -> torch.dtype:
 
 
 def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
-    """The reference precision for a device dtype under ``baseline.reference``.
+    """The reference precision under ``baseline.reference`` before memory is considered.
+
+    ``auto`` is float64 for every device dtype, so that a dtype sweep shares one reference; the reference
+    stage falls back to float32 only when even the bounded float64 reference does not fit in host memory
+    (:func:`ascendbench.job.resources.choose_auto_reference`, the reason in the record).
 
     >>> reference_dtype("auto", torch.float32), reference_dtype("auto", torch.bfloat16)
-    (torch.float64, torch.float32)
+    (torch.float64, torch.float64)
+    >>> reference_dtype("float32", torch.float16)
+    torch.float32
     """
     if choice not in REFERENCE_CHOICES:
         raise ConfigError(
             f"baseline.reference={choice!r} is not allowed; use one of {', '.join(REFERENCE_CHOICES)} "
-            "(auto: float64 for float32 device runs, float32 for half-precision runs)."
+            "(auto: float64 whenever it fits in host memory, else float32)."
         )
     if choice == "auto":
-        return torch.float64 if device_dtype == torch.float32 else torch.float32
+        return torch.float64
     return REFERENCE_DTYPES[choice]
 
 

@@ -117,3 +117,46 @@ def test_pickle_checkpoint_is_a_problem(job, tmp_path):
     record = job(f"model.source={path}", "model.weights=auto", "dry_run=true")
     assert record["plan"]["weights"]["action"] == "refused"
     assert any("model.allow_pickle=true" in p for p in record["plan"]["problems"])
+
+
+def _reference_needs(cfg):
+    """Host bytes of the tiny job's in-process reference in float64 and in float32 (as the stage estimates)."""
+    from hydra.utils import instantiate
+
+    from ascendbench.job.resources import HostBudget, estimate_reference
+
+    task = instantiate(cfg.model.task)
+    inputs = task.make_inputs(cfg.preset, int(cfg.seed))
+    model = build_tiny_flux2()
+    return [int(estimate_reference(model, task, inputs, d, HostBudget(child_process=False, available=1 << 40))
+                ["host_need_mb"] * 1e6) for d in (torch.float64, torch.float32)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_auto_reference_is_float64_for_every_device_dtype_when_it_fits(job, dtype):
+    plan = job(f"dtype={dtype}", "dry_run=true")["plan"]
+    assert plan["baseline"]["precision"] == "float64" and plan["memory"]["cpu_reference"]["dtype"] == "float64"
+    assert plan["memory"]["cpu_reference"]["choice"].startswith("auto: float64")
+
+
+def test_auto_falls_back_to_float32_only_when_float64_does_not_fit(compose_cfg, tmp_path, monkeypatch):
+    from ascendbench.job import resources
+
+    cfg = compose_cfg([*FAST, f"baseline.cache_dir={tmp_path / 'cache'}", "preset.iters=1"])
+    f64, f32 = _reference_needs(cfg)
+    between = int((f64 + f32) / 2 / resources.DEFAULT_HEADROOM)
+    monkeypatch.setattr(plan_module, "available_host_bytes", lambda: between)
+    monkeypatch.setattr(resources, "available_host_bytes", lambda: between)
+    cfg.dry_run = True
+    plan = run_job(cfg, tmp_path / "plan")["plan"]
+    assert plan["baseline"]["precision"] == "float32" and plan["memory"]["cpu_reference"]["fits"]
+    assert plan["memory"]["cpu_reference"]["float64"]["dtype"] == "float64"
+    cfg.dry_run = False
+    record = run_job(cfg, tmp_path / "real")
+    assert record["status"] == "ok", record["error"]
+    checked = record["resources"]["reference"]
+    assert record["job"]["reference_dtype"] == "float32" and checked["dtype"] == "float32"
+    assert not checked["float64"]["fits"] and "float64 reference needs about" in checked["choice"]
+    explicit = run_job(compose_cfg([*FAST, f"baseline.cache_dir={tmp_path / 'cache'}", "preset.iters=1",
+                                    "baseline.reference=float64"]), tmp_path / "explicit")
+    assert explicit["status"] == "failed" and "refusing the CPU reference" in explicit["error"]["message"]

@@ -16,8 +16,8 @@ def test_names_and_dtypes_round_trip():
 
 
 @pytest.mark.parametrize("device, expected, reference", [("cpu", "float32", torch.float64),
-                                                          ("cuda", "bfloat16", torch.float32),
-                                                          ("npu", "bfloat16", torch.float32)])
+                                                          ("cuda", "bfloat16", torch.float64),
+                                                          ("npu", "bfloat16", torch.float64)])
 def test_auto_is_resolved_for_the_device_with_its_own_tolerances(compose_cfg, device, expected, reference):
     precision = Precision.build(compose_cfg(["model=tiny_flux2_decoder"]), device)
     assert (precision.name, precision.requested, precision.reference) == (expected, "auto", reference)
@@ -38,6 +38,9 @@ def test_reference_follows_baseline_settings(compose_cfg):
     cfg = compose_cfg(["dtype=float32", "baseline.reference=float32"])
     assert Precision.build(cfg, "cpu").reference == torch.float32
     assert Precision.build(compose_cfg(["baseline.enabled=false"]), "cpu").reference is None
-    assert reference_dtype("auto", torch.float16) == torch.float32
+    # auto: float64 for every device dtype (one reference per dtype sweep); the memory fallback is the stage's
+    assert {reference_dtype("auto", d) for d in TORCH_DTYPES.values()} == {torch.float64}
+    assert reference_dtype("float32", torch.float16) == torch.float32
+    assert reference_dtype("float64", torch.bfloat16) == torch.float64
     with pytest.raises(ConfigError, match="baseline.reference='float8'"):
         reference_dtype("float8", torch.float32)

@@ -5,14 +5,19 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ascendbench.baseline.bounded import Bounds
 from ascendbench.baseline.service import ReferenceQuery
 from ascendbench.errors import InsufficientMemoryError
 from ascendbench.job.resources import (
+    CHILD_PROCESS_BYTES,
     HostBudget,
     LiveTensorBytes,
     activation_bytes,
     check_baseline_memory,
+    choose_auto_reference,
+    estimate_reference,
     guard_reference_memory,
+    reference_memory,
     run_memory,
 )
 from ascendbench.tasks import VaeDecodeTask
@@ -107,11 +112,61 @@ def test_guard_skips_cached_references_and_can_be_switched_off(compose_cfg, deco
     query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, info, module=model)
     guarded = guard_reference_memory(query)
     assert guarded["fits"]
-    # the job's model is loaded when the guard runs: it is already out of the available memory, not counted again
-    assert guarded["host_need_mb"] == pytest.approx(guarded["total_mb"])
+    # the job's model is loaded when the guard runs: it is already out of the available memory, not counted again;
+    # the child process's own imports are
+    assert guarded["host_need_mb"] == pytest.approx(guarded["total_mb"] + CHILD_PROCESS_BYTES / 1e6)
+    assert guarded["reference_process_mb"] == guarded["host_need_mb"]
     key = cache_key(key_material(cfg, weights, info, torch.float64))
     assert key == query.key
     BaselineStore(tmp_path).write_outputs(key, {"image": torch.zeros(1)}, {"precision": "float64"})
     assert "cached" in guard_reference_memory(query)["skipped"]
     cfg.baseline.memory_check = False
     assert "memory_check=false" in guard_reference_memory(query)["skipped"]
+
+
+def _need(info):
+    return int(info["host_need_mb"] * 1e6)
+
+
+def test_float64_reference_estimate_is_bounded_and_float32_is_unchanged(decode):
+    task, inputs = decode
+    model = build_tiny_flux2()
+    small = Bounds(conv_bytes=64 << 10)
+    bounded = reference_memory(model, task, inputs, torch.float64, small)
+    unbounded = run_memory(model, task, inputs, torch.float64)
+    assert bounded.activations < unbounded.activations / 2 and "bounded" in bounded.activation_note
+    assert reference_memory(model, task, inputs, torch.float32) == run_memory(model, task, inputs, torch.float32)
+
+
+def test_auto_reference_is_float64_when_it_fits_else_float32_with_both_estimates(decode):
+    task, inputs = decode
+    model = build_tiny_flux2()
+    f64 = estimate_reference(model, task, inputs, torch.float64, HostBudget(available=1 << 40))
+    f32 = estimate_reference(model, task, inputs, torch.float32, HostBudget(available=1 << 40))
+    assert _need(f32) < _need(f64)
+    roomy = HostBudget(available=1 << 40)
+    assert choose_auto_reference(model, task, inputs, roomy)[0] == torch.float64
+    between = HostBudget(headroom=1.0, available=(_need(f32) + _need(f64)) // 2)
+    precision, info = choose_auto_reference(model, task, inputs, between)
+    assert precision == torch.float32 and info["dtype"] == "float32" and info["float64"]["dtype"] == "float64"
+    assert "float64 reference needs about" in info["choice"] and not info["float64"]["fits"]
+    with pytest.raises(InsufficientMemoryError) as err:
+        choose_auto_reference(model, task, inputs, HostBudget(headroom=1.0, available=_need(f32) - 1, what="tiny"))
+    message = str(err.value)
+    assert "in float64 or float32" in message and "float64: about" in message and "float32: about" in message
+    assert "\n" not in message
+
+
+def test_pipeline_activations_are_estimated(compose_cfg):
+    """A pipeline (not an nn.Module) with a seed input: estimated on meta, no "'dict' object is not callable"."""
+    from hydra.utils import instantiate
+
+    cfg = compose_cfg(["model=tiny_ltx2_t2v", "model.weights=random", "preset.height=64", "preset.width=64",
+                       "preset.num_frames=9", "preset.steps=2"])
+    loader, task = instantiate(cfg.model.loader), instantiate(cfg.model.task)
+    pipe = loader.load(None, "random", 0, None).module
+    inputs = task.make_inputs(cfg.preset, 0)
+    before = {k: v.clone() for k, v in pipe.transformer.state_dict().items()}
+    memory = run_memory(pipe, task, inputs, torch.float32)
+    assert memory.activations is not None and memory.activations > 0, memory.activation_note
+    assert all(torch.equal(v, before[k]) and not v.is_meta for k, v in pipe.transformer.state_dict().items())

@@ -2,7 +2,9 @@
 
 ``get_or_compute`` returns the reference outputs for a job, from ``baseline.cache_dir`` when a job with
 the same model, weights, inputs, precision and library versions computed them before, otherwise from a
-fresh ``python -m ascendbench.baseline`` process in which ``torch_npu`` cannot be imported.
+fresh ``python -m ascendbench.baseline`` process in which ``torch_npu`` cannot be imported (and which dies
+with its job). Cached entries are verified against the digests in their ``meta.json`` and recomputed when they
+do not verify; a cached reference of higher precision serves a request for a lower one.
 
 This ``__init__`` imports nothing at import time (names resolve lazily) so that the reference process can
 block torch_npu before torch or diffusers is first imported.

@@ -1,9 +1,14 @@
-"""Get the CPU reference of a job: from the cache, or computed once under a file lock.
+"""Get the CPU reference of a job: from the cache (verified), or computed once under a file lock.
 
 ``baseline.process=child`` (default) computes it in ``python -m ascendbench.baseline``, a fresh process
 in which torch_npu cannot be imported and no device patch is applied; ``in-process`` reuses the job's
 own float32 model (cast to the reference precision and back) and is refused where torch_npu is
 importable. Either way the result is written to the cache, keyed by :mod:`ascendbench.baseline.key`.
+
+One reference per workload: a cached reference of a higher precision serves a job that asks for a lower
+one (a float64 entry serves a float32 request), so a dtype sweep computes one reference. A cache entry that
+does not verify (digest, size, shapes, a damaged or old ``meta.json``) is logged, recorded under
+``rejected`` and recomputed, never used and never fatal.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ import importlib.util
 import json
 import logging
 import os
+import resource
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,15 +33,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.baseline.compute import run_reference
 from ascendbench.baseline.key import cache_key, key_material
-from ascendbench.baseline.store import BaselineStore
+from ascendbench.baseline.store import META, BaselineStore, DamagedEntry
 from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.errors import BaselineError, ConfigError
-from ascendbench.precision import dtype_name
+from ascendbench.precision import REFERENCE_DTYPES, dtype_name
 
 log = logging.getLogger(__name__)
 
 PROCESSES = ("child", "in-process")
 CHILD_LOG = "baseline_child.log"
+PARENT_PID_ENV = "ASCENDBENCH_PARENT_PID"  # the child dies when this process does (ascendbench.baseline.__main__)
 
 
 class Baseline(dict):
@@ -70,29 +79,136 @@ class ReferenceQuery:
     module: torch.nn.Module | None = None
     log_dir: Path = field(default_factory=Path)
 
+    def material_for(self, precision: torch.dtype) -> dict[str, Any]:
+        """What the cache key of this workload in ``precision`` is the hash of."""
+        return key_material(self.cfg, self.weights, self.inputs_info, precision)
+
     @cached_property
     def material(self) -> dict[str, Any]:
         """What the cache key is the hash of."""
-        return key_material(self.cfg, self.weights, self.inputs_info, self.precision)
+        return self.material_for(self.precision)
 
     @cached_property
     def key(self) -> str:
-        """The content hash naming the cached reference."""
+        """The content hash naming the cached reference in the requested precision."""
         return cache_key(self.material)
+
+    @cached_property
+    def candidates(self) -> list[tuple[str, str]]:
+        """``(precision, key)`` of every entry that may serve this job, highest precision first, the requested
+        one last: a float64 reference serves a float32 request of the same workload."""
+        higher = sorted((d for d in REFERENCE_DTYPES.values() if d.itemsize > self.precision.itemsize),
+                        key=lambda d: d.itemsize, reverse=True)
+        found = [(dtype_name(d), cache_key(self.material_for(d))) for d in higher]
+        return [*found, (dtype_name(self.precision), self.key)]
 
     @cached_property
     def store(self) -> BaselineStore:
         """The cache under ``baseline.cache_dir``."""
         return BaselineStore(self.cfg.baseline.cache_dir)
 
+    @cached_property
+    def spec(self) -> Any:
+        """The normalised ``compare.layers`` (``None``, ``"all"`` or a pattern list)."""
+        return normalize_spec(self.cfg.compare.get("layers"))
+
     @property
     def use_cache(self) -> bool:
         """``baseline.cache``: read the cache (results are written either way)."""
         return bool(self.cfg.baseline.get("cache", True))
 
+    def cached_entry(self) -> tuple[str, str] | None:
+        """``(precision, key)`` of the entry that looks able to serve this job (outputs complete, layer captures
+        present; the digests are checked when it is read), or ``None``."""
+        if not self.use_cache:
+            return None
+        return next(((p, k) for p, k in self.candidates
+                     if self.store.has_outputs(k) and self.store.has_layers(k, self.spec)), None)
+
     def cached(self) -> bool:
-        """The reference outputs are in the cache and will be reused."""
-        return self.use_cache and self.store.has_outputs(self.key)
+        """The reference (outputs and layer captures) is in the cache and will be reused."""
+        return self.cached_entry() is not None
+
+
+@dataclass
+class _Entry:
+    """What one cache entry holds once verified; ``problem`` is the first file that did not verify."""
+
+    key: str
+    precision: str
+    meta: dict[str, Any] | None = None
+    outputs: dict[str, torch.Tensor] | None = None
+    layers: Any = None
+    has_layers: bool = False
+    problem: DamagedEntry | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Outputs and the wanted layer captures are all there and verified."""
+        return self.outputs is not None and self.has_layers and self.problem is None
+
+
+def _check_meta(meta: Mapping[str, Any], entry: _Entry, path: Path) -> None:
+    if meta.get("precision") != entry.precision:
+        raise DamagedEntry(path, f"records precision {meta.get('precision')!r} for a {entry.precision} key")
+    material = meta.get("material")
+    if material is not None and cache_key(material) != entry.key:
+        raise DamagedEntry(path, "records key material that does not hash to its key (edited)")
+
+
+def _read_entry(store: BaselineStore, key: str, precision: str, spec: Any) -> _Entry:
+    """Read and verify one entry; a plain miss leaves fields empty, damage sets ``problem``."""
+    entry = _Entry(key, precision)
+    try:
+        meta = store.read_meta(key)
+        _check_meta(meta, entry, store.entry(key) / META)
+        entry.meta = meta
+        entry.outputs = store.read_outputs(key, meta)
+        entry.layers = store.read_layers(key, spec, meta)
+        entry.has_layers = True
+    except FileNotFoundError:  # no entry, or this layer capture was never computed
+        pass
+    except DamagedEntry as exc:
+        entry.problem = exc
+    return entry
+
+
+def _reject(info: dict[str, Any], problem: DamagedEntry, action: str) -> None:
+    """Log the bad file and why (once per job), and record it in ``info["rejected"]``."""
+    rejected = info.setdefault("rejected", [])
+    if any(r["file"] == str(problem.path) and r["why"] == problem.why for r in rejected):
+        return
+    rejected.append({"file": str(problem.path), "why": problem.why, "action": action})
+    log.warning("baseline cache entry rejected: %s %s; %s", problem.path, problem.why, action)
+
+
+def _served(entry: _Entry, query: ReferenceQuery, info: dict[str, Any], start: float) -> Baseline:
+    meta, store = entry.meta or {}, query.store
+    process = meta.get("process") or {}
+    info.update(cache_key=entry.key, path=str(store.entry(entry.key)), precision=meta["precision"],
+                seconds=meta.get("seconds"), process=process.get("kind"),
+                torch_npu_blocked=process.get("torch_npu_blocked"), computed_at=meta.get("created_at"),
+                load_s=time.perf_counter() - start)
+    if entry.key != query.key:
+        info["requested_key"] = query.key
+        log.info("CPU reference: the cached %s reference serves this %s request (%s)", entry.precision,
+                 info["requested_precision"], store.entry(entry.key))
+    return Baseline(entry.outputs, info, entry.layers)
+
+
+def _lookup(query: ReferenceQuery, info: dict[str, Any]) -> tuple[Baseline | None, _Entry]:
+    """The first candidate entry that verifies completely, and the requested key's own entry."""
+    own = _Entry(query.key, dtype_name(query.precision))
+    for precision, key in query.candidates:
+        start = time.perf_counter()
+        entry = _read_entry(query.store, key, precision, query.spec)
+        if key == query.key:
+            own = entry
+        if entry.problem is not None and key != query.key:
+            _reject(info, entry.problem, f"not used; the {dtype_name(query.precision)} reference is used instead")
+        if entry.complete:
+            return _served(entry, query, info, start), own
+    return None, own
 
 
 def _request(query: ReferenceQuery, spec: Any, want_outputs: bool) -> dict[str, Any]:
@@ -102,7 +218,8 @@ def _request(query: ReferenceQuery, spec: Any, want_outputs: bool) -> dict[str, 
     return {"config": config, "key": query.key, "material": dict(query.material), "cache_dir": str(query.store.root),
             "weights": dict(query.weights), "inputs": {k: dict(v) for k, v in query.inputs_info.items()},
             "precision": dtype_name(query.precision), "layers": spec, "want_outputs": want_outputs,
-            "max_capture_bytes": int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20))}
+            "max_capture_bytes": int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20)),
+            "owner": {"pid": os.getpid(), "host": socket.gethostname()}}
 
 
 def _tail(path: Path, lines: int = 25) -> str:
@@ -110,29 +227,104 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text[-lines:])
 
 
-def _run_child(request: Mapping[str, Any], store: BaselineStore, log_dir: Path) -> dict[str, Any]:
-    entry = store.entry(request["key"])
+@dataclass
+class ChildExit:
+    """How the reference process ended: ``code`` (negative: killed by that signal) and its peak RSS."""
+
+    code: int
+    peak_rss_bytes: int | None = None
+
+    @property
+    def signal_name(self) -> str | None:
+        """``SIGKILL``... when a signal ended it."""
+        if self.code >= 0:
+            return None
+        try:
+            return signal.Signals(-self.code).name
+        except ValueError:
+            return f"signal {-self.code}"
+
+
+def _wait_child(proc: subprocess.Popen) -> ChildExit:
+    """Wait for ``proc`` (killing it if this process is interrupted) and read its peak RSS from ``wait4``."""
+    try:
+        if not hasattr(os, "wait4"):
+            return ChildExit(proc.wait())
+        _, status, usage = os.wait4(proc.pid, 0)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    ended = child_exit(status, usage)
+    proc.returncode = ended.code
+    return ended
+
+
+def child_exit(status: int, usage: Any) -> ChildExit:
+    """The :class:`ChildExit` of a ``wait4`` result. A forked child's high-water mark includes the pages it
+    shared with this process before ``exec``: only a peak above this process's own is surely the reference's
+    (else ``peak_rss_bytes`` is ``None``)."""
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    peak, own = int(usage.ru_maxrss) * scale, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+    return ChildExit(os.waitstatus_to_exitcode(status), peak if peak > own else None)
+
+
+def _size(n_bytes: float) -> str:
+    return f"{n_bytes / 1e9:.1f} GB" if n_bytes >= 1e8 else f"{n_bytes / 1e6:.0f} MB"
+
+
+def _estimate_bytes(query: ReferenceQuery) -> float | None:
+    """The estimated host memory of the reference run, for a failure message (``None``: not estimable)."""
+    if query.module is None:
+        return None
+    try:
+        from ascendbench.job.resources import run_memory
+
+        return run_memory(query.module, query.task, query.inputs, query.precision).total
+    except Exception as exc:  # an estimate must not hide the failure it explains
+        log.debug("no memory estimate for the failure message: %s", exc)
+        return None
+
+
+def _child_failure(ended: ChildExit, log_path: Path, query: ReferenceQuery) -> str:
+    """The one-paragraph error of a reference process that did not exit 0."""
+    tail = _tail(log_path)
+    last = f" Last lines of its log:\n{tail}\n" if tail else " Its log is empty. "
+    if ended.signal_name is None:
+        return (f"the CPU reference process (python -m ascendbench.baseline) exited with status {ended.code}; its log "
+                f"is {log_path}.{last}Fix the cause above, or run with baseline.enabled=false for a "
+                "performance-only run.")
+    estimate = _estimate_bytes(query)
+    oom = ", possibly the out-of-memory killer (see `dmesg` or `journalctl -k`)" if ended.code == -9 else ""
+    need = f"; the reference needed about {_size(estimate)} (estimate)" if estimate is not None else ""
+    peak = f", and the process had reached {_size(ended.peak_rss_bytes)} resident" if ended.peak_rss_bytes else ""
+    return (f"the CPU reference process (python -m ascendbench.baseline, {dtype_name(query.precision)}) was killed "
+            f"by {ended.signal_name}{oom}{need}{peak}. Its log is {log_path}.{last}Free host memory, choose a smaller "
+            "preset, or set baseline.reference=float32; baseline.enabled=false runs performance only.")
+
+
+def _run_child(request: Mapping[str, Any], query: ReferenceQuery) -> dict[str, Any]:
+    entry = query.store.entry(request["key"])
     entry.mkdir(parents=True, exist_ok=True)
     request_path = entry / f"request-{os.getpid()}.json"
     request_path.write_text(json.dumps(request, default=str))
-    log_path = Path(log_dir) / CHILD_LOG
+    log_path = Path(query.log_dir) / CHILD_LOG
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONUNBUFFERED": "1",
+           PARENT_PID_ENV: str(os.getpid())}
     log.info("CPU reference in a clean child process (torch_npu blocked); log: %s", log_path)
     start = time.perf_counter()
     try:
         with open(log_path, "w") as handle:
-            result = subprocess.run([sys.executable, "-m", "ascendbench.baseline", str(request_path)],
+            proc = subprocess.Popen([sys.executable, "-m", "ascendbench.baseline", str(request_path)],
                                     stdout=handle, stderr=subprocess.STDOUT, env=env)
+            ended = wait_with_progress(proc, log_path, f"reference (cpu {request['precision']})")
     finally:
         request_path.unlink(missing_ok=True)
-    if result.returncode != 0:
-        raise BaselineError(
-            f"the CPU reference process (python -m ascendbench.baseline) exited with status {result.returncode}; "
-            f"its log is {log_path}. Last lines:\n{_tail(log_path)}\nFix the cause above, or run with "
-            "baseline.enabled=false for a performance-only run."
-        )
-    return {"wall_s": time.perf_counter() - start, "log": str(log_path)}
+    if ended.code != 0:
+        raise BaselineError(_child_failure(ended, log_path, query))
+    return {"wall_s": time.perf_counter() - start, "log": str(log_path),
+            "peak_rss_mb": None if ended.peak_rss_bytes is None else ended.peak_rss_bytes / 1e6}
 
 
 def _run_in_process(request: Mapping[str, Any], query: ReferenceQuery) -> dict[str, Any]:
@@ -157,19 +349,38 @@ def _run_in_process(request: Mapping[str, Any], query: ReferenceQuery) -> dict[s
     return {"wall_s": time.perf_counter() - start}
 
 
-def _load(store: BaselineStore, key: str, spec: Any, info: dict[str, Any]) -> Baseline:
+def _prepare(query: ReferenceQuery, own: _Entry, info: dict[str, Any]) -> tuple[bool, Any]:
+    """Under the lock: drop what did not verify; returns (compute the outputs?, layer spec to capture or None)."""
+    outputs_ok = query.use_cache and own.outputs is not None
+    if own.problem is not None:
+        _reject(info, own.problem, "recomputed")
+    if not outputs_ok:
+        query.store.discard(query.key)  # damaged or stale files, leftover temporaries of a killed writer
+    elif own.problem is not None:
+        query.store.discard(query.key, [own.problem.path.name])
+    layers = query.spec if not (outputs_ok and own.has_layers) else None
+    return not outputs_ok, layers
+
+
+def _compute(query: ReferenceQuery, own: _Entry, info: dict[str, Any]) -> Baseline:
+    """Compute what the cache lacks (under the lock), then read it back verified."""
+    want_outputs, layers = _prepare(query, own, info)
+    request = _request(query, layers, want_outputs)
+    process = str(query.cfg.baseline.get("process", "child"))
+    ran = _run_child(request, query) if process == "child" else _run_in_process(request, query)
+    info.update(cache_hit=False, computed=want_outputs, computed_layers=layers is not None, **ran)
     start = time.perf_counter()
-    meta = store.read_meta(key)
-    outputs, layers = store.read_outputs(key), store.read_layers(key, spec)
-    process = meta.get("process", {})
-    info.update(precision=meta["precision"], seconds=meta["seconds"], process=process.get("kind"),
-                torch_npu_blocked=process.get("torch_npu_blocked"), computed_at=meta.get("created_at"),
-                load_s=time.perf_counter() - start)
-    return Baseline(outputs, info, layers)
+    entry = _read_entry(query.store, query.key, dtype_name(query.precision), query.spec)
+    if not entry.complete:
+        why = f"{entry.problem.path} {entry.problem.why}" if entry.problem else "a file is missing"
+        raise BaselineError(f"the CPU reference just written to {query.store.entry(query.key)} does not read back: "
+                            f"{why}. Check the disk of baseline.cache_dir (full, read-only, or shared with a "
+                            "process that rewrites it), then run the job again.")
+    return _served(entry, query, info, start)
 
 
 def get_or_compute(query: ReferenceQuery) -> Baseline:
-    """The reference outputs of this job (and its layer captures), cached by content hash.
+    """The reference outputs of this job (and its layer captures), cached by content hash and verified on read.
 
     Raises:
         ConfigError: ``baseline.process`` is not allowed.
@@ -180,20 +391,105 @@ def get_or_compute(query: ReferenceQuery) -> Baseline:
     if process not in PROCESSES:
         raise ConfigError(f"baseline.process={process!r} is not allowed; use child (default: a clean process "
                           "without torch_npu) or in-process (CPU-only hosts).")
-    spec = normalize_spec(cfg.compare.get("layers"))
-    if isinstance(spec, list) and query.module is not None:
-        select_modules(query.module, spec)  # a pattern matching nothing is a ConfigError here, not in the child
+    if isinstance(query.spec, list) and query.module is not None:
+        select_modules(query.module, query.spec)  # a pattern matching nothing is a ConfigError here, not in the child
     key, store = query.key, query.store
-    info: dict[str, Any] = {"cache_key": key, "path": str(store.entry(key)), "cache_hit": True, "waited_s": 0.0}
-    if query.cached() and store.has_layers(key, spec):
-        log.info("CPU reference from the cache: %s", store.entry(key))
-        return _load(store, key, spec, info)
-    with store.lock(key, float(cfg.baseline.lock_timeout_s)) as waited:
-        info["waited_s"] = waited
-        have_outputs = query.cached()
-        if not (have_outputs and store.has_layers(key, spec)):
-            layers = spec if not (query.use_cache and store.has_layers(key, spec)) else None
-            request = _request(query, layers, not have_outputs)
-            ran = _run_child(request, store, query.log_dir) if process == "child" else _run_in_process(request, query)
-            info.update(cache_hit=False, computed={"outputs": not have_outputs, "layers": layers is not None}, **ran)
-        return _load(store, key, spec, info)
+    store.clean_stale_requests()
+    info: dict[str, Any] = {"cache_key": key, "path": str(store.entry(key)), "cache_hit": True, "waited_s": 0.0,
+                            "requested_precision": dtype_name(query.precision), "computed": False,
+                            "computed_layers": False}
+    if query.use_cache:
+        found, _ = _lookup(query, info)
+        if found is not None:
+            log.info("CPU reference from the cache: %s", found.info["path"])
+            return found
+    with store.lock(key, float(cfg.baseline.lock_timeout_s), {"job": str(query.log_dir)}) as wait:
+        info["waited_s"] = wait.seconds
+        if wait.holder:
+            info["waited_for"] = wait.holder
+        own = _Entry(key, dtype_name(query.precision))
+        if query.use_cache:  # another job may have computed it while this one waited
+            found, own = _lookup(query, info)
+            if found is not None:
+                return found
+        return _compute(query, own, info)
+
+
+# --- Progress of the reference process while the job waits for it (helper A, issue 11 item 3) ---------------------
+
+
+@dataclass
+class ProgressWait:
+    """How the job follows its reference process: the label of its heartbeat, how often it polls, and (for
+    tests) the sleep function and the :class:`ascendbench.progress.ProgressOptions` (clock, stream, mode)."""
+
+    label: str
+    poll_s: float = 0.5
+    sleep: Any = time.sleep
+    options: Any = None
+
+
+def _progress_lines(log_path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The progress payloads the child wrote to its log after byte ``offset`` (complete lines only), and the
+    new offset."""
+    from ascendbench.baseline.child import PROGRESS_PREFIX
+
+    try:
+        with open(log_path, "rb") as handle:
+            handle.seek(offset)
+            chunk = handle.read()
+    except OSError:
+        return [], offset
+    complete = chunk[:chunk.rfind(b"\n") + 1]
+    payloads = []
+    for line in complete.decode(errors="replace").splitlines():
+        if line.startswith(PROGRESS_PREFIX):
+            try:
+                payloads.append(json.loads(line[len(PROGRESS_PREFIX):]))
+            except ValueError:
+                continue
+    return payloads, offset + len(complete)
+
+
+def follow_child_progress(poll: Any, log_path: Path, wait: ProgressWait) -> Any:
+    """Call ``poll()`` (the child's exit, or ``None`` while it runs) every ``wait.poll_s`` until it returns,
+    showing the child's progress lines as a bar (terminal) or a heartbeat line at most every 15 s (elsewhere,
+    carrying the job's name): ``[job] reference (cpu float64): 3/8 blocks, 41.0 s, ETA 60.0 s``."""
+    from ascendbench.progress import Progress
+
+    progress, offset = Progress(wait.label, unit="blocks", options=wait.options), 0
+    try:
+        while (ended := poll()) is None:
+            payloads, offset = _progress_lines(log_path, offset)
+            for payload in payloads:
+                if payload.get("total") and progress.total is None:  # the count starts: ETA from here
+                    progress.close()
+                    progress = Progress(wait.label, total=int(payload["total"]), unit=str(payload.get("unit")),
+                                        options=wait.options)
+                progress.update(max(int(payload.get("done", 0)) - progress.done, 0))
+            progress.tick()
+            wait.sleep(wait.poll_s)
+    finally:
+        progress.close()
+    return ended
+
+
+def wait_with_progress(proc: subprocess.Popen, log_path: Path, label: str) -> ChildExit:
+    """:func:`_wait_child` with the child's progress shown meanwhile (see :func:`follow_child_progress`)."""
+    if not hasattr(os, "wait4"):
+        return _wait_child(proc)
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+
+    def poll() -> ChildExit | None:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid == 0:
+            return None
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return ChildExit(proc.returncode, int(usage.ru_maxrss) * scale)
+
+    try:
+        return follow_child_progress(poll, log_path, ProgressWait(label))
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise

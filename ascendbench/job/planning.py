@@ -173,6 +173,8 @@ def _memory_text(entry: Mapping[str, Any]) -> str:
     parts = f"parameters {_gb(entry.get('parameters_mb'))} + activations {_gb(activations)}"
     if activations is None:
         parts += f" ({entry.get('activation_note')})"
+    if entry.get("reference_process_mb") is not None:  # a child process: its imports, the job's own float32 copy
+        parts += " + the reference process's imports and the job's float32 copy"
     verdict = "fits" if entry["fits"] else "DOES NOT FIT"
     return f"{entry['what']}: {parts} -> {_gb(entry['need_mb'])} of {_gb(entry['free_mb'])} free: {verdict}"
 

@@ -6,7 +6,8 @@ small named constraint checks and an install hint that goes into the error when 
 ``model.patches`` and restores every one of them in ``finally`` (in reverse order), so a failed run
 never leaves third-party modules patched.
 
-A ``model.patches`` entry is a patch name, or a mapping with ``name``, optional ``devices`` (the device
+A ``model.patches`` entry is a patch name, or a mapping with ``name``, optional ``reference: true`` (the CPU
+reference applies it too; it runs unpatched otherwise), optional ``devices`` (the device
 types the patch applies on; default: the patch's own default) and the patch's options::
 
     patches:
@@ -139,7 +140,7 @@ def _parse_one(entry: Any) -> PatchSpec:
             f"model.patches entry {entry!r} is neither a patch name nor a mapping with a `name` key; "
             f"write e.g. `- flex_attention_dense` or `- {{name: flex_attention_dense, devices: [npu]}}`."
         )
-    options = {k: v for k, v in entry.items() if k not in ("name", "devices")}
+    options = {k: v for k, v in entry.items() if k not in ("name", "devices", "reference")}
     devices = entry.get("devices")
     get_patch(entry["name"])
     return PatchSpec(entry["name"], tuple(devices) if devices is not None else None, options)

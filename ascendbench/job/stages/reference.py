@@ -1,25 +1,56 @@
-"""The CPU reference: from the baseline cache, or computed once in a clean child process."""
+"""The CPU reference: from the baseline cache, or computed once in a clean child process.
+
+``baseline.reference=auto`` picks float64 whatever the device dtype (so a dtype sweep shares one reference)
+whenever the bounded float64 reference fits in host memory, and float32 only when it does not; the record's
+``resources.reference`` holds the reason and both estimates. The reference runs the model's own code:
+``model.patches`` apply to the device run only, except entries declared ``reference: true``.
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+import torch
+
 from ascendbench.baseline import ReferenceQuery, get_or_compute
+from ascendbench.baseline.child import reference_patches
+from ascendbench.errors import InsufficientMemoryError
 from ascendbench.job.job import Job
 from ascendbench.job.planning import free_host_bytes, memory_line
-from ascendbench.job.resources import baseline_host_bytes, guard_reference_memory, run_memory
+from ascendbench.job.resources import (
+    HostBudget,
+    choose_auto_reference,
+    estimate_reference,
+    guard_reference_memory,
+    job_budget,
+    memory_check_skipped,
+)
 from ascendbench.job.stages.base import Stage
 from ascendbench.patches import patches_applied
 from ascendbench.precision import dtype_name
 
 PERFORMANCE_ONLY = "baseline.enabled=false (performance-only run)"
-UNPATCHED_CHILD = [{"skipped": "the CPU reference runs the model's own (upstream) code in a clean child "
-                               "process; model.patches apply to the device run only"}]
+UNPATCHED = [{"skipped": "the CPU reference runs the model's own (upstream) code; model.patches apply to the device "
+                         "run only (an entry declared `reference: true` would apply to the reference too)"}]
 
 
 def _query(job: Job, weights: dict[str, Any]) -> ReferenceQuery:
     return ReferenceQuery(job.cfg, job.task, job.inputs or {}, job.precision.reference, weights, job.inputs_info,
                           module=job.model, log_dir=job.dir)
+
+
+def _auto(job: Job) -> bool:
+    return str(job.cfg.baseline.get("reference", "auto")) == "auto"
+
+
+def _child(job: Job) -> bool:
+    return str(job.cfg.baseline.get("process", "child")) == "child"
+
+
+def _use(job: Job, precision: torch.dtype) -> None:
+    if precision != job.precision.reference:
+        job.precision = replace(job.precision, reference=precision)
 
 
 class ReferenceStage(Stage):
@@ -36,12 +67,30 @@ class ReferenceStage(Stage):
         if job.precision.reference is None:
             job.add_plan({"baseline": {"enabled": False, "reason": PERFORMANCE_ONLY}})
             return {}
+        estimate = None
+        if job.model is not None and job.inputs:
+            estimate = job.attempt("memory", lambda: self._estimate_plan(job))
         baseline = job.attempt("baseline", lambda: self._cache_plan(job), {}) or {}
         job.add_plan({"baseline": baseline})
-        if baseline.get("enabled") and baseline.get("cache_hit") is not True and job.model is not None and job.inputs:
-            entry = job.attempt("memory", lambda: self._memory_plan(job))
-            job.add_plan({"memory": {"cpu_reference": entry}})
+        if baseline.get("enabled") and baseline.get("cache_hit") is not True and estimate:
+            need, free = int(estimate["host_need_mb"] * 1e6), int(estimate["host_available_mb"] * 1e6)
+            entry = memory_line(job, f"CPU reference in {estimate['dtype']}", need, free)
+            job.add_plan({"memory": {"cpu_reference": {**estimate, **entry}}})
         return {}
+
+    def _estimate_plan(self, job: Job) -> dict[str, Any]:
+        """The reference's estimate before anything is loaded (the job's own float32 copy counted); under
+        ``auto`` the precision is chosen here, as the real job will."""
+        budget = HostBudget(child_process=_child(job), available=free_host_bytes(),
+                            what=f"{job.cfg.model.name} at preset {job.cfg.preset.name}")
+        if not _auto(job):
+            return estimate_reference(job.model, job.task, job.inputs, job.precision.reference, budget)
+        try:
+            precision, info = choose_auto_reference(job.model, job.task, job.inputs, budget)
+        except InsufficientMemoryError:  # neither fits: the float64 line says so, as a problem of the plan
+            precision, info = torch.float64, estimate_reference(job.model, job.task, job.inputs, torch.float64, budget)
+        _use(job, precision)
+        return info
 
     def _cache_plan(self, job: Job) -> dict[str, Any]:
         precision = job.precision.reference
@@ -56,26 +105,40 @@ class ReferenceStage(Stage):
         query = _query(job, identity)
         return {**plan, "cache_key": query.key, "path": str(query.store.entry(query.key)), "cache_hit": query.cached()}
 
-    def _memory_plan(self, job: Job) -> dict[str, Any]:
-        precision = job.precision.reference
-        reference = run_memory(job.model, job.task, job.inputs, precision)
-        child = str(job.cfg.baseline.get("process", "child")) == "child"
-        entry = memory_line(job, f"CPU reference in {dtype_name(precision)}", baseline_host_bytes(reference, child),
-                            free_host_bytes())
-        return {**entry, **reference.to_dict()}
+    def _guard(self, job: Job, query: ReferenceQuery) -> tuple[ReferenceQuery, dict[str, Any]]:
+        """The memory check before the reference (refuses what does not fit); under ``auto`` it also chooses
+        the precision, which may give another query."""
+        if not _auto(job):
+            return query, guard_reference_memory(query)
+        skipped = memory_check_skipped(query)
+        if skipped:
+            return query, {"skipped": skipped, "choice": f"auto: {dtype_name(query.precision)}"}
+        precision, info = choose_auto_reference(query.module, query.task, query.inputs, job_budget(query))
+        if precision == query.precision:
+            return query, info
+        _use(job, precision)
+        return _query(job, job.weights), info
+
+    def _patches(self, job: Job) -> list[Any]:
+        declared = reference_patches(job.cfg.model.get("patches"))
+        if not _child(job) or not declared:
+            return declared
+        return [{"name": spec["name"], "applied": "in the reference process (declared reference: true)"}
+                for spec in declared]
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Get the reference (cache or child process) with the in-process reference's patches applied."""
-        patches = job.cfg.model.get("patches")  # the child process rebuilds the model: no patches there
-        in_process = job.cfg.baseline.get("process") == "in-process"
-        with patches_applied(patches if in_process else None, job.model, "cpu") as applied:
-            section: dict[str, Any] = {"patches": {"reference": (applied or UNPATCHED_CHILD) if patches else applied}}
+        """Get the reference (cache or child process); only patches declared ``reference: true`` apply."""
+        patches = job.cfg.model.get("patches")
+        declared = reference_patches(patches) if not _child(job) else None
+        with patches_applied(declared, job.model, "cpu") as applied:
+            ran = applied if not _child(job) else self._patches(job)
+            section: dict[str, Any] = {"patches": {"reference": (ran or UNPATCHED) if patches else ran}}
             job.record(section)  # on the record before the (possibly long) computation
             if not job.cfg.baseline.enabled:
                 job.metrics["accuracy"] = {"skipped": "no CPU reference (baseline.enabled=false): performance-only run"}
                 return {**section, "baseline": {"skipped": PERFORMANCE_ONLY}, "metrics": dict(job.metrics)}
-            query = _query(job, job.weights)
-            resources = {"reference": guard_reference_memory(query)}  # refuse before a host OOM kill
+            query, checked = self._guard(job, _query(job, job.weights))  # refuse before a host OOM kill
+            resources = {"reference": checked}
             job.record({"resources": resources})
             job.reference = get_or_compute(query)
         return {**section, "resources": resources, "baseline": job.reference.info,
