@@ -27,7 +27,7 @@ def main() -> None:
     logging.getLogger("ascendbench").setLevel(logging.ERROR)  # noise warnings would drown the table
     adapter = pick_adapter()
     op, n = matmul_op(adapter, TARGET_MS)
-    budget = BenchBudget(warmup=3, min_iters=ITERS, max_iters=ITERS, stability=None)
+    budget = BenchBudget(warmup=3, min_iters=ITERS, max_iters=ITERS, precision=None)
     timer = Timer("op()", globals={"op": op})
     print(f"device: {describe(adapter)}; op: {n}x{n} matmul (~{TARGET_MS} ms)")
     methods = {

@@ -1,36 +1,57 @@
-"""The timing budget (``bench.*``) and the rule that decides when the timed loop stops.
+"""The timing budget (``bench.*``), the rule that decides when the timed loop stops, and the warm-up rule.
 
-Rules, checked after every timed call:
-  1. ``max_iters`` calls, or ``max_time_s`` seconds of timed region: stop (hard caps, they win).
+Stop rule, checked after every timed call:
+  1. ``max_iters`` calls, or ``max_time_s`` seconds of timed region: stop (hard caps; the reason is
+     ``precision`` when the precision target happens to be met at that moment too).
   2. Before ``min_iters`` calls and ``min_time_s`` seconds: go on.
-  3. Then, with ``stability`` set: stop once IQR/median of the samples is at or below it (checked
-     from 5 samples on); without it: stop.
-``iters`` (when set) fixes the count: ``min_iters = max_iters = iters``, no time minimum, no
-stability stop -- the "3 warmups + 10 timed runs" protocol of the seed reports.
+  3. Then, with ``precision`` set: stop once the 95% confidence interval of the median lies within
+     ``precision`` of the median (``max(median - low, high - median) / median <= precision``; reason
+     ``precision``). The CI narrows like 1/sqrt(n) however noisy the host, so this converges, unlike
+     a dispersion (IQR/median) that does not shrink with more samples. Without it: stop (``min_reached``).
+``iters`` (when set) fixes the count: ``min_iters = max_iters = iters``, no time minimum, no precision
+stop -- the "3 warmups + 10 timed runs" protocol of the seed reports.
+
+``stability`` (the old IQR/median stop) is deprecated: accepted, logged, and ignored.
+
+Warm-up rule (:class:`WarmupRule`): at least ``warmup`` calls; then, up to ``warmup_max`` calls, more
+until ``warmup_patience`` calls in a row are not faster than ``(1 - warmup_tolerance)`` times the
+fastest call before them (the cold call included): NPU operator compilation spreads over the first
+calls, not only the first. The warm-up never spends more than ``max_time_s`` (the timed budget).
+``warmup_max`` null (or <= ``warmup``) keeps the fixed count, and ``warmup: 0`` means no warm-up at
+all (the text-to-video presets whose single call takes minutes).
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+import logging
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from ascendbench.bench.stats import MIN_CI_SAMPLES, median_ci_ranks
 from ascendbench.errors import ConfigError
 
-# IQR needs a few samples before it means anything.
-MIN_STABILITY_SAMPLES = 5
+log = logging.getLogger(__name__)
+
+# The precision check is O(n) in the worst case (CI ranks of a new n): from this many samples on it runs
+# every n // CHECK_SPACING calls (samples grow by ~2% between checks), so its cost per call stays constant.
+CHECK_SPACING = 50
 
 
 @dataclass(frozen=True)
 class BenchBudget:
-    """How many calls are timed and for how long (all from ``bench.*``)."""
+    """How many calls are timed and for how long, and how long the warm-up lasts (all from ``bench.*``)."""
 
     warmup: int = 1
     min_iters: int = 5
     max_iters: int = 100
     min_time_s: float = 0.0
     max_time_s: float = 60.0
-    stability: float | None = 0.05
+    stability: float | None = None  # deprecated (ignored): see ``precision``
+    precision: float | None = None
+    warmup_max: int | None = None
+    warmup_tolerance: float = 0.05
+    warmup_patience: int = 2
 
     def __post_init__(self) -> None:
         checks = (
@@ -40,6 +61,10 @@ class BenchBudget:
             ("min_time_s", self.min_time_s >= 0, "a number of seconds >= 0"),
             ("max_time_s", self.max_time_s > 0, "a number of seconds > 0"),
             ("stability", self.stability is None or self.stability > 0, "a ratio > 0 (e.g. 0.05) or null"),
+            ("precision", self.precision is None or 0 < self.precision < 1, "a ratio in (0, 1) (e.g. 0.01) or null"),
+            ("warmup_max", self.warmup_max is None or self.warmup_max >= 0, "an integer >= 0 or null"),
+            ("warmup_tolerance", 0 <= self.warmup_tolerance < 1, "a ratio in [0, 1) (e.g. 0.05)"),
+            ("warmup_patience", self.warmup_patience >= 1, "an integer >= 1"),
         )
         for key, ok, allowed in checks:
             if not ok:
@@ -48,11 +73,20 @@ class BenchBudget:
                     f"Fix the override, e.g. `bench.{key}={getattr(BenchBudget, key)}` (the preset sets the defaults)."
                 )
 
+    @property
+    def adaptive_warmup(self) -> bool:
+        """True when the warm-up may run past ``warmup`` calls (``warmup_max`` above it)."""
+        return self.warmup >= 1 and self.warmup_max is not None and self.warmup_max > self.warmup
+
     @classmethod
     def from_config(cls, node: Mapping[str, Any]) -> "BenchBudget":
         """Read ``bench.*``; ``iters`` (when not null) fixes the number of timed calls."""
-        iters = node.get("iters")
-        stability = node.get("stability")
+        iters, stability = node.get("iters"), node.get("stability")
+        if stability is not None:
+            log.warning("bench.stability=%s is deprecated and ignored: IQR/median does not shrink with more "
+                        "samples, so on a noisy host it never stopped the loop early. The loop now stops once the "
+                        "median's 95%% CI is within bench.precision (e.g. `bench.precision=0.01`); drop "
+                        "bench.stability / preset.stability from your overrides.", stability)
         budget = {
             "warmup": int(node.get("warmup", cls.warmup)),
             "min_iters": int(node.get("min_iters", cls.min_iters)),
@@ -60,30 +94,58 @@ class BenchBudget:
             "min_time_s": float(node.get("min_time_s", cls.min_time_s)),
             "max_time_s": float(node.get("max_time_s", cls.max_time_s)),
             "stability": None if stability is None else float(stability),
+            "precision": _optional(node.get("precision"), float),
+            "warmup_max": _optional(node.get("warmup_max"), int),
+            "warmup_tolerance": float(node.get("warmup_tolerance", cls.warmup_tolerance)),
+            "warmup_patience": int(node.get("warmup_patience", cls.warmup_patience)),
         }
         if iters is not None:
             if int(iters) < 1:
                 raise ConfigError(f"bench.iters={iters!r} must be an integer >= 1, or null to let min_iters/"
-                                  "max_iters/min_time_s and the stability stop decide; e.g. `bench.iters=10`.")
-            budget.update(min_iters=int(iters), max_iters=int(iters), min_time_s=0.0, stability=None)
+                                  "max_iters/min_time_s and the precision stop decide; e.g. `bench.iters=10`.")
+            budget.update(min_iters=int(iters), max_iters=int(iters), min_time_s=0.0, precision=None)
         return cls(**budget)
 
     def to_dict(self) -> dict[str, Any]:
         """The budget in force, for the record."""
-        return {"warmup": self.warmup, "min_iters": self.min_iters, "max_iters": self.max_iters,
-                "min_time_s": self.min_time_s, "max_time_s": self.max_time_s, "stability": self.stability}
+        return asdict(self)
+
+
+def _optional(value: Any, kind: type) -> Any:
+    return None if value is None else kind(value)
 
 
 class StopRule:
-    """Tracks the timed samples and answers "stop now?" in O(log n) per call (no numpy in the loop)."""
+    """Tracks the timed samples and answers "stop now?" in amortised O(1) per call (no numpy in the loop)."""
 
     def __init__(self, budget: BenchBudget) -> None:
         self.budget = budget
         self._sorted: list[float] = []
+        self._next_check = max(MIN_CI_SAMPLES, budget.min_iters)
 
     def add(self, sample: float) -> None:
         """Record one timed sample (any unit)."""
         bisect.insort(self._sorted, sample)
+
+    def __len__(self) -> int:
+        return len(self._sorted)
+
+    def median(self) -> float:
+        """Median of the samples so far (numpy's linear percentile); needs at least one sample."""
+        return _percentile(self._sorted, 50.0)
+
+    def median_ci(self) -> tuple[float, float] | None:
+        """The distribution-free 95% CI of the median (as in the record's ``latency``), or ``None`` below 6."""
+        ranks = median_ci_ranks(len(self._sorted))
+        return None if ranks is None else (self._sorted[ranks[0] - 1], self._sorted[ranks[1] - 1])
+
+    def ci_rel_half_width(self) -> float | None:
+        """``max(median - low, high - median) / median``: how far the CI reaches, relative; ``None`` below 6."""
+        ci = self.median_ci()
+        median = self.median() if self._sorted else 0.0
+        if ci is None or median <= 0:
+            return None
+        return max(median - ci[0], ci[1] - median) / median
 
     def iqr_over_median(self) -> float:
         """IQR / median of the samples so far (numpy's linear percentiles)."""
@@ -91,20 +153,60 @@ class StopRule:
         spread = _percentile(self._sorted, 75.0) - _percentile(self._sorted, 25.0)
         return spread / median if median > 0 else 0.0
 
+    def precise(self) -> bool:
+        """True when ``precision`` is set and the median's CI is within it."""
+        achieved = self.ci_rel_half_width() if self.budget.precision is not None else None
+        return achieved is not None and achieved <= self.budget.precision
+
     def reason(self, elapsed_s: float) -> str | None:
         """Why the loop stops after ``len(samples)`` calls and ``elapsed_s`` seconds, or ``None`` to go on."""
         b, n = self.budget, len(self._sorted)
-        if n >= b.max_iters:
-            return "max_iters"
-        if elapsed_s >= b.max_time_s:
-            return "max_time_s"
+        cap = "max_iters" if n >= b.max_iters else "max_time_s" if elapsed_s >= b.max_time_s else None
+        if cap is not None:
+            return "precision" if n >= b.min_iters and self.precise() else cap
         if n < b.min_iters or elapsed_s < b.min_time_s:
             return None
-        if b.stability is None:
+        if b.precision is None:
             return "min_reached"
-        if n >= MIN_STABILITY_SAMPLES and self.iqr_over_median() <= b.stability:
-            return "stable"
-        return None
+        if n < self._next_check:
+            return None
+        self._next_check = n + max(1, n // CHECK_SPACING)
+        return "precision" if self.precise() else None
+
+
+class WarmupRule:
+    """Decides when the warm-up ends (see the module docstring); every warm-up call's time is kept."""
+
+    def __init__(self, budget: BenchBudget, cold_ms: float | None = None) -> None:
+        self.budget = budget
+        self.times_ms: list[float] = []
+        self._best = cold_ms if cold_ms is not None else float("inf")
+        self._slow_streak = 0
+
+    @property
+    def cap(self) -> int:
+        """The most warm-up calls that can run."""
+        return max(self.budget.warmup, self.budget.warmup_max or 0)
+
+    def add(self, ms: float) -> None:
+        """Record one warm-up call's time."""
+        self.times_ms.append(ms)
+        faster = ms < (1.0 - self.budget.warmup_tolerance) * self._best
+        self._slow_streak = 0 if faster else self._slow_streak + 1
+        self._best = min(self._best, ms)
+
+    def reason(self) -> str | None:
+        """``fixed``, ``plateau``, ``warmup_max`` or ``max_time_s`` once the warm-up is over, else ``None``."""
+        n, b = len(self.times_ms), self.budget
+        if n < b.warmup:
+            return None
+        if not b.adaptive_warmup:
+            return "fixed"
+        if self._slow_streak >= b.warmup_patience:
+            return "plateau"
+        if n >= self.cap:
+            return "warmup_max"
+        return "max_time_s" if sum(self.times_ms) >= b.max_time_s * 1e3 else None
 
 
 def _percentile(ordered: list[float], q: float) -> float:

@@ -7,8 +7,11 @@ Every call is bracketed the same way::
 so the host sample ``t1 - t0`` is end-to-end wall time of finished device work, and the event sample
 ``start.elapsed_time(end)`` is the device's own timeline (where the device has events: CUDA, NPU).
 Both are recorded; the host one is primary (throughput, stop rule). The first call is timed apart as
-``cold`` (it includes NPU operator compilation and CUDA context/kernel loading); ``warmup`` untimed
-calls follow; then timed calls until the :class:`~ascendbench.bench.budget.StopRule` says stop.
+``cold`` (it includes NPU operator compilation and CUDA context/kernel loading); warm-up calls follow
+(host-timed, kept in ``bench.warmup`` but in no statistic) until the
+:class:`~ascendbench.bench.budget.WarmupRule` says the calls stopped getting faster; then timed calls
+until the :class:`~ascendbench.bench.budget.StopRule` says stop (``bench.stop`` says why, and how
+close the median's CI came to ``bench.precision``).
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ascendbench.bench.budget import BenchBudget, StopRule
+from ascendbench.bench.budget import BenchBudget, StopRule, WarmupRule
 from ascendbench.bench.phases import summarize_phases
 from ascendbench.bench.stats import LatencyStats, noise_verdict
+from ascendbench.progress import Progress, ProgressOptions
+from ascendbench.progress import quiet as quiet_calls
 
 log = logging.getLogger(__name__)
 
 HOST_TIMER = "host perf_counter bracketed by device synchronize"
+# The timed loop refreshes its progress at most this often (a clock comparison per call otherwise).
+TICK_S = 0.5
 
 
 @dataclass
@@ -43,6 +50,7 @@ class BenchResult:
     event_timer: str | None = None
     noise: dict[str, Any] = field(default_factory=dict)
     stop: dict[str, Any] = field(default_factory=dict)
+    warmup: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, Any] | None = None
 
     def to_dict(self, items_per_call: int, unit: str) -> dict[str, Any]:
@@ -59,6 +67,7 @@ class BenchResult:
             "memory": self.memory,
             "noise": self.noise,
             "stop": self.stop,
+            "warmup": self.warmup,
             "samples_ms": self.samples_ms,
             "event_samples_ms": self.event_samples_ms,
             "timer": self.timer,
@@ -101,10 +110,11 @@ class BenchLoop:
 
     Attributes:
         adapter: the device adapter (synchronize, events, peak memory).
-        budget: warmup count, iteration and time bounds, stability threshold.
+        budget: warm-up rule, iteration and time bounds, precision target.
         noise_threshold: IQR/median above which the record carries a noise warning.
         use_events: also time with device events where the device has them.
         clock: host clock in seconds (a fake one in tests).
+        progress: how progress is shown (:class:`~ascendbench.progress.ProgressOptions`; a test injects one).
     """
 
     adapter: Any
@@ -112,69 +122,141 @@ class BenchLoop:
     noise_threshold: float = 0.10
     use_events: bool = True
     clock: Callable[[], float] = time.perf_counter
+    progress: ProgressOptions | None = None
 
     def run(self, call: Callable[[], Any], phase_timer: Any = None) -> BenchResult:
-        """Time ``call``: a cold call, the warmups, then timed calls until the stop rule says stop.
+        """Time ``call``: a cold call, the warm-up, then timed calls until the stop rule says stop.
 
         Args:
             call: zero-argument callable running one model call on inputs already on the device.
             phase_timer: object with ``reset()`` and ``result()`` (a :class:`PhaseTimer`) for per-phase
                 timing; reset before every call, read after every timed one.
 
-        Peak memory covers the timed calls only (reset right before them).
+        Peak memory covers the timed calls only (reset right before them). The warm-up and the timed
+        calls run under :func:`ascendbench.progress.quiet` (no progress hook inside a call); the loop
+        reports its own progress between calls, at most every ``TICK_S`` seconds.
         """
-        adapter, budget, clock = self.adapter, self.budget, self.clock
+        adapter, budget = self.adapter, self.budget
         events = _event_pair(adapter, self.use_events)
         if phase_timer is not None:
             phase_timer.reset()
-        first, cold_ms, cold_event_ms = _timed_call(call, adapter, clock, events, keep=True)
+        with Progress("cold call", unit="", options=self.progress).ticking():
+            first, cold_ms, cold_event_ms = _timed_call(call, adapter, self.clock, events, keep=True)
         cold_phases = phase_timer.result() if phase_timer is not None else None
-        log.info("cold call: %.3f ms; %d warmup call(s), then %d-%d timed (%.3g-%.3g s, stability %s)", cold_ms,
-                 budget.warmup, budget.min_iters, budget.max_iters, budget.min_time_s, budget.max_time_s,
-                 budget.stability)
-        for _ in range(budget.warmup):
-            if phase_timer is not None:
-                phase_timer.reset()
-            call()
+        log.info("cold call: %.3f ms; warm-up %d call(s)%s, then %d-%d timed (%.3g-%.3g s, precision %s)", cold_ms,
+                 budget.warmup, f" (up to {budget.warmup_max} until calls stop getting faster)"
+                 if budget.adaptive_warmup else "", budget.min_iters, budget.max_iters, budget.min_time_s,
+                 budget.max_time_s, budget.precision)
+        warmup = self._warmup(call, cold_ms, phase_timer)
         adapter.synchronize()
         adapter.reset_peak_memory()
-
-        rule = StopRule(budget)
-        samples: list[float] = []
-        event_samples: list[float] = []
-        phase_runs: list[dict[str, list[float]]] = []
-        start = clock()
-        while True:
-            if phase_timer is not None:
-                phase_timer.reset()
-            _, host_ms, event_ms = _timed_call(call, adapter, clock, events)
-            samples.append(host_ms)
-            rule.add(host_ms)
-            if event_ms is not None:
-                event_samples.append(event_ms)
-            if phase_timer is not None:
-                phase_runs.append(phase_timer.result())
-            reason = rule.reason(clock() - start)
-            if reason is not None:
-                break
-        timed_s = clock() - start
+        timed = self._timed(call, events, phase_timer)
         memory = adapter.peak_memory_mb()
-        log.info("timed %d call(s) in %.3g s, stopped by %s", len(samples), timed_s, reason)
+        return self._result(first, (cold_ms, cold_event_ms, cold_phases), warmup, timed, memory)
 
-        latency = LatencyStats.from_ms(samples)
+    def _warmup(self, call: Callable[[], Any], cold_ms: float, phase_timer: Any) -> WarmupRule:
+        """Warm-up calls (host-timed, each synchronized) until the :class:`WarmupRule` says they plateaued."""
+        rule = WarmupRule(self.budget, cold_ms)
+        bar = Progress("warm-up", total=rule.cap or None, unit="calls", options=self.progress)
+        with quiet_calls():
+            while rule.reason() is None:
+                if phase_timer is not None:
+                    phase_timer.reset()
+                _, ms, _ = _timed_call(call, self.adapter, self.clock, None)
+                rule.add(ms)
+                bar.update(1, last=f"{ms:.4g} ms")
+        bar.close()
+        log.info("warm-up: %d call(s), stopped by %s%s", len(rule.times_ms), rule.reason(),
+                 f" (ms: {', '.join(f'{t:.4g}' for t in rule.times_ms)})" if rule.times_ms else "")
+        return rule
+
+    def _timed(self, call: Callable[[], Any], events: tuple[Any, Any] | None, phase_timer: Any) -> "_Timed":
+        """The timed calls; progress is refreshed between calls, never inside the bracket."""
+        adapter, clock, rule = self.adapter, self.clock, StopRule(self.budget)
+        timed = _Timed(rule)
+        bar = Progress("timing", unit="calls", budget_s=self.budget.max_time_s, options=self.progress)
+        with quiet_calls():
+            start = clock()
+            next_tick = start + TICK_S
+            while True:
+                if phase_timer is not None:
+                    phase_timer.reset()
+                _, host_ms, event_ms = _timed_call(call, adapter, clock, events)
+                timed.samples.append(host_ms)
+                rule.add(host_ms)
+                if event_ms is not None:
+                    timed.event_samples.append(event_ms)
+                if phase_timer is not None:
+                    timed.phase_runs.append(phase_timer.result())
+                now = clock()
+                timed.reason = rule.reason(now - start)
+                if timed.reason is not None:
+                    break
+                if now >= next_tick:
+                    next_tick = now + TICK_S
+                    bar.update(len(timed.samples) - bar.done, median=_median_text(rule))
+            timed.seconds = clock() - start
+        bar.close()
+        log.info("timed %d call(s) in %.3g s, stopped by %s (median %s)", len(timed.samples), timed.seconds,
+                 timed.reason, _median_text(rule))
+        return timed
+
+    def _result(self, first: Any, cold: tuple[float, float | None, Any], warmup: WarmupRule, timed: "_Timed",
+                memory: dict[str, Any]) -> BenchResult:
+        latency = LatencyStats.from_ms(timed.samples)
         noise = noise_verdict(latency, self.noise_threshold)
         if noise["noisy"]:
             log.warning(noise["warning"])
+        events_used = timed.event_samples or None
         return BenchResult(
-            cold_ms=cold_ms, latency=latency, memory=memory, samples_ms=samples, first_outputs=first,
-            cold_event_ms=cold_event_ms,
-            event_latency=LatencyStats.from_ms(event_samples) if event_samples else None,
-            event_samples_ms=event_samples or None,
-            event_timer=f"{adapter.name} events recorded around the call" if events is not None else None,
+            cold_ms=cold[0], latency=latency, memory=memory, samples_ms=timed.samples, first_outputs=first,
+            cold_event_ms=cold[1],
+            event_latency=LatencyStats.from_ms(timed.event_samples) if events_used else None,
+            event_samples_ms=events_used,
+            event_timer=f"{self.adapter.name} events recorded around the call" if events_used else None,
             noise=noise,
-            stop={"reason": reason, "iters": len(samples), "timed_s": timed_s, **budget.to_dict()},
-            phases=summarize_phases(phase_runs, latency.median_ms, cold_phases) if phase_runs else None,
+            stop=timed.stop_section(self.budget),
+            warmup=warmup_section(warmup),
+            phases=summarize_phases(timed.phase_runs, latency.median_ms, cold[2]) if timed.phase_runs else None,
         )
+
+
+@dataclass
+class _Timed:
+    """What the timed calls left: samples, per-call phases, why they stopped and how long they took."""
+
+    rule: StopRule
+    samples: list[float] = field(default_factory=list)
+    event_samples: list[float] = field(default_factory=list)
+    phase_runs: list[dict[str, list[float]]] = field(default_factory=list)
+    reason: str | None = None
+    seconds: float = 0.0
+
+    def stop_section(self, budget: BenchBudget) -> dict[str, Any]:
+        """The record's ``bench.stop``: reason, count, seconds, achieved CI half-width, the budget."""
+        achieved = self.rule.ci_rel_half_width()
+        achieved = None if achieved is None else float(achieved)
+        return {"reason": self.reason, "iters": len(self.samples), "timed_s": float(self.seconds),
+                "ci_rel_half_width": achieved,
+                "precision_met": None if budget.precision is None or achieved is None
+                else achieved <= budget.precision,
+                **budget.to_dict()}
+
+
+def warmup_section(rule: WarmupRule) -> dict[str, Any]:
+    """The record's ``bench.warmup``: every warm-up call's time and why the warm-up ended."""
+    b = rule.budget
+    return {"calls": len(rule.times_ms), "calls_ms": list(rule.times_ms), "reason": rule.reason(),
+            "min": b.warmup, "max": rule.cap, "tolerance": b.warmup_tolerance, "patience": b.warmup_patience}
+
+
+def _median_text(rule: StopRule) -> str:
+    """``31.2 ms +- 0.4 ms (95% CI)`` from the samples so far (the larger side of the CI)."""
+    if not len(rule):
+        return "n/a"
+    median, achieved = rule.median(), rule.ci_rel_half_width()
+    ci = f" +- {achieved * median:.4g} ms (95% CI)" if achieved is not None else " (CI from 6 calls)"
+    return f"{median:.4g} ms{ci}"
 
 
 def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget, noise_threshold: float = 0.10,

@@ -2,13 +2,45 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
+
+from ascendbench.metrics.verdict import as_number
 
 
 def _g(value: Any, digits: int = 4) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}g}"
     return "n/a" if value is None else str(value)
+
+
+def stop_text(reason: Any, achieved: Any = None, target: Any = None) -> str:
+    """Why the timed loop stopped and how precise its median is: ``precision, CI +-0.8% (target 1%)``.
+
+    >>> stop_text("max_time_s", 0.034, 0.01)
+    'max_time_s, CI +-3.4% (target 1%)'
+    """
+    if reason is None or (isinstance(reason, float) and math.isnan(reason)):
+        return "n/a"
+    achieved, target = as_number(achieved), as_number(target)
+    text = str(reason) + (f", CI +-{achieved:.1%}" if achieved is not None else "")
+    return text + (f" (target {target * 100:.3g}%)" if target is not None else "")
+
+
+def stop_cell(row: Mapping[str, Any]) -> str:
+    """:func:`stop_text` of a flat record row (``bench.stop.*`` columns of the sweep summary / report)."""
+    return stop_text(row.get("bench.stop.reason"), row.get("bench.stop.ci_rel_half_width"),
+                     row.get("bench.stop.precision"))
+
+
+def warmup_line(bench: Mapping[str, Any]) -> str | None:
+    """Every warm-up call's time and why the warm-up ended (``None`` without warm-up calls)."""
+    warmup = bench.get("warmup") or {}
+    times = warmup.get("calls_ms") or []
+    if not times:
+        return None
+    shown = ", ".join(_g(t) for t in times[:12]) + (" ..." if len(times) > 12 else "")
+    return f"warm-up   {len(times)} call(s), {warmup.get('reason')}: {shown} ms"
 
 
 def latency_line(bench: Mapping[str, Any]) -> str:
@@ -20,10 +52,12 @@ def latency_line(bench: Mapping[str, Any]) -> str:
     spread = ""
     if lat.get("iqr_ms") is not None:
         spread = f"  IQR {_g(lat['iqr_ms'])} ms ({lat['iqr_over_median']:.1%})"
-    stop = (bench.get("stop") or {}).get("reason")
+    stop = bench.get("stop") or {}
+    why = stop_text(stop.get("reason"), stop.get("ci_rel_half_width"), stop.get("precision"))
     return (f"latency   median {_g(lat['median_ms'])} ms{ci}  p90 {_g(lat['p90_ms'])}"
             + (f"  p99 {_g(lat['p99_ms'])}" if "p99_ms" in lat else "") + f" ms{spread}  "
-            f"cold {_g(bench['cold_ms'])} ms  ({lat['count']} timed" + (f", stop: {stop})" if stop else ")"))
+            f"cold {_g(bench['cold_ms'])} ms  ({lat['count']} timed" + (f", stop: {why})" if stop.get("reason")
+                                                                          else ")"))
 
 
 def compute_line(bench: Mapping[str, Any]) -> str:
@@ -74,9 +108,7 @@ def phases_line(bench: Mapping[str, Any]) -> str | None:
 def bench_lines(bench: Mapping[str, Any]) -> list[str]:
     """All performance lines of the summary, with the noise warning last."""
     lines = [latency_line(bench), compute_line(bench), memory_line(bench)]
-    phases = phases_line(bench)
-    if phases:
-        lines.append(phases)
+    lines += [line for line in (warmup_line(bench), phases_line(bench)) if line]
     noise = bench.get("noise") or {}
     if noise.get("noisy"):
         lines.append(f"warning   {noise['warning']}")

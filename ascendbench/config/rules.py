@@ -89,12 +89,13 @@ def budget_problems(cfg: DictConfig) -> list[str]:
     bench = cfg.get("bench")
     if not isinstance(bench, DictConfig):
         return []
-    keys = ("warmup", "iters", "min_iters", "max_iters", "min_time_s", "max_time_s", "stability")
+    keys = ("warmup", "iters", "min_iters", "max_iters", "min_time_s", "max_time_s", "precision")
     value = {key: _number(bench.get(key)) for key in keys}
     name = {key: _source_key(bench, key) for key in keys}
     rules = [("warmup", value["warmup"] is None or value["warmup"] >= 0, "an integer >= 0"),
-             ("stability", value["stability"] is None or value["stability"] > 0,
-              "a ratio > 0 (e.g. 0.05), or null to stop as soon as the minimums are met"),
+             ("precision", value["precision"] is None or 0 < value["precision"] < 1,
+              "a ratio > 0 and < 1 (e.g. 0.01: the median's 95% CI within 1%), or null to stop as soon as "
+              "the minimums are met"),
              ("max_time_s", value["max_time_s"] is None or value["max_time_s"] > 0, "seconds > 0")]
     if value["iters"] is not None:  # iters fixes the count: min/max iters and min_time_s are not used
         rules.append(("iters", value["iters"] >= 1, "an integer >= 1, or null (adaptive)"))
@@ -202,9 +203,23 @@ def key_problems(cfg: DictConfig) -> list[str]:
     return [_not_allowed("baseline.key_ignore_preset", ignored, f"preset keys; {unknown} are not")] if unknown else []
 
 
+SEED_KEYS = ("seed", "model.init_seed")
+SEED_MAX = 2**63 - 1  # torch, numpy and the generators a task may seed all take a signed 64-bit integer
+
+
+def seed_problems(cfg: DictConfig) -> list[str]:
+    """Seeds outside ``[0, 2**63 - 1]`` (torch would fail with "Overflow when unpacking long long")."""
+    problems = []
+    for key in SEED_KEYS:
+        value = OmegaConf.select(cfg, key, default=None)
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= SEED_MAX:
+            problems.append(_not_allowed(key, value, f"an integer from 0 to {SEED_MAX} (2**63 - 1), e.g. 42"))
+    return problems
+
+
 RULES: tuple[Callable[[DictConfig], list[str]], ...] = (
     bound_problems, budget_problems, threshold_problems, compare_problems, device_problems, model_problems,
-    key_problems,
+    key_problems, seed_problems,
 )
 
 

@@ -19,7 +19,8 @@ from ascendbench.errors import ConfigError
 ORDER = {"PASS": 0, "WARN": 1, "FAIL": 2}
 
 
-def _number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A float, or ``None`` for a missing value (``None``, NaN, not a number)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -39,7 +40,7 @@ def judge(value: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
     bound = float(rule[bound_key])
     op = "<=" if bound_key == "max" else ">="
     worse = (lambda v, b: v > b) if bound_key == "max" else (lambda v, b: v < b)
-    number = _number(value)
+    number = as_number(value)
     if number is None or worse(number, bound):
         verdict = "FAIL"
     elif "warn" in rule and rule["warn"] is not None and worse(number, float(rule["warn"])):
@@ -62,7 +63,7 @@ def worst(verdicts: Iterable[str | None]) -> str | None:
 def check_rule(metric: str, rule: Mapping[str, Any]) -> None:
     """Raise :class:`ConfigError` unless ``rule`` has exactly one numeric ``max``/``min`` bound."""
     bounds = [k for k in ("max", "min") if k in rule]
-    numeric = all(_number(rule[k]) is not None for k in bounds + (["warn"] if rule.get("warn") is not None else []))
+    numeric = all(as_number(rule[k]) is not None for k in bounds + (["warn"] if rule.get("warn") is not None else []))
     if len(bounds) != 1 or not numeric:
         raise ConfigError(
             f"threshold rule for metric {metric!r} is {dict(rule)!r}; a rule has exactly one numeric bound, "

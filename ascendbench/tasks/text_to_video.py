@@ -9,6 +9,11 @@ The output ``video`` is ``[B, T, C, H, W]`` mapped from the pipeline's [0, 1] fr
 decoder's own range, the convention of every video output in ascendbench), computed in at least
 float32.
 
+Denoising steps report progress (:mod:`ascendbench.progress`: a bar on a terminal, a heartbeat line
+elsewhere) through the pipeline's ``callback_on_step_end``, except in the bench loop's warm-up and timed
+calls (under :func:`ascendbench.progress.quiet`), where no hook is installed; diffusers' own step bars
+are off (they carry no job name and would redraw in every timed call).
+
 How the pipeline is placed is configured here too (:meth:`TextToVideoTask.to`): model CPU offload onto
 the run's device and VAE slicing/tiling. The attention backend is a patch, not a task option:
 ``model.patches`` with ``diffusers_attention_backend`` (``_native_npu`` on NPU runs; the CPU reference
@@ -19,11 +24,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Dict, Mapping, Sequence
 
 import torch
 
 from ascendbench.errors import ConfigError
+from ascendbench.progress import Progress, is_quiet
 from ascendbench.tasks.base import Task
 from ascendbench.tasks.video_decode import apply_vae_options, video_latent_shape
 
@@ -39,6 +45,32 @@ def _require(package: str, what: str) -> None:
     if importlib.util.find_spec(package) is None:
         raise ConfigError(f"{what} needs the {package} package, which is not installed: `pip install {package}` "
                           "(or `pip install ascendbench[pipelines]`), or switch the option off.")
+
+
+StepCallback = Callable[[Any, int, Any, Dict[str, Any]], Dict[str, Any]]
+
+
+def step_progress(progress: Progress) -> StepCallback:
+    """A diffusers ``callback_on_step_end`` advancing ``progress`` by one step (diffusers' own bars stay off)."""
+
+    def callback(pipe: Any, step_index: int, timestep: Any, callback_kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        progress.update(1, timestep=f"{float(timestep):.4g}" if timestep is not None else "n/a")
+        return callback_kwargs
+
+    return callback
+
+
+def chain_step_callbacks(callbacks: Sequence[StepCallback]) -> StepCallback:
+    """One ``callback_on_step_end`` calling each of ``callbacks`` in order, each given the previous's kwargs."""
+    if len(callbacks) == 1:
+        return callbacks[0]
+
+    def chained(pipe: Any, step_index: int, timestep: Any, callback_kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        for callback in callbacks:
+            callback_kwargs = callback(pipe, step_index, timestep, callback_kwargs)
+        return callback_kwargs
+
+    return chained
 
 
 @dataclass(eq=False)
@@ -61,6 +93,7 @@ class TextToVideoTask(Task):
         vae: ``pipe.vae`` slicing/tiling (see :func:`ascendbench.tasks.video_decode.apply_vae_options`).
     """
 
+    preset_keys = ("batch_size", "height", "width", "num_frames", "steps")
     kind = "text_to_video"
     output_kind = "video"
     unit = "frames"
@@ -134,10 +167,19 @@ class TextToVideoTask(Task):
         generator = torch.Generator("cpu").manual_seed(int(inputs["seed"].reshape(-1)[0]))
         kwargs = {"prompt": self.prompt, "negative_prompt": self.negative_prompt, **self._call,
                   **self.call_kwargs, "generator": generator, "output_type": "pt"}
-        if self._timer is not None:
-            kwargs["callback_on_step_end"] = self._timer.step_callback(starts_with="denoiser")
-        with torch.inference_mode():
-            result = pipe(**kwargs)
+        callbacks = [self._timer.step_callback(starts_with="denoiser")] if self._timer is not None else []
+        steps = None if is_quiet() else Progress("denoising", total=self._call.get("num_inference_steps"),
+                                                   unit="steps")
+        if steps is not None:
+            callbacks.append(step_progress(steps))
+        if callbacks:
+            kwargs["callback_on_step_end"] = chain_step_callbacks(callbacks)
+        try:
+            with torch.inference_mode():
+                result = pipe(**kwargs)
+        finally:
+            if steps is not None:
+                steps.close()
         return {name: self._output(name, getattr(result, attr)) for name, attr in self.outputs.items()}
 
     def _output(self, name: str, value: Any) -> torch.Tensor:

@@ -13,7 +13,7 @@ def test_adaptive_budget_job_records_the_full_bench_section(cli):
     assert result.returncode == 0, result.stdout + result.stderr
     record = json.loads((job / "record.json").read_text())
     bench = record["bench"]
-    assert 3 <= bench["latency"]["count"] <= 5 and bench["stop"]["reason"] in ("stable", "max_iters")
+    assert 3 <= bench["latency"]["count"] <= 5 and bench["stop"]["reason"] in ("precision", "max_iters")
     assert bench["stop"]["max_iters"] == 5 and bench["cold_ms"] > 0
     assert bench["event_latency"] is None, "the CPU has no device events"
     assert bench["flops"]["per_call"] > 0 and bench["flops"]["peak_tflops"] == 1.5 and bench["flops"]["mfu"] > 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
@@ -61,7 +62,7 @@ def budget(**kw):
     return BenchBudget(**{**base, **kw})
 
 
-def test_without_stability_the_loop_stops_once_the_minimums_are_met():
+def test_without_precision_the_loop_stops_once_the_minimums_are_met():
     result, calls = timed_calls([1.0] + [0.01] * 50, budget(min_iters=4))
     assert result.stop["reason"] == "min_reached" and result.latency.count == 4
     assert result.cold_ms == pytest.approx(1000.0), "the first call is timed apart as cold"
@@ -73,10 +74,11 @@ def test_min_time_keeps_short_calls_going_past_min_iters():
     assert result.latency.count == 8 and result.stop["reason"] == "min_reached"
 
 
-def test_max_iters_caps_a_loop_that_never_stabilises():
+def test_max_iters_caps_a_loop_that_never_converges():
     noisy = [0.0] + [0.01, 0.05] * 50
-    result, _ = timed_calls(noisy, budget(min_iters=3, max_iters=9, stability=0.05))
+    result, _ = timed_calls(noisy, budget(min_iters=3, max_iters=9, precision=0.01))
     assert result.latency.count == 9 and result.stop["reason"] == "max_iters"
+    assert result.stop["precision_met"] is False and result.stop["ci_rel_half_width"] > 0.01
     assert result.noise["noisy"] is True
 
 
@@ -86,17 +88,66 @@ def test_max_time_wins_over_min_iters_for_long_calls():
     assert result.stop["timed_s"] == pytest.approx(30.0)
 
 
-def test_stability_stops_early_once_iqr_over_median_is_small():
-    steady = [0.0, 0.02, 0.05, 0.01] + [0.010] * 50  # a noisy start, then steady
-    result, _ = timed_calls(steady, budget(min_iters=3, max_iters=50, stability=0.05))
-    assert result.stop["reason"] == "stable"
-    assert 5 <= result.latency.count < 50
-    assert result.latency.iqr_over_median <= 0.05
+def _seeded_stream(n, spread, seed=0):
+    """``n`` call durations around 10 ms (seconds): 10 ms x (1 + spread x N(0, 1)), all positive."""
+    rng = np.random.default_rng(seed)
+    return [0.0] + np.clip(0.010 * (1 + spread * rng.standard_normal(n)), 0.001, None).tolist()
 
 
-def test_stability_is_not_judged_on_fewer_than_five_samples():
-    result, _ = timed_calls([0.0] + [0.01] * 20, budget(min_iters=1, max_iters=20, stability=0.05))
-    assert result.latency.count == 5 and result.stop["reason"] == "stable"
+def _achieved(latency):
+    """The record's CI of the median, as a relative half-width (the larger side)."""
+    return max(latency.median_ms - latency.median_ci95_low_ms, latency.median_ci95_high_ms - latency.median_ms) \
+        / latency.median_ms
+
+
+def test_precision_stops_once_the_median_ci_is_within_it_long_before_max_time():
+    stream = _seeded_stream(3000, spread=0.05)
+    result, _ = timed_calls(stream, budget(min_iters=10, max_iters=3000, max_time_s=1000.0, precision=0.01))
+    stop = result.stop
+    assert stop["reason"] == "precision" and stop["precision_met"] is True
+    assert 10 < stop["iters"] < 3000 and stop["timed_s"] < 1000.0
+    assert stop["ci_rel_half_width"] <= 0.01
+    assert _achieved(result.latency) == pytest.approx(stop["ci_rel_half_width"]), "same CI as the record's"
+    # one call fewer would not have been precise enough (checks are spaced by at most 2 % of the samples)
+    assert stop["iters"] <= 1.03 * _first_precise_count(stream[1:], 0.01)
+
+
+def _first_precise_count(durations_s, precision):
+    rule = StopRule(budget(precision=precision))
+    for n, d in enumerate(durations_s, start=1):
+        rule.add(d * 1e3)
+        if rule.precise():
+            return n
+    raise AssertionError("the stream never reaches the precision")
+
+
+def test_noisy_samples_run_to_max_time_and_keep_the_noise_warning():
+    rng = np.random.default_rng(1)
+    heavy = [0.0] + (0.01 * rng.lognormal(0.0, 1.0, 5000)).tolist()  # IQR/median ~ 1.3: very noisy
+    result, _ = timed_calls(heavy, budget(min_iters=10, max_iters=5000, max_time_s=5.0, precision=0.001))
+    assert result.stop["reason"] == "max_time_s" and result.stop["precision_met"] is False
+    assert result.stop["timed_s"] >= 5.0 and result.stop["ci_rel_half_width"] > 0.001
+    assert result.noise["noisy"] is True and "noisy timing" in result.noise["warning"]
+
+
+def test_a_cap_reached_with_the_precision_met_says_precision():
+    result, _ = timed_calls([0.0] + [0.01] * 12, budget(min_iters=8, max_iters=8, precision=0.5))
+    assert result.stop["reason"] == "precision" and result.latency.count == 8
+
+
+def test_precision_is_not_judged_before_the_ci_exists():
+    result, _ = timed_calls([0.0] + [0.01] * 20, budget(min_iters=1, max_iters=20, precision=0.05))
+    assert result.latency.count == 6 and result.stop["reason"] == "precision"
+
+
+def test_stability_is_deprecated_logged_and_ignored(caplog):
+    node = OmegaConf.create({"warmup": 0, "min_iters": 3, "max_iters": 9, "max_time_s": 9, "stability": 0.5})
+    with caplog.at_level("WARNING", logger="ascendbench.bench.budget"):
+        b = BenchBudget.from_config(node)
+    assert "bench.stability=0.5 is deprecated and ignored" in caplog.text and "bench.precision" in caplog.text
+    steady = [0.0] + [0.01] * 20  # IQR/median 0 from the first calls: the old rule stopped at 5
+    result, _ = timed_calls(steady, b)
+    assert result.stop["reason"] == "min_reached" and result.latency.count == 3
 
 
 def test_warmup_calls_run_untimed_between_cold_and_timed_calls():
@@ -106,25 +157,29 @@ def test_warmup_calls_run_untimed_between_cold_and_timed_calls():
     assert result.first_outputs == {"n": 1}, "outputs come from the cold call"
 
 
-def test_iters_fixes_the_count_and_turns_off_time_minimum_and_stability():
+def test_iters_fixes_the_count_and_turns_off_time_minimum_and_precision():
     node = OmegaConf.create({"warmup": 3, "iters": 10, "min_iters": 2, "max_iters": 500, "min_time_s": 9.0,
-                             "max_time_s": 60, "stability": 0.05})
+                             "max_time_s": 60, "precision": 0.01})
     b = BenchBudget.from_config(node)
-    assert (b.warmup, b.min_iters, b.max_iters, b.min_time_s, b.stability) == (3, 10, 10, 0.0, None)
-    result, _ = timed_calls([0.0] + [0.01, 0.05] * 10, b)
+    assert (b.warmup, b.min_iters, b.max_iters, b.min_time_s, b.precision) == (3, 10, 10, 0.0, None)
+    result, _ = timed_calls([0.0] + [0.0] * 3 + [0.01, 0.05] * 10, b)
     assert result.latency.count == 10 and result.stop["reason"] == "max_iters"
 
 
 def test_adaptive_budget_reads_every_key():
     node = OmegaConf.create({"warmup": 1, "iters": None, "min_iters": 4, "max_iters": 40, "min_time_s": 0.5,
-                             "max_time_s": 9, "stability": 0.03})
-    assert BenchBudget.from_config(node).to_dict() == {"warmup": 1, "min_iters": 4, "max_iters": 40,
-                                                       "min_time_s": 0.5, "max_time_s": 9.0, "stability": 0.03}
+                             "max_time_s": 9, "stability": None, "precision": 0.02, "warmup_max": 12,
+                             "warmup_tolerance": 0.1, "warmup_patience": 3})
+    assert BenchBudget.from_config(node).to_dict() == {
+        "warmup": 1, "min_iters": 4, "max_iters": 40, "min_time_s": 0.5, "max_time_s": 9.0, "stability": None,
+        "precision": 0.02, "warmup_max": 12, "warmup_tolerance": 0.1, "warmup_patience": 3}
 
 
 @pytest.mark.parametrize("key, value, allowed", [
     ("min_iters", 0, ">= 1"), ("max_iters", 2, ">= bench.min_iters"), ("max_time_s", 0, "> 0"),
     ("stability", -0.1, "ratio > 0"), ("warmup", -1, ">= 0"), ("min_time_s", -1, ">= 0"),
+    ("precision", 0.0, "ratio in (0, 1)"), ("precision", 1.5, "ratio in (0, 1)"), ("warmup_max", -1, ">= 0"),
+    ("warmup_tolerance", 1.0, "ratio in [0, 1)"), ("warmup_patience", 0, ">= 1"),
 ])
 def test_bad_budget_values_name_the_key_and_what_is_allowed(key, value, allowed):
     kw = dict(warmup=1, min_iters=3, max_iters=10, min_time_s=0.0, max_time_s=10.0, stability=0.05)
@@ -148,3 +203,48 @@ def test_stop_rule_percentiles_match_numpy():
         rule.add(v)
     p25, p50, p75 = np.percentile(values, [25, 50, 75])
     assert rule.iqr_over_median() == pytest.approx((p75 - p25) / p50)
+
+
+def test_adaptive_warmup_goes_on_until_the_calls_stop_getting_faster():
+    compile_then_steady = [5.0, 2.0, 1.0, 0.5, 0.1, 0.1, 0.1] + [0.01] * 10 + [0.1] * 20
+    result, calls = timed_calls(compile_then_steady, budget(warmup=1, warmup_max=20, min_iters=3))
+    warm = result.warmup
+    assert warm["reason"] == "plateau" and warm["calls"] == 6, "two calls in a row no faster than the best"
+    assert warm["calls_ms"] == pytest.approx([2000.0, 1000.0, 500.0, 100.0, 100.0, 100.0])
+    assert result.samples_ms == pytest.approx([10.0] * 3), "warm-up calls never reach the samples"
+    assert len(calls) == 1 + 6 + 3
+
+
+def test_adaptive_warmup_stops_at_its_cap_when_calls_keep_getting_faster():
+    faster = [10.0 * 0.5 ** i for i in range(12)] + [0.001] * 5
+    result, _ = timed_calls(faster, budget(warmup=2, warmup_max=6, min_iters=3))
+    assert result.warmup["reason"] == "warmup_max" and result.warmup["calls"] == 6
+
+
+def test_adaptive_warmup_runs_at_least_warmup_calls():
+    flat = [0.01] * 20
+    result, _ = timed_calls(flat, budget(warmup=4, warmup_max=10, min_iters=3))
+    assert result.warmup["reason"] == "plateau" and result.warmup["calls"] == 4
+
+
+def test_fixed_warmup_without_warmup_max():
+    result, _ = timed_calls([1.0, 0.5, 0.2, 0.1] + [0.01] * 5, budget(warmup=2, min_iters=3))
+    assert result.warmup["reason"] == "fixed" and result.warmup["calls_ms"] == pytest.approx([500.0, 200.0])
+
+
+def test_the_warmup_lands_in_the_record_section():
+    result, _ = timed_calls([0.1] * 10, budget(warmup=1, warmup_max=3, min_iters=3))
+    section = result.to_dict(items_per_call=1, unit="images")
+    assert section["warmup"]["calls_ms"] == result.warmup["calls_ms"] and section["warmup"]["max"] == 3
+    assert section["stop"]["reason"] == "min_reached" and "ci_rel_half_width" in section["stop"]
+
+
+def test_adaptive_warmup_never_spends_more_than_the_timed_budget():
+    faster = [100.0] + [10.0 * 0.5 ** i for i in range(12)] + [0.001] * 5
+    result, _ = timed_calls(faster, budget(warmup=1, warmup_max=12, min_iters=3, max_time_s=14.0))
+    assert result.warmup["reason"] == "max_time_s" and result.warmup["calls"] == 2, "10 s + 5 s >= 14 s"
+
+
+def test_warmup_zero_means_no_warmup_even_with_a_cap():
+    result, calls = timed_calls([0.5] + [0.01] * 5, budget(warmup=0, warmup_max=10, min_iters=3))
+    assert result.warmup["calls"] == 0 and result.warmup["reason"] == "fixed" and len(calls) == 4

@@ -35,7 +35,7 @@ def test_section_has_latency_flops_noise_and_stop(compose_cfg, decode_call):
     adapter = DeviceAdapter("cpu", peak=compose_cfg(["device=cpu", "device.peak.override.float32=2.0"]).device.peak)
     workload = Workload("float32", items_per_call=1, unit="images")
     result, section = measure(decode_call, adapter, bench_cfg(compose_cfg), workload)
-    assert 3 <= section["latency"]["count"] <= 4 and section["stop"]["reason"] in ("stable", "max_iters")
+    assert 3 <= section["latency"]["count"] <= 4 and section["stop"]["reason"] in ("precision", "max_iters")
     for key in ("median_ms", "p99_ms", "iqr_ms", "cv", "median_ci95_low_ms"):
         assert key in section["latency"]
     assert section["noise"]["threshold"] == 0.10 and section["throughput"]["unit"] == "images/s"

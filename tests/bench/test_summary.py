@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ascendbench.bench.flops import FlopCount, flops_section
 from ascendbench.bench.stats import LatencyStats, noise_verdict
-from ascendbench.bench.summary import bench_lines
+from ascendbench.bench.summary import bench_lines, stop_cell, stop_text
 
 
 def section(samples_ms, uncounted=None, phases=None, cpu=False):
@@ -17,7 +17,8 @@ def section(samples_ms, uncounted=None, phases=None, cpu=False):
         "cold_ms": 105.0, "latency": stats.to_dict(),
         "event_latency": LatencyStats.from_ms([v - 0.01 for v in samples_ms]).to_dict(),
         "throughput": {"value": 1000.0 / stats.median_ms, "unit": "images/s", "items_per_call": 1},
-        "memory": memory, "noise": noise_verdict(stats, 0.10), "stop": {"reason": "stable"},
+        "memory": memory, "noise": noise_verdict(stats, 0.10),
+        "stop": {"reason": "precision", "ci_rel_half_width": 0.0049, "precision": 0.01},
         "flops": flops_section(count, stats.median_ms, {"tflops": 245.76, "entry": "Ascend910B4", "source": "s"},
                                "bfloat16"),
         **({"phases": phases} if phases else {}),
@@ -28,7 +29,7 @@ def test_quiet_run_prints_median_ci_cold_mfu_and_memory():
     lines = bench_lines(section([20.0, 20.1, 19.9, 20.0, 20.05, 20.02, 19.98]))
     text = "\n".join(lines)
     assert lines[0].startswith("latency   median 20 ms [95% CI 19.9-20.1]") and "cold 105 ms" in lines[0]
-    assert "stop: stable" in lines[0] and "p99" in lines[0]
+    assert "stop: precision, CI +-0.5% (target 1%))" in lines[0] and "p99" in lines[0]
     assert "events median" in lines[1] and "MFU 40.7% of 245.8 (Ascend910B4)" in lines[1]
     assert "peak_reserved_mb 640" in lines[2] and "npu:0 caching allocator" in lines[2]
     assert "warning" not in text
@@ -50,3 +51,22 @@ def test_cpu_memory_is_shown_once_and_phases_get_a_line():
     lines = bench_lines(section([20.0] * 6, phases=phases, cpu=True))
     assert lines[2].startswith("memory    peak_rss_mb 900  (cpu device")
     assert lines[3] == "phases    text_encoding 12 ms 10%  step 100 ms 80% (50 x 2 ms)"
+
+
+def test_warmup_calls_get_a_line_with_why_the_warmup_ended():
+    bench = section([20.0] * 6)
+    bench["warmup"] = {"calls": 3, "calls_ms": [512.0, 31.25, 20.5], "reason": "plateau"}
+    lines = bench_lines(bench)
+    assert "warm-up   3 call(s), plateau: 512, 31.25, 20.5 ms" in lines
+    bench["warmup"] = {"calls": 0, "calls_ms": [], "reason": "fixed"}
+    assert not [line for line in bench_lines(bench) if line.startswith("warm-up")]
+
+
+def test_stop_text_and_the_flat_row_cell_of_the_sweep_summary():
+    assert stop_text("max_time_s", 0.034, 0.01) == "max_time_s, CI +-3.4% (target 1%)"
+    assert stop_text("min_reached", None, None) == "min_reached"
+    assert stop_text(None) == "n/a" and stop_text(float("nan")) == "n/a"
+    row = {"bench.stop.reason": "precision", "bench.stop.ci_rel_half_width": 0.0093, "bench.stop.precision": 0.01}
+    assert stop_cell(row) == "precision, CI +-0.9% (target 1%)"
+    assert stop_cell({"bench.stop.reason": "max_iters", "bench.stop.ci_rel_half_width": float("nan"),
+                      "bench.stop.precision": float("nan")}) == "max_iters"

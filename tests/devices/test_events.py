@@ -110,7 +110,8 @@ def test_each_timed_call_is_bracketed_by_synchronize_and_events(fake_npu):
     result = BenchLoop(adapter, budget, clock=fake_npu.clocks).run(work(fake_npu, 0.004, 3.0))
 
     iteration = ["sync", "record:1", "call", "record:2", "sync", "elapsed"]
-    expected = iteration + ["call", "sync", "reset_peak"] + iteration * 2
+    warmup = ["sync", "call", "sync"]  # each warm-up call is host-timed (bench.warmup.calls_ms), no events
+    expected = iteration + warmup + ["sync", "reset_peak"] + iteration * 2
     assert fake_npu.log == expected
     assert fake_npu.events == 2, "one start/end pair, reused for every call"
     assert result.samples_ms == pytest.approx([4.0, 4.0]) and result.cold_ms == pytest.approx(4.0)
