@@ -18,6 +18,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.errors import ConfigError
+from ascendbench.progress import format_seconds
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +49,21 @@ class SweepSummary(Callback):
 
     def __init__(self) -> None:
         self._started = time.time()
+        self.progress = SweepProgress()
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Remember when the sweep started (records written after it count for the exit status)."""
         self._started = time.time()
         _LAST_MULTIRUN["statuses"] = []
+        self.progress.start(config)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """In a multirun: log ``job i of N`` with the sweep's ok/failed counts and ETA so far."""
+        self.progress.job_started(config)
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        """In a multirun: log how the job ended, the sweep's ok/failed counts and ETA."""
+        self.progress.job_ended(config, job_return)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Write the summary into ``hydra.sweep.dir``; log where it is and how many jobs did not end ok."""
@@ -67,6 +78,151 @@ class SweepSummary(Callback):
                      len(frame), len(bad))
         except Exception:  # a summary must never turn a finished sweep into a crash
             log.exception("could not write the sweep summary of %s", OmegaConf.select(config, "hydra.sweep.dir"))
+
+
+# --- sweep progress: "job i of N, ok/failed so far, ETA from finished jobs" -----------------------------------
+# State shared by the launcher's processes (joblib workers run on_job_* in their own process): the sweep's start
+# and size in <sweep dir>/SWEEP_STATE, one appended line per finished job in <sweep dir>/SWEEP_ENDED.
+SWEEP_STATE = ".progress.json"
+SWEEP_ENDED = ".progress-ended.jsonl"
+
+
+def sweep_size(task_overrides: Iterable[str]) -> int | None:
+    """Jobs of a grid sweep over ``task_overrides`` (the product of the sweep overrides' lengths), or ``None``.
+
+    >>> sweep_size(["dtype=float32,float16", "preset=mini,balanced,quality", "seed=1"])
+    6
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        overrides = OverridesParser.create().parse_overrides(list(task_overrides))
+        size = 1
+        for override in overrides:
+            if override.is_sweep_override():
+                size *= len(list(override.sweep_string_iterator()))
+        return size
+    except Exception:  # a sweeper of its own (optuna, ...) or an override this parser cannot size
+        return None
+
+
+def sweep_keys(task_overrides: Iterable[str]) -> list[str]:
+    """The keys a sweep varies (``dtype``, ``preset`` ...), or ``[]`` when the overrides cannot be parsed.
+
+    >>> sweep_keys(["dtype=float32,float16", "seed=1", "preset=mini,balanced"])
+    ['dtype', 'preset']
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        overrides = OverridesParser.create().parse_overrides(list(task_overrides))
+    except Exception:  # an override this parser cannot read: the lines name the job by its number only
+        return []
+    return [override.key_or_group for override in overrides if override.is_sweep_override()]
+
+
+def _job_name(config: DictConfig, keys: Iterable[str]) -> str:
+    """The job's values of the swept keys, e.g. ``dtype=float16,preset=mini`` (all its overrides without keys)."""
+    overrides = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]
+    wanted = set(keys)
+    varied = [o for o in overrides if o.split("=", 1)[0].lstrip("+~") in wanted]
+    return ",".join(varied) or OmegaConf.select(config, "hydra.job.override_dirname") or "no overrides"
+
+
+def _multirun(config: DictConfig) -> bool:
+    mode = OmegaConf.select(config, "hydra.mode")
+    return getattr(mode, "name", str(mode)) == "MULTIRUN"
+
+
+def _job_status(job_return: Any) -> str:
+    """``ok``, ``failed`` ...: what the app returned, else Hydra's job status."""
+    value = getattr(job_return, "return_value", None) if job_return is not None else None
+    if isinstance(value, str):
+        return value
+    status = getattr(job_return, "status", None)
+    return "failed" if getattr(status, "name", "") == "FAILED" else "unknown"
+
+
+class SweepProgress:
+    """One log line at each job's start and end of a multirun: job i of N, ok/failed so far, ETA.
+
+    The ETA is the sweep's elapsed time per finished job times the jobs left (so parallel workers are
+    accounted for). Lines carry the job's override name, so interleaved workers can be told apart::
+
+        [sweep] job 3 of 6 (dtype=float16,preset=mini) started; 2 finished (2 ok), elapsed 65.0 s, ETA 2 min 10 s
+
+    Args:
+        clock: wall clock in seconds (shared by processes: ``time.time``; a fake one in tests).
+    """
+
+    def __init__(self, clock: Any = time.time) -> None:
+        self.clock = clock
+        self._job_started: float | None = None
+
+    @staticmethod
+    def _dir(config: DictConfig) -> Path:
+        return Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
+
+    def start(self, config: DictConfig) -> None:
+        """Write the sweep's start time and size (before any job)."""
+        try:
+            sweep_dir = self._dir(config)
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            total = sweep_size(OmegaConf.select(config, "hydra.overrides.task") or [])
+            keys = sweep_keys(OmegaConf.select(config, "hydra.overrides.task") or [])
+            (sweep_dir / SWEEP_STATE).write_text(json.dumps({"started": self.clock(), "total": total, "keys": keys}))
+            (sweep_dir / SWEEP_ENDED).write_text("")
+            log.info("[sweep] %s job(s) to run", total if total is not None else "an unknown number of")
+        except Exception:  # progress must never break a sweep
+            log.debug("sweep progress: could not start", exc_info=True)
+
+    def job_started(self, config: DictConfig) -> None:
+        """Log ``job i of N ... started`` with the counts so far."""
+        self._job_started = self.clock()
+        self._log(config, "started")
+
+    def job_ended(self, config: DictConfig, job_return: Any) -> None:
+        """Append this job's outcome to the shared file, then log it with the new counts."""
+        if not _multirun(config):
+            return
+        status = _job_status(job_return)
+        seconds = self.clock() - self._job_started if self._job_started is not None else None
+        try:
+            with open(self._dir(config) / SWEEP_ENDED, "a") as ended:  # one short O_APPEND write per job
+                ended.write(json.dumps({"num": OmegaConf.select(config, "hydra.job.num"), "status": status}) + "\n")
+        except OSError:
+            log.debug("sweep progress: could not note the end of a job", exc_info=True)
+        took = f" in {format_seconds(seconds)}" if seconds is not None else ""
+        self._log(config, f"ended {status}{took}")
+
+    def _log(self, config: DictConfig, event: str) -> None:
+        if not _multirun(config):
+            return
+        try:
+            log.info(self.line(config, event))
+        except Exception:  # progress must never break a sweep
+            log.debug("sweep progress: no line", exc_info=True)
+
+    def line(self, config: DictConfig, event: str) -> str:
+        """``[sweep] job i of N (name) <event>; k finished (counts), elapsed, ETA``."""
+        sweep_dir = self._dir(config)
+        state = json.loads((sweep_dir / SWEEP_STATE).read_text()) if (sweep_dir / SWEEP_STATE).is_file() else {}
+        ended = [json.loads(line) for line in (sweep_dir / SWEEP_ENDED).read_text().splitlines() if line.strip()] \
+            if (sweep_dir / SWEEP_ENDED).is_file() else []
+        total, num = state.get("total"), OmegaConf.select(config, "hydra.job.num")
+        name = _job_name(config, state.get("keys") or [])
+        which = f"job {num + 1 if isinstance(num, int) else '?'}" + (f" of {total}" if total else "")
+        counts: dict[str, int] = {}
+        for entry in ended:
+            counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        done = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: (kv[0] != "ok", kv[0])))
+        parts = [f"{len(ended)} finished" + (f" ({done})" if done else "")]
+        if "started" in state:
+            elapsed = self.clock() - state["started"]
+            parts.append(f"elapsed {format_seconds(elapsed)}")
+            if total and ended and len(ended) < total:
+                parts.append(f"ETA {format_seconds(elapsed / len(ended) * (total - len(ended)))}")
+        return f"[sweep] {which} ({name}) {event}; " + ", ".join(parts)
 
 
 def _try_lock(path: Path) -> FileLock | None:

@@ -1,11 +1,14 @@
 """The Hydra application behind ``python -m ascendbench`` and the ``ascendbench`` script.
 
 Each job's outcome is collected; the process exits non-zero when any job of the run or sweep did
-not finish ``ok`` (the others still run and keep their records).
+not finish ``ok`` (the others still run and keep their records), including a job skipped because another
+process holds its directory. Jobs run in other processes (joblib, Slurm) report through outcome files of
+this launch only (:mod:`ascendbench.job.launch`), so another sweep's failures never set this exit status.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from pathlib import Path
@@ -14,23 +17,33 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from ascendbench.callbacks import multirun_statuses, reset_multirun_statuses
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
+from ascendbench.errors import JobDirBusyError, JobDirError
 from ascendbench.job import run_job
+from ascendbench.job.launch import RefusedDirectory, launch_outcomes, note_outcome, register_resolvers, reset_outcomes
 from ascendbench.metrics.verdict import ORDER
 
 _STATUSES: list[str] = []
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 
+log = logging.getLogger(__name__)
+
 register()  # the config schemas, also when conf/ is read as a plain directory (a checkout not installed)
+register_resolvers()  # sweep job dir names and the launch token (also in worker processes, which import this)
 
 
 @hydra.main(version_base="1.3", config_path=hydra_config_path(), config_name="config")
 def _app(cfg: DictConfig) -> str:
-    record = run_job(cfg, Path(HydraConfig.get().runtime.output_dir))
-    _STATUSES.append(_gate(record, cfg.get("fail_on")))
-    return record["status"]
+    job_dir = Path(HydraConfig.get().runtime.output_dir)
+    try:
+        status = _gate(run_job(cfg, job_dir), cfg.get("fail_on"))
+    except (JobDirBusyError, JobDirError) as exc:  # nothing of the job was written: say so, count it
+        log.error("job not run (%s): %s", exc.reason, exc)
+        status = exc.reason
+    _STATUSES.append(status)
+    note_outcome(status, job_dir)
+    return status
 
 
 def _gate(record: dict, fail_on: str | None) -> str:
@@ -48,18 +61,22 @@ def _terminated(signum: int, frame: object) -> None:
 def main() -> None:
     """Entry point: run the Hydra app, then exit 1 if any job failed (or failed ``fail_on``), 130 on Ctrl-C.
 
-    Jobs run in this process report through ``_STATUSES``; jobs of a multirun launched in other
-    processes (joblib, submitit) are counted from the records the sweep wrote, read at its end by
-    :class:`ascendbench.callbacks.SweepSummary`.
+    Jobs run in this process report through ``_STATUSES``; every job of a multirun, in whichever process it
+    ran (joblib, submitit), also leaves its gated status for this launch
+    (:func:`ascendbench.job.launch.launch_outcomes`).
     """
     _STATUSES.clear()
-    reset_multirun_statuses()
+    reset_outcomes()
     signal.signal(signal.SIGTERM, _terminated)  # Slurm preemption, `kill`: record `interrupted`, not `running`
     try:
         _app()
+    except RefusedDirectory as exc:  # before Hydra wrote anything into the directory: one paragraph, exit 1
+        print(exc.code, file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:
         print("ascendbench: interrupted; the running job's record says `interrupted`, finished jobs keep "
               "theirs, and re-running the same sweep resumes it.", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
-    if any(status != "ok" for status in [*_STATUSES, *multirun_statuses()]):
+    statuses = [*_STATUSES, *(outcome.get("status") for outcome in launch_outcomes())]
+    if any(status != "ok" for status in statuses):
         sys.exit(1)

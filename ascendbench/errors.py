@@ -117,3 +117,25 @@ class DryRunError(AscendBenchError):
     """``dry_run=true`` found problems that would make the real job fail; all of them are listed."""
 
     reason = "dry_run"
+
+
+class JobDirError(AscendBenchError):
+    """The job directory cannot be used: not creatable or writable, a file, out of space, a name too long, or a
+    ``record.json`` there that is not a file. Nothing of the job is written; the message says which path and
+    how to choose another (``hydra.run.dir`` / ``hydra.sweep.dir``)."""
+
+    reason = "job_dir"
+
+
+class JobDirBusyError(AscendBenchError):
+    """Another process holds the job directory (its lock file): this job refuses to run there rather than
+    overwrite that job's record. The message names the holder (pid, host, since when)."""
+
+    reason = "busy"
+
+
+class OutputWriteError(AscendBenchError, OSError):
+    """A file of the job (record, tensors, images) could not be written: the disk is full, read-only, or the
+    path is unusable. The message names the file; it is also an :class:`OSError` for callers that catch those."""
+
+    reason = "write"

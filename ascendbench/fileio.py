@@ -10,11 +10,14 @@ never a half-written one, and a write that fails leaves no temporary file behind
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from ascendbench.errors import AscendBenchError, OutputWriteError
 
 # The process umask, read once at import: os.umask can only be read by setting it, which is not
 # thread-safe later on (the reference cache is written from several threads in tests).
@@ -45,21 +48,55 @@ def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterat
         mode: permission bits of the result; ``None`` gives :func:`default_mode`.
 
     On any exception inside the block (or while syncing or renaming) the temporary file is removed
-    and the exception propagates; ``path`` keeps its previous content.
+    and the exception propagates; ``path`` keeps its previous content. A failed write (an ``OSError``, or
+    safetensors' error, which names no file) becomes :class:`OutputWriteError` naming ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise write_error(path, exc) from exc
     tmp = Path(name)
     try:
         yield tmp
         _fsync(tmp)
         os.chmod(tmp, default_mode() if mode is None else mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if _is_write_failure(exc):
+            raise write_error(path, exc) from exc
         raise
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+_FULL_MARKERS = ("No space left", "StorageFull", "code: 28", "Disk quota")
+
+
+def _is_write_failure(exc: BaseException) -> bool:
+    """An error of the write itself (not of the code producing the content, nor already ours)."""
+    if isinstance(exc, AscendBenchError):
+        return False
+    return isinstance(exc, OSError) or type(exc).__name__.endswith("SafetensorError")
+
+
+def write_error(path: Path, exc: BaseException) -> OutputWriteError:
+    """The one-paragraph error of a failed write of ``path``: which file, why, and what to do."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    code = getattr(exc, "errno", None)
+    if code in _FULL or any(marker in text for marker in _FULL_MARKERS):
+        hint = (f"the disk holding {path.parent} is full: free space there (`df -h {path.parent}`), lower "
+                "`artifacts.max_tensor_mb` / set `artifacts.tensors=false`, or point the job at another disk "
+                "(`hydra.run.dir=...`, `hydra.sweep.dir=...`, `baseline.cache_dir=...`)")
+    elif code in _READ_ONLY:
+        hint = (f"{path.parent} is not writable (read-only file system or no permission): point the job at a "
+                "writable directory (`hydra.run.dir=...`, `hydra.sweep.dir=...`, `baseline.cache_dir=...`)")
+    else:
+        hint = f"check that {path.parent} is a writable directory with free space"
+    return OutputWriteError(f"could not write {path} ({type(exc).__name__}: {text[:300]}); {hint}.")
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int | None = None) -> Path:

@@ -151,3 +151,102 @@ def test_more_workers_than_cards_fails_before_any_job(tmp_path):
     CardPool(cards=[0, 1]).on_multirun_start(_hydra_cfg(tmp_path, launcher={"n_jobs": 2}))
     with pytest.raises(ConfigError, match="is empty"):
         CardPool(cards=[])
+
+
+# --- sweep progress: job i of N, ok/failed so far, ETA from finished jobs --------------------------------------
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 5000.0
+
+    def __call__(self):
+        return self.now
+
+
+def _job_cfg(sweep, num, name, task=None):
+    """A job's hydra node: its own overrides (``name`` and a fixed one); ``task``: the sweep's, for the start."""
+    task = task if task is not None else [name, "device=cpu"]
+    return OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}, "mode": "MULTIRUN",
+                                       "overrides": {"task": list(task)},
+                                       "job": {"num": num, "override_dirname": name}}})
+
+
+def test_sweep_progress_logs_job_i_of_n_the_counts_and_an_eta(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    sweep, clock = tmp_path / "sweep", _Clock()
+    summary = SweepSummary()
+    summary.progress = callbacks.SweepProgress(clock=clock)
+    outcomes = [("dtype=float32", "ok", 10.0), ("dtype=float16", "failed", 20.0), ("dtype=bfloat16", "ok", 30.0)]
+    with caplog.at_level("INFO", logger="ascendbench.callbacks"):
+        summary.on_multirun_start(_job_cfg(sweep, 0, "", task=["dtype=float32,float16,bfloat16", "device=cpu"]))
+        for num, (name, status, seconds) in enumerate(outcomes):
+            cfg = _job_cfg(sweep, num, name)
+            summary.on_job_start(cfg)
+            clock.now += seconds
+            summary.on_job_end(cfg, job_return=SimpleNamespace(return_value=status))
+    lines = [m for m in caplog.messages if m.startswith("[sweep]")]
+    assert lines == [
+        "[sweep] 3 job(s) to run",
+        "[sweep] job 1 of 3 (dtype=float32) started; 0 finished, elapsed 0.0 s",
+        "[sweep] job 1 of 3 (dtype=float32) ended ok in 10.0 s; 1 finished (1 ok), elapsed 10.0 s, ETA 20.0 s",
+        "[sweep] job 2 of 3 (dtype=float16) started; 1 finished (1 ok), elapsed 10.0 s, ETA 20.0 s",
+        "[sweep] job 2 of 3 (dtype=float16) ended failed in 20.0 s; 2 finished (1 ok, 1 failed), elapsed 30.0 s, "
+        "ETA 15.0 s",
+        "[sweep] job 3 of 3 (dtype=bfloat16) started; 2 finished (1 ok, 1 failed), elapsed 30.0 s, ETA 15.0 s",
+        "[sweep] job 3 of 3 (dtype=bfloat16) ended ok in 30.0 s; 3 finished (2 ok, 1 failed), elapsed 60.0 s",
+    ]
+
+
+def test_sweep_progress_is_shared_by_worker_processes_through_the_sweep_dir(tmp_path, caplog):
+    """Each joblib worker has its own callback object: the counts come from the files in the sweep dir."""
+    from types import SimpleNamespace
+
+    sweep, clock = tmp_path / "sweep", _Clock()
+    callbacks.SweepProgress(clock=clock).start(_job_cfg(sweep, 0, "", task=("seed=range(0,4)", "preset=mini")))
+    worker_a, worker_b = callbacks.SweepProgress(clock=clock), callbacks.SweepProgress(clock=clock)
+    worker_a.job_started(_job_cfg(sweep, 0, "seed=0"))
+    worker_b.job_started(_job_cfg(sweep, 1, "seed=1"))
+    clock.now += 8.0
+    worker_a.job_ended(_job_cfg(sweep, 0, "seed=0"), SimpleNamespace(return_value="ok"))
+    with caplog.at_level("INFO", logger="ascendbench.callbacks"):
+        worker_b.job_ended(_job_cfg(sweep, 1, "seed=1"), SimpleNamespace(return_value="verdict FAIL"))
+    assert caplog.messages[-1] == ("[sweep] job 2 of 4 (seed=1) ended verdict FAIL in 8.0 s; "
+                                   "2 finished (1 ok, 1 verdict FAIL), elapsed 8.0 s, ETA 8.0 s")
+
+
+def test_sweep_progress_stays_silent_in_a_single_run_and_never_raises(tmp_path, caplog):
+    cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path / "nowhere")}, "mode": "RUN",
+                                      "job": {"num": 0, "override_dirname": ""}}})
+    with caplog.at_level("INFO", logger="ascendbench.callbacks"):
+        SweepSummary().on_job_start(cfg)
+        SweepSummary().on_job_end(cfg, job_return=None)
+    assert not [m for m in caplog.messages if m.startswith("[sweep]")]
+    unreadable = _job_cfg(tmp_path / "sweep", 0, "x")
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / callbacks.SWEEP_STATE).write_text("{not json")
+    callbacks.SweepProgress().job_started(unreadable)  # logged at debug level, no exception
+
+
+def test_sweep_size_of_grid_sweeps():
+    assert callbacks.sweep_size(["dtype=float32,float16", "preset=mini,balanced,quality", "seed=1"]) == 6
+    assert callbacks.sweep_size(["seed=range(0,5)"]) == 5
+    assert callbacks.sweep_size([]) == 1
+    assert callbacks.sweep_keys(["dtype=float32,float16", "seed=1", "+x=a,b"]) == ["dtype", "x"]
+
+
+def test_the_sweep_summary_says_why_each_timed_loop_stopped_and_how_precise_it_was(tmp_path):
+    sweep = tmp_path / "sweep"
+    for dtype, stop in (("float32", {"reason": "precision", "ci_rel_half_width": 0.0081, "precision": 0.01}),
+                        ("float16", {"reason": "max_time_s", "ci_rel_half_width": 0.042, "precision": 0.01})):
+        writer = RecordWriter(sweep / f"dtype={dtype}", {"seed": 42})
+        writer.update(job={"model": "tiny_flux2_decoder", "device": "cpu", "dtype": dtype, "preset": "mini"},
+                      bench={"latency": {"median_ms": 3.0}, "stop": stop})
+        writer.finish("ok")
+    SweepSummary().on_multirun_end(_hydra_cfg(sweep))
+    summary = (sweep / "summary.md").read_text()
+    assert "| stop |" in summary
+    assert "precision, CI +-0.8% (target 1%)" in summary and "max_time_s, CI +-4.2% (target 1%)" in summary
+    frame = pd.read_csv(sweep / "summary.csv")
+    assert sorted(frame["bench.stop.reason"]) == ["max_time_s", "precision"]

@@ -59,3 +59,35 @@ def test_atomic_path_hands_a_temp_name_in_the_same_directory(tmp_path):
         assert tmp.parent == tmp_path and tmp != target and tmp.name.startswith(".layers.safetensors.")
         tmp.write_text("done")
     assert target.read_text() == "done" and os.listdir(tmp_path) == ["layers.safetensors"]
+
+
+def test_a_full_disk_names_the_file_and_stays_an_oserror(tmp_path):
+    import errno
+
+    from ascendbench.errors import OutputWriteError
+
+    target = tmp_path / "tensors" / "device.safetensors"
+    with pytest.raises(OutputWriteError) as caught:
+        with atomic_path(target):
+            raise OSError(errno.ENOSPC, "No space left on device")
+    message = str(caught.value)
+    assert str(target) in message and "disk" in message and "full" in message and "df -h" in message
+    assert isinstance(caught.value, OSError), "callers catching OSError still catch it"
+    assert list((tmp_path / "tensors").iterdir()) == []
+
+
+def test_safetensors_error_of_a_full_disk_is_named_too(tmp_path):
+    from safetensors import SafetensorError
+
+    from ascendbench.errors import OutputWriteError
+
+    target = tmp_path / "reference.safetensors"
+    with pytest.raises(OutputWriteError, match="reference.safetensors.*full"):
+        with atomic_path(target):
+            raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
+
+
+def test_errors_of_the_content_are_not_blamed_on_the_disk(tmp_path):
+    with pytest.raises(ValueError):
+        with atomic_path(tmp_path / "x.json"):
+            raise ValueError("not a write failure")

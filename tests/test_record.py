@@ -23,3 +23,30 @@ def test_writer_starts_running_and_finishes_with_the_error(tmp_path):
     assert record["status"] == "failed"
     assert record["error"] == {"type": "ValueError", "reason": "unexpected", "message": "boom"}
     assert record["timing"]["duration_s"] >= 0
+
+
+def test_a_failed_record_keeps_no_verdict(tmp_path):
+    writer = RecordWriter(tmp_path, {"seed": 1})
+    writer.update(verdict="PASS")
+    writer.finish("failed", OSError("disk full while saving artifacts"), reason="write")
+    record = load_record(tmp_path)
+    assert record["status"] == "failed" and record["verdict"] is None, "a failed job must not read as PASS"
+    assert record["error"]["verdict_before_failure"] == "PASS"
+
+
+def test_a_record_that_cannot_be_finished_is_not_left_running(tmp_path, monkeypatch):
+    import ascendbench.job.record as record_module
+    from ascendbench.errors import OutputWriteError
+
+    writer = RecordWriter(tmp_path, {"seed": 1})
+    writer.write()
+
+    def full(path, data):
+        raise OutputWriteError(f"could not write {path}: disk full")
+
+    monkeypatch.setattr(record_module, "write_atomic", full)
+    try:
+        writer.finish("failed", RuntimeError("boom"), reason="unexpected")
+    except OutputWriteError:
+        pass
+    assert not (tmp_path / "record.json").exists(), "the stale `running` record was left behind"

@@ -47,3 +47,31 @@ def test_force_disabled_other_config_and_unfinished_records_run_again(compose_cf
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "record.json").write_text("{")
     assert finished_record(cfg, tmp_path / "broken") is None
+
+
+def test_an_unreadable_record_is_not_resumed_and_does_not_raise(compose_cfg, tmp_path, caplog):
+    cfg = compose_cfg(["model=tiny_flux2_decoder"])
+    (tmp_path / "record.json").write_text("[" * 100_000 + "]" * 100_000)
+    with caplog.at_level(logging.WARNING, logger="ascendbench.job.resume"):
+        assert finished_record(cfg, tmp_path) is None
+    assert "RecursionError" in caplog.text
+
+
+def test_weights_identity_decides_with_stat_then_digest(compose_cfg, tmp_path, tiny_flux2_dir):
+    import shutil
+
+    from ascendbench.job.resume import files_stat, weights_change, weights_files
+    from ascendbench.models.sources import files_digest
+
+    source = tmp_path / "ckpt"
+    shutil.copytree(tiny_flux2_dir, source)
+    cfg = compose_cfg(["model=tiny_flux2_decoder", f"model.source={source}", "model.weights=required"])
+    files = weights_files(cfg)
+    assert files and all(f.suffix == ".safetensors" for f in files)
+    record = {"weights": {"kind": "loaded", "digest": files_digest(files), "files_stat": files_stat(files)}}
+    assert weights_change(cfg, record) is None
+    stale_stat = {"weights": {**record["weights"], "files_stat": []}}
+    assert weights_change(cfg, stale_stat) is None, "a touched but identical file: the digest decides"
+    other = {"weights": {"kind": "loaded", "digest": "sha256:0", "files_stat": []}}
+    assert "changed" in weights_change(cfg, other)
+    assert "now found" in weights_change(cfg, {"weights": {"kind": "random-init"}})

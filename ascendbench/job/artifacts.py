@@ -11,11 +11,14 @@ import torch
 from PIL import Image
 from safetensors.torch import save_file
 
+from ascendbench.fileio import atomic_path
+
 
 def save_tensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> Path:
-    """Save tensors (moved to CPU, contiguous, dtype kept) into one safetensors file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, str(path))
+    """Save tensors (moved to CPU, contiguous, dtype kept) into one safetensors file, atomically and with the
+    umask's mode (safetensors alone writes 0600); a failed write names the file (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, str(tmp))
     return path
 
 

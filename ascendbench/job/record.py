@@ -7,12 +7,14 @@ DESIGN.md: status, error, config, env, weights, metrics, verdict, bench, baselin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
 from pathlib import Path
 from typing import Any
 
+from ascendbench.errors import OutputWriteError
 from ascendbench.fileio import write_atomic
 
 RECORD_NAME = "record.json"
@@ -85,13 +87,29 @@ class RecordWriter:
         self.write()
 
     def finish(self, status: str, error: BaseException | None = None, reason: str | None = None) -> None:
-        """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write."""
+        """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write.
+
+        A job that did not end ``ok`` has no verdict: one reached before the failure (e.g. PASS, then the
+        disk filled while saving artifacts) is kept as ``error.verdict_before_failure`` only, so that no
+        reader counts a failed job as passed. When the final record cannot be written (a full disk), the
+        stale ``running`` record is removed to free its space and the write is tried once more; if that fails
+        too, :class:`OutputWriteError` is raised and no record claims the job is still running.
+        """
         self.data["status"] = status
         if error is not None:
             self.data["error"] = {"type": type(error).__name__, "reason": reason, "message": str(error)}
+        if status != "ok" and self.data.get("verdict") is not None:
+            if isinstance(self.data.get("error"), dict):
+                self.data["error"]["verdict_before_failure"] = self.data["verdict"]
+            self.data["verdict"] = None
         now = time.time()
         self.data["timing"].update(finished_at=_iso(now), duration_s=now - self._t0)
-        self.write()
+        try:
+            self.write()
+        except OutputWriteError:
+            with contextlib.suppress(OSError):  # never leave a record saying `running` for a job that ended
+                self.path.unlink(missing_ok=True)
+            self.write()
 
     def write(self) -> None:
         """Rewrite ``record.json`` atomically."""

@@ -1,8 +1,14 @@
-"""Resume: a job whose directory already holds an ``ok`` record of the very same config is not re-run.
+"""Resume: a job whose directory already holds an ``ok`` record of the very same job is not re-run.
 
-Re-running a sweep into the same sweep directory therefore only runs the jobs that are missing,
-failed, were interrupted or killed (a killed job's record still says ``running``), or whose config
-changed. ``resume.force=true`` runs everything again; ``resume.enabled=false`` turns the check off.
+The very same job: the same resolved config (ignoring ``resume.*``) *and* the same weights. A checkpoint
+replaced at the same ``model.source`` is a different job: the files found there now are compared with those
+the record loaded, first by size and modification time (:func:`files_stat`, cheap), then, where those differ,
+by content digest; weights that appeared where the record ran random-init, or vanished, also re-run it.
+
+Re-running a sweep into the same sweep directory therefore only runs the jobs that are missing, failed,
+were interrupted or killed (a killed job's record still says ``running``), or whose config or weights
+changed. ``resume.force=true`` runs everything again; ``resume.enabled=false`` turns the check off. A
+record that cannot be read (truncated, not JSON, nested too deeply) is not resumable: the job runs.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ascendbench.job.record import RECORD_NAME
+from ascendbench.models.sources import files_digest, resolve_source
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +38,73 @@ def comparable(config: Any) -> Any:
     return plain
 
 
+def weights_files(cfg: DictConfig) -> tuple[Path, ...]:
+    """The weight files ``model.source`` resolves to now (local paths and the hub cache only; nothing is
+    downloaded); empty when none are found or ``model.weights=random``."""
+    from ascendbench.job.planning import hub_forced_offline
+    from ascendbench.job.stages.base import build
+
+    if str(cfg.model.weights) == "random":
+        return ()
+    loader = build(cfg.model.loader, "model.loader")
+    revision = cfg.model.get("revision")
+    with hub_forced_offline():
+        if hasattr(loader, "resolve"):
+            found = loader.resolve(cfg.model.source, revision)
+        else:
+            found = resolve_source(cfg.model.source, getattr(loader, "subfolder", None), revision,
+                                   allow_pickle=bool(getattr(loader, "allow_pickle", False)), allow_network=False)
+    return tuple(sorted(getattr(found, "files", ()) or ()))
+
+
+def files_stat(files: tuple[Path, ...]) -> list[list[Any]]:
+    """``[path, size, mtime_ns]`` of each file: the cheap first check that weights did not change."""
+    stats = []
+    for path in files:
+        info = Path(path).stat()
+        stats.append([str(path), info.st_size, info.st_mtime_ns])
+    return stats
+
+
+def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
+    """Why the weights at ``model.source`` are not those the record ran with, or ``None`` when they are."""
+    weights = record.get("weights") if isinstance(record.get("weights"), dict) else {}
+    files = weights_files(cfg)
+    if weights.get("kind") != "loaded":
+        return f"weights are now found at model.source ({len(files)} file(s)); the record ran random-init" \
+            if files else None
+    if not files:
+        return "the weights the record loaded are no longer found at model.source"
+    if weights.get("files_stat") == files_stat(files):
+        return None
+    digest = files_digest(files)
+    if digest == weights.get("digest"):
+        return None
+    return f"the weights at model.source changed (digest {digest} now, {weights.get('digest')} in the record)"
+
+
+def _read(path: Path) -> Any:
+    """The parsed record, or ``None`` (logged) when it is missing or cannot be read."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as exc:
+        log.warning("resume: %s cannot be read (%s: %.200s); running the job again", path, type(exc).__name__, exc)
+        return None
+
+
 def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | None:
     """The existing record of ``job_dir`` when the job can be skipped, else ``None``.
 
     A job is skipped when resume is enabled, not forced, and ``<job_dir>/record.json`` has status
-    ``ok`` and the same resolved config (ignoring ``resume.*``).
+    ``ok``, the same resolved config (ignoring ``resume.*``) and the same weights (:func:`weights_change`).
     """
     enabled = OmegaConf.select(cfg, "resume.enabled", default=True)
     if not enabled or OmegaConf.select(cfg, "resume.force", default=False):
         return None
     path = Path(job_dir) / RECORD_NAME
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    record = _read(path)
     if not isinstance(record, dict) or record.get("status") != "ok":
         return None
     try:
@@ -54,5 +114,12 @@ def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | No
     if comparable(record.get("config")) != comparable(current):
         log.info("resume: %s is ok but its config differs from this job's; running again", path)
         return None
-    log.info("resume: skipped, %s is ok with this same config (resume.force=true runs it again)", path)
+    try:
+        change = weights_change(cfg, record)
+    except Exception as exc:  # e.g. a loader that cannot be built: the job runs and reports it itself
+        change = f"its weights cannot be checked ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+    if change is not None:
+        log.info("resume: %s is ok but %s; running again", path, change)
+        return None
+    log.info("resume: skipped, %s is ok with this same config and weights (resume.force=true runs it again)", path)
     return record

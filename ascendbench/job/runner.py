@@ -15,8 +15,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ascendbench import progress
 from ascendbench.env import environment
-from ascendbench.errors import AscendBenchError
+from ascendbench.errors import AscendBenchError, OutputWriteError
+from ascendbench.job.claim import check_job_dir, claim, release
 from ascendbench.job.failures import (
     classify,
     config_for_record,
@@ -28,7 +30,7 @@ from ascendbench.job.failures import (
 from ascendbench.job.job import Job
 from ascendbench.job.planning import format_plan, raise_for_problems
 from ascendbench.job.record import RecordWriter
-from ascendbench.job.resume import finished_record
+from ascendbench.job.resume import files_stat, finished_record, weights_files
 from ascendbench.job.stages import STAGES
 from ascendbench.job.summary import print_summary
 
@@ -46,24 +48,54 @@ logging.getLogger("diffusers.models.modeling_utils").addFilter(_EmptyKeepInFloat
 
 
 def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
-    """Run one composed job and return its final record (also written to ``job_dir``)."""
-    if (previous := finished_record(cfg, job_dir)) is not None:  # resume: ok record, same config
-        return previous
-    writer = RecordWriter(job_dir, config_for_record(cfg))
-    job = Job(cfg=cfg, dir=Path(job_dir), writer=writer, dry_run=bool(cfg.get("dry_run", False)),
-              env=environment())
-    writer.update(env=job.env)
+    """Run one composed job and return its final record (also written to ``job_dir``).
+
+    The directory is checked and claimed first (:mod:`ascendbench.job.claim`), for the job's whole life.
+
+    Raises:
+        JobDirError: ``job_dir`` cannot hold a record (read-only, a file, full...); nothing was written.
+        JobDirBusyError: another process holds ``job_dir``; its files were left as they are.
+    """
+    job_dir = Path(job_dir)
+    progress.job_name(progress.job_label(cfg))  # every progress line of this job carries its name
+    check_job_dir(job_dir)
+    claim(job_dir)
     try:
+        return _run_claimed(cfg, job_dir)
+    finally:
+        release(job_dir)
+
+
+def _run_claimed(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
+    """The job in a directory this process holds: resume check, stages, and the record whatever happens."""
+    writer = RecordWriter(job_dir, config_for_record(cfg))
+    job = Job(cfg=cfg, dir=job_dir, writer=writer, dry_run=bool(cfg.get("dry_run", False)))
+    try:
+        if (previous := finished_record(cfg, job_dir)) is not None:  # resume: ok record, same config and weights
+            return previous
+        job.env = environment()
+        writer.update(env=job.env)
         _plan(job) if job.dry_run else _run(job)
     except KeyboardInterrupt as exc:
-        writer.finish("interrupted", interrupted(exc, job.stage), reason="interrupted")
-        log.error("job interrupted; record (status interrupted): %s", writer.path)
+        where = _finish_quietly(writer, "interrupted", interrupted(exc, job.stage))
+        log.error("job interrupted; record (status interrupted): %s", where)
         raise
     except Exception as exc:  # own errors keep their reason, out-of-memory -> oom, anything else 'unexpected'
         _fail(job, *classify(exc, job.adapter.name if job.adapter else None, job.stage))
     if writer.data["status"] == "failed":
         release_memory()  # out of the except block: the traceback no longer holds the job's tensors
     return writer.data
+
+
+def _finish_quietly(writer: RecordWriter, status: str, error: BaseException, reason: str | None = None) -> str:
+    """Finish the record; where it cannot be written (full or read-only disk) say so instead of raising.
+
+    Returns where the record is, or why there is none, for the console line."""
+    try:
+        writer.finish(status, error, reason=reason or status)
+    except OutputWriteError as exc:
+        return f"none: the {status} record could not be written either ({exc})"
+    return str(writer.path)
 
 
 def _run(job: Job) -> None:
@@ -75,8 +107,21 @@ def _run(job: Job) -> None:
         section = stage.run(job)
         seconds[stage.name] = time.perf_counter() - start
         job.record({**section, "timing": {"stages_s": dict(seconds)}})
+    _note_weights_files(job)
     job.writer.finish("ok")
     print_summary(job.writer.data, job.writer.path)
+
+
+def _note_weights_files(job: Job) -> None:
+    """Size and modification time of the loaded weight files, the cheap first check of a later resume."""
+    if (job.weights or {}).get("kind") != "loaded":
+        return
+    try:
+        stats = files_stat(weights_files(job.cfg))
+    except Exception as exc:  # the resume check then compares digests instead
+        log.debug("weights files not noted for resume: %s", exc)
+        return
+    job.record({"weights": {"files_stat": stats}})
 
 
 def _plan(job: Job) -> None:
@@ -102,7 +147,10 @@ def _plan(job: Job) -> None:
 
 def _fail(job: Job, exc: BaseException, reason: str) -> None:
     writer = job.writer
-    log_path = log_traceback(exc, writer.job_dir)
-    writer.finish("failed", exc, reason=reason)
+    try:
+        log_path: Path | str = log_traceback(exc, writer.job_dir)
+    except OSError as log_exc:  # the disk that failed the job may not take the traceback either
+        log_path = f"not written ({type(log_exc).__name__}: {log_exc})"
+    where = _finish_quietly(writer, "failed", exc, reason)
     log.error("job failed (%s, reason %s): %s\n  record: %s\n  full log with traceback: %s", type(exc).__name__,
-              reason, console_paragraph(exc), writer.path, log_path)
+              reason, console_paragraph(exc), where, log_path)

@@ -119,7 +119,10 @@ class SafetensorsLayerLoader:
         return LoadedModel(module, info, time.perf_counter() - start)
 
     def pick_file(self, found: ResolvedSource) -> Path:
-        """The checkpoint file: ``filename`` if set, else the one file holding tensors under ``prefix``."""
+        """The checkpoint file: ``model.source`` itself when it is a file (whatever ``filename`` says), else
+        ``filename`` if set, else the one file holding tensors under ``prefix``."""
+        if found.kind == "file":
+            return found.path
         files = list(found.files)
         if self.filename:
             files = [f for f in files if f.name == self.filename]

@@ -93,3 +93,33 @@ class SlowDecode(VaeDecodeTask):
         deadline = time.monotonic() + self.pause_s
         while time.monotonic() < deadline and not (self.release and Path(self.release).exists()):
             time.sleep(0.05)
+
+
+# --- Full disk (tests/faults/test_job_dir_faults.py) -----------------------------------------------------------
+
+NO_SPACE = "No space left on device (raised by tests/faults/seams.py)"
+
+
+def safetensors_disk_full(tensors: Any, filename: str, metadata: Any = None) -> None:
+    """``safetensors.torch.save_file`` on a full disk: safetensors' own error, whose message names no file."""
+    from safetensors import SafetensorError
+
+    Path(filename).write_bytes(b"\0" * 8)  # a partial file, as a real full disk leaves
+    raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: '
+                          '"No space left on device" })')
+
+
+class DiskFullAfter:
+    """A replacement for ``os.fsync`` that succeeds ``allowed`` times, then fails with ENOSPC: the disk fills
+    up while the job runs (the record was written when the job started, the later writes fail)."""
+
+    def __init__(self, allowed: int) -> None:
+        self.allowed, self.calls, self.real = int(allowed), 0, os.fsync
+
+    def __call__(self, fd: int) -> None:
+        self.calls += 1
+        if self.calls > self.allowed:
+            import errno
+
+            raise OSError(errno.ENOSPC, NO_SPACE)
+        self.real(fd)
