@@ -10,13 +10,20 @@ is judged against the tensor's scale, not against itself. A module's input error
 its tensor inputs, its output error the largest over its outputs. Walking the modules in the order they
 finish, the **first divergent module** is the first whose inputs agree (error < ``input_max_rel_err``)
 but whose output does not (error > ``output_min_rel_err``) -- msprobe's rule for locating where a port
-goes wrong. A new NaN/Inf makes the error infinite.
+goes wrong.
+
+NaN and Inf follow the agreement rule of :mod:`ascendbench.metrics.functional.nonfinite`: a different
+number of non-finite elements on the two sides (either way) is a mismatch, an infinite error; a
+statistic that is the same non-finite value on both sides (NaN and NaN, ``inf`` and ``inf``) agrees
+(no error); a statistic non-finite on one side only, or different non-finite values, is an infinite error.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping, Sequence
+
+from ascendbench.metrics.functional.nonfinite import scalars_agree
 
 _TINY = 1e-30
 
@@ -28,17 +35,17 @@ def stats_rel_err(reference: Mapping[str, float], device: Mapping[str, float], s
     ...               {"max": 3.0, "l2norm": 4.0, "numel": 4, "nonfinite": 0}, ["max", "l2norm"])
     0.5
     """
-    if device.get("nonfinite", 0) > reference.get("nonfinite", 0):
+    if device.get("nonfinite", 0) != reference.get("nonfinite", 0):
         return math.inf
     rms = reference["l2norm"] / math.sqrt(reference["numel"]) if reference.get("numel") else 0.0
     worst_err = 0.0
     for name in statistics:
         ref, dev = reference[name], device[name]
-        if ref is None or dev is None or math.isnan(ref) or math.isnan(dev):
-            if not ((ref is None or math.isnan(ref)) and (dev is None or math.isnan(dev))):
-                return math.inf
-            continue
-        worst_err = max(worst_err, abs(dev - ref) / max(abs(ref), rms if math.isfinite(rms) else 0.0, _TINY))
+        agree = scalars_agree(ref, dev)  # None: two finite numbers
+        if agree is False:
+            return math.inf
+        if agree is None:
+            worst_err = max(worst_err, abs(dev - ref) / max(abs(ref), rms if math.isfinite(rms) else 0.0, _TINY))
     return worst_err
 
 

@@ -33,7 +33,9 @@ def side_by_side(reference: torch.Tensor, device: torch.Tensor, path: Path, titl
     """Draw one ``[C, H, W]`` pair as a PNG at ``path``."""
     ref = reference.detach().to("cpu", torch.float64).numpy()
     dev = device.detach().to("cpu", torch.float64).numpy()
-    diff = np.abs(dev - ref).max(axis=0)
+    with np.errstate(invalid="ignore"):  # inf - inf: equal non-finite values agree (0), others are NaN
+        delta = np.where((dev == ref) | (np.isnan(dev) & np.isnan(ref)), 0.0, np.abs(dev - ref))
+    diff = delta.max(axis=0)
     finite = diff[np.isfinite(diff)]
     height, width = ref.shape[-2:]
     figure = Figure(figsize=(3 * 3.4, 3.0 * height / max(width, 1) + 0.9), dpi=100, layout="constrained")

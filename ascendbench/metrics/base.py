@@ -8,7 +8,7 @@ Names are ``<metric>`` for a job with one output and ``<output>/<metric>`` for s
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import torch
 
@@ -49,12 +49,18 @@ class Evaluator:
     """
 
     what = "outputs"  # what applies_to accepts, in words (for messages)
+    # Rules no configuration can loosen (merged last), e.g. the NaN/Inf agreement rule of each evaluator.
+    always_rules: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
 
     def __init__(self, name: str, outputs: list[str] | None = None,
                  thresholds: Mapping[str, Any] | None = None) -> None:
         self.name = name
         self.outputs = list(outputs) if outputs else None
         self.thresholds = dict(thresholds or {})
+
+    def set_data_range(self, data_range: float) -> None:
+        """Use ``data_range`` as the peak-to-peak range of PSNR/SSIM (``metric.data_range``); a no-op for
+        evaluators without one."""
 
     def applies_to(self, tensor: torch.Tensor) -> bool:
         """Whether this evaluator can compare an output like ``tensor``."""
@@ -91,7 +97,7 @@ class Evaluator:
         selected = self.select(reference)
         if not selected:
             return {self.name: {"skipped": f"no {self.what} among the outputs ({describe_outputs(reference)})"}}
-        merged = merge_rules(rules, self.thresholds)
+        merged = merge_rules(rules, self.thresholds, self.always_rules)
         tolerances = {"atol": float(atol), "rtol": float(rtol), **tolerances}
         prefix = (lambda out: f"{out}/") if len(reference) > 1 else (lambda out: "")
         results: dict[str, dict[str, Any]] = {}

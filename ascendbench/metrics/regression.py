@@ -15,12 +15,13 @@ from ascendbench.metrics.functional.regression import (
     first_nonfinite_mismatch,
     regression_metrics,
 )
-from ascendbench.metrics.verdict import merge_rules
 
-# Not configurable: a NaN/Inf that the reference does not have is always a failure.
+# Not configurable: a position where reference and device disagree about NaN/Inf always fails
+# (the agreement rule of ascendbench.metrics.functional.nonfinite).
 ALWAYS_RULES = {
     "nonfinite_mismatch": {"max": 0, "source": "built in: a NaN/Inf in the device output where the reference "
-                                                "has a finite value (or another non-finite value) always fails"},
+                                                "has a finite value (or another non-finite value, or the reverse) "
+                                                "always fails"},
 }
 
 
@@ -68,11 +69,16 @@ class RegressionEvaluator(Evaluator):
     higher_is_better = {"cosine": True, "psnr_db": True, "one_thousandth_err_ratio": True,
                         "five_thousandths_err_ratio": True}
     what = "floating-point outputs"
+    always_rules = ALWAYS_RULES
 
     def __init__(self, name: str = "regression", outputs: list[str] | None = None,
                  thresholds: Mapping[str, Any] | None = None, **options: Any) -> None:
         super().__init__(name, outputs, thresholds)
         self.options = RegressionOptions(**options)
+
+    def set_data_range(self, data_range: float) -> None:
+        """PSNR's peak-to-peak range (``metric.data_range``)."""
+        self.options.data_range = float(data_range)
 
     def applies_to(self, tensor: torch.Tensor) -> bool:
         """Floating-point tensors of any shape."""
@@ -89,10 +95,3 @@ class RegressionEvaluator(Evaluator):
             first = first_nonfinite_mismatch(reference, device, options.chunk_elements)
             metrics["nonfinite_mismatch"] = {"value": metrics["nonfinite_mismatch"], "first_index": first}
         return metrics
-
-    def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
-                 rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,
-                 **tolerances: float) -> dict[str, dict[str, Any]]:
-        """As :meth:`Evaluator.evaluate`, with the NaN/Inf rule always in force."""
-        self.thresholds = merge_rules(self.thresholds, ALWAYS_RULES)
-        return super().evaluate(reference, device, rules, atol, rtol, **tolerances)

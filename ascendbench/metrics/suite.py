@@ -1,4 +1,5 @@
-"""A metric option: one or more evaluators run over the same reference and device outputs."""
+"""A metric option: the reference checked for NaN/Inf, then evaluators run over the same reference and device
+outputs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Mapping
 import torch
 
 from ascendbench.errors import MetricError
+from ascendbench.metrics.validate import validate_reference
 from ascendbench.metrics.verdict import merge_rules
 
 
@@ -18,28 +20,42 @@ class MetricSuite:
         evaluators: evaluator name -> evaluator (built by Hydra from their ``_target_``); ``None``
             entries are switched off (e.g. ``metric.evaluators.image=null``).
         thresholds: rule overrides for every evaluator of the option (above dtype and model rules).
+        data_range: ``metric.data_range``: one PSNR/SSIM peak-to-peak range for every evaluator of the
+            option (``None``: each evaluator's own, e.g. 2.0 for outputs in [-1, 1]); the FLUX.2 seed used 1.0.
     """
 
-    def __init__(self, name: str, evaluators: Mapping[str, Any], thresholds: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, name: str, evaluators: Mapping[str, Any], thresholds: Mapping[str, Any] | None = None,
+                 data_range: float | None = None) -> None:
         self.name = name
         self.evaluators = {k: v for k, v in evaluators.items() if v is not None}
         self.thresholds = dict(thresholds or {})
+        self.data_range = None if data_range is None else float(data_range)
+        if self.data_range is not None:
+            for evaluator in self.evaluators.values():
+                evaluator.set_data_range(self.data_range)
 
     def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                  rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,
                  **tolerances: float) -> dict[str, dict[str, Any]]:
-        """The entries of every evaluator, in config order.
+        """``reference_nonfinite`` of each floating-point reference output, then the entries of every
+        evaluator, in config order.
+
+        A reference with NaN/Inf fails the job whatever the evaluators find (it cannot vouch for the
+        device output; :func:`ascendbench.metrics.validate.validate_reference`); the evaluators still
+        run and record what they measure under the agreement rule of
+        :mod:`ascendbench.metrics.functional.nonfinite`.
 
         Raises:
             MetricError: two evaluators produced the same metric name, or the outputs cannot be compared.
         """
         merged = merge_rules(rules, self.thresholds)
-        results: dict[str, dict[str, Any]] = {}
+        results: dict[str, dict[str, Any]] = validate_reference(reference)
         for key, evaluator in self.evaluators.items():
             entries = evaluator.evaluate(reference, device, merged, atol, rtol, **tolerances)
             clash = sorted(set(entries) & set(results))
             if clash:
                 raise MetricError(f"metric option {self.name!r}: evaluator {key!r} produces {clash}, already "
-                                  "produced by another evaluator; give the evaluators distinct names.")
+                                  "produced by another evaluator (or the suite's reference check); give the "
+                                  "evaluators distinct names.")
             results.update(entries)
         return results

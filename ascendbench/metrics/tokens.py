@@ -14,6 +14,9 @@ from ascendbench.metrics.functional.tokens import token_metrics
 class TokenEvaluator(Evaluator):
     """Compare integer token tensors (e.g. FSQ ids of a video tokenizer).
 
+    Integer ids are always finite, so the NaN/Inf agreement rule has nothing to judge here; the suite's
+    ``reference_nonfinite`` check and the ``regression`` evaluator cover the floating-point outputs.
+
     Args:
         name: evaluator name.
         codebook_size: valid ids are ``0 .. codebook_size - 1``; ``None`` records the range check as skipped.

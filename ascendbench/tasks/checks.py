@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from ascendbench.metrics.functional.nonfinite import max_abs_diff, nonfinite_counts
 from ascendbench.metrics.verdict import judge
 
 
@@ -75,3 +76,20 @@ def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
 def skipped(reason: str) -> dict[str, str]:
     """A metric entry for a gate that could not be computed, with the reason."""
     return {"skipped": reason}
+
+
+def compare_runs(first: torch.Tensor, second: torch.Tensor) -> tuple[float, dict[str, Any]]:
+    """Two runs of the same output: their largest difference and whether they hold the same values.
+
+    Both follow the agreement rule of :mod:`ascendbench.metrics.functional.nonfinite`: identical NaN/Inf
+    in the same places agree (difference 0, ``identical``), a NaN/Inf on one side only is an infinite
+    difference. Returns ``(max_abs_diff, details)`` with ``identical`` and ``nonfinite_mismatch``.
+
+    >>> inf = float("inf")
+    >>> compare_runs(torch.tensor([inf, 1.0]), torch.tensor([inf, 1.0]))
+    (0.0, {'identical': True, 'nonfinite_mismatch': 0})
+    """
+    counts = nonfinite_counts(first.detach().cpu(), second.detach().cpu())
+    diff = max_abs_diff(first, second)
+    return diff, {"identical": diff == 0.0, "nonfinite_mismatch": counts.mismatch}
+

@@ -88,6 +88,18 @@ def test_stat_errors_use_the_tensor_scale_and_flag_new_nans():
     assert math.isinf(stats_rel_err(ref, {**ref, "nonfinite": 3}, ["max"]))
 
 
+def test_stat_errors_follow_the_nonfinite_agreement_rule():
+    """Issue 12: the same overflow on both sides agrees; NaN/Inf on one side only (either side) does not."""
+    inf, nan = float("inf"), float("nan")
+    ref = {"max": inf, "min": -1.0, "mean": nan, "l2norm": inf, "numel": 100, "nonfinite": 0}
+    assert stats_rel_err(ref, dict(ref), ["max", "min", "mean", "l2norm"]) == 0.0
+    assert math.isinf(stats_rel_err(ref, {**ref, "max": -inf}, ["max"]))
+    assert math.isinf(stats_rel_err(ref, {**ref, "mean": 0.5}, ["mean"]))
+    finite = {"max": 1.0, "min": -1.0, "mean": 0.0, "l2norm": 10.0, "numel": 100, "nonfinite": 3}
+    assert math.isinf(stats_rel_err(finite, {**finite, "nonfinite": 0}, ["max"])), "NaN lost on the device"
+    assert stats_rel_err(finite, dict(finite), ["max"]) == 0.0
+
+
 def test_modules_whose_forward_never_runs_are_reported():
     model = build_tiny_flux2()
     inputs = TASK.make_inputs({"height": 32, "width": 32, "batch_size": 1}, 0)

@@ -53,7 +53,7 @@ def test_nan_and_inf_in_the_device_output_fail_with_count_and_first_index(app, f
     code, console, job = app("model=nan_tiny", *fast)
     record = record_of(job)
     assert record["status"] == "ok", "the job ran; its verdict is what fails"
-    assert code == 0, "the job finished (status ok); its FAIL verdict is in the record and the summary"
+    assert code == 1, "the job finished (status ok); its FAIL verdict exits 1 (fail_on=FAIL by default)"
     entry = record["metrics"]["nonfinite_mismatch"]
     assert entry["value"] == 2 and entry["verdict"] == "FAIL" and entry["threshold"] == 0
     assert entry["first_index"] == list(NanOnDeviceDecode.NAN_AT)

@@ -1,4 +1,5 @@
-"""Evaluation: the metric suite against the reference, plus the task's own gates, with verdicts."""
+"""Evaluation: the metric suite against the reference, the task's own gates and the output validation, with
+verdicts."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import torch
 from omegaconf import DictConfig
 
 from ascendbench.job.job import Job
+from ascendbench.job.placement import placement_entry
 from ascendbench.job.stages.base import Stage, build
 from ascendbench.metrics import worst
+from ascendbench.metrics.validate import validate_outputs
 from ascendbench.patches import patches_applied
 from ascendbench.precision import Precision
 from ascendbench.tasks.checks import CheckContext
@@ -23,8 +26,25 @@ def evaluate(metric_cfg: DictConfig, precision: Precision, reference: Mapping[st
     return suite.evaluate(reference, outputs, dict(precision.rules), **precision.allclose())
 
 
+def job_verdict(metrics: Mapping[str, Mapping[str, Any]], compared: bool) -> str | None:
+    """The worst metric verdict; without a reference or a task gate (``compared`` false) only a WARN or FAIL.
+
+    The output validation (:mod:`ascendbench.metrics.validate`) runs in every job and can only lower a
+    verdict: finite, in-range outputs alone are no evidence of correctness, so a performance-only job
+    (``baseline.enabled=false``) with clean outputs keeps verdict ``None``, one with NaN/Inf gets FAIL.
+
+    >>> job_verdict({"output_nonfinite": {"verdict": "PASS"}}, compared=False) is None
+    True
+    >>> job_verdict({"output_nonfinite": {"verdict": "FAIL"}}, compared=False)
+    'FAIL'
+    """
+    verdict = worst(m.get("verdict") for m in metrics.values())
+    return verdict if compared or verdict != "PASS" else None
+
+
 class EvaluateStage(Stage):
-    """``metric`` evaluators (rules: dtype < model < metric < evaluator) and ``task.checks``."""
+    """``metric`` evaluators (rules: dtype < model < metric < evaluator), ``task.checks`` and the output
+    validation (NaN/Inf and the task's value range; with or without a reference)."""
 
     name, label = "evaluate", "the metrics"
 
@@ -34,14 +54,16 @@ class EvaluateStage(Stage):
         return {}
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Metrics and gates into ``job.metrics``; the section carries them with the job verdict."""
+        """Metrics, gates and the output validation into ``job.metrics``; the section carries them with the
+        job verdict (:func:`job_verdict`)."""
         checks = self._checks(job)
-        if job.reference is None and not checks:
-            return {}
+        validation = validate_outputs(job.outputs, job.task.output_range, dict(job.precision.rules))
         if job.reference is not None:
             job.metrics = evaluate(job.cfg.metric, job.precision, job.reference, job.outputs)
-        job.metrics = {**job.metrics, **checks}
-        job.verdict = worst(m.get("verdict") for m in job.metrics.values())
+        if job.placement is not None:
+            validation["placement_findings"] = placement_entry(job.placement, dict(job.precision.rules))
+        job.metrics = {**job.metrics, **checks, **validation}
+        job.verdict = job_verdict(job.metrics, compared=job.reference is not None or bool(checks))
         return {"metrics": job.metrics, "verdict": job.verdict}
 
     def _checks(self, job: Job) -> dict[str, Any]:

@@ -8,9 +8,12 @@ float64 rounding of the sums.
 
 Conventions (after Ascend msprobe's accuracy checker):
 
-* Non-finite elements are left out of the error statistics and counted apart. ``nonfinite_mismatch``
-  counts elements where the device has NaN/Inf and the reference does not, or the two have different
-  non-finite values (NaN vs Inf, +Inf vs -Inf); any such element fails the job.
+* NaN and Inf follow the agreement rule of :mod:`ascendbench.metrics.functional.nonfinite`: the error
+  statistics are computed over the finite pairs; agreeing non-finite pairs (NaN/NaN, the same infinity)
+  add no error; every other pair is counted by ``nonfinite_mismatch`` (any such element fails the job).
+  Over an empty set of finite pairs the statistics are those of identical tensors when nothing
+  mismatches, and NaN when something does. ``ref_nonfinite`` and ``dev_nonfinite`` count each side's
+  NaN/Inf (a non-finite reference is judged by the metric suite: ``reference_nonfinite``).
 * Relative error is ``|dev - ref| / (|ref| + eps)`` over the elements with ``|ref| >= small_value``;
   the "small-value" elements below that are judged by an absolute tolerance instead
   (``small_value_err_ratio``: share of them with ``|dev - ref| > small_value_atol``). With no element
@@ -28,6 +31,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from ascendbench.errors import MetricError
+from ascendbench.metrics.functional.nonfinite import finite_pairs, first_index, mismatch_mask, nonfinite_counts
 
 # Partial sums merged by addition and by maximum.
 SUM_KEYS = ("numel", "n_finite", "sum_abs", "sum_sq", "n_big", "sum_rel", "n_rel_1e3", "n_rel_5e3",
@@ -108,13 +112,6 @@ def cosine_similarity(ref: torch.Tensor, dev: torch.Tensor) -> float:
     return cosine_from_sums(float(torch.dot(ref, dev)), float(torch.dot(ref, ref)), float(torch.dot(dev, dev)))
 
 
-def _nonfinite_counts(ref: torch.Tensor, dev: torch.Tensor) -> tuple[torch.Tensor, int, int, int, int]:
-    """Mask of finite pairs, NaN/Inf mismatches, other not-close non-finite pairs, and non-finite counts."""
-    ref_ok, dev_ok = torch.isfinite(ref), torch.isfinite(dev)
-    same_kind = (torch.isnan(ref) & torch.isnan(dev)) | (ref == dev)
-    mismatch = int((ref_ok & ~dev_ok).sum()) + int((~ref_ok & ~dev_ok & ~same_kind).sum())
-    lost = int((~ref_ok & dev_ok).sum())  # reference non-finite, device finite: not close, not a NaN failure
-    return ref_ok & dev_ok, mismatch, lost, int((~ref_ok).sum()), int((~dev_ok).sum())
 
 
 def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tolerances: ErrorTolerances) -> dict[str, float]:
@@ -126,9 +123,11 @@ def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tolerances: ErrorTolerances
     eps, small_value = tolerances.eps, tolerances.small_value
     ref, dev = _as_float64(ref).reshape(-1), _as_float64(dev).reshape(-1)
     numel = ref.numel()
-    mismatch = lost = ref_bad = dev_bad = 0
+    mismatch = ref_bad = dev_bad = 0
     if not bool(torch.isfinite(ref.sum() + dev.sum())):
-        both, mismatch, lost, ref_bad, dev_bad = _nonfinite_counts(ref, dev)
+        counts = nonfinite_counts(ref, dev)
+        mismatch, ref_bad, dev_bad = counts.mismatch, counts.ref_nonfinite, counts.dev_nonfinite
+        both = finite_pairs(ref, dev)
         ref, dev = ref[both], dev[both]
     diff = dev - ref
     sign_sum = float(torch.sign(diff).sum())
@@ -155,7 +154,7 @@ def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tolerances: ErrorTolerances
         "n_rel_1e3": n_rel_1e3, "n_rel_5e3": n_rel_5e3,
         "n_small": ref.numel() - n_big, "n_small_err": n_small_err,
         "dot": float(torch.dot(ref, dev)), "ref_sq": float(torch.dot(ref, ref)), "dev_sq": float(torch.dot(dev, dev)),
-        "sign_sum": sign_sum, "n_not_close": n_not_close + mismatch + lost,
+        "sign_sum": sign_sum, "n_not_close": n_not_close + mismatch,
         "nonfinite_mismatch": mismatch, "ref_nonfinite": ref_bad, "dev_nonfinite": dev_bad,
     }
 
@@ -174,21 +173,27 @@ def _ratio(num: float, den: float, empty: float) -> float:
 
 
 def finalize(sums: dict[str, float], *, data_range: float, psnr_cap_db: float) -> dict[str, float]:
-    """Metrics from merged partial sums (see the module docstring for the conventions)."""
+    """Metrics from merged partial sums (see the module docstring for the conventions).
+
+    >>> finalize(chunk_sums(torch.full((2,), float("inf")), torch.full((2,), float("inf")), ErrorTolerances()),
+    ...          data_range=2.0, psnr_cap_db=200.0)["max_abs_err"]
+    0.0
+    """
     n = sums["n_finite"]
-    nan = float("nan")
-    mse = sums["sum_sq"] / n if n else nan
+    # Empty set of finite pairs: the statistics of identical tensors if every position agrees, else NaN.
+    empty = float("nan") if sums["nonfinite_mismatch"] else 0.0
+    mse = sums["sum_sq"] / n if n else empty
     return {
-        "mae": sums["sum_abs"] / n if n else nan,
+        "mae": sums["sum_abs"] / n if n else empty,
         "mse": mse,
-        "rmse": math.sqrt(mse) if n else nan,
-        "max_abs_err": sums["max_abs"] if n else nan,
+        "rmse": math.sqrt(mse),
+        "max_abs_err": sums["max_abs"] if n else empty,
         "mean_rel_err": _ratio(sums["sum_rel"], sums["n_big"], 0.0),
         "max_rel_err": sums["max_rel"],
         "one_thousandth_err_ratio": _ratio(sums["n_rel_1e3"], sums["n_big"], 1.0),
         "five_thousandths_err_ratio": _ratio(sums["n_rel_5e3"], sums["n_big"], 1.0),
         "small_value_err_ratio": _ratio(sums["n_small_err"], sums["n_small"], 0.0),
-        "cosine": cosine_from_sums(sums["dot"], sums["ref_sq"], sums["dev_sq"]) if n else nan,
+        "cosine": cosine_from_sums(sums["dot"], sums["ref_sq"], sums["dev_sq"]) if n else 1.0 + empty,
         "psnr_db": psnr_db(mse, data_range, psnr_cap_db),
         "allclose_mismatch_ratio": _ratio(sums["n_not_close"], sums["numel"], 0.0),
         "error_balance": _ratio(abs(sums["sign_sum"]), n, 0.0),
@@ -216,13 +221,9 @@ def first_nonfinite_mismatch(reference: torch.Tensor, device: torch.Tensor,
     """
     offset = 0
     for ref, dev in flat_chunks(reference, device, int(chunk_elements)):
-        ref, dev = _as_float64(ref), _as_float64(dev)
-        ref_ok, dev_ok = torch.isfinite(ref), torch.isfinite(dev)
-        same_kind = (torch.isnan(ref) & torch.isnan(dev)) | (ref == dev)
-        hits = ((ref_ok & ~dev_ok) | (~ref_ok & ~dev_ok & ~same_kind)).nonzero()
-        if hits.numel():
-            flat = offset + int(hits[0, 0])
-            return [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(reference.shape))]
+        found = first_index(mismatch_mask(_as_float64(ref), _as_float64(dev)), tuple(reference.shape), offset)
+        if found is not None:
+            return found
         offset += ref.numel()
     return None
 
