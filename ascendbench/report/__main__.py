@@ -33,16 +33,18 @@ def parser() -> argparse.ArgumentParser:
                    "(default: report.yaml cross_device.reference_device)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
-                   help="regression gate: exit 1 when NEW has worse verdicts or slower medians than OLD")
-    p.add_argument("--noise", type=float, help="latency noise fraction for --compare (default 0.03)")
+                   help="regression gate: exit 1 when NEW has worse verdicts or slower medians than OLD, measured "
+                        "nothing, or misses an OLD workload; exit 2 for a bad path or option")
+    p.add_argument("--noise", help="latency noise fraction for --compare, finite and >= 0 (default 0.03)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any report.yaml option, e.g. --set cross_device.limits.rmse=1.5")
     return p
 
 
-def run_compare(old: str, new: str, noise: float) -> int:
-    """Print the comparison; 1 when a row regressed, else 0."""
-    comparison = compare_frames(records_frame([old]), records_frame([new]), noise)
+def run_compare(old: str, new: str, options) -> int:
+    """Print the comparison; 1 when the gate fails (regression, nothing measured, OLD workload missing), else 0."""
+    comparison = compare_frames(records_frame([old]), records_frame([new]), float(options.noise),
+                                allow_missing=bool(options.allow_missing))
     print(f"OLD: {old}\nNEW: {new}\n" + comparison.text())
     return EXIT_REGRESSION if comparison.failed else 0
 
@@ -65,7 +67,7 @@ def run_report(args: argparse.Namespace, settings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 ok, 1 regression found by --compare, 2 bad input)."""
+    """Entry point; returns the exit status (0 ok, 1 the --compare gate failed, 2 bad input or option)."""
     args = parser().parse_args(argv)
     overrides = list(args.set)
     if args.reference_device:
@@ -77,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(overrides)
         if args.compare:
-            return run_compare(*args.compare, float(settings.compare.noise))
+            return run_compare(*args.compare, settings.compare)
         return run_report(args, settings)
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -3,7 +3,8 @@
 Markers (any Markdown file)::
 
     <!-- ascendbench:accuracy -->  ...  <!-- /ascendbench:accuracy -->
-    <!-- ACCURACY_TABLE_BEGIN -->  ...  <!-- ACCURACY_TABLE_END -->     (the Sulphur-2 seed's pair)
+    <!-- ACCURACY_TABLE_BEGIN -->  ...  <!-- ACCURACY_TABLE_END -->     (the Sulphur-2 seed's pair: its
+                                                                         per-resolution table, per_resolution)
 
 Known names: see :data:`SECTIONS`. Unknown names are left untouched and reported. Running it again on
 its own output changes nothing (the markers stay, only their content is replaced).
@@ -17,17 +18,18 @@ from typing import Callable, Mapping
 
 from ascendbench.errors import ReportError
 
-SECTIONS = ("accuracy", "performance", "recommendation", "environment", "failures", "cross_device", "plots",
-            "artifacts")
+SECTIONS = ("accuracy", "per_resolution", "layers", "performance", "recommendation", "environment", "failures",
+            "dry_runs", "cross_device", "plots", "artifacts")
+LEGACY_SECTION = "per_resolution"  # what the seed's ACCURACY_TABLE pair holds
 _MARKER = re.compile(r"(<!--\s*ascendbench:(?P<name>[\w-]+)\s*-->)(?P<body>.*?)(<!--\s*/ascendbench:(?P=name)\s*-->)",
                      re.DOTALL)
 _LEGACY = re.compile(r"(<!--\s*ACCURACY_TABLE_BEGIN\s*-->)(?P<body>.*?)(<!--\s*ACCURACY_TABLE_END\s*-->)", re.DOTALL)
 
 
 def marker_names(text: str) -> list[str]:
-    """Section names of the marker pairs found in ``text`` (the legacy pair counts as ``accuracy``)."""
+    """Section names of the marker pairs found in ``text`` (the legacy pair counts as ``per_resolution``)."""
     names = [m.group("name") for m in _MARKER.finditer(text)]
-    return names + ["accuracy"] * len(_LEGACY.findall(text))
+    return names + [LEGACY_SECTION] * len(_LEGACY.findall(text))
 
 
 def fill(text: str, render: Callable[[str], str]) -> tuple[str, list[str]]:
@@ -41,7 +43,7 @@ def fill(text: str, render: Callable[[str], str]) -> tuple[str, list[str]]:
         return f"{match.group(1)}\n{render(name).strip()}\n{match.group(match.re.groups)}"
 
     text = _MARKER.sub(lambda m: replace(m, m.group("name")), text)
-    text = _LEGACY.sub(lambda m: replace(m, "accuracy"), text)
+    text = _LEGACY.sub(lambda m: replace(m, LEGACY_SECTION), text)
     return text, unknown
 
 

@@ -3,16 +3,21 @@
 Records of OLD and NEW line up by model, device, dtype, preset, batch, size, frames, steps and seed
 (the latest record per key on each side). A row regresses when NEW's status or accuracy verdict is
 worse than OLD's, or NEW's median latency exceeds OLD's by more than the noise fraction.
+
+Silence is never a pass. The gate also fails when NEW measured nothing (no record, only broken ones,
+jobs that failed before their workload was known, dry runs), when nothing could be compared, and when
+an OLD workload is missing in NEW (unless ``compare.allow_missing``); every such workload is listed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import pandas as pd
 
-from ascendbench.report.fmt import get, num, size_label, table, text
+from ascendbench.report.fmt import get, num, short, size_label, table, text
+from ascendbench.report.gather import DRY_RUN
 from ascendbench.report.performance import latest, median_ms
 
 KEY = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height", "job.width",
@@ -23,32 +28,53 @@ VERDICT_RANK = {"PASS": 0, "WARN": 1, "FAIL": 2}
 
 @dataclass
 class Comparison:
-    """The outcome of a comparison: offending rows, rows compared, keys only one side has."""
+    """The outcome of a comparison: offending rows, what lined up, and what NEW did not measure."""
 
     regressions: list[list[str]]
     compared: int
     only_old: list[str]
     only_new: list[str]
     noise: float
+    unmeasured: list[str] = field(default_factory=list)  # NEW records that measured nothing, with why
+    measured: int = 0  # NEW records that finished ok and are not dry runs
+    new_records: int = 0
+    allow_missing: bool = False
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the gate fails, one sentence each (empty when it passes)."""
+        found = []
+        if self.measured == 0:
+            found.append(f"NEW measured nothing: none of its {self.new_records} record(s) is a job that finished ok "
+                         "(a gate with nothing measured cannot pass)")
+        elif self.compared == 0:
+            found.append("no workload of NEW matches one of OLD, so nothing was compared")
+        if self.only_old and not self.allow_missing:
+            found.append(f"{len(self.only_old)} OLD workload(s) missing in NEW (listed below; "
+                         "`--set compare.allow_missing=true` to compare a subset)")
+        if self.regressions:
+            found.append(f"{len(self.regressions)} regression(s)")
+        return found
 
     @property
     def failed(self) -> bool:
-        """True when at least one row regressed."""
-        return bool(self.regressions)
+        """True when a row regressed, NEW measured or matched nothing, or an OLD workload is missing."""
+        return bool(self.reasons)
 
     def text(self) -> str:
-        """A human-readable account: the offending rows as a table, then what did not line up."""
+        """A human-readable account: the verdict and its reasons, the offending rows, what did not line up."""
         lines = [f"compared {self.compared} workload(s); noise rule: median latency changes within "
                  f"{self.noise:.1%} are noise"]
         if self.regressions:
             headers = ["model", "device", "dtype", "preset", "size", "batch", "what", "old", "new"]
             lines += [f"{len(self.regressions)} regression(s):", table(headers, self.regressions)]
-        else:
-            lines.append("no regression")
         if self.only_old:
-            lines.append("only in OLD (not compared): " + "; ".join(self.only_old))
+            lines.append("missing in NEW (OLD workloads NEW does not hold): " + "; ".join(self.only_old))
+        if self.unmeasured:
+            lines.append("NEW records that measured nothing: " + "; ".join(self.unmeasured))
         if self.only_new:
             lines.append("only in NEW (not compared): " + "; ".join(self.only_new))
+        lines.append("gate FAILED: " + "; ".join(self.reasons) if self.failed else "no regression")
         return "\n".join(lines)
 
 
@@ -61,11 +87,30 @@ def _label(row: Mapping[str, Any]) -> str:
         f" {size_label(row)} b{num(get(row, 'job.batch_size'))}"
 
 
+def measured(row: Mapping[str, Any]) -> bool:
+    """True for a record that finished ok and is not a dry run."""
+    return get(row, "status") == "ok" and get(row, "run") != DRY_RUN
+
+
+def why_unmeasured(row: Mapping[str, Any]) -> str | None:
+    """Why a record measured nothing that a gate could use (None when it is a keyed job record)."""
+    where = str(row.get("record"))
+    if get(row, "run") == DRY_RUN:
+        return f"{where}: dry run (plans only, measures nothing)"
+    if get(row, "status") == "broken":
+        return f"{where}: unreadable record ({short(get(row, 'error.message'), 160)})"
+    if get(row, "job.model") is None:
+        error = get(row, "error.type")
+        return (f"{where}: {text(get(row, 'status'))} before its workload was known"
+                + (f" ({error}: {short(get(row, 'error.message'), 160)})" if error else ""))
+    return None
+
+
 def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
-    rows = [] if frame.empty or "job.model" not in frame.columns else frame.to_dict("records")
+    rows = [] if frame.empty else frame.to_dict("records")
     grouped: dict[tuple, list] = {}
     for row in rows:
-        if get(row, "job.model") is not None:
+        if why_unmeasured(row) is None:
             grouped.setdefault(_key(row), []).append(row)
     return {k: latest(v) for k, v in grouped.items()}
 
@@ -83,8 +128,8 @@ def _regressions(old: Mapping[str, Any], new: Mapping[str, Any], noise: float) -
     return found
 
 
-def compare_frames(old: pd.DataFrame, new: pd.DataFrame, noise: float) -> Comparison:
-    """Line up OLD and NEW records and list every row that got worse."""
+def compare_frames(old: pd.DataFrame, new: pd.DataFrame, noise: float, allow_missing: bool = False) -> Comparison:
+    """Line up OLD and NEW records, list every row that got worse and everything NEW did not measure."""
     old_rows, new_rows = _latest_by_key(old), _latest_by_key(new)
     common = [k for k in old_rows if k in new_rows]
     offending = []
@@ -94,5 +139,8 @@ def compare_frames(old: pd.DataFrame, new: pd.DataFrame, noise: float) -> Compar
             offending.append([text(get(n, "job.model")), text(get(n, "job.device")), text(get(n, "job.dtype")),
                               text(get(n, "job.preset")), size_label(n), num(get(n, "job.batch_size")), what, was, now])
     only = lambda a, b: sorted(_label(a[k]) for k in a if k not in b)  # noqa: E731
-    return Comparison(offending, len(common), only(old_rows, new_rows), only(new_rows, old_rows), noise)
-
+    new_list = [] if new.empty else new.to_dict("records")
+    unmeasured = [why for row in new_list if (why := why_unmeasured(row))]
+    return Comparison(offending, len(common), only(old_rows, new_rows), only(new_rows, old_rows), noise,
+                      unmeasured=unmeasured, measured=sum(measured(r) for r in new_list), new_records=len(new_list),
+                      allow_missing=allow_missing)

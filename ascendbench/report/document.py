@@ -11,12 +11,24 @@ from typing import Any, Sequence
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from ascendbench.errors import ReportError
 from ascendbench.report import plots as plotting
 from ascendbench.report.crossdevice import crossdevice_section
-from ascendbench.report.fmt import get, link, size_label, text
+from ascendbench.report.fmt import get, link, num, size_label, table, text
+from ascendbench.report.gather import DRY_RUN
+from ascendbench.report.hidden import detail_cells, detail_headers, hidden_metrics, layer_rows, module_rows
 from ascendbench.report.performance import performance_table
 from ascendbench.report.recommend import recommendation_section
-from ascendbench.report.tables import accuracy_table, environment_table, failures_table, models, ok_rows
+from ascendbench.report.resolution import resolution_table
+from ascendbench.report.tables import (
+    accuracy_table,
+    dry_runs_table,
+    environment_table,
+    failures_table,
+    models,
+    ok_rows,
+    record_link,
+)
 
 _MEDIA = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4")
 
@@ -49,8 +61,10 @@ class Report:
                 "(`python -m ascendbench ...`) or pass the directories holding record.json files.")
 
     def counts(self) -> str:
-        """``N records: 3 ok, 1 failed`` (statuses as the records state them)."""
-        statuses = Counter(str(s) for s in self.frame["status"])
+        """``N records: 3 ok, 1 failed, 1 dry-run`` (statuses as the records state them; dry runs apart)."""
+        runs = self.frame["run"] if "run" in self.frame.columns else [None] * len(self.frame)
+        statuses = Counter(DRY_RUN if run == DRY_RUN and s == "ok" else str(s)
+                           for s, run in zip(self.frame["status"], runs, strict=True))
         return f"{len(self.frame)} record(s): " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
 
     def make_plots(self, out_dir: Path) -> list[Path]:
@@ -82,6 +96,25 @@ class Report:
         show = list(self.settings.accuracy.show)
         return "\n\n".join(f"{heading} {m}\n\n" + accuracy_table(ok_rows(self.frame, m), show, base_dir)
                            for m in self.models)
+
+    def _per_resolution(self, base_dir: Path, heading: str) -> str:
+        options = self.settings.per_resolution
+        return resolution_table(self.rows, list(options.psnr), list(options.ssim), base_dir)
+
+    def _layers(self, base_dir: Path, heading: str) -> str:
+        parts = []
+        for model in self.models:
+            rows = [r for r in ok_rows(self.frame, model) if layer_rows(r)]
+            if rows:
+                parts.append(f"{heading} {model}\n\n" + layer_detail_table(rows, base_dir))
+        if not parts:
+            return "No job compared hidden states (compare.layers), so there is no per-layer detail."
+        return ("Per hooked module: the worst value of each check over its calls and outputs, how many entries "
+                "failed and the first that did; every entry (layer#call/output) is a row of layers.csv.\n\n"
+                + "\n\n".join(parts))
+
+    def _dry_runs(self, base_dir: Path, heading: str) -> str:
+        return dry_runs_table(self.frame, base_dir)
 
     def _performance(self, base_dir: Path, heading: str) -> str:
         if not self.rows:
@@ -133,10 +166,11 @@ class Report:
         intro = (f"{self.counts()}, gathered from {', '.join(self.sources)}. Every number below is read from a "
                  "record, and each row links to its record.json; \"missing\" means the record does not carry "
                  "the value.")
-        titles = (("Accuracy", "accuracy"), ("Performance", "performance"), ("dtype recommendation", "recommendation"),
-                  ("Cross-device comparison", "cross_device"), ("Plots", "plots"),
-                  ("Images and heatmaps written by the jobs", "artifacts"), ("Failed jobs", "failures"),
-                  ("Environment per machine", "environment"))
+        titles = (("Accuracy", "accuracy"), ("Accuracy per resolution (Sulphur-2 seed layout)", "per_resolution"),
+                  ("Performance", "performance"), ("dtype recommendation", "recommendation"),
+                  ("Cross-device comparison", "cross_device"), ("Hidden states per layer", "layers"),
+                  ("Plots", "plots"), ("Images and heatmaps written by the jobs", "artifacts"),
+                  ("Failed jobs", "failures"), ("Dry runs", "dry_runs"), ("Environment per machine", "environment"))
         body = "\n\n".join(f"## {title}\n\n{self.section(name, base_dir)}" for title, name in titles)
         return f"{head}{intro}\n\n{body}\n"
 
@@ -155,18 +189,66 @@ def media_files(row: dict[str, Any]) -> list[tuple[str, Path]]:
     return found
 
 
-def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
-    """Write report.md, records.csv (+ records.parquet when pyarrow is importable) and plots/ to ``out_dir``."""
+def layer_detail_table(rows: Sequence[dict[str, Any]], base_dir: Path) -> str:
+    """One table over the rows' hooked modules: job identity, module, worst value per check, failures."""
+    checks = hidden_metrics(rows)
+    headers = ["device", "dtype", "preset", "size", "steps"] + detail_headers(checks) + ["record"]
+    body = [[text(get(r, "job.device")), text(get(r, "job.dtype")), text(get(r, "job.preset")), size_label(r),
+             num(get(r, "job.steps"))] + detail_cells(agg, checks) + [record_link(r, base_dir)]
+            for r in rows for agg in module_rows(r)]
+    return table(headers, body)
+
+
+def layers_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Every hidden-state entry of every row (layer#call/output), with the job's identity: layers.csv."""
+    keys = ("record", "job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height",
+            "job.width", "job.num_frames", "job.steps")
+    out = [{**{k: row.get(k) for k in keys}, **entry} for row in rows for entry in layer_rows(row)]
+    return pd.DataFrame(out)
+
+
+def _out_dir(out_dir: Path) -> Path:
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ReportError(f"--out {str(out_dir)!r} is a file, not a directory. Pass a directory for report.md, "
+                          "records.csv and plots/ (it is created when missing), e.g. `--out reports`.")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot create the report directory {str(out_dir)!r} ({type(exc).__name__}: "
+                          f"{exc.strerror or exc}). Pass a writable directory with `--out DIR`.") from None
+    return out_dir
+
+
+def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
+    """Write report.md, records.csv, layers.csv (hidden states), records.parquet (with pyarrow) and plots/.
+
+    Raises:
+        ReportError: ``out_dir`` is a file or cannot be written.
+    """
+    out_dir = _out_dir(out_dir)
+    try:
+        return _write_all(report, out_dir)
+    except OSError as exc:
+        raise ReportError(f"cannot write the report into {str(out_dir)!r} ({type(exc).__name__}: "
+                          f"{exc.strerror or exc}, file {getattr(exc, 'filename', None)}). Free space or pass "
+                          "another directory with `--out DIR`.") from None
+
+
+def _write_all(report: Report, out_dir: Path) -> dict[str, Path]:
     written = {}
     report.make_plots(out_dir / "plots")
     written["markdown"] = out_dir / "report.md"
     written["markdown"].write_text(report.markdown(out_dir))
+    frame = report.frame[[c for c in report.frame.columns if not c.startswith("metrics.layer/")]]
     written["csv"] = out_dir / "records.csv"
-    report.frame.to_csv(written["csv"], index=False)
+    frame.to_csv(written["csv"], index=False)
+    layers = layers_frame(report.rows)
+    if not layers.empty:
+        written["layers_csv"] = out_dir / "layers.csv"
+        layers.to_csv(written["layers_csv"], index=False)
     if importlib.util.find_spec("pyarrow") is not None:
         written["parquet"] = out_dir / "records.parquet"
-        report.frame.astype({c: "string" for c in report.frame.columns if report.frame[c].dtype == object}) \
+        frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object}) \
             .to_parquet(written["parquet"], index=False)
     return written

@@ -7,9 +7,18 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ascendbench.report.gather import present
+import pandas as pd
 
 MISSING = "missing"
+
+
+def present(value: Any) -> bool:
+    """True when a cell holds a value (not ``None``/``NaN``/absent)."""
+    if value is None:
+        return False
+    if isinstance(value, float) and math.isnan(value):
+        return False
+    return not (value is pd.NA or value is pd.NaT)
 
 
 def num(value: Any, digits: int = 4) -> str:
@@ -43,12 +52,12 @@ def get(row: Mapping[str, Any], key: str) -> Any:
 
 
 def size_label(row: Mapping[str, Any]) -> str:
-    """``HxW`` (plus ``xF`` frames when the job has frames) from the record's job fields."""
+    """``HxW``, or ``HxWxF`` when the task uses frames (``job.num_frames``), from the record's job fields."""
     height, width, frames = get(row, "job.height"), get(row, "job.width"), get(row, "job.num_frames")
     if height is None or width is None:
         return MISSING
     label = f"{num(height)}x{num(width)}"
-    return f"{label}x{num(frames)}f" if frames is not None else label
+    return f"{label}x{num(frames)}" if frames is not None else label
 
 
 def relative(target: Path | str, base_dir: Path | str) -> str:
@@ -84,7 +93,12 @@ def short(message: Any, limit: int = 400) -> str:
 
 
 def metric_matches(name: str, wanted: str) -> bool:
-    """True when metric ``name`` is the metric ``wanted``, maybe namespaced (``image/x``, ``image_x``)."""
+    """True when metric ``name`` is the metric ``wanted``, maybe namespaced (``image/x``, ``image_x``).
+
+    Hidden-state entries (``layer/...``) never match: they are folded per check (see ``report.hidden``).
+    """
+    if name.startswith("layer/"):
+        return False
     base = name.split("/")[-1]
     return base == wanted or base.endswith("_" + wanted)
 

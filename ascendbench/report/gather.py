@@ -1,7 +1,10 @@
 """Records -> rows -> one pandas DataFrame (one row per ``record.json``, dotted column names).
 
 A record that cannot be read becomes a row with ``status: broken`` and the reason, so that nothing
-found on disk silently disappears from a summary or a report.
+found on disk silently disappears from a summary or a report: unreadable JSON, a number too large for a
+float, nesting too deep to walk, or a section of the wrong type (``metrics`` that is a string).
+A dry run keeps the status its record states (``ok``) and is labelled ``run: dry-run``: it measured
+nothing, so the tables never show it as a measured job.
 """
 
 from __future__ import annotations
@@ -16,13 +19,24 @@ import pandas as pd
 
 from ascendbench.errors import ReportError
 from ascendbench.job.record import RECORD_NAME
+from ascendbench.report.fmt import present
+from ascendbench.report.hidden import hidden_fields
 
-# Row order of every table: the job's identity first, then the record path as a tie-breaker.
-SORT_KEYS = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height",
-             "job.width", "job.num_frames", "record")
+# Row order of every table: sweep order (presets mini, balanced, quality; then batch, size, dtype), the
+# record path as a tie-breaker. Values not in an order table follow it, alphabetically.
+SORT_KEYS = ("job.model", "job.device", "job.preset", "job.batch_size", "size.pixels", "job.num_frames",
+             "job.steps", "job.dtype", "record")
+ORDER = {"job.preset": ("mini", "balanced", "quality"), "job.dtype": ("float32", "float16", "bfloat16")}
+# Preset fields a task uses beyond height/width/batch, by task class (the record's ``job.task``), for records
+# whose ``job`` section does not carry them: read from the record's resolved ``config.preset``.
+TASK_PRESET_FIELDS = {"TextToVideoTask": ("num_frames", "steps"), "VideoDecodeTask": ("num_frames",),
+                      "VideoTokenizerTask": ("num_frames", "steps")}
 # Record fields whose numbers may arrive as the strings "inf"/"-inf" (see record._jsonable).
-_NUMERIC_PREFIXES = ("metrics.", "bench.")
+_NUMERIC_PREFIXES = ("metrics.", "bench.", "hidden.")
 _SKIPPED_LISTS = ("samples_ms",)
+_MAPPING_SECTIONS = ("error", "job", "weights", "baseline", "bench", "env", "timing", "metrics", "inputs",
+                     "compare", "config", "plan")
+DRY_RUN = "dry-run"
 
 
 def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[Path]:
@@ -51,15 +65,42 @@ def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[
 
 
 def load_row(path: Path) -> dict[str, Any]:
-    """One row for the record at ``path``; an unreadable record gives a ``broken`` row saying why."""
+    """One row for the record at ``path``; an unreadable or malformed record gives a ``broken`` row saying why."""
     path = Path(path)
     try:
-        record = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        record = json.loads(path.read_text(), parse_int=_bounded_int)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
         return _broken(path, f"{type(exc).__name__}: {exc}")
+    except RecursionError:
+        return _broken(path, "RecursionError: the JSON is nested too deeply to read (not a record this tool writes)")
+    problem = malformed(record)
+    if problem:
+        return _broken(path, problem)
+    try:
+        return record_row(record, path)
+    except RecursionError:
+        return _broken(path, "RecursionError: a section is nested too deeply to flatten")
+
+
+def _bounded_int(literal: str) -> int:
+    """JSON integers as Python ints, refusing those no float can hold (``10**400``)."""
+    value = int(literal)
+    if abs(value) > 1e308:
+        raise ValueError(f"the number {literal[:20]}... ({len(literal)} digits) is too large for a float")
+    return value
+
+
+def malformed(record: Any) -> str | None:
+    """Why ``record`` is not a record this report can read, or None when it is one."""
     if not isinstance(record, dict) or "status" not in record:
-        return _broken(path, "not an ascendbench record (no top-level 'status')")
-    return record_row(record, path)
+        return "not an ascendbench record (no top-level 'status')"
+    wrong = [f"'{key}' is a {type(record[key]).__name__}" for key in _MAPPING_SECTIONS
+             if record.get(key) is not None and not isinstance(record[key], Mapping)]
+    if not isinstance(record["status"], str):
+        wrong.insert(0, f"'status' is a {type(record['status']).__name__}")
+    if wrong:
+        return "malformed record: " + ", ".join(wrong) + " (expected a string status and JSON objects)"
+    return None
 
 
 def _broken(path: Path, reason: str) -> dict[str, Any]:
@@ -67,10 +108,30 @@ def _broken(path: Path, reason: str) -> dict[str, Any]:
             "error.type": "UnreadableRecord", "error.message": reason}
 
 
+def is_dry_run(record: Mapping[str, Any]) -> bool:
+    """True for the record of a ``dry_run=true`` job (it carries a ``plan`` and measured nothing)."""
+    config = record.get("config") or {}
+    return "plan" in record or config.get("dry_run") is True
+
+
+def derived_job_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``job.num_frames`` / ``job.steps`` from ``config.preset`` for tasks that use them, when ``job`` lacks them."""
+    job, config = record.get("job") or {}, record.get("config") or {}
+    preset = config.get("preset") if isinstance(config.get("preset"), Mapping) else {}
+    task = str(job.get("task") or "").rsplit(".", 1)[-1]
+    fields = {}
+    for name in TASK_PRESET_FIELDS.get(task, ()):
+        value = job.get(name, preset.get(name))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            fields[f"job.{name}"] = value
+    return fields
+
+
 def record_row(record: Mapping[str, Any], path: Path) -> dict[str, Any]:
     """Flatten one record into a row of scalars with dotted keys (``bench.latency.median_ms``)."""
     row: dict[str, Any] = {"record": str(path), "job_dir": str(Path(path).parent),
-                           "status": record.get("status"), "verdict": record.get("verdict")}
+                           "status": record.get("status"), "verdict": record.get("verdict"),
+                           "run": DRY_RUN if is_dry_run(record) else "job"}
     for section in ("error", "job", "weights", "baseline", "bench", "env", "timing"):
         value = record.get(section)
         if isinstance(value, Mapping):
@@ -78,11 +139,15 @@ def record_row(record: Mapping[str, Any], path: Path) -> dict[str, Any]:
             if section == "env":  # an explicit null in env means "not present on that host"
                 flat = {k: "none" if v is None else v for k, v in flat.items()}
             row.update(flat)
-    for name, entry in (record.get("metrics") or {}).items():
+    row.update(derived_job_fields(record))
+    metrics = record.get("metrics") or {}
+    for name, entry in metrics.items():
         if isinstance(entry, Mapping):
             row.update(flatten(entry, f"metrics.{name}"))
+    row.update(hidden_fields(metrics, record.get("compare")))
     row["inputs.digest"] = inputs_digest(record.get("inputs"))
-    row["warnings"] = " | ".join(str(w) for w in record.get("warnings") or [])
+    warnings = record.get("warnings")
+    row["warnings"] = " | ".join(str(w) for w in warnings) if isinstance(warnings, list) else str(warnings or "")
     row["artifacts"] = json.dumps(record.get("artifacts") or {}, sort_keys=True)
     return {key: _number(key, value) for key, value in row.items()}
 
@@ -123,26 +188,28 @@ def records_frame(paths: Iterable[Path | str], missing_ok: bool = False) -> pd.D
 
 
 def rows_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows -> DataFrame sorted by :data:`SORT_KEYS`; missing values are ``None``/``NaN``."""
+    """Rows -> DataFrame in sweep order (:data:`SORT_KEYS`, :data:`ORDER`); missing values are ``None``/``NaN``."""
     frame = pd.DataFrame(rows)
     if frame.empty:
         return pd.DataFrame(columns=["record", "job_dir", "status"])
-    keys = [k for k in SORT_KEYS if k in frame.columns]
-    frame = frame.sort_values(keys, key=lambda col: col.map(_sort_key), kind="stable").reset_index(drop=True)
-    return frame
+    pixels = [_pixels(r) for r in rows]
+    order = sorted(range(len(rows)), key=lambda i: tuple(_sort_key(k, pixels[i] if k == "size.pixels"
+                                                                   else rows[i].get(k)) for k in SORT_KEYS))
+    return frame.iloc[order].reset_index(drop=True)
 
 
-def _sort_key(value: Any) -> tuple:
-    """Numbers before text, missing last; mixed column types never fail the sort."""
-    if present(value) and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return (0, float(value), "")
-    return (1 if present(value) else 2, 0.0, str(value))
+def _pixels(row: Mapping[str, Any]) -> Any:
+    height, width = row.get("job.height"), row.get("job.width")
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (height, width))
+    return height * width if numeric else None
 
 
-def present(value: Any) -> bool:
-    """True when a cell holds a value (not ``None``/``NaN``/absent)."""
-    if value is None:
-        return False
-    if isinstance(value, float) and math.isnan(value):
-        return False
-    return not (value is pd.NA or value is pd.NaT)
+def _sort_key(key: str, value: Any) -> tuple:
+    """Ranked names first (in :data:`ORDER`), then numbers, then text, missing last; mixed types never fail."""
+    if not present(value):
+        return (3, 0.0, "")
+    if key in ORDER and value in ORDER[key]:
+        return (0, float(ORDER[key].index(value)), "")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (1, float(value), "")
+    return (2, 0.0, str(value))

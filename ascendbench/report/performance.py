@@ -9,9 +9,12 @@ from typing import Any, Mapping, Sequence
 from ascendbench.report.fmt import MISSING, get, link, num, size_label, table, text, times
 from ascendbench.report.tables import machines, record_link
 
-LATENCY = (("median ms", "bench.latency.median_ms"), ("p90 ms", "bench.latency.p90_ms"),
+LATENCY = (("median ms", "bench.latency.median_ms"), ("min ms", "bench.latency.min_ms"),
+           ("p90 ms", "bench.latency.p90_ms"), ("p95 ms", "bench.latency.p95_ms"), ("max ms", "bench.latency.max_ms"),
            ("mean ms", "bench.latency.mean_ms"), ("std ms", "bench.latency.std_ms"),
            ("timed", "bench.latency.count"), ("cold ms", "bench.cold_ms"))
+# Model load time: the load stage's wall time (weights.load.seconds), else the loader's own figure.
+LOAD_KEYS = ("weights.load.seconds", "weights.load_seconds")
 # FLOPs and MFU as the bench records them; any other ``bench.*mfu*`` field is shown as well.
 FLOPS = (("TFLOP/call", "bench.flops.per_call_tflop"), ("achieved TFLOP/s", "bench.flops.achieved_tflops"),
          ("MFU", "bench.flops.mfu"))
@@ -100,6 +103,15 @@ def extra_cell(row: Mapping[str, Any], key: str) -> str:
     return num(value)
 
 
+def load_cell(row: Mapping[str, Any]) -> str:
+    """Seconds the job spent loading the model (``weights.load.seconds``), ``missing`` when not recorded."""
+    for key in LOAD_KEYS:
+        value = get(row, key)
+        if isinstance(value, (int, float)):
+            return num(value)
+    return MISSING
+
+
 def median_cell(row: Mapping[str, Any]) -> str:
     """The median latency, flagged when the bench judged the timings noisy."""
     cell = num(get(row, "bench.latency.median_ms"))
@@ -111,20 +123,22 @@ def performance_table(rows: Sequence[Mapping[str, Any]], cpu_rows: Sequence[Mapp
     """The performance table of one model: device x dtype x preset x batch x size."""
     extras = extra_columns(rows)
     many_hosts = len(machines(rows)) > 1
+    steps = any(get(r, "job.steps") is not None for r in rows)
     headers = (["machine"] if many_hosts else []) + ["device", "dtype", "preset", "batch", "size"]
-    headers += [h for h, _ in LATENCY] + ["throughput", "peak memory MB"]
+    headers += (["steps"] if steps else []) + [h for h, _ in LATENCY] + ["throughput", "peak memory MB", "load s"]
     headers += [h for h, _ in extras] + ["speed-up vs CPU", "record"]
     body = []
     for row in rows:
         cells = [text(get(row, "env.hostname"))] if many_hosts else []
         cells += [text(get(row, "job.device")), text(get(row, "job.dtype")), text(get(row, "job.preset")),
-                  num(get(row, "job.batch_size")), size_label(row)]
+                  num(get(row, "job.batch_size")), size_label(row)] + ([num(get(row, "job.steps"))] if steps else [])
         cells += [median_cell(row)] + [num(get(row, key)) for _, key in LATENCY[1:]]
-        cells += [throughput_cell(row), memory_cell(row)] + [extra_cell(row, k) for _, k in extras]
+        cells += [throughput_cell(row), memory_cell(row), load_cell(row)] + [extra_cell(row, k) for _, k in extras]
         cells += [speedup_cell(row, cpu_rows, cpu_dtype, base_dir), record_link(row, base_dir)]
         body.append(cells)
     rule = (f"- Speed-up vs CPU = median latency of the CPU run of the same model, preset, batch and size "
             f"(in {cpu_dtype} when measured, else in the device's dtype; same host preferred, then the "
             f"latest) / this row's median latency.\n- Latency statistics are over the timed iterations "
-            f"(\"timed\"); \"cold ms\" is the first call, timed apart. \"missing\": not in the record.")
+            f"(\"timed\"); \"cold ms\" is the first call, timed apart; \"load s\" is the model load "
+            f"(weights.load.seconds). \"missing\": not in the record.")
     return table(headers, body) + "\n\n" + rule

@@ -7,8 +7,9 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from ascendbench.bench.summary import stop_cell  # why the timed loop stopped, with the CI reached
 from ascendbench.report.fmt import get, link, num, short, size_label, table, text
-from ascendbench.report.gather import records_frame
+from ascendbench.report.gather import DRY_RUN, records_frame
 from ascendbench.report.performance import median_ms, throughput_cell
 
 SUMMARY_CSV = "summary.csv"
@@ -42,15 +43,16 @@ def summary_markdown(frame: pd.DataFrame, sweep_dir: Path) -> str:
     counts = frame["status"].value_counts().sort_index()
     intro = f"{len(frame)} job record(s): " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "."
     headers = ["job", "status", "model", "device", "dtype", "preset", "size", "batch", "verdict",
-               "judged metrics", "median ms", "throughput", "error"]
+               "judged metrics", "median ms", "stop", "throughput", "error"]
     body = []
     rows = frame.to_dict("records")
     for label, row in zip(job_labels([r["job_dir"] for r in rows]), rows, strict=True):
         error = get(row, "error.type")
-        body.append([link(label, row["record"], sweep_dir), text(get(row, "status")),
+        status = text(get(row, "status")) + (" (dry run: nothing measured)" if get(row, "run") == DRY_RUN else "")
+        body.append([link(label, row["record"], sweep_dir), status,
                      text(get(row, "job.model")), text(get(row, "job.device")), text(get(row, "job.dtype")),
                      text(get(row, "job.preset")), size_label(row), num(get(row, "job.batch_size")),
-                     text(get(row, "verdict")), judged_metrics(row), num(median_ms(row)),
+                     text(get(row, "verdict")), judged_metrics(row), num(median_ms(row)), stop_cell(row),
                      throughput_cell(row), f"{error}: {short(get(row, 'error.message'), 200)}" if error else "none"])
     tail = (f"Full report with plots: `python -m ascendbench.report {sweep_dir}` "
             "(\"missing\": the record does not carry the value).")

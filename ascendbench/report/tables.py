@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
 from ascendbench.report.fmt import MISSING, get, link, metric_matches, num, short, size_label, table, text
+from ascendbench.report.gather import DRY_RUN
+from ascendbench.report.hidden import hidden_cell, hidden_metrics
 
 RANDOM_MARK = "†"
 RANDOM_LEGEND = (f"{RANDOM_MARK} random-init weights: the errors describe this architecture in this dtype, "
@@ -15,10 +17,12 @@ RANDOM_LEGEND = (f"{RANDOM_MARK} random-init weights: the errors describe this a
 
 
 def ok_rows(frame: pd.DataFrame, model: str | None = None) -> list[dict[str, Any]]:
-    """Rows of jobs that finished ``ok`` (optionally of one model), in the frame's order."""
+    """Rows of jobs that finished ``ok`` and measured (not dry runs), optionally of one model, in frame order."""
     if frame.empty or "job.model" not in frame.columns:
         return []
     sel = frame[frame["status"] == "ok"]
+    if "run" in sel.columns:
+        sel = sel[sel["run"] != DRY_RUN]
     if model is not None:
         sel = sel[sel["job.model"] == model]
     return sel.to_dict("records")
@@ -58,18 +62,42 @@ def record_link(row: Mapping[str, Any], base_dir: Path) -> str:
 # -- accuracy --------------------------------------------------------------------------------------
 
 def metric_names(rows: Sequence[Mapping[str, Any]], show: Sequence[str]) -> list[str]:
-    """Metric columns: those named in ``show`` (by last name part, in that order), then any with a verdict."""
+    """Metric columns: those named in ``show`` (by last name part, in that order), then any with a verdict.
+
+    Hidden-state entries (``layer/...``) are not columns: they are folded into one column per check.
+    """
     names = sorted({k[len("metrics."):-len(".value")] for r in rows for k in r
-                    if k.startswith("metrics.") and k.endswith(".value") and get(r, k) is not None})
+                    if k.startswith("metrics.") and k.endswith(".value") and not k.startswith("metrics.layer/")
+                    and get(r, k) is not None})
     judged = [n for n in names if any(get(r, f"metrics.{n}.verdict") for r in rows)]
     ordered = list(dict.fromkeys(n for wanted in show for n in names if metric_matches(n, wanted)))
     return ordered + [n for n in judged if n not in ordered]
+
+
+def output_groups(names: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Metric names by output (the part before ``/``; ``""`` when unnamed), the most-judged output first."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.split("/", 1)[0] if "/" in name else "", []).append(name)
+    judged = {g: sum(1 for n in members for r in rows if get(r, f"metrics.{n}.verdict"))
+              for g, members in groups.items()}
+    return {g: groups[g] for g in sorted(groups, key=lambda g: (-judged[g], g))}
 
 
 def skipped_metrics(row: Mapping[str, Any]) -> list[str]:
     """``name: reason`` for every metric the job recorded as skipped."""
     return [f"{k[len('metrics.'):-len('.skipped')]}: {short(row[k], 120)}" for k in sorted(row)
             if k.startswith("metrics.") and k.endswith(".skipped") and get(row, k) is not None]
+
+
+def skipped_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One note per skipped metric and reason, saying which rows skipped it (all, or how many)."""
+    seen: dict[str, int] = {}
+    for row in rows:
+        for entry in skipped_metrics(row):
+            seen[entry] = seen.get(entry, 0) + 1
+    return [f"skipped ({'every row' if n == len(rows) else f'{n} of {len(rows)} rows'}) {entry}"
+            for entry, n in seen.items()]
 
 
 def metric_cell(row: Mapping[str, Any], name: str) -> str:
@@ -106,27 +134,78 @@ def verdict_cell(row: Mapping[str, Any]) -> str:
     return MISSING
 
 
-def accuracy_table(rows: Sequence[Mapping[str, Any]], show: Sequence[str], base_dir: Path) -> str:
-    """The accuracy table of one model: rows device x dtype x preset x size, metric columns, verdict."""
-    names = metric_names(rows, show)
+def steps_used(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """True when some row's task uses denoising / flow steps (``job.steps``)."""
+    return any(get(r, "job.steps") is not None for r in rows)
+
+
+CellsFn = Callable[[Mapping[str, Any]], list[str]]
+
+
+def identity(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], CellsFn, list[str]]:
+    """Identity headers, a row -> cells function, and notes for the columns every row shares.
+
+    ``weights`` and ``reference`` become columns only when the rows differ in them; otherwise one note
+    says it for all rows. ``steps`` is a column when the task uses steps, ``machine`` with several hosts.
+    """
     many_hosts = len(machines(rows)) > 1
-    any_skipped = any(skipped_metrics(r) for r in rows)
-    headers = (["machine"] if many_hosts else []) + ["device", "dtype", "preset", "size", "batch", "weights",
-                                                     "reference"] + names + ["verdict"]
-    headers += (["skipped metrics"] if any_skipped else []) + ["record"]
-    body = []
-    for row in rows:
-        cells = [text(get(row, "env.hostname"))] if many_hosts else []
-        cells += [text(get(row, "job.device")), text(get(row, "job.dtype")), text(get(row, "job.preset")),
-                  size_label(row), num(get(row, "job.batch_size")), weights_label(row), reference_cell(row)]
-        cells += [metric_cell(row, n) for n in names] + [verdict_cell(row)]
-        cells += (["; ".join(skipped_metrics(row)) or "none"] if any_skipped else []) + [record_link(row, base_dir)]
-        body.append(cells)
+    shared = {name: {fn(r) for r in rows} for name, fn in (("weights", weights_label), ("reference", reference_cell))}
+    varying = [name for name, values in shared.items() if len(values) > 1]
+    notes = [f"every row: {name} {next(iter(values))}" for name, values in shared.items() if len(values) == 1]
+    steps = steps_used(rows)
+    headers = (["machine"] if many_hosts else []) + ["device", "dtype", "preset", "size"]
+    headers += (["steps"] if steps else []) + ["batch"] + varying
+
+    def cells(row: Mapping[str, Any]) -> list[str]:
+        out = [text(get(row, "env.hostname"))] if many_hosts else []
+        out += [text(get(row, "job.device")), text(get(row, "job.dtype")), text(get(row, "job.preset")),
+                size_label(row)]
+        out += ([num(get(row, "job.steps"))] if steps else []) + [num(get(row, "job.batch_size"))]
+        return out + [{"weights": weights_label, "reference": reference_cell}[name](row) for name in varying]
+
+    return headers, cells, notes
+
+
+def hidden_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], CellsFn]:
+    """Headers and cells of the hidden-state aggregates (one per check, plus the first divergent module)."""
+    checks = hidden_metrics(rows)
+    if not checks and not any(get(r, "hidden.first_divergent") for r in rows):
+        return [], lambda row: []
+    headers = [f"hidden {m} (worst)" for m in checks] + ["first divergent module"]
+    return headers, lambda row: [hidden_cell(row, m) for m in checks] + [text(get(row, "hidden.first_divergent"))]
+
+
+def accuracy_table(rows: Sequence[Mapping[str, Any]], show: Sequence[str], base_dir: Path) -> str:
+    """The accuracy tables of one model: one per output (the most judged first, with the hidden-state checks).
+
+    Rows are jobs in sweep order; columns the job's identity, the metrics of that output, the worst value
+    of each hidden-state check over every hooked layer and call, the verdict and the record link.
+    """
+    groups = output_groups(metric_names(rows, show), rows)
+    id_headers, id_cells, notes = identity(rows)
+    parts = []
+    for index, (output, names) in enumerate(groups.items() or {"": []}.items()):
+        hid_headers, hid_cells = hidden_columns(rows) if index == 0 else ([], lambda row: [])
+        headers = id_headers + [n[len(output) + 1:] if output else n for n in names] + hid_headers
+        body = [id_cells(row) + [metric_cell(row, n) for n in names] + hid_cells(row)
+                + [verdict_cell(row), record_link(row, base_dir)] for row in rows]
+        title = f"Output `{output}`:\n\n" if len(groups) > 1 else ""
+        parts.append(title + table(headers + ["verdict", "record"], body))
+    return "\n\n".join(parts) + "\n\n" + "\n".join(f"- {n}" for n in accuracy_notes(rows, notes))
+
+
+def accuracy_notes(rows: Sequence[Mapping[str, Any]], shared: Sequence[str]) -> list[str]:
+    """The notes under the accuracy tables: how to read cells, shared columns, skipped metrics, random init."""
     notes = ["Cells: the value, then the verdict and its rule as the record states them (the rule's source "
              "is in the record's metrics).", "\"missing\": the record does not carry the value."]
+    if hidden_metrics(rows):
+        notes.append("hidden <check> (worst): the worst value over every hooked layer, call and output "
+                     "(largest error, smallest similarity), the worst verdict and where it sits; each layer is "
+                     "in the \"Hidden states per layer\" section and layers.csv.")
+    notes += list(shared) + skipped_notes(rows)
     if any(random_init(r) for r in rows):
         notes.append(RANDOM_LEGEND)
-    return table(headers, body) + "\n\n" + "\n".join(f"- {n}" for n in notes)
+    return notes
 
 
 # -- failed jobs -----------------------------------------------------------------------------------
@@ -151,11 +230,27 @@ def failures_table(frame: pd.DataFrame, base_dir: Path) -> str:
         error = get(row, "error.type")
         reason = get(row, "error.reason")
         log_file = Path(row["job_dir"]) / "ascendbench.log"
-        body.append([text(get(row, "status")), text(get(row, "job.model")), text(get(row, "job.device")),
+        status = text(get(row, "status")) + (" (dry run)" if get(row, "run") == DRY_RUN else "")
+        body.append([status, text(get(row, "job.model")), text(get(row, "job.device")),
                      text(get(row, "job.dtype")), text(get(row, "job.preset")), size_label(row),
                      f"{error} ({reason})" if error and reason else text(error), failure_message(row),
                      record_link(row, base_dir), link("log", log_file, base_dir) if log_file.is_file() else "none"])
     return table(headers, body)
+
+
+# -- dry runs --------------------------------------------------------------------------------------
+
+def dry_runs_table(frame: pd.DataFrame, base_dir: Path) -> str:
+    """Every dry-run record: what it planned and whether it would fit; nothing in it was measured."""
+    rows = [] if frame.empty or "run" not in frame.columns else frame[frame["run"] == DRY_RUN].to_dict("records")
+    if not rows:
+        return "No dry-run records."
+    headers = ["status", "model", "device", "dtype", "preset", "size", "batch", "record"]
+    body = [[text(get(r, "status")), text(get(r, "job.model")), text(get(r, "job.device")), text(get(r, "job.dtype")),
+             text(get(r, "job.preset")), size_label(r), num(get(r, "job.batch_size")), record_link(r, base_dir)]
+            for r in rows]
+    return (table(headers, body) + "\n\n- A dry run (`dry_run=true`) plans the job and loads nothing: it has no "
+            "accuracy or performance values, so it appears in no other table. Its plan is in the record.")
 
 
 # -- environment -----------------------------------------------------------------------------------

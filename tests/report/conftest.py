@@ -84,3 +84,76 @@ def write_record(tmp_path):
         return writer.path
 
     return _write
+
+
+def _layer_metrics(blocks: int, calls: int, worst: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``layer/<block>#<call>/0/<metric>`` entries (max_abs_err, cosine, nonfinite_mismatch) and compare.results.
+
+    ``worst`` = {"layer": name, "max_abs_err": v, "cosine": v} plants the worst values at one entry; the others
+    get 1e-6 / 0.999999999 / 0, all passing.
+    """
+    metrics, results = {}, {}
+    for call in range(calls):
+        for block in range(blocks):
+            layer = f"transformer.transformer_blocks.{block}#{call}/0"
+            err = worst["max_abs_err"] if layer == worst["layer"] else 1e-6
+            cos = worst["cosine"] if layer == worst["layer"] else 0.999999999
+            entries = {"max_abs_err": (err, "<= 0.001", err <= 1e-3), "cosine": (cos, ">= 0.9999", cos >= 0.9999),
+                       "nonfinite_mismatch": (0.0, "<= 0", True)}
+            for metric, (value, rule, ok) in entries.items():
+                metrics[f"layer/{layer}/{metric}"] = {"value": value, "verdict": "PASS" if ok else "FAIL",
+                                                      "threshold": float(rule.split()[-1]), "rule": rule}
+            failed = not all(ok for _, _, ok in entries.values())
+            results[layer] = {"result": "FAIL" if failed else "PASS", "message": ""}
+    return metrics, results
+
+
+def _output_metrics(output: str, psnr: float) -> dict[str, Any]:
+    values = {"mae": 2.8e-7, "mse": 1.2e-13, "rmse": 3.5e-7, "max_abs_err": 1.9e-6, "max_rel_err": 0.15,
+              "one_thousandth_err_ratio": 0.999, "small_value_err_ratio": 1.0, "psnr_db": psnr,
+              "allclose_mismatch_ratio": 0.0, "error_balance": 0.008, "ref_nonfinite": 0.0, "numel": 1769472.0}
+    metrics = {f"{output}/{k}": {"value": v, "verdict": None, "threshold": None} for k, v in values.items()}
+    metrics[f"{output}/mean_rel_err"] = {"value": 7e-6, "verdict": "PASS", "threshold": 0.01, "rule": "<= 0.01"}
+    metrics[f"{output}/cosine"] = {"value": 0.99999, "verdict": "PASS", "threshold": 0.99, "rule": ">= 0.99"}
+    metrics[f"{output}/nonfinite_mismatch"] = {"value": 0.0, "verdict": "PASS", "threshold": 0.0, "rule": "<= 0"}
+    return metrics
+
+
+@pytest.fixture
+def write_t2v_record(tmp_path):
+    """``write_t2v_record(name, preset=..., ...)``: a record shaped like a real tiny_ltx2_t2v job's.
+
+    Its ``job`` section carries no frames or steps (as today's records): they are in ``config.preset``.
+    Hidden states: ``blocks`` hooked blocks x ``calls`` calls, all passing unless ``worst`` plants a value.
+    """
+
+    def _write(name: str, *, preset="mini", height=256, width=256, frames=9, steps=50, dtype="float32",
+               blocks=2, calls=50, worst=None, root: Path | None = None, psnr=135.1) -> Path:
+        config = {"seed": 42, "dry_run": False, "model": {"name": "tiny_ltx2_t2v"},
+                  "preset": {"name": preset, "height": height, "width": width, "num_frames": frames,
+                             "batch_size": 1, "steps": steps}}
+        writer = RecordWriter((root or tmp_path / "records") / name, config)
+        writer.update(env=_env("vm", "cpu", "Intel Xeon"))
+        writer.update(job={"model": "tiny_ltx2_t2v", "task": "ascendbench.tasks.TextToVideoTask", "device": "cpu",
+                           "dtype": dtype, "preset": preset, "seed": 42, "batch_size": 1, "height": height,
+                           "width": width, "reference_dtype": "float64"},
+                      weights={"kind": "random-init", "init_seed": 42, "load_seconds": 0.18,
+                               "load": {"seconds": 3.39}},
+                      baseline={"device": "cpu", "precision": "float64", "cache_hit": False})
+        layers, results = _layer_metrics(blocks, calls, worst or {"layer": None, "max_abs_err": 0, "cosine": 1})
+        metrics = {**_output_metrics("audio", 168.7), **_output_metrics("video", psnr), **layers}
+        metrics["video/video_psnr_db_mean"] = {"value": psnr, "verdict": "PASS" if psnr >= 30 else "FAIL",
+                                               "threshold": 30.0, "rule": ">= 30", "frames": frames}
+        metrics["video/video_ssim_mean"] = {"value": 0.999, "verdict": "PASS", "threshold": 0.95, "rule": ">= 0.95"}
+        metrics["video/video_lpips_mean"] = {"skipped": "LPIPS backbone weights not available offline"}
+        verdict = "FAIL" if any(e.get("verdict") == "FAIL" for e in metrics.values()) else "PASS"
+        writer.update(metrics=metrics, verdict=verdict,
+                      compare={"mode": "patterns", "layers": len(results), "results": results},
+                      bench={"cold_ms": 4965.0, "latency": {"count": 10, "median_ms": 3165.0, "min_ms": 2806.5,
+                                                            "max_ms": 44052.3, "mean_ms": 9126.1, "std_ms": 12973.3,
+                                                            "p90_ms": 17887.7, "p95_ms": 30970.0},
+                             "throughput": {"value": 2.84, "unit": "frames/s"}})
+        writer.finish("ok")
+        return writer.path
+
+    return _write

@@ -36,7 +36,7 @@ def test_fill_replaces_known_and_keeps_unknown():
     assert unknown == ["mystery"]
     assert "old accuracy text" not in text and "to be filled" not in text
     assert "<!-- ascendbench:accuracy -->\nNEW accuracy\n<!-- /ascendbench:accuracy -->" in text
-    assert "<!-- ACCURACY_TABLE_BEGIN -->\nNEW accuracy\n<!-- ACCURACY_TABLE_END -->" in text
+    assert "<!-- ACCURACY_TABLE_BEGIN -->\nNEW per_resolution\n<!-- ACCURACY_TABLE_END -->" in text, "the seed table"
     assert "<!-- ascendbench:performance -->\nNEW performance\n<!-- /ascendbench:performance -->" in text
     assert "keep me" in text
     for kept in ("Intro stays.", "Between stays.", "Outro stays."):

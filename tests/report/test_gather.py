@@ -56,14 +56,14 @@ def test_broken_record_becomes_a_row_saying_so(tmp_path, content, reason):
     assert reason in row["error.message"]
 
 
-def test_frame_rows_sorted_by_job_identity(write_record, tmp_path):
+def test_frame_rows_in_sweep_order_batch_before_dtype(write_record, tmp_path):
     write_record("z", dtype="float32")
     write_record("y", dtype="bfloat16")
     write_record("x", dtype="float16", batch=2)
     write_record("w", dtype="float16", batch=1)
     frame = records_frame([tmp_path / "records"])
-    assert list(frame["job.dtype"]) == ["bfloat16", "float16", "float16", "float32"]
-    assert list(frame["job.batch_size"])[1:3] == [1, 2]
+    assert list(frame["job.dtype"]) == ["float32", "float16", "bfloat16", "float16"], "dtype order of a dtype sweep"
+    assert list(frame["job.batch_size"]) == [1, 1, 1, 2]
 
 
 def test_empty_directory_gives_an_empty_frame(tmp_path):

@@ -1,0 +1,84 @@
+"""The Sulphur-2 seed's per-resolution table, filled from records.
+
+The seed's README has one row per resolution preset (``Resolution | Frames | Steps | hidden MaxDiff |
+hidden CosSim | PSNR | SSIM | verdict``) between ``<!-- ACCURACY_TABLE_BEGIN -->`` markers, left as
+"to be filled" placeholders. Here each row is a measured job: the hidden-state columns are the worst
+values over every hooked layer and call (see :mod:`ascendbench.report.hidden`), PSNR and SSIM the first
+metric matching ``per_resolution.psnr`` / ``per_resolution.ssim`` of ``conf/report.yaml``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ascendbench.report.fmt import MISSING, get, metric_matches, num, table, text
+from ascendbench.report.gather import TASK_PRESET_FIELDS
+from ascendbench.report.tables import RANDOM_LEGEND, random_init, record_link, verdict_cell
+
+HEADERS = ["Resolution", "Frames", "Steps", "hidden MaxDiff", "hidden CosSim", "PSNR", "SSIM", "verdict"]
+_IDENTITY = (("model", "job.model"), ("device", "job.device"), ("dtype", "job.dtype"), ("batch", "job.batch_size"))
+
+
+def find_metric(row: Mapping[str, Any], wanted: Sequence[str]) -> str | None:
+    """The first metric of ``row`` (not a layer entry) matching ``wanted``, tried in that order."""
+    names = [k[len("metrics."):-len(".value")] for k in row
+             if k.startswith("metrics.") and k.endswith(".value") and get(row, k) is not None]
+    for want in wanted:
+        found = sorted(n for n in names if metric_matches(n, want))
+        if found:
+            return found[0]
+    return None
+
+
+def _judged(value: Any, verdict: Any) -> str:
+    return MISSING if value is None else (f"{num(value)} {verdict}" if verdict else num(value))
+
+
+def metric_value_cell(row: Mapping[str, Any], wanted: Sequence[str]) -> str:
+    """``value VERDICT`` of the first matching metric, ``missing`` when none."""
+    name = find_metric(row, wanted)
+    if name is None:
+        return MISSING
+    return _judged(get(row, f"metrics.{name}.value"), get(row, f"metrics.{name}.verdict"))
+
+
+def size_cell(row: Mapping[str, Any], key: str) -> str:
+    """``job.<key>`` (``num_frames``, ``steps``); ``-`` for a task that does not use it, ``missing`` otherwise."""
+    value = get(row, f"job.{key}")
+    if value is not None:
+        return num(value)
+    task = str(get(row, "job.task") or "").rsplit(".", 1)[-1]
+    return MISSING if key in TASK_PRESET_FIELDS.get(task, ()) else "-"
+
+
+def hidden_value_cell(row: Mapping[str, Any], check: str) -> str:
+    """``worst VERDICT`` of a hidden-state check; ``not hooked`` when the job compared no layer."""
+    if get(row, "hidden.first_divergent") is None and get(row, f"hidden.{check}.value") is None:
+        return "not hooked (compare.layers off)"
+    return _judged(get(row, f"hidden.{check}.value"), get(row, f"hidden.{check}.verdict"))
+
+
+def resolution_table(rows: Sequence[Mapping[str, Any]], psnr: Sequence[str], ssim: Sequence[str],
+                     base_dir: Path) -> str:
+    """The seed's table over measured rows (sweep order); model/device/dtype/batch columns only when they vary."""
+    if not rows:
+        return "No job finished ok, so there is no per-resolution accuracy to show (see the failed jobs)."
+    varying = [(h, k) for h, k in _IDENTITY if len({text(get(r, k)) for r in rows}) > 1]
+    body = []
+    for row in rows:
+        cells = [text(get(row, k)) for _, k in varying]
+        cells += [f"{num(get(row, 'job.height'))}x{num(get(row, 'job.width'))}", size_cell(row, "num_frames"),
+                  size_cell(row, "steps"), hidden_value_cell(row, "max_abs_err"), hidden_value_cell(row, "cosine"),
+                  metric_value_cell(row, psnr), metric_value_cell(row, ssim), verdict_cell(row),
+                  record_link(row, base_dir)]
+        body.append(cells)
+    notes = ["hidden MaxDiff / CosSim: the worst max_abs_err / cosine over every hooked layer and call; PSNR / "
+             f"SSIM: the first metric matching {list(psnr)} / {list(ssim)}; \"missing\": not in the record; "
+             "\"-\": the task does not use it."]
+    shared = [f"{h} {text(get(rows[0], k))}" for h, k in _IDENTITY if (h, k) not in varying]
+    notes.append("every row: " + ", ".join(shared))
+    if any(random_init(r) for r in rows):
+        notes.append(RANDOM_LEGEND)
+    headers = [h for h, _ in varying] + HEADERS + ["record"]
+    return table(headers, body) + "\n\n" + "\n".join(f"- {n}" for n in notes)
