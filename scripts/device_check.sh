@@ -5,7 +5,8 @@
 # Every step runs under its own time limit and the records found so far are packed into OUTDIR after each
 # step, so a run cut short still brings back what it measured. References are computed on this host's CPU.
 # The wheels of the packages the host lacks come from `make wheelhouse` (.whl/); they are installed into
-# /tmp/site when .whl/ exists. QUICK=1 runs only the host, verify and tiny steps (a dry check on CPU).
+# /tmp/site when .whl/ exists. QUICK=1 runs only the host facts and the acceptance suite (a dry check on CPU);
+# CACHE=dir hands the acceptance suite a reference cache computed beforehand on another host.
 set -u
 DEVICE=${1:-cuda}
 OUTDIR=${2:-device-check}
@@ -41,16 +42,13 @@ step() {  # step NAME LIMIT_S COMMAND...: run, time, log; never stops the script
 AB=("$PY" -m ascendbench)
 BUDGET=(bench.max_time_s=10 bench.min_time_s=2)
 step host 20 bash -c "nvidia-smi || npu-smi info; $PY -c 'import torch, diffusers, hydra; print(torch.__version__, diffusers.__version__, hydra.__version__)'"
-step verify 45 "$PY" -m ascendbench.verify
-step tiny-dtypes 75 "${AB[@]}" -m model=tiny_flux2_decoder device="$DEVICE" dtype=float32,float16,bfloat16 \
-  "${BUDGET[@]}" hydra.sweep.dir="$WORK/tiny"
+step acceptance 420 "$PY" -m ascendbench.acceptance device="$DEVICE" out="$WORK/acceptance" ${CACHE:+cache=$CACHE}
+cp "$WORK/acceptance/acceptance.md" "$WORK/acceptance/acceptance.json" "$OUTDIR/" 2>/dev/null
 if [ -z "${QUICK:-}" ]; then
 step fidelity 45 "$PY" benchmarks/bench_harness_fidelity.py
 step overhead 45 "$PY" benchmarks/bench_harness_overhead.py
-step flux2-512 130 "${AB[@]}" -m model=flux2_small_decoder device="$DEVICE" dtype=float32,bfloat16,float16 \
-  preset=balanced "${BUDGET[@]}" hydra.sweep.dir="$WORK/flux2_512"
-step flux2-1024 150 "${AB[@]}" -m model=flux2_small_decoder device="$DEVICE" dtype=float32,bfloat16,float16 \
-  preset=quality baseline.reference=float32 "${BUDGET[@]}" hydra.sweep.dir="$WORK/flux2_1024"
+step flux2-1024-float64 200 "${AB[@]}" -m model=flux2_small_decoder device="$DEVICE" dtype=float32,bfloat16 \
+  preset=quality profile.enabled=true "${BUDGET[@]}" hydra.sweep.dir="$WORK/flux2_1024_f64"
 step ltx-vae-mini 90 "${AB[@]}" -m model=ltx_video_vae device="$DEVICE" dtype=float32,bfloat16 preset=mini \
   "${BUDGET[@]}" hydra.sweep.dir="$WORK/ltx_vae"
 fi

@@ -74,7 +74,7 @@ class BudgetConfig:
     max_iters: int = MISSING
     min_time_s: float = MISSING
     max_time_s: float = MISSING
-    stability: Optional[float] = None
+    stability: Optional[float] = None  # deprecated and ignored (the stop rule is bench.precision)
 
 
 @dataclass
@@ -113,6 +113,10 @@ class BenchSwitch:
 class BenchConfig(BudgetConfig, BenchSwitch):
     """``bench``: the timing loop (its budget interpolates the preset's)."""
 
+    precision: Optional[float] = None
+    warmup_max: Optional[int] = None
+    warmup_tolerance: float = 0.05
+    warmup_patience: int = 2
     noise_threshold: float = MISSING
     events: bool = MISSING
     phases: bool = MISSING
@@ -256,12 +260,22 @@ class ResumeConfig:
 
 
 @dataclass
+class ProfileConfig:
+    """``profile``: a few extra calls under the profiler after the timed loop (docs/performance.md)."""
+
+    enabled: bool = False
+    calls: int = 3
+    top: int = 15
+    trace: bool = True
+
+
+@dataclass
 class AscendBenchConfig:
     """The whole job config: top-level keys and the groups (``metric`` stays open)."""
 
     seed: int = MISSING
     dry_run: bool = MISSING
-    fail_on: Optional[FailOn] = None
+    fail_on: Optional[FailOn] = FailOn.FAIL  # a FAIL verdict exits 1 by default (null: only failed jobs)
     artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
     resume: ResumeConfig = field(default_factory=ResumeConfig)
     metric: Any = MISSING
@@ -272,6 +286,7 @@ class AscendBenchConfig:
     bench: BenchConfig = MISSING
     baseline: BaselineConfig = MISSING
     compare: CompareConfig = MISSING
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
 
 
 # ConfigStore name -> schema. Root-level names (no group), so that they are not listed as options of a
@@ -300,5 +315,5 @@ __all__ = [
     "AscendBenchConfig", "ArtifactsConfig", "AutoDeviceConfig", "AutoDtypeConfig", "BaselineConfig",
     "BaselineProcess", "BenchConfig", "Choice", "CompareConfig", "DeviceConfig", "DeviceName", "DeviceType",
     "DtypeConfig", "DtypeName", "DtypeRulesConfig", "FailOn", "FrameLayout", "ModelConfig", "NpuDeviceConfig",
-    "PresetConfig", "ReferenceDtype", "ResumeConfig", "SCHEMAS", "Weights", "choices", "register",
+    "PresetConfig", "ProfileConfig", "ReferenceDtype", "ResumeConfig", "SCHEMAS", "Weights", "choices", "register",
 ]

@@ -67,6 +67,7 @@ class Job:
     inputs_info: dict[str, Any] = field(default_factory=dict)
     reference: Any = None
     outputs: dict[str, torch.Tensor] | None = None
+    placement: dict[str, Any] | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     verdict: str | None = None
     artifacts: dict[str, Any] = field(default_factory=dict)

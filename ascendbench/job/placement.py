@@ -122,3 +122,27 @@ def placement_check(inputs: PlacementInputs) -> dict[str, Any]:
         "ok": not findings,
         "findings": findings,
     }
+
+
+PLACEMENT_RULE_SOURCE = ("built in: a tensor off the device or an operator that fell back to the CPU is a WARN "
+                         "(model.thresholds.placement_findings={max: 0} makes it a FAIL)")
+
+
+def placement_entry(check: Mapping[str, Any], rules: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The judged entry ``placement_findings`` of a :func:`placement_check`: the number of findings, WARN when
+    any (a recorded fact, not a failure, unless the job's rules hold ``placement_findings``).
+
+    >>> placement_entry({"findings": [], "fallback_ops": []})["verdict"]
+    'PASS'
+    >>> placement_entry({"findings": ["1 operator(s) fell back"], "fallback_ops": ["aten::x"]})["verdict"]
+    'WARN'
+    """
+    from ascendbench.metrics.verdict import judge
+
+    findings = list(check.get("findings") or [])
+    rule = (rules or {}).get("placement_findings")
+    entry = {"value": len(findings), "findings": findings, "fallback_ops": list(check.get("fallback_ops") or [])}
+    if rule:
+        return {**entry, **judge(len(findings), rule)}
+    return {**entry, "verdict": "WARN" if findings else "PASS", "threshold": 0, "rule": "warn > 0",
+            "source": PLACEMENT_RULE_SOURCE}

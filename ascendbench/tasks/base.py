@@ -37,6 +37,7 @@ class Task(ABC):
         value_range: the value range of image and video outputs (clamped to it when saved).
         video_frames: frames saved as PNG per video (``first``/``middle``/``last`` or indices).
         video_fps: frame rate of the saved mp4 files.
+        preset_keys: the preset sizes the task uses (the record's ``job.sizes``; others are ignored).
     """
 
     kind: ClassVar[str] = "task"
@@ -46,6 +47,11 @@ class Task(ABC):
     value_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
     video_frames: ClassVar[Sequence[str | int]] = ("first", "middle", "last")
     video_fps: ClassVar[int] = 24
+    preset_keys: ClassVar[tuple[str, ...]] = ("batch_size", "height", "width")
+
+    def sizes(self, preset: Mapping[str, Any]) -> dict[str, Any]:
+        """The sizes this task takes from the preset (the record's ``job.sizes``): :attr:`preset_keys`."""
+        return {key: int(preset[key]) for key in self.preset_keys}
 
     @abstractmethod
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
@@ -75,6 +81,18 @@ class Task(ABC):
             Whether the task times phases; ``False`` by default (no per-phase timing, no timer kept).
         """
         return False
+
+    def output_range(self, name: str, tensor: torch.Tensor) -> tuple[float, float] | None:
+        """The range output ``name`` must lie in, for the output validation; ``None``: no declared range.
+
+        By default :attr:`value_range` for the floating-point outputs shaped like the task's
+        :attr:`output_kind` (4-D for ``image``, 5-D for ``video``); others (audio, latents, layer
+        outputs, token ids) have none.
+        """
+        dims = {"image": 4, "video": 5}.get(self.output_kind or "")
+        if dims is None or not tensor.is_floating_point() or tensor.dim() != dims:
+            return None
+        return (float(self.value_range[0]), float(self.value_range[1]))
 
     def checks(self, ctx: CheckContext) -> dict[str, dict[str, Any]]:
         """The task's own gates as metric entries (see :mod:`ascendbench.tasks.checks`); none by default."""

@@ -21,7 +21,7 @@ import torch
 
 from ascendbench.errors import TaskError
 from ascendbench.tasks.base import Task
-from ascendbench.tasks.checks import CheckContext, gate
+from ascendbench.tasks.checks import CheckContext, compare_runs, gate
 from ascendbench.tasks.inputs import cpu_randn, describe
 from ascendbench.tasks.video_decode import video_latent_shape
 
@@ -76,6 +76,10 @@ class LayerForwardTask(Task):
             raise TaskError(f"preset.height={height} and preset.width={width} must be multiples of {factor}.")
         return (batch, int(self.channels), height // factor, width // factor)
 
+    def sizes(self, preset: Mapping[str, Any]) -> dict[str, Any]:
+        """The full input shape (from ``input_shape`` or the preset)."""
+        return {"input_shape": list(self.shape(preset))}
+
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
         """The input, float32 on CPU, from ``torch.Generator(seed)``."""
         return {self.input_name: cpu_randn(self.shape(preset), seed)}
@@ -96,8 +100,8 @@ class LayerForwardTask(Task):
         moved = ctx.to_device(ctx.inputs)
         again = self.run(ctx.module, moved)[self.output_name].detach().to("cpu")
         first = ctx.outputs[self.output_name]
-        diff = (again.to(torch.float64) - first.to(torch.float64)).abs()
-        details = {"runs_compared": 2, "identical": bool(torch.equal(again, first)),
+        diff, agreement = compare_runs(first, again)  # identical inf/NaN in the same places agree
+        details = {"runs_compared": 2, **agreement,
                    "device_input": describe({self.input_name: moved[self.input_name]})[self.input_name]}
         name = "determinism/second_run_max_abs_diff"
-        return {name: gate(name, float(diff.max()), ctx.rules, details)}
+        return {name: gate(name, diff, ctx.rules, details)}

@@ -134,6 +134,11 @@ class VideoTokenizerTask(Task):
             raise TaskError(f"preset.height={height} and preset.width={width} must be multiples of "
                             f"{self.spatial_multiple} for this tokenizer.")
 
+    def sizes(self, preset: Mapping[str, Any]) -> dict[str, Any]:
+        """Batch, height, width and frames of the clip, and the flow steps of ``detokenize``."""
+        keys = ("batch_size", "height", "width", "num_frames")
+        return {**{key: int(preset[key]) for key in keys}, "steps": self.steps}
+
     # -- the task ------------------------------------------------------------------------------
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
         """``video`` ``[B, 3, T, H, W]`` in ``[-1, 1]`` and, if configured, the flow ``noise``."""

@@ -87,6 +87,7 @@ class VideoDecodeTask(VaeDecodeTask):
     unit = "frames"
     video_layout = "BCTHW"
     value_range = (-1.0, 1.0)
+    preset_keys = ("batch_size", "height", "width", "num_frames")
 
     def __init__(self, latent_channels: int, spatial_compression: int, temporal_compression: int,
                  output_name: str = "video", vae: Mapping[str, Any] | None = None) -> None:

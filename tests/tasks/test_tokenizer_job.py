@@ -60,8 +60,8 @@ def test_cli_job_on_the_saved_standin_records_patches_and_gates(cli, tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     record = json.loads((job / "record.json").read_text())
     assert record["status"] == "ok" and record["weights"]["kind"] == "loaded"
-    for run in ("reference", "device"):
-        assert record["patches"][run][0]["targets"] == {"attention": 3, "block_mask": 2}
+    assert record["patches"]["device"][0]["targets"] == {"attention": 3, "block_mask": 2}
+    assert "upstream" in record["patches"]["reference"][0]["skipped"]  # the reference: an independent, unpatched check
     gates = {k: v for k, v in record["metrics"].items() if k.startswith("gate/")}
     assert gates["gate/load_missing_keys"]["value"] == 0 and gates["gate/config_mismatches"]["value"] == 0
     assert gates["gate/control_psnr_gap_db"]["verdict"] == "PASS" and gates["gate/control_psnr_gap_db"]["value"] > 5

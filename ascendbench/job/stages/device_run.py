@@ -8,11 +8,14 @@ from typing import Any
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.job.job import Job
+from ascendbench.job.placement import PlacementInputs, capture_warnings, placement_check
 from ascendbench.job.planning import free_device_bytes, memory_line
+from ascendbench.job.profiling import ProfileRun, ProfileSettings, profile_calls
 from ascendbench.job.resources import run_memory
 from ascendbench.job.stages.base import Stage
 from ascendbench.patches import patches_applied
 from ascendbench.tasks import move_inputs, place
+from ascendbench.tasks.inputs import summarize
 
 log = logging.getLogger(__name__)
 
@@ -36,18 +39,48 @@ class DeviceRunStage(Stage):
                            free_device_bytes(job.adapter))
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Run and time the task on the device; the cold call's outputs are kept (on the CPU)."""
-        adapter, dtype = job.adapter, job.precision.dtype
+        """Run and time the task on the device; the cold call's outputs are kept (on the CPU). Then check that
+        the model and its outputs are on the device (and which operators fell back to the CPU), and, with
+        ``profile.enabled``, profile a few more calls."""
+        adapter = job.adapter
         with patches_applied(job.cfg.model.get("patches"), job.model, adapter.name) as applied:
             job.record({"patches": {"device": applied}})
             log.info("device run on %s in %s ...", adapter.torch_device, job.precision.name)
-            with MemoryDelta(adapter) as placement:
-                job.model = place(job.task, job.model, adapter.torch_device, dtype)
-            moved = move_inputs(job.inputs, adapter.torch_device, dtype)
-            bench_cfg = job.cfg.bench
-            timer = attach_phase_timer(job.task, job.model, adapter) if bench_cfg.enabled and bench_cfg.phases else None
-            workload = Workload(job.precision.name, job.task.items_per_call(job.inputs), job.task.unit, timer)
-            result, bench = measure(lambda: job.task.run(job.model, moved), adapter, bench_cfg, workload)
+            with MemoryDelta(adapter) as placement, capture_warnings() as caught:
+                call, result, bench = _place_and_measure(job)
+            job.placement = placement_check(PlacementInputs(job.model, result.first_outputs, adapter.torch_device,
+                                                            offloaded(job.task), caught.messages))
+            section = {"patches": {"device": applied}, "placement_check": job.placement}
+            if job.cfg.profile.enabled:
+                section["profile"] = _profile(job, call, bench)
         bench["placement"] = {**placement.to_dict(), "module_mb": tensor_bytes_mb(job.model)}
         job.outputs = {k: v.detach().to("cpu") for k, v in result.first_outputs.items()}
-        return {"patches": {"device": applied}, "bench": bench}
+        return {**section, "bench": bench, "outputs": summarize(job.outputs)}
+
+
+def _place_and_measure(job: Job) -> tuple[Any, Any, dict[str, Any]]:
+    """The model and inputs on the device in the job's dtype, then :func:`measure`: (call, result, bench)."""
+    adapter, bench_cfg = job.adapter, job.cfg.bench
+    job.model = place(job.task, job.model, adapter.torch_device, job.precision.dtype)
+    moved = move_inputs(job.inputs, adapter.torch_device, job.precision.dtype)
+    timer = attach_phase_timer(job.task, job.model, adapter) if bench_cfg.enabled and bench_cfg.phases else None
+    workload = Workload(job.precision.name, job.task.items_per_call(job.inputs), job.task.unit, timer)
+
+    def call() -> Any:
+        return job.task.run(job.model, moved)
+
+    result, bench = measure(call, adapter, bench_cfg, workload)
+    return call, result, bench
+
+
+def offloaded(task: Any) -> bool:
+    """True when the task keeps parameters on the host on purpose (``cpu_offload``): not a placement fault."""
+    return bool(getattr(task, "cpu_offload", False))
+
+
+def _profile(job: Job, call: Any, bench: dict[str, Any]) -> dict[str, Any]:
+    """``profile.calls`` more calls under the profiler (after the timed loop): the record's ``profile``."""
+    settings = ProfileSettings(int(job.cfg.profile.calls), int(job.cfg.profile.top), bool(job.cfg.profile.trace))
+    log.info("profiling %d more call(s) under torch.profiler ...", settings.calls)
+    median = ((bench.get("latency") or {}).get("median_ms"))
+    return profile_calls(ProfileRun(call, job.adapter, settings, job.dir, median))

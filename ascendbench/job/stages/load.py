@@ -11,7 +11,9 @@ from ascendbench.job.planning import meta_model, weights_plan
 from ascendbench.job.stages.base import Stage, build
 from ascendbench.models.memory import safetensors_numel, tensor_count
 from ascendbench.models.sources import ResolvedSource
+from ascendbench.progress import Progress
 from ascendbench.tasks import describe
+from ascendbench.tasks.inputs import summarize
 
 
 class LoadStage(Stage):
@@ -41,7 +43,7 @@ class LoadStage(Stage):
         """Load; time and host-memory delta of the load are part of the ``weights`` section."""
         cfg = job.cfg
         job.loader = build(cfg.model.loader, "model.loader")
-        with MemoryDelta(DeviceAdapter("cpu")) as load_memory:  # the load happens on the host
+        with MemoryDelta(DeviceAdapter("cpu")) as load_memory, Progress("model load", unit="").ticking():  # on the host
             job.loaded = job.loader.load(cfg.model.source, cfg.model.weights, cfg.model.init_seed,
                                          cfg.model.get("revision"))
         job.model = job.loaded.module
@@ -67,5 +69,9 @@ class InputsStage(Stage):
         """Build the task and its inputs."""
         job.task = job.task or build(job.cfg.model.task, "model.task")
         job.inputs = job.task.make_inputs(job.cfg.preset, job.cfg.seed)
-        job.inputs_info = describe(job.inputs)
-        return {"inputs": job.inputs_info}
+        job.inputs_info = describe(job.inputs)  # shape, dtype, sha256: also the reference's cache key
+        stats = summarize(job.inputs)
+        sizes = job.task.sizes(job.cfg.preset)
+        used = {key: sizes[key] for key in ("num_frames", "steps") if key in sizes}
+        return {"inputs": {name: {**info, **stats[name]} for name, info in job.inputs_info.items()},
+                "job": {"sizes": sizes, **used}}
