@@ -204,7 +204,19 @@ def _memory_lines(memory: Mapping[str, Any]) -> list[str]:
     return lines or ["  memory    not estimated"]
 
 
+def _source_text(source: Mapping[str, Any]) -> str:
+    """Where a saved reference (``baseline.source``) comes from, for the plan."""
+    if not source.get("kind"):
+        return f"saved run {source.get('given')}: not usable (see the problems)"
+    if source["kind"] == "tensors":
+        return f"saved outputs {source['tensors']} (no CPU reference computed; {source['limitation']})"
+    return (f"saved run of {source.get('device')} {source.get('dtype')} on {source.get('host')}: {source['tensors']} "
+            f"(no CPU reference computed; record {source.get('record')}, checked: {', '.join(source['checked'])})")
+
+
 def _baseline_text(baseline: Mapping[str, Any]) -> str:
+    if baseline.get("source"):
+        return _source_text(baseline["source"])
     if baseline.get("enabled"):
         state = {True: "cache hit (reused)", False: "cache miss (computed once, then cached)", None: "unknown"}
         return (f"{baseline['precision']} reference, {state[baseline.get('cache_hit')]}"

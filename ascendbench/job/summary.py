@@ -25,6 +25,9 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[st
         f" (requested {job.get('dtype_requested')})  reference {job.get('reference_dtype', 'none')}",
         f"weights   {weights.get('kind')}  {weights.get('digest') or 'seed ' + str(weights.get('init_seed'))}",
     ]
+    source = (record.get("baseline") or {}).get("source")
+    if isinstance(source, Mapping):
+        lines.append(f"reference {source_label(source)}")
     lines += _metric_lines(record.get("metrics") or {}, record.get("verdict"))
     bench = record.get("bench") or {}
     if bench:
@@ -32,6 +35,17 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[st
     lines += [f"warning   {w}" for w in record.get("warnings", [])]
     lines.append(f"record    {record_path}")
     return lines
+
+
+def source_label(source: Mapping[str, Any]) -> str:
+    """A saved reference (``baseline.source``) in a few words: device, dtype, host and record, or the file.
+
+    >>> source_label({"kind": "tensors", "tensors": "ref.safetensors"})
+    'saved outputs ref.safetensors (names and shapes checked only)'
+    """
+    if source.get("kind") == "tensors":
+        return f"saved outputs {source.get('tensors')} (names and shapes checked only)"
+    return f"saved run: {source.get('device')} {source.get('dtype')} on {source.get('host')} ({source.get('record')})"
 
 
 def _metric_lines(metrics: Mapping[str, Any], verdict: str | None) -> list[str]:

@@ -4,6 +4,10 @@ Records copied from several machines into one directory line up when model, pres
 size, seed, input digest and weights are the same. Both errors are measured against each machine's own
 CPU reference of identical inputs, so their ratio says how much worse (or better) the device is than
 the reference device (msprobe's benchmark method, e.g. NPU error / GPU error, with per-metric limits).
+
+A job whose reference was a saved accelerator run (``baseline.source``) judged device against device; its
+record carries both errors against that run's own CPU reference (``baseline.benchmark``), and those form its
+ratio instead.
 """
 
 from __future__ import annotations
@@ -29,13 +33,20 @@ def accuracy_key(row: Mapping[str, Any]) -> tuple:
                              weights_identity(row))
 
 
-def _metric_value(row: Mapping[str, Any], base: str) -> tuple[str | None, float | None]:
+def _metric_value(row: Mapping[str, Any], base: str, prefix: str = "metrics.",
+                  suffix: str = ".value") -> tuple[str | None, float | None]:
     for key in sorted(row):
-        if key.startswith("metrics.") and key.endswith(".value"):
-            name = key[len("metrics."):-len(".value")]
+        if key.startswith(prefix) and key.endswith(suffix):
+            name = key[len(prefix):len(key) - len(suffix)]
             if metric_matches(name, base) and isinstance(get(row, key), (int, float)):
                 return name, float(row[key])
     return None, None
+
+
+def against_saved_device(row: Mapping[str, Any]) -> bool:
+    """True when the row's reference was a saved accelerator run (``baseline.source``): its metrics are errors
+    against that device, not against a CPU reference."""
+    return get(row, "baseline.source.device") not in (None, "cpu")
 
 
 def ratio(device: float, reference: float) -> float:
@@ -53,11 +64,40 @@ def _by_device(rows: Sequence[Mapping[str, Any]], key) -> dict[tuple, dict[tuple
     return {k: {d: latest(rs) for d, rs in devs.items()} for k, devs in grouped.items()}
 
 
+def _ratio_cells(row: Mapping[str, Any], values: tuple[str, float, float, float], records: str) -> list[str]:
+    """One table row: identity, metric, both errors, ratio, limit, verdict, records (``values``: name, device
+    error, reference-device error, limit)."""
+    name, mine, theirs, limit = values
+    r = ratio(mine, theirs)
+    return [text(get(row, "job.model")), text(get(row, "job.preset")), text(get(row, "job.dtype")), size_label(row),
+            num(get(row, "job.batch_size")), text(get(row, "job.device")), name, num(mine), num(theirs), num(r, 3),
+            num(limit), "PASS" if r <= float(limit) else "FAIL", records]
+
+
+def saved_reference_rows(rows: Sequence[Mapping[str, Any]], reference: str, limits: Mapping[str, float],
+                         base_dir: Path) -> tuple[list[list[str]], int]:
+    """Rows of the jobs judged against a saved ``reference`` run, from both errors against that run's CPU
+    reference (``baseline.benchmark``); and how many such jobs have no ratio (other device, no CPU reference)."""
+    body, unmatched = [], 0
+    for row in (r for r in rows if against_saved_device(r)):
+        if get(row, "baseline.source.device") != reference or get(row, "baseline.benchmark.cpu_reference") is None:
+            unmatched += 1
+            continue
+        records = f"{link('device', row['record'], base_dir)} {reference}: {text(get(row, 'baseline.source.record'))}"
+        for base, limit in limits.items():
+            name, mine = _metric_value(row, base, "baseline.benchmark.device.", "")
+            _, theirs = _metric_value(row, base, "baseline.benchmark.reference.", "")
+            if mine is not None and theirs is not None:
+                body.append(_ratio_cells(row, (name, mine, theirs, limit), records))
+    return body, unmatched
+
+
 def error_ratio_table(rows: Sequence[Mapping[str, Any]], reference: str, limits: Mapping[str, float],
                       base_dir: Path) -> tuple[str | None, int]:
     """The error-ratio table and the number of device runs without a matching reference run."""
-    body, unmatched = [], 0
-    for _, runs in sorted(_by_device(rows, accuracy_key).items(), key=lambda kv: str(kv[0])):
+    body, unmatched = saved_reference_rows(rows, reference, limits, base_dir)
+    judged_on_cpu = [r for r in rows if not against_saved_device(r)]
+    for _, runs in sorted(_by_device(judged_on_cpu, accuracy_key).items(), key=lambda kv: str(kv[0])):
         refs = [r for (dev, _), r in runs.items() if dev == reference]
         others = [r for (dev, _), r in sorted(runs.items(), key=str) if dev not in (reference, "cpu")]
         if not refs:
@@ -70,11 +110,8 @@ def error_ratio_table(rows: Sequence[Mapping[str, Any]], reference: str, limits:
                 _, theirs = _metric_value(ref, base)
                 if mine is None or theirs is None:
                     continue
-                r = ratio(mine, theirs)
-                body.append([text(get(row, "job.model")), text(get(row, "job.preset")), text(get(row, "job.dtype")),
-                             size_label(row), num(get(row, "job.batch_size")), text(get(row, "job.device")), name,
-                             num(mine), num(theirs), num(r, 3), num(limit), "PASS" if r <= float(limit) else "FAIL",
-                             f"{link('device', row['record'], base_dir)} {link(reference, ref['record'], base_dir)}"])
+                records = f"{link('device', row['record'], base_dir)} {link(reference, ref['record'], base_dir)}"
+                body.append(_ratio_cells(row, (name, mine, theirs, limit), records))
     headers = ["model", "preset", "dtype", "size", "batch", "device", "metric", "device error",
                f"{reference} error", "ratio", "limit", "verdict", "records"]
     return (table(headers, body) if body else None), unmatched
@@ -104,14 +141,16 @@ def latency_ratio_table(rows: Sequence[Mapping[str, Any]], reference: str, base_
 def crossdevice_section(rows: Sequence[Mapping[str, Any]], reference: str, limits: Mapping[str, float],
                         base_dir: Path) -> str:
     """Error ratios and latency ratios against ``reference``, or why there are none."""
-    devices = sorted({str(get(r, "job.device")) for r in rows})
+    devices = sorted({str(get(r, "job.device")) for r in rows}  # a saved reference run counts as one
+                     | {str(get(r, "baseline.source.device")) for r in rows if against_saved_device(r)})
     if reference not in devices:
         return (f"No record ran on the reference device `{reference}` (devices in the records: "
                 f"{', '.join(devices) or 'none'}); choose one with `--reference-device DEVICE`.")
     errors, unmatched = error_ratio_table(rows, reference, limits, base_dir)
     limits_text = ", ".join(f"{k} <= {num(v)}" for k, v in limits.items())
     parts = [f"Reference device: `{reference}`. Ratio = device error / {reference} error, both against their "
-             f"own CPU reference of identical inputs; limits: {limits_text} (conf/report.yaml "
+             f"own CPU reference of identical inputs (a job whose reference was a saved {reference} run, "
+             f"`baseline.source`: both against that run's CPU reference); limits: {limits_text} (conf/report.yaml "
              "`cross_device.limits`, msprobe benchmark method)."]
     parts.append(errors or f"No accelerator run other than {reference} shares inputs and weights with a "
                  f"{reference} run, so no error ratio can be formed.")

@@ -102,6 +102,10 @@ class CompareStage(Stage):
             return {"compare": {"skipped": "no CPU reference (baseline.enabled=false)"}} if spec is not None else {}
         rows = output_rows(job.reference, job.outputs, job.metrics)
         section: dict[str, Any] = {}
+        if spec is not None and job.reference.layers is None:  # a saved reference (baseline.source): outputs only
+            job.warn("compare.layers skipped: a saved reference (baseline.source) holds outputs, no layer captures")
+            section["compare"], spec = {"skipped": "the reference is a saved run (baseline.source): no layer "
+                                                   "captures"}, None
         if spec is not None:
             capture = capture_on_device(job, spec)
             layer_rows, info, entries, layer_files = _layers(job, spec, capture)

@@ -9,6 +9,7 @@ from typing import Any, Iterator, Mapping
 import torch
 from omegaconf import DictConfig
 
+from ascendbench.baseline.source import Score, SourceBaseline, benchmark, check_outputs
 from ascendbench.job.job import Job
 from ascendbench.job.placement import placement_entry
 from ascendbench.job.stages.base import Stage, build
@@ -42,6 +43,20 @@ def job_verdict(metrics: Mapping[str, Mapping[str, Any]], compared: bool) -> str
     return verdict if compared or verdict != "PASS" else None
 
 
+def _regression_score(job: Job) -> Score:
+    """Metric name -> value of the job's regression evaluator (the errors the cross-device limits name)."""
+    suite = build(job.cfg.metric, "metric")
+    evaluator = suite.evaluators.get("regression")
+
+    def score(reference: Mapping[str, torch.Tensor], outputs: Mapping[str, torch.Tensor]) -> dict[str, float]:
+        if evaluator is None:  # metric.evaluators.regression=null: nothing to divide
+            return {}
+        entries = evaluator.evaluate(reference, outputs, dict(job.precision.rules), **job.precision.allclose())
+        return {name: entry["value"] for name, entry in entries.items() if "value" in entry}
+
+    return score
+
+
 class EvaluateStage(Stage):
     """``metric`` evaluators (rules: dtype < model < metric < evaluator), ``task.checks`` and the output
     validation (NaN/Inf and the task's value range; with or without a reference)."""
@@ -58,13 +73,19 @@ class EvaluateStage(Stage):
         job verdict (:func:`job_verdict`)."""
         checks = self._checks(job)
         validation = validate_outputs(job.outputs, job.task.output_range, dict(job.precision.rules))
+        saved = isinstance(job.reference, SourceBaseline)
+        if saved:  # a saved reference (baseline.source): names and shapes first
+            check_outputs(job.reference, job.outputs)
         if job.reference is not None:
             job.metrics = evaluate(job.cfg.metric, job.precision, job.reference, job.outputs)
         if job.placement is not None:
             validation["placement_findings"] = placement_entry(job.placement, dict(job.precision.rules))
         job.metrics = {**job.metrics, **checks, **validation}
         job.verdict = job_verdict(job.metrics, compared=job.reference is not None or bool(checks))
-        return {"metrics": job.metrics, "verdict": job.verdict}
+        section = {"metrics": job.metrics, "verdict": job.verdict}
+        if saved:
+            section["baseline"] = {"benchmark": benchmark(job.reference, job.outputs, _regression_score(job))}
+        return section
 
     def _checks(self, job: Job) -> dict[str, Any]:
         """The task's own gates, run with the model's device patches (``{}`` for most tasks)."""

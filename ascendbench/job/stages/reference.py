@@ -1,4 +1,5 @@
-"""The CPU reference: from the baseline cache, or computed once in a clean child process.
+"""The CPU reference: from the baseline cache, or computed once in a clean child process; or, with
+``baseline.source``, a saved run's outputs (:mod:`ascendbench.baseline.source`), and then nothing is computed.
 
 ``baseline.reference=auto`` picks float64 whatever the device dtype (so a dtype sweep shares one reference)
 whenever the bounded float64 reference fits in host memory, and float32 only when it does not; the record's
@@ -12,9 +13,11 @@ from dataclasses import replace
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 
 from ascendbench.baseline import ReferenceQuery, get_or_compute
 from ascendbench.baseline.child import reference_patches
+from ascendbench.baseline.source import JobWorkload, plan_source, reference_from_source, weights_identity
 from ascendbench.errors import InsufficientMemoryError
 from ascendbench.job.job import Job
 from ascendbench.job.planning import free_host_bytes, memory_line
@@ -48,6 +51,25 @@ def _child(job: Job) -> bool:
     return str(job.cfg.baseline.get("process", "child")) == "child"
 
 
+def _source(job: Job) -> str | None:
+    """``baseline.source`` when a reference is wanted at all (``baseline.enabled``), else ``None``."""
+    source = job.cfg.baseline.get("source")
+    return str(source) if source and job.cfg.baseline.enabled else None
+
+
+def _workload(job: Job, weights: dict[str, Any] | None) -> dict[str, Any]:
+    """This job's workload fields for the check of a saved reference (``None`` where not known yet)."""
+    cfg = job.cfg
+    sizes = job.task.sizes(cfg.preset) if job.task is not None else None
+    inputs = {name: info.get("sha256") for name, info in job.inputs_info.items()} or None
+    return JobWorkload(str(cfg.model.name), OmegaConf.select(cfg, "model.task._target_"), sizes, int(cfg.seed),
+                       inputs, weights_identity(weights)).fields()
+
+
+def _allow(job: Job) -> list[str]:
+    return [str(name) for name in job.cfg.baseline.get("source_allow") or []]
+
+
 def _use(job: Job, precision: torch.dtype) -> None:
     if precision != job.precision.reference:
         job.precision = replace(job.precision, reference=precision)
@@ -67,6 +89,9 @@ class ReferenceStage(Stage):
         if job.precision.reference is None:
             job.add_plan({"baseline": {"enabled": False, "reason": PERFORMANCE_ONLY}})
             return {}
+        if _source(job):
+            self._source_plan(job)
+            return {}
         estimate = None
         if job.model is not None and job.inputs:
             estimate = job.attempt("memory", lambda: self._estimate_plan(job))
@@ -77,6 +102,15 @@ class ReferenceStage(Stage):
             entry = memory_line(job, f"CPU reference in {estimate['dtype']}", need, free)
             job.add_plan({"memory": {"cpu_reference": {**estimate, **entry}}})
         return {}
+
+    def _source_plan(self, job: Job) -> None:
+        """Where the saved reference comes from and its workload check (a mismatch is a problem of the plan)."""
+        weights = job.plan.get("weights") or {}
+        known = weights if weights.get("action") in ("load", "random-init") else None
+        unusable = {"enabled": True, "source": {"given": _source(job)}, "cache_hit": None,
+                    "reason": "the saved reference cannot be used (see the problems)"}
+        job.add_plan({"baseline": job.attempt("baseline.source", lambda: plan_source(
+            _source(job), _workload(job, known), _allow(job)), unusable) or unusable})
 
     def _estimate_plan(self, job: Job) -> dict[str, Any]:
         """The reference's estimate before anything is loaded (the job's own float32 copy counted); under
@@ -127,7 +161,11 @@ class ReferenceStage(Stage):
                 for spec in declared]
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Get the reference (cache or child process); only patches declared ``reference: true`` apply."""
+        """Get the reference (saved run, cache or child process); only patches declared ``reference: true``
+        apply to a computed one."""
+        if _source(job):
+            job.reference = reference_from_source(_source(job), _workload(job, job.weights), _allow(job))
+            return {"baseline": job.reference.info, "job": {"reference_dtype": job.reference.info["precision"]}}
         patches = job.cfg.model.get("patches")
         declared = reference_patches(patches) if not _child(job) else None
         with patches_applied(declared, job.model, "cpu") as applied:
