@@ -15,9 +15,10 @@ from ascendbench.errors import ReportError
 from ascendbench.report import plots as plotting
 from ascendbench.report.crossdevice import crossdevice_section
 from ascendbench.report.fmt import get, link, num, size_label, table, text
-from ascendbench.report.gather import DRY_RUN
+from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN
 from ascendbench.report.hidden import detail_cells, detail_headers, hidden_metrics, layer_rows, module_rows
 from ascendbench.report.performance import performance_table
+from ascendbench.report.profile import profile_section
 from ascendbench.report.recommend import recommendation_section
 from ascendbench.report.resolution import resolution_table
 from ascendbench.report.tables import (
@@ -29,6 +30,7 @@ from ascendbench.report.tables import (
     ok_rows,
     record_link,
 )
+from ascendbench.report.variants import variants_section
 
 _MEDIA = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4")
 
@@ -125,6 +127,12 @@ class Report:
                            + performance_table(ok_rows(self.frame, m), cpu_rows, cpu_dtype, base_dir)
                            for m in self.models)
 
+    def _profile(self, base_dir: Path, heading: str) -> str:
+        return profile_section(self.rows, base_dir, heading)
+
+    def _variants(self, base_dir: Path, heading: str) -> str:
+        return variants_section(self.rows, list(self.settings.variants.show), base_dir, heading)
+
     def _recommendation(self, base_dir: Path, heading: str) -> str:
         if not self.rows:
             return "No job finished ok, so no dtype can be recommended."
@@ -167,7 +175,9 @@ class Report:
                  "record, and each row links to its record.json; \"missing\" means the record does not carry "
                  "the value.")
         titles = (("Accuracy", "accuracy"), ("Accuracy per resolution (Sulphur-2 seed layout)", "per_resolution"),
-                  ("Performance", "performance"), ("dtype recommendation", "recommendation"),
+                  ("Performance", "performance"), ("Where the time goes (profiler)", "profile"),
+                  ("A/B variants", "variants"),
+                  ("dtype recommendation", "recommendation"),
                   ("Cross-device comparison", "cross_device"), ("Hidden states per layer", "layers"),
                   ("Plots", "plots"), ("Images and heatmaps written by the jobs", "artifacts"),
                   ("Failed jobs", "failures"), ("Dry runs", "dry_runs"), ("Environment per machine", "environment"))
@@ -240,7 +250,8 @@ def _write_all(report: Report, out_dir: Path) -> dict[str, Path]:
     report.make_plots(out_dir / "plots")
     written["markdown"] = out_dir / "report.md"
     written["markdown"].write_text(report.markdown(out_dir))
-    frame = report.frame[[c for c in report.frame.columns if not c.startswith("metrics.layer/")]]
+    frame = report.frame[[c for c in report.frame.columns
+                          if not c.startswith("metrics.layer/") and c != CONFIG_COLUMN]]
     written["csv"] = out_dir / "records.csv"
     frame.to_csv(written["csv"], index=False)
     layers = layers_frame(report.rows)

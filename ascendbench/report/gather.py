@@ -21,6 +21,7 @@ from ascendbench.errors import ReportError
 from ascendbench.job.record import RECORD_NAME
 from ascendbench.report.fmt import present
 from ascendbench.report.hidden import hidden_fields
+from ascendbench.report.profile import profile_fields
 
 # Row order of every table: sweep order (presets mini, balanced, quality; then batch, size, dtype), the
 # record path as a tie-breaker. Values not in an order table follow it, alphabetically.
@@ -37,6 +38,8 @@ _SKIPPED_LISTS = ("samples_ms",)
 _MAPPING_SECTIONS = ("error", "job", "weights", "baseline", "bench", "env", "timing", "metrics", "inputs",
                      "compare", "config", "plan")
 DRY_RUN = "dry-run"
+# The resolved config as JSON text: what tells A/B variants apart (report.variants); not in records/summary.csv.
+CONFIG_COLUMN = "config"
 
 
 def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[Path]:
@@ -132,7 +135,7 @@ def record_row(record: Mapping[str, Any], path: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"record": str(path), "job_dir": str(Path(path).parent),
                            "status": record.get("status"), "verdict": record.get("verdict"),
                            "run": DRY_RUN if is_dry_run(record) else "job"}
-    for section in ("error", "job", "weights", "baseline", "bench", "env", "timing"):
+    for section in ("error", "job", "weights", "baseline", "bench", "env", "timing", "pipeline"):
         value = record.get(section)
         if isinstance(value, Mapping):
             flat = flatten(value, section)
@@ -149,6 +152,9 @@ def record_row(record: Mapping[str, Any], path: Path) -> dict[str, Any]:
     warnings = record.get("warnings")
     row["warnings"] = " | ".join(str(w) for w in warnings) if isinstance(warnings, list) else str(warnings or "")
     row["artifacts"] = json.dumps(record.get("artifacts") or {}, sort_keys=True)
+    row.update(profile_fields(record.get("profile")))  # profile.* numbers, profile.top as JSON text
+    row[CONFIG_COLUMN] = json.dumps(record.get("config") or {}, sort_keys=True, default=str)
+    row["patches"] = json.dumps(record.get("patches") or {}, sort_keys=True, default=str)
     return {key: _number(key, value) for key, value in row.items()}
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ascendbench.bench.summary import stop_cell  # why the timed loop stopped, with the CI reached
 from ascendbench.report.fmt import get, link, num, short, size_label, table, text
-from ascendbench.report.gather import DRY_RUN, records_frame
+from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN, records_frame
 from ascendbench.report.performance import median_ms, throughput_cell
 
 SUMMARY_CSV = "summary.csv"
@@ -35,6 +35,20 @@ def job_labels(job_dirs: list[str]) -> list[str]:
     return [",".join(p for p in n.split(",") if p not in common) or n or "." for n in names]
 
 
+def references_line(frame: pd.DataFrame) -> str:
+    """`` CPU references: N computed, M from the cache.`` (the counter of "one reference per workload"), or ``""``.
+
+    >>> references_line(pd.DataFrame({"baseline.computed": [True, False, False],
+    ...                               "baseline.cache_hit": [False, True, True]}))
+    ' CPU references: 1 computed, 2 from the cache.'
+    """
+    def count(column: str) -> int:
+        return int((frame[column] == True).sum()) if column in frame else 0  # noqa: E712 (object column)
+
+    computed, cached = count("baseline.computed"), count("baseline.cache_hit")
+    return f" CPU references: {computed} computed, {cached} from the cache." if computed or cached else ""
+
+
 def summary_markdown(frame: pd.DataFrame, sweep_dir: Path) -> str:
     """The sweep's jobs as one table, links relative to ``sweep_dir``."""
     head = f"# Sweep summary: {sweep_dir}\n\n"
@@ -42,6 +56,7 @@ def summary_markdown(frame: pd.DataFrame, sweep_dir: Path) -> str:
         return head + "No records found in this sweep directory (no job wrote a record.json).\n"
     counts = frame["status"].value_counts().sort_index()
     intro = f"{len(frame)} job record(s): " + ", ".join(f"{n} {s}" for s, n in counts.items()) + "."
+    intro += references_line(frame)
     headers = ["job", "status", "model", "device", "dtype", "preset", "size", "batch", "verdict",
                "judged metrics", "median ms", "stop", "throughput", "error"]
     body = []
@@ -65,6 +80,6 @@ def write_summary(sweep_dir: Path) -> tuple[pd.DataFrame, Path, Path]:
     frame = records_frame([sweep_dir], missing_ok=True)
     csv_path, md_path = sweep_dir / SUMMARY_CSV, sweep_dir / SUMMARY_MD
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(csv_path, index=False)
+    frame.drop(columns=[CONFIG_COLUMN], errors="ignore").to_csv(csv_path, index=False)  # configs stay in records
     md_path.write_text(summary_markdown(frame, sweep_dir))
     return frame, csv_path, md_path

@@ -117,10 +117,15 @@ def metric_cell(row: Mapping[str, Any], name: str) -> str:
 
 
 def reference_cell(row: Mapping[str, Any]) -> str:
-    """The CPU reference precision, or why there was none."""
+    """The CPU reference precision, a saved reference's origin (``baseline.source``), or why there was none."""
     skipped = get(row, "baseline.skipped")
     if skipped is not None:
         return f"skipped: {skipped}"
+    if get(row, "baseline.source.kind") == "tensors":
+        return f"saved file {text(get(row, 'baseline.source.tensors'))}"
+    if get(row, "baseline.source.kind") is not None:
+        return (f"saved {text(get(row, 'baseline.source.device'))} {text(get(row, 'baseline.source.dtype'))} run "
+                f"({text(get(row, 'baseline.source.host'))})")
     return text(get(row, "job.reference_dtype") or get(row, "baseline.precision"))
 
 
@@ -175,14 +180,37 @@ def hidden_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], CellsF
     return headers, lambda row: [hidden_cell(row, m) for m in checks] + [text(get(row, "hidden.first_divergent"))]
 
 
+# Validation entries that only matter when they find something: a column of "0 PASS" in every row is
+# folded into one note line (NaN/Inf checks, the placement check), so real-scale tables stay readable.
+FOLDED_WHEN_CLEAN = ("nonfinite_mismatch", "output_nonfinite", "reference_nonfinite", "placement_findings")
+
+
+def fold_clean(names: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[str]]:
+    """``(kept, folded)``: the :data:`FOLDED_WHEN_CLEAN` entries that are 0 and PASS in every row are folded.
+
+    >>> fold_clean(["mae", "video/nonfinite_mismatch"],
+    ...            [{"metrics.video/nonfinite_mismatch.value": 0, "metrics.video/nonfinite_mismatch.verdict": "PASS"}])
+    (['mae'], ['video/nonfinite_mismatch'])
+    """
+    def clean(name: str) -> bool:
+        return name.rsplit("/", 1)[-1].endswith(FOLDED_WHEN_CLEAN) and all(
+            get(r, f"metrics.{name}.value") == 0 and get(r, f"metrics.{name}.verdict") == "PASS" for r in rows)
+
+    folded = [n for n in names if clean(n)]
+    return [n for n in names if n not in folded], folded
+
+
 def accuracy_table(rows: Sequence[Mapping[str, Any]], show: Sequence[str], base_dir: Path) -> str:
     """The accuracy tables of one model: one per output (the most judged first, with the hidden-state checks).
 
     Rows are jobs in sweep order; columns the job's identity, the metrics of that output, the worst value
     of each hidden-state check over every hooked layer and call, the verdict and the record link.
     """
-    groups = output_groups(metric_names(rows, show), rows)
+    names, folded = fold_clean(metric_names(rows, show), rows)
+    groups = output_groups(names, rows)
     id_headers, id_cells, notes = identity(rows)
+    if folded:
+        notes = [*notes, "0 and PASS in every row (folded): " + ", ".join(folded)]
     parts = []
     for index, (output, names) in enumerate(groups.items() or {"": []}.items()):
         hid_headers, hid_cells = hidden_columns(rows) if index == 0 else ([], lambda row: [])

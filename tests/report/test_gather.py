@@ -69,3 +69,13 @@ def test_frame_rows_in_sweep_order_batch_before_dtype(write_record, tmp_path):
 def test_empty_directory_gives_an_empty_frame(tmp_path):
     frame = records_frame([tmp_path])
     assert frame.empty and "status" in frame.columns
+
+
+def test_the_sweep_summary_counts_computed_and_cached_references():
+    import pandas as pd
+
+    from ascendbench.report.summary import references_line
+
+    frame = pd.DataFrame({"baseline.computed": [True, False, False], "baseline.cache_hit": [False, True, True]})
+    assert references_line(frame) == " CPU references: 1 computed, 2 from the cache."
+    assert references_line(pd.DataFrame({"status": ["ok"]})) == "", "no reference section: no line"
