@@ -9,10 +9,11 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-dev demo lint test bench report verify validate wheelhouse device-check clean
+.PHONY: help install install-dev demo lint test bench report verify validate wheelhouse install-offline device-check \
+	clean
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -50,21 +51,35 @@ validate: install ## every option of every config group composes and every _targ
 	$(PY) -m ascendbench.validate $(ARGS)
 
 # The packages an accelerator host's image lacks (an H200 image has torch, transformers, numpy, pandas,
-# scikit-image, safetensors), as wheels for WHEEL_PY, plus ascendbench itself: `make wheelhouse` fills .whl/,
-# which scripts/device_check.sh installs into /tmp/site on the device host (no registry there). imageio-ffmpeg
-# (68 MB) is left out to fit a 64 MiB transfer: without it the mp4 files are skipped with a warning.
+# scikit-image, safetensors), as wheels for WHEEL_PY and WHEEL_ARCH (x86_64, or aarch64 for Kunpeng hosts;
+# manylinux tags), plus ascendbench itself: `make wheelhouse` fills WHEELHOUSE (.whl/), which `make install-offline` (or
+# scripts/device_check.sh, into /tmp/site) installs on the device host (no registry there). Never torch,
+# torchvision or torch_npu: the host keeps its own. imageio-ffmpeg (68 MB) is left out to fit a 64 MiB
+# transfer: without it the mp4 files are skipped with a warning.
 WHEEL_PY ?= 3.12
+WHEEL_ARCH ?= x86_64
 WHEEL_SET ?= diffusers hydra-core omegaconf lpips hydra-joblib-launcher hydra-submitit-launcher submitit \
 	importlib_metadata
-WHEEL_PLATFORMS := $(foreach p,manylinux_2_28_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64,--platform $(p))
-wheelhouse: install ## .whl/: wheels of the packages a CUDA/NPU image lacks + ascendbench (WHEEL_PY=3.12)
-	@mkdir -p .whl && rm -f .whl/*.whl
+WHEEL_PLATFORMS = $(foreach p,manylinux_2_28 manylinux_2_17 manylinux2014,--platform $(p)_$(WHEEL_ARCH))
+WHEELHOUSE ?= .whl
+wheelhouse: install ## WHEELHOUSE (.whl/): wheels a CUDA/NPU image lacks + ascendbench (WHEEL_PY=3.12, WHEEL_ARCH=x86_64|aarch64)
+	@case "$(WHEEL_ARCH)" in x86_64|aarch64) ;; *) echo "WHEEL_ARCH=$(WHEEL_ARCH): use x86_64 or aarch64"; exit 2;; esac
+	@mkdir -p "$(WHEELHOUSE)" && rm -f "$(WHEELHOUSE)"/*.whl
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version $(WHEEL_PY) --implementation cp \
-	  $(WHEEL_PLATFORMS) -d .whl $$($(PY) -m pip list --format=freeze 2>/dev/null | grep -i -E \
+	  $(WHEEL_PLATFORMS) -d "$(WHEELHOUSE)" $$($(PY) -m pip list --format=freeze 2>/dev/null | grep -i -E \
 	  "^($$(echo $(WHEEL_SET) | sed 's/ /|/g' | sed 's/[-_]/[-_]/g'))==")
-	$(PY) -m pip wheel -q --no-deps -w .whl "antlr4-python3-runtime==$$($(PY) -c 'import importlib.metadata as m; print(m.version("antlr4-python3-runtime"))')"
-	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w .whl . 2>/dev/null
-	@ls .whl
+	$(PY) -m pip wheel -q --no-deps -w "$(WHEELHOUSE)" "antlr4-python3-runtime==$$($(PY) -c 'import importlib.metadata as m; print(m.version("antlr4-python3-runtime"))')"
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w "$(WHEELHOUSE)" . 2>/dev/null
+	@ls "$(WHEELHOUSE)"
+
+# On the accelerator host, with its own python (PYTHON=...) and its own torch: no index, the wheel folder only;
+# torch/torchvision/torch_npu wheels are never taken from it. Then the supported floor and the requirements.
+install-offline: ## install ascendbench from WHEELHOUSE=dir (no network) onto this host's own torch; PYTHON=its python
+	@test -d "$(WHEELHOUSE)" || { echo "install-offline: WHEELHOUSE=$(WHEELHOUSE) is not a directory; run \
+	\`make wheelhouse\` on a host with a package index and copy the folder here"; exit 2; }
+	$(PYTHON) -m pip install --no-index --find-links "$(WHEELHOUSE)" --no-deps \
+	  $$(ls "$(WHEELHOUSE)"/*.whl | grep -v -E '/(torch|torchvision|torch_npu)-[0-9]')
+	$(PYTHON) -m ascendbench.compat
 
 device-check: ## on an accelerator host: the prepared device check (DEVICE=cuda|npu, OUT=dir; wheels from .whl/)
 	bash scripts/device_check.sh $(or $(DEVICE),cuda) $(or $(OUT),device-check)

@@ -43,3 +43,34 @@ def test_wheel_ships_the_config_and_runs_from_another_directory(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(str(target)), "the installed copy, not the checkout, must be used"
     assert "model: flux2_small_decoder" in run.stdout and "device: auto, cpu, cuda, npu" in run.stdout
+
+
+def _fake_python(tmp_path):
+    """A stand-in for the host's python that prints the arguments it was called with."""
+    script = tmp_path / "python"
+    script.write_text('#!/bin/sh\necho "python $*"\n')
+    script.chmod(0o755)
+    return script
+
+
+def test_install_offline_takes_no_index_and_never_a_torch_wheel(tmp_path):
+    house = tmp_path / "wheels"
+    house.mkdir()
+    for name in ("torch-2.1.0-cp311-cp311-linux_aarch64.whl", "torch_npu-2.1.0.post8-cp311-cp311-linux_aarch64.whl",
+                 "torchvision-0.16.0-cp311-cp311-linux_aarch64.whl", "diffusers-0.42.1-py3-none-any.whl",
+                 "ascendbench-0.1.0-py3-none-any.whl"):
+        (house / name).write_bytes(b"")
+    done = subprocess.run(["make", "-s", "install-offline", f"WHEELHOUSE={house}", f"PYTHON={_fake_python(tmp_path)}"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    install, check = done.stdout.strip().splitlines()
+    assert install.startswith("python -m pip install --no-index --find-links") and "--no-deps" in install
+    assert "diffusers-0.42.1" in install and "ascendbench-0.1.0" in install
+    assert "/torch-" not in install and "torch_npu-" not in install and "torchvision-" not in install
+    assert check == "python -m ascendbench.compat"
+
+
+def test_install_offline_without_a_wheelhouse_says_how_to_make_one(tmp_path):
+    done = subprocess.run(["make", "-s", "install-offline", f"WHEELHOUSE={tmp_path / 'none'}",
+                           f"PYTHON={_fake_python(tmp_path)}"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode != 0 and "make wheelhouse" in done.stdout

@@ -14,5 +14,9 @@ tests and CI run. The checks (:mod:`ascendbench.acceptance.checks`):
 * ``oom_sweep``: a 3-job sweep whose middle job cannot fit: it fails (reason ``oom`` on a device), the
   others are ok (memory released);
 * ``accuracy``: FLUX.2-small-decoder (tiny twin on the CPU) in every dtype against the CPU reference,
-  with the references read from ``cache=DIR`` when it holds them (computed beforehand on another host).
+  with the references read from ``cache=DIR`` when it holds them (computed beforehand on another host);
+* ``cards``: ``hydra/launcher=joblib_cards`` over the cards present (two stand-in cards on the CPU): each worker
+  on its own card; and two workers on one card refused before any job runs.
+
+docs/devices.md says how to read the report.
 """

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ascendbench.acceptance.checks import CHECKS, Check, Suite
+from ascendbench.compat import exit_if_unsupported
 
 USAGE = ("usage: python -m ascendbench.acceptance [device=cpu|cuda|npu] [out=DIR] [cache=DIR] [only=check,...]; "
          "device defaults to cuda when available, else cpu; out defaults to acceptance/")
@@ -51,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options is None:
         print(USAGE, file=sys.stderr)
         return 2
+    exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
     device = options.get("device") or _default_device()
     out = Path(options.get("out") or "acceptance")
     suite = Suite(device, out / "work", Path(options["cache"]) if options.get("cache") else None)

@@ -221,5 +221,56 @@ def check_accuracy(suite: Suite) -> list[Check]:
     return [Check("accuracy", status, "; ".join(rows) or "no records", "" if status == "PASS" else tail[-600:])]
 
 
+def cards_present(suite: Suite) -> list[str]:
+    """The card ids of the device (all that the runtime shows); two stand-in ids on the CPU (its dry form)."""
+    if suite.device == "cpu":
+        return ["0", "1"]
+    from ascendbench.devices.runtime import load_runtime
+
+    return [str(i) for i in range(int(load_runtime(suite.device).device_count()))]
+
+
+def _card_notes(directory: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(directory.glob("*/card.json"))]
+
+
+def cards_verdict(records: list[dict[str, Any]], notes: list[dict[str, Any]], jobs: int) -> tuple[bool, str]:
+    """Every job ok with a card note; a worker keeps one card; distinct workers hold distinct cards."""
+    by_pid: dict[Any, set[str]] = {}
+    for note in notes:
+        by_pid.setdefault(note.get("pid"), set()).add(str(note.get("card")))
+    held = list(by_pid.values())
+    ok = (len(records) == jobs and all(r.get("status") == "ok" for r in records) and len(notes) == jobs
+          and all(len(cards) == 1 for cards in held) and len(set().union(*held)) == len(held))
+    return ok, f"{len(records)} job(s) ok={sum(r.get('status') == 'ok' for r in records)}, workers->cards " + (
+        ", ".join(f"{pid}:{'/'.join(sorted(c))}" for pid, c in by_pid.items()) or "none noted")
+
+
+def _card_args(cards: list[str], n_jobs: int, seeds: int) -> list[str]:
+    return ["hydra/launcher=joblib_cards", f"hydra.launcher.n_jobs={n_jobs}",
+            f"hydra.callbacks.cards.cards=[{','.join(cards)}]", "model=tiny_flux2_decoder", "baseline.enabled=false",
+            "preset.height=32", "preset.width=32", "preset.warmup=0", "preset.iters=2", "artifacts.tensors=false",
+            "artifacts.media=false", "seed=" + ",".join(str(i) for i in range(seeds))]
+
+
+def check_cards(suite: Suite) -> list[Check]:
+    """``hydra/launcher=joblib_cards`` over the cards present: one worker per card, each job on its worker's card;
+    and two workers on one card refused before any job runs."""
+    cards = cards_present(suite)
+    if not cards:
+        return [Check("cards", "FAIL", f"no {suite.device} card found")]
+    jobs = max(2, len(cards))
+    _, records, tail = suite.jobs("cards", _card_args(cards, len(cards), jobs))
+    ok, figure = cards_verdict(records, _card_notes(suite.work / "cards"), jobs)
+    checks = [Check("cards (one per worker)", "PASS" if ok else "FAIL", f"{len(cards)} card(s): {figure}",
+                    "" if ok else tail[-600:])]
+    code, refused_records, tail = suite.jobs("cards_refused", _card_args(cards[:1], 2, 2))
+    refused = code != 0 and not refused_records and "card pool" in tail
+    checks.append(Check("cards (two workers, one card)", "PASS" if refused else "FAIL",
+                        f"exit {code}, {len(refused_records)} record(s)" + (", refused" if refused else ""),
+                        "" if refused else "expected a refusal naming the card pool, before any job: " + tail[-400:]))
+    return checks
+
+
 CHECKS: tuple[Callable[[Suite], list[Check]], ...] = (check_verify, check_timing, check_mfu, check_memory,
-                                                      check_oom_sweep, check_accuracy)
+                                                      check_oom_sweep, check_accuracy, check_cards)

@@ -17,10 +17,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
+from torch.utils import flop_counter
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode, flop_registry, sdpa_flop_count
+from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 log = logging.getLogger(__name__)
+# torch's built-in formulas by operator packet: ``flop_registry`` from torch 2.2, ``flop_mapping`` in torch 2.1
+# (the floor, ascendbench.compat); same keys, and both call a formula with the arguments' shapes.
+BUILTIN_FORMULAS = getattr(flop_counter, "flop_registry", None) or flop_counter.flop_mapping
 
 # Operator-name patterns of compute-heavy kernels; if one of these runs without a formula, say so.
 DEFAULT_HEAVY_OPS = ("mm", "matmul", "linear", "conv", "attention", "einsum", "baddbmm", "addbmm")
@@ -148,7 +152,7 @@ def count_flops(call: Callable[[], Any], heavy_ops: Iterable[str] = DEFAULT_HEAV
     with recorder, FlopCounterMode(display=False, custom_mapping=formulas) as counter:
         call()
     by_op = {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items() if n}
-    known = set(flop_registry) | set(formulas)
+    known = set(BUILTIN_FORMULAS) | set(formulas)
     patterns = [re.compile(p) for p in heavy_ops]
     uncounted = {str(op): n for op, n in recorder.seen.items()
                  if op not in known and any(p.search(str(op)) for p in patterns)}

@@ -26,7 +26,8 @@ def test_the_cpu_form_runs_every_check_and_writes_the_report(tmp_path):
     code = main(["device=cpu", f"out={tmp_path}"])
     report = json.loads((tmp_path / "acceptance.json").read_text())
     names = {c["name"] for c in report}
-    assert {"verify", "timing (host clock)", "mfu", "memory", "oom_sweep", "accuracy"} <= names
+    assert {"verify", "timing (host clock)", "mfu", "memory", "oom_sweep", "accuracy", "cards (one per worker)",
+            "cards (two workers, one card)"} <= names
     # The timing ratio is a measurement on a shared 2-core host, not a test assertion (its fail path is tested
     # below through a fake loop): every other check must pass or skip, and the exit status follows the table.
     judged = {c["name"]: c["status"] for c in report if not c["name"].startswith("timing")}
@@ -103,3 +104,56 @@ def test_a_check_that_raises_is_a_fail_line_not_a_lost_report(monkeypatch, tmp_p
 def test_memory_band(harness, own, status):
     assert checks._ratio_status(harness / own, checks.MEMORY_BAND) == status
     assert isinstance(Check("x", status, "f"), Check)
+
+
+def _fake_card_jobs(monkeypatch, notes, statuses=("ok", "ok"), refused=(1, [], "ascendbench: ... the card pool ...")):
+    """``Suite.jobs`` that writes ``card.json`` notes (pid, card) for the card sweep and answers the refusal run."""
+    calls = []
+
+    def jobs(self, name, args):
+        calls.append((name, args))
+        if name == "cards_refused":
+            return refused
+        for i, (pid, card) in enumerate(notes):
+            (self.work / name / f"job{i}").mkdir(parents=True, exist_ok=True)
+            (self.work / name / f"job{i}" / "card.json").write_text(json.dumps({"pid": pid, "card": card}))
+        return 0, [_record(status=s) for s in statuses], "console tail"
+
+    monkeypatch.setattr(Suite, "jobs", jobs)
+    return calls
+
+
+def test_cards_pass_with_one_card_per_worker_and_a_refused_double_booking(monkeypatch, tmp_path):
+    calls = _fake_card_jobs(monkeypatch, [(101, "0"), (102, "1")])
+    found = checks.check_cards(Suite("cpu", tmp_path))
+    assert [c.status for c in found] == ["PASS", "PASS"], found
+    (_, sweep), (_, refused) = calls
+    assert "hydra/launcher=joblib_cards" in sweep and "hydra.callbacks.cards.cards=[0,1]" in sweep
+    assert "hydra.launcher.n_jobs=2" in refused and "hydra.callbacks.cards.cards=[0]" in refused
+
+
+def test_cards_fail_when_workers_share_a_card_or_a_job_fails(monkeypatch, tmp_path):
+    _fake_card_jobs(monkeypatch, [(101, "0"), (102, "0")])
+    assert checks.check_cards(Suite("cpu", tmp_path / "a"))[0].status == "FAIL", "two workers on card 0"
+    _fake_card_jobs(monkeypatch, [(101, "0"), (101, "1")])
+    assert checks.check_cards(Suite("cpu", tmp_path / "b"))[0].status == "FAIL", "a worker changed cards"
+    _fake_card_jobs(monkeypatch, [(101, "0"), (102, "1")], statuses=("ok", "failed"))
+    assert checks.check_cards(Suite("cpu", tmp_path / "c"))[0].status == "FAIL"
+
+
+def test_cards_fail_when_two_workers_on_one_card_are_not_refused(monkeypatch, tmp_path):
+    _fake_card_jobs(monkeypatch, [(101, "0"), (102, "1")], refused=(0, [_record(), _record()], "ran anyway"))
+    found = checks.check_cards(Suite("cpu", tmp_path))
+    assert found[1].status == "FAIL" and "expected a refusal" in found[1].detail
+
+
+def test_cards_use_every_card_the_accelerator_shows(monkeypatch, tmp_path):
+    from ascendbench.devices import runtime
+
+    monkeypatch.setattr(runtime, "load_runtime", lambda device: type("R", (), {"device_count": lambda: 4}))
+    calls = _fake_card_jobs(monkeypatch, [(100 + i, str(i)) for i in range(4)], statuses=("ok",) * 4)
+    found = checks.check_cards(Suite("cuda", tmp_path))
+    assert found[0].status == "PASS" and "4 card(s)" in found[0].figure
+    assert "hydra.callbacks.cards.cards=[0,1,2,3]" in calls[0][1] and "seed=0,1,2,3" in calls[0][1]
+    monkeypatch.setattr(runtime, "load_runtime", lambda device: type("R", (), {"device_count": lambda: 0}))
+    assert checks.check_cards(Suite("cuda", tmp_path / "none"))[0].status == "FAIL"

@@ -18,7 +18,7 @@ SLOW = "model=slow_tiny"
 pytestmark = pytest.mark.slow
 
 
-def _wait_for(condition, timeout: float = 120.0, what: str = "condition") -> None:
+def _wait_for(condition, timeout: float = 300.0, what: str = "condition") -> None:  # generous: a loaded host
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

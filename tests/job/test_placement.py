@@ -1,12 +1,15 @@
-"""The "ran on the device" check (issue 15 item 2) on fake placements: each finding shown failing."""
+"""The "ran on the device" check (issue 15 item 2) on fake placements, and a planted fault caught by a whole job."""
 
 from __future__ import annotations
 
 import warnings
 
+import pytest
 import torch
 
 from ascendbench.job.placement import PlacementInputs, capture_warnings, fallback_ops, placement_check
+
+from helpers import TINY_RUN, read_record
 
 
 class TwoLayers(torch.nn.Module):
@@ -71,3 +74,40 @@ def test_capture_records_every_repeat_and_re_emits_each_once():
             for _ in range(3):
                 warnings.warn("fall back to run on the CPU: 'aten::foo'", stacklevel=1)
     assert len(capture.messages) == 3 and len(outer) == 1
+
+
+# -- the same fault through a whole job (device=cpu: the planted parameter sits on `meta`, off the device) --
+
+JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process", "compare.visual.enabled=false",
+       "artifacts.media=false"]
+
+
+@pytest.fixture
+def planted_parameter(monkeypatch):
+    """The device run places the model, then one parameter is left behind on another device."""
+    from ascendbench.job.stages import device_run
+
+    real_place = device_run.place
+
+    def place_but_one(task, model, device, dtype):
+        model = real_place(task, model, device, dtype)
+        model.decoder.conv_out.register_parameter("left_behind", torch.nn.Parameter(torch.zeros(2, device="meta")))
+        return model
+
+    monkeypatch.setattr(device_run, "place", place_but_one)
+
+
+def test_a_job_catches_a_planted_off_device_parameter_as_warn(cli, planted_parameter):
+    result, job = cli(*JOB)
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = read_record(job)
+    check = record["placement_check"]
+    assert not check["ok"] and check["parameters"]["off_device"] == 1
+    assert "decoder.conv_out.left_behind (meta)" in check["findings"][0]
+    assert record["metrics"]["placement_findings"]["verdict"] == "WARN" and record["verdict"] == "WARN"
+
+
+def test_a_rule_makes_the_planted_parameter_fail_the_job(cli, planted_parameter):
+    result, job = cli(*JOB, "+model.thresholds.placement_findings={max:0,source:test}")
+    assert result.returncode == 1
+    assert read_record(job)["metrics"]["placement_findings"]["verdict"] == "FAIL"
