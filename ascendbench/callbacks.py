@@ -44,12 +44,18 @@ def reset_multirun_statuses() -> None:
 class SweepSummary(Callback):
     """After a multirun, read every record in the sweep dir into pandas; write summary.csv and summary.md.
 
-    It never raises: a broken record becomes a row saying so, and any other problem is logged.
+    Beside them, ``collect_env.txt``: ``torch.utils.collect_env``'s full report, once per sweep (a job's
+    record keeps its own ``env``). It never raises: a broken record becomes a row saying so, a report that
+    fails or times out becomes a line saying why, and any other problem is logged.
+
+    Args:
+        collect_env_timeout_s: how long the report may take; ``0`` writes no ``collect_env.txt``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, collect_env_timeout_s: float = 60.0) -> None:
         self._started = time.time()
         self.progress = SweepProgress()
+        self.collect_env_timeout_s = float(collect_env_timeout_s)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Remember when the sweep started (records written after it count for the exit status)."""
@@ -78,6 +84,21 @@ class SweepSummary(Callback):
                      len(frame), len(bad))
         except Exception:  # a summary must never turn a finished sweep into a crash
             log.exception("could not write the sweep summary of %s", OmegaConf.select(config, "hydra.sweep.dir"))
+        self._write_collect_env(config)
+
+    def _write_collect_env(self, config: DictConfig) -> None:
+        """``<sweep dir>/collect_env.txt`` (unless ``collect_env_timeout_s`` is 0); a failure is logged."""
+        if self.collect_env_timeout_s <= 0:
+            return
+        from ascendbench.env import COLLECT_ENV_FILE, collect_env_text
+        from ascendbench.fileio import write_atomic
+
+        try:
+            path = Path(str(config.hydra.sweep.dir)) / COLLECT_ENV_FILE
+            write_atomic(path, collect_env_text(self.collect_env_timeout_s))
+            log.info("environment of the sweep (torch.utils.collect_env): %s", path)
+        except Exception:  # the environment report is a courtesy: never a crash of a finished sweep
+            log.exception("could not write the sweep's %s", COLLECT_ENV_FILE)
 
 
 # --- sweep progress: "job i of N, ok/failed so far, ETA from finished jobs" -----------------------------------
@@ -85,6 +106,20 @@ class SweepSummary(Callback):
 # and size in <sweep dir>/SWEEP_STATE, one appended line per finished job in <sweep dir>/SWEEP_ENDED.
 SWEEP_STATE = ".progress.json"
 SWEEP_ENDED = ".progress-ended.jsonl"
+
+
+def sweep_overrides(config: DictConfig) -> list[str]:
+    """The overrides a basic sweep expands: ``hydra.sweeper.params`` (e.g. from a ``+sweep=`` file) and the
+    command line's task overrides, which win for the same key.
+
+    >>> sweep_overrides(OmegaConf.create({"hydra": {"sweeper": {"params": {"dtype": "float32,float16"}},
+    ...                                              "overrides": {"task": ["preset=mini,balanced"]}}}))
+    ['dtype=float32,float16', 'preset=mini,balanced']
+    """
+    task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]
+    given = {o.split("=", 1)[0].lstrip("+~") for o in task}
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    return [f"{key}={value}" for key, value in params.items() if key not in given] + task
 
 
 def sweep_size(task_overrides: Iterable[str]) -> int | None:
@@ -168,8 +203,8 @@ class SweepProgress:
         try:
             sweep_dir = self._dir(config)
             sweep_dir.mkdir(parents=True, exist_ok=True)
-            total = sweep_size(OmegaConf.select(config, "hydra.overrides.task") or [])
-            keys = sweep_keys(OmegaConf.select(config, "hydra.overrides.task") or [])
+            overrides = sweep_overrides(config)
+            total, keys = sweep_size(overrides), sweep_keys(overrides)
             (sweep_dir / SWEEP_STATE).write_text(json.dumps({"started": self.clock(), "total": total, "keys": keys}))
             (sweep_dir / SWEEP_ENDED).write_text("")
             log.info("[sweep] %s job(s) to run", total if total is not None else "an unknown number of")
@@ -284,6 +319,12 @@ def _as_list(cards: Any) -> list[str] | None:
     return [str(c) for c in cards]
 
 
+class LaunchRefused(SystemExit):
+    """A sweep refused before any job runs: the process ends with exit status 1 and the one-paragraph message.
+    A ``SystemExit``, because Hydra turns a callback's ordinary exception into a warning and launches the jobs
+    anyway (two workers then shared one card)."""
+
+
 class CardPool(Callback):
     """Give each worker process its own accelerator card, before the device initialises.
 
@@ -315,14 +356,14 @@ class CardPool(Callback):
                               "or set it to null to take the card the scheduler assigned.")
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Fail early when more jobs would run at once than there are cards."""
+        """Refuse the sweep (:class:`LaunchRefused`) when more jobs would run at once than there are cards."""
         n_jobs = OmegaConf.select(config, "hydra.launcher.n_jobs")
         if self.cards is None or not isinstance(n_jobs, int):
             return
         parallel = (os.cpu_count() or 1) if n_jobs < 0 else n_jobs
         if parallel > len(self.cards):
-            raise ConfigError(
-                f"hydra.launcher.n_jobs={n_jobs} runs {parallel} jobs at once but the card pool "
+            raise LaunchRefused(
+                f"ascendbench: hydra.launcher.n_jobs={n_jobs} runs {parallel} jobs at once but the card pool "
                 f"hydra.callbacks.cards.cards={self.cards} has {len(self.cards)} card(s); each worker needs its "
                 f"own. Set `hydra.launcher.n_jobs={len(self.cards)}` or list more cards."
             )

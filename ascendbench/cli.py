@@ -17,6 +17,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from ascendbench.compat import exit_if_unsupported
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
@@ -54,6 +55,25 @@ def _gate(record: dict, fail_on: str | None) -> str:
     return record["status"]
 
 
+VERSION_FLAG = "--version"
+VERSION_LIBRARIES = ("torch", "torch_npu", "diffusers", "hydra-core")
+
+
+def version_text() -> str:
+    """``ascendbench <version>`` and the versions of the libraries a run depends on, one per line.
+
+    Read from the installed distributions' metadata (nothing is imported); a missing one reads
+    ``not installed``.
+    """
+    import ascendbench
+    from ascendbench.env import library_versions
+
+    lines = [f"ascendbench {ascendbench.__version__}"]
+    for name, version in library_versions(VERSION_LIBRARIES).items():
+        lines.append(f"{name} {version or 'not installed'}")
+    return "\n".join(lines)
+
+
 def _terminated(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
@@ -61,10 +81,17 @@ def _terminated(signum: int, frame: object) -> None:
 def main() -> None:
     """Entry point: run the Hydra app, then exit 1 if any job failed (or failed ``fail_on``), 130 on Ctrl-C.
 
+    ``--version`` prints :func:`version_text` and exits 0 without composing a job.
+    torch or diffusers older than the supported floor (:mod:`ascendbench.compat`) exits 2 with one paragraph.
+
     Jobs run in this process report through ``_STATUSES``; every job of a multirun, in whichever process it
     ran (joblib, submitit), also leaves its gated status for this launch
     (:func:`ascendbench.job.launch.launch_outcomes`).
     """
+    if VERSION_FLAG in sys.argv[1:]:  # before Hydra, whose own --version prints only Hydra's
+        print(version_text())
+        return
+    exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
     _STATUSES.clear()
     reset_outcomes()
     signal.signal(signal.SIGTERM, _terminated)  # Slurm preemption, `kill`: record `interrupted`, not `running`

@@ -9,6 +9,8 @@ import platform
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ LIBRARIES = ("torch", "torch_npu", "diffusers", "transformers", "safetensors", "
              "numpy", "lpips", "scikit-image", "huggingface_hub",
              "accelerate", "peft")  # model CPU offload and LoRA of the pipelines depend on these two
 GIT_TIMEOUT_S = 5.0
+COLLECT_ENV_FILE = "collect_env.txt"  # torch.utils.collect_env's report, once per sweep beside its summary
+COLLECT_ENV_TIMEOUT_S = 60.0
 
 
 def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
@@ -89,3 +93,37 @@ def environment() -> dict[str, Any]:
         "hf_endpoint": os.environ.get("HF_ENDPOINT"),
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
     }
+
+
+@functools.lru_cache(maxsize=1)
+def _pretty_env_info() -> str:
+    """The report, once per process (a failure is not cached)."""
+    from torch.utils.collect_env import get_pretty_env_info
+
+    return get_pretty_env_info()
+
+
+def collect_env_text(timeout_s: float = COLLECT_ENV_TIMEOUT_S) -> str:
+    """``torch.utils.collect_env``'s full report under a header, or the header and why there is none.
+
+    It runs in a daemon thread (about a second: it asks ``pip``, ``lscpu``, ``nvidia-smi``); one that raises,
+    or is still running after ``timeout_s``, gives a line with the reason instead of the report, never an error.
+    """
+    found: dict[str, str] = {}
+
+    def collect() -> None:
+        try:
+            found["text"] = _pretty_env_info()
+        except Exception as exc:  # a broken probe must not cost the sweep its summary
+            found["error"] = f"{type(exc).__name__}: {exc}"
+
+    started = time.monotonic()
+    worker = threading.Thread(target=collect, name="collect_env", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    header = (f"# torch.utils.collect_env, written by ascendbench {ascendbench.__version__} "
+              f"at {time.strftime('%Y-%m-%dT%H:%M:%S%z')} in {time.monotonic() - started:.1f} s\n")
+    if "text" in found:
+        return header + found["text"].rstrip("\n") + "\n"
+    reason = found.get("error") or f"still running after {timeout_s:g} s (timeout)"
+    return header + f"no report: {reason}\n"

@@ -40,6 +40,12 @@ class WeightsNotFoundError(AscendBenchError):
     reason = "weights_not_found"
 
 
+class WeightsDigestError(AscendBenchError):
+    """``model.expect_digest`` is set and the weights loaded (or their absence) do not match it."""
+
+    reason = "weights_digest_mismatch"
+
+
 class WeightsLoadError(AscendBenchError):
     """Weights were found but could not be read or do not fit the configured architecture."""
 
@@ -139,3 +145,27 @@ class OutputWriteError(AscendBenchError, OSError):
     path is unusable. The message names the file; it is also an :class:`OSError` for callers that catch those."""
 
     reason = "write"
+
+
+class ReferenceSourceError(BaselineError):
+    """``baseline.source`` names nothing that can serve as a reference: a path that does not exist, a directory
+    without ``record.json``, a record of a failed or dry run, or a tensors file that cannot be read. The message
+    names the path and what is accepted (a job directory, its ``record.json``, or a tensors file)."""
+
+    reason = "reference_source"
+
+
+class ReferenceMismatchError(BaselineError):
+    """``baseline.source`` is a saved run of another workload (inputs, weights, task, preset sizes, seed, model),
+    or its outputs do not match this job's by name and shape. The message names each differing field with both
+    values, and the key that accepts a known difference deliberately (``baseline.source_allow``)."""
+
+    reason = "reference_mismatch"
+
+
+class UnsupportedVersionError(AscendBenchError):
+    """torch or diffusers is missing or older than the oldest version ascendbench supports (``ascendbench.compat``).
+
+    The message names the version found, the floor, and how to install a supported one on this host."""
+
+    reason = "unsupported_version"

@@ -6,16 +6,27 @@ import json
 import logging
 import multiprocessing as mp
 import os
+import threading
 import time
 
 import pandas as pd
 import pytest
+import torch
 from omegaconf import OmegaConf
 
-from ascendbench import callbacks
-from ascendbench.callbacks import CardPool, SweepSummary, claim_card, multirun_statuses, release_card
+from ascendbench import callbacks, env
+from ascendbench.callbacks import (
+    CardPool,
+    LaunchRefused,
+    SweepSummary,
+    claim_card,
+    multirun_statuses,
+    release_card,
+)
 from ascendbench.errors import ConfigError
 from ascendbench.job.record import RecordWriter
+
+from helpers import run_app
 
 
 def _record(job_dir, status, dtype="float32", error=None):
@@ -73,6 +84,32 @@ def test_summary_never_raises(tmp_path, caplog):
 def test_empty_sweep_summary_says_so(tmp_path):
     SweepSummary().on_multirun_end(_hydra_cfg(tmp_path / "sweep"))
     assert "No records found in this sweep directory" in (tmp_path / "sweep" / "summary.md").read_text()
+
+
+def test_a_sweep_gets_one_collect_env_report_beside_its_summary(tmp_path):
+    SweepSummary().on_multirun_end(_hydra_cfg(tmp_path / "sweep"))
+    text = (tmp_path / "sweep" / env.COLLECT_ENV_FILE).read_text()
+    assert text.startswith("# torch.utils.collect_env, written by ascendbench")
+    assert f"PyTorch version: {torch.__version__}" in text and "Python version:" in text
+    SweepSummary(collect_env_timeout_s=0).on_multirun_end(_hydra_cfg(tmp_path / "off"))
+    assert (tmp_path / "off" / "summary.md").exists() and not (tmp_path / "off" / env.COLLECT_ENV_FILE).exists()
+
+
+def test_a_collect_env_that_fails_or_hangs_leaves_its_reason_and_the_summary(tmp_path, monkeypatch):
+    def broken():
+        raise OSError("lscpu: not found")
+
+    monkeypatch.setattr(env, "_pretty_env_info", broken)
+    SweepSummary().on_multirun_end(_hydra_cfg(tmp_path / "broken"))
+    assert "no report: OSError: lscpu: not found" in (tmp_path / "broken" / env.COLLECT_ENV_FILE).read_text()
+    release = threading.Event()
+    monkeypatch.setattr(env, "_pretty_env_info", lambda: release.wait(30) and "late")
+    started = time.monotonic()
+    SweepSummary(collect_env_timeout_s=0.2).on_multirun_end(_hydra_cfg(tmp_path / "hung"))
+    release.set()
+    assert time.monotonic() - started < 10, "a hanging probe does not hold the sweep"
+    assert "no report: still running after 0.2 s (timeout)" in (tmp_path / "hung" / env.COLLECT_ENV_FILE).read_text()
+    assert (tmp_path / "hung" / "summary.md").exists()
 
 
 def _claim_in_child(cards, lock_dir, barrier, queue):
@@ -146,7 +183,7 @@ def test_slurm_mode_copies_the_assigned_card_into_unset_variables(tmp_path, monk
 
 
 def test_more_workers_than_cards_fails_before_any_job(tmp_path):
-    with pytest.raises(ConfigError, match="hydra.launcher.n_jobs=4 runs 4 jobs at once"):
+    with pytest.raises(LaunchRefused, match="hydra.launcher.n_jobs=4 runs 4 jobs at once"):
         CardPool(cards=[0, 1]).on_multirun_start(_hydra_cfg(tmp_path, launcher={"n_jobs": 4}))
     CardPool(cards=[0, 1]).on_multirun_start(_hydra_cfg(tmp_path, launcher={"n_jobs": 2}))
     with pytest.raises(ConfigError, match="is empty"):
@@ -197,6 +234,15 @@ def test_sweep_progress_logs_job_i_of_n_the_counts_and_an_eta(tmp_path, caplog):
         "[sweep] job 3 of 3 (dtype=bfloat16) started; 2 finished (1 ok, 1 failed), elapsed 30.0 s, ETA 15.0 s",
         "[sweep] job 3 of 3 (dtype=bfloat16) ended ok in 30.0 s; 3 finished (2 ok, 1 failed), elapsed 60.0 s",
     ]
+
+
+def test_sweep_progress_counts_the_params_of_a_sweep_file(tmp_path, caplog):
+    """``+sweep=attention_backends`` sweeps through ``hydra.sweeper.params``: 2 jobs, not "job 2 of 1"."""
+    cfg = _job_cfg(tmp_path / "sweep", 0, "", task=["+sweep=attention_backends", "seed=1,2"])
+    cfg.hydra.sweeper = {"params": {"model.patches.0.backend": "_native_npu,native", "seed": "7"}}
+    with caplog.at_level("INFO", logger="ascendbench.callbacks"):
+        callbacks.SweepProgress().start(cfg)
+    assert "[sweep] 4 job(s) to run" in caplog.messages, "params x the command line's seed=1,2 (which wins)"
 
 
 def test_sweep_progress_is_shared_by_worker_processes_through_the_sweep_dir(tmp_path, caplog):
@@ -250,3 +296,13 @@ def test_the_sweep_summary_says_why_each_timed_loop_stopped_and_how_precise_it_w
     assert "precision, CI +-0.8% (target 1%)" in summary and "max_time_s, CI +-4.2% (target 1%)" in summary
     frame = pd.read_csv(sweep / "summary.csv")
     assert sorted(frame["bench.stop.reason"]) == ["max_time_s", "precision"]
+
+
+def test_a_sweep_with_two_workers_on_one_card_is_refused_before_any_job(tmp_path):
+    """Hydra turns a callback's exception into a warning: the refusal must still stop the launch (exit 1)."""
+    sweep = tmp_path / "sweep"
+    result = run_app(["-m", "hydra/launcher=joblib_cards", "hydra.launcher.n_jobs=2", "hydra.callbacks.cards.cards=[0]",
+                      "model=tiny_flux2_decoder", "device=cpu", "seed=1,2"], cwd=tmp_path, out_dir=sweep)
+    assert result.returncode == 1
+    assert "the card pool hydra.callbacks.cards.cards=['0'] has 1 card(s)" in result.stderr
+    assert not list(sweep.rglob("record.json"))

@@ -8,17 +8,21 @@ interpreter start per job. Where a test is not about the reference process, its 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import signal
 import sys
 
+import diffusers
+import hydra
 import pytest
 import torch
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from safetensors.torch import load_file
 
+import ascendbench
 from ascendbench.metrics import regression_metrics
 
 from helpers import TINY_RUN, read_record, run_app, run_cli
@@ -147,3 +151,17 @@ def test_an_in_process_run_leaves_the_process_as_it_found_it(tmp_path):
     assert "[ascendbench" in result.stdout, "the job's console log lines were captured"
     assert state() == before
     assert not GlobalHydra.instance().is_initialized() and not HydraConfig.initialized()
+
+
+def test_version_prints_ascendbench_and_its_libraries_without_composing_a_job(cli):
+    result, job = cli("--version")
+    assert result.returncode == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"ascendbench {ascendbench.__version__}"
+    named = dict(line.split(" ", 1) for line in lines[1:])
+    assert set(named) == {"torch", "torch_npu", "diffusers", "hydra-core"}
+    assert torch.__version__.startswith(named["torch"]) and named["diffusers"] == diffusers.__version__
+    assert named["hydra-core"] == hydra.__version__ and "Hydra" not in result.stdout, "ours, not Hydra's"
+    npu_installed = importlib.util.find_spec("torch_npu") is not None
+    assert (named["torch_npu"] != "not installed") == npu_installed
+    assert not job.exists(), "no job composed, nothing written"

@@ -120,6 +120,8 @@ def test_multirun_summary_report_and_resume(tmp_path):
     summary = pd.read_csv(sweep / "summary.csv")
     assert len(summary) == 4 and set(summary["job.dtype"]) == {"float32", "bfloat16"}
     assert "4 job record(s): 4 ok." in (sweep / "summary.md").read_text()
+    assert "PyTorch version:" in (sweep / "collect_env.txt").read_text(), "the sweep's environment, once"
+    assert len(list(sweep.rglob("collect_env.txt"))) == 1, "not per job"
 
     assert report_main([str(sweep), "--out", str(tmp_path / "reports"), "--no-plots"]) == 0
     text = (tmp_path / "reports" / "report.md").read_text()

@@ -58,6 +58,8 @@ ReferenceDtype = choices("ReferenceDtype", ("auto", "float32", "float64"),
                          "``baseline.reference``: the CPU reference precision.")
 BaselineProcess = choices("BaselineProcess", ("child", "in-process"),
                           "``baseline.process``: where the CPU reference runs.")
+SourceField = choices("SourceField", ("model", "task", "sizes", "seed", "inputs_sha256", "weights_digest"),
+                      "``baseline.source_allow``: a workload field in which a saved reference may differ.")
 FailOn = choices("FailOn", ("WARN", "FAIL"), "``fail_on``: the verdict from which a job also exits 1.")
 DeviceName = choices("DeviceName", ("auto", "cpu", "cuda", "npu"), "``device.name``: a device type, or auto.")
 DeviceType = choices("DeviceType", ("cpu", "cuda", "npu"), "A device type (``device.order`` of device=auto).")
@@ -134,6 +136,8 @@ class BaselineConfig:
     cache_dir: str = MISSING
     lock_timeout_s: float = MISSING
     key_ignore_preset: List[str] = MISSING
+    source: Optional[str] = None
+    source_allow: List[SourceField] = field(default_factory=list)
 
 
 @dataclass
@@ -234,6 +238,7 @@ class ModelConfig:
     revision: Optional[str] = None
     init_seed: int = MISSING
     allow_pickle: bool = False
+    expect_digest: Optional[str] = None  # refuse weights whose digest differs (sha256:<hex>, or a file's sha256sum)
     codebook_size: Optional[int] = None
     loader: Any = MISSING
     patches: Optional[List[Any]] = None

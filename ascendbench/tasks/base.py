@@ -74,6 +74,14 @@ class Task(ABC):
         model.to(device=device, dtype=dtype)
         return model
 
+    def applied_options(self) -> dict[str, Any]:
+        """What the last :meth:`to` switched on or off beyond device and dtype, for the record's ``pipeline``.
+
+        ``cpu_offload`` (bool) and ``vae`` (:func:`~ascendbench.tasks.video_decode.apply_vae_options`' answer)
+        where a task sets them; none by default.
+        """
+        return {}
+
     def attach_phase_timer(self, model: Any, timer: Any) -> bool:
         """Register the model's phases on ``timer`` (a :class:`~ascendbench.bench.phases.PhaseTimer`).
 
@@ -93,6 +101,14 @@ class Task(ABC):
         if dims is None or not tensor.is_floating_point() or tensor.dim() != dims:
             return None
         return (float(self.value_range[0]), float(self.value_range[1]))
+
+    def input_sources(self) -> dict[str, dict[str, Any]]:
+        """Where inputs came from, after :meth:`make_inputs`: input name -> facts for the record; none by default.
+
+        A task reading an input from a file says so here (its path and the file's own SHA256); the record
+        keeps it as ``inputs.<name>.source``, next to the tensor's shape and SHA256.
+        """
+        return {}
 
     def checks(self, ctx: CheckContext) -> dict[str, dict[str, Any]]:
         """The task's own gates as metric entries (see :mod:`ascendbench.tasks.checks`); none by default."""

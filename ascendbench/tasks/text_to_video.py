@@ -151,6 +151,10 @@ class TextToVideoTask(Task):
         log.info("pipeline placed: %s", self.applied)
         return pipe
 
+    def applied_options(self) -> dict[str, Any]:
+        """CPU offload and the VAE's slicing/tiling as the last :meth:`to` applied them."""
+        return {key: value for key, value in self.applied.items() if key != "device"}
+
     def attach_phase_timer(self, pipe: Any, timer: Any) -> bool:
         """Per-phase timing: text encoding, each denoising step, VAE decode (always attached)."""
         self._timer = timer
@@ -166,7 +170,7 @@ class TextToVideoTask(Task):
             raise RuntimeError("TextToVideoTask.run() before make_inputs(): the preset sizes are unknown")
         generator = torch.Generator("cpu").manual_seed(int(inputs["seed"].reshape(-1)[0]))
         kwargs = {"prompt": self.prompt, "negative_prompt": self.negative_prompt, **self._call,
-                  **self.call_kwargs, "generator": generator, "output_type": "pt"}
+                  **self.call_kwargs, **self.pipeline_inputs(inputs), "generator": generator, "output_type": "pt"}
         callbacks = [self._timer.step_callback(starts_with="denoiser")] if self._timer is not None else []
         steps = None if is_quiet() else Progress("denoising", total=self._call.get("num_inference_steps"),
                                                    unit="steps")
@@ -181,6 +185,10 @@ class TextToVideoTask(Task):
             if steps is not None:
                 steps.close()
         return {name: self._output(name, getattr(result, attr)) for name, attr in self.outputs.items()}
+
+    def pipeline_inputs(self, inputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        """Pipeline call arguments built from ``inputs`` (an image-conditioned task adds ``image``); none here."""
+        return {}
 
     def _output(self, name: str, value: Any) -> torch.Tensor:
         tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)

@@ -67,6 +67,9 @@ class VideoTokenizerTask(Task):
         steps_kwarg, noise_kwarg: ``detokenize`` argument names for the steps and the noise list.
         detokenize: further ``detokenize`` keyword arguments (guidance scale...).
         spatial_multiple: height/width must be multiples of this when ``resolution`` is ``None``.
+        latent_module: attribute path of the model's VAE (e.g. ``video_tokenizer.vae``) whose
+            ``latent_method`` output is replayed for the encoder+FSQ determinism gate; ``None``: no such gate.
+        latent_method: the VAE method producing the latents (``encode``).
     """
 
     kind = "video_tokenizer"
@@ -88,6 +91,8 @@ class VideoTokenizerTask(Task):
     noise_kwarg: str = "noise_list"
     detokenize: Mapping[str, Any] | None = None
     spatial_multiple: int = 8
+    latent_module: str | None = None
+    latent_method: str = "encode"
 
     def __post_init__(self) -> None:
         self.steps = int(self.steps)

@@ -9,7 +9,12 @@ All are recorded under ``metrics`` as ``gate/<name>``; verdicts come from the ru
 * ``gate/token_ids_out_of_range`` -- ids outside ``[0, codebook_size)`` (details: min, max);
 * ``gate/token_unique_ratio`` -- distinct ids / tokens (a dead encoder emits one id);
 * ``gate/rerun_token_agreement`` -- fraction of equal ids between the run and a second tokenize;
+* ``gate/fixed_latent_token_agreement`` -- the same with the VAE's latents of the first tokenize replayed
+  into the second (``model.task.latent_module``): the encoder + FSQ alone, on fixed latents;
 * ``gate/recon_psnr_db`` -- reconstruction PSNR against the input clip (range 2, values in [-1, 1]);
+* ``gate/recon_mse`` -- the reconstruction's mean squared error against the input clip (informative);
+* ``gate/recon_psnr_rerun_diff_db`` -- how far the PSNR of a second detokenize of the same tokens from the
+  same noise lies from the run's (0 when the reconstruction is reproducible);
 * ``gate/recon_out_of_range`` -- fraction of reconstructed values outside ``[-1, 1]``;
 * ``gate/control_psnr_db`` and ``gate/control_psnr_gap_db`` -- the same architecture randomly
   initialised, and how far the loaded weights beat it.
@@ -22,8 +27,11 @@ from typing import Any
 
 import torch
 
+from ascendbench.errors import TaskError
 from ascendbench.metrics.functional import psnr_db
-from ascendbench.tasks.checks import CheckContext, gate, skipped
+from ascendbench.models.expect import read_path
+from ascendbench.tasks.checks import CheckContext, compare_runs, gate, skipped
+from ascendbench.tasks.replay import Replay
 
 PSNR_RANGE = 2.0
 QUALITY_GATES = ("gate/token_unique_ratio", "gate/recon_psnr_db")
@@ -57,12 +65,22 @@ def token_agreement(first: torch.Tensor, second: torch.Tensor) -> float:
     return float((first.to("cpu") == second.to("cpu")).double().mean())
 
 
-def reconstruction_psnr(reconstruction: torch.Tensor, video: torch.Tensor) -> float:
-    """PSNR in dB of the reconstruction against the input clip (both in ``[-1, 1]``)."""
+def reconstruction_mse(reconstruction: torch.Tensor, video: torch.Tensor) -> float:
+    """Mean squared error of the reconstruction against the input clip, in float64 (NaN when shapes differ).
+
+    >>> reconstruction_mse(torch.zeros(1, 3, 1, 2, 2), torch.full((1, 3, 1, 2, 2), 0.5))
+    0.25
+    """
     if reconstruction.shape != video.shape:
         return float("nan")
     diff = reconstruction.detach().to("cpu", torch.float64) - video.detach().to("cpu", torch.float64)
-    return psnr_db(float((diff**2).mean()), PSNR_RANGE, PSNR_CAP_DB)
+    return float((diff**2).mean())
+
+
+def reconstruction_psnr(reconstruction: torch.Tensor, video: torch.Tensor) -> float:
+    """PSNR in dB of the reconstruction against the input clip (both in ``[-1, 1]``)."""
+    mse = reconstruction_mse(reconstruction, video)
+    return float("nan") if mse != mse else psnr_db(mse, PSNR_RANGE, PSNR_CAP_DB)
 
 
 def tokenizer_gates(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
@@ -75,7 +93,9 @@ def tokenizer_gates(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
     gates: dict[str, dict[str, Any]] = {}
     gates.update(_load_gates(ctx))
     gates.update(_token_gates(task, ctx))
+    gates.update(fixed_latent_gate(task, ctx))
     gates.update(_reconstruction_gates(ctx))
+    gates.update(rerun_psnr_gate(task, ctx))
     gates.update(_control_gates(task, ctx, gates["gate/recon_psnr_db"]["value"]))
     for name in () if loaded else QUALITY_GATES:
         gates[name].update(verdict=None, threshold=None, rule=None, not_judged="random-init weights")
@@ -130,6 +150,7 @@ def _reconstruction_gates(ctx: CheckContext) -> dict[str, dict[str, Any]]:
     return {
         "gate/recon_psnr_db": gate("gate/recon_psnr_db", reconstruction_psnr(recon, video), rules,
                                    {"against": "input clip", "data_range": PSNR_RANGE}),
+        "gate/recon_mse": gate("gate/recon_mse", reconstruction_mse(recon, video), rules, {"against": "input clip"}),
         "gate/recon_out_of_range": gate("gate/recon_out_of_range", outside, rules,
                                         {"min": float(recon.min()), "max": float(recon.max())}),
     }
@@ -146,13 +167,55 @@ def _control_gates(task: Any, ctx: CheckContext, psnr: float) -> dict[str, dict[
         twin.to(device=ctx.device, dtype=ctx.dtype)
         outputs = task.run(twin, ctx.to_device(ctx.inputs))
         control_psnr = reconstruction_psnr(outputs["reconstruction"], ctx.inputs["video"])
+        control_mse = reconstruction_mse(outputs["reconstruction"], ctx.inputs["video"])
         stats = token_stats(outputs["tokens"], task.codebook_size)
         del twin, outputs
     gc.collect()
     details = {"control_tokens_min_id": stats["min_id"], "control_tokens_max_id": stats["max_id"],
-               "control_unique": stats["unique"], "loaded_psnr_db": psnr}
+               "control_unique": stats["unique"], "loaded_psnr_db": psnr, "control_mse": control_mse}
     return {
         names[0]: gate(names[0], control_psnr, ctx.rules, details),
         names[1]: gate(names[1], psnr - control_psnr, ctx.rules, details),
     }
 
+
+
+def fixed_latent_gate(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
+    """``gate/fixed_latent_token_agreement``: two tokenizes whose VAE latents are the same tensors.
+
+    The first tokenize records what ``<latent_module>.<latent_method>`` returns, the second gets those
+    values back (:class:`~ascendbench.tasks.replay.Replay`), so any id that differs comes from the encoder
+    or the quantiser, not from the VAE (whose 3D convolutions are not bit-deterministic on Ascend).
+    """
+    name = "gate/fixed_latent_token_agreement"
+    if not task.latent_module:
+        return {name: skipped("model.task.latent_module is not set (the attribute path of the model's VAE)")}
+    try:
+        owner = read_path(ctx.module, task.latent_module)
+    except KeyError as exc:
+        raise TaskError(f"model.task.latent_module={task.latent_module}: {exc.args[0]} on "
+                        f"{type(ctx.module).__name__}; fix the attribute path or set it to null.") from exc
+    replay = Replay(owner, task.latent_method)
+    video = ctx.to_device({"video": ctx.inputs["video"]})["video"]
+    with replay.recording():
+        first = task.tokenize(ctx.module, video).to("cpu")
+    with replay.replaying():
+        second = task.tokenize(ctx.module, video).to("cpu")
+    agreement = token_agreement(first, second)
+    return {name: gate(name, agreement, ctx.rules, {
+        "equal": round(agreement * first.numel()), "total": first.numel(), "bit_exact": bool(agreement == 1.0),
+        "latents_from": f"{task.latent_module}.{task.latent_method}", "latent_calls": len(replay.recorded)})}
+
+
+def rerun_psnr_gate(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
+    """``gate/recon_psnr_rerun_diff_db``: the run's tokens detokenized again from the same noise; how far
+    that reconstruction's PSNR lies from the run's, with both PSNRs and the largest pixel difference."""
+    name, video = "gate/recon_psnr_rerun_diff_db", ctx.inputs["video"]
+    moved = ctx.to_device({"tokens": ctx.outputs["tokens"], **({"noise": ctx.inputs["noise"]}
+                                                                 if "noise" in ctx.inputs else {})})
+    again = task.reconstruct(ctx.module, moved["tokens"], moved.get("noise")).to("cpu")
+    first_psnr = reconstruction_psnr(ctx.outputs["reconstruction"], video)
+    second_psnr = reconstruction_psnr(again, video)
+    diff, same = compare_runs(ctx.outputs["reconstruction"].float(), again.float())
+    return {name: gate(name, abs(first_psnr - second_psnr), ctx.rules, {
+        "psnr_db": first_psnr, "rerun_psnr_db": second_psnr, "max_abs_diff": diff, **same})}

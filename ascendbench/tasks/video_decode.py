@@ -94,6 +94,7 @@ class VideoDecodeTask(VaeDecodeTask):
         super().__init__(latent_channels, spatial_compression, output_name)
         self.temporal_compression = int(temporal_compression)
         self.vae_options = dict(vae or {})
+        self.applied: dict[str, Any] = {}  # what the last to() applied
 
     def latent_shape(self, preset: Mapping[str, Any]) -> tuple[int, ...]:
         """``[B, C, T, H/s, W/s]`` for the preset (see :func:`video_latent_shape`)."""
@@ -106,8 +107,12 @@ class VideoDecodeTask(VaeDecodeTask):
     def to(self, model: torch.nn.Module, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
         """Move and cast the VAE, then apply the slicing/tiling options (same on reference and device)."""
         model.to(device=device, dtype=dtype)
-        apply_vae_options(model, self.vae_options)
+        self.applied = {"vae": apply_vae_options(model, self.vae_options)}
         return model
+
+    def applied_options(self) -> dict[str, Any]:
+        """The slicing/tiling the last :meth:`to` applied (``{"vae": ...}``)."""
+        return dict(self.applied)
 
     def items_per_call(self, inputs: Mapping[str, torch.Tensor]) -> int:
         """Frames decoded by one call: ``batch x (1 + (T - 1) x temporal)``."""

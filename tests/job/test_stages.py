@@ -52,7 +52,7 @@ def test_a_run_calls_every_stage_once_and_each_section_lands_in_the_record(compo
     assert [c[:2] for c in spied] == [("run", s.name) for s in STAGES]
     sections = {c[1]: c[2] for c in spied}
     assert sections["device"] == ["env", "job"] and sections["load"] == ["weights"]
-    assert sections["device_run"] == ["bench", "outputs", "patches", "placement_check"]
+    assert sections["device_run"] == ["bench", "outputs", "patches", "pipeline", "placement_check"]
     assert "metrics" in sections["evaluate"]
     on_disk = json.loads((tmp_path / "job" / "record.json").read_text())
     for key in ("job", "weights", "inputs", "baseline", "bench", "metrics", "verdict", "artifacts"):

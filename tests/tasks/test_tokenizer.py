@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,7 +15,14 @@ from ascendbench.errors import TaskError
 from ascendbench.patches import patches_applied
 from ascendbench.tasks.checks import CheckContext
 from ascendbench.tasks.tokenizer import VideoTokenizerTask
-from ascendbench.tasks.tokenizer_gates import reconstruction_psnr, token_agreement, token_stats
+from ascendbench.tasks.tokenizer_gates import (
+    fixed_latent_gate,
+    reconstruction_mse,
+    reconstruction_psnr,
+    rerun_psnr_gate,
+    token_agreement,
+    token_stats,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "standins"))
 from videoflextok_standin import VideoFlexTokStandIn, build_pretrained  # noqa: E402  (stand-in of videoflextok)
@@ -178,3 +186,70 @@ def test_noise_that_does_not_fit_the_model_is_refused_with_the_fix(pretrained):
     with pytest.raises(TaskError, match=r"noise_shape=\[16, 9, 8, 8\].*model.task.noise_shape=\[48, 9, 8, 8\]"):
         task.run(pretrained, task.make_inputs(PRESET, seed=42))
     standin_task(noise_check=check).check_noise(pretrained)  # the tiny twin's own setting fits
+
+
+STABILITY = {"fixed_latent_token_agreement": {"min": 1.0}, "recon_psnr_rerun_diff_db": {"max": 0.01}}
+LOADED = {"kind": "loaded", "strict_load": None, "config_checks": None}
+
+
+def _stability(task, model, inputs, outputs):
+    context = CheckContext(model, torch.device("cpu"), torch.float32, inputs, outputs, LOADED, STABILITY)
+    return fixed_latent_gate(task, context), rerun_psnr_gate(task, context)
+
+
+def test_stability_gates_pass_on_a_deterministic_model_and_mse_sits_beside_psnr(run, pretrained):
+    task, inputs, outputs = run
+    fixed, rerun = _stability(standin_task(latent_module="video_tokenizer.vae"), pretrained, inputs, outputs)
+    entry = fixed["gate/fixed_latent_token_agreement"]
+    assert entry["value"] == 1.0 and entry["verdict"] == "PASS" and entry["details"]["bit_exact"] is True
+    assert entry["details"]["latents_from"] == "video_tokenizer.vae.encode" and entry["details"]["latent_calls"] == 1
+    psnr = rerun["gate/recon_psnr_rerun_diff_db"]
+    assert psnr["value"] == 0.0 and psnr["verdict"] == "PASS" and psnr["details"]["identical"] is True
+    assert psnr["details"]["rerun_psnr_db"] == psnr["details"]["psnr_db"] > 18
+    gates = task.checks(_context(pretrained, inputs, outputs, LOADED))
+    mse = gates["gate/recon_mse"]["value"]
+    assert mse == pytest.approx(reconstruction_mse(outputs["reconstruction"], inputs["video"]))
+    assert gates["gate/recon_psnr_db"]["value"] == pytest.approx(10 * math.log10(2.0**2 / mse))
+    assert "latent_module is not set" in gates["gate/fixed_latent_token_agreement"]["skipped"]
+
+
+def test_a_noisy_vae_is_held_fixed_but_a_noisy_encoder_fails_the_fixed_latent_gate(run, pretrained, monkeypatch):
+    task, inputs, outputs = run
+    tokenizer, generator = pretrained.video_tokenizer, torch.Generator().manual_seed(0)
+    encode = tokenizer.vae.encode
+    def noisy(video):
+        return encode(video) + torch.randn(1, generator=generator)
+
+    monkeypatch.setattr(tokenizer.vae, "encode", noisy)
+    fixed, _ = _stability(standin_task(latent_module="video_tokenizer.vae"), pretrained, inputs, outputs)
+    assert fixed["gate/fixed_latent_token_agreement"]["value"] == 1.0, "the VAE's noise is replayed, not redrawn"
+    codes = tokenizer.encoder.to_codes.forward
+    monkeypatch.setattr(tokenizer.encoder.to_codes, "forward",
+                        lambda x: codes(x) + 0.5 * torch.randn(x.shape[:-1] + (3,), generator=generator))
+    fixed, _ = _stability(standin_task(latent_module="video_tokenizer.vae"), pretrained, inputs, outputs)
+    entry = fixed["gate/fixed_latent_token_agreement"]
+    assert entry["value"] < 1.0 and entry["verdict"] == "FAIL" and entry["details"]["bit_exact"] is False
+    assert vars(tokenizer.vae)["encode"] is noisy, "the method the replay found is put back"
+
+
+def test_a_decode_that_is_not_reproducible_fails_the_psnr_rerun_gate(run, pretrained, monkeypatch):
+    task, inputs, outputs = run
+    reconstruct, calls = task.reconstruct, []
+
+    def drifting(model, tokens, noise):
+        calls.append(1)
+        return reconstruct(model, tokens, noise) * (1 - 0.05 * len(calls))
+
+    monkeypatch.setattr(task, "reconstruct", drifting)
+    _, rerun = _stability(task, pretrained, inputs, outputs)
+    entry = rerun["gate/recon_psnr_rerun_diff_db"]
+    assert entry["verdict"] == "FAIL" and entry["value"] > 0.01 and entry["details"]["identical"] is False
+
+
+def test_a_wrong_latent_module_is_refused_with_the_key(run, pretrained):
+    task, inputs, outputs = run
+    with pytest.raises(TaskError, match=r"model.task.latent_module=video_tokenizer.vea: 'vea' not found"):
+        _stability(standin_task(latent_module="video_tokenizer.vea"), pretrained, inputs, outputs)
+    with pytest.raises(TaskError, match="no method 'encoder'"):
+        _stability(standin_task(latent_module="video_tokenizer.vae", latent_method="encoder"), pretrained, inputs,
+                   outputs)

@@ -66,5 +66,12 @@ def test_cli_job_on_the_saved_standin_records_patches_and_gates(cli, tmp_path):
     assert gates["gate/load_missing_keys"]["value"] == 0 and gates["gate/config_mismatches"]["value"] == 0
     assert gates["gate/control_psnr_gap_db"]["verdict"] == "PASS" and gates["gate/control_psnr_gap_db"]["value"] > 5
     assert all(g.get("verdict") in ("PASS", None) for g in gates.values())
+    fixed = gates["gate/fixed_latent_token_agreement"]  # the seed's remaining stability checks
+    assert fixed["value"] == 1.0 and fixed["verdict"] == "PASS" and "seed 004" in fixed["source"]
+    assert fixed["details"]["latents_from"] == "video_tokenizer.vae.encode"
+    rerun = gates["gate/recon_psnr_rerun_diff_db"]
+    assert rerun["value"] == 0.0 and rerun["verdict"] == "PASS"
+    assert rerun["details"]["rerun_psnr_db"] == gates["gate/recon_psnr_db"]["value"]
+    assert 0 < gates["gate/recon_mse"]["value"] < gates["gate/control_psnr_db"]["details"]["control_mse"]
     assert record["metrics"]["tokens/token_agreement"]["value"] == 1.0
     assert record["verdict"] == "PASS" and record["inputs"]["video"]["shape"] == [1, 3, 9, 32, 32]

@@ -8,6 +8,7 @@ from typing import Any
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.job.job import Job
+from ascendbench.job.pipeline_options import PipelineState, pipeline_options
 from ascendbench.job.placement import PlacementInputs, capture_warnings, placement_check
 from ascendbench.job.planning import free_device_bytes, memory_line
 from ascendbench.job.profiling import ProfileRun, ProfileSettings, profile_calls
@@ -40,8 +41,8 @@ class DeviceRunStage(Stage):
 
     def run(self, job: Job) -> dict[str, Any]:
         """Run and time the task on the device; the cold call's outputs are kept (on the CPU). Then check that
-        the model and its outputs are on the device (and which operators fell back to the CPU), and, with
-        ``profile.enabled``, profile a few more calls."""
+        the model and its outputs are on the device (and which operators fell back to the CPU), record the
+        pipeline options in force (``pipeline``), and, with ``profile.enabled``, profile a few more calls."""
         adapter = job.adapter
         with patches_applied(job.cfg.model.get("patches"), job.model, adapter.name) as applied:
             job.record({"patches": {"device": applied}})
@@ -50,7 +51,8 @@ class DeviceRunStage(Stage):
                 call, result, bench = _place_and_measure(job)
             job.placement = placement_check(PlacementInputs(job.model, result.first_outputs, adapter.torch_device,
                                                             offloaded(job.task), caught.messages))
-            section = {"patches": {"device": applied}, "placement_check": job.placement}
+            section = {"patches": {"device": applied}, "placement_check": job.placement,
+                       "pipeline": pipeline_options(PipelineState(job.task, job.model, applied))}
             if job.cfg.profile.enabled:
                 section["profile"] = _profile(job, call, bench)
         bench["placement"] = {**placement.to_dict(), "module_mb": tensor_bytes_mb(job.model)}

@@ -9,6 +9,7 @@ from ascendbench.devices import DeviceAdapter
 from ascendbench.job.job import Job
 from ascendbench.job.planning import meta_model, weights_plan
 from ascendbench.job.stages.base import Stage, build
+from ascendbench.models.digest_check import check_digest
 from ascendbench.models.memory import safetensors_numel, tensor_count
 from ascendbench.models.sources import ResolvedSource
 from ascendbench.progress import Progress
@@ -40,7 +41,8 @@ class LoadStage(Stage):
         return {}
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Load; time and host-memory delta of the load are part of the ``weights`` section."""
+        """Load; time and host-memory delta of the load are part of the ``weights`` section. With
+        ``model.expect_digest``, weights of another digest are refused (:mod:`ascendbench.models.digest_check`)."""
         cfg = job.cfg
         job.loader = build(cfg.model.loader, "model.loader")
         with MemoryDelta(DeviceAdapter("cpu")) as load_memory, Progress("model load", unit="").ticking():  # on the host
@@ -50,6 +52,8 @@ class LoadStage(Stage):
         job.weights = {**job.loaded.weights, "load_seconds": job.loaded.load_seconds, "load": load_memory.to_dict()}
         if job.weights["kind"] == "random-init":
             job.warn(f"weights: random-init (seed {job.weights['init_seed']}): {job.weights['reason']}")
+        job.record({"weights": job.weights})  # a refused digest still leaves the digest found in the record
+        job.weights.update(check_digest(cfg.model.get("expect_digest"), job.weights))
         return {"weights": job.weights}
 
 
@@ -62,7 +66,7 @@ class InputsStage(Stage):
         """The inputs are built (they are small); a task that cannot build them is a problem."""
         job.task = build(job.cfg.model.task, "model.task")
         job.attempt("inputs", lambda: self.run(job))
-        job.add_plan({"inputs": job.inputs_info})
+        job.add_plan({"inputs": with_sources(job.inputs_info, job.task)})
         return {}
 
     def run(self, job: Job) -> dict[str, Any]:
@@ -73,5 +77,12 @@ class InputsStage(Stage):
         stats = summarize(job.inputs)
         sizes = job.task.sizes(job.cfg.preset)
         used = {key: sizes[key] for key in ("num_frames", "steps") if key in sizes}
-        return {"inputs": {name: {**info, **stats[name]} for name, info in job.inputs_info.items()},
+        described = {name: {**info, **stats[name]} for name, info in job.inputs_info.items()}
+        return {"inputs": with_sources(described, job.task),
                 "job": {"sizes": sizes, **used}}
+
+
+def with_sources(inputs: dict[str, dict[str, Any]], task: Any) -> dict[str, dict[str, Any]]:
+    """The record's ``inputs`` with each input's ``source`` (:meth:`Task.input_sources`) where the task gives one."""
+    sources = task.input_sources() if task is not None else {}
+    return {name: {**info, **({"source": sources[name]} if name in sources else {})} for name, info in inputs.items()}
