@@ -179,7 +179,8 @@ def device_problems(cfg: DictConfig) -> list[str]:
 
 
 def model_problems(cfg: DictConfig) -> list[str]:
-    """``model.weights=required`` without a source, unknown patches or patch options."""
+    """``model.weights=required`` without a source, a saved reference in a performance-only run, unknown patches
+    or patch options."""
     from ascendbench.patches import parse_specs
     from ascendbench.patches.registry import build_patch
 
@@ -187,6 +188,10 @@ def model_problems(cfg: DictConfig) -> list[str]:
     if OmegaConf.select(cfg, "model.weights") == "required" and OmegaConf.select(cfg, "model.source") is None:
         problems.append("model.weights=required needs model.source (a local directory, a .safetensors file or a "
                         "hub id), e.g. `model.source=/path/to/weights`; or use model.weights=auto")
+    if OmegaConf.select(cfg, "baseline.source") is not None and OmegaConf.select(cfg, "baseline.enabled") is False:
+        problems.append("baseline.source is set but baseline.enabled=false: a performance-only run compares "
+                        "nothing, so the saved reference would be ignored; drop baseline.enabled=false to judge "
+                        "against it, or drop baseline.source")
     try:
         for spec in parse_specs(OmegaConf.select(cfg, "model.patches", default=None)):
             build_patch(spec)

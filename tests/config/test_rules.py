@@ -38,6 +38,7 @@ def test_shipped_configs_have_no_problems(compose_job, overrides):
     (["+model.thresholds.cosine={min:0.9,max:1.0}"], "model.thresholds.cosine: threshold rule for metric 'cosine'"),
     (["+metric.thresholds.psnr_db=30"], "metric.thresholds.psnr_db=30 is not allowed: it must be a rule"),
     (["model.weights=required", "model.source=null"], "model.weights=required needs model.source"),
+    (["baseline.source=/tmp/run", "baseline.enabled=false"], "baseline.source is set but baseline.enabled=false"),
     (["model.patches=[no_such_patch]"], "no_such_patch"),
     (["compare.visual.frames=[first,bogus]"], "compare.visual.frames=['first', 'bogus'] is not allowed"),
     (["compare.visual.value_range=[1.0,-1.0]"], "compare.visual.value_range=[1.0, -1.0] is not allowed"),
