@@ -38,3 +38,20 @@ def compose_config(overrides: Iterable[str] = (), return_hydra_config: bool = Fa
 def run_job(cfg: DictConfig, job_dir: Path, *args: Any, **kwargs: Any) -> dict:
     """The package's ``run_job(cfg, job_dir)``: one job in this process; returns its record."""
     return _package_run_job(cfg, job_dir, *args, **kwargs)
+
+
+def ltx_single_file_layout(model: str, root: Path) -> Path:
+    """The tiny LTX pipeline ``model`` as users get LTX-Video, under ``root``: one single file
+    (``weights/<model>.safetensors``), a config directory (``config/``) and the full diffusers save with the
+    T5 (``full/``); returns ``root``."""
+    import shutil
+
+    from hydra.utils import instantiate
+
+    from ascendbench.models.ltx_layout import save_ltx_single_file
+
+    pipe = instantiate(compose_config([f"model={model}"]).model.loader).load(None, "random", 42).module
+    pipe.save_pretrained(root / "full")
+    save_ltx_single_file(pipe, root / "weights" / f"{model}.safetensors")
+    shutil.copytree(root / "full", root / "config", ignore=shutil.ignore_patterns("*.safetensors"))
+    return root

@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import shutil
 
 import numpy as np
 import pytest
 import torch
 from diffusers.models.autoencoders.vae import DiagonalGaussianDistribution
-from hydra.utils import instantiate
 from PIL import Image
 
 from ascendbench.errors import ConfigError
-from ascendbench.models.ltx_layout import save_ltx_single_file
 from ascendbench.tasks import image_to_video as i2v
 from ascendbench.tasks.image_to_video import ImageToVideoTask, generated_image, read_image
 
 from helpers import compose_config, read_record, run_job
+from helpers.config import ltx_single_file_layout
 
 QUICK = ["device=cpu", "preset.warmup=0", "preset.iters=1", "bench.flops.enabled=false"]
 REAL_AND_TWIN = [("ltx_video_i2v", "tiny_ltx_i2v"), ("sulphur2_i2v", "tiny_ltx2_i2v")]
@@ -151,12 +149,7 @@ def test_the_real_configs_dry_run_loading_nothing(tmp_path, monkeypatch, model):
 @pytest.fixture
 def i2v_single_file(tmp_path):
     """The tiny LTX I2V pipeline as users get LTX-Video: one single file, a config directory, the T5 elsewhere."""
-    cfg = compose_config(["model=tiny_ltx_i2v"])
-    pipe = instantiate(cfg.model.loader).load(None, "random", 42).module
-    pipe.save_pretrained(tmp_path / "full")
-    save_ltx_single_file(pipe, tmp_path / "weights" / "tiny_ltx_i2v.safetensors")
-    shutil.copytree(tmp_path / "full", tmp_path / "config", ignore=shutil.ignore_patterns("*.safetensors"))
-    return tmp_path
+    return ltx_single_file_layout("tiny_ltx_i2v", tmp_path)
 
 
 def test_image_to_video_from_a_single_file_and_an_image_file(cli, i2v_single_file, png):

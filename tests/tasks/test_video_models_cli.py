@@ -9,15 +9,11 @@ The whole-VAE decode and the LTX-2 twin run through ``run_job`` on a composed co
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
-from hydra.utils import instantiate
-
-from ascendbench.models.ltx_layout import save_ltx_single_file
 
 from helpers import compose_config, read_record, run_job
+from helpers.config import ltx_single_file_layout
 
 QUICK = ["device=cpu", "preset.warmup=0", "preset.iters=1", "bench.flops.enabled=false"]
 
@@ -76,12 +72,7 @@ def test_one_layer_from_the_vae_file_with_determinism(cli, cache, tmp_path):
 @pytest.fixture
 def ltx_single_file(tmp_path):
     """The tiny LTX pipeline as users get LTX-Video: one single file, a config directory, the T5 elsewhere."""
-    cfg = compose_config(["model=tiny_ltx_t2v"])
-    pipe = instantiate(cfg.model.loader).load(None, "random", 42).module
-    pipe.save_pretrained(tmp_path / "full")
-    save_ltx_single_file(pipe, tmp_path / "weights" / "tiny_ltx_t2v.safetensors")
-    shutil.copytree(tmp_path / "full", tmp_path / "config", ignore=shutil.ignore_patterns("*.safetensors"))
-    return tmp_path
+    return ltx_single_file_layout("tiny_ltx_t2v", tmp_path)
 
 
 def test_text_to_video_from_a_single_file_fully_offline(cli, cache, ltx_single_file):
