@@ -2,7 +2,10 @@
 
 Records of OLD and NEW line up by model, device, dtype, preset, batch, size, frames, steps and seed
 (the latest record per key on each side). A row regresses when NEW's status or accuracy verdict is
-worse than OLD's, or NEW's median latency exceeds OLD's by more than the noise fraction.
+worse than OLD's, or NEW is slower: significantly (a Mann-Whitney U test on the per-call samples, else the
+medians' 95% CIs apart) and by more than ``compare.min_effect`` (:mod:`ascendbench.report.significance`).
+Each compared workload gets one latency line: the effect with its confidence and the method that decided.
+The per-call samples stay out of the report's frame: they are read from the record files being compared.
 
 Silence is never a pass. The gate also fails when NEW measured nothing (no record, only broken ones,
 jobs that failed before their workload was known, dry runs), when nothing could be compared, and when
@@ -11,7 +14,10 @@ an OLD workload is missing in NEW (unless ``compare.allow_missing``); every such
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
@@ -19,6 +25,7 @@ import pandas as pd
 from ascendbench.report.fmt import get, num, short, size_label, table, text
 from ascendbench.report.gather import DRY_RUN
 from ascendbench.report.performance import latest, median_ms
+from ascendbench.report.significance import Latency, LatencyRule, decide
 
 KEY = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height", "job.width",
        "job.num_frames", "job.steps", "job.seed")
@@ -34,11 +41,12 @@ class Comparison:
     compared: int
     only_old: list[str]
     only_new: list[str]
-    noise: float
+    rule: LatencyRule
     unmeasured: list[str] = field(default_factory=list)  # NEW records that measured nothing, with why
     measured: int = 0  # NEW records that finished ok and are not dry runs
     new_records: int = 0
     allow_missing: bool = False
+    latency: list[str] = field(default_factory=list)  # one line per compared workload: effect, method, verdict
 
     @property
     def reasons(self) -> list[str]:
@@ -63,8 +71,9 @@ class Comparison:
 
     def text(self) -> str:
         """A human-readable account: the verdict and its reasons, the offending rows, what did not line up."""
-        lines = [f"compared {self.compared} workload(s); noise rule: median latency changes within "
-                 f"{self.noise:.1%} are noise"]
+        lines = [f"compared {self.compared} workload(s)", self.rule.describe()]
+        if self.latency:
+            lines += ["latency, NEW vs OLD:"] + [f"- {line}" for line in self.latency]
         if self.regressions:
             headers = ["model", "device", "dtype", "preset", "size", "batch", "what", "old", "new"]
             lines += [f"{len(self.regressions)} regression(s):", table(headers, self.regressions)]
@@ -115,32 +124,72 @@ def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
     return {k: latest(v) for k, v in grouped.items()}
 
 
-def _regressions(old: Mapping[str, Any], new: Mapping[str, Any], noise: float) -> list[tuple[str, str, str]]:
+def record_samples(path: str | Path) -> tuple[float, ...] | None:
+    """The record's per-call latencies (``bench.samples_ms``), None when absent or not all finite and > 0."""
+    try:
+        bench = json.loads(Path(path).read_text()).get("bench")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None
+    samples = bench.get("samples_ms") if isinstance(bench, Mapping) else None
+    if not isinstance(samples, list) or not samples:
+        return None
+    usable = all(_float(v) is not None and math.isfinite(v) and v > 0 for v in samples)
+    return tuple(float(v) for v in samples) if usable else None
+
+
+def latency_of(row: Mapping[str, Any]) -> Latency | None:
+    """A row's latency evidence (median, its 95% CI, the samples from its record file); None without a median."""
+    median = median_ms(row)
+    if not median:
+        return None
+    low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
+                                                                         "count"))
+    return Latency(median, low, high, record_samples(row["record"]), None if count is None else int(count))
+
+
+def _float(value: Any) -> float | None:
+    """``value`` as a float when it is a number (not a bool), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _regressions(old: Mapping[str, Any], new: Mapping[str, Any], rule: LatencyRule) -> tuple[list, str | None]:
+    """(what got worse as (what, old, new) rows, the latency line or None when a side has no median)."""
     found = []
     if get(old, "status") == "ok" and get(new, "status") != "ok":
         found.append(("status", "ok", f"{get(new, 'status')}: {text(get(new, 'error.type'))}"))
     was, now = get(old, "verdict"), get(new, "verdict")
     if was in VERDICT_RANK and now in VERDICT_RANK and VERDICT_RANK[now] > VERDICT_RANK[was]:
         found.append(("verdict", str(was), str(now)))
-    before, after = median_ms(old), median_ms(new)
-    if before and after and after > before * (1 + noise):
-        found.append(("median latency", f"{num(before)} ms", f"{num(after)} ms (+{after / before - 1:.1%})"))
-    return found
+    before, after = latency_of(old), latency_of(new)
+    if before is None or after is None:
+        return found, None
+    decision = decide(before, after, rule)
+    if decision.regressed:
+        b, a = before.median_ms, after.median_ms
+        found.append(("median latency", f"{num(b)} ms", f"{num(a)} ms ({a / b - 1:+.1%})"))
+    return found, f"{_label(new)}: {decision.text()}"
 
 
-def compare_frames(old: pd.DataFrame, new: pd.DataFrame, noise: float, allow_missing: bool = False) -> Comparison:
-    """Line up OLD and NEW records, list every row that got worse and everything NEW did not measure."""
+def compare_frames(old: pd.DataFrame, new: pd.DataFrame, rule: LatencyRule | None = None,
+                   allow_missing: bool = False) -> Comparison:
+    """Line up OLD and NEW records, list every row that got worse and everything NEW did not measure.
+
+    ``rule`` decides latency regressions (default: :class:`LatencyRule`'s defaults, as in report.yaml).
+    """
+    rule = rule or LatencyRule()
     old_rows, new_rows = _latest_by_key(old), _latest_by_key(new)
     common = [k for k in old_rows if k in new_rows]
-    offending = []
+    offending, latency = [], []
     for key in sorted(common, key=str):
         o, n = old_rows[key], new_rows[key]
-        for what, was, now in _regressions(o, n, noise):
+        found, line = _regressions(o, n, rule)
+        latency += [line] if line else []
+        for what, was, now in found:
             offending.append([text(get(n, "job.model")), text(get(n, "job.device")), text(get(n, "job.dtype")),
                               text(get(n, "job.preset")), size_label(n), num(get(n, "job.batch_size")), what, was, now])
     only = lambda a, b: sorted(_label(a[k]) for k in a if k not in b)  # noqa: E731
     new_list = [] if new.empty else new.to_dict("records")
     unmeasured = [why for row in new_list if (why := why_unmeasured(row))]
-    return Comparison(offending, len(common), only(old_rows, new_rows), only(new_rows, old_rows), noise,
+    return Comparison(offending, len(common), only(old_rows, new_rows), only(new_rows, old_rows), rule,
                       unmeasured=unmeasured, measured=sum(measured(r) for r in new_list), new_records=len(new_list),
-                      allow_missing=allow_missing)
+                      allow_missing=allow_missing, latency=latency)

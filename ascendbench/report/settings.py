@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import logging
 import math
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ascendbench.config import config_dir
 from ascendbench.errors import ReportError
+from ascendbench.report.significance import METHODS
 
 SETTINGS_FILE = "report.yaml"
+log = logging.getLogger(__name__)
 
 
 def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
-    """The report options with dotted overrides applied (e.g. ``compare.noise=0.05``).
+    """The report options with dotted overrides applied (e.g. ``compare.min_effect=0.05``).
 
     Raises:
         ReportError: an override is malformed or names a key the options do not have.
@@ -29,31 +32,72 @@ def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
         raise ReportError(
             f"report option override {overrides} is not valid: {exc}. Keys and defaults are in "
             f"{config_dir() / SETTINGS_FILE}; write them as `--set section.key=value`, "
-            "e.g. `--set compare.noise=0.05`."
+            "e.g. `--set compare.min_effect=0.05`."
         ) from None
     check_compare(merged)
     return merged
 
 
 def check_compare(settings: DictConfig) -> None:
-    """``compare.noise`` is a finite fraction >= 0 and ``compare.allow_missing`` a boolean.
+    """Validate the ``compare`` options of the regression gate and store them with their proper types.
+
+    ``method`` one of :data:`~ascendbench.report.significance.METHODS`, ``alpha`` in (0, 1), ``min_effect``
+    a finite fraction >= 0 (``noise``, its deprecated alias, replaces it when set), ``min_samples`` an
+    integer >= 2, ``allow_missing`` a boolean.
 
     Raises:
         ReportError: naming the key, the value, what is allowed and how to set it.
     """
-    raw = settings.compare.noise
-    try:
-        noise = float(raw) if not isinstance(raw, bool) else math.nan
-    except (TypeError, ValueError):
-        noise = math.nan
-    if not math.isfinite(noise) or noise < 0:
+    compare = settings.compare
+    if compare.method not in METHODS:
         raise ReportError(
-            f"compare.noise={raw!r} is not allowed: the latency noise rule is a finite fraction >= 0 (0.03 "
-            "means changes within 3% are noise). Pass e.g. `--noise 0.05` or `--set compare.noise=0.05`."
-        )
-    settings.compare.noise = noise
-    if not isinstance(settings.compare.allow_missing, bool):
+            f"compare.method={compare.method!r} is not allowed: it is one of {', '.join(METHODS)} (where the "
+            "gate's chain of evidence starts: the significance test on the samples, the medians' 95% CIs, the "
+            "medians alone). Pass e.g. `--set compare.method=ci_overlap`.")
+    compare.alpha = _number(compare.alpha, lambda v: 0 < v < 1, (
+        "compare.alpha={raw!r} is not allowed: the significance level of the gate's test is a number strictly "
+        "between 0 and 1 (0.05: a 5% chance of calling an unchanged workload slower). Pass e.g. `--alpha 0.01` "
+        "or `--set compare.alpha=0.01`."))
+    _alias_noise(compare)
+    compare.min_effect = _number(compare.min_effect, lambda v: v >= 0, (
+        "compare.min_effect={raw!r} is not allowed: the smallest latency shift that counts is a finite fraction "
+        ">= 0 (0.03: NEW must be more than 3% slower). Pass e.g. `--min-effect 0.05` or "
+        "`--set compare.min_effect=0.05`."))
+    _check_min_samples(compare)
+    if not isinstance(compare.allow_missing, bool):
         raise ReportError(
-            f"compare.allow_missing={settings.compare.allow_missing!r} is not allowed: it is true or false. "
+            f"compare.allow_missing={compare.allow_missing!r} is not allowed: it is true or false. "
             "Pass `--set compare.allow_missing=true` to let OLD workloads be missing in NEW."
         )
+
+
+def _number(raw: Any, allowed: Callable[[float], bool], message: str) -> float:
+    """``raw`` as a finite float that ``allowed`` accepts; else ReportError with ``message`` (``{raw!r}`` filled)."""
+    try:
+        value = float(raw) if not isinstance(raw, bool) else math.nan
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value) or not allowed(value):
+        raise ReportError(message.format(raw=raw))
+    return value
+
+
+def _alias_noise(compare: DictConfig) -> None:
+    """``compare.noise`` (``--noise``), when set, is validated and replaces ``compare.min_effect``, with a warning."""
+    if compare.noise is None:
+        return
+    compare.min_effect = _number(compare.noise, lambda v: v >= 0, (
+        "compare.noise={raw!r} is not allowed: compare.noise (deprecated alias of compare.min_effect) is a finite "
+        "fraction >= 0 (0.03: NEW must be more than 3% slower). Pass e.g. `--min-effect 0.05` or "
+        "`--set compare.min_effect=0.05`."))
+    log.warning("compare.noise / --noise is deprecated: it sets compare.min_effect=%g, the smallest latency shift "
+                "that counts (the gate also requires significance now); use --min-effect", compare.min_effect)
+
+
+def _check_min_samples(compare: DictConfig) -> None:
+    raw = compare.min_samples
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 2:
+        raise ReportError(
+            f"compare.min_samples={raw!r} is not allowed: it is an integer >= 2, the fewest per-call samples a "
+            "side for the significance test (fewer: the test is underpowered and the CIs decide). Pass e.g. "
+            "`--set compare.min_samples=10`.")

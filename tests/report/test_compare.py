@@ -1,10 +1,16 @@
-"""The regression gate: worse verdicts or slower medians beyond the noise rule fail; identical inputs pass."""
+"""The regression gate: worse verdicts or slower medians beyond the minimum effect fail; identical inputs pass.
+
+These records carry no per-call samples and no CIs: the medians alone decide (tests/report/test_significance.py
+covers the significance test and the CI-overlap fallback)."""
 
 from __future__ import annotations
 
 from ascendbench.report.__main__ import main
 from ascendbench.report.compare import compare_frames
 from ascendbench.report.gather import records_frame
+from ascendbench.report.significance import LatencyRule
+
+RULE = LatencyRule(min_effect=0.03)
 
 
 def _sides(write_record, tmp_path, new_fields):
@@ -29,26 +35,28 @@ def test_planted_latency_regression_is_flagged(write_record, tmp_path, capsys):
     assert main(["--compare", str(old), str(new)]) == 1
     out = capsys.readouterr().out
     assert "| median latency | 100 ms | 110 ms (+10.0%) |" in out
-    assert main(["--compare", str(old), str(new), "--noise", "0.2"]) == 0, "within a 20% noise rule"
+    assert "medians only" in out, "no samples, no CIs: the printed line says the medians alone decided"
+    assert main(["--compare", str(old), str(new), "--min-effect", "0.2"]) == 0, "within a 20% minimum effect"
+    assert main(["--compare", str(old), str(new), "--noise", "0.2"]) == 0, "--noise: deprecated alias of --min-effect"
 
 
-def test_changes_under_the_noise_rule_are_noise(write_record, tmp_path):
+def test_changes_within_the_minimum_effect_are_noise(write_record, tmp_path):
     old, new = _sides(write_record, tmp_path, {"median_ms": 102.9})
-    assert not compare_frames(records_frame([old]), records_frame([new]), 0.03).failed
+    assert not compare_frames(records_frame([old]), records_frame([new]), RULE).failed
 
 
 def test_worse_verdict_and_failed_job_are_regressions(write_record, tmp_path):
     old, new = _sides(write_record, tmp_path, {"mean_rel_err": 0.05})
-    result = compare_frames(records_frame([old]), records_frame([new]), 0.03)
+    result = compare_frames(records_frame([old]), records_frame([new]), RULE)
     assert [r[6:] for r in result.regressions] == [["verdict", "PASS", "FAIL"]]
     old2, new2 = _sides(write_record, tmp_path / "x", {"status": "failed"})
-    result = compare_frames(records_frame([old2]), records_frame([new2]), 0.03)
+    result = compare_frames(records_frame([old2]), records_frame([new2]), RULE)
     assert result.regressions[0][6] == "status" and "RuntimeError" in result.regressions[0][8]
 
 
 def test_rows_only_on_one_side_are_listed_not_failed(write_record, tmp_path):
     old, new = _sides(write_record, tmp_path, {})
     write_record("c", root=new, dtype="bfloat16")
-    result = compare_frames(records_frame([old]), records_frame([new]), 0.03)
+    result = compare_frames(records_frame([old]), records_frame([new]), RULE)
     assert not result.failed and result.only_new == ["flux2_small_decoder npu bfloat16 mini 512x512 b1"]
     assert "only in NEW (not compared)" in result.text()

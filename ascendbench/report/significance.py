@@ -1,0 +1,251 @@
+"""Is NEW slower than OLD? The latency decision of the regression gate, as pure functions.
+
+A workload's latency regresses when NEW is slower **significantly** and **by enough**. The evidence used is
+the best both records hold, tried in this order (``compare.method`` names the first one to try):
+
+1. ``mann_whitney``: the per-call samples (``bench.samples_ms``, at least ``compare.min_samples`` on each
+   side). A one-sided Mann-Whitney U test (NEW stochastically greater) must give ``p < alpha``, and the
+   Hodges-Lehmann estimate of the relative shift (the median of every NEW/OLD ratio of two calls, minus 1)
+   must exceed ``min_effect``. The shift is printed with its distribution-free 95% confidence interval.
+2. ``ci_overlap``: the recorded 95% confidence intervals of the medians. NEW's lower bound must lie above
+   OLD's upper bound, and the ratio of the medians minus 1 must exceed ``min_effect``.
+3. ``median``: the medians alone: their ratio minus 1 must exceed ``min_effect`` (no statistics at all).
+
+Too few samples never yield "significant": the test is then called underpowered and the next method decides.
+
+>>> rule = LatencyRule(alpha=0.05, min_effect=0.03)
+>>> old = Latency(median_ms=100.0, samples_ms=tuple(100.0 + i for i in range(10)))
+>>> new = Latency(median_ms=110.0, samples_ms=tuple(110.0 + i for i in range(10)))
+>>> decision = decide(old, new, rule)
+>>> decision.regressed, decision.method
+(True, 'Mann-Whitney U')
+>>> decision.effect
+'+9.6% (95% CI +6.5% .. +12.7%), p=9e-5, Mann-Whitney U, n=10/10'
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+METHODS = ("mann_whitney", "ci_overlap", "median")
+LEVEL = 0.95  # confidence level of the printed shift, like the records' median_ci95
+_Z95 = 1.959963984540054
+# Pairs of calls the Hodges-Lehmann estimate enumerates at most (memory m*n*8 bytes); larger sides are thinned.
+MAX_PAIRS = 4_000_000
+TEST_NAME = "Mann-Whitney U"
+
+
+@dataclass(frozen=True)
+class LatencyRule:
+    """When a slower median counts as a regression (the validated ``compare`` options of report.yaml)."""
+
+    alpha: float = 0.05
+    min_effect: float = 0.03
+    min_samples: int = 5
+    method: str = "mann_whitney"
+
+    @classmethod
+    def from_options(cls, options: Any) -> "LatencyRule":
+        """The rule from report.yaml's ``compare`` section (validated by ``settings.load_settings``)."""
+        return cls(alpha=float(options.alpha), min_effect=float(options.min_effect),
+                   min_samples=int(options.min_samples), method=str(options.method))
+
+    def describe(self) -> str:
+        """The rule in one sentence, for the head of the gate's output."""
+        steps = {"mann_whitney": f"{TEST_NAME} on the per-call samples (p < {self.alpha:g}, "
+                                 f">= {self.min_samples} a side)",
+                 "ci_overlap": "CI overlap (the medians' recorded 95% CIs apart)",
+                 "median": "medians only (untested)"}
+        evidence = ", else ".join(steps[m] for m in METHODS[METHODS.index(self.method):])
+        return (f"latency rule: NEW is slower when the median shift exceeds {self.min_effect:.1%} and the evidence "
+                f"agrees; evidence, the first both sides hold: {evidence}")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """One side's latency evidence: the median, its recorded 95% CI and the per-call samples, when present."""
+
+    median_ms: float
+    ci_low_ms: float | None = None
+    ci_high_ms: float | None = None
+    samples_ms: tuple[float, ...] | None = None
+    count: int | None = None
+
+    @property
+    def n(self) -> int | None:
+        """How many timed calls the median is over (the samples', else the recorded count)."""
+        return len(self.samples_ms) if self.samples_ms else self.count
+
+    @property
+    def has_ci(self) -> bool:
+        """True when both bounds of the median's 95% CI are recorded."""
+        return self.ci_low_ms is not None and self.ci_high_ms is not None
+
+
+@dataclass(frozen=True)
+class Shift:
+    """NEW relative to OLD as a fraction (0.1: 10% slower), with its confidence interval when known."""
+
+    estimate: float
+    low: float | None = None
+    high: float | None = None
+
+    def text(self) -> str:
+        """``+10.2% (95% CI +7.9% .. +12.4%)``, or just the estimate."""
+        if self.low is None or self.high is None:
+            return f"{self.estimate:+.1%}"
+        return f"{self.estimate:+.1%} ({LEVEL:.0%} CI {self.low:+.1%} .. {self.high:+.1%})"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The verdict on one workload's latency: did it regress, by which method, the effect and why."""
+
+    regressed: bool
+    method: str
+    effect: str
+    why: str
+
+    def text(self) -> str:
+        """One line: the effect with its confidence, the method, and the verdict with its reason."""
+        return f"{self.effect}: {'SLOWER' if self.regressed else 'ok'} ({self.why})"
+
+
+def mann_whitney_p(old: Sequence[float], new: Sequence[float]) -> float:
+    """One-sided p-value of the Mann-Whitney U test that NEW's calls are slower than OLD's.
+
+    >>> round(mann_whitney_p([1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0]), 6)
+    0.003968
+    """
+    from scipy.stats import mannwhitneyu  # 0.6 s to import: only when a gate runs the test
+
+    return float(mannwhitneyu(new, old, alternative="greater").pvalue)
+
+
+def hodges_lehmann_shift(old: Sequence[float], new: Sequence[float], level: float = LEVEL) -> Shift:
+    """Relative latency shift NEW/OLD - 1: the median of all pairwise ratios, with a distribution-free CI.
+
+    The CI bounds are order statistics of the pairwise log-ratios at the ranks the Mann-Whitney
+    distribution gives (normal approximation, rounded outward); ``None`` when the sides are too small.
+
+    >>> shift = hodges_lehmann_shift([100.0, 101.0, 102.0, 103.0, 104.0], [110.0, 111.0, 112.0, 113.0, 114.0])
+    >>> round(shift.estimate, 4), round(shift.low, 4), round(shift.high, 4)
+    (0.098, 0.068, 0.1287)
+    """
+    logs_old, logs_new = _thin(np.log(np.asarray(old, float))), _thin(np.log(np.asarray(new, float)))
+    diffs = np.sort((logs_new[:, None] - logs_old[None, :]).ravel())
+    m, n = logs_old.size, logs_new.size
+    z = _Z95 if level == LEVEL else _z(level)
+    k = math.floor(m * n / 2.0 - z * math.sqrt(m * n * (m + n + 1) / 12.0))
+    estimate = math.expm1(float(np.median(diffs)))
+    if k < 1:
+        return Shift(estimate)
+    return Shift(estimate, math.expm1(float(diffs[k - 1])), math.expm1(float(diffs[diffs.size - k])))
+
+
+def _thin(values: np.ndarray) -> np.ndarray:
+    """At most ``sqrt(MAX_PAIRS)`` evenly spaced order statistics (fewer points: a wider, still valid CI)."""
+    cap = int(math.isqrt(MAX_PAIRS))
+    ordered = np.sort(values)
+    return ordered if ordered.size <= cap else ordered[np.linspace(0, ordered.size - 1, cap).round().astype(int)]
+
+
+def _z(level: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + level / 2.0))
+
+
+def p_text(p: float) -> str:
+    """A p-value in two significant figures at most: ``p=0.31``, ``p=0.004``, ``p=3e-6``.
+
+    >>> p_text(0.3123), p_text(0.00412), p_text(3.2e-6)
+    ('p=0.31', 'p=0.004', 'p=3e-6')
+    """
+    if p >= 0.01:
+        return f"p={p:.2g}"
+    mantissa, exponent = f"{p:.0e}".split("e")
+    return f"p={mantissa}e{int(exponent)}" if p < 0.001 else f"p={p:.1g}"
+
+
+def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
+    """Judge NEW's latency against OLD's with the first method of the rule's chain that both sides support."""
+    notes: list[str] = []
+    chain = METHODS[METHODS.index(rule.method):]
+    if "mann_whitney" in chain:
+        missing = _why_no_test(old, new, rule)
+        if missing is None:
+            return by_test(old.samples_ms, new.samples_ms, rule)
+        notes.append(missing)
+    if "ci_overlap" in chain:
+        if old.has_ci and new.has_ci:
+            return _noted(by_ci_overlap(old, new, rule), notes)
+        notes.append("no 95% CI of the median in " + _sides(not old.has_ci, not new.has_ci))
+    return _noted(by_medians(old, new, rule), notes)
+
+
+def _why_no_test(old: Latency, new: Latency, rule: LatencyRule) -> str | None:
+    """Why the samples cannot decide (None when they can): absent on a side, or too few to have power."""
+    if not old.samples_ms or not new.samples_ms:
+        return "no per-call samples in " + _sides(not old.samples_ms, not new.samples_ms)
+    m, n = len(old.samples_ms), len(new.samples_ms)
+    if min(m, n) < rule.min_samples:
+        return (f"{TEST_NAME} underpowered: n={m}/{n} < compare.min_samples={rule.min_samples} a side, "
+                "not used")
+    return None
+
+
+def _sides(old_lacks: bool, new_lacks: bool) -> str:
+    return "OLD and NEW" if old_lacks and new_lacks else ("OLD" if old_lacks else "NEW")
+
+
+def _noted(decision: Decision, notes: list[str]) -> Decision:
+    if not notes:
+        return decision
+    return Decision(decision.regressed, decision.method, decision.effect, f"{decision.why}; {'; '.join(notes)}")
+
+
+def by_test(old: Sequence[float], new: Sequence[float], rule: LatencyRule) -> Decision:
+    """Mann-Whitney U (one-sided) plus the Hodges-Lehmann shift against ``min_effect``."""
+    p, shift = mann_whitney_p(old, new), hodges_lehmann_shift(old, new)
+    effect = f"{shift.text()}, {p_text(p)}, {TEST_NAME}, n={len(old)}/{len(new)}"
+    if p >= rule.alpha:
+        return Decision(False, TEST_NAME, effect, f"not significant: p >= alpha {rule.alpha:g}")
+    if shift.estimate <= rule.min_effect:
+        return Decision(False, TEST_NAME, effect, f"significant, but the shift is within the minimum effect "
+                                                  f"{rule.min_effect:.1%}")
+    return Decision(True, TEST_NAME, effect, f"p < alpha {rule.alpha:g} and shift > {rule.min_effect:.1%}")
+
+
+def by_ci_overlap(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
+    """NEW's median CI entirely above OLD's, and the median ratio beyond ``min_effect``."""
+    shift = new.median_ms / old.median_ms - 1.0
+    effect = (f"{shift:+.1%} (medians; 95% CI {_ms(new.ci_low_ms)} .. {_ms(new.ci_high_ms)} vs "
+              f"{_ms(old.ci_low_ms)} .. {_ms(old.ci_high_ms)}), CI overlap, n={_n(old)}/{_n(new)}")
+    if new.ci_low_ms <= old.ci_high_ms:
+        return Decision(False, "CI overlap", effect, "the medians' 95% CIs overlap")
+    if shift <= rule.min_effect:
+        return Decision(False, "CI overlap", effect, f"CIs apart, but the shift is within the minimum effect "
+                                                     f"{rule.min_effect:.1%}")
+    return Decision(True, "CI overlap", effect, f"NEW's CI above OLD's and shift > {rule.min_effect:.1%}")
+
+
+def by_medians(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
+    """The plain rule: the median ratio beyond ``min_effect`` (no significance test possible)."""
+    shift = new.median_ms / old.median_ms - 1.0
+    effect = f"{shift:+.1%} (medians {_ms(old.median_ms)} -> {_ms(new.median_ms)}), medians only"
+    regressed = shift > rule.min_effect
+    return Decision(regressed, "medians only", effect,
+                    f"shift {'>' if regressed else '<='} minimum effect {rule.min_effect:.1%}, untested")
+
+
+def _ms(value: float | None) -> str:
+    return "?" if value is None else f"{value:.4g} ms"
+
+
+def _n(side: Latency) -> str:
+    return "?" if side.n is None else str(side.n)
