@@ -1,4 +1,4 @@
-"""Reports over records: gather every ``record.json`` into pandas, write Markdown, CSV and plots.
+"""Reports over records: gather every ``record.json`` into pandas, write Markdown, HTML, CSV and plots.
 
     python -m ascendbench.report [PATH ...]            # outputs/ and multirun/ by default -> reports/
     python -m ascendbench.report --readme README.md    # also back-fill the README's markers

@@ -1,4 +1,4 @@
-"""The report: sections rendered from the records' DataFrame, written as report.md, CSV and plots."""
+"""The report: sections rendered from the records' DataFrame, written as report.md, report.html, CSV and plots."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from ascendbench.report.crossdevice import crossdevice_section
 from ascendbench.report.fmt import get, link, num, size_label, table, text
 from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN
 from ascendbench.report.hidden import detail_cells, detail_headers, hidden_metrics, layer_rows, module_rows
+from ascendbench.report.html import html_document
 from ascendbench.report.performance import performance_table
+from ascendbench.report.pivot import pivot_section
 from ascendbench.report.profile import profile_section
 from ascendbench.report.recommend import recommendation_section
 from ascendbench.report.resolution import resolution_table
@@ -127,6 +129,9 @@ class Report:
                            + performance_table(ok_rows(self.frame, m), cpu_rows, cpu_dtype, base_dir)
                            for m in self.models)
 
+    def _pivot(self, base_dir: Path, heading: str) -> str:
+        return pivot_section(self.rows, self.models, base_dir, heading)
+
     def _profile(self, base_dir: Path, heading: str) -> str:
         return profile_section(self.rows, base_dir, heading)
 
@@ -175,7 +180,9 @@ class Report:
                  "record, and each row links to its record.json; \"missing\" means the record does not carry "
                  "the value.")
         titles = (("Accuracy", "accuracy"), ("Accuracy per resolution (Sulphur-2 seed layout)", "per_resolution"),
-                  ("Performance", "performance"), ("Where the time goes (profiler)", "profile"),
+                  ("Performance", "performance"),
+                  ("Latency per size and dtype (median, 95% CI)", "pivot"),
+                  ("Where the time goes (profiler)", "profile"),
                   ("A/B variants", "variants"),
                   ("dtype recommendation", "recommendation"),
                   ("Cross-device comparison", "cross_device"), ("Hidden states per layer", "layers"),
@@ -231,7 +238,7 @@ def _out_dir(out_dir: Path) -> Path:
 
 
 def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
-    """Write report.md, records.csv, layers.csv (hidden states), records.parquet (with pyarrow) and plots/.
+    """Write report.md, report.html, records.csv, layers.csv (hidden states), records.parquet (pyarrow), plots/.
 
     Raises:
         ReportError: ``out_dir`` is a file or cannot be written.
@@ -249,7 +256,10 @@ def _write_all(report: Report, out_dir: Path) -> dict[str, Path]:
     written = {}
     report.make_plots(out_dir / "plots")
     written["markdown"] = out_dir / "report.md"
-    written["markdown"].write_text(report.markdown(out_dir))
+    markdown = report.markdown(out_dir)
+    written["markdown"].write_text(markdown)
+    written["html"] = out_dir / "report.html"
+    written["html"].write_text(html_document(markdown, out_dir, report.settings.html.embed_max_mb), encoding="utf-8")
     frame = report.frame[[c for c in report.frame.columns
                           if not c.startswith("metrics.layer/") and c != CONFIG_COLUMN]]
     written["csv"] = out_dir / "records.csv"

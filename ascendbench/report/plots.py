@@ -1,4 +1,4 @@
-"""PNG plots (matplotlib, Agg backend): latency vs resolution and batch per dtype, error per dtype."""
+"""PNG plots (matplotlib, Agg): latency with CI error bars vs resolution and batch per dtype, error per dtype."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import get, metric_matches
+from ascendbench.report.fmt import get, metric_matches, num, size_label
 from ascendbench.report.performance import latest, median_ms
 
 
@@ -29,17 +29,67 @@ def _pixels(row: Mapping[str, Any]) -> float:
     return float(get(row, "job.height")) * float(get(row, "job.width")) * float(frames) / 1e6
 
 
-def _series(rows: Sequence[Mapping[str, Any]], x, fixed) -> dict[str, list[tuple[float, float]]]:
-    """dtype -> sorted (x, median ms) points among rows where ``fixed(row)`` holds (latest per point)."""
+# With this many distinct x values or fewer a panel is categorical (one evenly spaced, labelled slot per
+# value, padded on both sides) instead of a numeric axis on which one or two points sit at its edges.
+CATEGORICAL_MAX = 3
+CI_KEYS = ("bench.latency.median_ci95_low_ms", "bench.latency.median_ci95_high_ms")
+Point = tuple[float, Mapping[str, Any]]
+
+
+def ci_errors(row: Mapping[str, Any]) -> tuple[float, float]:
+    """(below, above): how far the 95% CI of the median reaches from the median; (0, 0) without a CI."""
+    median, low, high = median_ms(row), get(row, CI_KEYS[0]), get(row, CI_KEYS[1])
+    if median is None or not isinstance(low, (int, float)) or not isinstance(high, (int, float)):
+        return 0.0, 0.0
+    return max(median - float(low), 0.0), max(float(high) - median, 0.0)
+
+
+def _series(rows: Sequence[Mapping[str, Any]], x, fixed) -> dict[str, list[Point]]:
+    """dtype -> sorted (x, latest row) points among rows where ``fixed(row)`` holds."""
     points: dict[str, dict[float, list]] = {}
     for row in rows:
         if fixed(row):
             points.setdefault(str(get(row, "job.dtype")), {}).setdefault(x(row), []).append(row)
-    return {d: sorted((xv, median_ms(latest(rs))) for xv, rs in pts.items()) for d, pts in sorted(points.items())}
+    return {d: sorted(((xv, latest(rs)) for xv, rs in pts.items()), key=lambda p: p[0])
+            for d, pts in sorted(points.items())}
+
+
+def _bars(points: Sequence[Point]) -> tuple[list[float], list[list[float]]]:
+    """Medians and their (below, above) CI error bars, as ``Axes.errorbar`` takes them."""
+    errors = [ci_errors(row) for _, row in points]
+    return [median_ms(row) for _, row in points], [[e[0] for e in errors], [e[1] for e in errors]]
+
+
+def draw_latency(ax: Any, series: dict[str, list[Point]], label) -> bool:
+    """Median latency per dtype with 95% CI error bars: a numeric x axis, or categorical for few x values.
+
+    ``label(row)`` names an x value on a categorical axis (``512x512``, ``batch 2``). Returns True when the
+    axis is categorical.
+    """
+    xs = sorted({x for pts in series.values() for x, _ in pts})
+    categorical = len(xs) <= CATEGORICAL_MAX
+    width = 0.6 / max(len(series), 1)
+    names: dict[float, str] = {}
+    for i, (dtype, pts) in enumerate(series.items()):
+        medians, errors = _bars(pts)
+        if categorical:
+            where = [xs.index(x) + (i - (len(series) - 1) / 2) * width for x, _ in pts]
+            names.update((x, label(row)) for x, row in pts)
+        else:
+            where = [x for x, _ in pts]
+        ax.errorbar(where, medians, yerr=errors, marker="o", capsize=4, label=dtype,
+                    linestyle="none" if categorical else "-")
+    if categorical:
+        ax.set_xticks(range(len(xs)), [names[x] for x in xs])
+        ax.set_xlim(-0.5 - width * len(series), len(xs) - 0.5 + width * len(series))
+    return categorical
 
 
 def latency_plot(rows: Sequence[Mapping[str, Any]], model: str, out: Path) -> Path | None:
-    """Median latency vs resolution (at the smallest batch) and vs batch (at the largest size), per device."""
+    """Median latency (with its 95% CI) vs resolution at the smallest batch and vs batch at the largest size.
+
+    One row of two panels per device, one series per dtype; see :func:`draw_latency` for the axes.
+    """
     rows = [r for r in rows if median_ms(r) and get(r, "job.height") and get(r, "job.width")
             and get(r, "job.batch_size")]
     if not rows:
@@ -48,22 +98,26 @@ def latency_plot(rows: Sequence[Mapping[str, Any]], model: str, out: Path) -> Pa
     devices = sorted({str(get(r, "job.device")) for r in rows})
     fig, axes = plt.subplots(len(devices), 2, figsize=(10, 3.6 * len(devices)), squeeze=False)
     for axrow, device in zip(axes, devices, strict=True):
-        mine = [r for r in rows if str(get(r, "job.device")) == device]
-        batch = min(int(get(r, "job.batch_size")) for r in mine)
-        largest = max(_pixels(r) for r in mine)
-        panels = ((_series(mine, _pixels, lambda r, batch=batch: int(get(r, "job.batch_size")) == batch),
-                   f"{device}: batch {batch}", "megapixels per sample (H x W [x frames])"),
-                  (_series(mine, lambda r: int(get(r, "job.batch_size")),
-                           lambda r, largest=largest: _pixels(r) == largest),
-                   f"{device}: {largest:g} MP", "batch size"))
-        for ax, (series, title, xlabel) in zip(axrow, panels, strict=True):
-            for dtype, pts in series.items():
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=dtype)
-            ax.set(title=title, xlabel=xlabel, ylabel="median latency (ms)", yscale="log")
+        for ax, (series, title, xlabels, label) in zip(axrow, _panels(rows, device), strict=True):
+            categorical = draw_latency(ax, series, label)
+            ax.set(title=title, xlabel=xlabels[categorical], ylabel="median latency (ms)", yscale="log")
             ax.grid(True, alpha=0.3)
             ax.legend()
-    fig.suptitle(f"{model}: latency per dtype")
+    fig.suptitle(f"{model}: median latency per dtype (error bars: 95% CI of the median, where recorded)")
     return _save(plt, fig, out / f"{safe_name(model)}_latency.png")
+
+
+def _panels(rows: Sequence[Mapping[str, Any]], device: str) -> tuple[tuple, tuple]:
+    """(series, title, x labels (numeric, categorical), category label) of a device's two panels: by
+    resolution, by batch."""
+    mine = [r for r in rows if str(get(r, "job.device")) == device]
+    batch = min(int(get(r, "job.batch_size")) for r in mine)
+    largest = max(_pixels(r) for r in mine)
+    by_size = _series(mine, _pixels, lambda r: int(get(r, "job.batch_size")) == batch)
+    by_batch = _series(mine, lambda r: int(get(r, "job.batch_size")), lambda r: _pixels(r) == largest)
+    return ((by_size, f"{device}: batch {batch}", ("megapixels per sample (H x W [x frames])", "size"), size_label),
+            (by_batch, f"{device}: {largest:.3g} MP", ("batch size", "batch size"),
+             lambda r: f"batch {num(get(r, 'job.batch_size'))}"))
 
 
 def _save(plt: Any, fig: Any, path: Path) -> Path:

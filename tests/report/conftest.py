@@ -38,13 +38,14 @@ def write_record(tmp_path):
     """``write_record(name, **fields)`` writes ``<tmp>/records/<name>/record.json`` and returns its path.
 
     Fields: model, device, dtype, preset, height, width, batch, median_ms, mean_rel_err, rmse, status,
-    weights ("random" or "loaded"), baseline ("ok" or "skipped"), host, device_name, inputs, error.
+    weights ("random" or "loaded"), baseline ("ok" or "skipped"), host, device_name, inputs, error, and ci: the
+    95% CI of the median as a fraction either side of it (``bench.latency.median_ci95_*_ms``; None: not recorded).
     """
 
     def _write(name: str, *, model="flux2_small_decoder", device="npu", dtype="float16", preset="mini",
                height=512, width=512, batch=1, median_ms=20.0, mean_rel_err=0.0078, rmse=2e-4, status="ok",
                weights="loaded", baseline="ok", host="host-a", device_name=None, inputs="sha256:aa",
-               error=None, root: Path | None = None, rule_max=0.01) -> Path:
+               error=None, root: Path | None = None, rule_max=0.01, ci=None) -> Path:
         job_dir = (root or tmp_path / "records") / name
         writer = RecordWriter(job_dir, {"seed": 42, "model": {"name": model}, "resume": {"force": False}})
         names = {"npu": "Ascend910B4", "cuda": "NVIDIA A100", "cpu": "AMD EPYC"}
@@ -74,7 +75,9 @@ def write_record(tmp_path):
         writer.update(bench={"cold_ms": 10 * median_ms,
                              "latency": {"count": 20, "mean_ms": median_ms * 1.01, "median_ms": median_ms,
                                          "min_ms": median_ms * 0.99, "max_ms": median_ms * 1.05, "std_ms": 0.1,
-                                         "p90_ms": median_ms * 1.02, "p95_ms": median_ms * 1.03},
+                                         "p90_ms": median_ms * 1.02, "p95_ms": median_ms * 1.03,
+                                         **({} if ci is None else {"median_ci95_low_ms": median_ms * (1 - ci),
+                                                                   "median_ci95_high_ms": median_ms * (1 + ci)})},
                              "throughput": {"value": 1000.0 * batch / median_ms, "unit": "images/s"},
                              "memory": {"peak_allocated_mb": 133.4, "peak_reserved_mb": 140.0, "scope": f"{device}:0"},
                              "flops": {"per_call_tflop": 0.5, "achieved_tflops": 0.5 / median_ms * 1000, "mfu": 0.12}},
@@ -157,3 +160,22 @@ def write_t2v_record(tmp_path):
         return writer.path
 
     return _write
+
+
+@pytest.fixture
+def dtype_preset_records(write_record, tmp_path):
+    """A 2 dtype x 2 preset sweep on npu and cpu (medians with a 95% CI), one failed job; the npu jobs' heatmap
+    PNG exists on disk. Returns the records directory."""
+    from PIL import Image
+
+    for device, scale in (("npu", 1.0), ("cpu", 100.0)):
+        for dtype, speed in (("float32", 1.0), ("float16", 0.55)):
+            for preset, side in (("mini", 256), ("balanced", 512)):
+                path = write_record(f"{device}_{dtype}_{preset}", device=device, dtype=dtype, preset=preset,
+                                    height=side, width=side, median_ms=side / 10 * speed * scale, ci=0.03,
+                                    mean_rel_err=0.0024 if dtype == "float32" else 0.0078)
+                if device == "npu":
+                    (path.parent / "images").mkdir()
+                    Image.new("RGB", (48, 16), (200, 40, 40)).save(path.parent / "images" / "heatmap.png")
+    write_record("npu_failed", status="failed", height=1024, width=1024)
+    return tmp_path / "records"

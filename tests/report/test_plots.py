@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from PIL import Image
 
 from ascendbench.report.gather import load_row
@@ -24,3 +25,40 @@ def test_no_data_no_plot(write_record, tmp_path):
     assert error_plot(rows, "m", "mean_rel_err", tmp_path) is None
     assert latency_plot([], "m", tmp_path) is None
     assert safe_name("a b/c") == "a_b_c"
+
+
+def _axes():
+    from ascendbench.report.plots import _pyplot
+
+    plt = _pyplot()
+    fig, ax = plt.subplots()
+    return plt, fig, ax
+
+
+def test_one_size_is_a_categorical_axis_with_ci_error_bars(write_record):
+    from ascendbench.report.plots import draw_latency
+
+    rows = {d: load_row(write_record(d, dtype=d, height=256, width=256, median_ms=50.0, ci=0.1))
+            for d in ("float32", "float16")}
+    plt, fig, ax = _axes()
+    draw_latency(ax, {d: [(0.065536, row)] for d, row in rows.items()}, lambda r: "256x256")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["256x256"]
+    low, high = ax.get_xlim()
+    assert low < -0.5 and high > 0.5, "padded around the one slot"
+    bars = [c for c in ax.containers if c.has_yerr]
+    assert len(bars) == 2
+    segment = bars[0].lines[2][0].get_segments()[0]
+    assert [y for _, y in segment] == pytest.approx([45.0, 55.0]), "error bar spans the recorded 95% CI of the median"
+    plt.close(fig)
+
+
+def test_many_sizes_keep_a_numeric_axis_and_no_ci_no_error_bar(write_record):
+    from ascendbench.report.plots import ci_errors, draw_latency
+
+    rows = [load_row(write_record(f"s{h}", height=h, width=h, median_ms=h / 10)) for h in (64, 128, 256, 512)]
+    assert ci_errors(rows[0]) == (0.0, 0.0)
+    plt, fig, ax = _axes()
+    draw_latency(ax, {"float16": [(h * h / 1e6, r) for h, r in zip((64, 128, 256, 512), rows, strict=True)]},
+                 str)
+    assert ax.lines[0].get_xdata().tolist() == [h * h / 1e6 for h in (64, 128, 256, 512)]
+    plt.close(fig)

@@ -1,0 +1,87 @@
+"""report.html in a real headless Chromium: nothing fetched, no script error, every picture drawn, tables sort.
+
+Runs the system's Chromium (Debian's ``chromium``; CI installs it) through Playwright's sync API, offline: the
+flags below keep Chromium from reaching for the network on its own. The screenshot is a test artifact, kept
+in ``tmp_path`` and copied to ``$ASCENDBENCH_TEST_ARTIFACTS`` when set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ascendbench.report.__main__ import main
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+LOCAL = ("file:", "data:")
+COLUMN = """(table, name) => {
+  const i = [...table.tHead.rows[0].cells].findIndex(c => c.textContent === name);
+  return [...table.tBodies[0].rows].map(r => r.cells[i].textContent);
+}"""
+
+
+@pytest.fixture
+def browser():
+    """A headless system Chromium; skipped (saying why) without it or without Playwright."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed: "
+                                   "pip install -e '.[browser]' (the dev extra has it)")
+    if not Path(CHROMIUM).is_file():
+        pytest.skip(f"no Chromium at {CHROMIUM} or on PATH: apt-get install chromium (as CI does)")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, dtype_preset_records, tmp_path):
+    """report.html of the 2 dtype x 2 preset records, loaded; ``page.events`` holds errors and requests."""
+    out = tmp_path / "reports"
+    assert main([str(dtype_preset_records), "--out", str(out)]) == 0
+    tab = browser.new_page(viewport={"width": 1400, "height": 900})
+    tab.events = {"errors": [], "requests": []}
+    tab.on("console", lambda m: m.type == "error" and tab.events["errors"].append(m.text))
+    tab.on("pageerror", lambda e: tab.events["errors"].append(str(e)))
+    tab.on("request", lambda r: tab.events["requests"].append(r.url))
+    tab.goto((out / "report.html").as_uri(), wait_until="load")
+    yield tab
+    tab.close()
+
+
+def _screenshot(page, tmp_path: Path) -> Path:
+    path = tmp_path / "report_html.png"
+    page.screenshot(path=str(path), full_page=True)
+    if os.environ.get("ASCENDBENCH_TEST_ARTIFACTS"):
+        keep = Path(os.environ["ASCENDBENCH_TEST_ARTIFACTS"])
+        keep.mkdir(parents=True, exist_ok=True)
+        path = Path(shutil.copy(path, keep / path.name))
+    print(f"screenshot: {path}")
+    return path
+
+
+def test_the_page_loads_offline_with_every_picture_drawn(page, tmp_path):
+    images = page.evaluate("() => [...document.images].map(i => [i.complete, i.naturalWidth, i.src.slice(0, 15)])")
+    assert len(images) == 4 + 2, "four npu heatmaps and two plots (latency, error) of the one model"
+    assert all(done and width > 0 and src.startswith("data:image/png") for done, width, src in images)
+    assert page.events["errors"] == []
+    assert [u for u in page.events["requests"] if not u.startswith(LOCAL)] == []
+    assert _screenshot(page, tmp_path).stat().st_size > 0
+
+
+def test_clicking_a_header_sorts_its_table_by_number(page):
+    header = page.locator("th", has_text=re.compile(r"^median ms$")).first
+    table = page.locator("table", has=header).first
+    before = [float(v) for v in table.evaluate(COLUMN, "median ms")]
+    assert before != sorted(before), "rows start in sweep order"
+    header.click()
+    assert [float(v) for v in table.evaluate(COLUMN, "median ms")] == sorted(before)
+    assert header.get_attribute("aria-sort") == "ascending"
+    header.click()
+    assert [float(v) for v in table.evaluate(COLUMN, "median ms")] == sorted(before, reverse=True)
+    assert page.events["errors"] == []
