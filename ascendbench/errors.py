@@ -169,3 +169,11 @@ class UnsupportedVersionError(AscendBenchError):
     The message names the version found, the floor, and how to install a supported one on this host."""
 
     reason = "unsupported_version"
+
+
+class TrackingError(AscendBenchError):
+    """Experiment tracking cannot start: MLflow is not installed (``pip install 'ascendbench[tracking]'``), or its
+    tracking URI is unusable (an unknown scheme, a database that cannot be opened, a store MLflow refuses). The
+    message names the URI and what to pass instead."""
+
+    reason = "tracking"
