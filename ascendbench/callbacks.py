@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -82,6 +83,10 @@ class SweepSummary(Callback):
             bad = [s for s in _LAST_MULTIRUN["statuses"] if s != "ok"]
             log.info("sweep summary: %s and %s (%d record(s), %d of this run not ok)", md_path, csv_path.name,
                      len(frame), len(bad))
+            if objective := OmegaConf.select(config, "objective"):  # an optimisation sweep: name its best trial
+                from ascendbench.report.search import append_search
+
+                log.info(append_search(frame, md_path, str(objective), OmegaConf.select(config, "fail_on")))
         except Exception:  # a summary must never turn a finished sweep into a crash
             log.exception("could not write the sweep summary of %s", OmegaConf.select(config, "hydra.sweep.dir"))
         self._write_collect_env(config)
@@ -141,6 +146,17 @@ def sweep_size(task_overrides: Iterable[str]) -> int | None:
         return None
 
 
+def planned_jobs(config: DictConfig, task_overrides: Iterable[str]) -> int | None:
+    """Jobs a sweep will run: the grid's size (:func:`sweep_size`), or an Optuna search's ``n_trials`` (capped at
+    the grid's size under its grid sampler, as the sweeper caps it)."""
+    size = sweep_size(task_overrides)
+    trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
+    if not isinstance(trials, int):
+        return size
+    grid = str(OmegaConf.select(config, "hydra.sweeper.sampler._target_") or "").endswith("GridSampler")
+    return min(trials, size) if grid and size else trials
+
+
 def sweep_keys(task_overrides: Iterable[str]) -> list[str]:
     """The keys a sweep varies (``dtype``, ``preset`` ...), or ``[]`` when the overrides cannot be parsed.
 
@@ -170,10 +186,13 @@ def _multirun(config: DictConfig) -> bool:
 
 
 def _job_status(job_return: Any) -> str:
-    """``ok``, ``failed`` ...: what the app returned, else Hydra's job status."""
+    """``ok``, ``failed`` ...: what the app returned (with an objective: ``ok`` for a number, ``did not pass``
+    for inf), else Hydra's job status."""
     value = getattr(job_return, "return_value", None) if job_return is not None else None
     if isinstance(value, str):
         return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "ok" if math.isfinite(value) else "did not pass"
     status = getattr(job_return, "status", None)
     return "failed" if getattr(status, "name", "") == "FAILED" else "unknown"
 
@@ -204,7 +223,7 @@ class SweepProgress:
             sweep_dir = self._dir(config)
             sweep_dir.mkdir(parents=True, exist_ok=True)
             overrides = sweep_overrides(config)
-            total, keys = sweep_size(overrides), sweep_keys(overrides)
+            total, keys = planned_jobs(config, overrides), sweep_keys(overrides)
             (sweep_dir / SWEEP_STATE).write_text(json.dumps({"started": self.clock(), "total": total, "keys": keys}))
             (sweep_dir / SWEEP_ENDED).write_text("")
             log.info("[sweep] %s job(s) to run", total if total is not None else "an unknown number of")

@@ -4,14 +4,20 @@ Each job's outcome is collected; the process exits non-zero when any job of the 
 not finish ``ok`` (the others still run and keep their records), including a job skipped because another
 process holds its directory. Jobs run in other processes (joblib, Slurm) report through outcome files of
 this launch only (:mod:`ascendbench.job.launch`), so another sweep's failures never set this exit status.
+
+With ``objective`` set (an optimisation sweep, ``+search=...``), each job returns a number instead of its status
+and the exit status follows :func:`ascendbench.job.objective.search_exit_status`: 0 when some trial passed and
+every job finished, whatever verdicts the other trials had.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -23,9 +29,10 @@ from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
 from ascendbench.job import run_job
 from ascendbench.job.launch import RefusedDirectory, launch_outcomes, note_outcome, register_resolvers, reset_outcomes
+from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
 
-_STATUSES: list[str] = []
+_JOBS: list[dict[str, Any]] = []  # this process's jobs: {"status": gated status[, "objective": value]}
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 
 log = logging.getLogger(__name__)
@@ -35,16 +42,22 @@ register_resolvers()  # sweep job dir names and the launch token (also in worker
 
 
 @hydra.main(version_base="1.3", config_path=hydra_config_path(), config_name="config")
-def _app(cfg: DictConfig) -> str:
+def _app(cfg: DictConfig) -> str | float:
     job_dir = Path(HydraConfig.get().runtime.output_dir)
+    record: dict = {"status": "not run"}
     try:
-        status = _gate(run_job(cfg, job_dir), cfg.get("fail_on"))
+        record = run_job(cfg, job_dir)
+        status = _gate(record, cfg.get("fail_on"))
     except (JobDirBusyError, JobDirError) as exc:  # nothing of the job was written: say so, count it
         log.error("job not run (%s): %s", exc.reason, exc)
         status = exc.reason
-    _STATUSES.append(status)
-    note_outcome(status, job_dir)
-    return status
+    outcome = job_outcome(status, record, cfg.get("objective"), cfg.get("fail_on"))
+    _JOBS.append(outcome)
+    note_outcome(job_dir=job_dir, **outcome)
+    if "objective" in outcome:  # an optimisation sweep: the sampler reads a number
+        value = outcome["objective"]
+        log.info("objective %s: %s", cfg.objective, f"{value:.4g} ms" if math.isfinite(value) else "inf (did not pass)")
+    return outcome.get("objective", status)
 
 
 def _gate(record: dict, fail_on: str | None) -> str:
@@ -79,20 +92,21 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def main() -> None:
-    """Entry point: run the Hydra app, then exit 1 if any job failed (or failed ``fail_on``), 130 on Ctrl-C.
+    """Entry point: run the Hydra app, then exit with :func:`_exit_status` (1 if any job failed or failed
+    ``fail_on``; with an ``objective``, 1 if a job failed or no trial passed), 130 on Ctrl-C.
 
     ``--version`` prints :func:`version_text` and exits 0 without composing a job.
     torch or diffusers older than the supported floor (:mod:`ascendbench.compat`) exits 2 with one paragraph.
 
-    Jobs run in this process report through ``_STATUSES``; every job of a multirun, in whichever process it
-    ran (joblib, submitit), also leaves its gated status for this launch
+    Jobs run in this process report through ``_JOBS``; every job of a multirun, in whichever process it
+    ran (joblib, submitit), also leaves its gated status (and objective value) for this launch
     (:func:`ascendbench.job.launch.launch_outcomes`).
     """
     if VERSION_FLAG in sys.argv[1:]:  # before Hydra, whose own --version prints only Hydra's
         print(version_text())
         return
     exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
-    _STATUSES.clear()
+    _JOBS.clear()
     reset_outcomes()
     signal.signal(signal.SIGTERM, _terminated)  # Slurm preemption, `kill`: record `interrupted`, not `running`
     try:
@@ -104,6 +118,17 @@ def main() -> None:
         print("ascendbench: interrupted; the running job's record says `interrupted`, finished jobs keep "
               "theirs, and re-running the same sweep resumes it.", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
-    statuses = [*_STATUSES, *(outcome.get("status") for outcome in launch_outcomes())]
-    if any(status != "ok" for status in statuses):
-        sys.exit(1)
+    if code := _exit_status():
+        sys.exit(code)
+
+
+def _exit_status() -> int:
+    """1 when a job did not finish ``ok`` (or failed ``fail_on``); with an objective, :func:`search_exit_status`.
+
+    Jobs run in this process and every job of a multirun (:func:`ascendbench.job.launch.launch_outcomes`,
+    in whichever process it ran) are counted; a job seen twice changes nothing.
+    """
+    outcomes = [*_JOBS, *launch_outcomes()]
+    if any("objective" in outcome for outcome in outcomes):
+        return search_exit_status(outcomes)
+    return 1 if any(outcome.get("status") != "ok" for outcome in outcomes) else 0

@@ -56,8 +56,19 @@ def _sweep_values(overrides: list[str]) -> tuple[list[str], dict[str, list[str]]
             fixed.append(text)
     params = compose_config(fixed, return_hydra_config=True).hydra.sweeper.params or {}
     for key, value in params.items():
-        swept.setdefault(key, [str(v).strip() for v in str(value).split(",")])
+        swept.setdefault(key, _param_values(key, str(value)))
     return fixed, swept
+
+
+def _param_values(key: str, value: str) -> list[str]:
+    """The values of a sweeper parameter: ``a,b`` (basic sweeper), ``choice(a, b)`` or the ends of
+    ``interval(1, 4)`` (Optuna, ``+search=``)."""
+    override = OverridesParser.create().parse_overrides([f"{key}={value}"])[0]
+    if not override.is_sweep_override():
+        return [value]
+    if override.is_interval_sweep():
+        return [str(override.value().start), str(override.value().end)]
+    return list(override.sweep_string_iterator())
 
 
 def _jobs(overrides: list[str]) -> list[list[str]]:

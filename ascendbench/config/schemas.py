@@ -61,6 +61,8 @@ BaselineProcess = choices("BaselineProcess", ("child", "in-process"),
 SourceField = choices("SourceField", ("model", "task", "sizes", "seed", "inputs_sha256", "weights_digest"),
                       "``baseline.source_allow``: a workload field in which a saved reference may differ.")
 FailOn = choices("FailOn", ("WARN", "FAIL"), "``fail_on``: the verdict from which a job also exits 1.")
+Objective = choices("Objective", ("latency", "latency_per_sample"),
+                    "``objective``: what a job returns to an optimisation sweep (ascendbench.job.objective).")
 DeviceName = choices("DeviceName", ("auto", "cpu", "cuda", "npu"), "``device.name``: a device type, or auto.")
 DeviceType = choices("DeviceType", ("cpu", "cuda", "npu"), "A device type (``device.order`` of device=auto).")
 FrameLayout = choices("FrameLayout", ("auto", "BCTHW", "BTCHW"), "``compare.visual.layout``: video axes.")
@@ -281,6 +283,7 @@ class AscendBenchConfig:
     seed: int = MISSING
     dry_run: bool = MISSING
     fail_on: Optional[FailOn] = FailOn.FAIL  # a FAIL verdict exits 1 by default (null: only failed jobs)
+    objective: Optional[Objective] = None  # null: the job returns its status; else a number for a search
     artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
     resume: ResumeConfig = field(default_factory=ResumeConfig)
     metric: Any = MISSING
@@ -320,5 +323,6 @@ __all__ = [
     "AscendBenchConfig", "ArtifactsConfig", "AutoDeviceConfig", "AutoDtypeConfig", "BaselineConfig",
     "BaselineProcess", "BenchConfig", "Choice", "CompareConfig", "DeviceConfig", "DeviceName", "DeviceType",
     "DtypeConfig", "DtypeName", "DtypeRulesConfig", "FailOn", "FrameLayout", "ModelConfig", "NpuDeviceConfig",
-    "PresetConfig", "ProfileConfig", "ReferenceDtype", "ResumeConfig", "SCHEMAS", "Weights", "choices", "register",
+    "Objective", "PresetConfig", "ProfileConfig", "ReferenceDtype", "ResumeConfig", "SCHEMAS", "Weights", "choices",
+    "register",
 ]

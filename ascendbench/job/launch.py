@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 TOKEN_VARIABLE = "ASCENDBENCH_LAUNCH"
 OUTCOMES_DIR = ".ascendbench"
 MAX_NAME_BYTES = 240  # readable part of a sweep job's directory name (file systems allow 255 bytes)
-NOT_IDENTITY = ("resume.force", "resume.enabled")  # how a job is resumed, not what it computes
+NOT_IDENTITY = ("resume.force", "resume.enabled", "tracking")  # how a job is resumed or tracked, not what it computes
 _OUTCOMES: list[dict[str, Any]] = []  # outcomes of the jobs of this process's last multirun
 
 
@@ -108,14 +108,15 @@ def _outcomes_dir(sweep_dir: str | Path, token: str) -> Path:
     return Path(sweep_dir) / OUTCOMES_DIR / f"launch-{token}"
 
 
-def note_outcome(status: str, job_dir: Path) -> None:
-    """In a sweep job (whatever process runs it): leave its gated status for the launch that started it."""
+def note_outcome(status: str, job_dir: Path, **more: Any) -> None:
+    """In a sweep job (whatever process runs it): leave its gated status (and ``more``, e.g. its ``objective``
+    value) for the launch that started it."""
     hydra = HydraConfig.get()
     if getattr(hydra.mode, "name", str(hydra.mode)) != "MULTIRUN" or not (token := _token()):
         return
     path = _outcomes_dir(hydra.sweep.dir, token) / f"{hydra.job.num}.json"
     try:
-        write_atomic(path, json.dumps({"status": status, "job_dir": str(job_dir), "pid": os.getpid()}))
+        write_atomic(path, json.dumps({"status": status, "job_dir": str(job_dir), "pid": os.getpid(), **more}))
     except AscendBenchError as exc:
         log.error("the outcome of this job could not be left for the sweep's exit status: %s", exc)
 

@@ -26,7 +26,7 @@ from ascendbench.models.sources import files_digest, resolve_source
 
 log = logging.getLogger(__name__)
 
-IGNORED_KEYS = ("resume",)  # how a job is resumed does not change what it computes
+IGNORED_KEYS = ("resume", "objective")  # how a job is resumed or reports to a search: not what it computes
 
 
 def comparable(config: Any) -> Any:

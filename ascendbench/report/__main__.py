@@ -1,4 +1,5 @@
-"""``python -m ascendbench.report``: the report, the README back-fill and the ``--compare`` gate."""
+"""``python -m ascendbench.report``: the report, the README back-fill, the ``--compare`` gate and the
+``--mlflow`` export (:mod:`ascendbench.tracking`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ascendbench.report.compare import compare_frames
 from ascendbench.report.document import Report, write_report
 from ascendbench.report.gather import records_frame
 from ascendbench.report.settings import load_settings
+from ascendbench.report.significance import LatencyRule
 
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
@@ -22,8 +24,8 @@ def parser() -> argparse.ArgumentParser:
     """The command-line options."""
     p = argparse.ArgumentParser(
         prog="python -m ascendbench.report",
-        description="Gather record.json files into reports/report.md, records.csv and PNG plots; optionally "
-                    "back-fill README markers, or compare two sets of records (regression gate).")
+        description="Gather record.json files into reports/report.md, report.html, records.csv and PNG plots; "
+                    "optionally back-fill README markers, or compare two sets of records (regression gate).")
     p.add_argument("paths", nargs="*", help="directories (searched recursively) or record files; "
                    "default: report.yaml `paths` (outputs/ and multirun/)")
     p.add_argument("--out", help="output directory (default: report.yaml `out_dir`, reports/)")
@@ -31,19 +33,27 @@ def parser() -> argparse.ArgumentParser:
                    help=f"Markdown file whose ascendbench markers are back-filled ({', '.join(SECTIONS)}); repeatable")
     p.add_argument("--reference-device", help="device whose errors and latencies others are compared with "
                    "(default: report.yaml cross_device.reference_device)")
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (report.html is still written)")
     p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
-                   help="regression gate: exit 1 when NEW has worse verdicts or slower medians than OLD, measured "
-                        "nothing, or misses an OLD workload; exit 2 for a bad path or option")
-    p.add_argument("--noise", help="latency noise fraction for --compare, finite and >= 0 (default 0.03)")
+                   help="regression gate: exit 1 when NEW has worse verdicts or is significantly slower than OLD, "
+                        "measured nothing, or misses an OLD workload; exit 2 for a bad path or option")
+    p.add_argument("--alpha", help="significance level of --compare's latency test, 0 < alpha < 1 (default 0.05)")
+    p.add_argument("--min-effect", help="smallest median latency shift --compare counts as slower, a fraction >= 0 "
+                                        "(default 0.03)")
+    p.add_argument("--noise", help="deprecated alias of --min-effect")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any report.yaml option, e.g. --set cross_device.limits.rmse=1.5")
+    p.add_argument("--mlflow", nargs="?", const="", metavar="URI",
+                   help="log each record as an MLflow run instead of writing the report, once per record "
+                        "(docs/tracking.md); URI default: $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db")
+    p.add_argument("--mlflow-experiment", default="ascendbench", metavar="NAME",
+                   help="MLflow experiment of --mlflow (default: ascendbench)")
     return p
 
 
 def run_compare(old: str, new: str, options) -> int:
     """Print the comparison; 1 when the gate fails (regression, nothing measured, OLD workload missing), else 0."""
-    comparison = compare_frames(records_frame([old]), records_frame([new]), float(options.noise),
+    comparison = compare_frames(records_frame([old]), records_frame([new]), LatencyRule.from_options(options),
                                 allow_missing=bool(options.allow_missing))
     print(f"OLD: {old}\nNEW: {new}\n" + comparison.text())
     return EXIT_REGRESSION if comparison.failed else 0
@@ -56,7 +66,8 @@ def run_report(args: argparse.Namespace, settings) -> int:
     report = Report(frame, settings, sources)
     written = write_report(report, Path(args.out or settings.out_dir))
     print(f"report: {written['markdown']} ({report.counts() if not report.empty else 'no records'})")
-    print("tables: " + ", ".join(str(v) for k, v in written.items() if k != "markdown"))
+    print(f"html: {written['html']} (one self-contained page: sortable tables, plots embedded)")
+    print("tables: " + ", ".join(str(v) for k, v in written.items() if k not in ("markdown", "html")))
     for plot in report.plot_files:
         print(f"plot: {plot}")
     for readme in args.readme:
@@ -74,10 +85,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides.append(f"cross_device.reference_device={args.reference_device}")
     if args.no_plots:
         overrides.append("plots=false")
-    if args.noise is not None:
-        overrides.append(f"compare.noise={args.noise}")
+    for flag, key in ((args.alpha, "alpha"), (args.min_effect, "min_effect"), (args.noise, "noise")):
+        if flag is not None:
+            overrides.append(f"compare.{key}={flag}")
     try:
         settings = load_settings(overrides)
+        if args.mlflow is not None:
+            from ascendbench.tracking.command import run_mlflow  # imports MLflow only when asked
+
+            return run_mlflow(args, settings)
         if args.compare:
             return run_compare(*args.compare, settings.compare)
         return run_report(args, settings)

@@ -36,7 +36,7 @@ from ascendbench.report.tables import (
 WORKLOAD = KEY + ("job.task", "weights.digest", "weights.init_seed", "inputs.digest", "env.hostname")
 # Config keys (and everything under them) that never make a variant: the workload keys' own config
 # (model, task, device, dtype, preset sizes, seed, weights source) and where/how a job was kept.
-IGNORED = ("seed", "dry_run", "fail_on", "resume", "artifacts", "profile", "model.name", "model.source",
+IGNORED = ("seed", "dry_run", "fail_on", "objective", "resume", "artifacts", "profile", "model.name", "model.source",
            "model.weights", "model.revision", "model.init_seed", "model.task._target_", "device.name",
            "device.index", "device.record_env", "device.peak", "dtype", "preset.name", "preset.height",
            "preset.width", "preset.num_frames", "preset.batch_size", "preset.steps", "baseline.cache",
