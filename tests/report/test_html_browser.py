@@ -16,6 +16,9 @@ import pytest
 
 from ascendbench.report.__main__ import main
 
+from helpers import run_cli
+from helpers.report_html import html_tables, markdown_tables
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -85,3 +88,32 @@ def test_clicking_a_header_sorts_its_table_by_number(page):
     header.click()
     assert [float(v) for v in table.evaluate(COLUMN, "median ms")] == sorted(before, reverse=True)
     assert page.events["errors"] == []
+
+
+@pytest.mark.slow
+def test_the_page_of_a_real_tiny_sweep_loads_and_says_what_report_md_says(browser, tmp_path):
+    """A real 2 dtype x 2 preset sweep of the tiny twin (CLI subprocess, 32x32 px): its report.html in Chromium."""
+    sweep = tmp_path / "sweep"
+    result = run_cli(["-m", "model=tiny_flux2_decoder", "device=cpu", "dtype=float32,bfloat16",
+                      "preset=mini,balanced", "preset.height=32", "preset.width=32", "preset.warmup=0",
+                      "preset.iters=3", "fail_on=null"], cwd=tmp_path, out_dir=sweep, timeout=300)
+    assert result.returncode == 0, result.output[-3000:]
+    out = tmp_path / "reports"
+    assert main([str(sweep), "--out", str(out)]) == 0
+    assert len(list(sweep.rglob("record.json"))) == 4
+    markdown = (out / "report.md").read_text()
+    assert "4 record(s): 4 ok" in markdown and "bfloat16" in markdown and "balanced" in markdown
+    assert html_tables((out / "report.html").read_text()) == markdown_tables(markdown)
+
+    tab = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors, requests = [], []
+    tab.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.on("request", lambda r: requests.append(r.url))
+    tab.goto((out / "report.html").as_uri(), wait_until="load")
+    images = tab.evaluate("() => [...document.images].map(i => [i.complete, i.naturalWidth, i.src.slice(0, 15)])")
+    assert len(images) >= 2 + 4, "the latency and error plots and one side-by-side picture per job"
+    assert all(done and width > 0 and src.startswith("data:image/png") for done, width, src in images)
+    assert errors == [] and [u for u in requests if not u.startswith(LOCAL)] == []
+    assert _screenshot(tab, tmp_path).stat().st_size > 0
+    tab.close()
