@@ -105,3 +105,21 @@ def test_an_unusable_uri_is_a_usage_error(uri, write_job, tmp_path, monkeypatch,
     assert main(["--mlflow", uri.format(tmp=tmp_path), str(tmp_path / "sweep")]) == 2
     err = capsys.readouterr().err
     assert "cannot be used" in err and "sqlite:///mlflow.db" in err and "Traceback" not in err
+
+
+def test_a_run_left_incomplete_by_a_killed_export_is_replaced(write_job, store, tmp_path, capsys):
+    """kill -9 mid-export leaves a run with the record's key but no digest tag: the next export replaces it."""
+    from mlflow import MlflowClient
+
+    from ascendbench.tracking.mlflow_export import KEY_TAG, RecordFile
+
+    job = write_job("dtype=float32", dtype="float32", median_ms=10.0)
+    client = MlflowClient(tracking_uri=store)
+    experiment = client.create_experiment("ascendbench", artifact_location=(tmp_path / "art").as_uri())
+    half = client.create_run(experiment, tags={KEY_TAG: RecordFile.read(job).key}).info.run_id  # no digest
+    assert main(["--mlflow", store, str(tmp_path / "sweep")]) == 0
+    assert "0 created, 1 replaced, 0 unchanged" in capsys.readouterr().out
+    runs = read_runs(store)
+    assert len(runs) == 1 and runs[0].info.run_id != half
+    assert runs[0].data.metrics["bench.latency.median_ms"] == 10.0
+    assert client.get_run(half).info.lifecycle_stage == "deleted"
