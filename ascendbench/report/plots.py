@@ -44,12 +44,24 @@ def ci_errors(row: Mapping[str, Any]) -> tuple[float, float]:
     return max(median - float(low), 0.0), max(float(high) - median, 0.0)
 
 
-def _series(rows: Sequence[Mapping[str, Any]], x, fixed) -> dict[str, list[Point]]:
-    """dtype -> sorted (x, latest row) points among rows where ``fixed(row)`` holds."""
-    points: dict[str, dict[float, list]] = {}
+def _presets_share_a_point(rows: Sequence[Mapping[str, Any]], x) -> bool:
+    """True when two presets of one dtype land on the same x (a preset sweep at one size): series then split
+    by preset, so that no record hides another."""
+    seen: dict[tuple[str, float], set[str]] = {}
     for row in rows:
-        if fixed(row):
-            points.setdefault(str(get(row, "job.dtype")), {}).setdefault(x(row), []).append(row)
+        seen.setdefault((str(get(row, "job.dtype")), x(row)), set()).add(str(get(row, "job.preset")))
+    return any(len(presets) > 1 for presets in seen.values())
+
+
+def _series(rows: Sequence[Mapping[str, Any]], x, fixed) -> dict[str, list[Point]]:
+    """Series name (dtype, or ``dtype preset`` where presets share a point) -> sorted (x, latest row) points
+    among rows where ``fixed(row)`` holds."""
+    chosen = [row for row in rows if fixed(row)]
+    split = _presets_share_a_point(chosen, x)
+    points: dict[str, dict[float, list]] = {}
+    for row in chosen:
+        name = f"{get(row, 'job.dtype')} {get(row, 'job.preset')}" if split else str(get(row, "job.dtype"))
+        points.setdefault(name, {}).setdefault(x(row), []).append(row)
     return {d: sorted(((xv, latest(rs)) for xv, rs in pts.items()), key=lambda p: p[0])
             for d, pts in sorted(points.items())}
 
@@ -88,7 +100,8 @@ def draw_latency(ax: Any, series: dict[str, list[Point]], label) -> bool:
 def latency_plot(rows: Sequence[Mapping[str, Any]], model: str, out: Path) -> Path | None:
     """Median latency (with its 95% CI) vs resolution at the smallest batch and vs batch at the largest size.
 
-    One row of two panels per device, one series per dtype; see :func:`draw_latency` for the axes.
+    One row of two panels per device, one series per dtype (per dtype and preset where presets share a size and
+    batch); see :func:`draw_latency` for the axes.
     """
     rows = [r for r in rows if median_ms(r) and get(r, "job.height") and get(r, "job.width")
             and get(r, "job.batch_size")]

@@ -62,3 +62,16 @@ def test_many_sizes_keep_a_numeric_axis_and_no_ci_no_error_bar(write_record):
                  str)
     assert ax.lines[0].get_xdata().tolist() == [h * h / 1e6 for h in (64, 128, 256, 512)]
     plt.close(fig)
+
+
+def test_presets_at_one_size_are_separate_series_so_no_record_hides_another(write_record):
+    from ascendbench.report.plots import _pixels, _series
+
+    rows = [load_row(write_record(f"{d}_{p}", dtype=d, preset=p, height=32, width=32, median_ms=m))
+            for d, p, m in (("float32", "mini", 1.0), ("float32", "balanced", 2.0), ("float16", "mini", 3.0))]
+    series = _series(rows, _pixels, lambda r: True)
+    assert {name: [row["bench.latency.median_ms"] for _, row in pts]
+            for name, pts in series.items()} == {"float32 mini": [1.0], "float32 balanced": [2.0],
+                                                 "float16 mini": [3.0]}
+    one_preset = _series(rows[:1] + rows[2:], _pixels, lambda r: True)
+    assert set(one_preset) == {"float32", "float16"}, "plain dtype names when nothing collides"
