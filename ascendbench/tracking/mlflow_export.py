@@ -49,7 +49,12 @@ SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # MLflow's database st
 
 
 def import_mlflow() -> Any:
-    """The ``mlflow`` module, or :class:`TrackingError` saying how to install it."""
+    """The ``mlflow`` module, or :class:`TrackingError` saying how to install it.
+
+    MLflow's anonymous usage telemetry is off unless the environment already says otherwise
+    (``MLFLOW_DISABLE_TELEMETRY``): benchmark hosts are often air-gapped, and a record export sends nothing else.
+    """
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
         import mlflow
     except ImportError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -123,3 +124,14 @@ def test_a_run_left_incomplete_by_a_killed_export_is_replaced(write_job, store, 
     assert len(runs) == 1 and runs[0].info.run_id != half
     assert runs[0].data.metrics["bench.latency.median_ms"] == 10.0
     assert client.get_run(half).info.lifecycle_stage == "deleted"
+
+
+def test_mlflow_telemetry_is_off_unless_the_environment_says_otherwise(monkeypatch):
+    from ascendbench.tracking.mlflow_export import import_mlflow
+
+    monkeypatch.delenv("MLFLOW_DISABLE_TELEMETRY", raising=False)
+    import_mlflow()
+    assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == "true"
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "false")
+    import_mlflow()
+    assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == "false", "the user's own setting stands"
