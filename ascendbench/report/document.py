@@ -259,7 +259,8 @@ def _write_all(report: Report, out_dir: Path) -> dict[str, Path]:
     markdown = report.markdown(out_dir)
     written["markdown"].write_text(markdown)
     written["html"] = out_dir / "report.html"
-    written["html"].write_text(html_document(markdown, out_dir, report.settings.html.embed_max_mb), encoding="utf-8")
+    page = html_document(markdown, out_dir, report.settings.html.embed_max_mb, report.settings.html.embed_total_mb)
+    written["html"].write_text(page, encoding="utf-8")
     frame = report.frame[[c for c in report.frame.columns
                           if not c.startswith("metrics.layer/") and c != CONFIG_COLUMN]]
     written["csv"] = out_dir / "records.csv"

@@ -31,18 +31,29 @@ _INLINE = re.compile(r"`(?P<code>[^`]+)`"
 
 
 class Pictures:
-    """Turns link targets (relative to ``base_dir``) into ``data:`` URIs for pictures up to ``max_bytes``."""
+    """Turns link targets (relative to ``base_dir``) into ``data:`` URIs: each picture up to ``max_bytes``,
+    all of them together up to ``total_bytes`` (the first come first; later ones stay links, counted in
+    ``linked``)."""
 
-    def __init__(self, base_dir: Path, max_bytes: int) -> None:
+    def __init__(self, base_dir: Path, max_bytes: int, total_bytes: int | None = None) -> None:
         self.base_dir = Path(base_dir)
         self.max_bytes = max_bytes
+        self.left = total_bytes
+        self.linked = 0  # pictures left as links because the page's budget was spent
 
     def data_uri(self, target: str) -> str | None:
-        """The picture at ``target`` as a ``data:`` URI; None when not a picture, missing or too large."""
+        """The picture at ``target`` as a ``data:`` URI; None when not a picture, missing, too large, or past
+        the page's budget."""
         path = self.base_dir / target
         mime = MIME.get(path.suffix.lower())
         if mime is None or not path.is_file() or path.stat().st_size > self.max_bytes:
             return None
+        size = path.stat().st_size
+        if self.left is not None and size > self.left:
+            self.linked += 1
+            return None
+        if self.left is not None:
+            self.left -= size
         return f"data:{mime};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
     def link(self, label: str, target: str, image: bool) -> str:
@@ -50,7 +61,8 @@ class Pictures:
         anchor = f'<a href="{html.escape(quote(target, safe=URL_SAFE))}">{html.escape(label)}</a>'
         uri = self.data_uri(target)
         if uri is None:
-            why = "" if not image else " (not embedded: no such picture, or larger than html.embed_max_mb)"
+            why = "" if not image else (" (not embedded: no such picture, larger than html.embed_max_mb, or past "
+                                        "html.embed_total_mb)")
             return anchor + why
         picture = f'<img src="{uri}" alt="{html.escape(label)}" title="{html.escape(label)}">'
         return f'<figure class="{"plot" if image else "picture"}">{picture}<figcaption>{anchor}</figcaption></figure>'
@@ -143,14 +155,21 @@ def contents(markdown: str) -> str:
     return f'<nav><ul>{items}</ul></nav>' if titles else ""
 
 
-def html_document(markdown: str, base_dir: Path, embed_max_mb: float) -> str:
+def html_document(markdown: str, base_dir: Path, embed_max_mb: float, embed_total_mb: float | None = None) -> str:
     """The whole report.html for the report's Markdown, with links relative to ``base_dir`` (its directory).
 
-    Pictures up to ``embed_max_mb`` MiB are embedded; larger or missing ones stay links.
+    Pictures up to ``embed_max_mb`` MiB each, ``embed_total_mb`` MiB together, are embedded; larger, missing
+    or later ones stay links, and a note at the top says how many pictures the page budget left as links.
     """
-    pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20))
+    total = None if embed_total_mb is None else int(float(embed_total_mb) * 2**20)
+    pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20), total)
+    body = render_body(markdown, pictures)
+    note = "" if not pictures.linked else (
+        f'<p class="note">{pictures.linked} picture(s) are links, not embedded: the page already holds '
+        f"html.embed_total_mb={embed_total_mb:g} MiB of pictures (raise it with "
+        f"<code>--set html.embed_total_mb=...</code>; open those links beside the report directory).</p>\n")
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             f"<title>ascendbench report</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n"
-            f"{contents(markdown)}\n<main>\n{render_body(markdown, pictures)}\n</main>\n"
+            f"{contents(markdown)}\n<main>\n{note}{body}\n</main>\n"
             f"<script>\n{SORT_TABLES}</script>\n</body>\n</html>\n")

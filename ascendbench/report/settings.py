@@ -35,7 +35,20 @@ def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
             "e.g. `--set compare.min_effect=0.05`."
         ) from None
     check_compare(merged)
+    check_html(merged)
     return merged
+
+
+def check_html(settings: DictConfig) -> None:
+    """Validate ``html.embed_max_mb`` and ``html.embed_total_mb`` (numbers > 0) and store them as floats.
+
+    Raises:
+        ReportError: naming the key, the value, what is allowed and how to set it.
+    """
+    for key in ("embed_max_mb", "embed_total_mb"):
+        settings.html[key] = _number(settings.html[key], lambda v: v > 0, (
+            f"html.{key}={{raw!r}} is not allowed: report.html embeds pictures up to a size in MiB, a finite "
+            f"number > 0 (larger pictures stay links). Pass e.g. `--set html.{key}=8`."))
 
 
 def check_compare(settings: DictConfig) -> None:

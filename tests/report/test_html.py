@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+import pytest
+
 from ascendbench.report.__main__ import main
 from ascendbench.report.html import Pictures, inline, table_cells
 
@@ -67,3 +69,21 @@ def test_every_link_of_the_page_resolves_to_a_file_or_a_section(dtype_preset_rec
             assert href[1:] in ids, f"no section {href}"
         else:
             assert (out / unquote(href)).is_file(), f"dangling link {href}"
+
+
+def test_past_the_page_budget_pictures_stay_links_and_the_page_says_how_many(dtype_preset_records, tmp_path):
+    heatmap = next(dtype_preset_records.rglob("heatmap.png")).stat().st_size
+    budget_mb = (2.5 * heatmap) / 2**20  # room for two of the four heatmaps
+    _, page = _report(dtype_preset_records, tmp_path / "reports", "--no-plots", "--set",
+                      f"html.embed_total_mb={budget_mb}")
+    assert page.count("<img") == 2
+    assert "2 picture(s) are links, not embedded" in page and "html.embed_total_mb" in page
+    _, unlimited = _report(dtype_preset_records, tmp_path / "all", "--no-plots")
+    assert unlimited.count("<img") == 4 and "are links, not embedded" not in unlimited
+
+
+@pytest.mark.parametrize("option", ["html.embed_total_mb=0", "html.embed_max_mb=-1", "html.embed_total_mb=lots"])
+def test_a_bad_embedding_limit_is_a_usage_error_naming_the_key(option, dtype_preset_records, tmp_path, capsys):
+    assert main([str(dtype_preset_records), "--out", str(tmp_path / "r"), "--set", option]) == 2
+    error = capsys.readouterr().err
+    assert option.split("=")[0] in error and "number > 0" in error and "Traceback" not in error
