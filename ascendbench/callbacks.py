@@ -18,7 +18,7 @@ from filelock import FileLock, Timeout
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from ascendbench.errors import ConfigError
+from ascendbench.errors import ConfigError, NoFreeCardError
 from ascendbench.progress import format_seconds
 
 log = logging.getLogger(__name__)
@@ -298,7 +298,7 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0) -> st
     once a device runtime has initialised it cannot switch cards.
 
     Raises:
-        ConfigError: no card became free within ``wait_s`` (more workers than cards).
+        NoFreeCardError: no card became free within ``wait_s`` (more workers than cards).
     """
     if _CLAIM:
         if _CLAIM["lock_dir"] != str(lock_dir):
@@ -314,12 +314,22 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0) -> st
                 log.debug("process %d holds card %s (%s)", os.getpid(), card, lock.lock_file)
                 return card
         if time.monotonic() > deadline:
-            raise ConfigError(
+            raise NoFreeCardError(
                 f"no free card in the pool {list(cards)} after {wait_s:g} s (locks in {lock_dir}): more jobs run "
                 "at once than there are cards. Set hydra.launcher.n_jobs to at most the number of cards, or "
                 "list more in hydra.callbacks.cards.cards, e.g. `hydra.callbacks.cards.cards=[0,1,2,3]`."
             )
         time.sleep(0.2)
+
+
+_REFUSED: dict[str, NoFreeCardError] = {}  # this worker's current job found no free card
+
+
+def card_refusal() -> NoFreeCardError | None:
+    """Why the card pool gave the current job no card, or None. The device stage raises it, so that the job
+    ends ``failed`` (reason ``no_free_card``) instead of running on a card another worker is using: Hydra
+    turns an exception in a callback's ``on_job_start`` into a warning and runs the job anyway."""
+    return _REFUSED.get("error")
 
 
 def release_card() -> None:
@@ -389,6 +399,7 @@ class CardPool(Callback):
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Claim (or inherit) this worker's card and export it before the job's code runs (multirun only)."""
+        _REFUSED.clear()
         mode = OmegaConf.select(config, "hydra.mode")
         if getattr(mode, "name", str(mode)) == "RUN":  # a single run picks its card with device.index / device.env
             return
@@ -401,7 +412,12 @@ class CardPool(Callback):
             exported = {v: card for v in self.variables if not os.environ.get(v)}
         else:
             lock_dir = Path(self.lock_dir or Path(str(config.hydra.sweep.dir)) / ".cards")
-            card = claim_card(self.cards, lock_dir, self.wait_s)
+            try:
+                card = claim_card(self.cards, lock_dir, self.wait_s)
+            except NoFreeCardError as exc:  # the job's device stage fails with it (see card_refusal)
+                _REFUSED["error"] = exc
+                log.error("card pool: %s", exc)
+                return
             exported = {v: card for v in self.variables}
         os.environ.update(exported)
         self._note(config, card, exported)

@@ -23,6 +23,13 @@ class ConfigError(AscendBenchError):
     reason = "config"
 
 
+class NoFreeCardError(ConfigError):
+    """The card pool (``hydra/launcher=joblib_cards``) had no free card for this worker: the job fails rather
+    than share a card another worker is timing on."""
+
+    reason = "no_free_card"
+
+
 class DeviceUnavailableError(AscendBenchError):
     """The requested device (or its runtime package) is not usable on this host.
 

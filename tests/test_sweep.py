@@ -187,3 +187,27 @@ def test_a_killed_job_never_leaves_an_ok_record(tmp_path):
     assert record["status"] == "running"
     assert report_main([str(tmp_path / "outputs"), "--out", str(tmp_path / "reports"), "--no-plots"]) == 0
     assert "no final status: the job was killed" in (tmp_path / "reports" / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_worker_without_a_free_card_fails_its_job_instead_of_sharing_a_card(tmp_path):
+    """Another sweep holds card 0 of a shared lock dir: the job is `failed` (no_free_card), never run on it."""
+    from filelock import FileLock
+
+    locks = tmp_path / "cards"
+    locks.mkdir()
+    holder = FileLock(str(locks / "card-0.lock"))
+    holder.acquire()
+    try:
+        sweep = tmp_path / "multirun" / "busy"
+        result = _multirun(tmp_path, sweep, "hydra/launcher=joblib_cards", "hydra.launcher.n_jobs=1",
+                           "hydra.callbacks.cards.cards=[0]", f"hydra.callbacks.cards.lock_dir={locks}",
+                           "hydra.callbacks.cards.wait_s=0.5", run=run_cli)
+    finally:
+        holder.release()
+    assert result.returncode == 1, result.output[-3000:]
+    (record,) = _records(sweep).values()
+    assert record["status"] == "failed" and record["error"]["reason"] == "no_free_card"
+    assert "no free card in the pool ['0']" in record["error"]["message"]
+    assert "bench" not in record or not record["bench"], "nothing was timed on a card another sweep holds"
+    assert not list(sweep.rglob("card.json")), "no card noted for the job"

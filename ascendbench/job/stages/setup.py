@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from ascendbench.callbacks import card_refusal
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage, build
 from ascendbench.precision import Precision
@@ -54,7 +55,10 @@ class DeviceStage(Stage):
         return section
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Build the adapter and the precision; warn about half precision on a CPU."""
+        """Build the adapter and the precision; warn about half precision on a CPU. A job the card pool gave
+        no card fails here (:func:`ascendbench.callbacks.card_refusal`)."""
+        if (refusal := card_refusal()) is not None:
+            raise refusal
         cfg = job.cfg
         job.adapter = build(cfg.device, "device")
         job.precision = Precision.build(cfg, job.adapter.name)
