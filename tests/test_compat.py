@@ -78,3 +78,21 @@ def test_python_m_ascendbench_checks_before_importing_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "has torch 2.0.1" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_the_ascendbench_script_checks_before_importing_torch(tmp_path):
+    """The installed `ascendbench` console script (its entry point, loaded as pip's wrapper does) refuses torch 2.0.1
+    in one paragraph, exit 2, with torch never imported."""
+    fake = tmp_path / "site" / "torch-2.0.1.dist-info"
+    fake.mkdir(parents=True)
+    (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.0.1\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    code = ("import sys; from importlib.metadata import entry_points\n"
+            "(script,) = [e for e in entry_points(group='console_scripts') if e.name == 'ascendbench']\n"
+            "try:\n    script.load()()\n"
+            "except SystemExit as exc:\n    print('torch imported:', 'torch' in sys.modules); raise\n")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "has torch 2.0.1" in done.stderr and "Traceback" not in done.stderr
+    assert "torch imported: False" in done.stdout
