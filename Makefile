@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-dev demo lint test bench report verify validate wheelhouse install-offline device-check \
+.PHONY: help install install-dev demo lint test chromium bench report verify validate wheelhouse install-offline device-check \
 	clean
 
 help: ## list the targets
@@ -35,8 +35,19 @@ demo: install ## run `python -m ascendbench` with its defaults (auto device, min
 lint: install-dev ## ruff check of the whole tree
 	$(PY) -m ruff check .
 
-test: install-dev ## run the whole test suite
+test: install-dev chromium ## run the whole test suite
 	$(PY) -m pytest $(ARGS)
+
+# The HTML report's browser test (tests/report/test_html_browser.py) drives a system Chromium; where it is
+# missing and this is root with apt-get (CI, a container), Debian's package is installed; otherwise the test
+# is skipped and says why.
+chromium: ## install Debian's chromium for the report.html browser test where missing (root + apt-get only)
+	@command -v chromium >/dev/null 2>&1 && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "chromium: installing Debian's package for the browser test"; \
+	  apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \
+	    apt-get install -y -q chromium >/dev/null 2>&1; } || echo "chromium: could not be installed; the browser test will be skipped"; \
+	else echo "chromium: not installed (needs root + apt-get here); the browser test will be skipped"; fi
 
 bench: install ## run every benchmark of ascendbench itself (benchmarks/bench_*.py); prints measured ratios
 	@set -e; for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script; done
