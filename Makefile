@@ -35,8 +35,8 @@ demo: install ## run `python -m ascendbench` with its defaults (auto device, min
 lint: install-dev ## ruff check of the whole tree
 	$(PY) -m ruff check .
 
-test: install-dev chromium ## run the whole test suite
-	$(PY) -m pytest $(ARGS)
+test: install-dev chromium ## run the whole test suite; screenshots of report.html land in test-artifacts/
+	ASCENDBENCH_TEST_ARTIFACTS="$${ASCENDBENCH_TEST_ARTIFACTS:-$(CURDIR)/test-artifacts}" $(PY) -m pytest $(ARGS)
 
 # The HTML report's browser test (tests/report/test_html_browser.py) drives a system Chromium; where it is
 # missing and this is root with apt-get (CI, a container), Debian's package is installed; otherwise the test

@@ -57,8 +57,8 @@ def page(browser, dtype_preset_records, tmp_path):
     tab.close()
 
 
-def _screenshot(page, tmp_path: Path) -> Path:
-    path = tmp_path / "report_html.png"
+def _screenshot(page, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     if os.environ.get("ASCENDBENCH_TEST_ARTIFACTS"):
         keep = Path(os.environ["ASCENDBENCH_TEST_ARTIFACTS"])
@@ -74,7 +74,7 @@ def test_the_page_loads_offline_with_every_picture_drawn(page, tmp_path):
     assert all(done and width > 0 and src.startswith("data:image/png") for done, width, src in images)
     assert page.events["errors"] == []
     assert [u for u in page.events["requests"] if not u.startswith(LOCAL)] == []
-    assert _screenshot(page, tmp_path).stat().st_size > 0
+    assert _screenshot(page, tmp_path, "report_html_records").stat().st_size > 0
 
 
 def test_clicking_a_header_sorts_its_table_by_number(page):
@@ -115,5 +115,5 @@ def test_the_page_of_a_real_tiny_sweep_loads_and_says_what_report_md_says(browse
     assert len(images) >= 2 + 4, "the latency and error plots and one side-by-side picture per job"
     assert all(done and width > 0 and src.startswith("data:image/png") for done, width, src in images)
     assert errors == [] and [u for u in requests if not u.startswith(LOCAL)] == []
-    assert _screenshot(tab, tmp_path).stat().st_size > 0
+    assert _screenshot(tab, tmp_path, "report_html_real_sweep").stat().st_size > 0
     tab.close()
