@@ -23,7 +23,8 @@ from ascendbench.progress import format_seconds
 
 log = logging.getLogger(__name__)
 
-# Statuses of the records the last multirun of this process wrote (read by ascendbench.cli for the exit code).
+# Statuses of the records the last multirun of this process wrote (the summary log line; the exit code comes
+# from ascendbench.job.launch outcomes).
 _LAST_MULTIRUN: dict[str, Any] = {"statuses": []}
 # The card this process holds: {"card", "lock" (the acquired FileLock, never released), "lock_dir"}.
 _CLAIM: dict[str, Any] = {}

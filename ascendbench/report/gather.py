@@ -67,11 +67,12 @@ def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[
     return sorted(found)
 
 
-def load_row(path: Path) -> dict[str, Any]:
-    """One row for the record at ``path``; an unreadable or malformed record gives a ``broken`` row saying why."""
+def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
+    """One row for the record at ``path`` (its bytes ``data`` when the caller already read them); an unreadable
+    or malformed record gives a ``broken`` row saying why."""
     path = Path(path)
     try:
-        record = json.loads(path.read_text(), parse_int=_bounded_int)
+        record = json.loads(path.read_text() if data is None else data, parse_int=_bounded_int)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
         return _broken(path, f"{type(exc).__name__}: {exc}")
     except RecursionError:

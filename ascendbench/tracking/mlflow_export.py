@@ -202,7 +202,7 @@ class MlflowExporter:
     def export(self, path: Path | str) -> Outcome:
         """Log the record at ``path`` (a ``record.json`` or its job dir) unless its run is already there."""
         record = RecordFile.read(path)
-        row = load_row(record.path)
+        row = load_row(record.path, record.data)  # the bytes the digest is of, read once
         if row.get("status") == "broken":
             return Outcome(record.path, "skipped", notes=[f"unreadable record: {row.get('error.message')}"])
         if row.get("run") == DRY_RUN:
