@@ -16,14 +16,15 @@ from typing import Any
 _EXPORTS = {
     "cosine_similarity": "ascendbench.metrics.functional", "psnr_db": "ascendbench.metrics.functional",
     "regression_metrics": "ascendbench.metrics.functional", "ImageEvaluator": "ascendbench.metrics.image",
-    "RegressionEvaluator": "ascendbench.metrics.regression", "MetricSuite": "ascendbench.metrics.suite",
+    "RegressionEvaluator": "ascendbench.metrics.regression", "FunctionEvaluator": "ascendbench.metrics.function",
+    "MetricSuite": "ascendbench.metrics.suite",
     "TokenEvaluator": "ascendbench.metrics.tokens", "judge": "ascendbench.metrics.verdict",
     "merge_rules": "ascendbench.metrics.verdict", "worst": "ascendbench.metrics.verdict",
     "VideoEvaluator": "ascendbench.metrics.video", "lpips_net": "ascendbench.metrics.lpips_net",
 }
 
-__all__ = ["ImageEvaluator", "MetricSuite", "RegressionEvaluator", "TokenEvaluator", "VideoEvaluator",
-           "cosine_similarity", "judge", "merge_rules", "psnr_db", "regression_metrics", "worst"]
+__all__ = ["FunctionEvaluator", "ImageEvaluator", "MetricSuite", "RegressionEvaluator", "TokenEvaluator",
+           "VideoEvaluator", "cosine_similarity", "judge", "merge_rules", "psnr_db", "regression_metrics", "worst"]
 
 
 def __getattr__(name: str) -> Any:
