@@ -15,15 +15,24 @@ ARGS ?=
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-16s %s\n", $$1, $$2}'
 
+# TORCH_SPEC= (empty): the venv sees the host's site-packages (its torch, torch_npu, torchvision) and pip is held
+# to the host's torch by a constraint, so it never installs a torch of its own over it (it fails instead, naming
+# the package that wanted another torch).
+HOST_TORCH_CONSTRAINT := $(VENV)/host-torch-constraint.txt
 $(VENV)/.installed: pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(PY) || $(PYTHON) -m venv $(if $(TORCH_SPEC),,--system-site-packages) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	@if [ -n "$(TORCH_SPEC)" ]; then $(PY) -m pip install -q $(TORCH_SPEC); fi
-	$(PY) -m pip install -q -e .
+	@if [ -n "$(TORCH_SPEC)" ]; then $(PY) -m pip install -q $(TORCH_SPEC); \
+	else $(PY) -c 'import torch' 2>/dev/null || { echo "install: TORCH_SPEC= keeps the host's torch, but $(PY) \
+	cannot import torch (was $(VENV) made without --system-site-packages? remove it and rerun; or install torch \
+	for this python first)"; exit 2; }; \
+	$(PY) -c 'import torch; print("torch==" + torch.__version__)' > $(HOST_TORCH_CONSTRAINT); \
+	echo "install: keeping the host's $$(cat $(HOST_TORCH_CONSTRAINT))"; fi
+	$(PY) -m pip install -q -e . $(if $(TORCH_SPEC),,-c $(HOST_TORCH_CONSTRAINT))
 	@touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' $(if $(TORCH_SPEC),,-c $(HOST_TORCH_CONSTRAINT))
 	@touch $@
 
 install: $(VENV)/.installed ## create .venv if missing and install ascendbench into it

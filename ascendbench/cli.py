@@ -23,11 +23,13 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from ascendbench.compat import exit_if_unsupported
+import ascendbench
+from ascendbench import job as job_package  # run_job loads the stages on first use
+from ascendbench.compat import exit_if_unsupported, library_versions
 from ascendbench.config import hydra_config_path
+from ascendbench.config.help_listing import memoise_group_options, wants_help
 from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
-from ascendbench.job import run_job
 from ascendbench.job.launch import RefusedDirectory, launch_outcomes, note_outcome, register_resolvers, reset_outcomes
 from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
@@ -46,7 +48,7 @@ def _app(cfg: DictConfig) -> str | float:
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     record: dict = {"status": "not run"}
     try:
-        record = run_job(cfg, job_dir)
+        record = job_package.run_job(cfg, job_dir)
         status = _gate(record, cfg.get("fail_on"))
     except (JobDirBusyError, JobDirError) as exc:  # nothing of the job was written: say so, count it
         log.error("job not run (%s): %s", exc.reason, exc)
@@ -78,9 +80,6 @@ def version_text() -> str:
     Read from the installed distributions' metadata (nothing is imported); a missing one reads
     ``not installed``.
     """
-    import ascendbench
-    from ascendbench.env import library_versions
-
     lines = [f"ascendbench {ascendbench.__version__}"]
     for name, version in library_versions(VERSION_LIBRARIES).items():
         lines.append(f"{name} {version or 'not installed'}")
@@ -106,6 +105,8 @@ def main() -> None:
         print(version_text())
         return
     exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
+    if wants_help(sys.argv[1:]):
+        memoise_group_options()  # Hydra copies its whole config repository per group it lists otherwise
     _JOBS.clear()
     reset_outcomes()
     signal.signal(signal.SIGTERM, _terminated)  # Slurm preemption, `kill`: record `interrupted`, not `running`

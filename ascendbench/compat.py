@@ -165,3 +165,20 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# The libraries whose versions a record's env lists (read from metadata, never imported).
+LIBRARIES = ("torch", "torch_npu", "diffusers", "transformers", "safetensors", "hydra-core",
+             "numpy", "lpips", "scikit-image", "huggingface_hub",
+             "accelerate", "peft")  # model CPU offload and LoRA of the pipelines depend on these two
+
+
+def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
+    """Installed versions by distribution name (``None`` when not installed); nothing is imported."""
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = md.version(name)
+        except md.PackageNotFoundError:
+            versions[name] = None
+    return versions

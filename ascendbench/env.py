@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.metadata as md
 import os
 import platform
 import socket
@@ -17,24 +16,11 @@ from typing import Any
 import torch
 
 import ascendbench
+from ascendbench.compat import LIBRARIES, library_versions  # noqa: F401  (LIBRARIES re-exported)
 
-LIBRARIES = ("torch", "torch_npu", "diffusers", "transformers", "safetensors", "hydra-core",
-             "numpy", "lpips", "scikit-image", "huggingface_hub",
-             "accelerate", "peft")  # model CPU offload and LoRA of the pipelines depend on these two
 GIT_TIMEOUT_S = 5.0
 COLLECT_ENV_FILE = "collect_env.txt"  # torch.utils.collect_env's report, once per sweep beside its summary
 COLLECT_ENV_TIMEOUT_S = 60.0
-
-
-def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
-    """Installed versions by distribution name (``None`` when not installed); nothing is imported."""
-    versions = {}
-    for name in names:
-        try:
-            versions[name] = md.version(name)
-        except md.PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 def _git(args: list[str], cwd: Path) -> str | None:

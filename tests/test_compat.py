@@ -1,4 +1,4 @@
-"""The supported floor of torch and diffusers, checked at start-up (issue 15 item 4), with planted old versions."""
+"""The supported floor of torch and diffusers, checked at start-up, with planted old versions."""
 
 from __future__ import annotations
 

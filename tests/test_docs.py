@@ -1,4 +1,4 @@
-"""Every command written in README.md and docs/*.md runs as written (issue 13 item 1).
+"""Every command written in README.md and docs/*.md runs as written.
 
 Each documented command is run in a form that needs no weights and no device: a job or sweep is composed
 the way Hydra composes it (each value of each swept key, the sweep files' own parameters included) and its

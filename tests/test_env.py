@@ -1,4 +1,4 @@
-"""The record's env section carries the facts the seed reports printed (issue 13 item 2)."""
+"""The record's env section carries the facts the seed reports printed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A FAIL verdict exits 1 by default, like pytest or Polygraphy (issue 13 item 5); fail_on=null keeps 0."""
+"""A FAIL verdict exits 1 by default, like pytest or Polygraphy; fail_on=null keeps 0."""
 
 from __future__ import annotations
 

@@ -18,6 +18,18 @@ def test_every_subpackage_is_listed_in_pyproject():
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "ascendbench").rglob("__init__.py")}
     assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
     assert "ascendbench.conf" in listed
+    conf_dirs = {".".join(("ascendbench.conf", *d.relative_to(ROOT / "conf").parts))
+                 for d in (ROOT / "conf").rglob("*") if d.is_dir() and any(d.glob("*.yaml"))}
+    assert conf_dirs - listed == set(), "each conf/ folder is a data package: add these to packages in pyproject.toml"
+
+
+def test_wheel_build_prints_no_setuptools_warning(tmp_path):
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
+                            "-v", "-w", str(tmp_path / "dist")], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    warnings = [line for line in (build.stdout + build.stderr).splitlines()
+                if "Warning" in line and ("setuptools" in line or "absent from the `packages`" in line)]
+    assert warnings == [], warnings[:5]
 
 
 def test_wheel_ships_the_config_and_runs_from_another_directory(tmp_path):

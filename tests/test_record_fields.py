@@ -1,4 +1,4 @@
-"""The facts the seed reports printed are fields of a default tiny job's record (issue 13 item 2), listed in one
+"""The facts the seed reports printed are fields of a default tiny job's record, listed in one
 place: the job's sizes (frames and steps where the task uses them), the environment, input/output summaries and
 the pipeline options in force."""
 

@@ -1,4 +1,4 @@
-"""Optimisation sweeps (issue 16 item 4): ``objective=latency`` makes a job return a number, ``+search=...``
+"""Optimisation sweeps: ``objective=latency`` makes a job return a number, ``+search=...``
 runs hydra-optuna-sweeper over a space, the summary names the best *passing* trial, and the exit status of
 a search counts failed jobs and whether any trial passed, not FAIL verdicts.
 

@@ -19,6 +19,7 @@ def test_shipped_config_tree_is_valid():
     assert not report.problems, "\n".join(report.problems)
     groups = config_groups(config_dir())
     assert len(report.composed) == 1 + sum(len(options) for options in groups.values())
+    assert report.skipped == [], "every task kind is selected by a model"
     assert any(t.endswith("ascendbench.models.DiffusersLoader") for t in report.targets)
 
 
@@ -62,6 +63,7 @@ def test_every_planted_problem_is_listed_at_once(broken_run):
                "model=unwired"}
     failing = [line for line in text.splitlines() if line.startswith("FAIL  ")]
     assert sorted(line.split(":")[0][6:] for line in failing) == sorted(planted), text
+    assert "SKIP  model/task=video_tokenizer: no model selects it" in text  # the copy keeps only the FLUX.2 models
 
 
 def test_bind_accepts_partial_and_rejects_missing_required():

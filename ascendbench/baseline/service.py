@@ -415,7 +415,7 @@ def get_or_compute(query: ReferenceQuery) -> Baseline:
         return _compute(query, own, info)
 
 
-# --- Progress of the reference process while the job waits for it (helper A, issue 11 item 3) ---------------------
+# --- Progress of the reference process while the job waits for it ---------------------
 
 
 @dataclass

@@ -42,6 +42,7 @@ class Report:
     """What was checked and every problem found."""
 
     composed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # options of a model's subgroup that no model selects
     targets: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
 
@@ -156,6 +157,30 @@ def _compose(config_name: str, candidates: list[Any], report: Report, where: str
     return None
 
 
+def _candidates(group: str, option: str, in_tree: set[str], users: dict[str, str]) -> list[Any] | None:
+    """Override lists to try for one option; a model's own subgroup (``model/task``) with a model that uses it.
+
+    A task kind binds only with its model's keys (a tokenizer's ``tokens_per_chunk``), so ``model/task=x`` is
+    composed with the first model that selects ``x``; a kind that no model selects has nothing to bind with
+    (``None``: skipped, and listed as such).
+    """
+    if not group:
+        return [[]]
+    if group.startswith("model/"):
+        model = users.get(f"{group}={option}")
+        return [[f"model={model}", f"{group}={option}"]] if model else None
+    return option_overrides(group, option, in_tree)
+
+
+def _note_users(cfg: DictConfig, group: str, option: str, users: dict[str, str]) -> None:
+    """Remember which model option selects each option of the model's own subgroups."""
+    if group != "model":
+        return
+    for choice_group, choice in (OmegaConf.select(cfg, "hydra.runtime.choices") or {}).items():
+        if str(choice_group).startswith("model/") and choice is not None:
+            users.setdefault(f"{choice_group}={choice}", option)
+
+
 def validate(root: Path | None = None, config_name: str = "config") -> Report:
     """Compose every option of every group under ``root`` (default: the shipped conf) and check it."""
     root = Path(root or config_dir()).resolve()
@@ -166,12 +191,18 @@ def validate(root: Path | None = None, config_name: str = "config") -> Report:
         with initialize_config_dir(config_dir=str(root), version_base="1.3"):
             defaults = _compose(config_name, [[]], report, "defaults")
             in_tree = set(OmegaConf.select(defaults, "hydra.runtime.choices") or {}) if defaults else set()
-            runs = [([[]], "defaults")] + [(option_overrides(group, option, in_tree), f"{group}={option}")
-                                           for group, options in config_groups(root).items() for option in options]
-            for candidates, where in runs[1:] if defaults is None else runs:
+            runs = [("", "", "defaults")] + [(group, option, f"{group}={option}")
+                                             for group, options in config_groups(root).items() for option in options]
+            users: dict[str, str] = {}  # "model/task=x" -> a model that selects it (models compose first)
+            for group, option, where in runs[1:] if defaults is None else runs:
+                candidates = _candidates(group, option, in_tree, users)
+                if candidates is None:
+                    report.skipped.append(where)
+                    continue
                 cfg = _compose(config_name, candidates, report, where)  # one at a time: HydraConfig is this one's
                 if cfg is None:
                     continue
+                _note_users(cfg, group, option, users)
                 report.composed.append(where)
                 try:
                     _check_composed(where, cfg, root, report)
@@ -192,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = validate(args.config_dir)
     for problem in report.problems:
         print(f"FAIL  {problem}")
+    for where in report.skipped:
+        print(f"SKIP  {where}: no model selects it, so there is nothing to bind its keys with")
     print(f"validate: {len(report.composed)} compositions, {len(report.targets)} _target_ nodes bound, "
           f"{len(report.problems)} problem(s)")
     return 1 if report.problems else 0

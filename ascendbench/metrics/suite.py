@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ascendbench.errors import MetricError
+from ascendbench.errors import ConfigError, MetricError
 from ascendbench.metrics.validate import validate_reference
 from ascendbench.metrics.verdict import merge_rules
 
@@ -28,6 +28,8 @@ class MetricSuite:
                  data_range: float | None = None) -> None:
         self.name = name
         self.evaluators = {k: v for k, v in evaluators.items() if v is not None}
+        for key, evaluator in self.evaluators.items():
+            _check_evaluator(key, evaluator)
         self.thresholds = dict(thresholds or {})
         self.data_range = None if data_range is None else float(data_range)
         if self.data_range is not None:
@@ -45,17 +47,31 @@ class MetricSuite:
         run and record what they measure under the agreement rule of
         :mod:`ascendbench.metrics.functional.nonfinite`.
 
+        A name another evaluator already produced is kept under ``<evaluator key>.<name>`` (judged by the
+        rules of its plain name), so two evaluators of one YAML option never overwrite each other.
+
         Raises:
-            MetricError: two evaluators produced the same metric name, or the outputs cannot be compared.
+            MetricError: a prefixed name still clashes, or the outputs cannot be compared.
         """
         merged = merge_rules(rules, self.thresholds)
         results: dict[str, dict[str, Any]] = validate_reference(reference)
         for key, evaluator in self.evaluators.items():
             entries = evaluator.evaluate(reference, device, merged, atol, rtol, **tolerances)
+            entries = {(f"{key}.{name}" if name in results else name): entry for name, entry in entries.items()}
             clash = sorted(set(entries) & set(results))
             if clash:
                 raise MetricError(f"metric option {self.name!r}: evaluator {key!r} produces {clash}, already "
-                                  "produced by another evaluator (or the suite's reference check); give the "
-                                  "evaluators distinct names.")
+                                  "produced under that name; rename the evaluator key.")
             results.update(entries)
         return results
+
+
+def _check_evaluator(key: str, evaluator: Any) -> None:
+    """An evaluator entry must have built an evaluator: a plain function's result is not one."""
+    if callable(getattr(evaluator, "evaluate", None)):
+        return
+    raise ConfigError(
+        f"metric.evaluators.{key} built a {type(evaluator).__name__} ({evaluator!r:.80}), not an evaluator. "
+        "A plain function is wrapped by `_target_: ascendbench.metrics.FunctionEvaluator` with "
+        f"`name: {key}` and `function: <dotted.path>`; a class must have evaluate(reference, device, rules, "
+        "atol, rtol) (subclass ascendbench.metrics.base.Evaluator).")

@@ -1,4 +1,4 @@
-"""The acceptance suite: its cpu form end to end, and every check's fail path through fakes (issue 15)."""
+"""The acceptance suite: its cpu form end to end, and every check's fail path through fakes."""
 
 from __future__ import annotations
 

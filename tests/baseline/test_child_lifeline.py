@@ -1,4 +1,4 @@
-"""Issue 12: the reference process dies with its job (kill -9 of the job must not leave it running), stale
+"""The reference process dies with its job (kill -9 of the job must not leave it running), stale
 request files are cleaned, and a reference process killed by a signal is reported as such."""
 
 from __future__ import annotations

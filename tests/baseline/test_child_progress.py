@@ -105,7 +105,7 @@ def test_a_child_without_progress_lines_still_gets_a_heartbeat(tmp_path):
 
 
 def test_the_child_reference_runs_unpatched_unless_a_patch_is_declared_for_it(cfg_tiny, tmp_path):
-    """Issue 12: the record said "unpatched" while the child applied model.patches; now code, record and the
+    """The record said "unpatched" while the child applied model.patches; now code, record and the
     cache's meta.json agree: only a `reference: true` entry applies in the reference process."""
     from omegaconf import OmegaConf, open_dict
 

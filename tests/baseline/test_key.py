@@ -55,7 +55,7 @@ def test_the_config_json_beside_loaded_weights_is_part_of_the_key(compose_cfg, t
 
 
 def test_auto_reference_precision_is_float64_for_every_device_dtype_so_a_dtype_sweep_shares_one_reference():
-    """Issue 11 item 2 (precision.py's part, helper A's): the memory fallback to float32 is the reference stage's."""
+    """The memory fallback to float32 is the reference stage's."""
     assert {reference_dtype("auto", d) for d in (torch.float32, torch.float16, torch.bfloat16)} == {torch.float64}
     assert reference_dtype("float32", torch.float16) == torch.float32
 

@@ -1,4 +1,4 @@
-"""Issue 12: a job waiting on another job's baseline lock says who holds it (pid, host, since when) and keeps a
+"""A job waiting on another job's baseline lock says who holds it (pid, host, since when) and keeps a
 heartbeat line at most every 15 s; the timeout names the holder. A fake clock stands in for the hour."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11 item 2, one reference per workload: a dtype sweep computes exactly one CPU reference, and a cached
+"""One reference per workload: a dtype sweep computes exactly one CPU reference, and a cached
 reference of higher precision serves a job that asks for a lower one. The records show it: ``baseline.computed``
 is true for exactly one job, every other job has ``cache_hit: true`` and the precision that served it."""
 

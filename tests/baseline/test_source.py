@@ -1,4 +1,4 @@
-"""Issue 14 item 1, ``baseline.source``: a saved run (another machine's job dir, its record, or a tensors file) is
+"""``baseline.source``: a saved run (another machine's job dir, its record, or a tensors file) is
 the reference instead of a CPU computation, checked to be the same workload first.
 
 The "other machine" is a tiny_flux2_decoder job run once per module with device=cpu dtype=float32.

@@ -1,4 +1,4 @@
-"""Trusted caches (issue 12) and one reference per workload (issue 11 item 2), at the level of the cache service:
+"""Trusted caches and one reference per workload, at the level of the cache service:
 every entry is verified against the digests in its meta.json, anything that does not verify is recomputed, and a
 higher-precision entry serves a lower-precision request."""
 

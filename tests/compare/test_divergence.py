@@ -89,7 +89,7 @@ def test_stat_errors_use_the_tensor_scale_and_flag_new_nans():
 
 
 def test_stat_errors_follow_the_nonfinite_agreement_rule():
-    """Issue 12: the same overflow on both sides agrees; NaN/Inf on one side only (either side) does not."""
+    """The same overflow on both sides agrees; NaN/Inf on one side only (either side) does not."""
     inf, nan = float("inf"), float("nan")
     ref = {"max": inf, "min": -1.0, "mean": nan, "l2norm": inf, "numel": 100, "nonfinite": 0}
     assert stats_rel_err(ref, dict(ref), ["max", "min", "mean", "l2norm"]) == 0.0

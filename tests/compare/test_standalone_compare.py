@@ -1,4 +1,4 @@
-"""``python -m ascendbench.compare REF CAND`` (issue 14 item 2): formats, exit codes, the job's own numbers."""
+"""``python -m ascendbench.compare REF CAND``: formats, exit codes, the job's own numbers."""
 
 from __future__ import annotations
 

@@ -1,35 +1,58 @@
 """Per-model preset sizes: a model names its preset family in one line; the family x preset files hold values.
 
-``model_presets.json`` holds, for every model and preset, the preset values the tree gave before the
-families replaced the per-model alias files (captured from the old tree); every composition must match it.
+Rule-based, so that adding a model needs no edit here: every model composes with every preset, and its
+preset values are the preset file's with its family file's on top (the family's own defaults first),
+read from the YAML files themselves.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from ascendbench.config import config_dir, group_options
 
-EXPECTED = json.loads((Path(__file__).parent / "model_presets.json").read_text())
 FAMILY_LINE = re.compile(r"override /model_preset@_global_\.model_preset: (\w+)_\$\{preset\}")
+NOT_VALUES = ("defaults", "name")
 
 
-def test_every_model_and_preset_is_covered():
-    assert sorted(EXPECTED) == group_options("model")
-    assert all(sorted(presets) == group_options("preset") for presets in EXPECTED.values())
+def _own_values(path) -> dict:
+    return {k: v for k, v in OmegaConf.to_container(OmegaConf.load(path)).items() if k not in NOT_VALUES}
 
 
-@pytest.mark.parametrize("model", sorted(EXPECTED))
-def test_sizes_and_budget_of_every_model_and_preset_are_unchanged(compose_job, model):
-    for preset, expected in EXPECTED[model].items():
-        cfg = compose_job([f"model={model}", f"preset={preset}"])
-        assert {key: cfg.preset[key] for key in expected} == expected, f"model={model} preset={preset}"
+def family_values(option: str) -> dict:
+    """A model_preset option's values: those of the options in its defaults list first, then its own."""
+    path = config_dir() / "model_preset" / f"{option}.yaml"
+    values: dict = {}
+    for entry in OmegaConf.to_container(OmegaConf.load(path)).get("defaults", []):
+        if isinstance(entry, str) and entry != "_self_":
+            values.update(family_values(entry))
+    values.update(_own_values(path))
+    return values
+
+
+def expected_preset(preset: str, family: str | None) -> dict:
+    """What ``preset=<preset>`` must give a model of ``family`` (None: no family), by the files alone."""
+    values = _own_values(config_dir() / "preset" / f"{preset}.yaml")
+    return {**values, **(family_values(family) if family else {})}
+
+
+@pytest.mark.parametrize("model", group_options("model"))
+def test_sizes_and_budget_of_every_model_and_preset_follow_the_files(compose_job, model):
+    for preset in group_options("preset"):
+        cfg = compose_job([f"model={model}", f"preset={preset}"], hydra=True)
+        family = cfg.hydra.runtime.choices.model_preset
+        expected = expected_preset(preset, family)
+        assert {key: cfg.preset[key] for key in expected} == expected, f"model={model} preset={preset} ({family})"
         assert cfg.preset.name == preset
+
+
+def test_a_family_value_differs_from_the_plain_preset():
+    """The rule can tell: the LTX text-to-video family really changes the mini preset's budget."""
+    plain, family = expected_preset("mini", None), expected_preset("mini", "ltx_t2v_mini")
+    assert plain["max_iters"] == 200 and family["max_iters"] == 10
 
 
 def test_the_command_line_wins_over_the_model_preset(compose_job):

@@ -1,4 +1,4 @@
-"""Ascend *_PATH directories exist before torch_npu is imported (devices/envdirs.py, issue 13 item 4)."""
+"""Ascend *_PATH directories exist before torch_npu is imported (devices/envdirs.py)."""
 
 from __future__ import annotations
 

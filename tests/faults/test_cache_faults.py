@@ -1,4 +1,4 @@
-"""Trusted caches (issue 12): a baseline cache entry that was replaced, truncated, edited or written by an older
+"""Trusted caches: a baseline cache entry that was replaced, truncated, edited or written by an older
 version is rejected (one log line naming the file and why), recorded and recomputed; the job still ends ok
 with the right numbers. A kill -9 of a job during its reference takes the reference process with it, and the
 request file it left is cleaned by the next job."""

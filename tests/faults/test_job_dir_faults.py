@@ -1,4 +1,4 @@
-"""Issue 12, the job directory: "Data loss" (two jobs in one dir), "Crashes with tracebacks" (job side) and
+"""The job directory: "Data loss" (two jobs in one dir), "Crashes with tracebacks" (job side) and
 "Message quality" (disk full, file modes). Each test is named after the case it plants.
 
 Read-only: as root, chmod does not stop writes, so a directory under ``/sys`` (a read-only file system in a

@@ -1,4 +1,4 @@
-"""Issue 12, "False verdicts and exit statuses": NaN/Inf in the reference, in both runs, in the determinism
+"""False verdicts and exit statuses: NaN/Inf in the reference, in both runs, in the determinism
 check and in a performance-only run. Each test is one case of the issue, planted through
 ``nonfinite_seams`` (no cache tampering), and fails on the code before the agreement rule and the output
 validation."""
@@ -22,7 +22,7 @@ def _failing(record: dict) -> set[str]:
     return {name for name, entry in record["metrics"].items() if entry.get("verdict") == "FAIL"}
 
 
-def test_issue12_reference_with_31_percent_nonfinite_fails_with_metric_regression_also_from_cache(
+def test_reference_with_31_percent_nonfinite_fails_with_metric_regression_also_from_cache(
         app, fast, record_of, tmp_path):
     from nonfinite_seams import REFERENCE_NONFINITE_SHARE
 
@@ -43,7 +43,7 @@ def test_issue12_reference_with_31_percent_nonfinite_fails_with_metric_regressio
         assert record["metrics"]["output_nonfinite"]["verdict"] == "PASS", "the device output itself is finite"
 
 
-def test_issue12_overflow_in_the_same_places_agrees_in_every_metric(app, fast, record_of):
+def test_overflow_in_the_same_places_agrees_in_every_metric(app, fast, record_of):
     code, console, job = app(TINY, _seam("OverflowBothDecode"), *fast)  # metric=image: regression + image
     record = record_of(job)
     metrics = record["metrics"]
@@ -58,7 +58,7 @@ def test_issue12_overflow_in_the_same_places_agrees_in_every_metric(app, fast, r
     json.dumps(record, allow_nan=False)
 
 
-def test_issue12_device_only_nan_fails_the_image_metrics_by_the_same_rule(app, fast, record_of):
+def test_device_only_nan_fails_the_image_metrics_by_the_same_rule(app, fast, record_of):
     code, console, job = app(TINY, _seam("NanOnDeviceOnlyDecode"), *fast)
     metrics = record_of(job)["metrics"]
     count = metrics["output_nonfinite"]["value"]
@@ -70,7 +70,7 @@ def test_issue12_device_only_nan_fails_the_image_metrics_by_the_same_rule(app, f
 
 
 @pytest.mark.parametrize("planted", ["inf", "inf_and_nan"])
-def test_issue12_determinism_check_of_two_identical_overflowing_outputs_passes(planted):
+def test_determinism_check_of_two_identical_overflowing_outputs_passes(planted):
     from nonfinite_seams import OverflowLayer
 
     from ascendbench.tasks import LayerForwardTask
@@ -98,7 +98,7 @@ def test_issue12_determinism_check_of_two_identical_overflowing_outputs_passes(p
     assert entry["details"]["identical"] is False and entry["details"]["nonfinite_mismatch"] == 1
 
 
-def test_issue12_performance_only_run_with_nan_output_fails_and_exits_1_under_fail_on(app, fast, record_of):
+def test_performance_only_run_with_nan_output_fails_and_exits_1_under_fail_on(app, fast, record_of):
     from seams import NanOnDeviceDecode
 
     code, console, job = app("model=nan_tiny", *fast, "baseline.enabled=false", "fail_on=FAIL")
@@ -110,7 +110,7 @@ def test_issue12_performance_only_run_with_nan_output_fails_and_exits_1_under_fa
     assert "output_nonfinite" in console
 
 
-def test_issue12_performance_only_run_with_clean_outputs_keeps_no_verdict(app, fast, record_of):
+def test_performance_only_run_with_clean_outputs_keeps_no_verdict(app, fast, record_of):
     code, console, job = app(TINY, *fast, "baseline.enabled=false", "fail_on=WARN")
     record = record_of(job)
     assert code == 0 and record["status"] == "ok"
@@ -119,7 +119,7 @@ def test_issue12_performance_only_run_with_clean_outputs_keeps_no_verdict(app, f
     assert record["metrics"]["output_out_of_range_ratio"]["verdict"] == "PASS"
 
 
-def test_issue12_performance_only_run_outside_the_task_value_range_fails(app, fast, record_of):
+def test_performance_only_run_outside_the_task_value_range_fails(app, fast, record_of):
     code, console, job = app(TINY, _seam("Scaled255Decode"), *fast, "baseline.enabled=false")
     record = record_of(job)
     entry = record["metrics"]["output_out_of_range_ratio"]

@@ -1,4 +1,4 @@
-"""Issue 12, sweeps and exit statuses: "Data loss" (one subdir for two jobs, sweep dirs shared by two sweeps),
+"""Sweeps and exit statuses: "Data loss" (one subdir for two jobs, sweep dirs shared by two sweeps),
 "False verdicts and exit statuses" (resume after the checkpoint changed, ``fail_on`` under joblib), and the
 job-side "Crashes" and "Message quality" cases of the config and the single-layer loader."""
 

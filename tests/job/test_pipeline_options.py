@@ -1,4 +1,4 @@
-"""The record's ``pipeline`` section: the options in force during the device run (issue 13 item 2), read from
+"""The record's ``pipeline`` section: the options in force during the device run, read from
 the placed model and what the task applied, on the tiny T2V pipeline and a tiny VAE."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The "ran on the device" check (issue 15 item 2) on fake placements, and a planted fault caught by a whole job."""
+"""The "ran on the device" check on fake placements, and a planted fault caught by a whole job."""
 
 from __future__ import annotations
 

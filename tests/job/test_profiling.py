@@ -1,4 +1,4 @@
-"""The profiler view (issue 15 item 3) on a tiny CPU model: table, totals, a trace that loads as JSON."""
+"""The profiler view on a tiny CPU model: table, totals, a trace that loads as JSON."""
 
 from __future__ import annotations
 

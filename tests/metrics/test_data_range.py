@@ -1,4 +1,4 @@
-"""``metric.data_range``: one short key sets the PSNR/SSIM range of every evaluator (issue 13 item 1)."""
+"""``metric.data_range``: one short key sets the PSNR/SSIM range of every evaluator."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The non-finite agreement rule, defined once (metrics/functional/nonfinite.py) and followed by every metric
 suite, the reference check (a reference with NaN/Inf FAILs in every suite) and the output validation.
 
-Issue 12 cases: "a cached reference with 31 % NaN/Inf elements gives PASS" (every suite) and "both sides
+Adversarial cases: "a cached reference with 31 % NaN/Inf elements gives PASS" (every suite) and "both sides
 overflowing in the same places makes max_abs_err/cosine NaN -> FAIL while nonfinite_mismatch says 0"."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _suite_pair(option: str) -> tuple[dict, dict]:
 
 
 @pytest.mark.parametrize("option", ["regression", "image", "video", "tokens"])
-def test_issue12_reference_with_nonfinite_elements_fails_in_every_metric_suite(compose_cfg, option, tmp_path,
+def test_reference_with_nonfinite_elements_fails_in_every_metric_suite(compose_cfg, option, tmp_path,
                                                                                monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(tmp_path))  # no LPIPS backbone: skipped, not downloaded
     suite = instantiate(compose_cfg([f"metric={option}"]).metric)
@@ -63,7 +63,7 @@ def test_issue12_reference_with_nonfinite_elements_fails_in_every_metric_suite(c
     assert not any(k.endswith("tokens/reference_nonfinite") for k in out), "integer outputs are always finite"
 
 
-def test_issue12_overflow_in_the_same_places_gives_the_statistics_of_identical_tensors():
+def test_overflow_in_the_same_places_gives_the_statistics_of_identical_tensors():
     ref = torch.full((2, 3), INF, dtype=torch.float64)
     ref[0, 0] = NAN
     m = regression_metrics(ref, ref.float())

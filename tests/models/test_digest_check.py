@@ -1,4 +1,4 @@
-"""``model.expect_digest``: weights of another digest are refused (issue 13 item 6), by the record's digest or by
+"""``model.expect_digest``: weights of another digest are refused, by the record's digest or by
 the ``sha256sum`` of a single weights file; a job with the wrong digest fails with the reason and both digests."""
 
 from __future__ import annotations

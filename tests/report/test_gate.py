@@ -1,4 +1,4 @@
-"""The --compare gate never passes on silence (issue 12): nothing measured fails, missing workloads are listed,
+"""The --compare gate never passes on silence: nothing measured fails, missing workloads are listed,
 bad noise values are usage errors (exit 2), distinct from "the gate failed" (exit 1)."""
 
 from __future__ import annotations

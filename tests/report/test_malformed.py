@@ -1,4 +1,4 @@
-"""Malformed records, bad output paths and dry runs (issue 12): a broken row or a one-paragraph error, never a
+"""Malformed records, bad output paths and dry runs: a broken row or a one-paragraph error, never a
 traceback or a lost report; a dry run is labelled, not counted as a measured ok job."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where the time goes in the report (issue 15): per-job top operators and the operators across dtypes."""
+"""Where the time goes in the report: per-job top operators and the operators across dtypes."""
 
 from __future__ import annotations
 

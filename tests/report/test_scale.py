@@ -1,4 +1,4 @@
-"""Reports at real scale (issue 11 item 5): hidden states folded per check, sweep order, frames/steps, new columns."""
+"""Reports at real scale: hidden states folded per check, sweep order, frames/steps, new columns."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The gate's latency decision (issue 16 item 3): a significance test on the per-call samples plus a minimum effect,
+"""The gate's latency decision: a significance test on the per-call samples plus a minimum effect,
 falling back to CI overlap and then to the medians alone, each saying which method decided.
 
 Samples are seeded lognormal draws (no timing). Statistics are checked against independent brute-force references.

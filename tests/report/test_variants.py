@@ -1,4 +1,4 @@
-"""A/B variants (issue 14 item 3): jobs of one workload differing only in settings, side by side.
+"""A/B variants: jobs of one workload differing only in settings, side by side.
 
 Unit tests on synthetic records (flattened by the report's own ``record_row``), then the real
 ``+sweep=attention_backends`` multirun of the tiny LTX T2V twin, in this process, and its report.

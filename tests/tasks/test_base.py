@@ -13,16 +13,16 @@ from ascendbench.bench.phases import PhaseTimer
 from ascendbench.tasks import Task, VaeDecodeTask, place
 from ascendbench.tasks.checks import CheckContext
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "model"
+KINDS = Path(__file__).resolve().parents[2] / "conf" / "model" / "task"
 
 
 def _task_targets() -> set[str]:
-    targets = set()
-    for path in CONF.glob("*.yaml"):
-        target = OmegaConf.select(OmegaConf.load(path), "task._target_")
-        if target:
-            targets.add(target)
-    return targets
+    """The class of every task kind (conf/model/task/*.yaml): the only place a task's class is named."""
+    return {OmegaConf.load(path)["_target_"] for path in KINDS.glob("*.yaml")}
+
+
+def test_the_task_kinds_are_found():
+    assert len(_task_targets()) >= 6
 
 
 @pytest.mark.parametrize("target", sorted(_task_targets()))

@@ -1,4 +1,4 @@
-"""Input/output summaries for the record (issue 13 item 2: the LTX-VAE seed printed them)."""
+"""Input/output summaries for the record (the LTX-VAE seed printed them)."""
 
 from __future__ import annotations
 
