@@ -20,6 +20,7 @@ import torch
 from ascendbench.backend_autoload import autoload_facts
 from ascendbench.devices.envdirs import ensure_env_dirs
 from ascendbench.devices.npu_options import apply_internal_format, apply_precision_mode, cube_cores, select_card
+from ascendbench.devices.npusmi import npu_smi_facts
 from ascendbench.devices.platform_config import platform_figures
 from ascendbench.devices.runtime import ALLOWED_DEVICES, load_runtime, probe
 from ascendbench.errors import ConfigError, DeviceUnavailableError
@@ -85,7 +86,8 @@ def _npu_chip_options(adapter: "DeviceAdapter") -> dict[str, Any]:
     return {"precision_mode": apply_precision_mode(adapter.runtime, chip, adapter.precision_mode),
             "allow_internal_format": apply_internal_format(adapter.runtime, adapter.allow_internal_format),
             "cube_core_num": cube_cores(adapter.runtime, adapter.index),
-            "platform_config": platform_figures(chip)}
+            "platform_config": platform_figures(chip),
+            "npu_smi": npu_smi_facts(adapter.index)}
 
 
 # Device types with chip options of their own (devices/npu_options.py: ACL_PRECISION_MODE, internal formats).
