@@ -11,7 +11,7 @@ The table maps entry names to ``{names | match, <dtype>: TFLOP/s | derive, sourc
 * ``derive: {cube_cores, cube_clock_ghz, macs_per_cycle}``: float16/bfloat16 figures computed as
   cores x MACs/cycle x 2 FLOP x clock (the DaVinci cube: 16x16x16 = 4096 FP16 MACs per cycle). The host's own CANN
   ``platform_config/<SoC>.ini`` replaces the table's figures (:mod:`ascendbench.devices.platform_config`), and the
-  runtime's AI-core count (``get_device_properties(i).cube_core_num``, torch_npu >= 2.6) replaces the core count;
+  runtime's AI-core count (``get_device_properties(i).cube_core_num``, torch_npu 2.6.0.post3+) replaces the core count;
   the source says which was used.
 
 ``device.peak.override.<dtype>`` wins over the table. A float32 run with TF32/HF32 allowed uses the ``tf32``

@@ -82,7 +82,11 @@ def apply_internal_format(runtime: Any, allow: bool | None) -> dict[str, Any]:
 
 
 def cube_cores(runtime: Any, index: int) -> int | None:
-    """The card's AI-core (cube) count: ``get_device_properties(i).cube_core_num`` (torch_npu >= 2.6), else None."""
+    """The card's AI-core (cube) count: ``get_device_properties(i).cube_core_num``, else None.
+
+    The field exists from the 7.2.0 branches (torch_npu 2.1.0.post17, 2.6.0.post3, 2.7.1, 2.8.0 and newer:
+    ``torch_npu/csrc/npu/Module.cpp:144`` on v2.9.0-7.3.0), not in 2.5.1 or 2.6.0 (v2.6.0-7.1.0).
+    """
     try:
         value = getattr(runtime.get_device_properties(index), "cube_core_num", None)
     except Exception:  # noqa: BLE001 - an older or partial runtime: the count is unknown, not an error

@@ -4,7 +4,8 @@ Each behaviour copies torch_npu's own code: ``get_device_name(i)`` names the *cu
 (2.9.0 ``torch_npu/npu/__init__.py:458-462``), ``is_jit_compile_false()`` initialises the current card
 (``npu_config.py:147-149``), ``Event.record()`` records on the current card's stream, ``set_option`` takes a dict
 of the ``_option_map`` keys (``npu_config.py:22-30``), ``config.allow_internal_format`` is write-only
-(``npu_config.py:152-156``) and ``get_device_properties(i).cube_core_num`` exists (2.6 and newer).
+(``npu_config.py:152-156``) and ``get_device_properties(i).cube_core_num`` exists (the 7.2.0 branches on: 2.6.0.post3,
+2.7.1 and newer; ``Module.cpp:144`` on v2.9.0-7.3.0).
 """
 
 from __future__ import annotations
