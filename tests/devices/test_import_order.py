@@ -13,6 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from ascendbench.devices import auto_select, runtime
+from ascendbench.errors import DeviceUnavailableError
+
 from helpers import TINY_RUN, read_record, run_cli
 
 FAKE_INIT = '''
@@ -70,20 +75,24 @@ def _python(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-AUTO = """
-import ascendbench.devices as devices
-try:
-    devices.auto_select(order=["npu"], env={{"ASCENDBENCH_TEST_MARK": "set", "ASCEND_CACHE_PATH": "{cache}",
-                                             "ASCEND_RT_VISIBLE_DEVICES": "1"}})
-except Exception as exc:
-    print(type(exc).__name__, exc)
-"""
+def test_device_auto_applies_env_before_its_probe(tmp_path, monkeypatch):
+    """The probe's import of the runtime (torch_npu, on a host) sees device.env and the created directories."""
+    seen = []
 
+    def load():
+        seen.append({k: os.environ.get(k) for k in ("ASCENDBENCH_TEST_MARK", "ASCEND_RT_VISIBLE_DEVICES")}
+                    | {"cache_dir_exists": (tmp_path / "made").is_dir()})
+        raise ImportError("stand-in torch_npu: no CANN here")
 
-def test_device_auto_applies_env_before_its_probe(tmp_path):
-    done = _python(tmp_path, AUTO.format(cache=tmp_path / "made" / "cache"))
-    assert "device=auto found none" in done.stdout, done.stdout + done.stderr[-2000:]
-    assert _imports(tmp_path) == [{"MARK": "set", "cache_dir_exists": True, "visible": "1"}]
+    monkeypatch.setitem(runtime.RUNTIMES, "npu", runtime.RuntimeSpec(load, "missing", "no device"))
+    for key in ("ASCENDBENCH_TEST_MARK", "ASCEND_RT_VISIBLE_DEVICES", "ASCEND_CACHE_PATH"):
+        monkeypatch.setenv(key, "")  # recorded, so what auto_select sets is undone after the test
+        monkeypatch.delenv(key)
+    env = {"ASCENDBENCH_TEST_MARK": "set", "ASCEND_RT_VISIBLE_DEVICES": "1",
+           "ASCEND_CACHE_PATH": str(tmp_path / "made")}
+    with pytest.raises(DeviceUnavailableError, match="device=auto found none"):
+        auto_select(order=["npu"], env=env)
+    assert seen == [{"ASCENDBENCH_TEST_MARK": "set", "ASCEND_RT_VISIBLE_DEVICES": "1", "cache_dir_exists": True}]
 
 
 def test_an_early_import_is_seen_and_warned_about(tmp_path):
