@@ -80,7 +80,8 @@ def advice(torch_version: str | None, cann: str | None, installed: str | None) -
     if not rows:
         known = sorted({w.torch for w in WHEELS})
         return "WARN", (f"no torch_npu release pins torch {torch_release(torch_version)}"
-                        + (f" for CANN {cann}" if cann else "") + f" (torch_npu exists for torch {', '.join(known)})")
+                        + (f" for CANN {cann}" if cann else "") + f" (torch_npu exists for torch {', '.join(known)}); "
+                        "needed only for device=npu")
     names = ", ".join(f"torch_npu=={w.torch_npu} (CANN {w.cann or 'not in the table'})" for w in rows)
     if installed is not None and any(installed.split("+")[0] == w.torch_npu for w in rows):
         return "PASS", f"torch_npu {installed} is the wheel for torch {torch_release(torch_version)}" + (
