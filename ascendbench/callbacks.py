@@ -285,16 +285,18 @@ def _try_lock(path: Path) -> FileLock | None:
     lock = FileLock(str(path))
     try:
         lock.acquire(timeout=0)
-    except Timeout:
+    except (Timeout, PermissionError):  # held, or another user's lock file this user cannot open: busy either way
         return None
     return lock
 
 
-def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0) -> str:
+def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, lock_name: str = "card-{card}.lock") -> str:
     """Claim a free card of ``cards`` for this process (an exclusive file lock kept until it exits).
 
     Each card is tried without blocking, in order, every 0.2 s until ``wait_s`` has passed. The lock
-    (``<lock_dir>/card-<id>.lock``, through :class:`filelock.FileLock`) is never released by the
+    (``<lock_dir>/<lock_name>``, ``{card}`` the id; :class:`filelock.FileLock`, which is ``flock(2)`` on Unix, so
+    ``lock_dir=/tmp lock_name=npu_card{card}.lock`` interlocks with ``flock /tmp/npu_card0.lock ...`` scripts) is never
+    released by the
     process: the operating system drops it when the process exits. A process keeps its first card:
     once a device runtime has initialised it cannot switch cards.
 
@@ -309,7 +311,7 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0) -> st
     deadline = time.monotonic() + wait_s
     while True:
         for card in cards:
-            lock = _try_lock(lock_dir / f"card-{card}.lock")
+            lock = _try_lock(lock_dir / lock_name.format(card=card))
             if lock is not None:
                 _CLAIM.update(card=card, lock=lock, lock_dir=str(lock_dir))
                 log.debug("process %d holds card %s (%s)", os.getpid(), card, lock.lock_file)
@@ -371,12 +373,17 @@ class CardPool(Callback):
         lock_dir: directory of the per-card lock files; default ``<hydra.sweep.dir>/.cards``. Point
             concurrent sweeps on one host at one shared directory to keep them off each other's cards.
         wait_s: how long a worker waits for a free card before failing with a configuration error.
+        lock_name: the lock file's name, ``{card}`` the card id (``npu_card{card}.lock`` with ``lock_dir: /tmp``
+            shares the locks of ``flock /tmp/npu_card<N>.lock`` scripts).
     """
 
     def __init__(self, cards: Any = None, variables: Iterable[str] = VISIBLE_DEVICE_VARIABLES,
                  inherit_from: Iterable[str] = SCHEDULER_VARIABLES, lock_dir: str | None = None,
-                 wait_s: float = 60.0) -> None:
-        self.cards = _as_list(cards)
+                 wait_s: float = 60.0, lock_name: str = "card-{card}.lock") -> None:
+        if "{card}" not in lock_name or "/" in lock_name:
+            raise ConfigError(f"hydra.callbacks.cards.lock_name={lock_name!r} must be a file name holding `{{card}}`, "
+                              "e.g. `npu_card{card}.lock` (put the directory in lock_dir).")
+        self.cards, self.lock_name = _as_list(cards), lock_name
         self.variables = list(variables)
         self.inherit_from = list(inherit_from)
         self.lock_dir = lock_dir
@@ -414,7 +421,7 @@ class CardPool(Callback):
         else:
             lock_dir = Path(self.lock_dir or Path(str(config.hydra.sweep.dir)) / ".cards")
             try:
-                card = claim_card(self.cards, lock_dir, self.wait_s)
+                card = claim_card(self.cards, lock_dir, self.wait_s, self.lock_name)
             except NoFreeCardError as exc:  # the job's device stage fails with it (see card_refusal)
                 _REFUSED["error"] = exc
                 log.error("card pool: %s", exc)

@@ -79,7 +79,8 @@ def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
 def _flops(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any], result: BenchResult,
            dtype: str, enabled: bool) -> dict[str, Any]:
     peak = peak_tflops(getattr(adapter, "peak", None), adapter.device_name(), dtype,
-                       reduced_fp32=bool(getattr(adapter, "allow_hf32", False)))
+                       reduced_fp32=bool(getattr(adapter, "allow_hf32", False)),
+                       chip=getattr(adapter, "chip_options", None))
     flops_cfg = bench_cfg.get("flops") or {}
     if not enabled or not flops_cfg.get("enabled", True):
         return flops_section(None, result.latency.median_ms, peak, dtype,

@@ -74,7 +74,7 @@ def compute_line(bench: Mapping[str, Any]) -> str:
         if flops.get("mfu") is not None:
             parts.append(f"MFU {bound}{flops['mfu']:.1%} of {_g(flops['peak_tflops'])} ({flops.get('peak_entry')})")
         else:
-            parts.append("MFU n/a (no peak TFLOP/s for this device/dtype)")
+            parts.append(f"MFU n/a ({flops.get('peak_missing') or 'no peak TFLOP/s for this device/dtype'})")
         if flops.get("uncounted_ops"):
             parts.append("not counted: " + ", ".join(sorted(flops["uncounted_ops"])))
     elif flops.get("skipped"):

@@ -218,9 +218,11 @@ class DeviceConfig:
 
 @dataclass
 class NpuDeviceConfig(DeviceConfig):
-    """``device=npu``: adds the operator compile mode (schema ``device_npu_schema``)."""
+    """``device=npu``: adds the operator compile mode and chip options (schema ``device_npu_schema``)."""
 
     jit_compile: Optional[bool] = None
+    precision_mode: Optional[str] = None  # ACL_PRECISION_MODE; null: float32 kept float32 (devices/npu_options.py)
+    allow_internal_format: Optional[bool] = None  # torch.npu.config.allow_internal_format; null: the chip default
 
 
 @dataclass

@@ -10,13 +10,18 @@ import logging
 import os
 import platform
 import resource
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
+from ascendbench.backend_autoload import autoload_facts
 from ascendbench.devices.envdirs import ensure_env_dirs
+from ascendbench.devices.npu_options import apply_internal_format, apply_precision_mode, cube_cores, select_card
+from ascendbench.devices.npusmi import npu_smi_facts
+from ascendbench.devices.platform_config import platform_figures
 from ascendbench.devices.runtime import ALLOWED_DEVICES, load_runtime, probe
 from ascendbench.errors import ConfigError, DeviceUnavailableError
 
@@ -76,6 +81,21 @@ _COMPILE_MODES: dict[str, Callable[[Any, bool | None], bool | None]] = {
 }
 
 
+def _npu_chip_options(adapter: "DeviceAdapter") -> dict[str, Any]:
+    chip = str(adapter.runtime.get_device_name(adapter.index))
+    return {"precision_mode": apply_precision_mode(adapter.runtime, chip, adapter.precision_mode),
+            "allow_internal_format": apply_internal_format(adapter.runtime, adapter.allow_internal_format),
+            "cube_core_num": cube_cores(adapter.runtime, adapter.index),
+            "platform_config": platform_figures(chip),
+            "npu_smi": npu_smi_facts(adapter.index)}
+
+
+# Device types with chip options of their own (devices/npu_options.py: ACL_PRECISION_MODE, internal formats).
+_CHIP_OPTIONS: dict[str, Callable[["DeviceAdapter"], dict[str, Any]]] = {
+    "npu": _npu_chip_options,
+}
+
+
 @dataclass(eq=False)
 class DeviceAdapter:
     """A device of type ``cpu``, ``cuda`` or ``npu``: timing sync, events, memory and identity.
@@ -101,6 +121,10 @@ class DeviceAdapter:
             ``ASCEND_WORK_PATH`` and ``ASCEND_PROCESS_LOG_PATH`` name, created before ``torch_npu``
             is imported when missing (devices/envdirs.py).
         peak: peak TFLOP/s table and user override (``device.peak``), used for MFU.
+        precision_mode: NPU ``ACL_PRECISION_MODE``; ``None`` sets ``must_keep_origin_dtype`` on chips below
+            Ascend910B1 (whose default runs float32 in float16) and keeps the default elsewhere.
+        allow_internal_format: ``torch.npu.config.allow_internal_format``; ``None`` keeps the chip default.
+        chip_options: (set while building) what :mod:`ascendbench.devices.npu_options` set, and the AI-core count.
 
     Raises:
         ConfigError: ``name`` is not a known device type.
@@ -117,6 +141,8 @@ class DeviceAdapter:
     jit_compile: bool | None = None
     record_env: Iterable[str] = ()
     peak: Mapping[str, Any] | None = None
+    precision_mode: str | None = None
+    allow_internal_format: bool | None = None
     # Set while building: what was applied, and the device runtime (None on the CPU).
     runtime: Any = field(init=False, repr=False, default=None)
     env_set: dict[str, str] = field(init=False, repr=False, default_factory=dict)
@@ -124,6 +150,8 @@ class DeviceAdapter:
     precision_switches: dict[str, bool] = field(init=False, repr=False, default_factory=dict)
     deterministic_switches: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
     rss_reset_ok: bool | None = field(init=False, repr=False, default=None)
+    chip_options: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
+    import_order: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         name = self.name
@@ -135,9 +163,16 @@ class DeviceAdapter:
         self.index = int(self.index)
         self.requested = self.requested or name
         deterministic_env = _DETERMINISTIC_ENV.get(name, {}) if self.deterministic else {}
+        self.import_order = _import_order(name)
         self.env_set = _apply_env({**deterministic_env, **(self.env or {})})
         self.env_dirs = ensure_env_dirs() if name == "npu" else {}
+        fresh = _loading_npu(name)
         self.runtime = None if name == "cpu" else load_runtime(name)
+        _NPU_IMPORT["after_device_env"] |= fresh
+        if self.runtime is not None:  # before events, the compile-mode probe and the name: they use the current card
+            select_card(self.runtime, self.index)
+        chip_options = _CHIP_OPTIONS.get(name)
+        self.chip_options = chip_options(self) if chip_options else {}
         self.allow_hf32 = bool(self.allow_hf32)
         self.precision_switches = self._set_hf32(self.allow_hf32)
         self.deterministic = bool(self.deterministic)
@@ -239,6 +274,9 @@ class DeviceAdapter:
             "deterministic": self.deterministic,
             "deterministic_switches": self.deterministic_switches,
             "jit_compile": self.jit_compile,
+            "set_device": None if self.runtime is None else self.index,
+            "chip_options": self.chip_options,
+            "import_order": self.import_order,
             "env_observed": {key: os.environ.get(key) for key in self.record_env},
         }
 
@@ -246,12 +284,22 @@ class DeviceAdapter:
 def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto", **kwargs: Any) -> DeviceAdapter:
     """``device=auto``: the first available device type in ``order``; the choice is logged.
 
+    ``device.env`` and the ``ASCEND_*`` directories are applied before the first probe: probing npu imports
+    torch_npu, which reads them at import, and torch_npu <= 2.5.1 caches ``device_count()`` (``lru_cache`` on
+    ``torch_npu/npu/utils.py:63-64`` in 2.5.1, ``:37-38`` in 2.1.0.post8), so ASCEND_RT_VISIBLE_DEVICES set later
+    would not be seen.
+
     Raises:
         DeviceUnavailableError: none of the listed types is available.
     """
+    _apply_env(kwargs.get("env") or {})  # before any probe imports a runtime (torch_npu reads env at import)
+    if "npu" in order:
+        ensure_env_dirs()
     reasons = []
     for name in order:
+        fresh = _loading_npu(name)
         usable, why = probe(name)
+        _NPU_IMPORT["after_device_env"] |= fresh and sys.modules.get("torch_npu") is not None
         if usable:
             log.info("device=auto chose %s (%s)", name, "; ".join(reasons) or "first in order")
             return DeviceAdapter(name, requested="auto", **kwargs)
@@ -260,6 +308,26 @@ def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto
         f"device=auto found none of {list(order)} usable: {'; '.join(reasons)}. "
         "Add cpu to device.order or choose a device explicitly, e.g. `device=cpu`."
     )
+
+
+_NPU_IMPORT = {"after_device_env": False}  # set once an adapter (or device=auto's probe) imported torch_npu itself
+
+
+def _loading_npu(name: str) -> bool:
+    """True when loading ``name`` now is what imports torch_npu (so it sees the env just applied)."""
+    return name == "npu" and sys.modules.get("torch_npu") is None
+
+
+def _import_order(name: str) -> dict[str, Any]:
+    """Whether torch_npu was imported before any adapter applied ``device.env`` (then it never saw it)."""
+    if name != "npu":
+        return {}
+    early = sys.modules.get("torch_npu") is not None and not _NPU_IMPORT["after_device_env"]
+    if early:
+        log.warning("torch_npu was imported before device.env and the ASCEND_* directories were applied (torch "
+                    "imported before ascendbench with TORCH_DEVICE_BACKEND_AUTOLOAD on, or an explicit import): "
+                    "settings torch_npu reads at import may not be in force")
+    return {"torch_npu_imported_before_device_env": early, **autoload_facts()}
 
 
 def _apply_env(env: Mapping[str, Any]) -> dict[str, str]:

@@ -6,6 +6,10 @@ restores with ``reset_attention_backend()`` (plus any backend a processor had be
 previously active global backend. Default backend: ``_native_npu`` (``torch_npu.npu_fusion_attention``),
 applied on NPU runs only. It never calls ``disable_npu_flash_attention()``, which would switch LTX
 modules to the NPU backend behind the dispatcher's back.
+
+``_native_npu`` is applied only where diffusers' contract holds: a float32 run skips the patch (recorded, with the
+reason); LTX's float masks are converted to the boolean form, or refused on a diffusers that drops them; and the
+record says which kernel each call actually ran (:mod:`ascendbench.patches.npu_attention`).
 """
 
 from __future__ import annotations
@@ -14,9 +18,12 @@ from contextlib import ExitStack
 from typing import Any, Sequence
 
 from ascendbench.errors import PatchError
+from ascendbench.patches import npu_attention
 from ascendbench.patches.registry import Check, Patch, register_patch
 
 _REQUIREMENTS = {"_native_npu": ("torch_npu", "torch_npu (the Ascend PyTorch adapter matching your CANN)")}
+_HALF_ONLY = {"_native_npu"}  # diffusers registers these with _check_qkv_dtype_bf16_or_fp16
+_GUARDED = ("_native_npu", "native")  # backends whose calls are counted by kernel (npu_attention.KernelLog)
 
 
 def _dispatcher(patch: "DiffusersAttentionBackend", target: Any) -> str | None:
@@ -70,6 +77,14 @@ class DiffusersAttentionBackend(Patch):
         self.components = tuple(components) if components else None
         self._stack: ExitStack | None = None
         self._saved: list[tuple[Any, list[tuple[Any, Any]]]] = []
+        self._undo_guard: Any = None
+
+    def skip_reason(self, dtype: str | None) -> str | None:
+        """float32 with a half-only backend: outside diffusers' contract, so the run keeps its default backend."""
+        if dtype == "float32" and self.backend in _HALF_ONLY:
+            return (f"dtype=float32: diffusers registers {self.backend} for bfloat16/float16 only "
+                    f"(_check_qkv_dtype_bf16_or_fp16), so this float32 run keeps diffusers' default attention")
+        return None
 
     def models(self, target: Any) -> list[tuple[str, Any]]:
         """``(name, model)`` pairs the backend is set on."""
@@ -95,7 +110,12 @@ class DiffusersAttentionBackend(Patch):
             self._saved.append((model, _processor_backends(model)))
             model.set_attention_backend(self.backend)
             names.append(name)
-        return {"backend": self.backend, "models": names}
+        info: dict[str, Any] = {"backend": self.backend, "models": names}
+        installed = npu_attention.install(self.backend) if self.backend in _GUARDED else None
+        if installed is not None:
+            guard, self._undo_guard = installed
+            info.update(kernels=guard.calls, masks=guard.masks)  # filled while the model runs
+        return info
 
     def restore(self) -> None:
         """``reset_attention_backend()`` on each model, earlier per-processor backends back, old global."""
@@ -105,6 +125,9 @@ class DiffusersAttentionBackend(Patch):
             for processor, backend in before:
                 if backend is not None:
                     processor._attention_backend = backend
+        if self._undo_guard is not None:
+            self._undo_guard()
+            self._undo_guard = None
         if self._stack is not None:
             self._stack.close()
             self._stack = None

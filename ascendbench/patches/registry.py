@@ -60,6 +60,10 @@ class Patch:
         """Patch ``target`` (the loaded model); return a description of what changed."""
         raise NotImplementedError
 
+    def skip_reason(self, dtype: str | None) -> str | None:
+        """Why this patch must not apply to a run in ``dtype`` (it is then skipped, saying so); ``None``: apply."""
+        return None
+
     def restore(self) -> None:
         """Undo :meth:`apply`; safe to call after a partial or no application."""
         raise NotImplementedError
@@ -169,8 +173,11 @@ def check_patch(patch: Patch, target: Any) -> None:
 
 
 @contextmanager
-def patches_applied(specs: Any, target: Any, device_type: str) -> Iterator[list[dict[str, Any]]]:
+def patches_applied(specs: Any, target: Any, device_type: str,
+                    dtype: str | None = None) -> Iterator[list[dict[str, Any]]]:
     """Apply the patches of ``specs`` that apply on ``device_type`` to ``target``; restore on exit.
+
+    ``dtype`` (the run's dtype name) lets a patch decline a run outside its contract (:meth:`Patch.skip_reason`).
 
     Yields:
         One entry per spec for the record: ``{name, options, devices, ...what apply returned}`` or
@@ -187,6 +194,10 @@ def patches_applied(specs: Any, target: Any, device_type: str) -> Iterator[list[
                 infos.append(info)
                 continue
             patch = build_patch(spec)
+            if reason := patch.skip_reason(dtype):
+                log.warning("patch %s not applied: %s", spec.name, reason)
+                infos.append({**info, "skipped": reason})
+                continue
             check_patch(patch, target)
             applied.append(patch)
             info.update(patch.apply(target))

@@ -172,8 +172,16 @@ def patches_cell(row: Mapping[str, Any]) -> str:
     for entry in (e for e in entries if isinstance(e, Mapping)):
         options = " ".join(f"{k}={v}" for k, v in sorted((entry.get("options") or {}).items()) if k != "devices")
         done = f"skipped: {entry['skipped']}" if entry.get("skipped") else "applied"
-        cells.append(" ".join(part for part in (str(entry.get("name")), options, done) if part))
+        cells.append(" ".join(part for part in (str(entry.get("name")), options, done, _kernels(entry)) if part))
     return "; ".join(cells) if cells else "none"
+
+
+def _kernels(entry: Mapping[str, Any]) -> str:
+    """``ran: kernel xN, ...``: which attention kernel the patch saw each call take (``kernels`` in the record)."""
+    kernels = entry.get("kernels")
+    if not isinstance(kernels, Mapping) or not kernels:
+        return ""
+    return "ran: " + ", ".join(f"{name} x{count}" for name, count in sorted(kernels.items()))
 
 
 def ratio_cell(group: VariantGroup, variant: Variant) -> str:
@@ -208,7 +216,9 @@ def variants_section(rows: Sequence[Mapping[str, Any]], show: Sequence[str], bas
              + ", ".join(f"`{k}`" for k in g.keys) + "\n\n" + group_table(g, show, base_dir) for g in groups]
     notes = ["latency / baseline: the variant's median latency over the first variant's (above 1x: slower).",
              "device patches: what each patch of `model.patches` did on the device run, as the record says (a patch "
-             "skipped on this device leaves the variants running the same code).",
+             "skipped on this device leaves the variants running the same code); `ran:` names the attention kernel "
+             "the calls took (on Ascend910B1 and newer torch_npu's own SDPA runs npu_fusion_attention when no or a "
+             "boolean mask is passed, so `native` and `_native_npu` can be the same kernel).",
              "A variant is the latest record of its settings; each row links to it."]
     if any(random_init(v.row) for g in groups for v in g.variants):
         notes.append(RANDOM_LEGEND)

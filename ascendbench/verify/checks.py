@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
 from ascendbench.devices.envdirs import env_dir_status
+from ascendbench.verify.npu_wheels import advice
 from ascendbench.verify.versions import cann_version, driver_version, installed, library_statuses, python_status
 
 STATUSES = ("PASS", "WARN", "FAIL")
@@ -80,6 +81,13 @@ def check_torch_npu(probe: dict[str, Any]) -> Check:
         return Check("torch_npu", "FAIL", f"{version} does not match torch {torch_version}: install the "
                                           "torch_npu release built for this torch (same major.minor)")
     return Check("torch_npu", "PASS", f"{version}, imports cleanly")
+
+
+def check_torch_npu_wheel(probe: dict[str, Any]) -> Check:
+    """The torch_npu wheel built for this torch and CANN (:mod:`ascendbench.verify.npu_wheels`), named."""
+    cann, _ = cann_version(probe.get("npu", {}))
+    status, text = advice(installed("torch"), cann, installed("torch_npu"))
+    return Check("torch_npu wheel", status, text)
 
 
 def check_cann(probe: dict[str, Any]) -> Check:
@@ -202,6 +210,7 @@ def run_checks(timeout_s: float = 120.0, hub_timeout_s: float = 5.0, require: Se
     probe_failed = [Check("device probe", "FAIL", probe["error"])] if "error" in probe else []
     checks = _guarded("python", check_python) + _guarded("libraries", check_libraries) + probe_failed
     checks += _guarded("torch_npu", lambda: check_torch_npu(probe))
+    checks += _guarded("torch_npu wheel", lambda: check_torch_npu_wheel(probe))
     checks += _guarded("CANN", lambda: check_cann(probe))
     checks += _guarded("ascend dirs", check_ascend_dirs)
     checks += _guarded("driver", lambda: check_driver(min(timeout_s, 15.0)))

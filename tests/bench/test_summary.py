@@ -70,3 +70,12 @@ def test_stop_text_and_the_flat_row_cell_of_the_sweep_summary():
     assert stop_cell(row) == "precision, CI +-0.9% (target 1%)"
     assert stop_cell({"bench.stop.reason": "max_iters", "bench.stop.ci_rel_half_width": float("nan"),
                       "bench.stop.precision": float("nan")}) == "max_iters"
+
+
+def test_an_unknown_chip_is_named_where_the_mfu_would_be():
+    from ascendbench.bench.peak import peak_tflops
+
+    bench = section([20.0] * 6)
+    count = FlopCount(flops=int(2e12))
+    bench["flops"] = flops_section(count, 20.0, peak_tflops({"table": {}}, "Ascend910_9999", "bfloat16"), "bfloat16")
+    assert "MFU n/a (unknown device 'Ascend910_9999'" in bench_lines(bench)[1]

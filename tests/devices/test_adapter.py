@@ -84,6 +84,12 @@ class FakeRuntime:
     def Event(self, enable_timing):  # noqa: N802 - mirrors torch.npu.Event
         return ("event", enable_timing)
 
+    def set_device(self, index):  # torch.npu.set_device: the adapter selects its card first
+        self.card = index
+
+    def set_option(self, option):  # torch.npu.set_option (ACL_PRECISION_MODE on pre-910B chips)
+        self.options = {**getattr(self, "options", {}), **option}
+
 
 def test_npu_adapter_through_the_runtime_table(monkeypatch):
     fake = FakeRuntime()

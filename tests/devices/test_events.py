@@ -77,6 +77,12 @@ class FakeNpuRuntime:
     def get_device_name(self, index):
         return "Ascend910B4"
 
+    def set_device(self, index):  # torch.npu.set_device: the adapter selects its card first
+        self.card = index
+
+    def set_option(self, option):  # torch.npu.set_option (ACL_PRECISION_MODE on pre-910B chips)
+        self.options = {**getattr(self, "options", {}), **option}
+
     def set_compile_mode(self, jit_compile):
         self.jit = jit_compile
 

@@ -37,7 +37,7 @@ def capture_on_device(job: Job, spec: Any) -> Any:
     moved = move_inputs(job.inputs, device, job.precision.dtype)
     max_bytes = int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20))
     log.info("layer capture run on %s (compare.layers=%s) ...", device, spec if spec == "all" else len(spec))
-    with patches_applied(cfg.model.get("patches"), module, adapter.name):
+    with patches_applied(cfg.model.get("patches"), module, adapter.name, job.precision.name):
         with capturing(module, spec, max_bytes) as capture:
             task.run(module, moved)
             adapter.synchronize()

@@ -44,7 +44,7 @@ class DeviceRunStage(Stage):
         the model and its outputs are on the device (and which operators fell back to the CPU), record the
         pipeline options in force (``pipeline``), and, with ``profile.enabled``, profile a few more calls."""
         adapter = job.adapter
-        with patches_applied(job.cfg.model.get("patches"), job.model, adapter.name) as applied:
+        with patches_applied(job.cfg.model.get("patches"), job.model, adapter.name, job.precision.name) as applied:
             job.record({"patches": {"device": applied}})
             log.info("device run on %s in %s ...", adapter.torch_device, job.precision.name)
             with MemoryDelta(adapter) as placement, capture_warnings() as caught:

@@ -94,10 +94,10 @@ class EvaluateStage(Stage):
         def control() -> Iterator[torch.nn.Module]:  # the same architecture, randomly initialised and patched
             cfg = job.cfg
             twin = job.loader.load(cfg.model.source, "random", cfg.model.init_seed, cfg.model.get("revision")).module
-            with patches_applied(cfg.model.get("patches"), twin, job.adapter.name):
+            with patches_applied(cfg.model.get("patches"), twin, job.adapter.name, job.precision.name):
                 yield twin
 
         ctx = CheckContext(job.model, job.adapter.torch_device, job.precision.dtype, job.inputs, job.outputs,
                            job.weights, dict(job.precision.rules), control)
-        with patches_applied(job.cfg.model.get("patches"), job.model, job.adapter.name):
+        with patches_applied(job.cfg.model.get("patches"), job.model, job.adapter.name, job.precision.name):
             return job.task.checks(ctx)
