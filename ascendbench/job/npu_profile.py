@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
@@ -53,6 +54,13 @@ def _number(value: str | None) -> float:
         return 0.0
 
 
+def shapes(text: str) -> list[list[int]]:
+    """``[1, 16, 8, 8];\r\n[16];\r\n[]`` (torch_npu joins the inputs with ``;`` and a line break,
+    prof_bean/_torch_op_bean.py) -> ``[[1, 16, 8, 8], [16], []]``, the first four inputs as the CPU table has."""
+    parts = [part.strip() for part in (text or "").split(";") if part.strip()]
+    return [[int(d) for d in re.findall(r"-?\d+", part)] for part in parts][:4]
+
+
 def operator_table(run_dir: Path, calls: int, top: int) -> tuple[list[dict[str, Any]], float]:
     """The ``top`` operators by device self time and the operators' device total of one call (ms)."""
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -61,10 +69,10 @@ def operator_table(run_dir: Path, calls: int, top: int) -> tuple[list[dict[str, 
     totals = {key: sum(values) for key, values in groups.items() if sum(values) > 0}
     total_ms = sum(totals.values()) / 1000.0 / calls
     table = []
-    for (name, shapes), self_us in sorted(totals.items(), key=lambda item: item[1], reverse=True)[:top]:
+    for (name, text), self_us in sorted(totals.items(), key=lambda item: item[1], reverse=True)[:top]:
         per_call_ms = self_us / 1000.0 / calls
-        table.append({"name": name, "input_shapes": shapes, "calls": len(groups[(name, shapes)]) / calls,
-                      "total_ms": per_call_ms, "mean_ms": self_us / 1000.0 / len(groups[(name, shapes)]),
+        table.append({"name": name, "input_shapes": shapes(text), "calls": len(groups[(name, text)]) / calls,
+                      "total_ms": per_call_ms, "mean_ms": self_us / 1000.0 / len(groups[(name, text)]),
                       "share": per_call_ms / total_ms if total_ms else None})
     return table, total_ms
 

@@ -77,6 +77,8 @@ def test_profile_on_npu_reads_the_top_operators_from_torch_npus_csv_files(cli, f
     profile = read_record(job)["profile"]
     assert profile["clock"] == "device" and 0 < len(profile["top"]) <= 5
     assert any("conv" in row["name"] for row in profile["top"]), profile["top"]
+    convs = [row for row in profile["top"] if "convolution" in row["name"]]
+    assert convs and all(len(row["input_shapes"][0]) == 4 for row in convs), "NCHW input parsed from the CSV"
     assert profile["ops_total_ms_per_call"] > 0 and abs(sum(r["share"] for r in profile["top"]) - 1.0) <= 1.0
     run_dir = job / profile["ascend_pt"]
     assert run_dir.name.endswith("_ascend_pt") and run_dir.is_dir(), "kept for MindStudio Insight"

@@ -264,9 +264,10 @@ def _write_ascend_pt(fake: FakeNpu, prof: Any, root: Path, worker_name: str | No
     out = run_dir / layout["output_dir"]["value"]
     out.mkdir(parents=True)
     events = [e for e in prof._host.events() if e.self_cpu_time_total > 0]
-    operator_rows = [[e.name, str(e.input_shapes or ""), "", e.self_cpu_time_total, e.cpu_time_total,
-                      e.self_cpu_time_total, e.cpu_time_total, e.self_cpu_time_total, e.cpu_time_total]
-                     for e in events]
+    # inputs joined with ";\r\n" as prof_bean/_torch_op_bean.py does (the element format "[1, 16]" is assumed)
+    operator_rows = [[e.name, ";\r\n".join(str(list(shape)) for shape in e.input_shapes or []), "",
+                      e.self_cpu_time_total, e.cpu_time_total, e.self_cpu_time_total, e.cpu_time_total,
+                      e.self_cpu_time_total, e.cpu_time_total] for e in events]
     _csv(out / "operator_details.csv", layout["operator_details.csv"]["value"], operator_rows)
     kernels = [[0, e.name, e.name.split("::")[-1], "AI_CORE", e.time_range.start, e.self_cpu_time_total, 0, 24]
                for e in events]
