@@ -143,13 +143,14 @@ class PlacementInputs:
     device: torch.device
     offloaded: bool = False
     messages: list[str] = field(default_factory=list)
+    device_type: str | None = None  # the adapter's type (npu, ...) where tensors live elsewhere; default: device's
 
 
 def placement_check(inputs: PlacementInputs) -> dict[str, Any]:
     """The record's ``placement_check``: census of model tensors and outputs, fallback ops, findings."""
     params = _census(module_tensors(inputs.model), inputs.device)
     outputs = _census(((k, v) for k, v in inputs.outputs.items() if torch.is_tensor(v)), inputs.device)
-    ops, earlier = _attributed_fallbacks(fallback_ops(inputs.messages))
+    ops, earlier = _attributed_fallbacks(fallback_ops(inputs.messages), inputs.device_type or inputs.device.type)
     findings = []
     if params["off_device"] and not inputs.offloaded:
         findings.append(f"{params['off_device']} parameter/buffer tensor(s) are not on {inputs.device.type}: "
@@ -175,11 +176,11 @@ def placement_check(inputs: PlacementInputs) -> dict[str, Any]:
     }
 
 
-def _attributed_fallbacks(ops: list[str]) -> tuple[list[str], list[str]]:
-    """(operators this job's warnings name, those of earlier jobs it cannot see again), once torch_npu is loaded.
+def _attributed_fallbacks(ops: list[str], device_type: str) -> tuple[list[str], list[str]]:
+    """(operators this job's warnings name, those of earlier NPU jobs it cannot see again) for an NPU job.
 
-    Without torch_npu in the process nothing is remembered: its once-per-process warning is the only reason."""
-    if "torch_npu" not in sys.modules:
+    Only NPU jobs with torch_npu loaded remember and inherit: its once-per-process warning is the only reason."""
+    if device_type != "npu" or "torch_npu" not in sys.modules:
         return ops, []
     earlier = sorted(_FALLBACKS_SEEN - set(ops))
     _FALLBACKS_SEEN.update(ops)

@@ -4,8 +4,9 @@
 ``torch_npu.profiler`` into ``sys.modules`` and ``torch.npu``, as ``import torch_npu`` does. Each module
 exposes only names the manifest lists for that module of that wheel: any other attribute raises
 ``AttributeError``, and a name the manifest has but this fake gives no behaviour raises
-``NotImplementedError`` when called. Where it copies a behaviour of the real wheel, the code below names
-the wheel file it copies (paths inside ``torch_npu-<version>-*.whl``, as listed by the manifest):
+``NotImplementedError`` when called. Each behaviour below copies the torch_npu 2.9.0 wheel
+(``torch_npu-2.9.0-cp310-cp310-manylinux_2_28_x86_64.whl``; the same files in 2.1.0.post17, 2.5.1 and 2.14.0,
+whose manifests give the texts and names per version); the paths are inside the wheel:
 
 * out of memory: ``torch_npu/lib/libtorch_npu.so`` holds "NPU out of memory. Tried to allocate " and
   " reserved in total by PyTorch)" (NPUCachingAllocator.cpp); no ``c10::OutOfMemoryError`` type in the wheels
@@ -14,6 +15,11 @@ the wheel file it copies (paths inside ``torch_npu-<version>-*.whl``, as listed 
 * CPU fallback: the CAUTION text of ``libtorch_npu.so`` ("CAUTION: The operator '" + op + "' is not currently
   supported on the NPU backend and will fall back to run on the CPU."), written by the C++ log to fd 2 once
   per operator per process (TORCH_NPU_WARN_ONCE), never to Python ``warnings``;
+* runtime: ``torch_npu/npu/__init__.py`` (``torch.npu``; ``matmul``/``conv`` are ``npu_config._allowHF32Matmul``
+  objects serving ``allow_hf32``), ``torch_npu/npu/streams.py`` (``Event``), ``torch_npu/npu/memory.py`` (the
+  counters take ``device=None``), ``torch_npu/npu/npu_config.py`` (``set_compile_mode``, ``is_jit_compile_false``),
+  ``torch_npu/npu/utils.py`` (``get_cann_version``); device properties: the fields bound in ``libtorch_npu.so``;
+  ``torch_npu.npu_*`` operators: the schemas registered in ``libtorch_npu.so`` (present, not implemented);
 * profiler: ``torch_npu/profiler/profiler.py`` (``profile``'s methods, ``tensorboard_trace_handler``),
   ``torch_npu/profiler/_profiler_path_creator.py`` (``{worker}_{pid}_{time}_ascend_pt``), and the columns of
   ``analysis/prof_view/_operator_view_parser.py``, ``analysis/prof_common_func/_csv_headers.py`` and

@@ -121,3 +121,18 @@ def test_capture_reads_lines_written_to_fd2_and_passes_them_on(capfd):
         os.write(2, line.encode())  # what the C++ log does: no Python object sees it
     assert fallback_ops(capture.messages) == ["aten::_unique2"]
     assert capfd.readouterr().err == line, "the user still sees the line"
+
+
+def test_only_npu_jobs_inherit_the_fallbacks_of_earlier_jobs_of_the_process(monkeypatch):
+    from ascendbench.job import placement
+
+    monkeypatch.setattr(placement, "_FALLBACKS_SEEN", set())
+    monkeypatch.setitem(__import__("sys").modules, "torch_npu", __import__("types").ModuleType("torch_npu"))
+    model, seen = TwoLayers(), ["CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU "
+                                "backend and will fall back to run on the CPU."]
+    first = placement_check(PlacementInputs(model, {}, torch.device("cpu"), messages=seen, device_type="npu"))
+    cpu_job = placement_check(PlacementInputs(model, {}, torch.device("cpu")))
+    later = placement_check(PlacementInputs(model, {}, torch.device("cpu"), device_type="npu"))
+    assert first["fallback_ops"] == ["aten::_unique2"] and first["fallback_ops_earlier_in_process"] == []
+    assert cpu_job["fallback_ops"] == [] and cpu_job["ok"], "a CPU job of the same process inherits nothing"
+    assert later["fallback_ops_earlier_in_process"] == ["aten::_unique2"] and not later["ok"]
