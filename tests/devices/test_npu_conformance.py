@@ -14,7 +14,7 @@ from ascendbench.job.failures import classify, is_oom
 from ascendbench.job.placement import fallback_ops
 
 from helpers.fake_torch_npu import load_manifest, manifest_versions
-from helpers.npu_scan import nonconforming, scan_source, scan_tree, unverifiable
+from helpers.npu_scan import message_constants, nonconforming, scan_source, scan_tree, unknown_messages, unverifiable
 
 PACKAGE = Path(ascendbench.__file__).resolve().parent
 MANIFESTS = {version: load_manifest(version) for version in manifest_versions()}
@@ -111,3 +111,14 @@ def test_every_npu_environment_variable_ascendbench_names_is_read_by_torch_npu()
     unknown = sorted(named - read - set(OTHERS_ENV))
     assert not unknown, f"named in conf/device/npu.yaml, read by no torch_npu wheel: {unknown}"
     assert "NOT_AN_NPU_VARIABLE" not in read and {"PYTORCH_NPU_ALLOC_CONF", "TASK_QUEUE_ENABLE"} <= read
+
+
+def test_every_torch_npu_message_ascendbench_matches_is_in_every_wheel(tmp_path):
+    constants = message_constants(PACKAGE)
+    assert any(text == "NPU out of memory." for _, text in constants), constants
+    problems = list(unknown_messages(constants, MANIFESTS))
+    assert not problems, "\n".join(problems)
+    (tmp_path / "planted").mkdir()
+    (tmp_path / "planted" / "failures.py").write_text('MARKERS = ("NPU ran out of memory", "NPU out of memory.")\n')
+    planted = list(unknown_messages(message_constants(tmp_path / "planted"), MANIFESTS))
+    assert len(planted) == 1 and "'NPU ran out of memory' is in no message of torch_npu" in planted[0], planted

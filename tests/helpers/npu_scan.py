@@ -15,6 +15,7 @@ exist in every manifest version; a guarded one in at least one.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -235,3 +236,32 @@ def nonconforming(uses: list[Use], manifests: dict[str, dict[str, Any]]) -> Iter
         if missing and (not use.guarded or len(missing) == len(manifests)):
             yield f"{use.where}: {use.label()} is not in torch_npu {', '.join(missing)}" + (
                 " (guarded, but no version has it)" if use.guarded else "")
+
+
+# What marks a string constant as (a piece of) a torch_npu message the code matches against.
+MESSAGE_MARKER = re.compile(r"NPU.{0,40}(out of memory|backend)|NPUWorkspaceAllocator|fall\s?back to run", re.I)
+
+
+def message_constants(root: Path) -> list[tuple[str, str]]:
+    """(``file:line``, text) of every string constant under ``root`` naming a torch_npu message (docstrings
+    left out: they show messages, they do not match them)."""
+    found = []
+    for path in sorted(Path(root).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and MESSAGE_MARKER.search(node.value)):
+                found.append((f"{path.relative_to(Path(root).parent)}:{node.lineno}", node.value))
+    return found
+
+
+def unknown_messages(constants: list[tuple[str, str]], manifests: dict[str, dict[str, Any]]) -> Iterator[str]:
+    """One line per message constant that is not part of a message text of every version's shared objects."""
+    for where, text in constants:
+        lacking = [v for v, m in manifests.items()
+                   if not any(text in e.get("string", "") for e in m["messages"].values())]
+        if lacking:
+            yield f"{where}: {text!r} is in no message of torch_npu {', '.join(lacking)}"
