@@ -95,7 +95,12 @@ def _tee_fd2(lines: list[str]) -> Iterator[None]:
     def pump() -> None:
         while data := os.read(read_end, 65536):
             chunks.append(data)
-            os.write(saved, data)
+            view = memoryview(data)
+            while view:  # pass it on whole (a write may take part of it)
+                try:
+                    view = view[os.write(saved, view):]
+                except OSError:  # the saved fd is gone (the capture ended without us): keep reading only
+                    break
 
     reader = threading.Thread(target=pump, name="fd2-tee", daemon=True)
     reader.start()

@@ -48,6 +48,7 @@ from ascendbench.devices import DeviceAdapter
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "devices" / "npu_manifest"
 DEFAULT_VERSION = "2.9.0"
+TOTAL_MEMORY = 64 * 2**30  # this fake card's HBM (an Atlas 800T A2 card's 64 GB)
 _WARNED_OPS: set[str] = set()  # TORCH_NPU_WARN_ONCE: per process, whichever job triggered it
 
 
@@ -124,7 +125,7 @@ class FakeNpu:
     # -- behaviours copied from the wheel ------------------------------------------------------------------
     def oom_error(self, size_bytes: int) -> BaseException:
         """The error NPUCachingAllocator.cpp raises (libtorch_npu.so texts): class by the manifest."""
-        gib = size_bytes / 2**30
+        gib = size_bytes / 2**30  # the figures between the two texts are this fake card's
         text = (f"{self.messages('oom_tried_to_allocate')}{gib:.2f} GiB (NPU 0; 60.96 GiB total capacity; "
                 f"58.10 GiB already allocated; 58.10 GiB current active; 1.20 GiB free; 58.50 GiB"
                 f"{self.messages('oom_reserved_suffix')} If reserved memory is >> allocated memory try setting "
@@ -168,7 +169,8 @@ class FakeNpu:
         return Event()
 
     def _properties(self, device_name: Any = None) -> Any:
-        fields = {"total_memory": 64 * 2**30, "cube_core_num": 24, "vector_core_num": 48, "L2_cache_size": 192 * 2**20}
+        fields = {"total_memory": TOTAL_MEMORY, "cube_core_num": 24, "vector_core_num": 48,
+                  "L2_cache_size": 192 * 2**20}
         known = set(self.manifest["device_property_fields"])
         return types.SimpleNamespace(name=self.device_name, **{k: v for k, v in fields.items() if k in known})
 
@@ -191,7 +193,8 @@ class FakeNpu:
                     max_memory_allocated=counter(lambda: self.peak_bytes),
                     max_memory_reserved=counter(lambda: self.peak_bytes),
                     memory_allocated=counter(lambda: self.allocated_bytes),
-                    memory_reserved=counter(lambda: self.allocated_bytes), **options)
+                    memory_reserved=counter(lambda: self.allocated_bytes),
+                    mem_get_info=lambda device=None: (TOTAL_MEMORY - self.allocated_bytes, TOTAL_MEMORY), **options)
         return npu
 
     def _modules(self) -> dict[str, ManifestModule]:
