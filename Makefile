@@ -108,5 +108,8 @@ install-offline: ## install ascendbench from WHEELHOUSE=dir (no network) onto th
 device-check: ## on an accelerator host: the prepared device check (DEVICE=cuda|npu, OUT=dir; wheels from .whl/)
 	bash scripts/device_check.sh $(or $(DEVICE),cuda) $(or $(OUT),device-check)
 
+npu-manifest: install ## pip download torch_npu wheels (VERSIONS=..., into /tmp/npu-wheels) -> tests/devices/npu_manifest/*.json
+	$(PY) scripts/npu_manifest.py $(VERSIONS)
+
 clean: ## remove outputs/, multirun/ and caches (keeps .venv)
 	rm -rf outputs multirun reports .pytest_cache

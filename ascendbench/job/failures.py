@@ -1,9 +1,9 @@
 """What a failed job tells the user, the record and the log; and the memory it gives back.
 
 * :func:`classify` maps an exception to the error the record keeps and its ``reason``: our own
-  errors keep theirs, an out-of-memory (``torch.OutOfMemoryError`` on an accelerator, the CPU
-  allocator's failure, ``MemoryError``) becomes :class:`DeviceOutOfMemoryError` (``oom``) whose
-  message says what to reduce, anything else is ``unexpected``.
+  errors keep theirs, an out-of-memory (``torch.OutOfMemoryError`` on an accelerator, torch_npu's
+  ``RuntimeError("NPU out of memory. ...")``, the CPU allocator's failure, ``MemoryError``) becomes
+  :class:`DeviceOutOfMemoryError` (``oom``) whose message says what to reduce, anything else is ``unexpected``.
 * :func:`console_paragraph` is the one paragraph printed on the console (the traceback goes to the job
   log; :func:`log_traceback` makes sure there is one even without Hydra's file handler).
 * :func:`release_memory` frees what a failed job left behind, so the next job of a sweep in the same
@@ -34,6 +34,9 @@ CONSOLE_LIMIT = 800  # characters of an unexpected error's message shown on the 
 STAGES = {"measure": "the device run", "get_or_compute": "the CPU reference", "compute_reference": "the CPU reference",
           "load": "model loading", "evaluate": "the metrics", "save_tensors": "saving artifacts"}
 _CPU_OOM_MARKERS = ("DefaultCPUAllocator: can't allocate memory", "DefaultCPUAllocator: not enough memory")
+# torch_npu built for CANN 8.x raises a plain RuntimeError from its allocators (NPUCachingAllocator.cpp,
+# NPUWorkspaceAllocator); only wheels that throw c10::OutOfMemoryError give torch.OutOfMemoryError.
+_NPU_OOM_MARKERS = ("NPU out of memory.",)
 OOM_HINT = ("Reduce what the device must hold: a smaller preset (`preset=mini`) or `preset.batch_size`, "
             "`preset.height`/`preset.width`/`preset.num_frames`, a half dtype (`dtype=bfloat16`), or the model's "
             "tiling/slicing options; on Ascend, `device.env.PYTORCH_NPU_ALLOC_CONF=expandable_segments:True` "
@@ -45,7 +48,7 @@ def is_oom(exc: BaseException) -> bool:
     oom_class = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
     if isinstance(exc, (oom_class, MemoryError)):
         return True
-    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in _CPU_OOM_MARKERS)
+    return isinstance(exc, RuntimeError) and any(m in str(exc) for m in (*_CPU_OOM_MARKERS, *_NPU_OOM_MARKERS))
 
 
 def stage_of(exc: BaseException) -> str:

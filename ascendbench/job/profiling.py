@@ -1,10 +1,11 @@
 """Where the time goes: a few extra calls under the profiler, after the timed loop, never inside it.
 
 ``profile.enabled=true`` runs ``profile.calls`` more calls of the task under ``torch.profiler`` (CPU
-activity everywhere, CUDA activity on cuda; ``torch_npu.profiler`` on npu), then records the top
-operators by self time on the device (self CPU time on the CPU): name, input shapes, calls per task
-call, total and mean time, and their share of the operators' total. The Chrome/Perfetto trace is written
-beside the record (``profile_trace.json``).
+activity everywhere, CUDA activity on cuda), then records the top operators by self time on the device
+(self CPU time on the CPU): name, input shapes, calls per task call, total and mean time, and their share
+of the operators' total. The Chrome/Perfetto trace is written beside the record (``profile_trace.json``).
+On npu, ``torch_npu.profiler`` writes its own files and the table is read from them
+(:mod:`ascendbench.job.npu_profile`; the trace is its ``trace_view.json``).
 
 Each profiled call is also timed on the host clock (with a synchronize). The record then says how much of
 those very calls the operators explain (``ops_over_profiled_call``: the rest is Python between operators
@@ -15,12 +16,13 @@ during the profiled calls than during the timed loop, and ``ops_over_median`` mo
 
 from __future__ import annotations
 
-import importlib
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from ascendbench.job.npu_profile import npu_section, profile_npu
 
 TRACE_NAME = "profile_trace.json"
 
@@ -35,11 +37,7 @@ class ProfileSettings:
 
 
 def _profiler(device_type: str) -> tuple[Any, list[Any], str]:
-    """(profile context factory, activities, which time is 'device' time) for a device type."""
-    if device_type == "npu":
-        npu_profiler = importlib.import_module("torch_npu.profiler")
-        activities = [npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU]
-        return npu_profiler.profile, activities, "device"
+    """(profile context factory, activities, which time is 'device' time) for cpu and cuda."""
     from torch.profiler import ProfilerActivity, profile
 
     if device_type == "cuda":
@@ -99,20 +97,29 @@ def _timed_calls(run: ProfileRun, calls: int) -> list[float]:
 
 def profile_calls(run: ProfileRun) -> dict[str, Any]:
     """Profile ``settings.calls`` calls; the record's ``profile`` section (table, totals, trace path)."""
-    factory, activities, clock = _profiler(run.adapter.name)
     calls = max(1, int(run.settings.calls))
+    if run.adapter.name == "npu":
+        wall_ms, run_dir = profile_npu(run.out_dir, lambda: _timed_calls(run, calls))
+        found, total_ms = npu_section(run_dir, Path(run.out_dir), calls, run.settings.top)
+        return {"calls": calls, "clock": "device", **found, **_totals(run, wall_ms, total_ms)}
+    factory, activities, clock = _profiler(run.adapter.name)
     with factory(activities=activities, record_shapes=True) as prof:
         wall_ms = _timed_calls(run, calls)
     table, total_ms = top_operators(prof.key_averages(group_by_input_shape=True), clock, calls, run.settings.top)
-    profiled_ms = statistics.fmean(wall_ms)  # a mean, as the operators' total is
-    section: dict[str, Any] = {
-        "calls": calls, "clock": clock, "top": table, "ops_total_ms_per_call": total_ms,
-        "measured_median_ms": run.median_ms, "ops_over_median": _ratio(total_ms, run.median_ms),
-        "profiled_call_ms": profiled_ms, "ops_over_profiled_call": _ratio(total_ms, profiled_ms),
-        "profiled_over_median": _ratio(profiled_ms, run.median_ms),
-    }
+    section: dict[str, Any] = {"calls": calls, "clock": clock, "top": table, **_totals(run, wall_ms, total_ms)}
     if run.settings.trace:
         path = Path(run.out_dir) / TRACE_NAME
         prof.export_chrome_trace(str(path))
         section["trace"] = TRACE_NAME
     return section
+
+
+def _totals(run: ProfileRun, wall_ms: list[float], total_ms: float) -> dict[str, Any]:
+    """The operators' total against the profiled calls and the timed median."""
+    profiled_ms = statistics.fmean(wall_ms)  # a mean, as the operators' total is
+    return {
+        "ops_total_ms_per_call": total_ms,
+        "measured_median_ms": run.median_ms, "ops_over_median": _ratio(total_ms, run.median_ms),
+        "profiled_call_ms": profiled_ms, "ops_over_profiled_call": _ratio(total_ms, profiled_ms),
+        "profiled_over_median": _ratio(profiled_ms, run.median_ms),
+    }

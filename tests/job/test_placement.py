@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -111,3 +112,27 @@ def test_a_rule_makes_the_planted_parameter_fail_the_job(cli, planted_parameter)
     result, job = cli(*JOB, "+model.thresholds.placement_findings={max:0,source:test}")
     assert result.returncode == 1
     assert read_record(job)["metrics"]["placement_findings"]["verdict"] == "FAIL"
+
+
+def test_capture_reads_lines_written_to_fd2_and_passes_them_on(capfd):
+    line = ("CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU backend and will fall "
+            "back to run on the CPU. This may have performance implications.\n")
+    with capture_warnings() as capture:
+        os.write(2, line.encode())  # what the C++ log does: no Python object sees it
+    assert fallback_ops(capture.messages) == ["aten::_unique2"]
+    assert capfd.readouterr().err == line, "the user still sees the line"
+
+
+def test_only_npu_jobs_inherit_the_fallbacks_of_earlier_jobs_of_the_process(monkeypatch):
+    from ascendbench.job import placement
+
+    monkeypatch.setattr(placement, "_FALLBACKS_SEEN", set())
+    monkeypatch.setitem(__import__("sys").modules, "torch_npu", __import__("types").ModuleType("torch_npu"))
+    model, seen = TwoLayers(), ["CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU "
+                                "backend and will fall back to run on the CPU."]
+    first = placement_check(PlacementInputs(model, {}, torch.device("cpu"), messages=seen, device_type="npu"))
+    cpu_job = placement_check(PlacementInputs(model, {}, torch.device("cpu")))
+    later = placement_check(PlacementInputs(model, {}, torch.device("cpu"), device_type="npu"))
+    assert first["fallback_ops"] == ["aten::_unique2"] and first["fallback_ops_earlier_in_process"] == []
+    assert cpu_job["fallback_ops"] == [] and cpu_job["ok"], "a CPU job of the same process inherits nothing"
+    assert later["fallback_ops_earlier_in_process"] == ["aten::_unique2"] and not later["ok"]

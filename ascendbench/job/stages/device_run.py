@@ -50,7 +50,7 @@ class DeviceRunStage(Stage):
             with MemoryDelta(adapter) as placement, capture_warnings() as caught:
                 call, result, bench = _place_and_measure(job)
             job.placement = placement_check(PlacementInputs(job.model, result.first_outputs, adapter.torch_device,
-                                                            offloaded(job.task), caught.messages))
+                                                            offloaded(job.task), caught.messages, adapter.name))
             section = {"patches": {"device": applied}, "placement_check": job.placement,
                        "pipeline": pipeline_options(PipelineState(job.task, job.model, applied))}
             if job.cfg.profile.enabled:
