@@ -45,6 +45,17 @@ def _isolated_baseline_cache(tmp_path_factory):
         os.environ["ASCENDBENCH_CACHE"] = previous
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test leaves os.environ as it found it: an in-process job applies ``device.env`` (ASCEND_* dirs,
+    visible devices) to the process, which must not leak into the next test's subprocesses."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def tiny_flux2_dir(tmp_path_factory) -> Path:
     """A diffusers-format directory (config.json + safetensors) of the tiny decoder."""

@@ -70,7 +70,8 @@ def test_device_env_is_in_place_when_torch_npu_is_first_imported(tmp_path):
 
 
 def _python(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **_env(tmp_path)}
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}  # other tests' device.env
+    env = {**inherited, **_env(tmp_path)}
     return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
                           timeout=300)
 
