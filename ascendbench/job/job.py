@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 from omegaconf import DictConfig
@@ -17,6 +17,15 @@ from omegaconf import DictConfig
 from ascendbench.errors import AscendBenchError
 from ascendbench.job.record import RecordWriter
 from ascendbench.precision import Precision
+
+if TYPE_CHECKING:  # the types of the stages' findings; the modules are loaded by the stages that need them
+    from ascendbench.baseline.service import Baseline
+    from ascendbench.devices.adapter import DeviceAdapter
+    from ascendbench.models.base import ModelLoader
+    from ascendbench.models.loader import LoadedModel
+    from ascendbench.models.pipeline import PipelineSource
+    from ascendbench.models.sources import NotFound, ResolvedSource
+    from ascendbench.tasks.base import Task
 
 
 @dataclass
@@ -55,17 +64,17 @@ class Job:
     dry_run: bool = False
     stage: str = "the job"
     env: dict[str, Any] = field(default_factory=dict)
-    adapter: Any = None
+    adapter: DeviceAdapter | None = None
     precision: Precision | None = None
-    loader: Any = None
-    loaded: Any = None
+    loader: ModelLoader | None = None
+    loaded: LoadedModel | None = None
     weights: dict[str, Any] | None = None
-    found: Any = None
-    model: Any = None
-    task: Any = None
+    found: ResolvedSource | PipelineSource | NotFound | None = None
+    model: Any = None  # a torch.nn.Module, or a diffusers pipeline (no Module), or the meta-device model
+    task: Task | None = None
     inputs: dict[str, torch.Tensor] | None = None
     inputs_info: dict[str, Any] = field(default_factory=dict)
-    reference: Any = None
+    reference: Baseline | None = None  # a SourceBaseline for baseline.source
     outputs: dict[str, torch.Tensor] | None = None
     placement: dict[str, Any] | None = None
     metrics: dict[str, Any] = field(default_factory=dict)

@@ -14,54 +14,29 @@ run fails with :class:`DryRunError`, so ``-m dry_run=true`` shows which jobs of 
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 import torch
 
 from ascendbench.errors import AscendBenchError, DryRunError
 from ascendbench.job.job import Job
 from ascendbench.job.resources import RunMemory
+from ascendbench.models.base import ModelLoader, hub_forced_offline, locate
 from ascendbench.models.memory import DEFAULT_HEADROOM, available_host_bytes
 from ascendbench.models.sources import (
     NotFound,
-    ResolvedSource,
     files_digest,
     hub_offline,
     looks_like_hub_id,
-    resolve_source,
 )
 
 _MB = 1e6
 
 
-@contextlib.contextmanager
-def hub_forced_offline() -> Iterator[None]:
-    """huggingface_hub answers from its cache only inside this block (nothing is downloaded)."""
-    from huggingface_hub import constants
-
-    saved_env, saved_flag = os.environ.get("HF_HUB_OFFLINE"), constants.HF_HUB_OFFLINE
-    os.environ["HF_HUB_OFFLINE"], constants.HF_HUB_OFFLINE = "1", True
-    try:
-        yield
-    finally:
-        constants.HF_HUB_OFFLINE = saved_flag
-        if saved_env is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = saved_env
-
-
 def _locate(job: Job) -> Any:
-    """The loader's own resolution when it has one, else :func:`resolve_source` (cache only)."""
-    cfg, loader = job.cfg, job.loader
-    revision = cfg.model.get("revision")
-    if hasattr(loader, "resolve"):
-        return loader.resolve(cfg.model.source, revision)
-    return resolve_source(cfg.model.source, getattr(loader, "subfolder", None), revision,
-                          allow_pickle=bool(getattr(loader, "allow_pickle", False)), allow_network=False)
+    """The loader's own lookup of ``model.source`` (cache only: the callers force the hub offline)."""
+    return locate(job.loader, job.cfg.model.source, job.cfg.model.get("revision"))
 
 
 def weights_plan(job: Job) -> tuple[dict[str, Any], Any]:
@@ -99,24 +74,14 @@ def weights_plan(job: Job) -> tuple[dict[str, Any], Any]:
 
 
 def meta_model(job: Job) -> Any:
-    """The model as the job would build it, on the ``meta`` device (no storage allocated).
-
-    A loader may provide ``build_meta(found)``; a diffusers loader with a checkpoint directory uses the
-    directory's ``config.json``; any other loader runs its own random-init path under ``torch.device("meta")``.
-    """
-    loader, found = job.loader, job.found
-    if hasattr(loader, "build_meta"):
-        return loader.build_meta(found)
-    if isinstance(found, ResolvedSource) and found.kind == "dir" and hasattr(loader, "class_path"):
-        from ascendbench.models.loader import import_class
-
-        cls = import_class(loader.class_path)
-        if hasattr(cls, "load_config"):
-            config = cls.load_config(str(found.path), subfolder=getattr(loader, "subfolder", None))
-            with torch.device("meta"):
-                return cls.from_config(config)
+    """The model as the job would build it, on the ``meta`` device (no storage allocated): the loader's
+    :meth:`~ascendbench.models.base.ModelLoader.build_meta`, or, for a loader outside that interface, its
+    random-init path under ``torch.device("meta")``."""
+    loader, seed = job.loader, int(job.cfg.model.init_seed)
+    if isinstance(loader, ModelLoader):
+        return loader.build_meta(job.found, seed)
     with torch.device("meta"), hub_forced_offline():
-        return loader.load(None, "random", int(job.cfg.model.init_seed), None).module
+        return loader.load(None, "random", seed, None).module
 
 
 def free_host_bytes() -> int:

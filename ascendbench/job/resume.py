@@ -22,7 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ascendbench.job.record import RECORD_NAME
-from ascendbench.models.sources import files_digest, resolve_source
+from ascendbench.models.base import hub_forced_offline, locate
+from ascendbench.models.sources import files_digest
 
 log = logging.getLogger(__name__)
 
@@ -41,19 +42,13 @@ def comparable(config: Any) -> Any:
 def weights_files(cfg: DictConfig) -> tuple[Path, ...]:
     """The weight files ``model.source`` resolves to now (local paths and the hub cache only; nothing is
     downloaded); empty when none are found or ``model.weights=random``."""
-    from ascendbench.job.planning import hub_forced_offline
     from ascendbench.job.stages.base import build
 
     if str(cfg.model.weights) == "random":
         return ()
     loader = build(cfg.model.loader, "model.loader")
-    revision = cfg.model.get("revision")
     with hub_forced_offline():
-        if hasattr(loader, "resolve"):
-            found = loader.resolve(cfg.model.source, revision)
-        else:
-            found = resolve_source(cfg.model.source, getattr(loader, "subfolder", None), revision,
-                                   allow_pickle=bool(getattr(loader, "allow_pickle", False)), allow_network=False)
+        found = locate(loader, cfg.model.source, cfg.model.get("revision"))
     return tuple(sorted(getattr(found, "files", ()) or ()))
 
 

@@ -23,6 +23,7 @@ import torch
 from hydra.utils import instantiate
 
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
+from ascendbench.models.base import ModelLoader
 from ascendbench.models.components import plain
 from ascendbench.models.loader import WEIGHTS_MODES, LoadedModel, count_params
 from ascendbench.models.memory import MemoryEstimate, check_host_memory, count_meta_params, safetensors_numel
@@ -55,7 +56,7 @@ def _stats(tensor: torch.Tensor) -> dict[str, Any]:
             "mean": float(wide.mean()), "std": float(wide.std()) if wide.numel() > 1 else 0.0}
 
 
-class SafetensorsLayerLoader:
+class SafetensorsLayerLoader(ModelLoader):
     """Builds ``module`` (by ``_target_``) and fills it with the tensors under ``prefix``.
 
     Args:

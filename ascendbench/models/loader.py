@@ -9,7 +9,6 @@ Whatever happens is written into the record as ``weights: {kind: loaded | random
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import time
@@ -20,6 +19,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
+from ascendbench.models.base import ModelLoader, import_class
 from ascendbench.models.sources import NotFound, ResolvedSource, files_digest, resolve_source
 
 log = logging.getLogger(__name__)
@@ -36,18 +36,6 @@ class LoadedModel:
     load_seconds: float
 
 
-def import_class(class_path: str) -> type:
-    """``package.module.Class`` -> the class, or a :class:`ConfigError` naming the path."""
-    module_name, _, attr = class_path.rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(
-            f"model.loader.class_path={class_path!r} cannot be imported ({exc}). Give a full dotted "
-            "path to a class of an installed package, e.g. diffusers.AutoencoderKLFlux2."
-        ) from exc
-
-
 def count_params(model: Any) -> int:
     """Parameters of a ``torch.nn.Module``, or summed over the module components of a pipeline."""
     if isinstance(model, torch.nn.Module):
@@ -60,7 +48,7 @@ def _plain(value: Any) -> Any:
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
 
 
-class DiffusersLoader:
+class DiffusersLoader(ModelLoader):
     """Loads a diffusers/transformers-style model class (``from_pretrained``/``from_config``).
 
     Args:

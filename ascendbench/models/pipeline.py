@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
+from ascendbench.models.base import ModelLoader
 from ascendbench.models.components import build_components, count_component_params, plain
 from ascendbench.models.loader import WEIGHTS_MODES, LoadedModel, count_params, import_class
 from ascendbench.models.memory import MemoryEstimate, check_host_memory, safetensors_numel
@@ -59,7 +60,7 @@ def enforce_offline() -> None:
 
 
 @dataclass(eq=False)
-class PipelineLoader:
+class PipelineLoader(ModelLoader):
     """Loads a diffusers pipeline class (``from_single_file`` / ``from_pretrained`` / components).
 
     A dataclass whose fields are the keys of ``model.loader`` (Hydra builds it by ``_target_``).

@@ -31,6 +31,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.errors import ConfigError, MissingPackageError, WeightsLoadError, WeightsNotFoundError
+from ascendbench.models.base import ModelLoader
 from ascendbench.models.expect import check_expected
 from ascendbench.models.loader import WEIGHTS_MODES, LoadedModel, _loaded_info, _not_found_message
 from ascendbench.models.sources import ResolvedSource, hub_offline, looks_like_hub_id, resolve_source
@@ -45,7 +46,7 @@ VIDEOFLEXTOK_HINT = (
 )
 
 
-class VideoFlexTokLoader:
+class VideoFlexTokLoader(ModelLoader):
     """Loads a ``PyTorchModelHubMixin`` tokenizer with ``from_pretrained(<dir or hub id>)``.
 
     Args:
