@@ -19,8 +19,6 @@ from matplotlib.figure import Figure
 
 from ascendbench.metrics.functional.video import frame_chunks, frame_count, frames, resolve_layout
 
-FRAME_WORDS = ("first", "middle", "last", "worst")
-
 
 def _display(image: np.ndarray, value_range: Sequence[float]) -> np.ndarray:
     low, high = float(value_range[0]), float(value_range[1])

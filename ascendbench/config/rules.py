@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from ascendbench.config.schemas import FRAME_WORDS
 from ascendbench.config.targets import bind_problem, one_line, target_nodes
 from ascendbench.config.typecheck import type_problems
 from ascendbench.errors import AscendBenchError, ConfigError
@@ -143,8 +144,6 @@ def threshold_problems(cfg: DictConfig) -> list[str]:
 
 def compare_problems(cfg: DictConfig) -> list[str]:
     """``compare.layers``, the divergence statistics, the frames and value range of the pictures."""
-    from ascendbench.compare.visual import FRAME_WORDS
-
     problems = []
     layers = OmegaConf.select(cfg, "compare.layers", default=None)
     if not (layers is None or isinstance(layers, str) or

@@ -66,6 +66,7 @@ Objective = choices("Objective", ("latency", "latency_per_sample"),
 DeviceName = choices("DeviceName", ("auto", "cpu", "cuda", "npu"), "``device.name``: a device type, or auto.")
 DeviceType = choices("DeviceType", ("cpu", "cuda", "npu"), "A device type (``device.order`` of device=auto).")
 FrameLayout = choices("FrameLayout", ("auto", "BCTHW", "BTCHW"), "``compare.visual.layout``: video axes.")
+FRAME_WORDS = ("first", "middle", "last", "worst")  # ``compare.visual.frames``: frames by position or error
 
 
 @dataclass
