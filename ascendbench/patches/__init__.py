@@ -7,6 +7,7 @@
 from ascendbench.patches import attention_backend, flex_attention_dense  # noqa: F401  (registers the patches)
 from ascendbench.patches.flex_dense import (
     DenseBlockMask,
+    MaskGrid,
     block_mask_to_dense,
     dense_create_block_mask,
     dense_flex_attention,
@@ -25,6 +26,6 @@ from ascendbench.patches.registry import (
 
 __all__ = [
     "Check", "Patch", "PatchSpec", "available_patches", "get_patch", "parse_specs", "patches_applied",
-    "register_patch", "DenseBlockMask", "block_mask_to_dense", "dense_create_block_mask",
+    "register_patch", "DenseBlockMask", "MaskGrid", "block_mask_to_dense", "dense_create_block_mask",
     "dense_flex_attention", "evaluate_mask_mod",
 ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import KW_ONLY, dataclass, fields
-from typing import Any, Callable, Hashable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Mapping, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -27,43 +27,57 @@ import torch.nn.functional as F
 MaskMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], Any]
 
 
-def index_grids(batch: int, heads: int, q_len: int, kv_len: int,
-                device: torch.device | str) -> tuple[torch.Tensor, ...]:
+class MaskGrid(NamedTuple):
+    """The token grid a mask is evaluated on: batch, heads, query and key lengths, and the device."""
+
+    batch: int
+    heads: int
+    q_len: int
+    kv_len: int
+    device: torch.device | str = "cpu"
+
+    @property
+    def sizes(self) -> tuple[int, int, int, int]:
+        """``(B, H, M, N)``."""
+        return (self.batch, self.heads, self.q_len, self.kv_len)
+
+
+def index_grids(grid: MaskGrid) -> tuple[torch.Tensor, ...]:
     """Index tensors ``b [B,1,1,1]``, ``h [1,H,1,1]``, ``q [1,1,M,1]``, ``kv [1,1,1,N]``."""
-    arange = lambda n: torch.arange(n, device=device)  # noqa: E731
-    return (arange(batch).view(-1, 1, 1, 1), arange(heads).view(1, -1, 1, 1),
-            arange(q_len).view(1, 1, -1, 1), arange(kv_len).view(1, 1, 1, -1))
+    arange = lambda n: torch.arange(n, device=grid.device)  # noqa: E731
+    return (arange(grid.batch).view(-1, 1, 1, 1), arange(grid.heads).view(1, -1, 1, 1),
+            arange(grid.q_len).view(1, 1, -1, 1), arange(grid.kv_len).view(1, 1, 1, -1))
 
 
-def evaluate_mask_mod(mask_mod: MaskMod, batch: int, heads: int, q_len: int, kv_len: int,
-                      device: torch.device | str) -> torch.Tensor:
+def evaluate_mask_mod(mask_mod: MaskMod, grid: MaskGrid) -> torch.Tensor:
     """The token-level boolean mask of ``mask_mod``, 4-D and broadcastable to ``[B, H, M, N]``.
 
     The mask_mod is called once on broadcast index grids, so a mask that ignores ``b`` and ``h``
     stays ``[1, 1, M, N]``. A mask_mod that cannot take grids (Python control flow on the indices)
     falls back to torch's own vmap-based ``create_mask``.
 
-    >>> evaluate_mask_mod(lambda b, h, q, kv: q >= kv, 2, 4, 3, 3, "cpu").int()[0, 0]
+    >>> evaluate_mask_mod(lambda b, h, q, kv: q >= kv, MaskGrid(2, 4, 3, 3, "cpu")).int()[0, 0]
     tensor([[1, 0, 0],
             [1, 1, 0],
             [1, 1, 1]], dtype=torch.int32)
     """
-    target = (batch, heads, q_len, kv_len)
+    target = grid.sizes
     try:
-        mask = torch.as_tensor(mask_mod(*index_grids(batch, heads, q_len, kv_len, device)), device=device)
+        mask = torch.as_tensor(mask_mod(*index_grids(grid)), device=grid.device)
         while mask.dim() < 4:
             mask = mask.unsqueeze(0)
         torch.broadcast_shapes(mask.shape, target)
     except (RuntimeError, TypeError, IndexError):
         from torch.nn.attention.flex_attention import create_mask
 
-        mask = create_mask(mask_mod, batch, heads, q_len, kv_len, device=device)
+        mask = create_mask(mask_mod, *grid.sizes, device=grid.device)
     return mask.to(torch.bool)
 
 
 def _blocks_to_tokens(num_blocks: torch.Tensor, indices: torch.Tensor, block_size: tuple[int, int],
-                      q_len: int, kv_len: int, device: torch.device | str) -> torch.Tensor:
+                      grid: MaskGrid) -> torch.Tensor:
     """Token-level mask ``[B, H, M, N]`` of the kv blocks listed by ``(num_blocks, indices)``."""
+    q_len, kv_len, device = grid.q_len, grid.kv_len, grid.device
     num_blocks, indices = num_blocks.to(device), indices.to(device).long()
     kv_blocks = max(math.ceil(kv_len / block_size[1]), int(indices.max()) + 1 if indices.numel() else 0)
     listed = torch.arange(indices.shape[-1], device=device) < num_blocks.unsqueeze(-1)
@@ -74,8 +88,7 @@ def _blocks_to_tokens(num_blocks: torch.Tensor, indices: torch.Tensor, block_siz
     return dense.repeat_interleave(block_size[1], dim=-1)[..., :kv_len]
 
 
-def block_mask_to_dense(block_mask: Any, batch: int, heads: int, q_len: int, kv_len: int,
-                        device: torch.device | str) -> torch.Tensor:
+def block_mask_to_dense(block_mask: Any, grid: MaskGrid) -> torch.Tensor:
     """Token-level boolean mask of a ``torch.nn.attention.flex_attention.BlockMask``.
 
     Partial blocks keep the ``mask_mod``, full blocks are kept whole, other blocks are masked: the
@@ -83,11 +96,10 @@ def block_mask_to_dense(block_mask: Any, batch: int, heads: int, q_len: int, kv_
     """
     size = block_mask.BLOCK_SIZE
     size = (size, size) if isinstance(size, int) else tuple(size)
-    token = evaluate_mask_mod(block_mask.mask_mod, batch, heads, q_len, kv_len, device)
-    dense = _blocks_to_tokens(block_mask.kv_num_blocks, block_mask.kv_indices, size, q_len, kv_len, device) & token
+    token = evaluate_mask_mod(block_mask.mask_mod, grid)
+    dense = _blocks_to_tokens(block_mask.kv_num_blocks, block_mask.kv_indices, size, grid) & token
     if block_mask.full_kv_num_blocks is not None:
-        dense = dense | _blocks_to_tokens(block_mask.full_kv_num_blocks, block_mask.full_kv_indices, size,
-                                          q_len, kv_len, device)
+        dense = dense | _blocks_to_tokens(block_mask.full_kv_num_blocks, block_mask.full_kv_indices, size, grid)
     return dense
 
 
@@ -116,7 +128,7 @@ class DenseBlockMask:
     @classmethod
     def for_request(cls, mask_mod: MaskMod, request: BlockMaskRequest) -> "DenseBlockMask":
         """The mask of ``create_block_mask(mask_mod, ...)`` bound to ``request``."""
-        return cls(mask_mod, request.B, request.H, request.Q_LEN, request.KV_LEN, request.device)
+        return cls(mask_mod, request.B, request.H, request.Q_LEN, request.KV_LEN, device=request.device)
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -127,12 +139,11 @@ class DenseBlockMask:
         """The same mask materialised on ``device`` (``BlockMask.to`` counterpart)."""
         return DenseBlockMask(self.mask_mod, self.B, self.H, *self.seq_lengths, device=device)
 
-    def masks(self, batch: int, heads: int, q_len: int, kv_len: int,
-              device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    def masks(self, grid: MaskGrid) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mask, rows)``: the boolean mask and which query rows attend to at least one key."""
-        key = (batch, heads, q_len, kv_len, str(device))
+        key = (*grid.sizes, str(grid.device))
         if key not in self._cache:
-            mask = evaluate_mask_mod(self.mask_mod, batch, heads, q_len, kv_len, device)
+            mask = evaluate_mask_mod(self.mask_mod, grid)
             self._cache[key] = (mask, mask.any(dim=-1, keepdim=True))
         return self._cache[key]
 
@@ -204,13 +215,12 @@ class FlexOptions:
         return 1.0 / math.sqrt(head_dim) if self.scale is None else float(self.scale)
 
 
-def _mask_and_rows(block_mask: Any, batch: int, heads: int, q_len: int, kv_len: int,
-                   device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _mask_and_rows(block_mask: Any, grid: MaskGrid) -> tuple[torch.Tensor, torch.Tensor] | None:
     if block_mask is None:
         return None
     if isinstance(block_mask, DenseBlockMask):
-        return block_mask.masks(batch, heads, q_len, kv_len, device)
-    mask = block_mask_to_dense(block_mask, batch, heads, q_len, kv_len, device)
+        return block_mask.masks(grid)
+    mask = block_mask_to_dense(block_mask, grid)
     return mask, mask.any(dim=-1, keepdim=True)
 
 
@@ -232,7 +242,7 @@ def dense_flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Te
     """
     options = FlexOptions(*args, **kwargs)
     batch, heads, q_len, _ = query.shape
-    masks = _mask_and_rows(options.block_mask, batch, heads, q_len, key.shape[-2], query.device)
+    masks = _mask_and_rows(options.block_mask, MaskGrid(batch, heads, q_len, key.shape[-2], query.device))
     if options.score_mod is None and not options.return_lse and options.return_aux is None:
         return _sdpa(query, key, value, masks, options)
     out, lse, max_scores = _explicit(query, key, value, masks, options)
@@ -262,7 +272,7 @@ def _explicit(query, key, value, masks, options):
         key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
     scores = (query.to(working) @ key.to(working).transpose(-2, -1)) * options.softmax_scale(query.shape[-1])
     if options.score_mod is not None:
-        scores = options.score_mod(scores, *index_grids(*scores.shape, scores.device)).to(working)
+        scores = options.score_mod(scores, *index_grids(MaskGrid(*scores.shape, scores.device))).to(working)
     if masks is not None:
         scores = scores.masked_fill(~masks[0], float("-inf"))
     lse = scores.logsumexp(dim=-1)

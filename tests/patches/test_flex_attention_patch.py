@@ -11,7 +11,7 @@ import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import DenseBlockMask, dense_flex_attention, patches_applied
+from ascendbench.patches import DenseBlockMask, MaskGrid, dense_flex_attention, patches_applied
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "standins"))
 from videoflextok_standin import VideoFlexTokStandIn  # noqa: E402  (the tests' stand-in of videoflextok)
@@ -59,7 +59,7 @@ def test_block_masks_are_dense_and_reused_inside_the_patch(model):
         _, first = packer(x, frame_len=64)
         _, again = packer(x, frame_len=64)
     assert isinstance(first, DenseBlockMask) and first.seq_lengths == (256, 256)
-    assert first.masks(1, 2, 256, 256, "cpu")[0][0, 0, 255].sum() == 0   # padding rows are fully masked
+    assert first.masks(MaskGrid(1, 2, 256, 256, "cpu"))[0][0, 0, 255].sum() == 0   # padding rows are fully masked
 
 
 def test_module_classes_restrict_the_targets(model):

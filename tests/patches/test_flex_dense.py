@@ -9,6 +9,7 @@ from torch.nn.attention.flex_attention import AuxRequest, BlockMask, create_bloc
 
 from ascendbench.patches import (
     DenseBlockMask,
+    MaskGrid,
     block_mask_to_dense,
     dense_create_block_mask,
     dense_flex_attention,
@@ -87,7 +88,7 @@ def test_max_scores_are_the_masked_row_maxima():  # flex cannot return them on C
     _, aux = dense_flex_attention(q, k, v, block_mask=dense_create_block_mask(padded, BATCH, None, LENGTH, LENGTH),
                                   return_aux=AuxRequest(max_scores=True))
     scores = (q @ k.transpose(-2, -1)) / DIM**0.5
-    mask = evaluate_mask_mod(padded, BATCH, HEADS, LENGTH, LENGTH, "cpu")
+    mask = evaluate_mask_mod(padded, MaskGrid(BATCH, HEADS, LENGTH, LENGTH, "cpu"))
     expected = scores.masked_fill(~mask, float("-inf")).max(dim=-1).values
     assert torch.equal(aux.max_scores, expected) and aux.lse is None
 
@@ -122,27 +123,28 @@ def test_block_structure_of_a_hand_made_block_mask_is_honoured():
     kv_num, kv_idx = torch.tensor([[[1, 0]]]), torch.tensor([[[[0, 0], [0, 0]]]])
     full_num, full_idx = torch.tensor([[[0, 1]]]), torch.tensor([[[[0, 0], [1, 0]]]])
     block_mask = BlockMask.from_kv_blocks(kv_num, kv_idx, full_num, full_idx, BLOCK_SIZE=2, mask_mod=causal)
-    dense = block_mask_to_dense(block_mask, 1, 1, 4, 4, "cpu")[0, 0].int()
+    dense = block_mask_to_dense(block_mask, MaskGrid(1, 1, 4, 4, "cpu"))[0, 0].int()
     assert dense.tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1]]
 
 
 def test_mask_mod_grid_keeps_broadcast_dimensions_small():
-    assert evaluate_mask_mod(causal, 8, 16, 5, 7, "cpu").shape == (1, 1, 5, 7)
-    assert evaluate_mask_mod(padded, 2, 16, 5, 7, "cpu").shape == (2, 1, 5, 7)
+    assert evaluate_mask_mod(causal, MaskGrid(8, 16, 5, 7, "cpu")).shape == (1, 1, 5, 7)
+    assert evaluate_mask_mod(padded, MaskGrid(2, 16, 5, 7, "cpu")).shape == (2, 1, 5, 7)
 
 
 def test_mask_mod_that_needs_scalars_falls_back_to_vmap():
     def scalar_only(b, h, q_idx, kv_idx):  # .view(()) works on vmap's scalars, not on index grids
         return q_idx.view(()) >= kv_idx.view(())
 
-    assert torch.equal(evaluate_mask_mod(scalar_only, 1, 1, 6, 6, "cpu"), evaluate_mask_mod(causal, 1, 1, 6, 6, "cpu"))
+    grid = MaskGrid(1, 1, 6, 6, "cpu")
+    assert torch.equal(evaluate_mask_mod(scalar_only, grid), evaluate_mask_mod(causal, grid))
 
 
 def test_dense_block_mask_caches_per_size_and_mimics_block_mask():
     mask = dense_create_block_mask(causal, None, None, LENGTH, LENGTH, device="cpu")
     assert isinstance(mask, DenseBlockMask) and mask.shape == (1, 1, LENGTH, LENGTH)
-    first = mask.masks(BATCH, HEADS, LENGTH, LENGTH, "cpu")
-    assert mask.masks(BATCH, HEADS, LENGTH, LENGTH, "cpu") is first
+    first = mask.masks(MaskGrid(BATCH, HEADS, LENGTH, LENGTH, "cpu"))
+    assert mask.masks(MaskGrid(BATCH, HEADS, LENGTH, LENGTH, "cpu")) is first
     assert first[0].shape == (1, 1, LENGTH, LENGTH) and bool(first[1].all())
     assert mask.to("cpu").seq_lengths == (LENGTH, LENGTH)
 
