@@ -102,11 +102,13 @@ def test_a_significant_but_tiny_shift_is_not_flagged():
 
 def test_the_effect_line_gives_the_shift_with_its_ci_p_test_and_counts():
     decision = _judge(*_draw(0, 0.10, sigma=0.05))
+    no_blocks = "no per-block medians in OLD and NEW (a record from before blocks; the per-call test assumes " \
+                "independent calls)"
     assert decision.text() == ("+11.0% (95% CI +8.4% .. +14.1%), p=1e-7, Mann-Whitney U, n=20/20: SLOWER "
-                               "(p < alpha 0.05 and shift > 3.0%)")
+                               f"(p < alpha 0.05 and shift > 3.0%; {no_blocks})")
     same = _judge(*_draw(0, 0.0, sigma=0.05))
     assert same.text() == ("+0.9% (95% CI -1.5% .. +3.7%), p=0.24, Mann-Whitney U, n=20/20: ok "
-                           "(not significant: p >= alpha 0.05)")
+                           f"(not significant: p >= alpha 0.05; {no_blocks})")
 
 
 def _without_samples(lacking: str, old_ci: tuple, new_ci: tuple) -> tuple[Latency, Latency]:
