@@ -109,3 +109,10 @@ def test_on_a_stable_clock_the_interval_stays_tight():
                        for r in runs])
     assert new >= 0.9 and ratio < 1.5, (new, ratio)
     assert np.mean([r.noise["drifting"] for r in runs]) <= 0.1, "no drift warning on a stable clock"
+
+
+def test_the_summary_says_which_interval_and_warns_of_drift():
+    run = next(r for r in (_drifting_run(seed, hold=4, level_sigma=0.02) for seed in range(20)) if r.noise["drifting"])
+    lines = summary.bench_lines({**run.to_dict(1, "images"), "flops": {}})
+    assert "between blocks (+-" in lines[0] and "; within +-" in lines[0]
+    assert any(line.startswith("warning   drifting timing: the block medians disagree") for line in lines)
