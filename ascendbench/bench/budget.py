@@ -8,6 +8,9 @@ Stop rule, checked after every timed call:
      ``precision`` of the median (``max(median - low, high - median) / median <= precision``; reason
      ``precision``). The CI narrows like 1/sqrt(n) however noisy the host, so this converges, unlike
      a dispersion (IQR/median) that does not shrink with more samples. Without it: stop (``min_reached``).
+     The interval is the honest one of :mod:`ascendbench.bench.blocks`: the wider of the order-statistics
+     interval of all calls and the t interval of the block medians (drift between blocks widens it), and the
+     precision stop waits until all ``BLOCKS`` blocks exist (``BLOCKS * STOP_BLOCK_CALLS`` calls).
 ``iters`` (when set) fixes the count: ``min_iters = max_iters = iters``, no time minimum, no precision
 stop -- the "3 warmups + 10 timed runs" protocol of the seed reports.
 
@@ -28,7 +31,8 @@ import logging
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from ascendbench.bench.stats import MIN_CI_SAMPLES, median_ci_ranks
+from ascendbench.bench.blocks import BLOCKS, STOP_BLOCK_CALLS, between_interval, honest, within_interval
+from ascendbench.bench.stats import MIN_CI_SAMPLES
 from ascendbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -121,11 +125,13 @@ class StopRule:
     def __init__(self, budget: BenchBudget) -> None:
         self.budget = budget
         self._sorted: list[float] = []
+        self._in_order: list[float] = []
         self._next_check = max(MIN_CI_SAMPLES, budget.min_iters)
 
     def add(self, sample: float) -> None:
         """Record one timed sample (any unit)."""
         bisect.insort(self._sorted, sample)
+        self._in_order.append(sample)
 
     def __len__(self) -> int:
         return len(self._sorted)
@@ -134,18 +140,23 @@ class StopRule:
         """Median of the samples so far (numpy's linear percentile); needs at least one sample."""
         return _percentile(self._sorted, 50.0)
 
+    def interval(self) -> tuple[str, Any] | None:
+        """``(which, Interval)``: the honest 95% interval of the median (see :mod:`~ascendbench.bench.blocks`),
+        the one the record's ``latency`` carries; ``None`` below 6 samples."""
+        if not self._sorted:
+            return None
+        median = self.median()
+        return honest(within_interval(self._sorted, median), between_interval(self._in_order, median))
+
     def median_ci(self) -> tuple[float, float] | None:
-        """The distribution-free 95% CI of the median (as in the record's ``latency``), or ``None`` below 6."""
-        ranks = median_ci_ranks(len(self._sorted))
-        return None if ranks is None else (self._sorted[ranks[0] - 1], self._sorted[ranks[1] - 1])
+        """The honest 95% interval of the median as ``(low, high)``, or ``None`` below 6 samples."""
+        chosen = self.interval()
+        return None if chosen is None else (chosen[1].low_ms, chosen[1].high_ms)
 
     def ci_rel_half_width(self) -> float | None:
-        """``max(median - low, high - median) / median``: how far the CI reaches, relative; ``None`` below 6."""
-        ci = self.median_ci()
-        median = self.median() if self._sorted else 0.0
-        if ci is None or median <= 0:
-            return None
-        return max(median - ci[0], ci[1] - median) / median
+        """``max(median - low, high - median) / median`` of the honest interval; ``None`` below 6 samples."""
+        chosen = self.interval()
+        return None if chosen is None else chosen[1].rel_half_width
 
     def iqr_over_median(self) -> float:
         """IQR / median of the samples so far (numpy's linear percentiles)."""
@@ -154,8 +165,10 @@ class StopRule:
         return spread / median if median > 0 else 0.0
 
     def precise(self) -> bool:
-        """True when ``precision`` is set and the median's CI is within it."""
-        achieved = self.ci_rel_half_width() if self.budget.precision is not None else None
+        """True when ``precision`` is set, every block exists and the median's honest interval is within it."""
+        if self.budget.precision is None or len(self._sorted) < BLOCKS * STOP_BLOCK_CALLS:
+            return False
+        achieved = self.ci_rel_half_width()
         return achieved is not None and achieved <= self.budget.precision
 
     def reason(self, elapsed_s: float) -> str | None:

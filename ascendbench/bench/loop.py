@@ -11,16 +11,19 @@ Both are recorded; the host one is primary (throughput, stop rule). The first ca
 (host-timed, kept in ``bench.warmup`` but in no statistic) until the
 :class:`~ascendbench.bench.budget.WarmupRule` says the calls stopped getting faster; then timed calls
 until the :class:`~ascendbench.bench.budget.StopRule` says stop (``bench.stop`` says why, and how
-close the median's CI came to ``bench.precision``).
+close the median's CI came to ``bench.precision``). The median's interval allows for drift during the run: the
+timed calls are cut into consecutive blocks (:mod:`ascendbench.bench.blocks`), ``bench.interval`` keeps the
+interval from the calls (``within``) and from the block medians (``between``), and the wider is the one used.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from ascendbench.bench.blocks import drift_verdict, interval_section
 from ascendbench.bench.budget import BenchBudget, StopRule, WarmupRule
 from ascendbench.bench.phases import summarize_phases
 from ascendbench.bench.stats import LatencyStats, noise_verdict
@@ -52,6 +55,7 @@ class BenchResult:
     stop: dict[str, Any] = field(default_factory=dict)
     warmup: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, Any] | None = None
+    interval: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self, items_per_call: int, unit: str) -> dict[str, Any]:
         """The record's ``bench`` section; throughput from the median host latency."""
@@ -66,6 +70,7 @@ class BenchResult:
                            "unit": f"{unit}/s", "items_per_call": items_per_call},
             "memory": self.memory,
             "noise": self.noise,
+            "interval": self.interval,
             "stop": self.stop,
             "warmup": self.warmup,
             "samples_ms": self.samples_ms,
@@ -203,15 +208,17 @@ class BenchLoop:
 
     def _result(self, first: Any, cold: tuple[float, float | None, Any], warmup: WarmupRule, timed: "_Timed",
                 memory: dict[str, Any]) -> BenchResult:
-        latency = LatencyStats.from_ms(timed.samples)
-        noise = noise_verdict(latency, self.noise_threshold)
-        if noise["noisy"]:
-            log.warning(noise["warning"])
+        latency, interval = with_interval(timed.samples)
+        noise = {**noise_verdict(latency, self.noise_threshold), **drift_verdict(interval)}
+        noise["noisy"] = bool(noise["noisy"] or noise["drifting"])  # spread within calls, or between blocks
+        for warning in (noise["warning"], noise["drift_warning"]):
+            if warning:
+                log.warning(warning)
         events_used = timed.event_samples or None
         return BenchResult(
             cold_ms=cold[0], latency=latency, memory=memory, samples_ms=timed.samples, first_outputs=first,
-            cold_event_ms=cold[1],
-            event_latency=LatencyStats.from_ms(timed.event_samples) if events_used else None,
+            cold_event_ms=cold[1], interval=interval,
+            event_latency=with_interval(timed.event_samples)[0] if events_used else None,
             event_samples_ms=events_used,
             event_timer=f"{self.adapter.name} events recorded around the call" if events_used else None,
             noise=noise,
@@ -234,13 +241,23 @@ class _Timed:
 
     def stop_section(self, budget: BenchBudget) -> dict[str, Any]:
         """The record's ``bench.stop``: reason, count, seconds, achieved CI half-width, the budget."""
-        achieved = self.rule.ci_rel_half_width()
-        achieved = None if achieved is None else float(achieved)
+        chosen = self.rule.interval()
+        achieved = None if chosen is None else float(chosen[1].rel_half_width)
         return {"reason": self.reason, "iters": len(self.samples), "timed_s": float(self.seconds),
-                "ci_rel_half_width": achieved,
+                "ci_rel_half_width": achieved, "ci_source": None if chosen is None else chosen[0],
                 "precision_met": None if budget.precision is None or achieved is None
                 else achieved <= budget.precision,
                 **budget.to_dict()}
+
+
+def with_interval(samples_ms: list[float]) -> tuple[LatencyStats, dict[str, Any]]:
+    """The latency statistics with the honest interval as their ``median_ci95_*``, and ``bench.interval``."""
+    latency = LatencyStats.from_ms(samples_ms)
+    section = interval_section(samples_ms, latency.median_ms)
+    used = section[section["used"]] if section["used"] else None
+    if used is not None:
+        latency = replace(latency, median_ci95_low_ms=used["low_ms"], median_ci95_high_ms=used["high_ms"])
+    return latency, section
 
 
 def warmup_section(rule: WarmupRule) -> dict[str, Any]:

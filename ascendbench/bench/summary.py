@@ -43,12 +43,32 @@ def warmup_line(bench: Mapping[str, Any]) -> str | None:
     return f"warm-up   {len(times)} call(s), {warmup.get('reason')}: {shown} ms"
 
 
+def interval_text(bench: Mapping[str, Any]) -> str:
+    """Which interval the CI is and both half-widths: ``, between blocks (+-1.2%; within +-0.4%)``.
+
+    Empty for records without ``bench.interval`` (written before the blocks existed).
+
+    >>> interval_text({"interval": {"used": "between", "within": {"rel_half_width": 0.004},
+    ...                              "between": {"rel_half_width": 0.012}}})
+    ', between blocks (+-1.2%; within +-0.4%)'
+    """
+    interval = bench.get("interval") or {}
+    used = interval.get("used")
+    if used not in ("within", "between"):
+        return ""
+    other = "within" if used == "between" else "between"
+    mine, theirs = interval.get(used) or {}, interval.get(other) or {}
+    label = "between blocks" if used == "between" else "within blocks"
+    rest = f"; {other} +-{theirs['rel_half_width']:.1%}" if theirs.get("rel_half_width") is not None else ""
+    return f", {label} (+-{mine['rel_half_width']:.1%}{rest})"
+
+
 def latency_line(bench: Mapping[str, Any]) -> str:
     """Median with its 95% CI, tail, spread, cold call, count and why the loop stopped."""
     lat = bench["latency"]
     ci = ""
     if lat.get("median_ci95_low_ms") is not None:
-        ci = f" [95% CI {_g(lat['median_ci95_low_ms'])}-{_g(lat['median_ci95_high_ms'])}]"
+        ci = f" [95% CI {_g(lat['median_ci95_low_ms'])}-{_g(lat['median_ci95_high_ms'])}{interval_text(bench)}]"
     spread = ""
     if lat.get("iqr_ms") is not None:
         spread = f"  IQR {_g(lat['iqr_ms'])} ms ({lat['iqr_over_median']:.1%})"
@@ -111,5 +131,5 @@ def bench_lines(bench: Mapping[str, Any]) -> list[str]:
     lines += [line for line in (warmup_line(bench), phases_line(bench)) if line]
     noise = bench.get("noise") or {}
     if noise.get("noisy"):
-        lines.append(f"warning   {noise['warning']}")
+        lines += [f"warning   {noise[key]}" for key in ("warning", "drift_warning") if noise.get(key)]
     return lines

@@ -2,8 +2,9 @@
 
 Records of OLD and NEW line up by model, device, dtype, preset, batch, size, frames, steps and seed
 (the latest record per key on each side). A row regresses when NEW's status or accuracy verdict is
-worse than OLD's, or NEW is slower: significantly (a Mann-Whitney U test on the per-call samples, else the
-medians' 95% CIs apart) and by more than ``compare.min_effect`` (:mod:`ascendbench.report.significance`).
+worse than OLD's, or NEW is slower: significantly (a Welch t test on the per-block medians; for older records
+the per-call samples, else the medians' 95% CIs) and by more than ``compare.min_effect``
+(:mod:`ascendbench.report.significance`).
 Each compared workload gets one latency line: the effect with its confidence and the method that decided.
 The per-call samples stay out of the report's frame: they are read from the record files being compared.
 
@@ -126,25 +127,42 @@ def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
 
 def record_samples(path: str | Path) -> tuple[float, ...] | None:
     """The record's per-call latencies (``bench.samples_ms``), None when absent or not all finite and > 0."""
+    return record_evidence(path)[0]
+
+
+def record_evidence(path: str | Path) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
+    """(per-call latencies ``bench.samples_ms``, per-block medians ``bench.interval.blocks.medians_ms``) of a
+    record file; each None when absent or not all finite and > 0 (records are data: nothing is trusted)."""
     try:
         bench = json.loads(Path(path).read_text()).get("bench")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return None, None
+    if not isinstance(bench, Mapping):
+        return None, None
+    interval = bench.get("interval")
+    blocks = interval.get("blocks") if isinstance(interval, Mapping) else None
+    return _positive(bench.get("samples_ms")), _positive(blocks.get("medians_ms") if isinstance(blocks, Mapping)
+                                                         else None)
+
+
+def _positive(values: Any) -> tuple[float, ...] | None:
+    """A non-empty list of finite numbers > 0 as floats, else None."""
+    if not isinstance(values, list) or not values:
         return None
-    samples = bench.get("samples_ms") if isinstance(bench, Mapping) else None
-    if not isinstance(samples, list) or not samples:
-        return None
-    usable = all(_float(v) is not None and math.isfinite(v) and v > 0 for v in samples)
-    return tuple(float(v) for v in samples) if usable else None
+    usable = all(_float(v) is not None and math.isfinite(v) and v > 0 for v in values)
+    return tuple(float(v) for v in values) if usable else None
 
 
 def latency_of(row: Mapping[str, Any]) -> Latency | None:
-    """A row's latency evidence (median, its 95% CI, the samples from its record file); None without a median."""
+    """A row's latency evidence (median, its 95% CI, the samples and block medians from its record file); None
+    without a median."""
     median = median_ms(row)
     if not median:
         return None
     low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
                                                                          "count"))
-    return Latency(median, low, high, record_samples(row["record"]), None if count is None else int(count))
+    samples, blocks = record_evidence(row["record"])
+    return Latency(median, low, high, samples, None if count is None else int(count), blocks)
 
 
 def _float(value: Any) -> float | None:

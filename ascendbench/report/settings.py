@@ -65,8 +65,8 @@ def check_compare(settings: DictConfig) -> None:
     if compare.method not in METHODS:
         raise ReportError(
             f"compare.method={compare.method!r} is not allowed: it is one of {', '.join(METHODS)} (where the "
-            "gate's chain of evidence starts: the significance test on the samples, the medians' 95% CIs, the "
-            "medians alone). Pass e.g. `--set compare.method=ci_overlap`.")
+            "gate's chain of evidence starts: the test on the block medians, the test on the per-call samples, the "
+            "medians' 95% CIs, the medians alone). Pass e.g. `--set compare.method=ci_overlap`.")
     compare.alpha = _number(compare.alpha, lambda v: 0 < v < 1, (
         "compare.alpha={raw!r} is not allowed: the significance level of the gate's test is a number strictly "
         "between 0 and 1 (0.05: a 5% chance of calling an unchanged workload slower). Pass e.g. `--alpha 0.01` "

@@ -3,6 +3,13 @@
 A workload's latency regresses when NEW is slower **significantly** and **by enough**. The evidence used is
 the best both records hold, tried in this order (``compare.method`` names the first one to try):
 
+0. ``blocks``: the per-block medians (``bench.interval.blocks.medians_ms``, at least ``MIN_BLOCKS`` on each side).
+   Consecutive calls share the host's state of the moment, so calls are not independent samples and a test on
+   them calls an unchanged workload slower when the host's level moved between the two runs; block medians,
+   each over a stretch of the run, are close to independent (batch means). A one-sided Welch t test on their
+   logs must give ``p < alpha``, and the shift (the ratio of the geometric means of the block medians, minus
+   1) must exceed ``min_effect``; it is printed with its 95% Welch interval. Records written before blocks
+   existed have none, and the per-call test decides (the reason says so).
 1. ``mann_whitney``: the per-call samples (``bench.samples_ms``, at least ``compare.min_samples`` on each
    side). A one-sided Mann-Whitney U test (NEW stochastically greater) must give ``p < alpha``, and the
    Hodges-Lehmann estimate of the relative shift (the median of every NEW/OLD ratio of two calls, minus 1)
@@ -31,12 +38,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-METHODS = ("mann_whitney", "ci_overlap", "median")
+METHODS = ("blocks", "mann_whitney", "ci_overlap", "median")
 LEVEL = 0.95  # confidence level of the printed shift, like the records' median_ci95
 _Z95 = 1.959963984540054
 # Pairs of calls the Hodges-Lehmann estimate enumerates at most (memory m*n*8 bytes); larger sides are thinned.
 MAX_PAIRS = 4_000_000
 TEST_NAME = "Mann-Whitney U"
+BLOCK_TEST = "Welch t on block medians"
+# Fewest block medians a side for the block test (fewer: the per-call test, then the CIs, decide).
+MIN_BLOCKS = 4
 
 
 @dataclass(frozen=True)
@@ -46,7 +56,7 @@ class LatencyRule:
     alpha: float = 0.05
     min_effect: float = 0.03
     min_samples: int = 5
-    method: str = "mann_whitney"
+    method: str = "blocks"
 
     @classmethod
     def from_options(cls, options: Any) -> "LatencyRule":
@@ -56,7 +66,8 @@ class LatencyRule:
 
     def describe(self) -> str:
         """The rule in one sentence, for the head of the gate's output."""
-        steps = {"mann_whitney": f"{TEST_NAME} on the per-call samples (p < {self.alpha:g}, "
+        steps = {"blocks": f"{BLOCK_TEST} (p < {self.alpha:g}, >= {MIN_BLOCKS} blocks a side)",
+                 "mann_whitney": f"{TEST_NAME} on the per-call samples (p < {self.alpha:g}, "
                                  f">= {self.min_samples} a side)",
                  "ci_overlap": "CI overlap (the medians' recorded 95% CIs apart)",
                  "median": "medians only (untested)"}
@@ -74,6 +85,7 @@ class Latency:
     ci_high_ms: float | None = None
     samples_ms: tuple[float, ...] | None = None
     count: int | None = None
+    block_medians_ms: tuple[float, ...] | None = None
 
     @property
     def n(self) -> int | None:
@@ -176,16 +188,83 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
     """Judge NEW's latency against OLD's with the first method of the rule's chain that both sides support."""
     notes: list[str] = []
     chain = METHODS[METHODS.index(rule.method):]
+    if "blocks" in chain:
+        missing = _why_no_blocks(old, new)
+        if missing is None:
+            return by_blocks(old.block_medians_ms, new.block_medians_ms, rule)
+        notes.append(missing)
     if "mann_whitney" in chain:
         missing = _why_no_test(old, new, rule)
         if missing is None:
-            return by_test(old.samples_ms, new.samples_ms, rule)
+            return _noted(by_test(old.samples_ms, new.samples_ms, rule), notes)
         notes.append(missing)
     if "ci_overlap" in chain:
         if old.has_ci and new.has_ci:
             return _noted(by_ci_overlap(old, new, rule), notes)
         notes.append("no 95% CI of the median in " + _sides(not old.has_ci, not new.has_ci))
     return _noted(by_medians(old, new, rule), notes)
+
+
+def _why_no_blocks(old: Latency, new: Latency) -> str | None:
+    """Why the block medians cannot decide (None when they can): absent on a side (an older record), or too few."""
+    if not old.block_medians_ms or not new.block_medians_ms:
+        return ("no per-block medians in " + _sides(not old.block_medians_ms, not new.block_medians_ms)
+                + " (a record from before blocks; the per-call test assumes independent calls)")
+    m, n = len(old.block_medians_ms), len(new.block_medians_ms)
+    if min(m, n) < MIN_BLOCKS:
+        return f"{BLOCK_TEST} underpowered: {m}/{n} blocks < {MIN_BLOCKS} a side, not used"
+    return None
+
+
+def welch_shift(old: Sequence[float], new: Sequence[float], level: float = LEVEL) -> tuple[Shift, float]:
+    """(NEW/OLD - 1 of the geometric means with its Welch interval, one-sided p that NEW is slower).
+
+    >>> shift, p = welch_shift([100.0, 101.0, 99.0, 100.0], [110.0, 111.0, 109.0, 110.0])
+    >>> round(shift.estimate, 4), round(shift.low, 4), round(shift.high, 4), p < 1e-4
+    (0.1, 0.0852, 0.115, True)
+    """
+    from scipy.stats import t as student  # as mann_whitney_p: only when a gate runs the test
+
+    a, b = np.log(np.asarray(old, float)), np.log(np.asarray(new, float))
+    diff = float(b.mean() - a.mean())
+    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        return Shift(math.expm1(diff), math.expm1(diff), math.expm1(diff)), (0.0 if diff > 0 else 1.0)
+    dof = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    half = float(student.ppf(0.5 + level / 2.0, dof)) * se
+    p = float(student.sf(diff / se, dof))
+    return Shift(math.expm1(diff), math.expm1(diff - half), math.expm1(diff + half)), p
+
+
+def merged_pairs(medians: Sequence[float]) -> list[float]:
+    """Neighbouring block medians merged two by two (geometric mean; an odd last one is dropped): blocks twice
+    as long, the bench's second block length.
+
+    >>> merged_pairs([1.0, 4.0, 9.0, 1.0, 5.0])
+    [2.0, 3.0]
+    """
+    return [math.sqrt(medians[i] * medians[i + 1]) for i in range(0, len(medians) - 1, 2)]
+
+
+def by_blocks(old: Sequence[float], new: Sequence[float], rule: LatencyRule) -> Decision:
+    """Welch t (one-sided) on the logs of the block medians, plus the shift against ``min_effect``.
+
+    As the bench's interval, two block lengths are tried when both sides have enough blocks (the recorded ones,
+    and neighbours merged two by two): a drift slower than the short blocks makes them agree too well, and the
+    less significant of the two results is the one reported.
+    """
+    shift, p = welch_shift(old, new)
+    if min(len(old), len(new)) >= 2 * MIN_BLOCKS:
+        longer = welch_shift(merged_pairs(old), merged_pairs(new))
+        shift, p = max((shift, p), longer, key=lambda found: found[1])
+    effect = f"{shift.text()}, {p_text(p)}, {BLOCK_TEST}, blocks={len(old)}/{len(new)}"
+    if p >= rule.alpha:
+        return Decision(False, BLOCK_TEST, effect, f"not significant: p >= alpha {rule.alpha:g}")
+    if shift.estimate <= rule.min_effect:
+        return Decision(False, BLOCK_TEST, effect, f"significant, but the shift is within the minimum effect "
+                                                   f"{rule.min_effect:.1%}")
+    return Decision(True, BLOCK_TEST, effect, f"p < alpha {rule.alpha:g} and shift > {rule.min_effect:.1%}")
 
 
 def _why_no_test(old: Latency, new: Latency, rule: LatencyRule) -> str | None:

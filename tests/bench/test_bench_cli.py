@@ -18,7 +18,10 @@ def test_adaptive_budget_job_records_the_full_bench_section(cli):
     assert bench["event_latency"] is None, "the CPU has no device events"
     assert bench["flops"]["per_call"] > 0 and bench["flops"]["peak_tflops"] == 1.5 and bench["flops"]["mfu"] > 0
     assert bench["placement"]["module_mb"] > 0 and "peak_rss_mb" in bench["memory"]
-    assert set(bench["noise"]) == {"iqr_over_median", "threshold", "noisy", "warning"}
+    assert set(bench["noise"]) == {"iqr_over_median", "threshold", "noisy", "warning", "between_over_within",
+                                   "drifting", "drift_warning"}
+    assert set(bench["interval"]) == {"within", "between", "used", "blocks"}
+    assert sum(bench["interval"]["blocks"]["calls"]) == bench["latency"]["count"]
     assert record["env"]["device"]["deterministic"] is True
     assert "OMP_NUM_THREADS" in record["env"]["device"]["env_observed"]
     assert "latency   median" in result.stdout and "GFLOP/call" in result.stdout and "MFU" in result.stdout

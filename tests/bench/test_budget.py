@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from ascendbench.bench.blocks import BLOCKS, STOP_BLOCK_CALLS
 from ascendbench.bench.budget import BenchBudget, StopRule
 from ascendbench.bench.loop import BenchLoop
 from ascendbench.errors import ConfigError
@@ -131,13 +132,17 @@ def test_noisy_samples_run_to_max_time_and_keep_the_noise_warning():
 
 
 def test_a_cap_reached_with_the_precision_met_says_precision():
+    full = BLOCKS * STOP_BLOCK_CALLS
+    result, _ = timed_calls([0.0] + [0.01] * (full + 4), budget(min_iters=full, max_iters=full, precision=0.5))
+    assert result.stop["reason"] == "precision" and result.latency.count == full
     result, _ = timed_calls([0.0] + [0.01] * 12, budget(min_iters=8, max_iters=8, precision=0.5))
-    assert result.stop["reason"] == "precision" and result.latency.count == 8
+    assert result.stop["reason"] == "max_iters", "8 calls do not fill every block: no precision claim"
 
 
-def test_precision_is_not_judged_before_the_ci_exists():
-    result, _ = timed_calls([0.0] + [0.01] * 20, budget(min_iters=1, max_iters=20, precision=0.05))
-    assert result.latency.count == 6 and result.stop["reason"] == "precision"
+def test_precision_is_not_judged_before_every_block_exists():
+    """The CI exists from 6 calls, but the precision stop waits for all blocks (drift shows between them)."""
+    result, _ = timed_calls([0.0] + [0.01] * 40, budget(min_iters=1, max_iters=40, precision=0.05))
+    assert result.latency.count == BLOCKS * STOP_BLOCK_CALLS and result.stop["reason"] == "precision"
 
 
 def test_stability_is_deprecated_logged_and_ignored(caplog):

@@ -102,11 +102,13 @@ def test_a_significant_but_tiny_shift_is_not_flagged():
 
 def test_the_effect_line_gives_the_shift_with_its_ci_p_test_and_counts():
     decision = _judge(*_draw(0, 0.10, sigma=0.05))
+    no_blocks = "no per-block medians in OLD and NEW (a record from before blocks; the per-call test assumes " \
+                "independent calls)"
     assert decision.text() == ("+11.0% (95% CI +8.4% .. +14.1%), p=1e-7, Mann-Whitney U, n=20/20: SLOWER "
-                               "(p < alpha 0.05 and shift > 3.0%)")
+                               f"(p < alpha 0.05 and shift > 3.0%; {no_blocks})")
     same = _judge(*_draw(0, 0.0, sigma=0.05))
     assert same.text() == ("+0.9% (95% CI -1.5% .. +3.7%), p=0.24, Mann-Whitney U, n=20/20: ok "
-                           "(not significant: p >= alpha 0.05)")
+                           f"(not significant: p >= alpha 0.05; {no_blocks})")
 
 
 def _without_samples(lacking: str, old_ci: tuple, new_ci: tuple) -> tuple[Latency, Latency]:
@@ -187,7 +189,8 @@ def test_gate_end_to_end_flags_a_planted_slowdown_exit_1(old_new, capsys):
     assert main(["--compare", str(old), str(new)]) == 1
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("- flux2_small_decoder npu float16"))
-    assert "Mann-Whitney U, n=20/20: SLOWER (p < alpha 0.05 and shift > 3.0%)" in line and "95% CI" in line
+    assert "Mann-Whitney U, n=20/20: SLOWER (p < alpha 0.05 and shift > 3.0%; no per-block medians in OLD and NEW" \
+        in line and "95% CI" in line, "records without block medians: the per-call test decides, and says why"
     assert "| median latency |" in out and "gate FAILED: 1 regression(s)" in out
     assert "float32 mini 512x512 b1: " in out and out.count("SLOWER") == 1
 

@@ -1,0 +1,163 @@
+"""Calibration: do the bench's timing claims hold on a rerun, and does the gate see a slowdown without crying wolf?
+
+On one op (a 400x400 float32 matmul, one CPU thread; the first usable of npu, cuda, cpu), in one process:
+  1. coverage: rounds of the bench's adaptive loop (bench.precision=0.01), each followed by a 400-call plain
+     loop (the "truth" of that moment); how often the recorded 95% interval holds that rerun's median, for the
+     honest interval (the record's) and for the calls-only one (``within``, the interval before blocks);
+  2. time to a result: the timed region's seconds to the precision stop, and what the calls-only stop (the
+     rule before blocks) would have needed on the same calls;
+  3. the gate (``compare.min_effect=0.01``): A/A pairs (the same op timed twice, GAP_S apart) for the false
+     alarm rate, and pairs whose NEW call spins 2% / 5% longer for the power; the block test against the
+     per-call Mann-Whitney test on the same pairs;
+  4. the harness's overhead per timed call (a no-op call, the precision check on and never met).
+The load average is printed with the figures: on a shared host they say as much about the neighbours as about
+ascendbench. ``--quick`` halves the rounds and pairs (the goals are judged on the full run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import time
+
+import torch
+from harness_common import describe, pick_adapter, synced_perf_counter_median_ms
+
+from ascendbench.bench import BenchBudget, run_bench
+from ascendbench.bench.blocks import within_interval
+from ascendbench.report.significance import Latency, LatencyRule, decide
+
+SIZE, TRUTH_CALLS, GAP_S = 400, 400, 0.5
+ROUNDS, AA_PAIRS, POWER_PAIRS = 20, 40, 20
+BUDGET = BenchBudget(warmup=1, warmup_max=20, min_iters=5, max_iters=200, min_time_s=0.0, max_time_s=1.0,
+                     precision=0.01)
+GOALS = {"coverage": 0.90, "false_alarms": 0.05, "power5": 0.90, "time_x": 2.0, "time_s": 0.04, "overhead_us": 20.0}
+RULE = LatencyRule(min_effect=0.01)
+CALLS_RULE = LatencyRule(min_effect=0.01, method="mann_whitney")
+
+
+def _spinner(op, extra_s: float):
+    """``op`` followed by a busy wait of ``extra_s`` seconds (a planted, exactly sized slowdown)."""
+    def slower():
+        out = op()
+        end = time.perf_counter() + extra_s
+        while time.perf_counter() < end:
+            pass
+        return out
+    return slower
+
+
+def _old_stop(samples: list[float]) -> tuple[int, float]:
+    """Calls and timed seconds the calls-only precision stop would have needed on these calls (else all)."""
+    for n in range(6, len(samples) + 1):
+        ordered = sorted(samples[:n])
+        found = within_interval(ordered, statistics.median(ordered))
+        if found is not None and found.rel_half_width <= BUDGET.precision:
+            return n, sum(samples[:n]) / 1e3
+    return len(samples), sum(samples) / 1e3
+
+
+def coverage(op, adapter, rounds: int) -> dict:
+    honest, within, new_s, old_s, new_n, old_n, used = [], [], [], [], [], [], []
+    for _ in range(rounds):
+        result = run_bench(op, adapter, BUDGET)
+        truth = synced_perf_counter_median_ms(op, adapter, TRUTH_CALLS)
+        lat, inner = result.latency, result.interval["within"]
+        honest.append(lat.median_ci95_low_ms <= truth <= lat.median_ci95_high_ms)
+        within.append(inner["low_ms"] <= truth <= inner["high_ms"])
+        n, seconds = _old_stop(result.samples_ms)
+        new_s.append(result.stop["timed_s"])
+        new_n.append(result.stop["iters"])
+        old_s.append(seconds)
+        old_n.append(n)
+        used.append(result.interval["used"])
+    return {"honest": sum(honest) / rounds, "within": sum(within) / rounds, "new_s": statistics.median(new_s),
+            "old_s": statistics.median(old_s), "new_n": statistics.median(new_n), "old_n": statistics.median(old_n),
+            "between_used": used.count("between") / rounds}
+
+
+def _side(result, blocks: bool = True) -> Latency:
+    lat = result.latency
+    medians = tuple(result.interval["blocks"]["medians_ms"]) if blocks else None
+    return Latency(lat.median_ms, lat.median_ci95_low_ms, lat.median_ci95_high_ms, tuple(result.samples_ms),
+                   lat.count, medians or None)
+
+
+def gate(op, adapter, pairs: int, slowdown: float, median_ms: float) -> tuple[float, float]:
+    """Fraction of pairs flagged SLOWER by the block test and by the per-call test."""
+    new_op = _spinner(op, slowdown * median_ms / 1e3) if slowdown else op
+    by_blocks = by_calls = 0
+    for _ in range(pairs):
+        old = run_bench(op, adapter, BUDGET)
+        time.sleep(GAP_S)
+        new = run_bench(new_op, adapter, BUDGET)
+        by_blocks += decide(_side(old), _side(new), RULE).regressed
+        by_calls += decide(_side(old, False), _side(new, False), CALLS_RULE).regressed
+    return by_blocks / pairs, by_calls / pairs
+
+
+def overhead_us(adapter, calls: int = 4000) -> float:
+    budget = BenchBudget(warmup=0, min_iters=calls, max_iters=calls, max_time_s=600.0, precision=1e-9)
+    runs = [run_bench(lambda: None, adapter, budget) for _ in range(3)]
+    return statistics.median(r.stop["timed_s"] / r.stop["iters"] * 1e6 for r in runs)
+
+
+def _verdict(ok: bool) -> str:
+    return "within goal" if ok else "MISSES goal"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="half the rounds and pairs (about a minute)")
+    args = parser.parse_args()
+    logging.getLogger("ascendbench").setLevel(logging.ERROR)  # noise/drift warnings would drown the figures
+    scale = 2 if args.quick else 1
+    adapter = pick_adapter()
+    a = torch.randn(SIZE, SIZE, device=adapter.torch_device)
+    op = lambda: torch.mm(a, a)  # noqa: E731
+    for _ in range(200):
+        op()
+    adapter.synchronize()
+    started, load_before = time.perf_counter(), _loadavg()
+    median_ms = synced_perf_counter_median_ms(op, adapter, TRUTH_CALLS)
+    print(f"device: {describe(adapter)}; op: {SIZE}x{SIZE} float32 matmul ({median_ms:.3f} ms); load average "
+          f"{load_before}; budget precision={BUDGET.precision} min_iters={BUDGET.min_iters} max_iters="
+          f"{BUDGET.max_iters} max_time_s={BUDGET.max_time_s} min_time_s=0")
+    rounds = ROUNDS // scale
+    cov = coverage(op, adapter, rounds)
+    print(f"coverage of a rerun's median ({TRUTH_CALLS}-call plain loop) by the recorded 95% interval: "
+          f"{cov['honest']:.0%} over {rounds} rounds (goal >= {GOALS['coverage']:.0%}: "
+          f"{_verdict(cov['honest'] >= GOALS['coverage'])}); the calls-only interval: {cov['within']:.0%}; "
+          f"between-block interval used in {cov['between_used']:.0%} of rounds")
+    limit = GOALS["time_x"] * GOALS["time_s"]
+    print(f"time to a result (timed region, median): {cov['new_s']:.3f} s in {cov['new_n']:.0f} calls; the calls-only "
+          f"stop on the same calls: {cov['old_s']:.3f} s in {cov['old_n']:.0f} calls (goal <= {limit:.2f} s, "
+          f"{GOALS['time_x']:.0f}x the issue's {GOALS['time_s']} s: {_verdict(cov['new_s'] <= limit)}; ratio to "
+          f"the calls-only stop here {cov['new_s'] / cov['old_s']:.1f}x)")
+    aa = gate(op, adapter, AA_PAIRS // scale, 0.0, median_ms)
+    print(f"gate false alarms, A/A pairs {GAP_S} s apart, min_effect=0.01: {aa[0]:.0%} of {AA_PAIRS // scale} "
+          f"(goal <= {GOALS['false_alarms']:.0%}: {_verdict(aa[0] <= GOALS['false_alarms'])}); the per-call test "
+          f"on the same pairs: {aa[1]:.0%}")
+    for slowdown in (0.02, 0.05):
+        power = gate(op, adapter, POWER_PAIRS // scale, slowdown, median_ms)
+        goal = (f"goal >= {GOALS['power5']:.0%}: {_verdict(power[0] >= GOALS['power5'])}" if slowdown == 0.05
+                else "stated, no goal")
+        print(f"gate power, planted {slowdown:.0%} slowdown (a busy wait after the op): flagged {power[0]:.0%} of "
+              f"{POWER_PAIRS // scale} pairs ({goal}); the per-call test: {power[1]:.0%}")
+    cost = overhead_us(adapter)
+    print(f"harness overhead per timed call (no-op call, precision check on): {cost:.1f} us "
+          f"(goal <= {GOALS['overhead_us']:.0f} us: {_verdict(cost <= GOALS['overhead_us'])})")
+    print(f"took {time.perf_counter() - started:.0f} s; load average now {_loadavg()}")
+
+
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+if __name__ == "__main__":
+    main()
