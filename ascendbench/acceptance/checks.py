@@ -42,9 +42,10 @@ class Sizes:
     oom_rows: int
 
 
-ACCELERATOR = Sizes(8192, "bfloat16", "flux2_small_decoder", ("float32", "bfloat16", "float16"),
-                    ("balanced", "quality"), 300_000)
-CPU = Sizes(512, "float32", "tiny_flux2_decoder", ("float32",), ("mini",), 0)
+ACCELERATOR = Sizes(gemm=8192, gemm_dtype="bfloat16", model="flux2_small_decoder",
+                    dtypes=("float32", "bfloat16", "float16"), presets=("balanced", "quality"), oom_rows=300_000)
+CPU = Sizes(gemm=512, gemm_dtype="float32", model="tiny_flux2_decoder", dtypes=("float32",), presets=("mini",),
+            oom_rows=0)
 
 
 @dataclass

@@ -139,7 +139,8 @@ def _tiled_conv(func: Callable, call: dict[str, Any], geometry: _ConvGeometry, t
         zeros = [n for _, _, before, after in reversed(windows) for n in (before, after)]
         if any(zeros):
             piece = F.pad(piece, zeros)
-        result = func(piece, weight, call["bias"], geometry.stride, 0, geometry.dilation, call["groups"])
+        result = func(piece, weight, call["bias"], stride=geometry.stride, padding=0, dilation=geometry.dilation,
+                      groups=call["groups"])
         out[(..., *(slice(c, s) for c, s in zip(corner, stops, strict=True)))] = result
         stats.conv_tiles += 1
     return out

@@ -148,10 +148,10 @@ class BenchLoop:
         with Progress("cold call", unit="", options=self.progress).ticking():
             first, cold_ms, cold_event_ms = _timed_call(call, adapter, self.clock, events, keep=True)
         cold_phases = phase_timer.result() if phase_timer is not None else None
-        log.info("cold call: %.3f ms; warm-up %d call(s)%s, then %d-%d timed (%.3g-%.3g s, precision %s)", cold_ms,
-                 budget.warmup, f" (up to {budget.warmup_max} until calls stop getting faster)"
-                 if budget.adaptive_warmup else "", budget.min_iters, budget.max_iters, budget.min_time_s,
-                 budget.max_time_s, budget.precision)
+        adaptive = f" (up to {budget.warmup_max} until calls stop getting faster)" if budget.adaptive_warmup else ""
+        log.info("cold call: %.3f ms; warm-up %d call(s)%s, then %s", cold_ms, budget.warmup, adaptive,
+                 f"{budget.min_iters}-{budget.max_iters} timed ({budget.min_time_s:.3g}-{budget.max_time_s:.3g} s, "
+                 f"precision {budget.precision})")
         warmup = self._warmup(call, cold_ms, phase_timer)
         adapter.synchronize()
         adapter.reset_peak_memory()

@@ -72,7 +72,7 @@ def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
     result = run_bench(call, adapter, budget, noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)),
                        use_events=bool(bench_cfg.get("events", True)), phase_timer=timer)
     section = result.to_dict(workload.items_per_call, workload.unit)
-    section["flops"] = _flops(call, adapter, bench_cfg, result, workload.dtype, enabled)
+    section["flops"] = _flops(call, adapter, bench_cfg, result, dtype=workload.dtype, enabled=enabled)
     return result, section
 
 

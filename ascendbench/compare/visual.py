@@ -104,7 +104,7 @@ def render_output(name: str, reference: torch.Tensor, device: torch.Tensor, dire
     if reference.dim() == 4 and reference.shape[1] in (1, 3):
         count = min(int(reference.shape[0]), int(options.get("max_images", 4)))
         return [side_by_side(reference[i], device[i], directory / f"{name}_{i}_compare.png",
-                             f"{name} [image {i}]", value_range, colormap) for i in range(count)]
+                             f"{name} [image {i}]", value_range=value_range, colormap=colormap) for i in range(count)]
     if reference.dim() == 5 and (options.get("layout", "auto") != "auto" or 1 in reference.shape[1:3]
                                  or 3 in reference.shape[1:3]):  # a 5-D feature map (e.g. a Conv3d layer) is no video
         layout = resolve_layout(tuple(reference.shape), str(options.get("layout", "auto")))
@@ -115,6 +115,7 @@ def render_output(name: str, reference: torch.Tensor, device: torch.Tensor, dire
         for index in choose_frames(spec, total, mse):
             ref, dev = frames(reference, 0, index, index + 1, layout)[0], frames(device, 0, index, index + 1, layout)[0]
             paths.append(side_by_side(ref, dev, directory / f"{name}_frame{index:04d}_compare.png",
-                                      f"{name} [video 0, frame {index} of {total}]", value_range, colormap))
+                                      f"{name} [video 0, frame {index} of {total}]", value_range=value_range,
+                                      colormap=colormap))
         return paths
     return []

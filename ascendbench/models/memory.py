@@ -144,9 +144,9 @@ def check_host_memory(estimate: MemoryEstimate, hint: str, headroom: float = DEF
             "headroom": float(headroom), "fits": estimate.bytes_needed <= budget}
     if not info["fits"]:
         raise InsufficientMemoryError(_refusal(estimate, available, headroom, hint, skip_key))
-    log.info("memory check: %s needs %.2f GB (%s parameters x %d B, %s) of %.2f GB available",
-             estimate.what, estimate.gigabytes, f"{estimate.num_params:,}", BYTES_PER_ELEMENT[estimate.dtype],
-             estimate.dtype, available / _GB)
+    log.info("memory check: %s needs %.2f GB (%s) of %.2f GB available", estimate.what, estimate.gigabytes,
+             f"{estimate.num_params:,} parameters x {BYTES_PER_ELEMENT[estimate.dtype]} B, {estimate.dtype}",
+             available / _GB)
     return info
 
 

@@ -162,7 +162,8 @@ def latency_of(row: Mapping[str, Any]) -> Latency | None:
     low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
                                                                          "count"))
     samples, blocks = record_evidence(row["record"])
-    return Latency(median, low, high, samples, None if count is None else int(count), blocks)
+    return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=samples,
+                   count=None if count is None else int(count), block_medians_ms=blocks)
 
 
 def _float(value: Any) -> float | None:
