@@ -101,6 +101,9 @@ class DeviceAdapter:
             ``ASCEND_WORK_PATH`` and ``ASCEND_PROCESS_LOG_PATH`` name, created before ``torch_npu``
             is imported when missing (devices/envdirs.py).
         peak: peak TFLOP/s table and user override (``device.peak``), used for MFU.
+        world_size, parallel, dist: ranks of a multi-card job, its parallel mode and rendezvous
+            (read by :mod:`ascendbench.distributed`; the adapter of each rank is one card).
+        compile, compile_options: the graph-mode variant (read by :mod:`ascendbench.graph`).
 
     Raises:
         ConfigError: ``name`` is not a known device type.
@@ -117,6 +120,11 @@ class DeviceAdapter:
     jit_compile: bool | None = None
     record_env: Iterable[str] = ()
     peak: Mapping[str, Any] | None = None
+    world_size: int = 1
+    parallel: str = "none"
+    dist: Mapping[str, Any] | None = None
+    compile: str = "none"
+    compile_options: Mapping[str, Any] | None = None
     # Set while building: what was applied, and the device runtime (None on the CPU).
     runtime: Any = field(init=False, repr=False, default=None)
     env_set: dict[str, str] = field(init=False, repr=False, default_factory=dict)

@@ -7,6 +7,8 @@ from typing import Any
 
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
+from ascendbench.distributed.run import run_distributed
+from ascendbench.distributed.settings import parallel_settings
 from ascendbench.job.job import Job
 from ascendbench.job.pipeline_options import PipelineState, pipeline_options
 from ascendbench.job.placement import PlacementInputs, capture_warnings, placement_check
@@ -44,6 +46,8 @@ class DeviceRunStage(Stage):
         the model and its outputs are on the device (and which operators fell back to the CPU), record the
         pipeline options in force (``pipeline``), and, with ``profile.enabled``, profile a few more calls."""
         adapter = job.adapter
+        if (ranks := parallel_settings(job.cfg.device, adapter.name)).multi:  # device.world_size > 1
+            return run_distributed(job, ranks)
         with patches_applied(job.cfg.model.get("patches"), job.model, adapter.name) as applied:
             job.record({"patches": {"device": applied}})
             log.info("device run on %s in %s ...", adapter.torch_device, job.precision.name)
