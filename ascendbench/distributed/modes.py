@@ -25,8 +25,9 @@ from torch import nn
 from ascendbench.errors import ConfigError, TaskError
 
 # Which half of the guidance batch each rank computes: rank 0 the conditional half (index 1 of
-# ``chunk(2)``), rank 1 the unconditional half (index 0).
+# ``chunk(2)``), rank 1 the unconditional half (index 0); the gather puts them back in that order.
 CFG_PART = {0: 1, 1: 0}
+UNCONDITIONAL_RANK, CONDITIONAL_RANK = 1, 0
 
 
 def denoiser_of(model: Any) -> nn.Module:
@@ -106,8 +107,7 @@ def _gather_halves(half: torch.Tensor) -> torch.Tensor:
     """Both ranks' halves of a prediction, in the pipeline's ``[unconditional, conditional]`` order."""
     parts = [torch.empty_like(half) for _ in range(2)]
     dist.all_gather(parts, half.contiguous())
-    by_part = {CFG_PART[rank]: parts[rank] for rank in range(2)}
-    return torch.cat([by_part[0], by_part[1]])
+    return torch.cat([parts[UNCONDITIONAL_RANK], parts[CONDITIONAL_RANK]])
 
 
 # --- device_map: contiguous slices of the largest block list, one per rank ---------------------------------
@@ -115,13 +115,16 @@ def _gather_halves(half: torch.Tensor) -> torch.Tensor:
 
 def largest_block_list(model: Any) -> tuple[str, nn.ModuleList]:
     """``(dotted path, ModuleList)`` of the module list holding the most parameter bytes in ``model`` (a module,
-    or a pipeline's modules).
+    or a pipeline's modules: its denoiser's, where the denoiser has one).
 
     Raises:
         ConfigError: the model has no module list of two or more blocks to place.
     """
     roots = {"": model} if isinstance(model, nn.Module) else \
         {name: m for name, m in vars(model).items() if isinstance(m, nn.Module)}
+    denoiser = [name for name in ("transformer", "unet") if name in roots and _has_blocks(roots[name])]
+    if denoiser:  # the denoiser is what outgrows a card (LTX-Video 13B): place its blocks first
+        roots = {denoiser[0]: roots[denoiser[0]]}
     best: tuple[int, str, nn.ModuleList] | None = None
     for root, module in roots.items():
         for name, sub in module.named_modules():
@@ -135,6 +138,10 @@ def largest_block_list(model: Any) -> tuple[str, nn.ModuleList]:
                           f"ranks, but {type(model).__name__} has no module list of two or more blocks. Run it on "
                           "one card (`device.world_size=1 device.parallel=none`).")
     return best[1], best[2]
+
+
+def _has_blocks(module: nn.Module) -> bool:
+    return any(isinstance(sub, nn.ModuleList) and len(sub) >= 2 for sub in module.modules())
 
 
 def slices(count: int, world_size: int) -> list[range]:
@@ -162,12 +169,14 @@ class BlockPlacement:
         world_size: ranks of the job.
         path: dotted path of the block list (set by :meth:`install`).
         owners: the rank holding each block (set by :meth:`install`).
+        held_mb: parameter MiB of the block list this rank still holds (set by :meth:`install`).
     """
 
     rank: int
     world_size: int
     path: str = ""
     owners: list[int] = field(default_factory=list)
+    held_mb: float = 0.0
 
     def install(self, model: Any) -> "BlockPlacement":
         """Free the blocks other ranks hold and route every block's output through its owner (before placement)."""
@@ -179,12 +188,13 @@ class BlockPlacement:
             if owner != self.rank:
                 _free(block)
             block.forward = _routed(block.forward, owner, self.rank)
+        self.held_mb = sum(t.numel() * t.element_size() for t in blocks.parameters()) / 2**20
         return self
 
     def to_dict(self) -> dict[str, Any]:
         """The record's placement: which rank holds which blocks of which list."""
         held = [[i for i, o in enumerate(self.owners) if o == r] for r in range(self.world_size)]
-        return {"blocks": self.path, "count": len(self.owners),
+        return {"blocks": self.path, "count": len(self.owners), "held_block_mb": self.held_mb,
                 "by_rank": {str(r): f"{self.path}[{h[0]}:{h[-1] + 1}]" for r, h in enumerate(held) if h}}
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ascendbench.distributed import launcher  # the module: a rank imports the job stages, which import this
 from ascendbench.distributed.gather import combine
-from ascendbench.distributed.launcher import run_ranks
 from ascendbench.distributed.modes import context_parallel_refusal, denoiser_of, largest_block_list
 from ascendbench.distributed.settings import ParallelSettings
 from ascendbench.errors import ConfigError
@@ -38,7 +38,7 @@ def run_distributed(job: Any, settings: ParallelSettings) -> dict[str, Any]:
     sections ``bench`` (synchronized latency, memory per rank), ``distributed`` and ``outputs``."""
     check_mode(settings, job.model, job.adapter.name)
     digest = (job.weights or {}).get("digest")
-    result = run_ranks(job.cfg, job.dir, settings, digest,
+    result = launcher.run_ranks(job.cfg, job.dir, settings, digest,
                        on_start=lambda pids: job.record({"distributed": {**settings.to_dict(), "pids": pids}}))
     bench, section = combine(result.bench, result.ranks, settings)
     if not section["outputs_agree"]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
-from ascendbench.distributed.run import run_distributed
+from ascendbench.distributed import run as distributed  # the module: its ranks import these stages
 from ascendbench.distributed.settings import parallel_settings
 from ascendbench.job.job import Job
 from ascendbench.job.pipeline_options import PipelineState, pipeline_options
@@ -47,7 +47,7 @@ class DeviceRunStage(Stage):
         pipeline options in force (``pipeline``), and, with ``profile.enabled``, profile a few more calls."""
         adapter = job.adapter
         if (ranks := parallel_settings(job.cfg.device, adapter.name)).multi:  # device.world_size > 1
-            return run_distributed(job, ranks)
+            return distributed.run_distributed(job, ranks)
         with patches_applied(job.cfg.model.get("patches"), job.model, adapter.name) as applied:
             job.record({"patches": {"device": applied}})
             log.info("device run on %s in %s ...", adapter.torch_device, job.precision.name)
