@@ -50,6 +50,7 @@ def combine(bench: Mapping[str, Any], ranks: Sequence[Mapping[str, Any]],
     _throughput(merged, latency)
     digests = [r["outputs_sha256"] for r in ranks]
     section = {**settings.to_dict(), "clock": SYNC_CLOCK, "outputs_agree": all(d == digests[0] for d in digests),
+               "peak_allocated_mb_by_rank": {str(p["rank"]): p["peak_allocated_mb"] for p in per_rank},
                "ranks": [{"rank": int(r["rank"]), "pid": r["pid"], "device": r["device"],
                           "device_name": r["device_name"], "median_ms": r["median_ms"], "cold_ms": r["cold_ms"],
                           "peak_allocated_mb": _memory(r["memory"])["peak_allocated_mb"],

@@ -48,7 +48,7 @@ def test_a_sweep_needing_more_cards_than_the_pool_is_refused():
 
 
 def test_slurm_gives_a_multi_card_job_its_cards_in_one_task():
-    from tests.helpers.config import compose_config
+    from helpers.config import compose_config
 
     cfg = compose_config(["hydra/launcher=slurm_cards", "device=cpu", "device.world_size=2", "device.parallel=cfg"],
                          return_hydra_config=True)

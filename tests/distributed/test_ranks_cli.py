@@ -21,7 +21,8 @@ import torch
 from safetensors.torch import load_file
 
 from ascendbench.distributed.gather import SYNC_CLOCK
-from tests.helpers.app import BASE_ENV, TINY_RUN, read_record
+
+from helpers.app import BASE_ENV, TINY_RUN, read_record
 
 pytestmark = pytest.mark.slow  # true CLI subprocesses that spawn ranks
 

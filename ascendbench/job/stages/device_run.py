@@ -9,6 +9,7 @@ from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.distributed import run as distributed  # the module: its ranks import these stages
 from ascendbench.distributed.settings import parallel_settings
+from ascendbench.graph import compile_model, first_call
 from ascendbench.job.job import Job
 from ascendbench.job.pipeline_options import PipelineState, pipeline_options
 from ascendbench.job.placement import PlacementInputs, capture_warnings, placement_check
@@ -75,7 +76,13 @@ def _place_and_measure(job: Job) -> tuple[Any, Any, dict[str, Any]]:
     def call() -> Any:
         return job.task.run(job.model, moved)
 
+    compiled = compile_model(job.model, adapter.name, job.cfg.device)  # device.compile: None when eager
+    if compiled is not None:  # compilation is its own phase, before the cold call
+        compiled["first_call_ms"] = first_call(call, adapter)
     result, bench = measure(call, adapter, bench_cfg, workload)
+    if compiled is not None:
+        compiled["compile_ms"] = compiled["first_call_ms"] - bench["latency"]["median_ms"]
+        bench["compile"] = compiled
     return call, result, bench
 
 
