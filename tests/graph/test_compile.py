@@ -114,3 +114,14 @@ def test_compile_is_an_ab_variant_beside_eager_with_its_compile_time(tmp_path):
     assert "device.compile=none" in variants and "device.compile=aot_eager" in variants
     graph_part = report.split("\n## Graph mode (compile cost)")[1].split("\n## ")[0]
     assert "none (eager)" in graph_part and "aot_eager" in graph_part
+
+
+@pytest.mark.parametrize("search, values", [("graph", {"none", "inductor", "aot_eager"}),
+                                            ("attention_npu", {"none", "torchair", "aclgraph"})])
+def test_graph_mode_is_in_the_search_space(search, values):
+    from helpers.config import compose_config
+
+    cfg = compose_config([f"+search={search}"], return_hydra_config=True)
+    choice = str(cfg.hydra.sweeper.params["device.compile"])
+    assert {v.strip() for v in choice[len("choice("):-1].split(",")} == values
+    assert all(v in graph.VARIANTS or v == "none" for v in values)
