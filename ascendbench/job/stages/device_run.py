@@ -8,6 +8,7 @@ from typing import Any
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.distributed import run as distributed  # the module: its ranks import these stages
+from ascendbench.distributed.plan import ranks_plan
 from ascendbench.distributed.settings import parallel_settings
 from ascendbench.graph import compile_model, first_call
 from ascendbench.job.job import Job
@@ -39,6 +40,9 @@ class DeviceRunStage(Stage):
 
     def _memory_plan(self, job: Job) -> dict[str, Any]:
         need = run_memory(job.model, job.task, job.inputs, job.precision.dtype)
+        if (ranks := parallel_settings(job.cfg.device, job.adapter.name)).multi:  # memory per rank
+            distributed.check_mode(ranks, job.model, job.adapter.name)
+            return ranks_plan(job, ranks, need, free_device_bytes(job.adapter))
         return memory_line(job, f"device run on {job.adapter.name} in {job.precision.name}", need,
                            free_device_bytes(job.adapter))
 
