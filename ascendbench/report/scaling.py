@@ -42,9 +42,15 @@ def _groups(rows: Sequence[Mapping[str, Any]], key: Any) -> dict[tuple, list[Map
     return {k: v for k, v in groups.items() if key(v)}
 
 
+def mode(row: Mapping[str, Any]) -> str:
+    """The job's parallel mode (``none`` for a one-card job)."""
+    return str(get(row, "distributed.mode") or "none")
+
+
 def _by_world(members: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
-    sizes = sorted({world_size(r) for r in members})
-    return [(n, latest([r for r in members if world_size(r) == n])) for n in sizes]
+    """The latest job of each (world size, mode), fewest ranks first."""
+    keys = sorted({(world_size(r), mode(r)) for r in members})
+    return [(n, latest([r for r in members if (world_size(r), mode(r)) == (n, m)])) for n, m in keys]
 
 
 def scaling_section(rows: Sequence[Mapping[str, Any]], base_dir: Path, heading: str = "###") -> str:
@@ -61,8 +67,7 @@ def scaling_section(rows: Sequence[Mapping[str, Any]], base_dir: Path, heading: 
         for n, row in by_world:
             mine, peaks = median_ms(row), rank_peaks(row)
             speedup = num(one / mine) + "x" if one and mine else MISSING
-            body.append([str(n), text(get(row, "distributed.mode") or "none"), text(get(row, "distributed.backend")
-                                                                                 or "none"),
+            body.append([str(n), mode(row), text(get(row, "distributed.backend") or "none"),
                          num(mine), speedup, num(max(peaks)) if peaks else MISSING,
                          num(min(peaks)) if peaks else MISSING, verdict_cell(row), record_link(row, base_dir)])
         headers = ["world size", "mode", "backend", "median ms", "speed-up over 1 rank", "peak MB, largest rank",
@@ -81,12 +86,17 @@ def scaling_plots(rows: Sequence[Mapping[str, Any]], out_dir: Path) -> list[Path
         by_world = _by_world(members)
         plt = _pyplot()
         figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
-        sizes = [n for n, _ in by_world]
-        left.plot(sizes, [median_ms(r) or float("nan") for _, r in by_world], marker="o")
+        sizes = sorted({n for n, _ in by_world})
+        one = [(n, r) for n, r in by_world if n == 1]
+        for name in sorted({mode(r) for _, r in by_world if world_size(r) > 1}):  # one line per mode, from 1 rank
+            line = one + [(n, r) for n, r in by_world if n > 1 and mode(r) == name]
+            left.plot([n for n, _ in line], [median_ms(r) or float("nan") for _, r in line], marker="o", label=name)
+            right.plot([n for n, _ in line], [max(rank_peaks(r) or [float("nan")]) for _, r in line], marker="o",
+                       label=f"{name}, largest rank")
         left.set(xlabel="world size (ranks)", ylabel="median latency (ms)", xticks=sizes)
-        for n, row in by_world:
-            right.scatter([n] * len(rank_peaks(row)), rank_peaks(row), color="tab:orange")
         right.set(xlabel="world size (ranks)", ylabel="peak memory per rank (MB)", xticks=sizes)
+        left.legend(fontsize=8)
+        right.legend(fontsize=8)
         model = get(by_world[0][1], "job.model")
         figure.suptitle(f"scaling: {model} on {get(by_world[0][1], 'job.device')}", fontsize=10)
         figure.tight_layout()

@@ -98,3 +98,17 @@ def test_a_killed_rank_fails_the_job_naming_it_and_leaves_no_process(tmp_path):
     assert f"rank 1 of 2 (pid {victim}) was killed by signal SIGKILL" in record["error"]["message"]
     assert "rank 1 of 2" in output
     assert children and not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_report_shows_scaling_as_a_table_and_a_plot(runs, tmp_path):
+    from ascendbench.report.document import Report
+    from ascendbench.report.gather import records_frame
+    from ascendbench.report.settings import load_settings
+
+    report = Report(records_frame([runs["single"].parent]), load_settings(), ["ranks"])
+    plots = report.make_plots(tmp_path / "plots")
+    scaling = report.markdown(tmp_path).split("\n## Scaling over cards")[1].split("\n## ")[0]
+    rows = [line for line in scaling.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [row.split(" | ")[:2] for row in rows] == [["| 1", "none"], ["| 2", "cfg"], ["| 2", "device_map"]]
+    assert all("missing" not in row.split(" | ")[3] for row in rows)  # every median read from its record
+    assert any(p.name.startswith("scaling_tiny_ltx_t2v") and p.stat().st_size > 0 for p in plots)
