@@ -40,7 +40,8 @@ def denoiser_of(model: Any) -> nn.Module:
         module = getattr(model, name, None)
         if isinstance(module, nn.Module):
             return module
-    raise ConfigError(f"device.parallel=cfg needs a diffusion pipeline with a denoiser (transformer or unet); the "
+    raise ConfigError(f"device.parallel=cfg and context need a diffusion pipeline with a denoiser (transformer or "
+                      f"unet); the "
                       f"model is a {type(model).__name__}. Use it with a text/image-to-video model (e.g. "
                       "`model=tiny_ltx_t2v`), or `device.parallel=device_map`.")
 

@@ -29,6 +29,7 @@ from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.distributed import modes
 from ascendbench.distributed.settings import ParallelSettings
 from ascendbench.errors import WeightsDigestError
+from ascendbench.graph import compile_model, first_call
 from ascendbench.job.artifacts import save_tensors
 from ascendbench.job.job import Job
 from ascendbench.job.record import RecordWriter, write_json_atomic
@@ -104,9 +105,15 @@ def _run_rank(rank: int, request: RankRequest, ranks: Path) -> None:
     (ranks / f"rank{rank}.pid").write_text(str(os.getpid()))  # in the group, model placed: about to time
     workload = Workload(job.precision.name, job.task.items_per_call(job.inputs), job.task.unit,
                         _phase_timer(job))
+    synced = synchronized(call, job.adapter)
+    compiled = compile_model(job.model, job.adapter.name, cfg.device)  # device.compile on every rank alike
     with patches_applied(cfg.model.get("patches"), job.model, job.adapter.name) as applied:
-        result, bench = measure(synchronized(call, job.adapter), job.adapter, rank_bench(cfg.bench), workload)
+        if compiled is not None:
+            compiled["first_call_ms"] = first_call(synced, job.adapter)
+        result, bench = measure(synced, job.adapter, rank_bench(cfg.bench), workload)
     mode_info["patches"] = applied
+    if compiled is not None:
+        bench["compile"] = {**compiled, "compile_ms": compiled["first_call_ms"] - bench["latency"]["median_ms"]}
     outputs = {k: v.detach().to("cpu") for k, v in result.first_outputs.items()}
     if (split := mode_info.pop("split", None)) is not None:
         mode_info["denoiser_calls_split"] = split.calls

@@ -97,7 +97,11 @@ def test_a_killed_rank_fails_the_job_naming_it_and_leaves_no_process(tmp_path):
     assert record["status"] == "failed" and record["error"]["reason"] == "rank_failed"
     assert f"rank 1 of 2 (pid {victim}) was killed by signal SIGKILL" in record["error"]["message"]
     assert "rank 1 of 2" in output
-    assert children and not [c.pid for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    ranks = set(record["distributed"]["pids"])
+    assert victim in ranks and ranks <= {c.pid for c in children}
+    assert not [p for p in ranks if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    _, alive = psutil.wait_procs(children, timeout=15)  # multiprocessing's resource tracker exits after its parent
+    assert not alive, alive
 
 
 def test_the_report_shows_scaling_as_a_table_and_a_plot(runs, tmp_path):
