@@ -94,10 +94,7 @@ def _run_rank(rank: int, request: RankRequest, ranks: Path) -> None:
         cfg.device.threads = max(1, len(os.sched_getaffinity(0)) // settings.world_size)
     job = Job(cfg=cfg, dir=Path(request.job_dir), writer=RankWriter(Path(request.job_dir), rank, {}))
     DeviceStage().run(job)
-    if job.adapter.runtime is not None and hasattr(job.adapter.runtime, "set_device"):
-        job.adapter.runtime.set_device(job.adapter.index)  # before the process group: HCCL/NCCL bind to it
-    modes.set_rank_device(job.adapter.torch_device if settings.backend != "gloo" else torch.device("cpu"))
-    _join_group(rank, settings)
+    join_group(rank, job.adapter, settings)
     LoadStage().run(job)
     _check_digest(rank, job, request.weights_digest)
     InputsStage().run(job)
@@ -130,7 +127,12 @@ def _run_rank(rank: int, request: RankRequest, ranks: Path) -> None:
     dist.destroy_process_group()
 
 
-def _join_group(rank: int, settings: ParallelSettings) -> None:
+def join_group(rank: int, adapter: Any, settings: ParallelSettings) -> None:
+    """Bind this process to its card (``torch.npu.set_device`` / ``torch.cuda.set_device``: HCCL and NCCL take the
+    current device), then join the process group; gloo's collectives allocate on the CPU."""
+    if adapter.runtime is not None and hasattr(adapter.runtime, "set_device"):
+        adapter.runtime.set_device(adapter.index)
+    modes.set_rank_device(adapter.torch_device if settings.backend != "gloo" else torch.device("cpu"))
     os.environ.update(MASTER_ADDR=settings.master_addr, MASTER_PORT=str(settings.master_port), RANK=str(rank),
                       WORLD_SIZE=str(settings.world_size), LOCAL_RANK=str(rank))
     dist.init_process_group(settings.backend, rank=rank, world_size=settings.world_size,

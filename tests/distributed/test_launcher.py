@@ -49,3 +49,28 @@ def test_every_rank_gets_a_fixed_budget():
     fixed = rank.rank_bench(bench)
     assert (fixed.iters, fixed.warmup_max, fixed.precision, fixed.flops.enabled) == (5, None, None, False)
     assert fixed.max_time_s >= 1e9
+
+
+class _FakeNpuRuntime:
+    """The part of ``torch.npu`` a rank uses, with torch_npu 2.9.0's signature
+    (torch_npu/npu/utils.py:88 ``def set_device(device)``)."""
+
+    def __init__(self, calls: list) -> None:
+        self.calls = calls
+
+    def set_device(self, device):
+        self.calls.append(("set_device", device))
+
+
+def test_an_npu_rank_binds_its_card_before_joining_the_hccl_group(monkeypatch):
+    import torch
+
+    calls: list = []
+    monkeypatch.setattr(rank.dist, "init_process_group",
+                        lambda backend, **kw: calls.append(("init_process_group", backend, kw["rank"])))
+    adapter = SimpleNamespace(runtime=_FakeNpuRuntime(calls), index=1, torch_device=torch.device("meta"))
+    settings = parallel_settings({"world_size": 2, "parallel": "device_map"}, "npu")
+    rank.join_group(1, adapter, settings)
+    assert calls == [("set_device", 1), ("init_process_group", "hccl", 1)]
+    assert rank.modes._device() == torch.device("meta")  # collectives allocate on the rank's card
+    rank.modes.set_rank_device(torch.device("cpu"))
