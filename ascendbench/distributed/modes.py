@@ -84,7 +84,11 @@ class CfgSplit:
                 "guidance on. Set `+model.task.call_kwargs.guidance_scale=3.0` (> 1), or run without device.parallel.")
         self._batch = batch
         part = CFG_PART[self.rank]
-        take = lambda v: v.chunk(2)[part] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == batch else v  # noqa: E731
+
+        def take(value: Any) -> Any:  # this rank's half of every batch-sized tensor; the rest as it is
+            batched = isinstance(value, torch.Tensor) and value.dim() and value.shape[0] == batch
+            return value.chunk(2)[part] if batched else value
+
         return tuple(take(a) for a in args), {k: take(v) for k, v in kwargs.items()}
 
     def _gather(self, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> Any:
