@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 # Statuses of the records the last multirun of this process wrote (the summary log line; the exit code comes
 # from ascendbench.job.launch outcomes).
 _LAST_MULTIRUN: dict[str, Any] = {"statuses": []}
-# The card this process holds: {"card", "lock" (the acquired FileLock, never released), "lock_dir"}.
+# The cards this process holds: {"card" ("2", or "0,1" for a multi-card job), "lock" (the acquired FileLocks,
+# never released), "lock_dir"}.
 _CLAIM: dict[str, Any] = {}
 
 VISIBLE_DEVICE_VARIABLES = ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
@@ -290,18 +291,19 @@ def _try_lock(path: Path) -> FileLock | None:
     return lock
 
 
-def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, lock_name: str = "card-{card}.lock") -> str:
-    """Claim a free card of ``cards`` for this process (an exclusive file lock kept until it exits).
+def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count: int = 1,
+               lock_name: str = "card-{card}.lock") -> str:
+    """Claim ``count`` free cards of ``cards`` for this process (exclusive file locks kept until it exits);
+    returns them comma-separated (``"2"``, or ``"0,1"`` for a job of ``device.world_size=2``).
 
     Each card is tried without blocking, in order, every 0.2 s until ``wait_s`` has passed. The lock
     (``<lock_dir>/<lock_name>``, ``{card}`` the id; :class:`filelock.FileLock`, which is ``flock(2)`` on Unix, so
     ``lock_dir=/tmp lock_name=npu_card{card}.lock`` interlocks with ``flock /tmp/npu_card0.lock ...`` scripts) is never
-    released by the
-    process: the operating system drops it when the process exits. A process keeps its first card:
+    released by the process: the operating system drops it when the process exits. A process keeps its first cards:
     once a device runtime has initialised it cannot switch cards.
 
     Raises:
-        NoFreeCardError: no card became free within ``wait_s`` (more workers than cards).
+        NoFreeCardError: fewer than ``count`` cards became free within ``wait_s`` (more workers than cards).
     """
     if _CLAIM:
         if _CLAIM["lock_dir"] != str(lock_dir):
@@ -309,18 +311,26 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, lock_
         return _CLAIM["card"]
     lock_dir.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_s
+    held: dict[str, FileLock] = {}
     while True:
-        for card in cards:
+        for card in (c for c in cards if c not in held and len(held) < count):
             lock = _try_lock(lock_dir / lock_name.format(card=card))
             if lock is not None:
-                _CLAIM.update(card=card, lock=lock, lock_dir=str(lock_dir))
-                log.debug("process %d holds card %s (%s)", os.getpid(), card, lock.lock_file)
-                return card
+                held[card] = lock
+        if len(held) == count:
+            claimed = ",".join(held)
+            _CLAIM.update(card=claimed, lock=list(held.values()), lock_dir=str(lock_dir))
+            log.debug("process %d holds card(s) %s", os.getpid(), claimed)
+            return claimed
         if time.monotonic() > deadline:
+            for lock in held.values():
+                lock.release(force=True)
+            wanted = "free card" if count == 1 else f"{count} free cards"
             raise NoFreeCardError(
-                f"no free card in the pool {list(cards)} after {wait_s:g} s (locks in {lock_dir}): more jobs run "
-                "at once than there are cards. Set hydra.launcher.n_jobs to at most the number of cards, or "
-                "list more in hydra.callbacks.cards.cards, e.g. `hydra.callbacks.cards.cards=[0,1,2,3]`."
+                f"no {wanted} in the pool {list(cards)} after {wait_s:g} s (locks in {lock_dir}): more "
+                "jobs run at once than there are cards. Set hydra.launcher.n_jobs to at most the number of cards "
+                "(divided by device.world_size), or list more in hydra.callbacks.cards.cards, e.g. "
+                "`hydra.callbacks.cards.cards=[0,1,2,3]`."
             )
         time.sleep(0.2)
 
@@ -337,8 +347,7 @@ def card_refusal() -> NoFreeCardError | None:
 
 def release_card() -> None:
     """Give this process's card back (tests; worker processes simply exit)."""
-    lock = _CLAIM.pop("lock", None)
-    if lock is not None:
+    for lock in _CLAIM.pop("lock", None) or []:
         lock.release(force=True)
     _CLAIM.clear()
 
@@ -398,11 +407,13 @@ class CardPool(Callback):
         if self.cards is None or not isinstance(n_jobs, int):
             return
         parallel = (os.cpu_count() or 1) if n_jobs < 0 else n_jobs
-        if parallel > len(self.cards):
+        per_job = int(OmegaConf.select(config, "device.world_size") or 1)  # a multi-card job holds N cards
+        if parallel * per_job > len(self.cards):
             raise LaunchRefused(
-                f"ascendbench: hydra.launcher.n_jobs={n_jobs} runs {parallel} jobs at once but the card pool "
-                f"hydra.callbacks.cards.cards={self.cards} has {len(self.cards)} card(s); each worker needs its "
-                f"own. Set `hydra.launcher.n_jobs={len(self.cards)}` or list more cards."
+                f"ascendbench: hydra.launcher.n_jobs={n_jobs} runs {parallel} jobs at once, {per_job} card(s) each "
+                f"(device.world_size), but the card pool hydra.callbacks.cards.cards={self.cards} has "
+                f"{len(self.cards)} card(s); each worker needs its own. Set "
+                f"`hydra.launcher.n_jobs={max(1, len(self.cards) // per_job)}` or list more cards."
             )
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -421,7 +432,8 @@ class CardPool(Callback):
         else:
             lock_dir = Path(self.lock_dir or Path(str(config.hydra.sweep.dir)) / ".cards")
             try:
-                card = claim_card(self.cards, lock_dir, self.wait_s, self.lock_name)
+                count = int(OmegaConf.select(config, "device.world_size") or 1)
+                card = claim_card(self.cards, lock_dir, self.wait_s, count=count, lock_name=self.lock_name)
             except NoFreeCardError as exc:  # the job's device stage fails with it (see card_refusal)
                 _REFUSED["error"] = exc
                 log.error("card pool: %s", exc)

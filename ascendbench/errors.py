@@ -184,3 +184,10 @@ class TrackingError(AscendBenchError):
     message names the URI and what to pass instead."""
 
     reason = "tracking"
+
+
+class RankFailedError(AscendBenchError):
+    """A rank of a multi-card job (``device.world_size`` > 1) failed or was killed; the other ranks were stopped.
+    The message names the rank, how it ended and where its log is."""
+
+    reason = "rank_failed"

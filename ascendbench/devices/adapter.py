@@ -125,6 +125,9 @@ class DeviceAdapter:
             Ascend910B1 (whose default runs float32 in float16) and keeps the default elsewhere.
         allow_internal_format: ``torch.npu.config.allow_internal_format``; ``None`` keeps the chip default.
         chip_options: (set while building) what :mod:`ascendbench.devices.npu_options` set, and the AI-core count.
+        world_size, parallel, dist: ranks of a multi-card job, its parallel mode and rendezvous
+            (read by :mod:`ascendbench.distributed`; the adapter of each rank is one card).
+        compile, compile_options: the graph-mode variant (read by :mod:`ascendbench.graph`).
 
     Raises:
         ConfigError: ``name`` is not a known device type.
@@ -143,6 +146,11 @@ class DeviceAdapter:
     peak: Mapping[str, Any] | None = None
     precision_mode: str | None = None
     allow_internal_format: bool | None = None
+    world_size: int = 1
+    parallel: str = "none"
+    dist: Mapping[str, Any] | None = None
+    compile: str = "none"
+    compile_options: Mapping[str, Any] | None = None
     # Set while building: what was applied, and the device runtime (None on the CPU).
     runtime: Any = field(init=False, repr=False, default=None)
     env_set: dict[str, str] = field(init=False, repr=False, default_factory=dict)

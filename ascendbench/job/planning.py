@@ -164,8 +164,9 @@ def _memory_lines(memory: Mapping[str, Any]) -> list[str]:
         entry = memory.get(key) or {}
         if "unavailable" in entry:
             lines.append(f"            {key.replace('_', ' ')} not estimated: {entry['unavailable']}")
-        elif entry:
-            lines.append(f"            {_memory_text(entry)}")
+        elif entry:  # a multi-card job: one line per rank (and the host's, on the CPU)
+            ranks = [*entry.get("per_rank", []), *([entry["host"]] if entry.get("host") else [])]
+            lines.extend(f"            {_memory_text(e)}" for e in ranks or [entry])
     return lines or ["  memory    not estimated"]
 
 

@@ -23,6 +23,7 @@ from ascendbench.report.pivot import pivot_section
 from ascendbench.report.profile import profile_section
 from ascendbench.report.recommend import recommendation_section
 from ascendbench.report.resolution import resolution_table
+from ascendbench.report.scaling import graph_section, scaling_plots, scaling_section
 from ascendbench.report.tables import (
     accuracy_table,
     dry_runs_table,
@@ -83,6 +84,7 @@ class Report:
                          plotting.error_plot(mine, model, metric, out_dir)):
                 if path is not None:
                     self.plot_files.append(path)
+        self.plot_files.extend(scaling_plots(self.rows, out_dir))
         return self.plot_files
 
     # -- sections (links relative to base_dir) -------------------------------------------------------
@@ -138,6 +140,12 @@ class Report:
     def _variants(self, base_dir: Path, heading: str) -> str:
         return variants_section(self.rows, list(self.settings.variants.show), base_dir, heading)
 
+    def _graph(self, base_dir: Path, heading: str) -> str:
+        return graph_section(self.rows, base_dir, heading)
+
+    def _scaling(self, base_dir: Path, heading: str) -> str:
+        return scaling_section(self.rows, base_dir, heading)
+
     def _recommendation(self, base_dir: Path, heading: str) -> str:
         if not self.rows:
             return "No job finished ok, so no dtype can be recommended."
@@ -183,7 +191,8 @@ class Report:
                   ("Performance", "performance"),
                   ("Latency per size and dtype (median, 95% CI)", "pivot"),
                   ("Where the time goes (profiler)", "profile"),
-                  ("A/B variants", "variants"),
+                  ("A/B variants", "variants"), ("Graph mode (compile cost)", "graph"),
+                  ("Scaling over cards", "scaling"),
                   ("dtype recommendation", "recommendation"),
                   ("Cross-device comparison", "cross_device"), ("Hidden states per layer", "layers"),
                   ("Plots", "plots"), ("Images and heatmaps written by the jobs", "artifacts"),

@@ -136,7 +136,7 @@ def record_row(record: Mapping[str, Any], path: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"record": str(path), "job_dir": str(Path(path).parent),
                            "status": record.get("status"), "verdict": record.get("verdict"),
                            "run": DRY_RUN if is_dry_run(record) else "job"}
-    for section in ("error", "job", "weights", "baseline", "bench", "env", "timing", "pipeline"):
+    for section in ("error", "job", "weights", "baseline", "bench", "env", "timing", "pipeline", "distributed"):
         value = record.get(section)
         if isinstance(value, Mapping):
             flat = flatten(value, section)

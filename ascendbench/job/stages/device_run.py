@@ -7,6 +7,10 @@ from typing import Any
 
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
+from ascendbench.distributed import run as distributed  # the module: its ranks import these stages
+from ascendbench.distributed.plan import ranks_plan
+from ascendbench.distributed.settings import parallel_settings
+from ascendbench.graph import compile_model, first_call
 from ascendbench.job.job import Job
 from ascendbench.job.pipeline_options import PipelineState, pipeline_options
 from ascendbench.job.placement import PlacementInputs, capture_warnings, placement_check
@@ -36,6 +40,9 @@ class DeviceRunStage(Stage):
 
     def _memory_plan(self, job: Job) -> dict[str, Any]:
         need = run_memory(job.model, job.task, job.inputs, job.precision.dtype)
+        if (ranks := parallel_settings(job.cfg.device, job.adapter.name)).multi:  # memory per rank
+            distributed.check_mode(ranks, job.model, job.adapter.name)
+            return ranks_plan(job, ranks, need, free_device_bytes(job.adapter))
         return memory_line(job, f"device run on {job.adapter.name} in {job.precision.name}", need,
                            free_device_bytes(job.adapter))
 
@@ -44,6 +51,8 @@ class DeviceRunStage(Stage):
         the model and its outputs are on the device (and which operators fell back to the CPU), record the
         pipeline options in force (``pipeline``), and, with ``profile.enabled``, profile a few more calls."""
         adapter = job.adapter
+        if (ranks := parallel_settings(job.cfg.device, adapter.name)).multi:  # device.world_size > 1
+            return distributed.run_distributed(job, ranks)
         with patches_applied(job.cfg.model.get("patches"), job.model, adapter.name, job.precision.name) as applied:
             job.record({"patches": {"device": applied}})
             log.info("device run on %s in %s ...", adapter.torch_device, job.precision.name)
@@ -71,7 +80,13 @@ def _place_and_measure(job: Job) -> tuple[Any, Any, dict[str, Any]]:
     def call() -> Any:
         return job.task.run(job.model, moved)
 
+    compiled = compile_model(job.model, adapter.name, job.cfg.device)  # device.compile: None when eager
+    if compiled is not None:  # compilation is its own phase, before the cold call
+        compiled["first_call_ms"] = first_call(call, adapter)
     result, bench = measure(call, adapter, bench_cfg, workload)
+    if compiled is not None:
+        compiled["compile_ms"] = compiled["first_call_ms"] - bench["latency"]["median_ms"]
+        bench["compile"] = compiled
     return call, result, bench
 
 
