@@ -12,12 +12,18 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
-from filelock import FileLock, Timeout
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from ascendbench.devices.cards import (  # noqa: F401  (card_refusal, release_card: the pool's API here too)
+    card_refusal,
+    claim_card,
+    clear_refusal,
+    refuse,
+    release_card,
+)
 from ascendbench.errors import ConfigError, NoFreeCardError
 from ascendbench.progress import format_seconds
 
@@ -26,9 +32,6 @@ log = logging.getLogger(__name__)
 # Statuses of the records the last multirun of this process wrote (the summary log line; the exit code comes
 # from ascendbench.job.launch outcomes).
 _LAST_MULTIRUN: dict[str, Any] = {"statuses": []}
-# The cards this process holds: {"card" ("2", or "0,1" for a multi-card job), "lock" (the acquired FileLocks,
-# never released), "lock_dir"}.
-_CLAIM: dict[str, Any] = {}
 
 VISIBLE_DEVICE_VARIABLES = ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 SCHEDULER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS")
@@ -281,77 +284,6 @@ class SweepProgress:
         return f"[sweep] {which} ({name}) {event}; " + ", ".join(parts)
 
 
-def _try_lock(path: Path) -> FileLock | None:
-    """The acquired lock of ``path``, or ``None`` when another process holds it (no waiting)."""
-    lock = FileLock(str(path))
-    try:
-        lock.acquire(timeout=0)
-    except (Timeout, PermissionError):  # held, or another user's lock file this user cannot open: busy either way
-        return None
-    return lock
-
-
-def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count: int = 1,
-               lock_name: str = "card-{card}.lock") -> str:
-    """Claim ``count`` free cards of ``cards`` for this process (exclusive file locks kept until it exits);
-    returns them comma-separated (``"2"``, or ``"0,1"`` for a job of ``device.world_size=2``).
-
-    Each card is tried without blocking, in order, every 0.2 s until ``wait_s`` has passed. The lock
-    (``<lock_dir>/<lock_name>``, ``{card}`` the id; :class:`filelock.FileLock`, which is ``flock(2)`` on Unix, so
-    ``lock_dir=/tmp lock_name=npu_card{card}.lock`` interlocks with ``flock /tmp/npu_card0.lock ...`` scripts) is never
-    released by the process: the operating system drops it when the process exits. A process keeps its first cards:
-    once a device runtime has initialised it cannot switch cards.
-
-    Raises:
-        NoFreeCardError: fewer than ``count`` cards became free within ``wait_s`` (more workers than cards).
-    """
-    if _CLAIM:
-        if _CLAIM["lock_dir"] != str(lock_dir):
-            log.warning("this process already holds card %s (pool %s); keeping it", _CLAIM["card"], _CLAIM["lock_dir"])
-        return _CLAIM["card"]
-    lock_dir.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + wait_s
-    held: dict[str, FileLock] = {}
-    while True:
-        for card in (c for c in cards if c not in held and len(held) < count):
-            lock = _try_lock(lock_dir / lock_name.format(card=card))
-            if lock is not None:
-                held[card] = lock
-        if len(held) == count:
-            claimed = ",".join(held)
-            _CLAIM.update(card=claimed, lock=list(held.values()), lock_dir=str(lock_dir))
-            log.debug("process %d holds card(s) %s", os.getpid(), claimed)
-            return claimed
-        if time.monotonic() > deadline:
-            for lock in held.values():
-                lock.release(force=True)
-            wanted = "free card" if count == 1 else f"{count} free cards"
-            raise NoFreeCardError(
-                f"no {wanted} in the pool {list(cards)} after {wait_s:g} s (locks in {lock_dir}): more "
-                "jobs run at once than there are cards. Set hydra.launcher.n_jobs to at most the number of cards "
-                "(divided by device.world_size), or list more in hydra.callbacks.cards.cards, e.g. "
-                "`hydra.callbacks.cards.cards=[0,1,2,3]`."
-            )
-        time.sleep(0.2)
-
-
-_REFUSED: dict[str, NoFreeCardError] = {}  # this worker's current job found no free card
-
-
-def card_refusal() -> NoFreeCardError | None:
-    """Why the card pool gave the current job no card, or None. The device stage raises it, so that the job
-    ends ``failed`` (reason ``no_free_card``) instead of running on a card another worker is using: Hydra
-    turns an exception in a callback's ``on_job_start`` into a warning and runs the job anyway."""
-    return _REFUSED.get("error")
-
-
-def release_card() -> None:
-    """Give this process's card back (tests; worker processes simply exit)."""
-    for lock in _CLAIM.pop("lock", None) or []:
-        lock.release(force=True)
-    _CLAIM.clear()
-
-
 def _as_list(cards: Any) -> list[str] | None:
     if cards is None:
         return None
@@ -418,7 +350,7 @@ class CardPool(Callback):
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Claim (or inherit) this worker's card and export it before the job's code runs (multirun only)."""
-        _REFUSED.clear()
+        clear_refusal()
         mode = OmegaConf.select(config, "hydra.mode")
         if getattr(mode, "name", str(mode)) == "RUN":  # a single run picks its card with device.index / device.env
             return
@@ -435,7 +367,7 @@ class CardPool(Callback):
                 count = int(OmegaConf.select(config, "device.world_size") or 1)
                 card = claim_card(self.cards, lock_dir, self.wait_s, count=count, lock_name=self.lock_name)
             except NoFreeCardError as exc:  # the job's device stage fails with it (see card_refusal)
-                _REFUSED["error"] = exc
+                refuse(exc)
                 log.error("card pool: %s", exc)
                 return
             exported = {v: card for v in self.variables}

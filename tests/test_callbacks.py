@@ -23,6 +23,7 @@ from ascendbench.callbacks import (
     multirun_statuses,
     release_card,
 )
+from ascendbench.devices import cards
 from ascendbench.errors import ConfigError
 from ascendbench.job.record import RecordWriter
 
@@ -147,7 +148,7 @@ def test_a_process_keeps_its_card_and_a_full_pool_is_a_config_error(tmp_path):
 
 
 def _try_claim(lock_dir):
-    callbacks._CLAIM.clear()  # a fresh worker: the forked copy of the parent's claim is not its own
+    cards._CLAIM.clear()  # a fresh worker: the forked copy of the parent's claim is not its own
     try:
         return claim_card(["0"], lock_dir, wait_s=0.3)
     except ConfigError as exc:

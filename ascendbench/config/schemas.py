@@ -215,7 +215,7 @@ class DeviceConfig:
     deterministic: bool = MISSING
     threads: Optional[int] = None
     record_env: List[str] = field(default_factory=list)
-    world_size: int = 1          # ranks of the job (ascendbench.distributed)
+    world_size: int = 1          # ranks of the job (ascendbench.job.distributed)
     parallel: str = "none"       # none | cfg | device_map | context
     dist: Dict[str, Any] = field(default_factory=dict)   # backend, master_addr, master_port, timeout_s, grace_s
     compile: str = "none"        # graph mode: none | inductor | aot_eager | torchair | aclgraph | npugraph_ex

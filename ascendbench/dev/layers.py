@@ -7,7 +7,7 @@ any. Floors, bottom first (a package imports only its own floor and those below)
 0. the package root, ``errors`` and ``backend_autoload`` (run by the root before anything imports torch)
 1. ``fileio``, ``compat``, ``progress``: plumbing
 2. ``config``, ``precision``, ``devices``, ``metrics``, ``models``, ``patches``: the building blocks
-3. ``tasks``, ``bench``, ``compare``, ``verify``, ``env``: what runs on them
+3. ``tasks``, ``bench``, ``compare``, ``verify``, ``env``, ``graph``: what runs on them
 4. ``baseline``: the CPU reference
 5. ``job``: one job through its stages
 6. ``report``, ``tracking``, ``acceptance``, ``validate``, ``dev``: tools over records and configs
@@ -27,7 +27,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("ascendbench", "errors", "backend_autoload"),
     ("fileio", "compat", "progress"),
     ("config", "precision", "devices", "metrics", "models", "patches"),
-    ("tasks", "bench", "compare", "verify", "env"),
+    ("tasks", "bench", "compare", "verify", "env", "graph"),
     ("baseline",),
     ("job",),
     ("report", "tracking", "acceptance", "validate", "dev"),

@@ -126,7 +126,7 @@ class DeviceAdapter:
         allow_internal_format: ``torch.npu.config.allow_internal_format``; ``None`` keeps the chip default.
         chip_options: (set while building) what :mod:`ascendbench.devices.npu_options` set, and the AI-core count.
         world_size, parallel, dist: ranks of a multi-card job, its parallel mode and rendezvous
-            (read by :mod:`ascendbench.distributed`; the adapter of each rank is one card).
+            (read by :mod:`ascendbench.job.distributed`; the adapter of each rank is one card).
         compile, compile_options: the graph-mode variant (read by :mod:`ascendbench.graph`).
 
     Raises:

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from ascendbench.callbacks import card_refusal
+from ascendbench.devices.cards import card_refusal
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage, build
 from ascendbench.precision import Precision
@@ -56,7 +56,7 @@ class DeviceStage(Stage):
 
     def run(self, job: Job) -> dict[str, Any]:
         """Build the adapter and the precision; warn about half precision on a CPU. A job the card pool gave
-        no card fails here (:func:`ascendbench.callbacks.card_refusal`)."""
+        no card fails here (:func:`ascendbench.devices.cards.card_refusal`)."""
         if (refusal := card_refusal()) is not None:
             raise refusal
         cfg = job.cfg

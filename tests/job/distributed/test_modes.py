@@ -11,8 +11,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from ascendbench.distributed import modes
-from ascendbench.distributed.launcher import free_port
+from ascendbench.job.distributed import modes
+from ascendbench.job.distributed.launcher import free_port
 
 
 class _Denoiser(nn.Module):

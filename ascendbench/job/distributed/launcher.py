@@ -23,9 +23,9 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file
 from torch.multiprocessing.spawn import ProcessException
 
-from ascendbench.distributed import rank as rank_module  # the module (a rank imports the job, which imports this)
-from ascendbench.distributed.settings import ParallelSettings
 from ascendbench.errors import RankFailedError
+from ascendbench.job.distributed import rank as rank_module  # the module (a rank imports the job, which imports this)
+from ascendbench.job.distributed.settings import ParallelSettings
 
 log = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedException
 
-from ascendbench.distributed import launcher, rank
-from ascendbench.distributed.settings import parallel_settings
 from ascendbench.errors import RankFailedError, WeightsDigestError
+from ascendbench.job.distributed import launcher, rank
+from ascendbench.job.distributed.settings import parallel_settings
 
 SETTINGS = parallel_settings({"world_size": 2, "parallel": "cfg"}, "cpu")
 

@@ -2,11 +2,11 @@
 
 Each rank rebuilds what the parent's stages built, through the same stages (device, load, inputs: the
 seeded random init and the CPU-generator inputs are identical on every rank, and the weights digest is
-checked against the parent's), installs its parallel mode (:mod:`ascendbench.distributed.modes`), places the
+checked against the parent's), installs its parallel mode (:mod:`ascendbench.job.distributed.modes`), places the
 model on its card (``device.index + rank``) and runs the bench loop with a fixed budget -- every rank makes the
 same number of calls, so no collective waits for a rank that stopped early -- each call bracketed by barriers
 (:func:`synchronized`). Then every rank's figures are all-gathered; rank 0 writes them and its outputs into
-``<job dir>/ranks/`` for the parent (:mod:`ascendbench.distributed.launcher`).
+``<job dir>/ranks/`` for the parent (:mod:`ascendbench.job.distributed.launcher`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import torch.distributed as dist
 from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
-from ascendbench.distributed import modes
-from ascendbench.distributed.settings import ParallelSettings
 from ascendbench.errors import WeightsDigestError
 from ascendbench.graph import compile_model, first_call
 from ascendbench.job.artifacts import save_tensors
+from ascendbench.job.distributed import modes
+from ascendbench.job.distributed.settings import ParallelSettings
 from ascendbench.job.job import Job
 from ascendbench.job.record import RecordWriter, write_json_atomic
 from ascendbench.job.stages.load import InputsStage, LoadStage
@@ -150,7 +150,7 @@ def _check_digest(rank: int, job: Job, expected: str | None) -> None:
 
 def _prepare(rank: int, job: Job, settings: ParallelSettings) -> tuple[Callable[[], Any], dict[str, Any]]:
     """Install the mode and place the model: the call one timed iteration makes, and the mode's record entry
-    (with the live :class:`~ascendbench.distributed.modes.CfgSplit` under ``split`` in cfg mode)."""
+    (with the live :class:`~ascendbench.job.distributed.modes.CfgSplit` under ``split`` in cfg mode)."""
     info: dict[str, Any] = {"name": settings.mode}
     placement = None
     if settings.mode == "device_map":  # before placement: the card never holds the other ranks' blocks

@@ -1,7 +1,7 @@
 """The ranks' figures folded into the job's one record.
 
 The job's latency is the **synchronized** one: every timed call started at a barrier and ended at a barrier on
-every rank (:func:`ascendbench.distributed.rank.synchronized`), so call *i* took, for the job, the longest of the
+every rank (:func:`ascendbench.job.distributed.rank.synchronized`), so call *i* took, for the job, the longest of the
 ranks' samples *i*; the statistics are over those per-call maxima. Memory is kept per rank (``memory_per_rank``,
 plus the largest peak) because a card runs out on its own. The outputs are rank 0's; the other ranks' output
 digests say whether every rank ended with the same result (``outputs_agree``).
@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ascendbench.bench.stats import LatencyStats
-from ascendbench.distributed.settings import ParallelSettings
 from ascendbench.errors import RankFailedError
+from ascendbench.job.distributed.settings import ParallelSettings
 
 SYNC_CLOCK = ("barrier-synchronized: each timed call starts after a barrier and ends at a barrier on every rank; "
               "a call's time is the slowest rank's")

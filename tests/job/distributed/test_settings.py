@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ascendbench.distributed.gather import SYNC_CLOCK, combine, synchronized_samples
-from ascendbench.distributed.modes import context_parallel_refusal, slices
-from ascendbench.distributed.settings import BACKENDS, parallel_settings
 from ascendbench.errors import ConfigError, RankFailedError
+from ascendbench.job.distributed.gather import SYNC_CLOCK, combine, synchronized_samples
+from ascendbench.job.distributed.modes import context_parallel_refusal, slices
+from ascendbench.job.distributed.settings import BACKENDS, parallel_settings
 
 
 @pytest.mark.parametrize("device, backend", [("cpu", "gloo"), ("cuda", "nccl"), ("npu", "hccl")])

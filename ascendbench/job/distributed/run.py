@@ -6,11 +6,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ascendbench.distributed import launcher  # the module: a rank imports the job stages, which import this
-from ascendbench.distributed.gather import combine
-from ascendbench.distributed.modes import context_parallel_refusal, denoiser_of, largest_block_list
-from ascendbench.distributed.settings import ParallelSettings
 from ascendbench.errors import ConfigError
+from ascendbench.job.distributed import launcher  # the module: a rank imports the job stages, which import this
+from ascendbench.job.distributed.gather import combine
+from ascendbench.job.distributed.modes import context_parallel_refusal, denoiser_of, largest_block_list
+from ascendbench.job.distributed.settings import ParallelSettings
 from ascendbench.tasks.inputs import summarize
 
 log = logging.getLogger(__name__)

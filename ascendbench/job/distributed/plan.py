@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ascendbench.distributed.modes import largest_block_list, slices
-from ascendbench.distributed.settings import ParallelSettings
+from ascendbench.job.distributed.modes import largest_block_list, slices
+from ascendbench.job.distributed.settings import ParallelSettings
 from ascendbench.job.planning import memory_line
 from ascendbench.job.resources import RunMemory
 
