@@ -6,14 +6,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ascendbench.bench.summary import bench_lines
+from ascendbench.digits import judged_rule, judged_value
 
 KEY_METRICS = ("mean_rel_err", "max_abs_err", "cosine", "psnr_db")
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[str]:
@@ -51,10 +46,10 @@ def source_label(source: Mapping[str, Any]) -> str:
 def _metric_lines(metrics: Mapping[str, Any], verdict: str | None) -> list[str]:
     """Verdict with the key output metrics, then every metric that did not pass, then skipped ones."""
     judged = {k: m for k, m in metrics.items() if isinstance(m, Mapping) and "value" in m}
-    shown = [f"{k} {_fmt(m['value'])}" + (f" [{m['verdict']} {m['rule']}]" if m.get("verdict") else "")
+    shown = [f"{k} {judged_value(k, m)}" + (f" [{m['verdict']} {judged_rule(k, m)}]" if m.get("verdict") else "")
              for k, m in judged.items() if not k.startswith("layer/") and k.split("/")[-1] in KEY_METRICS]
     lines = [f"verdict   {verdict or 'n/a'}   " + "; ".join(shown)]
-    bad = [f"{k} {_fmt(m['value'])} {m['verdict']} ({m['rule']})" for k, m in judged.items()
+    bad = [f"{k} {judged_value(k, m)} {m['verdict']} ({judged_rule(k, m)})" for k, m in judged.items()
            if m.get("verdict") in ("FAIL", "WARN")]
     if bad:
         lines.append(f"not pass  {len(bad)}: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))

@@ -9,6 +9,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from ascendbench.digits import judged_rule, judged_value
+
 MISSING = "missing"
 
 
@@ -38,6 +40,21 @@ def num(value: Any, digits: int = 4) -> str:
             return f"{value:.0f}"
         return f"{value:.{digits}g}"
     return str(value)
+
+
+def entry_of(row: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The metric entry a flat row holds under ``prefix`` (``metrics.<name>``, ``hidden.<check>``)."""
+    return {key: get(row, f"{prefix}.{key}") for key in ("value", "verdict", "rule", "threshold")}
+
+
+def judged(row: Mapping[str, Any], prefix: str, metric: str) -> tuple[str, str | None, str]:
+    """``(value text, verdict, rule text)`` of the entry under ``prefix``: the value printed with the digits
+    its rule needs (never rounded across a bound), in % where the seeds use % (mean relative error)."""
+    entry = entry_of(row, prefix)
+    if entry["value"] is None:
+        return MISSING, entry["verdict"], MISSING
+    rule = judged_rule(metric, entry) if entry["rule"] is not None or entry["threshold"] is not None else MISSING
+    return judged_value(metric, entry), entry["verdict"], rule
 
 
 def text(value: Any) -> str:

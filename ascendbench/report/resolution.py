@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import MISSING, get, metric_matches, num, table, text
+from ascendbench.report.fmt import MISSING, get, judged, metric_matches, num, table, text
 from ascendbench.report.gather import TASK_PRESET_FIELDS
 from ascendbench.report.tables import RANDOM_LEGEND, random_init, record_link, verdict_cell
 
@@ -31,8 +31,9 @@ def find_metric(row: Mapping[str, Any], wanted: Sequence[str]) -> str | None:
     return None
 
 
-def _judged(value: Any, verdict: Any) -> str:
-    return MISSING if value is None else (f"{num(value)} {verdict}" if verdict else num(value))
+def _judged(row: Mapping[str, Any], prefix: str, metric: str) -> str:
+    value, verdict, _ = judged(row, prefix, metric)
+    return f"{value} {verdict}" if verdict and value != MISSING else value
 
 
 def metric_value_cell(row: Mapping[str, Any], wanted: Sequence[str]) -> str:
@@ -40,7 +41,7 @@ def metric_value_cell(row: Mapping[str, Any], wanted: Sequence[str]) -> str:
     name = find_metric(row, wanted)
     if name is None:
         return MISSING
-    return _judged(get(row, f"metrics.{name}.value"), get(row, f"metrics.{name}.verdict"))
+    return _judged(row, f"metrics.{name}", name)
 
 
 def size_cell(row: Mapping[str, Any], key: str) -> str:
@@ -56,7 +57,7 @@ def hidden_value_cell(row: Mapping[str, Any], check: str) -> str:
     """``worst VERDICT`` of a hidden-state check; ``not hooked`` when the job compared no layer."""
     if get(row, "hidden.first_divergent") is None and get(row, f"hidden.{check}.value") is None:
         return "not hooked (compare.layers off)"
-    return _judged(get(row, f"hidden.{check}.value"), get(row, f"hidden.{check}.verdict"))
+    return _judged(row, f"hidden.{check}", check)
 
 
 def resolution_table(rows: Sequence[Mapping[str, Any]], psnr: Sequence[str], ssim: Sequence[str],

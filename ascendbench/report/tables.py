@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from ascendbench.report.fmt import MISSING, get, link, metric_matches, num, short, size_label, table, text
+from ascendbench.report.fmt import MISSING, get, judged, link, metric_matches, num, short, size_label, table, text
 from ascendbench.report.gather import DRY_RUN
 from ascendbench.report.hidden import hidden_cell, hidden_metrics
 
@@ -108,11 +108,9 @@ def metric_cell(row: Mapping[str, Any], name: str) -> str:
     value = get(row, f"metrics.{name}.value")
     if value is None:
         return "no baseline" if get(row, "baseline.skipped") is not None else MISSING
-    cell = num(value)
-    verdict = get(row, f"metrics.{name}.verdict")
+    cell, verdict, rule = judged(row, f"metrics.{name}", name)
     if verdict:
-        rule = get(row, f"metrics.{name}.rule") or get(row, f"metrics.{name}.threshold")
-        cell += f" {verdict} ({text(rule)})"
+        cell += f" {verdict} ({rule})"
     return f"{cell} {RANDOM_MARK}" if random_init(row) else cell
 
 

@@ -60,14 +60,14 @@ def test_cells_carry_verdicts_and_labels(seed_records, tmp_path):
     _, text = _report(tmp_path)
     accuracy = _section(text, "Accuracy")
     bf16 = next(line for line in accuracy.splitlines() if "| bfloat16 |" in line)
-    assert "0.0733 FAIL (<= 0.01)" in bf16
+    assert "7.33% FAIL (<= 1%)" in bf16
     assert "image_lpips" not in bf16, "a skipped metric is a note under the table, not a column"
     assert "rows) image_lpips: LPIPS backbone weights not available offline" in accuracy, "skipped metric labelled"
     perf_only = next(line for line in accuracy.splitlines() if "npu_fp16_perf" in line)
     assert "skipped: baseline.enabled=false" in perf_only and "no baseline" in perf_only
     assert "not judged (baseline skipped)" in perf_only
     tiny = _section(text, "Accuracy").split("### tiny_flux2_decoder", 1)[1]
-    assert "random-init (seed 42) †" in tiny and "4e-06 PASS (<= 0.01) †" in tiny
+    assert "random-init (seed 42) †" in tiny and "0.0004% PASS (<= 1%) †" in tiny
     assert "† random-init weights" in tiny
 
 
