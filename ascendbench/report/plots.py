@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import get, metric_matches, num, size_label
+from ascendbench.report.fmt import get, num, size_label
+from ascendbench.report.meaning import section_metric
 from ascendbench.report.performance import latest, median_ms
 
 
@@ -141,16 +142,15 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
 
 
 def _error_points(rows: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[str, str, float]]:
+    """(device, label, value) of the metric answering the ``error`` section in each row (the task's declared
+    one: ``video/mean_rel_err``, never ``audio/...`` by name order); rows without it are left out."""
     points = []
     for row in rows:
-        for key in sorted(row):
-            if (key.startswith("metrics.") and key.endswith(".value")
-                    and metric_matches(key[len("metrics."):-len(".value")], metric)
-                    and isinstance(get(row, key), (int, float))):
-                label = (f"{get(row, 'job.dtype')}\n"
-                         f"{get(row, 'job.preset')} {get(row, 'job.height')}x{get(row, 'job.width')}")
-                points.append((str(get(row, "job.device")), label, float(row[key])))
-                break
+        name = section_metric(row, "error", [metric])
+        value = get(row, f"metrics.{name}.value") if name else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            label = f"{get(row, 'job.dtype')}\n{get(row, 'job.preset')} {size_label(row)}"
+            points.append((str(get(row, "job.device")), label, float(value)))
     return points
 
 

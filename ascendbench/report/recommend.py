@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import get, link, metric_matches, num, size_label, table, text
+from ascendbench.report.fmt import get, judged, link, metric_matches, num, size_label, table, text
 from ascendbench.report.performance import latest, median_ms, point_key
 from ascendbench.report.tables import RANDOM_LEGEND, RANDOM_MARK, random_init
 
@@ -26,8 +26,8 @@ def _failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         for key in sorted(row):
             if key.startswith("metrics.") and key.endswith(".verdict") and get(row, key) == "FAIL":
                 name = key[len("metrics."):-len(".verdict")]
-                found.append(f"{name} {num(get(row, f'metrics.{name}.value'))} fails "
-                             f"{text(get(row, f'metrics.{name}.rule'))} ({text(get(row, 'job.preset'))} "
+                value, _, rule = judged(row, f"metrics.{name}", name)
+                found.append(f"{name} {value} fails {rule} ({text(get(row, 'job.preset'))} "
                              f"{size_label(row)} b{num(get(row, 'job.batch_size'))})")
     return found
 
