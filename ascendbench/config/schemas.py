@@ -56,6 +56,8 @@ DtypeName = choices("DtypeName", ("auto", "float32", "float16", "bfloat16"),
                     "``dtype.name``: the device run's precision; auto = bfloat16 on accelerators, float32 on CPU.")
 ReferenceDtype = choices("ReferenceDtype", ("auto", "same", "float32", "float64"),
                          "``baseline.reference``: the CPU reference precision (same: the device's dtype).")
+BenchProtocol = choices("BenchProtocol", ("adaptive", "fixed"),
+                        "``bench.protocol``: adaptive warm-up and precision stop | exactly warmup and iters calls.")
 BaselineProcess = choices("BaselineProcess", ("child", "in-process"),
                           "``baseline.process``: where the CPU reference runs.")
 SourceField = choices("SourceField", ("model", "task", "sizes", "seed", "inputs_sha256", "weights_digest"),
@@ -117,6 +119,7 @@ class BenchSwitch:
 class BenchConfig(BudgetConfig, BenchSwitch):
     """``bench``: the timing loop (its budget interpolates the preset's)."""
 
+    protocol: BenchProtocol = MISSING
     precision: Optional[float] = None
     warmup_max: Optional[int] = None
     warmup_tolerance: float = 0.05
