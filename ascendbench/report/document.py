@@ -23,6 +23,7 @@ from ascendbench.report.pivot import pivot_section
 from ascendbench.report.profile import profile_section
 from ascendbench.report.recommend import recommendation_section
 from ascendbench.report.resolution import resolution_table
+from ascendbench.report.significance import LatencyRule
 from ascendbench.report.tables import (
     accuracy_table,
     dry_runs_table,
@@ -136,7 +137,8 @@ class Report:
         return profile_section(self.rows, base_dir, heading)
 
     def _variants(self, base_dir: Path, heading: str) -> str:
-        return variants_section(self.rows, list(self.settings.variants.show), base_dir, heading)
+        rule = LatencyRule.from_options(self.settings.compare)
+        return variants_section(self.rows, list(self.settings.variants.show), base_dir, heading, rule)
 
     def _recommendation(self, base_dir: Path, heading: str) -> str:
         if not self.rows:
