@@ -13,6 +13,7 @@ from ascendbench.report.backfill import SECTIONS, backfill_file
 from ascendbench.report.compare import compare_frames
 from ascendbench.report.document import Report, write_report
 from ascendbench.report.gather import records_frame
+from ascendbench.report.select import parse_selection, select_frame
 from ascendbench.report.settings import load_settings
 from ascendbench.report.significance import LatencyRule
 
@@ -33,6 +34,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"Markdown file whose ascendbench markers are back-filled ({', '.join(SECTIONS)}); repeatable")
     p.add_argument("--reference-device", help="device whose errors and latencies others are compared with "
                    "(default: report.yaml cross_device.reference_device)")
+    p.add_argument("--select", action="append", default=[], metavar="KEY=VALUE[,VALUE]",
+                   help="report only the records matching (repeatable, all must hold): sweep=<dir name>, "
+                        "model=, preset=, dtype=, device=, or a records.csv column")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (report.html is still written)")
     p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
                    help="regression gate: exit 1 when NEW has worse verdicts or is significantly slower than OLD, "
@@ -62,7 +66,7 @@ def run_compare(old: str, new: str, options) -> int:
 def run_report(args: argparse.Namespace, settings) -> int:
     """Write the report (and back-fill READMEs); print where everything went."""
     sources = args.paths or list(settings.paths)
-    frame = records_frame(sources, missing_ok=not args.paths)
+    frame = select_frame(records_frame(sources, missing_ok=not args.paths), parse_selection(args.select))
     report = Report(frame, settings, sources)
     written = write_report(report, Path(args.out or settings.out_dir))
     print(f"report: {written['markdown']} ({report.counts() if not report.empty else 'no records'})")

@@ -23,6 +23,7 @@ from ascendbench.report.pivot import pivot_section
 from ascendbench.report.profile import profile_section
 from ascendbench.report.recommend import recommendation_section
 from ascendbench.report.resolution import resolution_table
+from ascendbench.report.select import accuracy_rows, repeats_note
 from ascendbench.report.significance import LatencyRule
 from ascendbench.report.tables import (
     accuracy_table,
@@ -99,12 +100,24 @@ class Report:
         if not self.rows:
             return "No job finished ok, so there is no accuracy to show (see the failed jobs)."
         show = list(self.settings.accuracy.show)
-        return "\n\n".join(f"{heading} {m}\n\n" + accuracy_table(ok_rows(self.frame, m), show, base_dir)
-                           for m in self.models)
+        parts = []
+        for model in self.models:
+            rows = accuracy_rows(ok_rows(self.frame, model))
+            if not rows:
+                parts.append(f"{heading} {model}\n\nOnly performance runs (baseline.enabled=false): nothing judged.")
+                continue
+            note = repeats_note(rows)
+            parts.append(f"{heading} {model}\n\n" + accuracy_table(rows, show, base_dir)
+                         + (f"\n- {note}" if note else ""))
+        return "\n\n".join(parts)
 
     def _per_resolution(self, base_dir: Path, heading: str) -> str:
         options = self.settings.per_resolution
-        return resolution_table(self.rows, list(options.psnr), list(options.ssim), base_dir)
+        rows = [r for r in accuracy_rows(self.rows) if get(r, "job.steps") is not None]  # denoising tasks only
+        if not rows:
+            return ("No judged run of a task with denoising steps (text-to-video, tokenizer), so the Sulphur-2 "
+                    "seed's per-resolution table does not apply to these records.")
+        return resolution_table(rows, list(options.psnr), list(options.ssim), base_dir)
 
     def _layers(self, base_dir: Path, heading: str) -> str:
         parts = []
