@@ -37,6 +37,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--select", action="append", default=[], metavar="KEY=VALUE[,VALUE]",
                    help="report only the records matching (repeatable, all must hold): sweep=<dir name>, "
                         "model=, preset=, dtype=, device=, or a records.csv column")
+    p.add_argument("--lang", choices=("en", "zh"), help="words of the seed layouts (default: report.yaml `lang`)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (report.html is still written)")
     p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
                    help="regression gate: exit 1 when NEW has worse verdicts or is significantly slower than OLD, "
@@ -87,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = list(args.set)
     if args.reference_device:
         overrides.append(f"cross_device.reference_device={args.reference_device}")
+    if args.lang:
+        overrides.append(f"lang={args.lang}")
     if args.no_plots:
         overrides.append("plots=false")
     for flag, key in ((args.alpha, "alpha"), (args.min_effect, "min_effect"), (args.noise, "noise")):

@@ -23,6 +23,7 @@ from ascendbench.report.pivot import pivot_section
 from ascendbench.report.profile import profile_section
 from ascendbench.report.recommend import recommendation_section
 from ascendbench.report.resolution import resolution_table
+from ascendbench.report.seedlayer import PROFILE_SECTIONS, layout, seed_layouts_section
 from ascendbench.report.select import accuracy_rows, repeats_note
 from ascendbench.report.significance import LatencyRule
 from ascendbench.report.tables import (
@@ -93,8 +94,14 @@ class Report:
         """One named section (the names README markers use) with links relative to ``base_dir``."""
         if self.empty:
             return self.nothing()
+        if name in PROFILE_SECTIONS:
+            return layout(name, self.rows, str(self.settings.lang), Path(base_dir)) or (
+                f"No record of a task with the `{name}` layout.")
         render = getattr(self, f"_{name}")
         return render(Path(base_dir), heading)
+
+    def _seed_layouts(self, base_dir: Path, heading: str) -> str:
+        return seed_layouts_section(self.rows, self.models, str(self.settings.lang), base_dir, heading)
 
     def _accuracy(self, base_dir: Path, heading: str) -> str:
         if not self.rows:
@@ -117,6 +124,8 @@ class Report:
         if not rows:
             return ("No judged run of a task with denoising steps (text-to-video, tokenizer), so the Sulphur-2 "
                     "seed's per-resolution table does not apply to these records.")
+        if str(self.settings.lang) == "zh":  # the seed's own headers, as its README has them
+            return layout("sulphur2_accuracy", rows, "zh", base_dir) or resolution_table(rows, [], [], base_dir)
         return resolution_table(rows, list(options.psnr), list(options.ssim), base_dir)
 
     def _layers(self, base_dir: Path, heading: str) -> str:
@@ -194,7 +203,8 @@ class Report:
         intro = (f"{self.counts()}, gathered from {', '.join(self.sources)}. Every number below is read from a "
                  "record, and each row links to its record.json; \"missing\" means the record does not carry "
                  "the value.")
-        titles = (("Accuracy", "accuracy"), ("Accuracy per resolution (Sulphur-2 seed layout)", "per_resolution"),
+        titles = (("Seed layouts", "seed_layouts"), ("Accuracy", "accuracy"),
+                  ("Accuracy per resolution (Sulphur-2 seed layout)", "per_resolution"),
                   ("Performance", "performance"),
                   ("Latency per size and dtype (median, 95% CI)", "pivot"),
                   ("Where the time goes (profiler)", "profile"),

@@ -12,6 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ascendbench.config import config_dir
 from ascendbench.errors import ReportError
 from ascendbench.report.significance import METHODS
+from ascendbench.report.words import LANGS
 
 SETTINGS_FILE = "report.yaml"
 log = logging.getLogger(__name__)
@@ -36,7 +37,15 @@ def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
         ) from None
     check_compare(merged)
     check_html(merged)
+    check_lang(merged)
     return merged
+
+
+def check_lang(settings: DictConfig) -> None:
+    """``lang`` is ``en`` or ``zh`` (the seeds' own header words)."""
+    if str(settings.get("lang")) not in LANGS:
+        raise ReportError(f"report option lang={settings.get('lang')!r} is not allowed: use one of {', '.join(LANGS)} "
+                          "(zh: the seeds' Chinese header words), e.g. `--lang zh` or `--set lang=zh`.")
 
 
 def check_html(settings: DictConfig) -> None:

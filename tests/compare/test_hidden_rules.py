@@ -25,5 +25,7 @@ def test_bf16_hidden_states_against_float64_are_judged_by_bf16_limits_and_same_b
     # against float64: the bf16 rounding is not judged by the seed's 1e-3 / 0.9999 (set for bf16 vs bf16)
     assert "max_abs_err" not in finer_rules and finer_rules["cosine"]["rule"] == ">= 0.99"
     assert finer_rules["cosine"]["verdict"] == "PASS"
+    unjudged = [e for n, e in finer_rec["metrics"].items() if n.startswith("layer/") and n.endswith("/max_abs_err")]
+    assert unjudged and all(e["verdict"] is None and e["value"] > 0 for e in unjudged), "MaxDiff kept, not judged"
     # the seed's protocol: the seed's own rules
     assert same_rules["max_abs_err"]["rule"] == "<= 0.001" and same_rules["cosine"]["rule"] == ">= 0.9999"
