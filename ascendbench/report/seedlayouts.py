@@ -66,6 +66,13 @@ def rules_note(rows: Rows, names: Sequence[str], lang: str) -> str | None:
     return f"{word('rules', lang)}: " + "; ".join(seen.values()) if seen else None
 
 
+def _accelerator_first(rows: Rows) -> list[Mapping[str, Any]]:
+    """The rows of devices other than the CPU where there are any (the seeds' columns are NPU runs; the CPU
+    run is the reference and the speed-up's base), else the CPU rows."""
+    others = [r for r in rows if get(r, "job.device") != "cpu"]
+    return others or list(rows)
+
+
 def _device(row: Mapping[str, Any]) -> str:
     return str(get(row, "job.device") or MISSING).upper()
 
@@ -74,7 +81,7 @@ def _device(row: Mapping[str, Any]) -> str:
 
 def flux2_accuracy(rows: Rows, lang: str, base_dir: Path) -> str | None:
     """Metrics x dtypes (the seed's ``指标 | NPU float32 vs CPU | ...``), a result row, rules in the notes."""
-    judged = accuracy_rows(rows)
+    judged = _accelerator_first(accuracy_rows(rows))
     if not judged:
         return None
     sizes = {size_label(r) for r in judged}
@@ -97,7 +104,7 @@ def _memory_mb(row: Mapping[str, Any]) -> Any:
 
 def flux2_performance(rows: Rows, lang: str, base_dir: Path) -> str | None:
     """Batch | Resolution | Dtype | Mean (ms) | P90 (ms) | Throughput (samples/s) | Mem (MB), one row per workload."""
-    timed = sorted((r for r in latest_per_workload(rows) if median_ms(r)),
+    timed = sorted((r for r in _accelerator_first(latest_per_workload(rows)) if median_ms(r)),
                    key=lambda r: (str(get(r, "job.device")), get(r, "job.batch_size") or 0, get(r, "job.height") or 0,
                                   str(get(r, "job.dtype"))))
     if not timed:
