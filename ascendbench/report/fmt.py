@@ -69,7 +69,11 @@ def get(row: Mapping[str, Any], key: str) -> Any:
 
 
 def size_label(row: Mapping[str, Any]) -> str:
-    """``HxW``, or ``HxWxF`` when the task uses frames (``job.num_frames``), from the record's job fields."""
+    """``HxW``, or ``HxWxF`` when the task uses frames (``job.num_frames``), from the record's job fields; a layer
+    task's ``input [1,128,2,8,8]`` (``job.sizes.input_shape``)."""
+    shape = get(row, "job.sizes.input_shape")
+    if shape is not None and get(row, "job.sizes.height") is None:  # one layer: its input, not the preset's image
+        return f"input {shape}".replace(", ", ",")
     height, width, frames = get(row, "job.height"), get(row, "job.width"), get(row, "job.num_frames")
     if height is None or width is None:
         return MISSING

@@ -215,7 +215,9 @@ def accuracy_table(rows: Sequence[Mapping[str, Any]], show: Sequence[str], base_
         headers = id_headers + [n[len(output) + 1:] if output else n for n in names] + hid_headers
         body = [id_cells(row) + [metric_cell(row, n) for n in names] + hid_cells(row)
                 + [verdict_cell(row), record_link(row, base_dir)] for row in rows]
-        title = f"Output `{output}`:\n\n" if len(groups) > 1 else ""
+        named = output or next((str(get(r, "job.primary.output")) for r in rows if get(r, "job.primary.output")),
+                               "the task's output")  # an unprefixed metric belongs to the task's only output
+        title = f"Output `{named}`:\n\n" if len(groups) > 1 else ""
         parts.append(title + table(headers + ["verdict", "record"], body))
     return "\n\n".join(parts) + "\n\n" + "\n".join(f"- {n}" for n in accuracy_notes(rows, notes))
 
