@@ -11,8 +11,9 @@ from ascendbench.digits import judged_rule, judged_value
 KEY_METRICS = ("mean_rel_err", "max_abs_err", "cosine", "psnr_db")
 
 
-def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[str]:
-    """The summary as lines of text, built only from the record."""
+def summary_lines(record: Mapping[str, Any], record_path: Path | str, seen: set[str] | None = None) -> list[str]:
+    """The summary as lines of text, built only from the record; a long skip reason already in ``seen`` (the
+    reasons printed before in this process) is shortened, every reason is added to it."""
     job, weights = record.get("job", {}), record.get("weights") or {}
     lines = [
         f"model     {job.get('model')}  preset {job.get('preset')}{_sizes(job)}  seed {job.get('seed')}",
@@ -23,7 +24,7 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[st
     source = (record.get("baseline") or {}).get("source")
     if isinstance(source, Mapping):
         lines.append(f"reference {source_label(source)}")
-    lines += _metric_lines(record.get("metrics") or {}, record.get("verdict"), _declared(job))
+    lines += _metric_lines(record.get("metrics") or {}, record.get("verdict"), _declared(job), seen)
     bench = record.get("bench") or {}
     if bench:
         lines += bench_lines(bench)
@@ -68,14 +69,17 @@ _SHOWN_REASONS: set[str] = set()
 REPEAT_LIMIT = 60
 
 
-def _reason_text(reason: str) -> str:
-    if reason in _SHOWN_REASONS and len(reason) > REPEAT_LIMIT:
+def _reason_text(reason: str, seen: set[str] | None) -> str:
+    if seen is None:
+        return reason
+    if reason in seen and len(reason) > REPEAT_LIMIT:
         return reason[:REPEAT_LIMIT].rstrip() + "... (as in the summary above)"
-    _SHOWN_REASONS.add(reason)
+    seen.add(reason)
     return reason
 
 
-def _metric_lines(metrics: Mapping[str, Any], verdict: str | None, declared: set[str] = frozenset()) -> list[str]:
+def _metric_lines(metrics: Mapping[str, Any], verdict: str | None, declared: set[str] = frozenset(),
+                  seen: set[str] | None = None) -> list[str]:
     """Verdict with the key output metrics and the task's declared ones (a tokenizer's gate values), then every
     metric that did not pass, then skipped ones (a long reason in full once per process)."""
     judged = {k: m for k, m in metrics.items() if isinstance(m, Mapping) and "value" in m}
@@ -91,13 +95,13 @@ def _metric_lines(metrics: Mapping[str, Any], verdict: str | None, declared: set
     for name, entry in metrics.items():
         if isinstance(entry, Mapping) and "skipped" in entry:
             by_reason.setdefault(str(entry["skipped"]), []).append(name)
-    lines += [f"skipped   {', '.join(names)}: {_reason_text(reason)}" for reason, names in by_reason.items()]
+    lines += [f"skipped   {', '.join(names)}: {_reason_text(reason, seen)}" for reason, names in by_reason.items()]
     return lines
 
 
 def print_summary(record: Mapping[str, Any], record_path: Path | str) -> None:
     """Print the summary block to stdout."""
-    lines = summary_lines(record, record_path)
+    lines = summary_lines(record, record_path, _SHOWN_REASONS)
     width = min(100, max(len(line) for line in lines))
     print("=" * width + "\nascendbench summary\n" + "-" * width)
     print("\n".join(lines))

@@ -13,6 +13,7 @@ from ascendbench.report.backfill import SECTIONS, backfill_file
 from ascendbench.report.compare import compare_frames
 from ascendbench.report.document import Report, write_report
 from ascendbench.report.gather import records_frame
+from ascendbench.report.port import write_port
 from ascendbench.report.select import parse_selection, select_frame
 from ascendbench.report.settings import load_settings
 from ascendbench.report.significance import LatencyRule
@@ -38,6 +39,8 @@ def parser() -> argparse.ArgumentParser:
                    help="report only the records matching (repeatable, all must hold): sweep=<dir name>, "
                         "model=, preset=, dtype=, device=, or a records.csv column")
     p.add_argument("--lang", choices=("en", "zh"), help="words of the seed layouts (default: report.yaml `lang`)")
+    p.add_argument("--port", action="store_true", help="also write the port report: <out>/port/<model>.md and "
+                   ".html, one README-shaped document per model in the seeds' structure")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (report.html is still written)")
     p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
                    help="regression gate: exit 1 when NEW has worse verdicts or is significantly slower than OLD, "
@@ -75,6 +78,9 @@ def run_report(args: argparse.Namespace, settings) -> int:
     print("tables: " + ", ".join(str(v) for k, v in written.items() if k not in ("markdown", "html")))
     for plot in report.plot_files:
         print(f"plot: {plot}")
+    if args.port:
+        for path in write_port(report, Path(args.out or settings.out_dir)):
+            print(f"port report: {path}")
     for readme in args.readme:
         unknown = backfill_file(Path(readme), lambda base: lambda name: report.section(name, base))
         left = f" (unknown markers left untouched: {', '.join(unknown)})" if unknown else ""

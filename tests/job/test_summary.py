@@ -28,6 +28,8 @@ def test_the_summary_names_sizes_and_the_tasks_declared_gate_values():
 def test_a_long_skip_reason_is_printed_in_full_once_per_process():
     reason = "AlexNet weights not available offline: " + "copy alexnet.pth into the torch hub cache " * 8
     record = {"job": {}, "metrics": {"video/video_lpips_mean": {"skipped": reason}}}
-    first = "\n".join(summary_lines(record, "a/record.json"))
-    second = "\n".join(summary_lines(record, "b/record.json"))
+    seen: set[str] = set()
+    first = "\n".join(summary_lines(record, "a/record.json", seen))
+    second = "\n".join(summary_lines(record, "b/record.json", seen))
     assert reason in first and reason not in second and "(as in the summary above)" in second
+    assert reason in "\n".join(summary_lines(record, "c/record.json")), "a summary alone says it in full"
