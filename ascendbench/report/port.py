@@ -89,7 +89,7 @@ def reproduce(rows: Rows, sources: Sequence[str], lang: str) -> str:
     if not lines:
         return ("The records' job directories hold no `.hydra/overrides.yaml`, so the commands are not known; "
                 f"the resolved config of each job is in its record.json. Report: `{report}`")
-    return "```\n" + "\n".join(lines + [report]) + "\n```"
+    return "\n".join(f"- `{line}`" for line in lines + [report])
 
 
 def smoke(rows: Rows, base_dir: Path) -> str:
@@ -100,7 +100,7 @@ def smoke(rows: Rows, base_dir: Path) -> str:
     except (OSError, ValueError):
         return f"The first record ({link('record', first['record'], base_dir)}) cannot be read again."
     lines = [line for line in summary_lines(record, Path(str(first["record"])).name) if not line.startswith("record")]
-    return "```\n" + "\n".join(lines) + "\n```\n\n- " + link("record", first["record"], base_dir)
+    return "\n".join(f"- `{line}`" for line in lines) + "\n- " + link("record", first["record"], base_dir)
 
 
 def layouts(rows: Rows, lang: str, base_dir: Path, performance: bool) -> str:
