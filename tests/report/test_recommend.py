@@ -58,3 +58,13 @@ def test_section_states_the_rule_and_labels_random_init(write_record, tmp_path):
     text = recommendation_section(rows, ["tiny"], "mean_rel_err", tmp_path)
     assert text.startswith(RULE.format(metric="mean_rel_err"))
     assert "### tiny on cpu" in text and "float32 †" in text and "random-init weights" in text
+
+
+def test_random_init_and_loaded_records_of_one_model_are_never_one_recommendation(write_record, tmp_path):
+    from ascendbench.report.gather import load_row
+    from ascendbench.report.recommend import recommendation_section
+
+    rows = [load_row(write_record("loaded", dtype="float32", mean_rel_err=0.002)),
+            load_row(write_record("random", dtype="float16", mean_rel_err=0.05, weights="random"))]
+    text = recommendation_section(rows, ["flux2_small_decoder"], "mean_rel_err", tmp_path)
+    assert "on npu, loaded weights" in text and "on npu, random-init weights" in text
