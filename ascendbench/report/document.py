@@ -213,6 +213,10 @@ class Report:
                   ("Cross-device comparison", "cross_device"), ("Hidden states per layer", "layers"),
                   ("Plots", "plots"), ("Images and heatmaps written by the jobs", "artifacts"),
                   ("Failed jobs", "failures"), ("Dry runs", "dry_runs"), ("Environment per machine", "environment"))
+        chosen = self.settings.get("sections")
+        if chosen:
+            known = dict((name, title) for title, name in titles)
+            titles = tuple((known.get(str(n), str(n)), str(n)) for n in chosen)
         body = "\n\n".join(f"## {title}\n\n{self.section(name, base_dir)}" for title, name in titles)
         return f"{head}{intro}\n\n{body}\n"
 

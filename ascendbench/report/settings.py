@@ -38,7 +38,20 @@ def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
     check_compare(merged)
     check_html(merged)
     check_lang(merged)
+    check_sections(merged)
     return merged
+
+
+def check_sections(settings: DictConfig) -> None:
+    """``sections`` is null or a list of known section names."""
+    from ascendbench.report.backfill import SECTIONS
+
+    chosen = settings.get("sections")
+    unknown = [str(n) for n in chosen or [] if str(n) not in SECTIONS]
+    if chosen is not None and (not OmegaConf.is_list(chosen) or unknown):
+        raise ReportError(f"report option sections={chosen!r} names {', '.join(unknown) or 'no list'}: give null "
+                          f"(every section) or a list of {', '.join(SECTIONS)}, e.g. "
+                          "`--set 'sections=[seed_layouts,failures]'`.")
 
 
 def check_lang(settings: DictConfig) -> None:

@@ -57,3 +57,10 @@ def test_a_bad_selection_says_how_to_write_one(recipe, capsys):
         parse_selection(["dtype"])
     assert main([str(recipe / "multirun"), "--out", str(recipe / "r"), "--select", "colour=red"]) == 2
     assert "colour" in capsys.readouterr().err
+
+
+def test_the_sections_of_the_report_are_a_choice(recipe, capsys):
+    text = _report(recipe, "--set", "sections=[seed_layouts,failures]")
+    assert [line for line in text.splitlines() if line.startswith("## ")] == ["## Seed layouts", "## Failed jobs"]
+    assert main([str(recipe / "multirun"), "--out", str(recipe / "r"), "--set", "sections=[colours]"]) == 2
+    assert "colours" in capsys.readouterr().err
