@@ -65,8 +65,8 @@ chromium: ## install Debian's chromium for the report.html browser test where mi
 bench: install ## run every benchmark of ascendbench itself (benchmarks/bench_*.py); prints measured ratios
 	@set -e; for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script; done
 
-report: install ## records under outputs/ and multirun/ -> reports/report.md, CSV, plots; README=path back-fills its markers
-	$(PY) -m ascendbench.report $(if $(README),--readme $(README)) $(ARGS)
+report: install ## records under outputs/ and multirun/ -> reports/report.md, CSV, plots, port/<model>.md; README=path back-fills its markers; REPORT_LANG=zh
+	$(PY) -m ascendbench.report --port $(if $(REPORT_LANG),--lang $(REPORT_LANG)) $(if $(README),--readme $(README)) $(ARGS)
 
 verify: install ## check this host: versions, devices, attention backends, LPIPS weights, hub; ARGS="--require npu"
 	$(PY) -m ascendbench.verify $(ARGS)

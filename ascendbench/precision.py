@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 TORCH_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": torch.float16,
                                         "bfloat16": torch.bfloat16}
 REFERENCE_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
-REFERENCE_CHOICES = ("auto", *REFERENCE_DTYPES)
+REFERENCE_CHOICES = ("auto", "same", *REFERENCE_DTYPES)
 TOLERANCE_KEYS = ("small_value", "small_value_atol")
 
 
@@ -52,16 +52,22 @@ def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
 
     >>> reference_dtype("auto", torch.float32), reference_dtype("auto", torch.bfloat16)
     (torch.float64, torch.float64)
-    >>> reference_dtype("float32", torch.float16)
-    torch.float32
+
+    ``same`` is the seeds' protocol: the CPU reference in the device's own dtype (a bf16 NPU run against a
+    bf16 CPU run), where the Sulphur-2 seed's hidden-state limits were set.
+
+    >>> reference_dtype("float32", torch.float16), reference_dtype("same", torch.bfloat16)
+    (torch.float32, torch.bfloat16)
     """
     if choice not in REFERENCE_CHOICES:
         raise ConfigError(
             f"baseline.reference={choice!r} is not allowed; use one of {', '.join(REFERENCE_CHOICES)} "
-            "(auto: float64 whenever it fits in host memory, else float32)."
+            "(auto: float64 whenever it fits in host memory, else float32; same: the device's dtype)."
         )
     if choice == "auto":
         return torch.float64
+    if choice == "same":
+        return device_dtype
     return REFERENCE_DTYPES[choice]
 
 

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from ascendbench.baseline.child import reference_patches
 from ascendbench.env import library_versions
 from ascendbench.precision import dtype_name
 
@@ -90,7 +91,9 @@ def key_material(cfg: DictConfig, weights: Mapping[str, Any], inputs: Mapping[st
         "format": FORMAT,
         "loader": loader,
         "task": _plain(cfg.model.task),
-        "patches": _plain(cfg.model.get("patches")),  # the reference runs with the model's CPU patches
+        # only the patches the reference applies (``reference: true``); the device run's patches (an attention
+        # backend, a dense-mask flex_attention) never reach it, so an A/B sweep over them shares one reference
+        "patches": reference_patches(cfg.model.get("patches")),
         "weights": weights_identity(weights, (loader or {}).get("subfolder")),
         "preset": preset,
         "seed": int(cfg.seed),

@@ -96,7 +96,10 @@ class ReferenceQuery:
     @cached_property
     def candidates(self) -> list[tuple[str, str]]:
         """``(precision, key)`` of every entry that may serve this job, highest precision first, the requested
-        one last: a float64 reference serves a float32 request of the same workload."""
+        one last: a float64 reference serves a float32 request of the same workload. A half-precision request
+        (``baseline.reference=same``, the seeds' protocol) is served by that precision only."""
+        if self.precision not in REFERENCE_DTYPES.values():
+            return [(dtype_name(self.precision), self.key)]
         higher = sorted((d for d in REFERENCE_DTYPES.values() if d.itemsize > self.precision.itemsize),
                         key=lambda d: d.itemsize, reverse=True)
         found = [(dtype_name(d), cache_key(self.material_for(d))) for d in higher]

@@ -14,6 +14,10 @@ Stop rule, checked after every timed call:
 ``iters`` (when set) fixes the count: ``min_iters = max_iters = iters``, no time minimum, no precision
 stop -- the "3 warmups + 10 timed runs" protocol of the seed reports.
 
+``protocol: fixed`` is the seeds' protocol ("warmup 5, 20 iterations"): exactly ``warmup`` warm-up calls
+and exactly ``iters`` timed calls, no adaptive warm-up, no precision stop and no time cap (``max_time_s``
+does not cut it short). ``adaptive`` (the default) is everything above.
+
 ``stability`` (the old IQR/median stop) is deprecated: accepted, logged, and ignored.
 
 Warm-up rule (:class:`WarmupRule`): at least ``warmup`` calls; then, up to ``warmup_max`` calls, more
@@ -40,6 +44,7 @@ log = logging.getLogger(__name__)
 # The precision check is O(n) in the worst case (CI ranks of a new n): from this many samples on it runs
 # every n // CHECK_SPACING calls (samples grow by ~2% between checks), so its cost per call stays constant.
 CHECK_SPACING = 50
+PROTOCOLS = ("adaptive", "fixed")
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,14 @@ class BenchBudget:
     warmup_max: int | None = None
     warmup_tolerance: float = 0.05
     warmup_patience: int = 2
+    protocol: str = "adaptive"
 
     def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(f"bench.protocol={self.protocol!r} is not allowed: use one of {', '.join(PROTOCOLS)} "
+                              "(fixed: exactly bench.warmup warm-ups and bench.iters timed calls, the seeds' "
+                              "protocol; adaptive: warm up until calls stop getting faster, time until the median "
+                              "is precise). E.g. `bench.protocol=fixed preset.warmup=5 preset.iters=20`.")
         checks = (
             ("warmup", self.warmup >= 0, "an integer >= 0"),
             ("min_iters", self.min_iters >= 1, "an integer >= 1"),
@@ -103,6 +114,12 @@ class BenchBudget:
             "warmup_tolerance": float(node.get("warmup_tolerance", cls.warmup_tolerance)),
             "warmup_patience": int(node.get("warmup_patience", cls.warmup_patience)),
         }
+        budget["protocol"] = str(node.get("protocol") or "adaptive")
+        if budget["protocol"] == "fixed":
+            if iters is None:
+                raise ConfigError("bench.protocol=fixed needs a count of timed calls: set `preset.iters=N` (or "
+                                  "`bench.iters=N`), e.g. `bench.protocol=fixed preset.warmup=5 preset.iters=20`.")
+            budget.update(warmup_max=None)
         if iters is not None:
             if int(iters) < 1:
                 raise ConfigError(f"bench.iters={iters!r} must be an integer >= 1, or null to let min_iters/"
@@ -174,7 +191,8 @@ class StopRule:
     def reason(self, elapsed_s: float) -> str | None:
         """Why the loop stops after ``len(samples)`` calls and ``elapsed_s`` seconds, or ``None`` to go on."""
         b, n = self.budget, len(self._sorted)
-        cap = "max_iters" if n >= b.max_iters else "max_time_s" if elapsed_s >= b.max_time_s else None
+        timed_out = elapsed_s >= b.max_time_s and b.protocol != "fixed"  # a fixed count is never cut short
+        cap = "max_iters" if n >= b.max_iters else "max_time_s" if timed_out else None
         if cap is not None:
             return "precision" if n >= b.min_iters and self.precise() else cap
         if n < b.min_iters or elapsed_s < b.min_time_s:

@@ -127,7 +127,7 @@ def phases_line(bench: Mapping[str, Any]) -> str | None:
 
 def bench_lines(bench: Mapping[str, Any]) -> list[str]:
     """All performance lines of the summary, with the noise warning last."""
-    lines = [latency_line(bench), compute_line(bench), memory_line(bench)]
+    lines = [latency_line(bench), compute_line(bench)] + ([memory_line(bench)] if bench.get("memory") else [])
     lines += [line for line in (warmup_line(bench), phases_line(bench)) if line]
     noise = bench.get("noise") or {}
     if noise.get("noisy"):

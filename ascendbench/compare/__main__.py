@@ -13,8 +13,10 @@ from typing import Sequence
 
 from ascendbench.compare.files import UnusableInput
 from ascendbench.compare.standalone import CompareRequest, run_compare
+from ascendbench.digits import judged_rule, judged_value
 
 METRICS = ("image", "video", "regression", "tokens")
+ALWAYS_SHOWN = ("max_abs_err", "mean_rel_err", "cosine")  # the seeds' headline numbers, judged or not
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -28,8 +30,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("candidate", type=Path, help="the candidate output (e.g. the NPU run)")
     p.add_argument("--atol", type=float, help="allclose absolute tolerance; with --rtol a judged rule (max 0 misses)")
     p.add_argument("--rtol", type=float, help="allclose relative tolerance")
-    p.add_argument("--metric", choices=METRICS, help="the metric suite (default: from the outputs' shape)")
-    p.add_argument("--dtype", choices=DTYPES, help="whose verdict rules apply (default: the candidate's dtype)")
+    p.add_argument("--metric", choices=METRICS, help="the metric suite (default: tokens for integers, image for "
+                   "[N, 1|3, H, W], else regression; a 5-D output is a video only with --metric video)")
+    p.add_argument("--dtype", choices=DTYPES, help="whose verdict rules apply (default: the candidate's half dtype, "
+                   "else job.dtype of the record.json beside it, else float32)")
     p.add_argument("--out", type=Path, default=Path("compare_out"), help="output directory (default compare_out)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="a config override, e.g. metric.thresholds.cosine={min:0.999} (repeatable)")
@@ -51,10 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - a config error (bad --set) is a usage error, not a traceback
         print(f"compare: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    judged = {k: v for k, v in record["metrics"].items() if isinstance(v, dict) and v.get("verdict")}
-    for name, entry in judged.items():
-        print(f"{name:28} {entry.get('value')!s:>14}  {entry['verdict']}")
-    print(f"verdict {record['verdict']}  ({record['metric']} suite, {record['dtype_rules']} rules; "
+    shown = {k: v for k, v in record["metrics"].items() if isinstance(v, dict) and "value" in v
+             and (v.get("verdict") or k.rsplit("/", 1)[-1] in ALWAYS_SHOWN)}
+    for name, entry in shown.items():
+        rule = f"  ({judged_rule(name, entry)})" if entry.get("verdict") else ""
+        print(f"{name:28} {judged_value(name, entry):>14}  {entry.get('verdict') or '-'}{rule}")
+    print(f"verdict {record['verdict']}  ({record['metric']} suite, {record['dtype_rules']} rules from "
+          f"{record.get('dtype_from')}; "
           f"atol {record['allclose']['atol']}, rtol {record['allclose']['rtol']}); results in {args.out}")
     return code
 

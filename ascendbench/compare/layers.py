@@ -13,6 +13,8 @@ from ascendbench.metrics.verdict import merge_rules, worst
 from ascendbench.precision import dtype_name
 
 # Columns of a layer row in compare.csv (the full metric set stays in the record).
+# Kept in the record for every layer even where no rule judges them (the Sulphur-2 seed's MaxDiff / CosSim).
+HEADLINE = ("max_abs_err", "cosine")
 ROW_METRICS = ("max_abs_err", "mean_rel_err", "cosine", "mae", "rmse", "allclose_mismatch_ratio", "nonfinite_mismatch")
 
 
@@ -32,12 +34,13 @@ def compare_layer(name: str, reference: torch.Tensor, device: torch.Tensor, rule
                                 data_range=_data_range(reference) or 1.0)
     entries = {metric: make_entry(metric, value, rules) for metric, value in values.items()}
     judged = {m: e for m, e in entries.items() if e.get("verdict")}
+    kept = {**{m: entries[m] for m in HEADLINE if m in entries}, **judged}  # the seeds' columns, judged or not
     bad = [f"{m} {e['value']:.4g} {e['verdict']} ({e['rule']})" for m, e in judged.items() if e["verdict"] != "PASS"]
     row = {"name": name, "kind": "layer", "shape": list(reference.shape),
            "ref_dtype": dtype_name(reference.dtype),
            "dev_dtype": dtype_name(device.dtype)}
     row.update({m: values[m] for m in ROW_METRICS})
-    row.update(result=worst(e["verdict"] for e in judged.values()) or "", message="; ".join(bad), entries=judged)
+    row.update(result=worst(e["verdict"] for e in judged.values()) or "", message="; ".join(bad), entries=kept)
     return row
 
 

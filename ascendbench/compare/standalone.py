@@ -45,18 +45,49 @@ class CompareRequest:
 
 
 def infer_metric(tensors: Mapping[str, torch.Tensor]) -> str:
-    """``tokens`` for integer outputs, ``image`` for [N, 1|3, H, W], ``video`` for 5-D, else ``regression``."""
+    """``tokens`` for integer outputs, ``image`` for [N, 1|3, H, W], else ``regression``.
+
+    A 5-D tensor is not taken for a video unless said (``--metric video``): a layer's activations
+    ``[1, 1024, 2, 8, 8]`` are 5-D too, and have no colour axis.
+    """
     first = next(iter(tensors.values()))
     if not first.is_floating_point():
         return "tokens"
     if first.dim() == 4 and first.shape[1] in (1, 3):
         return "image"
-    return "video" if first.dim() == 5 else "regression"
+    return "regression"
 
 
-def infer_dtype(tensors: Mapping[str, torch.Tensor]) -> str:
-    """The dtype whose rules judge the candidate: its own half dtype, else float32."""
-    return HALF_NAMES.get(next(iter(tensors.values())).dtype, "float32")
+RECORD_DEPTH = 3  # how many directories above the candidate file are searched for the job's record.json
+
+
+def record_dtype(path: Path) -> tuple[str, Path] | None:
+    """``(job.dtype, record path)`` of the job record beside (or above) ``path``, when it names a device dtype.
+
+    The record is data: only a known dtype name is taken from it, nothing else.
+    """
+    here = Path(path).resolve()
+    for folder in [here if here.is_dir() else here.parent, *here.parents][:RECORD_DEPTH + 1]:
+        record = folder / "record.json"
+        if record.is_file():
+            try:
+                dtype = (json.loads(record.read_text()).get("job") or {}).get("dtype")
+            except (OSError, ValueError, AttributeError):
+                return None
+            return (dtype, record) if dtype in ("float32", *HALF_NAMES.values()) else None
+    return None
+
+
+def infer_dtype(tensors: Mapping[str, torch.Tensor], path: Path | None = None) -> tuple[str, str]:
+    """``(dtype, where from)``: the candidate's own half dtype, else the job record beside the file (a bf16 run
+    saved as float32 .npy, numpy having no bfloat16), else float32."""
+    own = HALF_NAMES.get(next(iter(tensors.values())).dtype)
+    if own:
+        return own, "the candidate file's dtype"
+    found = record_dtype(path) if path is not None else None
+    if found:
+        return found[0], f"job.dtype of {found[1]}"
+    return "float32", "the candidate file's dtype"
 
 
 def compose(request: CompareRequest, metric: str, dtype: str) -> Any:
@@ -126,11 +157,12 @@ def run_compare(request: CompareRequest) -> tuple[int, dict[str, Any]]:
     from ascendbench.precision import Precision
 
     reference, candidate = pair_outputs(read_outputs(request.reference), read_outputs(request.candidate))
-    metric, dtype = request.metric or infer_metric(reference), request.dtype or infer_dtype(candidate)
+    metric = request.metric or infer_metric(reference)
+    dtype, dtype_from = (request.dtype, "--dtype") if request.dtype else infer_dtype(candidate, request.candidate)
     cfg = compose(request, metric, dtype)
     metrics = evaluate(cfg.metric, Precision.build(cfg, "cpu"), reference, candidate)
     verdict = worst(m.get("verdict") for m in metrics.values() if isinstance(m, Mapping))
-    record = {"status": "ok", "verdict": verdict, "metric": metric, "dtype_rules": dtype,
+    record = {"status": "ok", "verdict": verdict, "metric": metric, "dtype_rules": dtype, "dtype_from": dtype_from,
               "allclose": {"atol": float(cfg.dtype.atol), "rtol": float(cfg.dtype.rtol)},
               "reference": _side(request.reference, reference), "candidate": _side(request.candidate, candidate),
               "metrics": metrics}

@@ -54,8 +54,10 @@ Weights = choices("Weights", ("auto", "required", "random"),
                   "``model.weights``: load if found else seeded random init | fail if not found | never look.")
 DtypeName = choices("DtypeName", ("auto", "float32", "float16", "bfloat16"),
                     "``dtype.name``: the device run's precision; auto = bfloat16 on accelerators, float32 on CPU.")
-ReferenceDtype = choices("ReferenceDtype", ("auto", "float32", "float64"),
-                         "``baseline.reference``: the CPU reference precision.")
+ReferenceDtype = choices("ReferenceDtype", ("auto", "same", "float32", "float64"),
+                         "``baseline.reference``: the CPU reference precision (same: the device's dtype).")
+BenchProtocol = choices("BenchProtocol", ("adaptive", "fixed"),
+                        "``bench.protocol``: adaptive warm-up and precision stop | exactly warmup and iters calls.")
 BaselineProcess = choices("BaselineProcess", ("child", "in-process"),
                           "``baseline.process``: where the CPU reference runs.")
 SourceField = choices("SourceField", ("model", "task", "sizes", "seed", "inputs_sha256", "weights_digest"),
@@ -118,6 +120,7 @@ class BenchSwitch:
 class BenchConfig(BudgetConfig, BenchSwitch):
     """``bench``: the timing loop (its budget interpolates the preset's)."""
 
+    protocol: BenchProtocol = MISSING
     precision: Optional[float] = None
     warmup_max: Optional[int] = None
     warmup_tolerance: float = 0.05
@@ -170,6 +173,7 @@ class CompareConfig:
 
     layers: Any = None
     thresholds: Dict[str, Any] = field(default_factory=dict)
+    thresholds_by_dtype: Dict[str, Any] = field(default_factory=dict)  # merged over thresholds: half dtype, finer ref
     verdict: bool = MISSING
     max_capture_mb: float = MISSING
     divergence: DivergenceConfig = field(default_factory=DivergenceConfig)

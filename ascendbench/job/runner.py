@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from ascendbench import progress
 from ascendbench.env import environment
@@ -139,7 +139,8 @@ def _plan(job: Job) -> None:
     job.stage = "the dry run"
     plan = {**job.plan, "problems": job.problems}
     job.record({"plan": plan})
-    print(OmegaConf.to_yaml(job.cfg, resolve=True))
+    # one line instead of the ~330-line composed config per job (a 6-job sweep printed ~2,000 lines)
+    print(f"config    resolved config in {job.writer.path} (`config`); `--cfg job` prints it", flush=True)
     print(format_plan(plan), flush=True)
     raise_for_problems(plan)
     job.writer.finish("ok")

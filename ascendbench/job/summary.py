@@ -6,21 +6,17 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ascendbench.bench.summary import bench_lines
+from ascendbench.digits import judged_rule, judged_value
 
 KEY_METRICS = ("mean_rel_err", "max_abs_err", "cosine", "psnr_db")
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[str]:
-    """The summary as lines of text, built only from the record."""
+def summary_lines(record: Mapping[str, Any], record_path: Path | str, seen: set[str] | None = None) -> list[str]:
+    """The summary as lines of text, built only from the record; a long skip reason already in ``seen`` (the
+    reasons printed before in this process) is shortened, every reason is added to it."""
     job, weights = record.get("job", {}), record.get("weights") or {}
     lines = [
-        f"model     {job.get('model')}  preset {job.get('preset')}  seed {job.get('seed')}",
+        f"model     {job.get('model')}  preset {job.get('preset')}{_sizes(job)}  seed {job.get('seed')}",
         f"device    {job.get('device')} (requested {job.get('device_requested')})  dtype {job.get('dtype')}"
         f" (requested {job.get('dtype_requested')})  reference {job.get('reference_dtype', 'none')}",
         f"weights   {weights.get('kind')}  {weights.get('digest') or 'seed ' + str(weights.get('init_seed'))}",
@@ -28,7 +24,7 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str) -> list[st
     source = (record.get("baseline") or {}).get("source")
     if isinstance(source, Mapping):
         lines.append(f"reference {source_label(source)}")
-    lines += _metric_lines(record.get("metrics") or {}, record.get("verdict"))
+    lines += _metric_lines(record.get("metrics") or {}, record.get("verdict"), _declared(job), seen)
     bench = record.get("bench") or {}
     if bench:
         lines += bench_lines(bench)
@@ -48,13 +44,50 @@ def source_label(source: Mapping[str, Any]) -> str:
     return f"saved run: {source.get('device')} {source.get('dtype')} on {source.get('host')} ({source.get('record')})"
 
 
-def _metric_lines(metrics: Mapping[str, Any], verdict: str | None) -> list[str]:
-    """Verdict with the key output metrics, then every metric that did not pass, then skipped ones."""
+def _sizes(job: Mapping[str, Any]) -> str:
+    """``  size 32x32x9  steps 2``: the sizes the task used (frames and steps only where it has them); a task
+    without an image size (one layer) names its own (``input_shape [1, 128, 2, 8, 8]``)."""
+    sizes = job.get("sizes") if isinstance(job.get("sizes"), Mapping) else None
+    if sizes is not None and "height" not in sizes:
+        return "".join(f"  {k} {v}" for k, v in sizes.items() if k != "batch_size")
+    if job.get("height") is None or job.get("width") is None:
+        return ""
+    size = f"{job['height']}x{job['width']}" + (f"x{job['num_frames']}" if job.get("num_frames") is not None else "")
+    return f"  size {size}" + (f"  steps {job['steps']}" if job.get("steps") is not None else "")
+
+
+def _declared(job: Mapping[str, Any]) -> set[str]:
+    """The metric names the task declared for its report sections (``gate/recon_psnr_db``, ``mean_rel_err``)."""
+    primary = job.get("primary") or {}
+    output = primary.get("output")
+    names = {str(v) for k, v in primary.items() if k != "output"}
+    return names | {f"{output}/{n}" for n in names if output and "/" not in n}
+
+
+# A reason printed once in this process (a sweep's jobs) is not repeated in full in the next summary.
+_SHOWN_REASONS: set[str] = set()
+REPEAT_LIMIT = 60
+
+
+def _reason_text(reason: str, seen: set[str] | None) -> str:
+    if seen is None:
+        return reason
+    if reason in seen and len(reason) > REPEAT_LIMIT:
+        return reason[:REPEAT_LIMIT].rstrip() + "... (as in the summary above)"
+    seen.add(reason)
+    return reason
+
+
+def _metric_lines(metrics: Mapping[str, Any], verdict: str | None, declared: set[str] = frozenset(),
+                  seen: set[str] | None = None) -> list[str]:
+    """Verdict with the key output metrics and the task's declared ones (a tokenizer's gate values), then every
+    metric that did not pass, then skipped ones (a long reason in full once per process)."""
     judged = {k: m for k, m in metrics.items() if isinstance(m, Mapping) and "value" in m}
-    shown = [f"{k} {_fmt(m['value'])}" + (f" [{m['verdict']} {m['rule']}]" if m.get("verdict") else "")
-             for k, m in judged.items() if not k.startswith("layer/") and k.split("/")[-1] in KEY_METRICS]
+    shown = [f"{k} {judged_value(k, m)}" + (f" [{m['verdict']} {judged_rule(k, m)}]" if m.get("verdict") else "")
+             for k, m in judged.items()
+             if not k.startswith("layer/") and (k.split("/")[-1] in KEY_METRICS or k in declared)]
     lines = [f"verdict   {verdict or 'n/a'}   " + "; ".join(shown)]
-    bad = [f"{k} {_fmt(m['value'])} {m['verdict']} ({m['rule']})" for k, m in judged.items()
+    bad = [f"{k} {judged_value(k, m)} {m['verdict']} ({judged_rule(k, m)})" for k, m in judged.items()
            if m.get("verdict") in ("FAIL", "WARN")]
     if bad:
         lines.append(f"not pass  {len(bad)}: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
@@ -62,13 +95,13 @@ def _metric_lines(metrics: Mapping[str, Any], verdict: str | None) -> list[str]:
     for name, entry in metrics.items():
         if isinstance(entry, Mapping) and "skipped" in entry:
             by_reason.setdefault(str(entry["skipped"]), []).append(name)
-    lines += [f"skipped   {', '.join(names)}: {reason}" for reason, names in by_reason.items()]
+    lines += [f"skipped   {', '.join(names)}: {_reason_text(reason, seen)}" for reason, names in by_reason.items()]
     return lines
 
 
 def print_summary(record: Mapping[str, Any], record_path: Path | str) -> None:
     """Print the summary block to stdout."""
-    lines = summary_lines(record, record_path)
+    lines = summary_lines(record, record_path, _SHOWN_REASONS)
     width = min(100, max(len(line) for line in lines))
     print("=" * width + "\nascendbench summary\n" + "-" * width)
     print("\n".join(lines))

@@ -13,6 +13,8 @@ from ascendbench.report.backfill import SECTIONS, backfill_file
 from ascendbench.report.compare import compare_frames
 from ascendbench.report.document import Report, write_report
 from ascendbench.report.gather import records_frame
+from ascendbench.report.port import write_port
+from ascendbench.report.select import parse_selection, select_frame
 from ascendbench.report.settings import load_settings
 from ascendbench.report.significance import LatencyRule
 
@@ -33,6 +35,12 @@ def parser() -> argparse.ArgumentParser:
                    help=f"Markdown file whose ascendbench markers are back-filled ({', '.join(SECTIONS)}); repeatable")
     p.add_argument("--reference-device", help="device whose errors and latencies others are compared with "
                    "(default: report.yaml cross_device.reference_device)")
+    p.add_argument("--select", action="append", default=[], metavar="KEY=VALUE[,VALUE]",
+                   help="report only the records matching (repeatable, all must hold): sweep=<dir name>, "
+                        "model=, preset=, dtype=, device=, or a records.csv column")
+    p.add_argument("--lang", choices=("en", "zh"), help="words of the seed layouts (default: report.yaml `lang`)")
+    p.add_argument("--port", action="store_true", help="also write the port report: <out>/port/<model>.md and "
+                   ".html, one README-shaped document per model in the seeds' structure")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots (report.html is still written)")
     p.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
                    help="regression gate: exit 1 when NEW has worse verdicts or is significantly slower than OLD, "
@@ -62,7 +70,7 @@ def run_compare(old: str, new: str, options) -> int:
 def run_report(args: argparse.Namespace, settings) -> int:
     """Write the report (and back-fill READMEs); print where everything went."""
     sources = args.paths or list(settings.paths)
-    frame = records_frame(sources, missing_ok=not args.paths)
+    frame = select_frame(records_frame(sources, missing_ok=not args.paths), parse_selection(args.select))
     report = Report(frame, settings, sources)
     written = write_report(report, Path(args.out or settings.out_dir))
     print(f"report: {written['markdown']} ({report.counts() if not report.empty else 'no records'})")
@@ -70,6 +78,9 @@ def run_report(args: argparse.Namespace, settings) -> int:
     print("tables: " + ", ".join(str(v) for k, v in written.items() if k not in ("markdown", "html")))
     for plot in report.plot_files:
         print(f"plot: {plot}")
+    if args.port:
+        for path in write_port(report, Path(args.out or settings.out_dir)):
+            print(f"port report: {path}")
     for readme in args.readme:
         unknown = backfill_file(Path(readme), lambda base: lambda name: report.section(name, base))
         left = f" (unknown markers left untouched: {', '.join(unknown)})" if unknown else ""
@@ -83,6 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = list(args.set)
     if args.reference_device:
         overrides.append(f"cross_device.reference_device={args.reference_device}")
+    if args.lang:
+        overrides.append(f"lang={args.lang}")
     if args.no_plots:
         overrides.append("plots=false")
     for flag, key in ((args.alpha, "alpha"), (args.min_effect, "min_effect"), (args.noise, "noise")):

@@ -19,7 +19,9 @@ from typing import Callable, Mapping
 from ascendbench.errors import ReportError
 
 SECTIONS = ("accuracy", "per_resolution", "layers", "performance", "recommendation", "environment", "failures",
-            "dry_runs", "cross_device", "plots", "artifacts", "variants", "profile", "pivot")
+            "dry_runs", "cross_device", "plots", "artifacts", "variants", "profile", "pivot", "seed_layouts",
+            "flux2_accuracy", "flux2_performance", "flux2_speedup", "flux2_dtype", "sulphur2_accuracy",
+            "sulphur2_performance", "vae_layer", "videoflextok_gates")
 LEGACY_SECTION = "per_resolution"  # what the seed's ACCURACY_TABLE pair holds
 _MARKER = re.compile(r"(<!--\s*ascendbench:(?P<name>[\w-]+)\s*-->)(?P<body>.*?)(<!--\s*/ascendbench:(?P=name)\s*-->)",
                      re.DOTALL)

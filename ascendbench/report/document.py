@@ -24,6 +24,9 @@ from ascendbench.report.profile import profile_section
 from ascendbench.report.recommend import recommendation_section
 from ascendbench.report.resolution import resolution_table
 from ascendbench.report.scaling import graph_section, scaling_plots, scaling_section
+from ascendbench.report.seedlayer import PROFILE_SECTIONS, layout, seed_layouts_section
+from ascendbench.report.select import accuracy_rows, repeats_note
+from ascendbench.report.significance import LatencyRule
 from ascendbench.report.tables import (
     accuracy_table,
     dry_runs_table,
@@ -93,19 +96,39 @@ class Report:
         """One named section (the names README markers use) with links relative to ``base_dir``."""
         if self.empty:
             return self.nothing()
+        if name in PROFILE_SECTIONS:
+            return layout(name, self.rows, str(self.settings.lang), Path(base_dir)) or (
+                f"No record of a task with the `{name}` layout.")
         render = getattr(self, f"_{name}")
         return render(Path(base_dir), heading)
+
+    def _seed_layouts(self, base_dir: Path, heading: str) -> str:
+        return seed_layouts_section(self.rows, self.models, str(self.settings.lang), base_dir, heading)
 
     def _accuracy(self, base_dir: Path, heading: str) -> str:
         if not self.rows:
             return "No job finished ok, so there is no accuracy to show (see the failed jobs)."
         show = list(self.settings.accuracy.show)
-        return "\n\n".join(f"{heading} {m}\n\n" + accuracy_table(ok_rows(self.frame, m), show, base_dir)
-                           for m in self.models)
+        parts = []
+        for model in self.models:
+            rows = accuracy_rows(ok_rows(self.frame, model))
+            if not rows:
+                parts.append(f"{heading} {model}\n\nOnly performance runs (baseline.enabled=false): nothing judged.")
+                continue
+            note = repeats_note(rows)
+            parts.append(f"{heading} {model}\n\n" + accuracy_table(rows, show, base_dir)
+                         + (f"\n- {note}" if note else ""))
+        return "\n\n".join(parts)
 
     def _per_resolution(self, base_dir: Path, heading: str) -> str:
         options = self.settings.per_resolution
-        return resolution_table(self.rows, list(options.psnr), list(options.ssim), base_dir)
+        rows = [r for r in accuracy_rows(self.rows) if get(r, "job.steps") is not None]  # denoising tasks only
+        if not rows:
+            return ("No judged run of a task with denoising steps (text-to-video, tokenizer), so the Sulphur-2 "
+                    "seed's per-resolution table does not apply to these records.")
+        if str(self.settings.lang) == "zh":  # the seed's own headers, as its README has them
+            return layout("sulphur2_accuracy", rows, "zh", base_dir) or resolution_table(rows, [], [], base_dir)
+        return resolution_table(rows, list(options.psnr), list(options.ssim), base_dir)
 
     def _layers(self, base_dir: Path, heading: str) -> str:
         parts = []
@@ -138,7 +161,8 @@ class Report:
         return profile_section(self.rows, base_dir, heading)
 
     def _variants(self, base_dir: Path, heading: str) -> str:
-        return variants_section(self.rows, list(self.settings.variants.show), base_dir, heading)
+        rule = LatencyRule.from_options(self.settings.compare)
+        return variants_section(self.rows, list(self.settings.variants.show), base_dir, heading, rule)
 
     def _graph(self, base_dir: Path, heading: str) -> str:
         return graph_section(self.rows, base_dir, heading)
@@ -187,7 +211,8 @@ class Report:
         intro = (f"{self.counts()}, gathered from {', '.join(self.sources)}. Every number below is read from a "
                  "record, and each row links to its record.json; \"missing\" means the record does not carry "
                  "the value.")
-        titles = (("Accuracy", "accuracy"), ("Accuracy per resolution (Sulphur-2 seed layout)", "per_resolution"),
+        titles = (("Seed layouts", "seed_layouts"), ("Accuracy", "accuracy"),
+                  ("Accuracy per resolution (Sulphur-2 seed layout)", "per_resolution"),
                   ("Performance", "performance"),
                   ("Latency per size and dtype (median, 95% CI)", "pivot"),
                   ("Where the time goes (profiler)", "profile"),
@@ -197,6 +222,10 @@ class Report:
                   ("Cross-device comparison", "cross_device"), ("Hidden states per layer", "layers"),
                   ("Plots", "plots"), ("Images and heatmaps written by the jobs", "artifacts"),
                   ("Failed jobs", "failures"), ("Dry runs", "dry_runs"), ("Environment per machine", "environment"))
+        chosen = self.settings.get("sections")
+        if chosen:
+            known = dict((name, title) for title, name in titles)
+            titles = tuple((known.get(str(n), str(n)), str(n)) for n in chosen)
         body = "\n\n".join(f"## {title}\n\n{self.section(name, base_dir)}" for title, name in titles)
         return f"{head}{intro}\n\n{body}\n"
 

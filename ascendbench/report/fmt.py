@@ -9,6 +9,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from ascendbench.digits import judged_rule, judged_value
+
 MISSING = "missing"
 
 
@@ -40,6 +42,21 @@ def num(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def entry_of(row: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """The metric entry a flat row holds under ``prefix`` (``metrics.<name>``, ``hidden.<check>``)."""
+    return {key: get(row, f"{prefix}.{key}") for key in ("value", "verdict", "rule", "threshold")}
+
+
+def judged(row: Mapping[str, Any], prefix: str, metric: str) -> tuple[str, str | None, str]:
+    """``(value text, verdict, rule text)`` of the entry under ``prefix``: the value printed with the digits
+    its rule needs (never rounded across a bound), in % where the seeds use % (mean relative error)."""
+    entry = entry_of(row, prefix)
+    if entry["value"] is None:
+        return MISSING, entry["verdict"], MISSING
+    rule = judged_rule(metric, entry) if entry["rule"] is not None or entry["threshold"] is not None else MISSING
+    return judged_value(metric, entry), entry["verdict"], rule
+
+
 def text(value: Any) -> str:
     """Any cell as text; ``missing`` when absent."""
     return num(value) if isinstance(value, (int, float)) else (str(value) if present(value) else MISSING)
@@ -52,7 +69,11 @@ def get(row: Mapping[str, Any], key: str) -> Any:
 
 
 def size_label(row: Mapping[str, Any]) -> str:
-    """``HxW``, or ``HxWxF`` when the task uses frames (``job.num_frames``), from the record's job fields."""
+    """``HxW``, or ``HxWxF`` when the task uses frames (``job.num_frames``), from the record's job fields; a layer
+    task's ``input [1,128,2,8,8]`` (``job.sizes.input_shape``)."""
+    shape = get(row, "job.sizes.input_shape")
+    if shape is not None and get(row, "job.sizes.height") is None:  # one layer: its input, not the preset's image
+        return f"input {shape}".replace(", ", ",")
     height, width, frames = get(row, "job.height"), get(row, "job.width"), get(row, "job.num_frames")
     if height is None or width is None:
         return MISSING

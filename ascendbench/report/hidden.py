@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ascendbench.report.fmt import MISSING, get, num, short, text
+from ascendbench.report.fmt import MISSING, get, judged, num, short, text
 
 LAYER_PREFIX = "layer/"
 HIDDEN = "hidden"  # row keys: hidden.<metric>.value|verdict|rule|at|layers, hidden.first_divergent
@@ -111,10 +111,9 @@ def hidden_cell(row: Mapping[str, Any], metric: str) -> str:
     value = get(row, f"{HIDDEN}.{metric}.value")
     if value is None:
         return "no baseline" if get(row, "baseline.skipped") is not None else MISSING
-    cell = num(value)
-    verdict = get(row, f"{HIDDEN}.{metric}.verdict")
+    cell, verdict, rule = judged(row, f"{HIDDEN}.{metric}", metric)
     if verdict:
-        cell += f" {verdict} ({text(get(row, f'{HIDDEN}.{metric}.rule'))})"
+        cell += f" {verdict} ({rule})"
     return f"{cell} at {short(get(row, f'{HIDDEN}.{metric}.at'), 60)}"
 
 

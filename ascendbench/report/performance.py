@@ -118,6 +118,24 @@ def median_cell(row: Mapping[str, Any]) -> str:
     return f"{cell} (noisy)" if get(row, "bench.noise.noisy") is True else cell
 
 
+def fold_constant(headers: list[str], body: list[list[str]], foldable: Sequence[str]
+                  ) -> tuple[list[str], list[list[str]], list[tuple[str, str]]]:
+    """Drop the ``foldable`` columns whose cells are one and the same text that is no number (``missing (no peak
+    TFLOP/s ...)``, ``cpu run``): the note says it once instead of every row."""
+    drop = []
+    for index, header in enumerate(headers):
+        values = {row[index] for row in body}
+        if header in foldable and len(values) == 1 and body:
+            value = next(iter(values))
+            try:
+                float(value.split()[0])
+            except (ValueError, IndexError):
+                drop.append((index, header, value))
+    keep = [i for i in range(len(headers)) if i not in {d[0] for d in drop}]
+    return ([headers[i] for i in keep], [[row[i] for i in keep] for row in body],
+            [(header, value) for _, header, value in drop])
+
+
 def performance_table(rows: Sequence[Mapping[str, Any]], cpu_rows: Sequence[Mapping[str, Any]],
                       cpu_dtype: str, base_dir: Path) -> str:
     """The performance table of one model: device x dtype x preset x batch x size."""
@@ -136,7 +154,9 @@ def performance_table(rows: Sequence[Mapping[str, Any]], cpu_rows: Sequence[Mapp
         cells += [throughput_cell(row), memory_cell(row), load_cell(row)] + [extra_cell(row, k) for _, k in extras]
         cells += [speedup_cell(row, cpu_rows, cpu_dtype, base_dir), record_link(row, base_dir)]
         body.append(cells)
-    rule = (f"- Speed-up vs CPU = median latency of the CPU run of the same model, preset, batch and size "
+    headers, body, folded = fold_constant(headers, body, [h for h, _ in extras] + ["speed-up vs CPU"])
+    rule = "".join(f"- {h}: {v} in every row.\n" for h, v in folded)
+    rule += (f"- Speed-up vs CPU = median latency of the CPU run of the same model, preset, batch and size "
             f"(in {cpu_dtype} when measured, else in the device's dtype; same host preferred, then the "
             f"latest) / this row's median latency.\n- Latency statistics are over the timed iterations "
             f"(\"timed\"); \"cold ms\" is the first call, timed apart; \"load s\" is the model load "

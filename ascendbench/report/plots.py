@@ -6,7 +6,8 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import get, metric_matches, num, size_label
+from ascendbench.report.fmt import get, num, size_label
+from ascendbench.report.meaning import section_metric
 from ascendbench.report.performance import latest, median_ms
 
 
@@ -125,11 +126,17 @@ def _panels(rows: Sequence[Mapping[str, Any]], device: str) -> tuple[tuple, tupl
     resolution, by batch."""
     mine = [r for r in rows if str(get(r, "job.device")) == device]
     batch = min(int(get(r, "job.batch_size")) for r in mine)
-    largest = max(_pixels(r) for r in mine)
+    batches: dict[float, set[int]] = {}
+    for row in mine:
+        batches.setdefault(_pixels(row), set()).add(int(get(row, "job.batch_size")))
+    # the size with the most batch sizes (the largest of those): a batch sweep at 512 px is not hidden behind
+    # a 1024 px accuracy run at batch 1
+    largest = max(batches, key=lambda px: (len(batches[px]), px))
     by_size = _series(mine, _pixels, lambda r: int(get(r, "job.batch_size")) == batch)
     by_batch = _series(mine, lambda r: int(get(r, "job.batch_size")), lambda r: _pixels(r) == largest)
     return ((by_size, f"{device}: batch {batch}", ("megapixels per sample (H x W [x frames])", "size"), size_label),
-            (by_batch, f"{device}: {largest:.3g} MP", ("batch size", "batch size"),
+            (by_batch, f"{device}: by batch at {size_label(next(r for r in mine if _pixels(r) == largest))}",
+             ("batch size", "batch size"),
              lambda r: f"batch {num(get(r, 'job.batch_size'))}"))
 
 
@@ -140,17 +147,23 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
     return path
 
 
+def _bound(rows: Sequence[Mapping[str, Any]], metric: str) -> float | None:
+    """The fail bound every row's error metric was judged by (one number), for the threshold line."""
+    bounds = {get(r, f"metrics.{name}.threshold") for r in rows if (name := section_metric(r, "error", [metric]))}
+    bounds.discard(None)
+    return float(bounds.pop()) if len(bounds) == 1 else None
+
+
 def _error_points(rows: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[str, str, float]]:
+    """(device, label, value) of the metric answering the ``error`` section in each row (the task's declared
+    one: ``video/mean_rel_err``, never ``audio/...`` by name order); rows without it are left out."""
     points = []
     for row in rows:
-        for key in sorted(row):
-            if (key.startswith("metrics.") and key.endswith(".value")
-                    and metric_matches(key[len("metrics."):-len(".value")], metric)
-                    and isinstance(get(row, key), (int, float))):
-                label = (f"{get(row, 'job.dtype')}\n"
-                         f"{get(row, 'job.preset')} {get(row, 'job.height')}x{get(row, 'job.width')}")
-                points.append((str(get(row, "job.device")), label, float(row[key])))
-                break
+        name = section_metric(row, "error", [metric])
+        value = get(row, f"metrics.{name}.value") if name else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            label = f"{get(row, 'job.dtype')}\n{get(row, 'job.preset')} {size_label(row)}"
+            points.append((str(get(row, "job.device")), label, float(value)))
     return points
 
 
@@ -159,6 +172,7 @@ def error_plot(rows: Sequence[Mapping[str, Any]], model: str, metric: str, out: 
     points = _error_points(rows, metric)
     if not points:
         return None
+    bound = _bound(rows, metric)
     plt = _pyplot()
     devices = sorted({p[0] for p in points})
     fig, axes = plt.subplots(1, len(devices), figsize=(max(5, 2.2 * len(points) / len(devices)) * len(devices), 4),
@@ -168,6 +182,9 @@ def error_plot(rows: Sequence[Mapping[str, Any]], model: str, metric: str, out: 
         ax.bar(range(len(mine)), [max(p[2], 1e-30) for p in mine])
         ax.set_xticks(range(len(mine)), [p[1] for p in mine], fontsize=7)
         ax.set(title=device, ylabel=metric, yscale="log")
+        if bound is not None and bound > 0:
+            ax.axhline(bound, color="tab:red", linestyle="--", linewidth=1, label=f"fail above {bound:g}")
+            ax.legend(fontsize=7)
         ax.grid(True, axis="y", alpha=0.3)
     fig.suptitle(f"{model}: {metric} against the CPU reference")
     return _save(plt, fig, out / f"{safe_name(model)}_error.png")

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import get, link, metric_matches, num, size_label, table, text
+from ascendbench.report.fmt import get, judged, link, metric_matches, num, size_label, table, text
 from ascendbench.report.performance import latest, median_ms, point_key
 from ascendbench.report.tables import RANDOM_LEGEND, RANDOM_MARK, random_init
 
@@ -26,8 +26,8 @@ def _failures(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         for key in sorted(row):
             if key.startswith("metrics.") and key.endswith(".verdict") and get(row, key) == "FAIL":
                 name = key[len("metrics."):-len(".verdict")]
-                found.append(f"{name} {num(get(row, f'metrics.{name}.value'))} fails "
-                             f"{text(get(row, f'metrics.{name}.rule'))} ({text(get(row, 'job.preset'))} "
+                value, _, rule = judged(row, f"metrics.{name}", name)
+                found.append(f"{name} {value} fails {rule} ({text(get(row, 'job.preset'))} "
                              f"{size_label(row)} b{num(get(row, 'job.batch_size'))})")
     return found
 
@@ -103,6 +103,16 @@ def recommend_device(rows: Sequence[Mapping[str, Any]], metric: str, base_dir: P
     return table(["choice", "dtype", "why (from the records)", "records"], body)
 
 
+def _by_weights(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """``[("", rows)]`` when all rows ran one kind of weights, else one group per kind (loaded first)."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault("random-init" if random_init(row) else "loaded", []).append(row)
+    if len(groups) == 1:
+        return [("", list(rows))]
+    return sorted(groups.items(), key=lambda kv: kv[0] != "loaded")
+
+
 def recommendation_section(rows: Sequence[Mapping[str, Any]], models: Sequence[str], metric: str,
                            base_dir: Path, heading: str = "###") -> str:
     """The rule, then one table per model and device."""
@@ -111,7 +121,9 @@ def recommendation_section(rows: Sequence[Mapping[str, Any]], models: Sequence[s
         mine = [r for r in rows if get(r, "job.model") == model]
         for device in sorted({str(get(r, "job.device")) for r in mine}):
             on_device = [r for r in mine if str(get(r, "job.device")) == device]
-            parts.append(f"{heading} {model} on {device}\n\n" + recommend_device(on_device, metric, base_dir))
+            for weights, kind in _by_weights(on_device):  # random-init and loaded weights are never mixed
+                label = f"{heading} {model} on {device}" + (f", {weights} weights" if weights else "")
+                parts.append(f"{label}\n\n" + recommend_device(kind, metric, base_dir))
     if any(random_init(r) for r in rows):
         parts.append(f"- {RANDOM_LEGEND}")
     return "\n\n".join(parts)

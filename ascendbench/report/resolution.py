@@ -3,8 +3,9 @@
 The seed's README has one row per resolution preset (``Resolution | Frames | Steps | hidden MaxDiff |
 hidden CosSim | PSNR | SSIM | verdict``) between ``<!-- ACCURACY_TABLE_BEGIN -->`` markers, left as
 "to be filled" placeholders. Here each row is a measured job: the hidden-state columns are the worst
-values over every hooked layer and call (see :mod:`ascendbench.report.hidden`), PSNR and SSIM the first
-metric matching ``per_resolution.psnr`` / ``per_resolution.ssim`` of ``conf/report.yaml``.
+values over every hooked layer and call (see :mod:`ascendbench.report.hidden`), PSNR and SSIM the metrics
+the job's task declares for them (``job.primary``; for older records the one unambiguous match of
+``per_resolution.psnr`` / ``per_resolution.ssim`` of ``conf/report.yaml``).
 """
 
 from __future__ import annotations
@@ -12,35 +13,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import MISSING, get, metric_matches, num, table, text
+from ascendbench.report.fmt import MISSING, get, judged, num, table, text
 from ascendbench.report.gather import TASK_PRESET_FIELDS
+from ascendbench.report.meaning import section_metric
 from ascendbench.report.tables import RANDOM_LEGEND, random_init, record_link, verdict_cell
 
 HEADERS = ["Resolution", "Frames", "Steps", "hidden MaxDiff", "hidden CosSim", "PSNR", "SSIM", "verdict"]
 _IDENTITY = (("model", "job.model"), ("device", "job.device"), ("dtype", "job.dtype"), ("batch", "job.batch_size"))
 
 
-def find_metric(row: Mapping[str, Any], wanted: Sequence[str]) -> str | None:
-    """The first metric of ``row`` (not a layer entry) matching ``wanted``, tried in that order."""
-    names = [k[len("metrics."):-len(".value")] for k in row
-             if k.startswith("metrics.") and k.endswith(".value") and get(row, k) is not None]
-    for want in wanted:
-        found = sorted(n for n in names if metric_matches(n, want))
-        if found:
-            return found[0]
-    return None
+def find_metric(row: Mapping[str, Any], wanted: Sequence[str], section: str = "psnr") -> str | None:
+    """The metric answering ``section`` (``psnr``, ``ssim``): the task's declared one (``job.primary``), else
+    the one unambiguous match of ``wanted`` (see :mod:`ascendbench.report.meaning`)."""
+    return section_metric(row, section, wanted)
 
 
-def _judged(value: Any, verdict: Any) -> str:
-    return MISSING if value is None else (f"{num(value)} {verdict}" if verdict else num(value))
+def _judged(row: Mapping[str, Any], prefix: str, metric: str) -> str:
+    value, verdict, _ = judged(row, prefix, metric)
+    return f"{value} {verdict}" if verdict and value != MISSING else value
 
 
-def metric_value_cell(row: Mapping[str, Any], wanted: Sequence[str]) -> str:
-    """``value VERDICT`` of the first matching metric, ``missing`` when none."""
-    name = find_metric(row, wanted)
+def metric_value_cell(row: Mapping[str, Any], wanted: Sequence[str], section: str = "psnr") -> str:
+    """``value VERDICT`` of the metric answering ``section``, ``missing`` when none."""
+    name = find_metric(row, wanted, section)
     if name is None:
         return MISSING
-    return _judged(get(row, f"metrics.{name}.value"), get(row, f"metrics.{name}.verdict"))
+    return _judged(row, f"metrics.{name}", name)
 
 
 def size_cell(row: Mapping[str, Any], key: str) -> str:
@@ -56,7 +54,7 @@ def hidden_value_cell(row: Mapping[str, Any], check: str) -> str:
     """``worst VERDICT`` of a hidden-state check; ``not hooked`` when the job compared no layer."""
     if get(row, "hidden.first_divergent") is None and get(row, f"hidden.{check}.value") is None:
         return "not hooked (compare.layers off)"
-    return _judged(get(row, f"hidden.{check}.value"), get(row, f"hidden.{check}.verdict"))
+    return _judged(row, f"hidden.{check}", check)
 
 
 def resolution_table(rows: Sequence[Mapping[str, Any]], psnr: Sequence[str], ssim: Sequence[str],
@@ -70,11 +68,12 @@ def resolution_table(rows: Sequence[Mapping[str, Any]], psnr: Sequence[str], ssi
         cells = [text(get(row, k)) for _, k in varying]
         cells += [f"{num(get(row, 'job.height'))}x{num(get(row, 'job.width'))}", size_cell(row, "num_frames"),
                   size_cell(row, "steps"), hidden_value_cell(row, "max_abs_err"), hidden_value_cell(row, "cosine"),
-                  metric_value_cell(row, psnr), metric_value_cell(row, ssim), verdict_cell(row),
+                  metric_value_cell(row, psnr, "psnr"), metric_value_cell(row, ssim, "ssim"), verdict_cell(row),
                   record_link(row, base_dir)]
         body.append(cells)
     notes = ["hidden MaxDiff / CosSim: the worst max_abs_err / cosine over every hooked layer and call; PSNR / "
-             f"SSIM: the first metric matching {list(psnr)} / {list(ssim)}; \"missing\": not in the record; "
+             f"SSIM: the metric the task declares for them (else the one matching {list(psnr)} / {list(ssim)}); "
+             "\"missing\": not in the record; "
              "\"-\": the task does not use it."]
     shared = [f"{h} {text(get(rows[0], k))}" for h, k in _IDENTITY if (h, k) not in varying]
     notes.append("every row: " + ", ".join(shared))

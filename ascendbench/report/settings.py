@@ -12,6 +12,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ascendbench.config import config_dir
 from ascendbench.errors import ReportError
 from ascendbench.report.significance import METHODS
+from ascendbench.report.words import LANGS
 
 SETTINGS_FILE = "report.yaml"
 log = logging.getLogger(__name__)
@@ -36,7 +37,28 @@ def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
         ) from None
     check_compare(merged)
     check_html(merged)
+    check_lang(merged)
+    check_sections(merged)
     return merged
+
+
+def check_sections(settings: DictConfig) -> None:
+    """``sections`` is null or a list of known section names."""
+    from ascendbench.report.backfill import SECTIONS
+
+    chosen = settings.get("sections")
+    unknown = [str(n) for n in chosen or [] if str(n) not in SECTIONS]
+    if chosen is not None and (not OmegaConf.is_list(chosen) or unknown):
+        raise ReportError(f"report option sections={chosen!r} names {', '.join(unknown) or 'no list'}: give null "
+                          f"(every section) or a list of {', '.join(SECTIONS)}, e.g. "
+                          "`--set 'sections=[seed_layouts,failures]'`.")
+
+
+def check_lang(settings: DictConfig) -> None:
+    """``lang`` is ``en`` or ``zh`` (the seeds' own header words)."""
+    if str(settings.get("lang")) not in LANGS:
+        raise ReportError(f"report option lang={settings.get('lang')!r} is not allowed: use one of {', '.join(LANGS)} "
+                          "(zh: the seeds' Chinese header words), e.g. `--lang zh` or `--set lang=zh`.")
 
 
 def check_html(settings: DictConfig) -> None:

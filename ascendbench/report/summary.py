@@ -8,7 +8,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ascendbench.bench.summary import stop_cell  # why the timed loop stopped, with the CI reached
-from ascendbench.report.fmt import get, link, num, short, size_label, table, text
+from ascendbench.report.fmt import get, judged, link, num, short, size_label, table, text
 from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN, records_frame
 from ascendbench.report.performance import median_ms, throughput_cell
 
@@ -22,7 +22,7 @@ def judged_metrics(row: Mapping[str, Any]) -> str:
     for key in sorted(row):
         if key.startswith("metrics.") and key.endswith(".verdict") and get(row, key):
             name = key[len("metrics."):-len(".verdict")]
-            parts.append(f"{name} {num(get(row, f'metrics.{name}.value'))} {row[key]}")
+            parts.append(f"{name} {judged(row, f'metrics.{name}', name)[0]} {row[key]}")
         elif key.startswith("metrics.") and key.endswith(".skipped") and get(row, key):
             parts.append(f"{key[len('metrics.'):-len('.skipped')]} skipped: {short(row[key], 80)}")
     return "; ".join(parts) or "none"

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from ascendbench.report.fmt import MISSING, get, link, metric_matches, num, short, size_label, table, text
+from ascendbench.report.fmt import MISSING, get, judged, link, metric_matches, num, short, size_label, table, text
 from ascendbench.report.gather import DRY_RUN
 from ascendbench.report.hidden import hidden_cell, hidden_metrics
 
@@ -108,11 +108,9 @@ def metric_cell(row: Mapping[str, Any], name: str) -> str:
     value = get(row, f"metrics.{name}.value")
     if value is None:
         return "no baseline" if get(row, "baseline.skipped") is not None else MISSING
-    cell = num(value)
-    verdict = get(row, f"metrics.{name}.verdict")
+    cell, verdict, rule = judged(row, f"metrics.{name}", name)
     if verdict:
-        rule = get(row, f"metrics.{name}.rule") or get(row, f"metrics.{name}.threshold")
-        cell += f" {verdict} ({text(rule)})"
+        cell += f" {verdict} ({rule})"
     return f"{cell} {RANDOM_MARK}" if random_init(row) else cell
 
 
@@ -217,7 +215,9 @@ def accuracy_table(rows: Sequence[Mapping[str, Any]], show: Sequence[str], base_
         headers = id_headers + [n[len(output) + 1:] if output else n for n in names] + hid_headers
         body = [id_cells(row) + [metric_cell(row, n) for n in names] + hid_cells(row)
                 + [verdict_cell(row), record_link(row, base_dir)] for row in rows]
-        title = f"Output `{output}`:\n\n" if len(groups) > 1 else ""
+        named = output or next((str(get(r, "job.primary.output")) for r in rows if get(r, "job.primary.output")),
+                               "the task's output")  # an unprefixed metric belongs to the task's only output
+        title = f"Output `{named}`:\n\n" if len(groups) > 1 else ""
         parts.append(title + table(headers + ["verdict", "record"], body))
     return "\n\n".join(parts) + "\n\n" + "\n".join(f"- {n}" for n in accuracy_notes(rows, notes))
 

@@ -2,9 +2,11 @@
 
 A **workload** is what the regression gate lines up (:data:`ascendbench.report.compare.KEY`: model, device,
 dtype, preset, batch, size, frames, steps, seed) plus the task, the weights (digest, or the seed of a random
-init), the inputs' SHA256 and the machine. Jobs of one workload whose resolved configs differ in any other key
-(``model.patches``, an attention backend, ``device.allow_hf32``, ``device.jit_compile``, CPU offload, VAE
-slicing/tiling, a metric option ...) are **variants**: the report shows them in one table under that workload
+init), the inputs' SHA256, the machine and every setting that is not a declared variant key. Jobs of one
+workload whose resolved configs differ only in declared variant keys (:data:`VARIANT_KEYS`: ``model.patches``,
+an attention backend, ``device.allow_hf32``, ``device.jit_compile``, CPU offload, VAE slicing/tiling) are
+**variants**; a perf-only run (``baseline.enabled=false``) and an accuracy run are not, nor are two jobs
+differing in ``baseline.reference`` or ``model.expect_digest``. The report shows them in one table under that workload
 with a ``variant`` column naming the differing keys and values, their accuracy, and the ratio of each
 variant's median latency to the first variant's (the baseline: the variant whose job started first, so the
 first value of a sweep). Keys that say where or how a job was kept (cache and output paths, resume, card index,
@@ -18,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ascendbench.report.compare import KEY, measured
+from ascendbench.report.compare import KEY, latency_of, measured
 from ascendbench.report.fmt import MISSING, get, metric_matches, num, size_label, table, text, times
 from ascendbench.report.gather import CONFIG_COLUMN
 from ascendbench.report.performance import latest, median_cell, median_ms
+from ascendbench.report.significance import LatencyRule, decide
 from ascendbench.report.tables import (
     RANDOM_LEGEND,
     hidden_columns,
@@ -41,6 +44,15 @@ IGNORED = ("seed", "dry_run", "fail_on", "objective", "resume", "artifacts", "pr
            "device.index", "device.record_env", "device.peak", "dtype", "preset.name", "preset.height",
            "preset.width", "preset.num_frames", "preset.batch_size", "preset.steps", "baseline.cache",
            "baseline.cache_dir", "baseline.lock_timeout_s")
+# The declared variant keys: settings that change how the same workload runs on the device (an attention
+# backend or any other patch, CPU offload, VAE slicing/tiling, HF32, JIT/graph compile). Only jobs differing
+# in these are variants of each other; jobs differing in any other setting (baseline.enabled: a perf-only run,
+# baseline.reference, model.expect_digest, metric options ...) are not A/B-compared at all.
+VARIANT_KEYS = ("model.patches", "model.task.cpu_offload", "model.task.vae", "model.task.attention_backend",
+                "model.compile", "device.allow_hf32", "device.jit_compile", "device.compile", "device.env")
+# Settings that neither split a workload nor make a variant: the timing budget and what is drawn or written.
+NEUTRAL = ("bench", "preset.warmup", "preset.iters", "preset.min_iters", "preset.max_iters", "preset.min_time_s",
+           "preset.max_time_s", "preset.stability", "compare.visual", "compare.csv", "tracking")
 # (mirror, source): a mirror key (``bench.iters: ${preset.iters}``) is left out of the variant label when
 # its source differs with the same values.
 MIRRORS = (("bench.", "preset."), ("compare.layers", "model.compare_layers"))
@@ -107,9 +119,20 @@ class VariantGroup:
         return mine / base if mine is not None and base else None
 
 
+def _under(key: str, names: Sequence[str]) -> bool:
+    return any(key == name or key.startswith(name + ".") for name in names)
+
+
+def variant_settings(row: Mapping[str, Any]) -> dict[str, str]:
+    """The row's settings under a declared variant key (:data:`VARIANT_KEYS`)."""
+    return {k: v for k, v in settings(row).items() if _under(k, VARIANT_KEYS)}
+
+
 def workload(row: Mapping[str, Any]) -> tuple:
-    """The workload identity of a row (:data:`WORKLOAD`)."""
-    return tuple(get(row, k) for k in WORKLOAD)
+    """The workload identity of a row (:data:`WORKLOAD`) plus every setting that is neither a declared variant
+    key nor neutral (:data:`NEUTRAL`): two jobs are A/B-compared only when nothing else tells them apart."""
+    other = tuple(sorted((k, v) for k, v in settings(row).items() if not _under(k, VARIANT_KEYS + NEUTRAL)))
+    return tuple(get(row, k) for k in WORKLOAD) + other
 
 
 def variant_groups(rows: Iterable[Mapping[str, Any]]) -> list[VariantGroup]:
@@ -126,7 +149,7 @@ def _group(rows: Sequence[Mapping[str, Any]]) -> VariantGroup:
     """Collapse ``rows`` (one workload) into variants by their settings, first started first."""
     by_settings: dict[tuple, list[Mapping[str, Any]]] = {}
     for row in rows:
-        by_settings.setdefault(tuple(sorted(settings(row).items())), []).append(row)
+        by_settings.setdefault(tuple(sorted(variant_settings(row).items())), []).append(row)
     order = {id(r): i for i, r in enumerate(rows)}
     started = {key: min((str(get(r, "timing.started_at") or ""), order[id(r)]) for r in members)
                for key, members in by_settings.items()}
@@ -184,15 +207,27 @@ def _kernels(entry: Mapping[str, Any]) -> str:
     return "ran: " + ", ".join(f"{name} x{count}" for name, count in sorted(kernels.items()))
 
 
-def ratio_cell(group: VariantGroup, variant: Variant) -> str:
-    """``1x (baseline)``, ``1.23x`` (slower than the baseline), or why there is no ratio."""
+def ratio_cell(group: VariantGroup, variant: Variant, rule: LatencyRule | None = None) -> str:
+    """``1x (baseline)``; ``1.23x slower`` / ``0.81x faster`` with the gate's evidence when the shift is
+    significant (Mann-Whitney U on the calls, else CI overlap, see :mod:`ascendbench.report.significance`);
+    ``no significant difference`` otherwise: host noise is never sold as a speed-up."""
     if variant is group.baseline:
         return "1x (baseline)" if median_ms(variant.row) else "baseline (no latency)"
-    ratio = group.ratio(variant)
-    return MISSING if ratio is None else times(ratio)
+    ratio, base, mine = group.ratio(variant), latency_of(group.baseline.row), latency_of(variant.row)
+    if ratio is None or base is None or mine is None:
+        return MISSING
+    rule = rule or LatencyRule()
+    slower, faster = decide(base, mine, rule), decide(mine, base, rule)
+    if slower.method == "medians only":  # no samples or CIs: nothing can say the shift is more than noise
+        return f"{times(ratio)} (untested: {slower.why.split('; ', 1)[-1]})"
+    if slower.regressed:
+        return f"{times(ratio)} slower ({slower.effect})"
+    if faster.regressed:
+        return f"{times(ratio)} faster ({faster.effect})"
+    return f"no significant difference ({times(ratio)}; {slower.effect})"
 
 
-def group_table(group: VariantGroup, show: Sequence[str], base_dir: Path) -> str:
+def group_table(group: VariantGroup, show: Sequence[str], base_dir: Path, rule: LatencyRule | None = None) -> str:
     """One workload's variants: variant, accuracy (``show`` metrics, hidden states), verdict, latency, ratio."""
     rows = [v.row for v in group.variants]
     names = [n for n in metric_names(rows, show) if any(metric_matches(n, w) for w in show)]
@@ -200,21 +235,23 @@ def group_table(group: VariantGroup, show: Sequence[str], base_dir: Path) -> str
     headers = ["variant", "device patches"] + names + hid_headers + ["verdict", "median ms", "latency / baseline",
                                                                       "record"]
     body = [[v.label(group.keys), patches_cell(v.row)] + [metric_cell(v.row, n) for n in names] + hid_cells(v.row)
-            + [verdict_cell(v.row), median_cell(v.row), ratio_cell(group, v), record_link(v.row, base_dir)]
+            + [verdict_cell(v.row), median_cell(v.row), ratio_cell(group, v, rule), record_link(v.row, base_dir)]
             for v in group.variants]
     return table(headers, body)
 
 
 def variants_section(rows: Sequence[Mapping[str, Any]], show: Sequence[str], base_dir: Path,
-                     heading: str = "###") -> str:
+                     heading: str = "###", rule: LatencyRule | None = None) -> str:
     """The report section: one table per workload measured in several variants, or why there is none."""
     groups = variant_groups(rows)
     if not groups:
         return ("No A/B variants: no two jobs of one workload (model, task, device, dtype, preset sizes, batch, "
                 "seed, weights, inputs, machine) differ in a setting. Sweep one, e.g. `+sweep=attention_backends`.")
     parts = [f"{heading} {workload_title(g.baseline.row)}\n\nVariants differ in: "
-             + ", ".join(f"`{k}`" for k in g.keys) + "\n\n" + group_table(g, show, base_dir) for g in groups]
-    notes = ["latency / baseline: the variant's median latency over the first variant's (above 1x: slower).",
+             + ", ".join(f"`{k}`" for k in g.keys) + "\n\n" + group_table(g, show, base_dir, rule) for g in groups]
+    notes = ["latency / baseline: the variant's median latency over the first variant's, with the regression "
+             "gate's evidence (report.yaml `compare`); \"no significant difference\" when the shift is within the "
+             "noise or the minimum effect.",
              "device patches: what each patch of `model.patches` did on the device run, as the record says (a patch "
              "skipped on this device leaves the variants running the same code); `ran:` names the attention kernel "
              "the calls took (on Ascend910B1 and newer torch_npu's own SDPA runs npu_fusion_attention when no or a "

@@ -38,6 +38,9 @@ class Task(ABC):
         video_frames: frames saved as PNG per video (``first``/``middle``/``last`` or indices).
         video_fps: frame rate of the saved mp4 files.
         preset_keys: the preset sizes the task uses (the record's ``job.sizes``; others are ignored).
+        report_metrics: the metric that answers each report section (``error``: the error plot and the
+            dtype ranking; ``psnr``, ``ssim``: the per-resolution table), as a metric name of the primary
+            output (:meth:`primary_output`) or a full name with ``/``; recorded as ``job.primary``.
     """
 
     kind: ClassVar[str] = "task"
@@ -48,6 +51,16 @@ class Task(ABC):
     video_frames: ClassVar[Sequence[str | int]] = ("first", "middle", "last")
     video_fps: ClassVar[int] = 24
     preset_keys: ClassVar[tuple[str, ...]] = ("batch_size", "height", "width")
+    report_metrics: ClassVar[Mapping[str, str]] = {"error": "mean_rel_err"}
+
+    def primary_output(self) -> str | None:
+        """The output the report leads with: ``output_name`` where the task has one."""
+        return getattr(self, "output_name", None)
+
+    def report_declaration(self) -> dict[str, str]:
+        """The record's ``job.primary``: ``output`` and the metric per report section (never chosen by name order)."""
+        output = self.primary_output()
+        return {**({"output": output} if output else {}), **dict(self.report_metrics)}
 
     def sizes(self, preset: Mapping[str, Any]) -> dict[str, Any]:
         """The sizes this task takes from the preset (the record's ``job.sizes``): :attr:`preset_keys`."""

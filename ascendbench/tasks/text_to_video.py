@@ -96,6 +96,7 @@ class TextToVideoTask(Task):
     preset_keys = ("batch_size", "height", "width", "num_frames", "steps")
     kind = "text_to_video"
     output_kind = "video"
+    report_metrics = {"error": "mean_rel_err", "psnr": "video_psnr_db_mean", "ssim": "video_ssim_mean"}
     unit = "frames"
     video_layout = "BTCHW"
     value_range = (-1.0, 1.0)
@@ -163,6 +164,10 @@ class TextToVideoTask(Task):
         timer.watch(pipe.transformer, "denoiser")
         timer.wrap(pipe.vae, "decode", "vae_decode")
         return True
+
+    def primary_output(self) -> str | None:
+        """The first video output (``video``): the report leads with it, never with ``audio``."""
+        return next((name for name in self.outputs if name in self.video_outputs), next(iter(self.outputs), None))
 
     def run(self, pipe: Any, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One pipeline call with a fresh CPU generator seeded from ``inputs["seed"]``."""

@@ -74,6 +74,8 @@ class VideoTokenizerTask(Task):
 
     kind = "video_tokenizer"
     output_kind = "video"
+    # the reconstruction PSNR of the loaded weights (gate/control_psnr_db is the random-init control's)
+    report_metrics = {"error": "mean_rel_err", "psnr": "gate/recon_psnr_db"}
     unit = "clips"
 
     seed = 42  # set by make_inputs; seeds the noise the model draws itself (chunks after the first)
@@ -191,6 +193,10 @@ class VideoTokenizerTask(Task):
         with torch.no_grad(), _seeded_rng(tokens.device, self.seed + 2):
             videos = model.detokenize(list(tokens.split(1)), **kwargs)
         return torch.cat(list(videos))
+
+    def primary_output(self) -> str | None:
+        """The reconstruction (the tokens are judged by their gates)."""
+        return "reconstruction"
 
     def run(self, model: Any, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Tokenize then detokenize; inputs are already on the model's device and dtype."""

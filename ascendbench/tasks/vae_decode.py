@@ -25,6 +25,7 @@ class VaeDecodeTask(Task):
 
     kind = "vae_decode"
     output_kind = "image"
+    report_metrics = {"error": "mean_rel_err", "psnr": "image_psnr_db", "ssim": "image_ssim"}
     unit = "images"
 
     def __init__(self, latent_channels: int, spatial_compression: int, output_name: str = "image") -> None:

@@ -84,6 +84,7 @@ class VideoDecodeTask(VaeDecodeTask):
 
     kind = "video_decode"
     output_kind = "video"
+    report_metrics = {"error": "mean_rel_err", "psnr": "video_psnr_db_mean", "ssim": "video_ssim_mean"}
     unit = "frames"
     video_layout = "BCTHW"
     value_range = (-1.0, 1.0)

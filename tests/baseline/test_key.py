@@ -67,3 +67,13 @@ def test_the_source_of_the_task_loader_and_model_class_is_in_the_key(compose_cfg
     assert set(sources) == {"ascendbench.models.DiffusersLoader", "diffusers.AutoencoderKLFlux2",
                             "ascendbench.tasks.VaeDecodeTask"}
     assert all(digest.startswith("sha256:") for digest in sources.values())
+
+
+def test_device_patches_the_reference_never_applies_stay_out_of_the_key(compose_cfg):
+    """An attention-backend A/B sweep shares one reference; a patch the reference applies still re-keys."""
+    device_patch = "+model.patches=[{name: diffusers_attention_backend, backend: {b}, devices: [npu]}]"
+    base = _key(compose_cfg)
+    assert _key(compose_cfg, [device_patch.replace("{b}", "_native_npu")]) == base
+    assert _key(compose_cfg, [device_patch.replace("{b}", "native")]) == base
+    reference_patch = "+model.patches=[{name: flex_attention_dense, reference: true}]"
+    assert _key(compose_cfg, [reference_patch]) != base

@@ -177,7 +177,8 @@ def test_adaptive_budget_reads_every_key():
                              "warmup_tolerance": 0.1, "warmup_patience": 3})
     assert BenchBudget.from_config(node).to_dict() == {
         "warmup": 1, "min_iters": 4, "max_iters": 40, "min_time_s": 0.5, "max_time_s": 9.0, "stability": None,
-        "precision": 0.02, "warmup_max": 12, "warmup_tolerance": 0.1, "warmup_patience": 3}
+        "precision": 0.02, "warmup_max": 12, "warmup_tolerance": 0.1, "warmup_patience": 3,
+        "protocol": "adaptive"}
 
 
 @pytest.mark.parametrize("key, value, allowed", [

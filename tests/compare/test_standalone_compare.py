@@ -115,3 +115,25 @@ def test_its_metrics_equal_the_jobs_metrics_on_the_same_tensors(cli, tmp_path):
         if name in mine and isinstance(entry, dict) and isinstance(entry.get("value"), float):
             assert math.isclose(mine[name]["value"], entry["value"], rel_tol=1e-9, abs_tol=1e-12), name
     assert code == (1 if record["verdict"] == "FAIL" else 0)
+
+
+def test_a_layers_5d_npy_outputs_are_compared_with_the_jobs_dtype_and_max_abs_err_printed(tmp_path, capsys):
+    """The conv_in job's outputs: 5-D activations (no video), saved as float32 .npy beside a bf16 job's record."""
+    generator = torch.Generator().manual_seed(0)
+    reference = torch.randn(1, 64, 2, 4, 4, generator=generator)
+    candidate = reference.bfloat16().float()
+    job = tmp_path / "job"
+    job.mkdir()
+    np.save(job / "cpu_output.npy", reference.numpy())
+    np.save(job / "npu_output.npy", candidate.numpy())
+    (job / "record.json").write_text(json.dumps({"job": {"dtype": "bfloat16"}}))
+    assert _run(tmp_path, job / "cpu_output.npy", job / "npu_output.npy") in (0, 1)
+    out = capsys.readouterr().out
+    record = json.loads((tmp_path / "out" / "record.json").read_text())
+    assert record["metric"] == "regression" and record["dtype_rules"] == "bfloat16"
+    assert "record.json" in record["dtype_from"]
+    line = next(line for line in out.splitlines() if line.startswith("max_abs_err"))
+    assert float(line.split()[1]) == pytest.approx(record["metrics"]["max_abs_err"]["value"], rel=1e-3)
+    (job / "record.json").write_text(json.dumps({"job": {"dtype": "import os"}}))  # data, never trusted blindly
+    assert _run(tmp_path, job / "cpu_output.npy", job / "npu_output.npy") in (0, 1)
+    assert json.loads((tmp_path / "out" / "record.json").read_text())["dtype_rules"] == "float32"

@@ -26,7 +26,7 @@ def _message(exc: BaseException) -> str:
     (["seed=x"], ["full_key: seed", "could not be converted to Integer"]),
     (["dry_run=perhaps"], ["full_key: dry_run", "is not a valid bool"]),
     (["fail_on=ERROR"], ["full_key: fail_on", "expected one of [WARN, FAIL]"]),
-    (["baseline.reference=float16"], ["baseline.reference", "expected one of [auto, float32, float64]"]),
+    (["baseline.reference=float16"], ["baseline.reference", "expected one of [auto, same, float32, float64]"]),
     (["baseline.process=thread"], ["baseline.process", "expected one of [child, in-process]"]),
     (["dtype=float32", "dtype.name=float8"], ["dtype.name", "expected one of [auto, float32, float16, bfloat16]"]),
     (["dtype.by_device.cpu=int8"], ["dtype.by_device.cpu", "expected one of [auto, float32, float16, bfloat16]"]),

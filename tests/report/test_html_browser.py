@@ -117,3 +117,26 @@ def test_the_page_of_a_real_tiny_sweep_loads_and_says_what_report_md_says(browse
     assert errors == [] and [u for u in requests if not u.startswith(LOCAL)] == []
     assert _screenshot(tab, tmp_path, "report_html_real_sweep").stat().st_size > 0
     tab.close()
+
+
+def test_the_port_report_of_each_seed_model_renders_offline(browser, write_record, write_t2v_record, tmp_path):
+    """The README-shaped port documents (an image decoder and a T2V model) in Chromium: every section's table
+    drawn, nothing fetched, no script error; a screenshot of each is kept."""
+    for dtype, err in (("float32", 0.0024), ("float16", 0.0078), ("bfloat16", 0.0733)):
+        write_record(f"flux_{dtype}", dtype=dtype, mean_rel_err=err)
+    write_t2v_record("t2v_mini", calls=2)
+    out = tmp_path / "reports"
+    assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", "--port", "--lang", "zh"]) == 0
+    for model in ("flux2_small_decoder", "tiny_ltx2_t2v"):
+        tab = browser.new_page(viewport={"width": 1200, "height": 900})
+        errors, requests = [], []
+        tab.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+        tab.on("request", lambda r, requests=requests: requests.append(r.url))
+        tab.goto((out / "port" / f"{model}.html").as_uri(), wait_until="load")
+        headings = tab.evaluate("() => [...document.querySelectorAll('h2')].map(h => h.textContent)")
+        assert [h for h in ("模型概述", "适配环境", "复现方法", "精度评测", "性能测试", "注意事项", "限制")
+                if not any(h in x for x in headings)] == []
+        assert tab.evaluate("() => document.querySelectorAll('table').length") >= 4
+        assert errors == [] and [u for u in requests if not u.startswith(LOCAL)] == []
+        assert _screenshot(tab, tmp_path, f"port_report_{model}").stat().st_size > 0
+        tab.close()

@@ -20,3 +20,14 @@ def test_accelerator_memory_keeps_allocated_reserved_and_rss():
 
 def test_no_memory_fields_say_missing():
     assert memory_cell({}) == "missing"
+
+
+def test_a_column_saying_the_same_non_number_in_every_row_is_one_note(write_record, tmp_path):
+    """CPU-only rows: no speed-up column reading "cpu run" in every row; the note says it once."""
+    from ascendbench.report.gather import load_row
+    from ascendbench.report.performance import performance_table
+
+    rows = [load_row(write_record(f"cpu_{d}", device="cpu", dtype=d)) for d in ("float32", "float16")]
+    text = performance_table(rows, rows, "float32", tmp_path)
+    header = text.splitlines()[0]
+    assert "speed-up vs CPU" not in header and "speed-up vs CPU:" in text and "in every row" in text

@@ -75,3 +75,13 @@ def test_presets_at_one_size_are_separate_series_so_no_record_hides_another(writ
                                                  "float16 mini": [3.0]}
     one_preset = _series(rows[:1] + rows[2:], _pixels, lambda r: True)
     assert set(one_preset) == {"float32", "float16"}, "plain dtype names when nothing collides"
+
+
+def test_the_batch_panel_shows_the_batch_sweep_not_the_largest_single_run(write_record):
+    """A 1/2/4 batch sweep at 512 px and one accuracy run at 1024 px, batch 1: the batch panel is at 512 px."""
+    from ascendbench.report.plots import _panels
+
+    rows = [load_row(write_record(f"b{b}", height=512, width=512, batch=b, median_ms=10.0 * b)) for b in (1, 2, 4)]
+    rows.append(load_row(write_record("big", height=1024, width=1024, batch=1, median_ms=40.0)))
+    _, (by_batch, title, _, _) = _panels(rows, "npu")
+    assert [x for x, _ in next(iter(by_batch.values()))] == [1, 2, 4] and "512x512" in title

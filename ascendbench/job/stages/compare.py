@@ -18,6 +18,7 @@ from ascendbench.compare.csvfile import output_rows, write_compare_csv
 from ascendbench.compare.divergence import compare_modules
 from ascendbench.compare.hooks import capturing
 from ascendbench.compare.layers import compare_layers
+from ascendbench.compare.rules import hidden_rules
 from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.job.artifacts import save_tensors
 from ascendbench.job.job import Job
@@ -56,7 +57,7 @@ def _layers(job: Job, spec: Any, capture: Any) -> Sections:
         info = {"mode": "all", "modules": len(rows), "first_divergent": first, "rule": rule,
                 "diverged": sum(r["result"] in ("diverged", "first_divergent") for r in rows)}
         return rows, info, {}, {}
-    thresholds = OmegaConf.to_container(cfg.compare.thresholds, resolve=True)
+    thresholds = hidden_rules(cfg.compare, job.precision)  # the seed's limits, or the device dtype's
     rows = compare_layers(reference.layers, capture, thresholds, job.precision.allclose())
     entries = {f"layer/{row['name']}/{m}": e for row in rows for m, e in row["entries"].items()}
     info = {"mode": "patterns", "patterns": list(spec), "layers": len(rows), "not_called": capture.not_called(),

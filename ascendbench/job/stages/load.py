@@ -79,7 +79,7 @@ class InputsStage(Stage):
         used = {key: sizes[key] for key in ("num_frames", "steps") if key in sizes}
         described = {name: {**info, **stats[name]} for name, info in job.inputs_info.items()}
         return {"inputs": with_sources(described, job.task),
-                "job": {"sizes": sizes, **used}}
+                "job": {"sizes": sizes, **used, "primary": job.task.report_declaration()}}
 
 
 def with_sources(inputs: dict[str, dict[str, Any]], task: Any) -> dict[str, dict[str, Any]]:
