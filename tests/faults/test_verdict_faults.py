@@ -3,6 +3,9 @@ comparison of empty tensors must not say PASS (each shown on the real CLI or ent
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -50,3 +53,34 @@ def test_compare_of_two_empty_tensors_is_not_a_pass(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 2 and "no elements" in captured.err
     assert "verdict PASS" not in captured.out
+
+
+def _edit_record(job_dir, edit) -> None:
+    path = job_dir / "record.json"
+    record = json.loads(path.read_text())
+    edit(record)
+    path.write_text(json.dumps(record))
+
+
+def _judged_metric(record) -> str:
+    return next(name for name, m in record["metrics"].items() if m.get("verdict") == "PASS" and "nonfinite" not in name)
+
+
+def _fail_one_metric(record) -> None:
+    record["metrics"][_judged_metric(record)]["verdict"] = "FAIL"  # the metrics say FAIL, the verdict still PASS
+
+
+@pytest.mark.parametrize("edit", [_fail_one_metric, lambda record: record.pop("outputs")],
+                         ids=["verdict-not-its-metrics", "ok-without-outputs"])
+def test_resume_does_not_skip_a_record_that_does_not_hold_up(app, fast, record_of, tmp_path, edit):
+    job = ("model=tiny_flux2_decoder", *fast, "dtype=float32")
+    code, output, job_dir = app(*job)
+    assert code == 0 and record_of(job_dir)["verdict"] == "PASS", output[-3000:]
+    _edit_record(job_dir, edit)
+    code, output, _ = app(*job)
+    assert "running again" in output and "resume: skipped" not in output
+    record = record_of(job_dir)
+    assert record["outputs"] and record["verdict"] == "PASS", "the job ran again"
+    assert record["metrics"][_judged_metric(record)]["verdict"] == "PASS"
+    code, output, _ = app(*job)
+    assert "resume: skipped" in output, "the re-run record is resumed"
