@@ -140,7 +140,7 @@ def record_samples(path: str | Path) -> tuple[float, ...] | None:
 def latency_of(row: Mapping[str, Any]) -> Latency | None:
     """A row's latency evidence (median, its 95% CI, the samples from its record file); None without a median."""
     median = median_ms(row)
-    if not median:
+    if not median or not math.isfinite(median) or median < 0:  # NaN or Inf is no measurement
         return None
     low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
                                                                          "count"))
@@ -160,7 +160,12 @@ def _regressions(old: Mapping[str, Any], new: Mapping[str, Any], rule: LatencyRu
     was, now = get(old, "verdict"), get(new, "verdict")
     if was in VERDICT_RANK and now in VERDICT_RANK and VERDICT_RANK[now] > VERDICT_RANK[was]:
         found.append(("verdict", str(was), str(now)))
+    elif was in VERDICT_RANK and now not in VERDICT_RANK and get(new, "status") == "ok":
+        found.append(("verdict", str(was), "none (accuracy not judged)"))  # silence is no pass
     before, after = latency_of(old), latency_of(new)
+    if before is not None and after is None and get(new, "status") == "ok":
+        found.append(("median latency", f"{num(before.median_ms)} ms",
+                      f"not measured ({text(get(new, 'bench.latency.median_ms'))})"))
     if before is None or after is None:
         return found, None
     decision = decide(before, after, rule)
