@@ -59,10 +59,13 @@ def check_recorded_stats(given: str, path: Path, record: Mapping[str, Any],
     outputs = record.get("outputs") if isinstance(record.get("outputs"), Mapping) else {}
     for name, tensor in tensors.items():
         entry = outputs.get(name)
-        if not isinstance(entry, Mapping):
-            continue
+        if not isinstance(entry, Mapping) or not all(key in entry for key in STAT_KEYS):
+            raise ReferenceSourceError(
+                f"baseline.source={given}: its record keeps no statistics ({', '.join(STAT_KEYS)}) of the output "
+                f"{name!r} in {path}, so the file cannot be shown to be the one the job wrote. Copy the job "
+                "directory again, unedited (or pass the tensors file alone: then only names and shapes are checked).")
         found = tensor_stats(tensor)
-        differ = [key for key in STAT_KEYS if key in entry and not _same(entry[key], found[key])]
+        differ = [key for key in STAT_KEYS if not _same(entry[key], found[key])]
         if differ:
             key = differ[0]
             raise ReferenceSourceError(

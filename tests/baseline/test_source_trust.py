@@ -130,3 +130,9 @@ def test_a_record_that_lost_workload_fields_is_refused_not_skipped(saved, tmp_pa
     field = {"seed": "seed", "inputs": "inputs_sha256", "weights": "weights_digest"}[lost]
     accepted = reference_from_source(str(copy), _mine(saved["float32"]), [field])
     assert field in accepted.info["source"]["not_checked"], "an accepted gap is recorded"
+
+
+def test_a_record_whose_output_statistics_were_removed_is_refused(saved, tmp_path):
+    copy = _copy(saved["float32"], tmp_path / "copy", lambda r: r.pop("outputs"))
+    with pytest.raises(ReferenceSourceError, match="keeps no statistics"):
+        reference_from_source(str(copy), _mine(copy), [])
