@@ -85,6 +85,12 @@ def check_fit(given: str, record: Mapping[str, Any]) -> None:
         raise ReferenceSourceError(f"baseline.source={given}: the saved run's own verdict is FAIL (its outputs "
                                    "failed their accuracy check), so they cannot judge this job. Pass a saved run "
                                    "whose verdict is PASS or WARN, or drop baseline.source for a CPU reference.")
+    outputs = record.get("outputs") if isinstance(record.get("outputs"), Mapping) else {}
+    low = [n for n, e in outputs.items() if isinstance(e, Mapping) and e.get("dtype") in LOW_PRECISION]
+    if job.get("device") == "cpu" and low and job.get("dtype") not in LOW_PRECISION:
+        raise ReferenceSourceError(f"baseline.source={given}: the saved run says CPU {job.get('dtype')}, but its "
+                                   f"outputs {', '.join(low)} are {outputs[low[0]].get('dtype')}: the record "
+                                   "contradicts itself. Copy the job directory again, unedited.")
     if job.get("device") == "cpu" and job.get("dtype") in LOW_PRECISION:
         raise ReferenceSourceError(f"baseline.source={given}: the saved run is a CPU run in {job.get('dtype')}, a "
                                    "low-precision output, not a CPU reference. Pass a CPU float32 (or float64) run, "

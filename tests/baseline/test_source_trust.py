@@ -136,3 +136,13 @@ def test_a_record_whose_output_statistics_were_removed_is_refused(saved, tmp_pat
     copy = _copy(saved["float32"], tmp_path / "copy", lambda r: r.pop("outputs"))
     with pytest.raises(ReferenceSourceError, match="keeps no statistics"):
         reference_from_source(str(copy), _mine(copy), [])
+
+
+def test_a_cpu_float32_record_over_bfloat16_outputs_is_refused(saved, tmp_path):
+    def edit(record):
+        record.update(verdict="PASS")
+        record["job"]["dtype"] = "float32"  # the bf16 run relabelled: its outputs still say bfloat16
+
+    copy = _copy(saved["bfloat16"], tmp_path / "copy", edit)
+    with pytest.raises(ReferenceSourceError, match="contradicts itself"):
+        reference_from_source(str(copy), _mine(copy), [])

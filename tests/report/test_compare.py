@@ -81,3 +81,10 @@ def test_silence_in_new_is_no_pass(write_record, tmp_path, capsys):
         out = capsys.readouterr().out
         assert "gate FAILED" in out and "1 regression(s)" in out, what
         assert ("none (accuracy not judged)" if what == "no accuracy verdict" else "not measured") in out, what
+
+
+def test_a_new_verdict_edited_to_pass_over_a_failing_metric_is_a_regression(write_record, tmp_path):
+    old, new = _sides(write_record, tmp_path, {})
+    _strip(new / "a" / "record.json", lambda r: r["metrics"]["mean_rel_err"].update(verdict="FAIL"))
+    result = compare_frames(records_frame([old]), records_frame([new]), RULE)
+    assert [r[6:] for r in result.regressions] == [["verdict", "PASS", "FAIL"]]
