@@ -25,6 +25,7 @@ import torch
 from ascendbench.baseline.service import Baseline
 from ascendbench.baseline.source_checks import check_fit, check_recorded_stats, confined
 from ascendbench.errors import ReferenceMismatchError, ReferenceSourceError
+from ascendbench.fileio import read_regular
 from ascendbench.precision import dtype_name
 
 RECORD = "record.json"
@@ -176,7 +177,7 @@ class SavedRun:
 
 def _read_record(path: Path, given: str) -> dict[str, Any]:
     try:
-        record = json.loads(path.read_text())
+        record = json.loads(read_regular(path))  # a FIFO is refused, never waited on
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReferenceSourceError(f"baseline.source={given}: {path} cannot be read as a record "
                                    f"({type(exc).__name__}: {exc}). Pass {ACCEPTED}.") from exc

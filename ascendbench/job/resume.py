@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME
 from ascendbench.models.sources import files_digest, resolve_source
 
@@ -86,7 +87,7 @@ def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
 def _read(path: Path) -> Any:
     """The parsed record, or ``None`` (logged) when it is missing or cannot be read."""
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_regular(path))  # a FIFO planted as record.json is refused, never waited on
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RecursionError) as exc:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ascendbench.errors import TrackingError
+from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME
 from ascendbench.report.gather import DRY_RUN, load_row
 from ascendbench.tracking.fields import Limits, RunFields, chunks, run_fields
@@ -166,7 +167,7 @@ class RecordFile:
         """Read the record (``path``: the file or its job directory)."""
         path = Path(path).resolve()
         path = path / RECORD_NAME if path.is_dir() else path
-        return cls(path, path.read_bytes())
+        return cls(path, read_regular(path))  # a FIFO is refused, never waited on
 
     @property
     def key(self) -> str:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,13 @@ def test_a_full_disk_keeps_the_previous_readme_and_report_whole(write_record, tm
         err = capsys.readouterr().err
         assert code == 2 and "Traceback" not in err and "not writable" in err and str(readme) in err
         assert readme.read_text() == README
+
+
+def test_a_fifo_planted_as_a_record_is_a_broken_row_not_a_hang(write_record, tmp_path):
+    write_record("ok")
+    (tmp_path / "records" / "fifo").mkdir()
+    os.mkfifo(tmp_path / "records" / "fifo" / "record.json")
+    done = subprocess.run([sys.executable, "-m", "ascendbench.report", str(tmp_path / "records"), "--out",
+                           str(tmp_path / "reports"), "--no-plots"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1 broken" in done.stdout and "not a regular file" in (tmp_path / "reports" / "report.md").read_text()
