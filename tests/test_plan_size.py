@@ -10,6 +10,7 @@ import sys
 import time
 
 from helpers import read_record
+from helpers.app import BASE_ENV
 
 # Digest and statistics of a 512 MiB float32 tensor in a fresh process; prints the resident growth in MiB.
 GROWTH = """
@@ -22,10 +23,13 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
 """
 
 
-def test_the_dry_run_of_the_tiny_twin_at_4096_is_fast_and_small(popen, tmp_path):
+def test_the_dry_run_of_the_tiny_twin_at_4096_is_fast_and_small(tmp_path):
     start = time.monotonic()
-    proc = popen("model=tiny_flux2_decoder", "device=cpu", "dry_run=true", "preset.height=4096",
-                 "preset.width=4096", f"hydra.run.dir={tmp_path / 'job'}")
+    proc = subprocess.Popen([sys.executable, "-m", "ascendbench", "model=tiny_flux2_decoder", "device=cpu",
+                             "dry_run=true", "preset.height=4096", "preset.width=4096",
+                             f"hydra.run.dir={tmp_path / 'job'}", f"baseline.cache_dir={tmp_path / 'cache'}"],
+                            cwd=tmp_path, env={**os.environ, **BASE_ENV}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     output = proc.stdout.read()  # to the end: the process has exited (or closed its output)
     _, status, usage = os.wait4(proc.pid, 0)  # this process's own peak, not that of every earlier child
     proc.returncode = os.waitstatus_to_exitcode(status)
