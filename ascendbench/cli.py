@@ -115,9 +115,10 @@ def main() -> None:
     except RefusedDirectory as exc:  # before Hydra wrote anything into the directory: one paragraph, exit 1
         print(exc.code, file=sys.stderr)
         sys.exit(1)
-    except KeyboardInterrupt:
-        print("ascendbench: interrupted; the running job's record says `interrupted`, finished jobs keep "
-              "theirs, and re-running the same sweep resumes it.", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        cause = str(exc) if str(exc).startswith("signal ") else "Ctrl-C / SIGINT"
+        print(f"ascendbench: interrupted ({cause}); a job still running then has a record saying `interrupted`, "
+              "finished jobs keep theirs, and re-running the same sweep resumes it.", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
     if code := _exit_status():
         sys.exit(code)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,3 +117,28 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int | No
     with atomic_path(path, mode) as tmp:
         tmp.write_bytes(payload)
     return Path(path)
+
+
+def open_regular(path: str | os.PathLike[str], follow: bool = True) -> int:
+    """Open ``path`` for reading without blocking, and only when it is a regular file; returns the descriptor.
+
+    A FIFO, a device or a socket named by data (a weights path, a cache file) would block a reader or read
+    forever: it is refused with :class:`OSError` (``EINVAL``). ``follow=False`` refuses a symbolic link too.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, flags)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device, socket or directory)", str(path))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | os.PathLike[str], follow: bool = True) -> bytes:
+    """The bytes of the regular file ``path`` (see :func:`open_regular`: a FIFO or device is refused)."""
+    with os.fdopen(open_regular(path, follow), "rb") as handle:
+        return handle.read()

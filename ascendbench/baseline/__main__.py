@@ -1,4 +1,4 @@
-"""``python -m ascendbench.baseline REQUEST.json``: the clean reference process.
+"""``python -m ascendbench.baseline -``: the clean reference process (its request on stdin).
 
 It first ties its life to the job that started it (:func:`hold_lifeline`: a job killed with SIGKILL takes its
 reference process with it), then the torch_npu guard runs, before anything imports torch or diffusers; this
@@ -68,11 +68,11 @@ def hold_lifeline(environ: dict[str, str] | None = None) -> str:
     return how
 
 
-USAGE = """usage: python -m ascendbench.baseline REQUEST.json
+USAGE = """usage: python -m ascendbench.baseline -
 
 The clean CPU reference process of an ascendbench job (baseline.process=child): it reads the request the job
-wrote, runs the reference without torch_npu, and writes the outputs into the baseline cache. Jobs start it;
-there is no need to run it by hand."""
+sends on its stdin (never from a file), runs the reference without torch_npu, and writes the outputs into
+the baseline cache. Jobs start it; there is no need to run it by hand."""
 
 
 def start(argv: list[str] | None = None) -> int:

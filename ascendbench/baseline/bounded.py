@@ -132,7 +132,8 @@ def _tiled_conv(func: Callable, call: dict[str, Any], geometry: _ConvGeometry, t
     x, weight = call["input"], call["weight"]
     out = x.new_empty((x.shape[0], weight.shape[0], *geometry.out))
     starts = [range(0, n, t) for n, t in zip(geometry.out, tile, strict=True)]
-    for corner in itertools.product(*starts):
+    corners = list(itertools.product(*starts)) if not x.is_meta else _sample_corners(starts)
+    for corner in corners:
         stops = [min(c + t, n) for c, t, n in zip(corner, tile, geometry.out, strict=True)]
         windows = [geometry.window(d, c, s) for d, (c, s) in enumerate(zip(corner, stops, strict=True))]
         piece = x[(..., *(slice(a, b) for a, b, _, _ in windows))]
@@ -143,7 +144,17 @@ def _tiled_conv(func: Callable, call: dict[str, Any], geometry: _ConvGeometry, t
                       groups=call["groups"])
         out[(..., *(slice(c, s) for c, s in zip(corner, stops, strict=True)))] = result
         stats.conv_tiles += 1
+    if x.is_meta:
+        stats.conv_tiles += math.prod(len(r) for r in starts) - len(corners)
     return out
+
+
+def _sample_corners(starts: Sequence[range]) -> list[tuple[int, ...]]:
+    """The tiles a memory estimate on the meta device runs: the first, an interior and the last one of each
+    dim (their padding differs; every other tile allocates as one of them). Running them all would make a
+    dry run at 4096^2 take minutes for nothing: meta tiles compute nothing."""
+    picks = [sorted({r[0], r[len(r) // 2], r[-1]}) for r in starts]
+    return list(itertools.product(*picks))
 
 
 def conv_unfold_bytes(x: torch.Tensor, weight: torch.Tensor, positions: int, groups: int) -> int:
@@ -181,6 +192,12 @@ def bounded_attention(func: Callable, call: dict[str, Any], limit: int, stats: B
     stats.chunked_attentions += 1
     chunk = max(limit // per_row, 1)
     pieces = []
+    if query.is_meta and chunk < rows:  # a memory estimate: the rows done, then one chunk's transient peak
+        done = query.new_empty((*query.shape[:-2], rows - chunk, call["value"].shape[-1]))
+        last = func(**{**call, "query": query[..., :chunk, :],
+                       **({"attn_mask": mask[..., :chunk, :]} if mask is not None and mask.dim() >= 2
+                          and mask.shape[-2] == rows else {})})
+        return torch.cat([done, last], dim=-2)
     for start in range(0, rows, chunk):
         part = {**call, "query": query[..., start:start + chunk, :]}
         if mask is not None and mask.dim() >= 2 and mask.shape[-2] == rows:

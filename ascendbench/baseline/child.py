@@ -1,9 +1,10 @@
 """The reference process: rebuild the model from the job config, run the task on CPU, write the cache.
 
-Started by :func:`ascendbench.baseline.service.get_or_compute` as ``python -m ascendbench.baseline
-REQUEST.json`` after :mod:`ascendbench.baseline.guard` has blocked ``torch_npu``. The request holds the
-job's model / preset / seed config, the reference precision, what to compute (outputs, layers) and what
-the job saw (weights digest, input SHA256s) so that any difference is an error, not a silent mismatch.
+Started by :func:`ascendbench.baseline.service.get_or_compute` as ``python -m ascendbench.baseline -``
+(the request on stdin, over the job's pipe, never a file in the shared cache) after
+:mod:`ascendbench.baseline.guard` has blocked ``torch_npu``. The request holds the job's model / preset /
+seed config, the reference precision, what to compute (outputs, layers) and what the job saw (weights
+digest, input SHA256s) so that any difference is an error, not a silent mismatch.
 Exit status: 0 done, 2 an ascendbench error (message on stderr), 1 anything else (traceback on stderr).
 
 The reference runs the model's own (upstream) code: ``model.patches`` are not applied here, except an entry
@@ -200,16 +201,18 @@ def _quiet_empty_keep_in_float32(record: logging.LogRecord) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m ascendbench.baseline REQUEST.json``."""
+    """Entry point of ``python -m ascendbench.baseline -``: the request is read from stdin (the job's pipe)."""
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     logging.getLogger("diffusers.models.modeling_utils").addFilter(_quiet_empty_keep_in_float32)
-    if len(args) != 1:
-        print("usage: python -m ascendbench.baseline REQUEST.json (written by an ascendbench job)", file=sys.stderr)
+    if args != ["-"]:
+        print("usage: python -m ascendbench.baseline - (the request of an ascendbench job on stdin; a request "
+              "file is not accepted: nothing read from a file another user could write is instantiated)",
+              file=sys.stderr)
         return 2
     try:
-        meta = compute(json.loads(Path(args[0]).read_text()))
+        meta = compute(json.loads(sys.stdin.read()))
     except AscendBenchError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

@@ -306,24 +306,28 @@ def _child_failure(ended: ChildExit, log_path: Path, query: ReferenceQuery) -> s
             "preset, or set baseline.reference=float32; baseline.enabled=false runs performance only.")
 
 
+def _send_request(proc: subprocess.Popen, request: Mapping[str, Any]) -> None:
+    """Write ``request`` to the child's stdin and close it (a child that died first is reported by its exit)."""
+    try:
+        proc.stdin.write(json.dumps(request, default=str).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        log.debug("the reference process closed its stdin before reading the request")
+
+
 def _run_child(request: Mapping[str, Any], query: ReferenceQuery) -> dict[str, Any]:
-    entry = query.store.entry(request["key"])
-    entry.mkdir(parents=True, exist_ok=True)
-    request_path = entry / f"request-{os.getpid()}.json"
-    request_path.write_text(json.dumps(request, default=str))
+    query.store.entry(request["key"]).mkdir(parents=True, exist_ok=True)
     log_path = Path(query.log_dir) / CHILD_LOG
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONUNBUFFERED": "1",
            PARENT_PID_ENV: str(os.getpid())}
     log.info("CPU reference in a clean child process (torch_npu blocked); log: %s", log_path)
     start = time.perf_counter()
-    try:
-        with open(log_path, "w") as handle:
-            proc = subprocess.Popen([sys.executable, "-m", "ascendbench.baseline", str(request_path)],
-                                    stdout=handle, stderr=subprocess.STDOUT, env=env)
-            ended = wait_with_progress(proc, log_path, f"reference (cpu {request['precision']})")
-    finally:
-        request_path.unlink(missing_ok=True)
+    with open(log_path, "w") as handle:  # the request goes over stdin: no file another user could swap
+        proc = subprocess.Popen([sys.executable, "-m", "ascendbench.baseline", "-"], stdin=subprocess.PIPE,
+                                stdout=handle, stderr=subprocess.STDOUT, env=env)
+        _send_request(proc, request)
+        ended = wait_with_progress(proc, log_path, f"reference (cpu {request['precision']})")
     if ended.code != 0:
         raise BaselineError(_child_failure(ended, log_path, query))
     return {"wall_s": time.perf_counter() - start, "log": str(log_path),

@@ -23,7 +23,9 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from ascendbench.baseline.service import Baseline
+from ascendbench.baseline.source_checks import check_fit, check_recorded_stats, confined
 from ascendbench.errors import ReferenceMismatchError, ReferenceSourceError
+from ascendbench.fileio import read_regular
 from ascendbench.precision import dtype_name
 
 RECORD = "record.json"
@@ -169,13 +171,13 @@ class SavedRun:
         name = artifacts.get("reference_outputs")
         if self.record_path is None or job.get("device") in (None, "cpu") or not name:
             return None
-        path = self.record_path.parent / name
+        path = confined(self.record_path.parent, str(name), self.given, "artifacts.reference_outputs")
         return path if path.is_file() else None
 
 
 def _read_record(path: Path, given: str) -> dict[str, Any]:
     try:
-        record = json.loads(path.read_text())
+        record = json.loads(read_regular(path))  # a FIFO is refused, never waited on
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReferenceSourceError(f"baseline.source={given}: {path} cannot be read as a record "
                                    f"({type(exc).__name__}: {exc}). Pass {ACCEPTED}.") from exc
@@ -190,7 +192,9 @@ def _read_record(path: Path, given: str) -> dict[str, Any]:
 def _job_run(record_path: Path, given: str) -> SavedRun:
     record = _read_record(record_path, given)
     artifacts = record.get("artifacts") or {}
-    tensors = record_path.parent / str(artifacts.get("device_outputs") or DEVICE_TENSORS)
+    check_fit(given, record)
+    tensors = confined(record_path.parent, str(artifacts.get("device_outputs") or DEVICE_TENSORS), given,
+                       "artifacts.device_outputs")
     if not tensors.is_file():
         why = artifacts.get("tensors_skipped") or "the file is missing"
         raise ReferenceSourceError(f"baseline.source={given}: the job's device outputs {tensors} are not there "
@@ -225,7 +229,15 @@ def check_workload(run: SavedRun, mine: Mapping[str, Any], allow: Sequence[str])
     """
     if run.record_path is None:
         return {"checked": [], "not_checked": list(FIELDS)}
-    differing, unknown = compare_workloads(record_workload(run.record), mine)
+    theirs = record_workload(run.record)
+    differing, unknown = compare_workloads(theirs, mine)
+    lost = [name for name in unknown if theirs.get(name) is None and mine.get(name) is not None and name not in allow]
+    if lost:
+        raise ReferenceMismatchError(
+            f"baseline.source={run.given}: its record {run.record_path} lacks the workload field(s) "
+            f"{', '.join(f'{n} ({FIELDS[n]})' for n in lost)}, so it cannot be shown to be this job's workload. Pass "
+            "an unedited record of a finished job, or accept the gap deliberately with "
+            f"baseline.source_allow=[{','.join(lost)}]; it is recorded.")
     refused = {name: d for name, d in differing.items() if name not in allow}
     if refused:
         raise ReferenceMismatchError(mismatch_message(run.given, refused))
@@ -245,6 +257,8 @@ def _read_tensors(run: SavedRun) -> dict[str, torch.Tensor]:
     if expected and expected != found:
         raise ReferenceSourceError(f"baseline.source={run.given}: {run.tensors} holds {found}, but its record lists "
                                    f"the outputs {expected}; the file was replaced or damaged. Copy the job again.")
+    if run.record_path is not None:  # a bare tensors file has no record to check it against
+        check_recorded_stats(run.given, run.tensors, run.record, tensors)
     return tensors
 
 

@@ -9,7 +9,7 @@
                                                 size and tensor shapes of every file of the entry
     <cache_dir>/<key>/layers-<spec>.safetensors layer outputs for one compare.layers pattern list
     <cache_dir>/<key>/modules-all.json          per-module statistics (compare.layers=all)
-    <cache_dir>/<key>/request-<pid>.json        the request of a running child process (removed when it ends)
+    <cache_dir>/<key>/request-<pid>.json        left by older versions (requests now go over stdin); cleaned
 
 A reference is complete when ``meta.json`` and ``outputs.safetensors`` exist; every file is written to a
 temporary name and renamed into place, so a killed job never leaves a half-written entry behind. Nothing is
@@ -38,7 +38,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from ascendbench.errors import BaselineError
-from ascendbench.fileio import atomic_path, write_atomic
+from ascendbench.fileio import atomic_path, read_regular, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -373,7 +373,7 @@ def request_pid(path: Path) -> int | None:
 
 def _request_host(path: Path) -> str | None:
     try:
-        return json.loads(path.read_text()).get("owner", {}).get("host")
+        return json.loads(read_regular(path, follow=False)).get("owner", {}).get("host")
     except (OSError, ValueError, AttributeError):
         return None
 

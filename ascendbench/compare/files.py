@@ -128,7 +128,7 @@ def pair_outputs(reference: dict[str, torch.Tensor],
     """The two sides under common names: equal name sets, or one tensor on each side (named like the reference).
 
     Raises:
-        UnusableInput: the names differ, or a pair differs in shape.
+        UnusableInput: the names differ, a pair differs in shape, or a tensor has no elements.
     """
     if set(reference) != set(candidate):
         if len(reference) == 1 and len(candidate) == 1:
@@ -137,6 +137,10 @@ def pair_outputs(reference: dict[str, torch.Tensor],
             raise UnusableInput(f"the two sides hold different tensors: reference {sorted(reference)}, "
                                 f"candidate {sorted(candidate)}")
     for name in reference:
+        if reference[name].numel() == 0 or candidate[name].numel() == 0:
+            raise UnusableInput(f"{name}: no elements (shape reference {list(reference[name].shape)}, candidate "
+                                f"{list(candidate[name].shape)}); an empty tensor proves nothing, so it is not "
+                                "compared: pass the outputs of a run that produced values")
         if tuple(reference[name].shape) != tuple(candidate[name].shape):
             raise UnusableInput(f"{name}: shapes differ, reference {list(reference[name].shape)} vs candidate "
                                 f"{list(candidate[name].shape)}")

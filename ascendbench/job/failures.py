@@ -90,10 +90,12 @@ def classify(exc: Exception, device: str | None = None, stage: str | None = None
 
 
 def interrupted(exc: BaseException, stage: str | None = None) -> KeyboardInterrupt:
-    """The record's error for Ctrl-C / SIGINT: where it happened (``stage``, else read from the traceback)
+    """The record's error for Ctrl-C / SIGINT or a terminating signal (SIGTERM): which, where it happened
+    (``stage``, else read from the traceback)
     and how to go on."""
     where = stage or stage_of(exc)
-    return KeyboardInterrupt(f"interrupted (Ctrl-C / SIGINT) during {where}; run the same command again "
+    cause = str(exc) if str(exc).startswith("signal ") else "Ctrl-C / SIGINT"  # cli._terminated: "signal SIGTERM"
+    return KeyboardInterrupt(f"interrupted ({cause}) during {where}; run the same command again "
                              "to run this job again (finished jobs of a sweep are kept and skipped)")
 
 

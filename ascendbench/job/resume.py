@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME
 from ascendbench.models.base import hub_forced_offline, locate
 from ascendbench.models.sources import files_digest
@@ -81,7 +82,7 @@ def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
 def _read(path: Path) -> Any:
     """The parsed record, or ``None`` (logged) when it is missing or cannot be read."""
     try:
-        return json.loads(path.read_text())
+        return json.loads(read_regular(path))  # a FIFO planted as record.json is refused, never waited on
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RecursionError) as exc:
@@ -89,11 +90,27 @@ def _read(path: Path) -> Any:
         return None
 
 
+def untrustworthy(record: dict[str, Any]) -> str | None:
+    """Why an ``ok`` record does not hold up on its own (``None`` when it does): its verdict is not the one its
+    metrics give (a hand edit), or it kept no outputs. A record is data; a skip must not rest on its word."""
+    from ascendbench.metrics import worst
+
+    metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    derived = worst(m.get("verdict") for m in metrics.values() if isinstance(m, dict))
+    claimed = record.get("verdict")
+    if claimed != derived and not (claimed is None and derived == "PASS"):
+        return f"its verdict {claimed!r} is not the one its metrics give ({derived!r})"
+    if "plan" not in record and (not isinstance(record.get("outputs"), dict) or not record["outputs"]):
+        return "it holds no outputs"
+    return None
+
+
 def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | None:
     """The existing record of ``job_dir`` when the job can be skipped, else ``None``.
 
     A job is skipped when resume is enabled, not forced, and ``<job_dir>/record.json`` has status
-    ``ok``, the same resolved config (ignoring ``resume.*``) and the same weights (:func:`weights_change`).
+    ``ok``, the same resolved config (ignoring ``resume.*``) and the same weights (:func:`weights_change`), and
+    holds up on its own (:func:`untrustworthy`).
     """
     enabled = OmegaConf.select(cfg, "resume.enabled", default=True)
     if not enabled or OmegaConf.select(cfg, "resume.force", default=False):
@@ -113,6 +130,8 @@ def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | No
         change = weights_change(cfg, record)
     except Exception as exc:  # e.g. a loader that cannot be built: the job runs and reports it itself
         change = f"its weights cannot be checked ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+    if change is None:
+        change = untrustworthy(record)
     if change is not None:
         log.info("resume: %s is ok but %s; running again", path, change)
         return None

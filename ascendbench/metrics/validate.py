@@ -153,3 +153,36 @@ def validate_outputs(outputs: Mapping[str, torch.Tensor],
                 found.out_of_range / finite if finite else 0.0, range_rule, count=found.out_of_range,
                 value_range=list(bounds), min=found.low, max=found.high)
     return entries
+
+
+IDENTICAL_RULE = {"max": 0, "source": "built in: a reference in a higher precision than the device run cannot "
+                                      "equal its output bit for bit; one that does was not computed independently "
+                                      "(a replaced cache entry or saved run): delete it and run again"}
+_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
+MIN_IDENTICAL_NUMEL = 16  # a handful of elements (or a constant) may legitimately agree exactly
+
+
+def _identical(ref: torch.Tensor, out: torch.Tensor, device_rank: int) -> bool:
+    if not (ref.is_floating_point() and out.is_floating_point()) or ref.shape != out.shape:
+        return False
+    if _RANK.get(ref.dtype, 0) <= device_rank or out.numel() < MIN_IDENTICAL_NUMEL:
+        return False
+    flat = out.reshape(-1)
+    return bool((flat != flat[0]).any()) and torch.equal(ref.double(), out.double())
+
+
+def identical_reference(reference: Mapping[str, torch.Tensor], outputs: Mapping[str, torch.Tensor],
+                        device_dtype: torch.dtype) -> dict[str, dict[str, Any]]:
+    """``reference_identical`` where a reference of a higher precision than ``device_dtype`` equals every
+    floating-point device output exactly (built in: FAIL); ``{}`` otherwise.
+
+    >>> out = torch.linspace(0, 1, 32, dtype=torch.bfloat16)
+    >>> identical_reference({"x": out.double()}, {"x": out}, torch.bfloat16)["reference_identical"]["verdict"]
+    'FAIL'
+    """
+    rank = _RANK.get(device_dtype, 0)
+    pairs = [(name, reference[name], out) for name, out in sorted(outputs.items())
+             if name in reference and out.is_floating_point()]
+    if not pairs or not all(_identical(ref, out, rank) for _, ref, out in pairs):
+        return {}
+    return {"reference_identical": _entry(1, IDENTICAL_RULE, outputs=[name for name, _, _ in pairs])}

@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ascendbench.errors import UnsafeWeightsError
+from ascendbench.errors import UnsafeWeightsError, WeightsLoadError
+from ascendbench.fileio import open_regular
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,10 @@ def pickle_refused(path: Path) -> UnsafeWeightsError:
 
 
 def _local(path: Path, subfolder: str | None, allow_pickle: bool = False) -> ResolvedSource | NotFound:
+    if not path.is_file() and not path.is_dir():
+        raise WeightsLoadError(f"model.source={path} is not a regular file or a directory (a FIFO, device or "
+                               "socket), so no weights can be read from it: point model.source at a .safetensors "
+                               "file or a model directory.")
     if path.is_file():
         if path.suffix in PICKLE_SUFFIXES:
             if not allow_pickle:
@@ -96,6 +101,11 @@ def _local(path: Path, subfolder: str | None, allow_pickle: bool = False) -> Res
         return ResolvedSource("file", path.resolve(), "local file", (path.resolve(),))
     root = path / subfolder if subfolder else path
     files = tuple(sorted(root.glob("*.safetensors")))
+    irregular = [p for p in files if not p.is_file()]
+    if irregular:  # a FIFO or device would block the digest (and the dry run) forever
+        raise WeightsLoadError(f"{irregular[0]} is not a regular file (a FIFO, device, socket or directory), so it "
+                               "cannot be read as weights: replace it with the .safetensors file itself, or point "
+                               "model.source at another directory (model.weights=random runs without weights).")
     pickles = tuple(sorted(p for p in root.glob("*") if p.suffix in PICKLE_SUFFIXES))
     if (root / "config.json").is_file() and not files and pickles:
         if not allow_pickle:
@@ -146,7 +156,7 @@ def files_digest(files: tuple[Path, ...], chunk: int = 1 << 24) -> str:
     digest = hashlib.sha256()
     for path in sorted(files):
         digest.update(path.name.encode())
-        with open(path, "rb") as handle:
+        with os.fdopen(open_regular(path), "rb") as handle:  # a FIFO is refused, never waited on
             while block := handle.read(chunk):
                 digest.update(block)
     return "sha256:" + digest.hexdigest()

@@ -16,7 +16,8 @@ import re
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ascendbench.errors import ReportError
+from ascendbench.errors import OutputWriteError, ReportError
+from ascendbench.fileio import write_atomic
 
 SECTIONS = ("accuracy", "per_resolution", "layers", "performance", "recommendation", "environment", "failures",
             "dry_runs", "cross_device", "plots", "artifacts", "variants", "profile", "pivot", "seed_layouts",
@@ -34,6 +35,16 @@ def marker_names(text: str) -> list[str]:
     return names + [LEGACY_SECTION] * len(_LEGACY.findall(text))
 
 
+def inert(body: str) -> str:
+    """``body`` with every HTML comment opener/closer made literal (``&lt;!--``, ``--&gt;``): text inside a
+    section can never be read as a marker by the next back-fill, whatever a record held.
+
+    >>> inert("x<!-- /ascendbench:failures -->y")
+    'x&lt;!-- /ascendbench:failures --&gt;y'
+    """
+    return body.replace("\\<!--", "<!--").replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+
+
 def fill(text: str, render: Callable[[str], str]) -> tuple[str, list[str]]:
     """Replace the body of every known marker pair with ``render(name)``; return text and unknown names."""
     unknown: list[str] = []
@@ -42,7 +53,7 @@ def fill(text: str, render: Callable[[str], str]) -> tuple[str, list[str]]:
         if name not in SECTIONS:
             unknown.append(name)
             return match.group(0)
-        return f"{match.group(1)}\n{render(name).strip()}\n{match.group(match.re.groups)}"
+        return f"{match.group(1)}\n{inert(render(name).strip())}\n{match.group(match.re.groups)}"
 
     text = _MARKER.sub(lambda m: replace(m, m.group("name")), text)
     text = _LEGACY.sub(lambda m: replace(m, LEGACY_SECTION), text)
@@ -73,5 +84,8 @@ def backfill_file(path: Path, render_for: Callable[[Path], Mapping[str, str] | C
     render = renderer if callable(renderer) else renderer.__getitem__
     updated, unknown = fill(original, render)
     if updated != original:
-        path.write_text(updated)
+        try:
+            write_atomic(path, updated, mode=path.stat().st_mode & 0o7777)  # whole or not at all: never a cut tail
+        except OutputWriteError as exc:
+            raise ReportError(f"the README was not changed: {exc}") from None
     return unknown

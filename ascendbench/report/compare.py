@@ -157,7 +157,7 @@ def latency_of(row: Mapping[str, Any]) -> Latency | None:
     """A row's latency evidence (median, its 95% CI, the samples and block medians from its record file); None
     without a median."""
     median = median_ms(row)
-    if not median:
+    if not median or not math.isfinite(median) or median < 0:  # NaN or Inf is no measurement
         return None
     low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
                                                                          "count"))
@@ -171,15 +171,31 @@ def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def row_verdict(row: Mapping[str, Any]) -> Any:
+    """The record's verdict, or the worst verdict of its metrics where that is worse: a record is data, and a
+    hand-edited ``verdict: PASS`` over a failing metric is not believed."""
+    claimed = get(row, "verdict")
+    found = [v for k, v in row.items() if k.startswith("metrics.") and k.endswith(".verdict") and v in VERDICT_RANK]
+    derived = max(found, key=VERDICT_RANK.get) if found else None
+    if derived is not None and (claimed not in VERDICT_RANK or VERDICT_RANK[derived] > VERDICT_RANK[claimed]):
+        return derived
+    return claimed
+
+
 def _regressions(old: Mapping[str, Any], new: Mapping[str, Any], rule: LatencyRule) -> tuple[list, str | None]:
     """(what got worse as (what, old, new) rows, the latency line or None when a side has no median)."""
     found = []
     if get(old, "status") == "ok" and get(new, "status") != "ok":
         found.append(("status", "ok", f"{get(new, 'status')}: {text(get(new, 'error.type'))}"))
-    was, now = get(old, "verdict"), get(new, "verdict")
+    was, now = row_verdict(old), row_verdict(new)
     if was in VERDICT_RANK and now in VERDICT_RANK and VERDICT_RANK[now] > VERDICT_RANK[was]:
         found.append(("verdict", str(was), str(now)))
+    elif was in VERDICT_RANK and now not in VERDICT_RANK and get(new, "status") == "ok":
+        found.append(("verdict", str(was), "none (accuracy not judged)"))  # silence is no pass
     before, after = latency_of(old), latency_of(new)
+    if before is not None and after is None and get(new, "status") == "ok":
+        found.append(("median latency", f"{num(before.median_ms)} ms",
+                      f"not measured ({text(get(new, 'bench.latency.median_ms'))})"))
     if before is None or after is None:
         return found, None
     decision = decide(before, after, rule)

@@ -11,10 +11,11 @@ from typing import Any, Sequence
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from ascendbench.errors import ReportError
+from ascendbench.errors import OutputWriteError, ReportError
+from ascendbench.fileio import atomic_path, write_atomic
 from ascendbench.report import plots as plotting
 from ascendbench.report.crossdevice import crossdevice_section
-from ascendbench.report.fmt import get, link, num, size_label, table, text
+from ascendbench.report.fmt import get, inside, link, num, size_label, table, text
 from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN
 from ascendbench.report.hidden import detail_cells, detail_headers, hidden_metrics, layer_rows, module_rows
 from ascendbench.report.html import html_document
@@ -240,7 +241,9 @@ def media_files(row: dict[str, Any]) -> list[tuple[str, Path]]:
     for name, value in sorted(artifacts.items()):
         paths = value if isinstance(value, list) else [value]
         for i, rel in enumerate(p for p in paths if isinstance(p, str) and p.lower().endswith(_MEDIA)):
-            found.append((name if len(paths) == 1 else f"{name}[{i}]", Path(row["job_dir"]) / rel))
+            path = inside(Path(row["job_dir"]), rel)
+            if path is not None:  # an absolute, ../ or linked-out path is data pointing elsewhere: not listed
+                found.append((name if len(paths) == 1 else f"{name}[{i}]", path))
     return found
 
 
@@ -284,6 +287,9 @@ def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
     out_dir = _out_dir(out_dir)
     try:
         return _write_all(report, out_dir)
+    except OutputWriteError as exc:  # names the file, says full or read-only and what to do
+        raise ReportError(f"{exc} Each report file is written whole or not at all: the previous one is kept."
+                          ) from None
     except OSError as exc:
         raise ReportError(f"cannot write the report into {str(out_dir)!r} ({type(exc).__name__}: "
                           f"{exc.strerror or exc}, file {getattr(exc, 'filename', None)}). Free space or pass "
@@ -295,20 +301,21 @@ def _write_all(report: Report, out_dir: Path) -> dict[str, Path]:
     report.make_plots(out_dir / "plots")
     written["markdown"] = out_dir / "report.md"
     markdown = report.markdown(out_dir)
-    written["markdown"].write_text(markdown)
+    write_atomic(written["markdown"], markdown)
     written["html"] = out_dir / "report.html"
-    page = html_document(markdown, out_dir, report.settings.html.embed_max_mb, report.settings.html.embed_total_mb)
-    written["html"].write_text(page, encoding="utf-8")
+    page = html_document(markdown, out_dir, report.settings.html.embed_max_mb, report.settings.html.embed_total_mb,
+                         roots=[Path(r["job_dir"]) for r in report.rows if r.get("job_dir")])
+    write_atomic(written["html"], page)
     frame = report.frame[[c for c in report.frame.columns
                           if not c.startswith("metrics.layer/") and c != CONFIG_COLUMN]]
     written["csv"] = out_dir / "records.csv"
-    frame.to_csv(written["csv"], index=False)
+    write_atomic(written["csv"], frame.to_csv(index=False))
     layers = layers_frame(report.rows)
     if not layers.empty:
         written["layers_csv"] = out_dir / "layers.csv"
-        layers.to_csv(written["layers_csv"], index=False)
+        write_atomic(written["layers_csv"], layers.to_csv(index=False))
     if importlib.util.find_spec("pyarrow") is not None:
         written["parquet"] = out_dir / "records.parquet"
-        frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object}) \
-            .to_parquet(written["parquet"], index=False)
+        with atomic_path(written["parquet"]) as tmp:
+            frame.astype({c: "string" for c in frame.columns if frame[c].dtype == object}).to_parquet(tmp, index=False)
     return written

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -57,9 +58,22 @@ def judged(row: Mapping[str, Any], prefix: str, metric: str) -> tuple[str, str |
     return judged_value(metric, entry), entry["verdict"], rule
 
 
+_MD_ACTIVE = re.compile(r"[\\`*\[\]]|<(?=[A-Za-z/!?])")  # links, images, code, bold, an HTML tag or comment
+
+
+def md_escape(value: str) -> str:
+    """Record text made inert in Markdown: ``\\ ` * [ ]`` and a ``<`` that could open a tag or comment are
+    backslash-escaped, so ``![x](/abs.png)``, ``[a](//evil)`` and ``<script>`` stay plain text (``<=`` stays).
+
+    >>> print(md_escape("<script> ![a](b) <= 2"))
+    \\<script> !\\[a\\](b) <= 2
+    """
+    return _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), str(value))
+
+
 def text(value: Any) -> str:
-    """Any cell as text; ``missing`` when absent."""
-    return num(value) if isinstance(value, (int, float)) else (str(value) if present(value) else MISSING)
+    """Any cell as text (Markdown-escaped: see :func:`md_escape`); ``missing`` when absent."""
+    return num(value) if isinstance(value, (int, float)) else (md_escape(value) if present(value) else MISSING)
 
 
 def get(row: Mapping[str, Any], key: str) -> Any:
@@ -94,6 +108,14 @@ def link(label: str, target: Path | str, base_dir: Path | str) -> str:
     return f"[{label}]({rel})"
 
 
+def inside(root: Path | str, rel: str) -> Path | None:
+    """``root / rel`` resolved (links followed) when it stays inside ``root``; ``None`` when it leaves it (an
+    absolute path, ``../``, a symbolic link out): a path from a record points only into its own job dir."""
+    base = Path(root).resolve()
+    path = (base / rel).resolve()
+    return path if path == base or base in path.parents else None
+
+
 def escape(cell: str) -> str:
     """Make text safe inside a Markdown table cell."""
     return str(cell).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
@@ -110,7 +132,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 def short(message: Any, limit: int = 400) -> str:
     """First ``limit`` characters of a message on one line (the record keeps the whole text)."""
     one_line = " ".join(str(message).split()) if present(message) else MISSING
-    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
+    cut = one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
+    return md_escape(cut) if present(message) else cut
 
 
 def metric_matches(name: str, wanted: str) -> bool:

@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from ascendbench.errors import ReportError
+from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME
 from ascendbench.report.fmt import present
 from ascendbench.report.hidden import hidden_fields
@@ -72,7 +73,7 @@ def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
     or malformed record gives a ``broken`` row saying why."""
     path = Path(path)
     try:
-        record = json.loads(path.read_text() if data is None else data, parse_int=_bounded_int)
+        record = json.loads(read_regular(path) if data is None else data, parse_int=_bounded_int)  # no FIFO wait
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
         return _broken(path, f"{type(exc).__name__}: {exc}")
     except RecursionError:

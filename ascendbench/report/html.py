@@ -14,7 +14,7 @@ import html
 import itertools
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 from urllib.parse import quote
 
 from ascendbench.report.html_assets import SORT_TABLES, STYLE
@@ -25,7 +25,7 @@ URL_SAFE = "/=,+@;~!$'()*"  # kept as written in a link's path; the rest is %-en
 _HEADING = re.compile(r"^(#{1,6}) (.*)$")
 _SEPARATOR = re.compile(r"^\|(\s*:?-{3,}:?\s*\|)+$")
 _CELL_SPLIT = re.compile(r"(?<!\\)\|")
-_INLINE = re.compile(r"`(?P<code>[^`]+)`"
+_INLINE = re.compile(r"\\(?P<escaped>[\\`*\[\]<])|`(?P<code>[^`]+)`"
                      r"|(?P<image>!)?\[(?P<label>(?:[^\[\]]|\[[^\[\]]*\])*)\]\((?:<(?P<angled>[^>]+)>|(?P<target>[^)\s]+))\)"
                      r"|\*\*(?P<bold>.+?)\*\*")
 
@@ -35,8 +35,10 @@ class Pictures:
     all of them together up to ``total_bytes`` (the first come first; later ones stay links, counted in
     ``linked``)."""
 
-    def __init__(self, base_dir: Path, max_bytes: int, total_bytes: int | None = None) -> None:
+    def __init__(self, base_dir: Path, max_bytes: int, total_bytes: int | None = None,
+                 roots: Sequence[Path] = ()) -> None:
         self.base_dir = Path(base_dir)
+        self.roots = [Path(r).resolve() for r in (base_dir, *roots)]  # where an embedded picture may lie
         self.max_bytes = max_bytes
         self.left = total_bytes
         self.linked = 0  # pictures left as links because the page's budget was spent
@@ -44,8 +46,12 @@ class Pictures:
     def data_uri(self, target: str) -> str | None:
         """The picture at ``target`` as a ``data:`` URI; None when not a picture, missing, too large, or past
         the page's budget."""
-        path = self.base_dir / target
+        if not relative_target(target):
+            return None
+        path = (self.base_dir / target).resolve()
         mime = MIME.get(path.suffix.lower())
+        if not any(path == r or r in path.parents for r in self.roots):
+            return None  # outside --out and the jobs' own directories (a ../ or a symbolic link): never read
         if mime is None or not path.is_file() or path.stat().st_size > self.max_bytes:
             return None
         size = path.stat().st_size
@@ -58,6 +64,8 @@ class Pictures:
 
     def link(self, label: str, target: str, image: bool) -> str:
         """``[label](target)`` as HTML: an embedded picture when it is one (``image``: shown in place)."""
+        if not (relative_target(target) or target.startswith(("https://", "http://"))):
+            return html.escape(f"{label} ({target})")  # an absolute, //host or scheme: target is no link here
         anchor = f'<a href="{html.escape(quote(target, safe=URL_SAFE))}">{html.escape(label)}</a>'
         uri = self.data_uri(target)
         if uri is None:
@@ -68,13 +76,24 @@ class Pictures:
         return f'<figure class="{"plot" if image else "picture"}">{picture}<figcaption>{anchor}</figcaption></figure>'
 
 
+def relative_target(target: str) -> bool:
+    """True for a relative path: no scheme (``javascript:``, ``file:``), not ``/abs`` nor ``//host``.
+
+    >>> [relative_target(t) for t in ("plots/a.png", "../job/x.png", "/etc/x.png", "//evil/x", "data:x")]
+    [True, True, False, False, False]
+    """
+    return not (target.startswith(("/", "\\")) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", target))
+
+
 def inline(text: str, pictures: Pictures) -> str:
     """One line of Markdown text (links, images, code spans, bold) as escaped HTML."""
     out, pos = [], 0
     for match in _INLINE.finditer(text):
         out.append(html.escape(text[pos:match.start()]))
         pos = match.end()
-        if match["code"] is not None:
+        if match["escaped"] is not None:  # a backslash-escaped character (record text: fmt.md_escape)
+            out.append(html.escape(match["escaped"]))
+        elif match["code"] is not None:
             out.append(f"<code>{html.escape(match['code'])}</code>")
         elif match["bold"] is not None:
             out.append(f"<strong>{html.escape(match['bold'])}</strong>")
@@ -155,14 +174,16 @@ def contents(markdown: str) -> str:
     return f'<nav><ul>{items}</ul></nav>' if titles else ""
 
 
-def html_document(markdown: str, base_dir: Path, embed_max_mb: float, embed_total_mb: float | None = None) -> str:
+def html_document(markdown: str, base_dir: Path, embed_max_mb: float, embed_total_mb: float | None = None,
+                  roots: Sequence[Path] = ()) -> str:
     """The whole report.html for the report's Markdown, with links relative to ``base_dir`` (its directory).
 
+    Only pictures inside ``base_dir`` or ``roots`` (the records' job directories), links resolved, are read.
     Pictures up to ``embed_max_mb`` MiB each, ``embed_total_mb`` MiB together, are embedded; larger, missing
     or later ones stay links, and a note at the top says how many pictures the page budget left as links.
     """
     total = None if embed_total_mb is None else int(float(embed_total_mb) * 2**20)
-    pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20), total)
+    pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20), total, roots)
     body = render_body(markdown, pictures)
     note = "" if not pictures.linked else (
         f'<p class="note">{pictures.linked} picture(s) are links, not embedded: the page already holds '

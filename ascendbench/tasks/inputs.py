@@ -19,7 +19,7 @@ def cpu_randn(shape: tuple[int, ...], seed: int) -> torch.Tensor:
 def tensor_sha256(tensor: torch.Tensor) -> str:
     """SHA256 of a tensor's bytes (contiguous, on CPU) as ``sha256:<hex>``."""
     data = tensor.detach().to("cpu").contiguous()
-    return "sha256:" + hashlib.sha256(data.view(torch.uint8).numpy().tobytes()).hexdigest()
+    return "sha256:" + hashlib.sha256(memoryview(data.reshape(-1).view(torch.uint8).numpy())).hexdigest()  # no copy
 
 
 def describe(tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
@@ -31,6 +31,7 @@ def describe(tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
 
 
 PREVIEW = 5  # values shown from each end of a flattened tensor
+STATS_CHUNK = 1 << 22  # elements summarised at a time
 
 
 def tensor_stats(tensor: torch.Tensor, preview: int = PREVIEW) -> dict[str, Any]:
@@ -43,17 +44,29 @@ def tensor_stats(tensor: torch.Tensor, preview: int = PREVIEW) -> dict[str, Any]
     [1.0, 2.0]
     """
     flat = tensor.detach().to("cpu").reshape(-1)
-    values = flat.double()
-    finite = values[torch.isfinite(values)]
-    some = finite.numel() > 0
+    count, mean, m2, low, high = 0, 0.0, 0.0, None, None
+    for start in range(0, flat.numel(), STATS_CHUNK):  # float64 a chunk at a time: no full-size copies
+        values = flat[start:start + STATS_CHUNK].double()
+        finite = values[torch.isfinite(values)]
+        n = finite.numel()
+        if n == 0:
+            continue
+        chunk_mean = float(finite.mean())
+        chunk_m2 = float(((finite - chunk_mean) ** 2).sum())
+        delta, total = chunk_mean - mean, count + n
+        mean, m2 = mean + delta * n / total, m2 + chunk_m2 + delta * delta * count * n / total  # Chan et al.
+        count = total
+        low = float(finite.min()) if low is None else min(low, float(finite.min()))
+        high = float(finite.max()) if high is None else max(high, float(finite.max()))
+    some = count > 0
     return {
-        "mean": float(finite.mean()) if some else None,
-        "std": float(finite.std(unbiased=False)) if some else None,
-        "min": float(finite.min()) if some else None,
-        "max": float(finite.max()) if some else None,
-        "nonfinite": int(values.numel() - finite.numel()),
-        "first": [float(v) for v in values[:preview]],
-        "last": [float(v) for v in values[-preview:]] if values.numel() > preview else [],
+        "mean": mean if some else None,
+        "std": (m2 / count) ** 0.5 if some else None,
+        "min": low,
+        "max": high,
+        "nonfinite": int(flat.numel() - count),
+        "first": [float(v) for v in flat[:preview].double()],
+        "last": [float(v) for v in flat[-preview:].double()] if flat.numel() > preview else [],
     }
 
 

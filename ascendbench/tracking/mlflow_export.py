@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ascendbench.errors import TrackingError
+from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME
 from ascendbench.report.gather import DRY_RUN, load_row
 from ascendbench.tracking.fields import Limits, RunFields, chunks, run_fields
@@ -63,6 +64,20 @@ def import_mlflow() -> Any:
             f"`{INSTALL_HINT}` (mlflow-skinny), then run the command again; the records themselves are unaffected."
         ) from exc
     return mlflow
+
+
+# MLflow's own defaults (120 s a request, 7 retries with backoff factor 2) keep an unreachable server silent for
+# minutes. Unless the user set them, a request gets 10 s and one retry: an unreachable store fails within ~25 s.
+HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+               "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0"}
+
+
+def bound_http(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Set :data:`HTTP_BOUNDS` in ``environ`` (default ``os.environ``) where the user has not; returns them."""
+    env = os.environ if environ is None else environ
+    for name, value in HTTP_BOUNDS.items():
+        env.setdefault(name, value)
+    return {name: env[name] for name in HTTP_BOUNDS}
 
 
 def resolve_uri(uri: str | None) -> str:
@@ -104,13 +119,20 @@ def _epoch_ms(stamp: Any) -> int | None:
 def artifact_files(job_dir: Path) -> list[tuple[Path, str | None]]:
     """``(file, artifact directory)`` of the job: :data:`JOB_FILES` and every :data:`MEDIA` file under the job
     dir, in its sub-directory (``images``), leaving out the files of another job's directory nested in it."""
-    files = [(job_dir / name, None) for name in JOB_FILES if (job_dir / name).is_file()]
+    files = [(job_dir / name, None) for name in JOB_FILES if _own_file(job_dir, job_dir / name)]
     for pattern in MEDIA:
         for path in sorted(job_dir.rglob(pattern)):
-            if not _in_nested_job(path, job_dir):
+            if _own_file(job_dir, path) and not _in_nested_job(path, job_dir):
                 folder = path.parent.relative_to(job_dir).as_posix()
                 files.append((path, None if folder == "." else folder))
     return files
+
+
+def _own_file(job_dir: Path, path: Path) -> bool:
+    """A regular file of the job itself: not a symbolic link, and inside the job dir once links are resolved
+    (``passwd.png -> /etc/passwd`` is never uploaded)."""
+    root = job_dir.resolve()
+    return path.is_file() and not path.is_symlink() and root in path.resolve().parents
 
 
 def _in_nested_job(path: Path, job_dir: Path) -> bool:
@@ -145,7 +167,7 @@ class RecordFile:
         """Read the record (``path``: the file or its job directory)."""
         path = Path(path).resolve()
         path = path / RECORD_NAME if path.is_dir() else path
-        return cls(path, path.read_bytes())
+        return cls(path, read_regular(path))  # a FIFO is refused, never waited on
 
     @property
     def key(self) -> str:
@@ -172,6 +194,7 @@ class MlflowExporter:
     def __init__(self, uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
         self.mlflow = import_mlflow()
         self.uri = resolve_uri(uri)
+        bound_http()
         self.experiment = experiment
         self.client: Any = None
         self.experiment_id = self._connect()

@@ -157,3 +157,23 @@ def test_cards_use_every_card_the_accelerator_shows(monkeypatch, tmp_path):
     assert "hydra.callbacks.cards.cards=[0,1,2,3]" in calls[0][1] and "seed=0,1,2,3" in calls[0][1]
     monkeypatch.setattr(runtime, "load_runtime", lambda device: type("R", (), {"device_count": lambda: 0}))
     assert checks.check_cards(Suite("cuda", tmp_path / "none"))[0].status == "FAIL"
+
+
+def _loaded_methods(harness_ms: float):
+    """A harness and a plain loop on a host whose load changes from round to round (1x to 4x slower): both
+    calls of one round see the same load, as adjacent measurements do."""
+    loads, calls = [1.0, 4.0, 4.0, 1.0, 2.5], [0]
+
+    def load() -> float:
+        calls[0] += 1
+        return loads[((calls[0] - 1) // 2) % len(loads)]
+
+    return (lambda: harness_ms * load()), (lambda: {"host_ms": 1.0 * load(), "event_ms": None})
+
+
+def test_interleaved_rounds_cancel_a_background_load_and_still_catch_a_slow_harness():
+    same = checks.timing_rounds(*_loaded_methods(1.0), 25)
+    assert same["host"] == [1.0] * 25 and same["event"] == []
+    found = checks._ratio_check("timing (host clock)", checks.timing_rounds(*_loaded_methods(1.05), 25)["host"],
+                                "plain host-clock loop", "")
+    assert found.status == "FAIL" and "= 1.050 (median of 25 interleaved rounds" in found.figure

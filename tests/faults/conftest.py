@@ -16,6 +16,8 @@ from helpers import read_record, run_app
 from helpers.app import BASE_ENV
 
 HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # `seams` / `nonfinite_seams` importable by a test that runs before any `app`
+    sys.path.insert(0, str(HERE))
 SEARCHPATH = f"hydra.searchpath=[file://{HERE / 'conf'}]"
 # Tiny, quick and self-contained: CPU, 32 px, two timed calls, the reference in-process.
 FAST = ["device=cpu", "preset.height=32", "preset.width=32", "preset.warmup=0", "preset.iters=2",

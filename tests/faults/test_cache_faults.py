@@ -141,16 +141,17 @@ def test_kill_9_during_the_reference_takes_the_child_with_it_and_its_request_is_
     _wait_for(lambda: marker.exists() or proc.poll() is not None, 120, "the reference process to pause")
     child = int(marker.read_text())
     assert child != proc.pid, "the pause is in the reference child process"
-    requests = list(cache_dir.glob(f"*/request-{proc.pid}.json"))
-    assert len(requests) == 1
+    assert not list(cache_dir.glob("*/request-*.json")), "the request goes over the child's stdin, not a file"
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     _wait_for(lambda: not _alive(child), 10, f"the reference process {child} to die with its job")
-    assert requests[0].exists(), "a killed job cannot remove its own request file"
+    stale = cache_dir / ("0" * 32) / f"request-{proc.pid}.json"  # as an older version left it
+    stale.parent.mkdir()
+    stale.write_text("{}")
 
     rerun = popen(*common, "baseline.process=in-process", f"hydra.run.dir={tmp_path / 'b'}")  # no second child start
     output, _ = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, output[-3000:]
-    assert not requests[0].exists(), "the next job removed the stale request file"
+    assert not stale.exists(), "the next job removed the stale request file"
     assert "removed the stale baseline request" in output
     assert load_record(tmp_path / "b")["baseline"]["computed"] is True

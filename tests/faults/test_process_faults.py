@@ -68,9 +68,13 @@ def test_sigterm_also_leaves_an_interrupted_record(popen, fast, tmp_path):
     proc = popen(SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}")
     _wait_for(lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run")
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=120)
+    output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130
-    assert load_record(job)["status"] == "interrupted"
+    record = load_record(job)
+    assert record["status"] == "interrupted"
+    assert "interrupted (signal SIGTERM) during the device run" in record["error"]["message"]
+    assert "SIGINT" not in record["error"]["message"] and "Ctrl-C" not in output
+    assert "interrupted (signal SIGTERM)" in output
 
 
 def test_kill_9_mid_sweep_then_rerun_keeps_finished_jobs(popen, fast, tmp_path, cache_dir):

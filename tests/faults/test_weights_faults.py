@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 
+import pytest
 import torch
 from diffusers import AutoencoderKLFlux2
 from safetensors.torch import save_file
+
+from ascendbench.errors import WeightsLoadError
+from ascendbench.models.sources import files_digest, resolve_source
 
 from helpers import TINY_FLUX2_ARCH, build_tiny_flux2
 
@@ -82,3 +88,30 @@ def test_pickle_checkpoint_refused_then_allowed(app, fast, record_of, tmp_path):
     assert code == 0, console
     assert record["status"] == "ok" and record["weights"]["kind"] == "loaded"
     assert record["weights"]["format"] == "pickle" and "allow_pickle" in record["weights"]["origin"]
+
+
+def test_a_fifo_weights_file_is_refused_not_waited_on_in_a_dry_run(popen, fast, tiny_flux2_dir, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_flux2_dir, model)
+    fifo = model / "diffusion_pytorch_model.safetensors"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    job = tmp_path / "job"
+    proc = popen(TINY, *fast, f"model.source={model}", "model.weights=required", "dry_run=true",
+                 f"hydra.run.dir={job}")
+    try:
+        output, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the dry run waits on the FIFO") from None
+    assert proc.returncode == 1, output[-2000:]
+    assert "not a regular file" in output and str(fifo) in output and "Traceback" not in output
+
+
+def test_a_fifo_named_as_the_source_or_digested_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "weights.safetensors"
+    os.mkfifo(fifo)
+    with pytest.raises(WeightsLoadError, match="not a regular file or a directory"):
+        resolve_source(str(fifo))
+    with pytest.raises(OSError, match="not a regular file"):
+        files_digest((fifo,))

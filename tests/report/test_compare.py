@@ -60,3 +60,31 @@ def test_rows_only_on_one_side_are_listed_not_failed(write_record, tmp_path):
     result = compare_frames(records_frame([old]), records_frame([new]), RULE)
     assert not result.failed and result.only_new == ["flux2_small_decoder npu bfloat16 mini 512x512 b1"]
     assert "only in NEW (not compared)" in result.text()
+
+
+def _strip(record_path, edit) -> None:
+    import json
+
+    record = json.loads(record_path.read_text())
+    edit(record)
+    record_path.write_text(json.dumps(record))
+
+
+def test_silence_in_new_is_no_pass(write_record, tmp_path, capsys):
+    edits = {"no accuracy verdict": lambda r: r.update(verdict=None, metrics={}),
+             "nan latency": lambda r: r["bench"]["latency"].update(median_ms=float("nan")),
+             "no bench section": lambda r: r.pop("bench")}
+    for what, edit in edits.items():
+        old, new = _sides(write_record, tmp_path / what.replace(" ", "_"), {})
+        _strip(new / "a" / "record.json", edit)
+        assert main(["--compare", str(old), str(new)]) == 1, what
+        out = capsys.readouterr().out
+        assert "gate FAILED" in out and "1 regression(s)" in out, what
+        assert ("none (accuracy not judged)" if what == "no accuracy verdict" else "not measured") in out, what
+
+
+def test_a_new_verdict_edited_to_pass_over_a_failing_metric_is_a_regression(write_record, tmp_path):
+    old, new = _sides(write_record, tmp_path, {})
+    _strip(new / "a" / "record.json", lambda r: r["metrics"]["mean_rel_err"].update(verdict="FAIL"))
+    result = compare_frames(records_frame([old]), records_frame([new]), RULE)
+    assert [r[6:] for r in result.regressions] == [["verdict", "PASS", "FAIL"]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 from omegaconf import OmegaConf
 
@@ -61,3 +62,16 @@ def test_without_mlflow_the_callback_warns_and_never_raises(write_job, store, mo
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2 and all("pip install 'ascendbench[tracking]'" in w for w in warnings)
     assert len(tries) == 1 and (job_dir / "record.json").is_file()
+
+
+def test_an_unreachable_tracking_server_neither_holds_the_finished_job_nor_calls_it_interrupted(tmp_path,
+                                                                                                monkeypatch):
+    for name in mlflow_export.HTTP_BOUNDS:
+        monkeypatch.delenv(name, raising=False)
+    start = time.monotonic()
+    result = run_app(["+tracking=mlflow", "hydra.callbacks.mlflow.uri='http://127.0.0.1:9'", *TINY_JOB], cwd=tmp_path)
+    elapsed = time.monotonic() - start
+    assert result.returncode == 0, result.output[-2000:]
+    assert read_record(result.job_dir)["status"] == "ok"
+    assert "was not logged" in result.output and "interrupted" not in result.output
+    assert elapsed < 90, f"the job took {elapsed:.0f} s with an unreachable tracking server"

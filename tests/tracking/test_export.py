@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import pytest
 
 from ascendbench.report.__main__ import main
+from ascendbench.tracking import mlflow_export
 from ascendbench.tracking.fields import TRUNCATED
 
 from helpers.tracking import artifact_paths, read_runs
@@ -135,3 +137,30 @@ def test_mlflow_telemetry_is_off_unless_the_environment_says_otherwise(monkeypat
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "false")
     import_mlflow()
     assert os.environ["MLFLOW_DISABLE_TELEMETRY"] == "false", "the user's own setting stands"
+
+
+def test_a_linked_png_pointing_outside_the_job_is_not_uploaded(write_job, store, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    job_dir = write_job("dtype=float32")
+    (job_dir / "images" / "passwd.png").symlink_to(secret)
+    (job_dir / "linked_dir").symlink_to(tmp_path, target_is_directory=True)  # a linked directory: not walked out
+    assert main(["--mlflow", store, str(job_dir)]) == 0
+    [run] = read_runs(store)
+    client = mlflow_export.import_mlflow().MlflowClient(tracking_uri=store)
+    uploaded = [a.path for a in client.list_artifacts(run.info.run_id, "images")]
+    assert uploaded == ["images/image_device_0.png"], uploaded
+    assert not [a.path for a in client.list_artifacts(run.info.run_id) if a.path.startswith("linked_dir")]
+
+
+def test_an_unreachable_tracking_server_gives_up_within_30_s_in_one_paragraph(write_job, tmp_path, monkeypatch,
+                                                                            capsys):
+    for name in mlflow_export.HTTP_BOUNDS:
+        monkeypatch.delenv(name, raising=False)
+    write_job("dtype=float32")
+    start = time.monotonic()
+    code = main(["--mlflow", "http://127.0.0.1:9", str(tmp_path / "sweep")])
+    elapsed = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert code == 2 and elapsed < 30, elapsed
+    assert "http://127.0.0.1:9" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

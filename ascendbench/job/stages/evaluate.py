@@ -14,10 +14,12 @@ from ascendbench.job.job import Job
 from ascendbench.job.placement import placement_entry
 from ascendbench.job.stages.base import Stage, build
 from ascendbench.metrics import worst
-from ascendbench.metrics.validate import validate_outputs
+from ascendbench.metrics.validate import identical_reference, validate_outputs
 from ascendbench.patches import patches_applied
 from ascendbench.precision import Precision
 from ascendbench.tasks.checks import CheckContext
+
+SANITY = "reference_nonfinite"  # the suite's check of the reference itself: no judgement of the device output
 
 
 def evaluate(metric_cfg: DictConfig, precision: Precision, reference: Mapping[str, torch.Tensor],
@@ -76,12 +78,16 @@ class EvaluateStage(Stage):
         saved = isinstance(job.reference, SourceBaseline)
         if saved:  # a saved reference (baseline.source): names and shapes first
             check_outputs(job.reference, job.outputs)
+        judged = False
         if job.reference is not None:
             job.metrics = evaluate(job.cfg.metric, job.precision, job.reference, job.outputs)
+            judged = any(isinstance(m, Mapping) and m.get("verdict") and not name.endswith(SANITY)
+                         for name, m in job.metrics.items())
+            job.metrics.update(identical_reference(job.reference, job.outputs, job.precision.dtype))
         if job.placement is not None:
             validation["placement_findings"] = placement_entry(job.placement, dict(job.precision.rules))
         job.metrics = {**job.metrics, **checks, **validation}
-        job.verdict = job_verdict(job.metrics, compared=job.reference is not None or bool(checks))
+        job.verdict = job_verdict(job.metrics, compared=judged or bool(checks))  # sanity checks alone: no PASS
         section = {"metrics": job.metrics, "verdict": job.verdict}
         if saved:
             section["baseline"] = {"benchmark": benchmark(job.reference, job.outputs, _regression_score(job))}
