@@ -152,7 +152,7 @@ def _write_csv(path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] 
 def run_compare(request: CompareRequest) -> tuple[int, dict[str, Any]]:
     """Compare and write the results; (exit code, record). Raises :class:`UnusableInput` on bad input."""
     from ascendbench.compare.csvfile import output_rows, write_compare_csv
-    from ascendbench.job.stages.evaluate import evaluate
+    from ascendbench.config.targets import build
     from ascendbench.metrics import worst
     from ascendbench.precision import Precision
 
@@ -160,7 +160,8 @@ def run_compare(request: CompareRequest) -> tuple[int, dict[str, Any]]:
     metric = request.metric or infer_metric(reference)
     dtype, dtype_from = (request.dtype, "--dtype") if request.dtype else infer_dtype(candidate, request.candidate)
     cfg = compose(request, metric, dtype)
-    metrics = evaluate(cfg.metric, Precision.build(cfg, "cpu"), reference, candidate)
+    precision = Precision.build(cfg, "cpu")  # the metric suite with the dtype rules, as a job evaluates
+    metrics = build(cfg.metric, "metric").evaluate(reference, candidate, dict(precision.rules), **precision.allclose())
     verdict = worst(m.get("verdict") for m in metrics.values() if isinstance(m, Mapping))
     record = {"status": "ok", "verdict": verdict, "metric": metric, "dtype_rules": dtype, "dtype_from": dtype_from,
               "allclose": {"atol": float(cfg.dtype.atol), "rtol": float(cfg.dtype.rtol)},

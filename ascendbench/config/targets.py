@@ -9,7 +9,11 @@ from __future__ import annotations
 import inspect
 from typing import Any, Iterator
 
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 from omegaconf import DictConfig, ListConfig
+
+from ascendbench.errors import AscendBenchError, ConfigError
 
 # Keys of a `_target_` node that instantiate() consumes itself.
 HYDRA_KEYS = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
@@ -58,3 +62,16 @@ def bind_problem(path: str, node: DictConfig) -> str | None:
         return (f"{path}: keys {sorted(kwargs)} do not bind to {target}{signature}: {exc}. "
                 "Rename or remove the key in the config, or add the parameter to the target.")
     return None
+
+
+def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
+    """``instantiate`` a config node; our own errors pass through, others name the config key."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        if isinstance(exc.__cause__, AscendBenchError):
+            raise exc.__cause__ from None
+        raise ConfigError(
+            f"{key} could not be built from _target_={node.get('_target_')!r}: {exc}. Check the keys "
+            f"under {key} against the signature of its _target_ (`--cfg job` prints them)."
+        ) from exc

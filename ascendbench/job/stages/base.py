@@ -1,14 +1,10 @@
-"""What a stage is, and the one way a stage builds a config node into an object."""
+"""What a stage is; a stage builds a config node into an object with :func:`ascendbench.config.targets.build`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
-from omegaconf import DictConfig
-
-from ascendbench.errors import AscendBenchError, ConfigError
+from ascendbench.config.targets import build  # noqa: F401  (the stages build their nodes with it)
 from ascendbench.job.job import Job
 
 
@@ -34,16 +30,3 @@ class Stage:
     def run(self, job: Job) -> dict[str, Any]:
         """Do the stage; returns its record section."""
         return {}
-
-
-def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
-    """``instantiate`` a config node; our own errors pass through, others name the config key."""
-    try:
-        return instantiate(node, **kwargs)
-    except InstantiationException as exc:
-        if isinstance(exc.__cause__, AscendBenchError):
-            raise exc.__cause__ from None
-        raise ConfigError(
-            f"{key} could not be built from _target_={node.get('_target_')!r}: {exc}. Check the keys "
-            f"under {key} against the signature of its _target_ (`--cfg job` prints them)."
-        ) from exc
