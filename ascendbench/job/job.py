@@ -41,6 +41,7 @@ class Job:
         inputs: the task's CPU inputs (inputs stage).
         inputs_info: shape, dtype and SHA256 of each input (inputs stage).
         reference: the CPU reference outputs, a :class:`ascendbench.baseline.Baseline` (reference stage).
+        replay: the replay reference's plan (:class:`ascendbench.baseline.replay.ReplayPlan`), when it is one.
         outputs: the device outputs, on the CPU (device-run stage).
         metrics: metric entries by name (reference, evaluate and compare stages).
         verdict: the worst verdict of ``metrics``.
@@ -66,6 +67,7 @@ class Job:
     inputs: dict[str, torch.Tensor] | None = None
     inputs_info: dict[str, Any] = field(default_factory=dict)
     reference: Any = None
+    replay: Any = None
     outputs: dict[str, torch.Tensor] | None = None
     placement: dict[str, Any] | None = None
     metrics: dict[str, Any] = field(default_factory=dict)

@@ -21,7 +21,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-from ascendbench.errors import AscendBenchError, DryRunError
+from ascendbench.errors import AscendBenchError, DryRunError, InsufficientMemoryError
 from ascendbench.job.job import Job
 from ascendbench.job.resources import RunMemory
 from ascendbench.models.memory import DEFAULT_HEADROOM, available_host_bytes
@@ -115,8 +115,19 @@ def meta_model(job: Job) -> Any:
             config = cls.load_config(str(found.path), subfolder=getattr(loader, "subfolder", None))
             with torch.device("meta"):
                 return cls.from_config(config)
-    with torch.device("meta"), hub_forced_offline():
-        return loader.load(None, "random", int(job.cfg.model.init_seed), None).module
+    try:
+        with torch.device("meta"), hub_forced_offline():
+            return loader.load(None, "random", int(job.cfg.model.init_seed), None).module
+    except InsufficientMemoryError as refusal:  # the job would be refused: a problem, but plan the rest on meta
+        if not getattr(loader, "memory_check", False):
+            raise
+        job.problems.append(str(refusal))
+        loader.memory_check = False
+        try:
+            with torch.device("meta"), hub_forced_offline():
+                return loader.load(None, "random", int(job.cfg.model.init_seed), None).module
+        finally:
+            loader.memory_check = True
 
 
 def free_host_bytes() -> int:
@@ -201,6 +212,9 @@ def _memory_lines(memory: Mapping[str, Any]) -> list[str]:
             lines.append(f"            {key.replace('_', ' ')} not estimated: {entry['unavailable']}")
         elif entry:
             lines.append(f"            {_memory_text(entry)}")
+    from ascendbench.baseline.replay_plan import plan_lines  # the replay reference's plan, when there is one
+
+    lines += plan_lines(memory.get("replay_reference"))
     return lines or ["  memory    not estimated"]
 
 

@@ -22,6 +22,7 @@ from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.job.artifacts import save_tensors
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
+from ascendbench.job.stages.replay_reference import compare_replay
 from ascendbench.metrics.verdict import worst
 from ascendbench.patches import patches_applied
 from ascendbench.tasks.placement import move_inputs, place
@@ -98,6 +99,8 @@ class CompareStage(Stage):
     def run(self, job: Job) -> dict[str, Any]:
         """Compare; the section carries ``compare``, the merged metrics and verdict, and the artifacts."""
         spec = normalize_spec(job.cfg.compare.get("layers"))
+        if job.replay is not None:  # the replay reference (baseline.reference_mode): per-module local errors
+            return compare_replay(job)
         if job.reference is None:
             return {"compare": {"skipped": "no CPU reference (baseline.enabled=false)"}} if spec is not None else {}
         rows = output_rows(job.reference, job.outputs, job.metrics)
