@@ -14,33 +14,9 @@ from safetensors import safe_open
 from ascendbench.compare.capture import decode
 from ascendbench.compare.hooks import flatten_tensors
 from ascendbench.compare.select import named_modules
-from ascendbench.patches.registry import Patch, register_patch
 
 from helpers.app import TINY_RUN, run_app
-
-
-@register_patch("planted_output_fault")
-class PlantedOutputFault(Patch):
-    """A fault planted on the device: one module's (first) output tensor scaled and shifted."""
-
-    def __init__(self, module: str, scale: float = 3.0, shift: float = 0.5) -> None:
-        self.module, self.scale, self.shift = module, scale, shift
-        self.handle: Any = None
-
-    def apply(self, target: Any) -> dict[str, Any]:
-        def hook(module: torch.nn.Module, args: tuple, output: Any) -> Any:
-            if isinstance(output, tuple):
-                return (output[0] * self.scale + self.shift, *output[1:])
-            return output * self.scale + self.shift
-
-        self.handle = named_modules(target)[self.module].register_forward_hook(hook)
-        return {"module": self.module, "scale": self.scale, "shift": self.shift}
-
-    def restore(self) -> None:
-        if self.handle is not None:
-            self.handle.remove()
-            self.handle = None
-
+from helpers.planted import planted_fault
 
 CASES = {
     "vae": (["model=tiny_flux2_decoder", "metric=regression"],
@@ -49,10 +25,6 @@ CASES = {
              "baseline.replay.calls=[first]"],
             "['transformer.transformer_blocks[:]']", "transformer.transformer_blocks.1"),
 }
-
-
-def _fault(module: str) -> str:
-    return f"model.patches=[{{name:planted_output_fault,module:{module},devices:[cpu]}}]"
 
 
 def _record(path: Path) -> dict[str, Any]:
@@ -75,8 +47,9 @@ def faulted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     args, layers, module = CASES[request.param]
     tmp_path = tmp_path_factory.mktemp(request.param)
     replay = _job(tmp_path, "replay", [*args, "baseline.reference_mode=replay", f"baseline.replay.layers={layers}",
-                                       _fault(module)])
-    whole = _job(tmp_path, "whole", [*args, "baseline.reference_mode=whole", "compare.layers=all", _fault(module)])
+                                       planted_fault(module)])
+    whole = _job(tmp_path, "whole", [*args, "baseline.reference_mode=whole", "compare.layers=all",
+                                     planted_fault(module)])
     return {"replay": replay, "whole": whole, "dir": tmp_path / "replay", "module": module, "args": args}
 
 
