@@ -13,7 +13,8 @@ and the job holds the recorded calls (device dtype, on the host) while it waits.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 
 import torch
 
@@ -26,6 +27,49 @@ from ascendbench.job.resources import CHILD_PROCESS_BYTES, LiveTensorBytes, acti
 from ascendbench.progress import quiet
 
 _F64 = 8
+
+
+class _EnoughShapes(Exception):
+    """Raised by the meta run once every replayed module has run once: later calls repeat the shapes."""
+
+
+class _StopAtSecondCall:
+    """Ends the meta run at the second call of any replayed module (a denoising loop repeats its shapes)."""
+
+    def __init__(self, modules: Mapping[str, torch.nn.Module]) -> None:
+        self.seen: set[str] = set()
+        self._handles = [m.register_forward_pre_hook(self._hook(name)) for name, m in modules.items()]
+
+    def _hook(self, name: str):
+        def hook(module: torch.nn.Module, args: tuple) -> None:
+            if name in self.seen:
+                raise _EnoughShapes(name)
+            self.seen.add(name)
+        return hook
+
+    def close(self) -> None:
+        """Remove the hooks."""
+        for handle in self._handles:
+            handle.remove()
+
+
+@contextmanager
+def eager_attention(model: Any) -> Iterator[None]:
+    """transformers components with ``sdpa`` attention switched to ``eager`` for the meta run: the sdpa mask's
+    shortcut reads a value (``.all()``), which meta tensors do not have; eager builds the same shapes."""
+    switched = []
+    parts = model.components.values() if hasattr(model, "components") else [model]
+    for part in parts:
+        for module in part.modules() if isinstance(part, torch.nn.Module) else []:
+            config = getattr(module, "config", None)
+            if getattr(config, "_attn_implementation", None) == "sdpa":
+                config._attn_implementation = "eager"
+                switched.append(config)
+    try:
+        yield
+    finally:
+        for config in switched:
+            config._attn_implementation = "sdpa"
 
 
 def _to_f64(tensor: torch.Tensor) -> torch.Tensor:
@@ -69,13 +113,18 @@ def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: 
     specs = module_specs(model, patterns)
     named = named_modules(model)
     recorder = CallRecorder({s.name: named[s.name] for s in specs}, settings["calls"], 1 << 62, keep=False)
+    stop = _StopAtSecondCall({s.name: named[s.name] for s in specs})
     stopped = None
     try:
-        activation_bytes(model, task, inputs, dtype)
+        with eager_attention(model):
+            activation_bytes(model, task, inputs, dtype)
+    except _EnoughShapes:
+        stopped = "the second call of a replayed module (the shapes of one step are known)"
     except Exception as exc:  # data-dependent code (a scheduler's .item()) ends a meta run, after the first calls
         stopped = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
     finally:
         recorder.close()
+        stop.close()
     manifest = recorder.manifest()
     if not manifest["calls"]:
         raise RuntimeError(f"the meta run of the task recorded no call of the replayed modules ({stopped})")
