@@ -98,3 +98,26 @@ def test_local_errors_match_the_module_run_by_hand_in_float64(faulted: dict[str,
         assert by_hand == pytest.approx(row["local_rel_err"], rel=1e-6, abs=1e-12)
         checked += 1
     assert checked >= 3
+
+
+def test_auto_replays_when_the_whole_model_reference_does_not_fit(compose_cfg, tmp_path, monkeypatch) -> None:
+    from ascendbench.job import planning, resources
+
+    from helpers.config import run_job
+
+    monkeypatch.setattr(planning, "available_host_bytes", lambda: 64 << 20)  # 64 MB: no CPU reference fits
+    monkeypatch.setattr(resources, "available_host_bytes", lambda: 64 << 20)
+    cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN, "preset.iters=1", "bench.flops.enabled=false",
+                       "compare.visual.enabled=false", "artifacts.media=false",
+                       "baseline.replay.layers=[decoder.conv_in]",
+                       f"baseline.cache_dir={tmp_path / 'cache'}", "fail_on=null"])
+    cfg.dry_run = True
+    plan = run_job(cfg, tmp_path / "plan")["plan"]
+    assert plan["baseline"]["mode"] == "replay" and plan["baseline"]["reason"].startswith("auto: the whole-model")
+    assert plan["memory"]["replay_reference"]["largest_module"]["name"] == "decoder.conv_in"
+    assert any(p.startswith("the replay reference needs about") for p in plan["problems"])  # 64 MB: nor the replay
+    cfg.dry_run = False
+    record = run_job(cfg, tmp_path / "real")
+    assert record["status"] == "ok", record["error"]
+    assert record["baseline"]["mode"] == "replay" and "refusing the CPU reference" in record["baseline"]["reason"]
+    assert record["compare"]["results"]["decoder.conv_in#0"]["result"] == "PASS"

@@ -33,6 +33,7 @@ from ascendbench.job.stages.base import Stage
 from ascendbench.job.stages.replay_reference import (
     WANTED,
     fall_back,
+    falls_back,
     plan_section,
     reference_mode,
     replay_reference,
@@ -189,7 +190,7 @@ class ReferenceStage(Stage):
             try:
                 query, checked = self._guard(job, _query(job, job.weights))  # refuse before a host OOM kill
             except InsufficientMemoryError as refusal:
-                if reference_mode(job) != "auto":
+                if not falls_back(job):
                     raise
                 return {**section, **fall_back(job, refusal)}
             resources = {"reference": checked}

@@ -23,6 +23,12 @@ def reference_mode(job: Any) -> str:
     return str(job.cfg.baseline.get("reference_mode") or "auto")
 
 
+def falls_back(job: Any) -> bool:
+    """``auto`` replays what does not fit whole only when the reference precision is left to ascendbench too
+    (``baseline.reference=auto``): a forced float32/float64 whole-model reference is refused as it was."""
+    return reference_mode(job) == "auto" and str(job.cfg.baseline.get("reference", "auto")) == "auto"
+
+
 def replay_reference(job: Any, reason: str) -> dict[str, Any]:
     """Prepare the replay (modules, weights) instead of a whole-model reference; the reference stage's section."""
     job.replay = prepare_replay(job, reason)
@@ -64,7 +70,7 @@ def plan_section(job: Any, estimate: dict[str, Any] | None) -> bool:
     from ascendbench.job.planning import free_host_bytes
 
     mode = reference_mode(job)
-    if mode == "whole" or (mode == "auto" and (not estimate or estimate.get("fits", True))):
+    if mode == "whole" or (mode == "auto" and (not falls_back(job) or not estimate or estimate.get("fits", True))):
         return False
     if mode == "auto":
         need, free = estimate.get("host_need_mb", 0) / 1e3, estimate.get("host_available_mb", 0) / 1e3
