@@ -32,7 +32,7 @@ from typing import Any
 from ascendbench.baseline.replay_modules import ModuleSpec, module_specs, prepare_weights, replay_patterns
 from ascendbench.compare.capture import CallRecorder
 from ascendbench.compare.select import named_modules
-from ascendbench.errors import BaselineError
+from ascendbench.errors import BaselineError, ConfigError
 from ascendbench.fileio import atomic_path
 from ascendbench.job.artifacts import save_tensors
 from ascendbench.metrics.verdict import judge, worst
@@ -61,7 +61,7 @@ class ReplayPlan:
 
     def summary(self) -> dict[str, Any]:
         """The record's ``baseline`` section of a replay reference."""
-        return {"mode": "replay", "reason": self.reason, "patterns": self.patterns, "precision": "float64",
+        return {"mode": "replay", "reason": self.reason, "patterns": self.patterns,
                 "modules": [{"name": s.name, "num_params": s.num_params, "weights": s.weights, "why": s.why}
                             for s in self.specs], **self.settings}
 
@@ -69,9 +69,13 @@ class ReplayPlan:
 def replay_settings(cfg: Any) -> dict[str, Any]:
     """``baseline.replay`` with its defaults: ``calls``, ``max_capture_mb``, ``margin``."""
     replay = cfg.baseline.get("replay") or {}
+    precision = str(replay.get("precision") or "float64")
+    if precision not in ("float64", "float32"):
+        raise ConfigError(f"baseline.replay.precision={precision!r} is not allowed; use float64 (default) or float32 "
+                          "(half the memory, where a float64 module with its recorded call does not fit)")
     return {"calls": list(replay.get("calls") or ["first", "last"]),
             "max_capture_mb": float(replay.get("max_capture_mb") or 2048),
-            "margin": float(replay.get("margin") or 32)}
+            "margin": float(replay.get("margin") or 32), "precision": precision}
 
 
 def prepare_replay(job: Any, reason: str) -> ReplayPlan:
@@ -118,7 +122,7 @@ def run_child(request: dict[str, Any], log_path: Path) -> dict[str, Any]:
             proc.stdin.close()
         except BrokenPipeError:
             pass  # it died at once: its exit status and log say why
-        ended = wait_with_progress(proc, log_path, "replay reference (cpu float64)")
+        ended = wait_with_progress(proc, log_path, f"replay reference (cpu {request['precision']})")
     if ended.code != 0:
         tail = log_path.read_text(errors="replace")[-1500:] if log_path.exists() else ""
         raise BaselineError(f"the replay reference process exited with status {ended.code}; its log is {log_path}. "
@@ -180,7 +184,7 @@ def run_replay(job: Any, plan: ReplayPlan) -> dict[str, Any]:
         tmp.write_text(json.dumps(manifest))
     results_path = plan.folder / "results.json"
     request = {"modules": [s.to_dict() for s in plan.specs], "manifest": manifest, "calls_file": str(calls_file),
-               "results": str(results_path)}
+               "results": str(results_path), "precision": plan.settings["precision"]}
     ran = run_child(request, job.dir / LOG_NAME)
     rule = local_rule(plan, job.precision.dtype)
     rows, first = judge_rows(read_results(results_path), [c["key"] for c in manifest["calls"]], rule)

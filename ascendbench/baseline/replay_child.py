@@ -60,8 +60,9 @@ def _set_buffers(module: torch.nn.Module, buffers: Mapping[str, torch.Tensor]) -
         module.get_submodule(owner)._buffers[leaf] = tensor
 
 
-def build_module(spec: Mapping[str, Any]) -> torch.nn.Module:
-    """The module of ``spec`` in float64: its component on ``meta``, its tensors read key by key."""
+def build_module(spec: Mapping[str, Any], dtype: torch.dtype = torch.float64) -> torch.nn.Module:
+    """The module of ``spec`` in ``dtype`` (float64 unless the request says float32): its component on ``meta``,
+    its tensors read key by key."""
     from safetensors import safe_open
 
     check_class_path(spec["class_path"])
@@ -84,17 +85,18 @@ def build_module(spec: Mapping[str, Any]) -> torch.nn.Module:
     if still:
         raise RuntimeError(f"tensors not found in the weights: {still[:5]}")
     del component
-    return module.to(torch.float64).eval()
+    return module.to(dtype).eval()
 
 
-def replay_call(module: torch.nn.Module, call: Mapping[str, Any], handle: Any) -> list[dict[str, Any]]:
-    """Run one recorded call in float64 and compare each output with the device's."""
+def replay_call(module: torch.nn.Module, call: Mapping[str, Any], handle: Any,
+                dtype: torch.dtype = torch.float64) -> list[dict[str, Any]]:
+    """Run one recorded call in ``dtype`` and compare each output with the device's."""
     def tensor(name: str) -> torch.Tensor:
         value = handle.get_tensor(name)
-        return value.to(torch.float64) if value.is_floating_point() else value
+        return value.to(dtype) if value.is_floating_point() else value
 
     args, kwargs = decode(call["args"], tensor), decode(call["kwargs"], tensor)
-    with torch.no_grad(), bounded_if_float64(torch.float64):
+    with torch.no_grad(), bounded_if_float64(dtype):
         produced = flatten_tensors(module(*args, **kwargs))
     if len(produced) != len(call["outputs"]):
         return [{"output": call["key"], "error": f"the module returned {len(produced)} tensors, the device "
@@ -111,20 +113,21 @@ def replay_call(module: torch.nn.Module, call: Mapping[str, Any], handle: Any) -
     return rows
 
 
-def replay_module(spec: Mapping[str, Any], calls: list[Mapping[str, Any]], calls_file: str) -> dict[str, Any]:
+def replay_module(spec: Mapping[str, Any], calls: list[Mapping[str, Any]], calls_file: str,
+                  dtype: torch.dtype = torch.float64) -> dict[str, Any]:
     """Every recorded call of one module: ``{module, seconds, rows}`` or ``{module, error}``."""
     from safetensors import safe_open
 
     start = time.perf_counter()
     try:
-        module = build_module(spec)
+        module = build_module(spec, dtype)
     except Exception as exc:  # the module cannot be rebuilt alone: said per module, the others still run
         return {"module": spec["name"], "error": f"could not be rebuilt: {type(exc).__name__}: {str(exc)[:300]}"}
     rows: list[dict[str, Any]] = []
     with safe_open(calls_file, framework="pt") as handle:
         for call in calls:
             try:
-                rows += [{"key": call["key"], **row} for row in replay_call(module, call, handle)]
+                rows += [{"key": call["key"], **row} for row in replay_call(module, call, handle, dtype)]
             except Exception as exc:
                 rows.append({"key": call["key"], "output": call["key"],
                              "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
@@ -138,10 +141,11 @@ def run_request(request: Mapping[str, Any]) -> dict[str, Any]:
     torch.set_grad_enabled(False)
     results = []
     calls = request["manifest"]["calls"]
+    dtype = torch.float32 if request.get("precision") == "float32" else torch.float64
     for done, spec in enumerate(request["modules"], start=1):
         mine = [c for c in calls if c["module"] == spec["name"]]
         if mine:
-            results.append(replay_module(spec, mine, request["calls_file"]))
+            results.append(replay_module(spec, mine, request["calls_file"], dtype))
         print(PROGRESS_PREFIX + json.dumps({"done": done, "total": len(request["modules"]), "unit": "modules"}),
               flush=True)
     return {"modules": results}

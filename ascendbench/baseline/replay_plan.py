@@ -4,9 +4,10 @@ The task runs once on meta tensors in the device dtype with a :class:`ascendbenc
 keeping the (meta) inputs and outputs of the sampled calls: their bytes are what the device run records.
 Then each replayed module runs alone on meta float64 copies of its largest recorded call, bounded as the
 reference process runs it, under :class:`ascendbench.job.resources.LiveTensorBytes`. The reference process
-holds its imports, one module in float64, one call's tensors in float64 and that call's activation peak:
+holds its imports, one module, one call's tensors (both in ``baseline.replay.precision``, float64 by default)
+and that call's activation peak:
 
-    process = imports + max over modules (8 x tensors of the module + 8 x call elements + activation peak)
+    process = imports + max over modules (itemsize x (tensors of the module + call elements) + activation peak)
 
 and the job holds the recorded calls (device dtype, on the host) while it waits.
 """
@@ -25,8 +26,6 @@ from ascendbench.compare.capture import CallRecorder, decode
 from ascendbench.compare.select import named_modules
 from ascendbench.job.resources import CHILD_PROCESS_BYTES, LiveTensorBytes, activation_bytes
 from ascendbench.progress import quiet
-
-_F64 = 8
 
 
 class _EnoughShapes(Exception):
@@ -72,19 +71,17 @@ def eager_attention(model: Any) -> Iterator[None]:
             config._attn_implementation = "sdpa"
 
 
-def _to_f64(tensor: torch.Tensor) -> torch.Tensor:
-    return tensor.to(torch.float64) if tensor.is_floating_point() else tensor
-
-
-def _module_peak(module: torch.nn.Module, call: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> int:
-    """Activation peak of one meta float64 call of ``module`` (bounded as in the reference process)."""
-    module.to(torch.float64)
+def _module_peak(module: torch.nn.Module, call: Mapping[str, Any], tensors: Mapping[str, torch.Tensor],
+                 dtype: torch.dtype) -> int:
+    """Activation peak of one meta call of ``module`` in ``dtype`` (bounded as in the reference process)."""
+    module.to(dtype)
 
     def tensor(name: str) -> torch.Tensor:
-        return _to_f64(tensors[name])
+        value = tensors[name]
+        return value.to(dtype) if value.is_floating_point() else value
 
     args, kwargs = decode(call["args"], tensor), decode(call["kwargs"], tensor)
-    with torch.inference_mode(), quiet(), bounded_if_float64(torch.float64), LiveTensorBytes() as tracker:
+    with torch.inference_mode(), quiet(), bounded_if_float64(dtype), LiveTensorBytes() as tracker:
         module(*args, **kwargs)
     return tracker.peak
 
@@ -109,6 +106,8 @@ def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: 
     from ascendbench.models.memory import DEFAULT_HEADROOM
 
     settings = replay_settings(cfg)
+    precision = torch.float64 if settings["precision"] == "float64" else torch.float32
+    size = precision.itemsize
     patterns = replay_patterns(cfg)
     specs = module_specs(model, patterns)
     named = named_modules(model)
@@ -140,16 +139,18 @@ def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: 
             continue
         largest = max(calls, key=lambda c: _elements(c, recorder.tensors))
         try:
-            peak, note = _module_peak(named[spec.name], largest, recorder.tensors), "meta float64 run, bounded"
+            peak = _module_peak(named[spec.name], largest, recorder.tensors, precision)
+            note = f"meta {settings['precision']} run" + (", bounded" if precision == torch.float64 else "")
         except Exception as exc:  # a module meta tensors cannot run: its parameters and tensors still count
             peak, note = 0, f"activation peak not estimated ({type(exc).__name__}: {str(exc)[:120]})"
-        need = _F64 * (spec.num_params + _elements(largest, recorder.tensors)) + peak
+        need = size * (spec.num_params + _elements(largest, recorder.tensors)) + peak
         per_module.append({"name": spec.name, "num_params": spec.num_params, "calls": len(calls),
                            "call_elements": _elements(largest, recorder.tensors), "activation_peak_mb": peak / 1e6,
                            "need_mb": need / 1e6, "note": note})
     largest_module = max(per_module, key=lambda m: m.get("need_mb", 8 * m["num_params"] / 1e6))
     process = CHILD_PROCESS_BYTES + int(largest_module.get("need_mb", 0) * 1e6)
-    return {"mode": "replay", "patterns": patterns, "modules": len(specs), "calls": len(manifest["calls"]),
+    return {"mode": "replay", "precision": settings["precision"], "patterns": patterns, "modules": len(specs),
+            "calls": len(manifest["calls"]),
             "sampled_calls": settings["calls"], "recorded_mb": recorded / 1e6,
             "meta_run": "complete" if stopped is None else (
                 f"stopped by {stopped} after the first calls; the other sampled calls are counted with the first "
@@ -167,8 +168,9 @@ def plan_lines(entry: Mapping[str, Any] | None) -> list[str]:
     if "unavailable" in entry:
         return [f"            replay reference not estimated: {entry['unavailable']}"]
     largest = entry["largest_module"]
-    return [f"            replay reference (float64, {entry['modules']} modules, {entry['calls']} calls recorded at "
-            f"{entry['recorded_mb'] / 1e3:.2f} GB): largest module {largest['name']} ({largest['num_params']:,} "
+    return [f"            replay reference ({entry['precision']}, {entry['modules']} modules, {entry['calls']} calls "
+            f"recorded at {entry['recorded_mb'] / 1e3:.2f} GB): "
+            f"largest module {largest['name']} ({largest['num_params']:,} "
             f"parameters, {largest.get('need_mb', 0) / 1e3:.2f} GB with its call and activations) + imports "
             f"{entry['child_imports_mb'] / 1e3:.1f} GB -> {entry['reference_process_mb'] / 1e3:.2f} GB of "
             f"{entry['host_available_mb'] / 1e3:.1f} GB free: {'fits' if entry['fits'] else 'DOES NOT FIT'}"]

@@ -7,9 +7,20 @@ request from standard input (a pipe from the job, never a file).
 
 from __future__ import annotations
 
+import sys
 
-def start() -> int:
-    """Lifeline, torch_npu guard, then the replay."""
+USAGE = """usage: python -m ascendbench.baseline.replay_process < REQUEST
+
+The clean CPU process of an ascendbench job's replay reference (baseline.reference_mode=replay): it reads the
+job's request from standard input, re-runs each recorded module alone without torch_npu, and writes the local
+errors where the request says. Jobs start it; there is no need to run it by hand."""
+
+
+def start(argv: list[str] | None = None) -> int:
+    """Lifeline, torch_npu guard, then the replay (``--help``: the usage)."""
+    if any(arg in ("-h", "--help") for arg in (sys.argv[1:] if argv is None else argv)):
+        print(USAGE)
+        return 0
     from ascendbench.baseline.__main__ import hold_lifeline
 
     hold_lifeline()

@@ -33,7 +33,9 @@ def replay_reference(job: Any, reason: str) -> dict[str, Any]:
     """Prepare the replay (modules, weights) instead of a whole-model reference; the reference stage's section."""
     job.replay = prepare_replay(job, reason)
     job.reference = None
-    return {"baseline": job.replay.summary(), "job": {"reference_dtype": "float64 (replay)"}}
+    precision = job.replay.settings["precision"]
+    return {"baseline": {**job.replay.summary(), "precision": precision},
+            "job": {"reference_dtype": f"{precision} (replay)"}}
 
 
 def fall_back(job: Any, refusal: Exception) -> dict[str, Any]:
@@ -83,7 +85,7 @@ def plan_section(job: Any, estimate: dict[str, Any] | None) -> bool:
     if not plan or "unavailable" in plan:
         job.add_plan({"memory": {"replay_reference": plan or {"unavailable": "see the problems"}}})
         return mode == "replay"
-    job.add_plan({"baseline": {"mode": "replay", "reason": reason, "precision": "float64"},
+    job.add_plan({"baseline": {"mode": "replay", "reason": reason, "precision": plan["precision"]},
                   "memory": {"replay_reference": plan}})
     if not plan["fits"]:
         job.problems.append(f"the replay reference needs about {plan['reference_process_mb'] / 1e3:.1f} GB (largest "
