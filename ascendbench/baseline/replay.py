@@ -179,6 +179,7 @@ def run_replay(job: Any, plan: ReplayPlan) -> dict[str, Any]:
     recorder = record_calls(job, plan)
     calls_file = save_tensors(plan.folder / "calls.safetensors", recorder.tensors)
     manifest = recorder.manifest()
+    recorder.tensors.clear()  # on disk now: the job does not hold them while the replay process runs
     manifest_path = plan.folder / "manifest.json"
     with atomic_path(manifest_path) as tmp:
         tmp.write_text(json.dumps(manifest))
