@@ -85,6 +85,7 @@ def test_every_problem_is_listed_and_the_dry_run_fails(job, tmp_path, capsys):
 def test_memory_that_does_not_fit_is_a_problem(cfg_tiny, tmp_path, monkeypatch):
     monkeypatch.setattr(plan_module, "available_host_bytes", lambda: 64 << 10)  # 64 KiB
     cfg_tiny.dry_run = True
+    cfg_tiny.baseline.reference_mode = "whole"  # the whole-model reference's line (auto would plan a replay)
     record = run_job(cfg_tiny, tmp_path / "job")
     assert record["status"] == "failed"
     memory = record["plan"]["memory"]

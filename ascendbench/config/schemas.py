@@ -60,6 +60,8 @@ BenchProtocol = choices("BenchProtocol", ("adaptive", "fixed"),
                         "``bench.protocol``: adaptive warm-up and precision stop | exactly warmup and iters calls.")
 BaselineProcess = choices("BaselineProcess", ("child", "in-process"),
                           "``baseline.process``: where the CPU reference runs.")
+ReferenceMode = choices("ReferenceMode", ("auto", "whole", "replay"),
+                        "``baseline.reference_mode``: whole-model reference, per-module replay, or auto.")
 SourceField = choices("SourceField", ("model", "task", "sizes", "seed", "inputs_sha256", "weights_digest"),
                       "``baseline.source_allow``: a workload field in which a saved reference may differ.")
 FailOn = choices("FailOn", ("WARN", "FAIL"), "``fail_on``: the verdict from which a job also exits 1.")
@@ -132,12 +134,25 @@ class BenchConfig(BudgetConfig, BenchSwitch):
 
 
 @dataclass
+class ReplayConfig:
+    """``baseline.replay``: the per-module replay reference."""
+
+    layers: Any = None
+    calls: List[Any] = field(default_factory=lambda: ["first", "last"])
+    max_capture_mb: float = 2048.0
+    margin: float = 32.0
+    precision: str = "float64"
+
+
+@dataclass
 class BaselineConfig:
     """``baseline``: the CPU reference run and its cache."""
 
     enabled: bool = MISSING
     reference: ReferenceDtype = MISSING
     process: BaselineProcess = MISSING
+    reference_mode: ReferenceMode = ReferenceMode("auto")
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
     cache: bool = MISSING
     cache_dir: str = MISSING
     lock_timeout_s: float = MISSING
@@ -258,6 +273,7 @@ class ModelConfig:
     patches: Optional[List[Any]] = None
     task: Any = MISSING
     compare_layers: Any = None
+    replay_layers: Any = None
     thresholds: Dict[str, Any] = field(default_factory=dict)
 
 

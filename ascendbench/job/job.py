@@ -50,6 +50,7 @@ class Job:
         inputs: the task's CPU inputs (inputs stage).
         inputs_info: shape, dtype and SHA256 of each input (inputs stage).
         reference: the CPU reference outputs, a :class:`ascendbench.baseline.Baseline` (reference stage).
+        replay: the replay reference's plan (:class:`ascendbench.baseline.replay.ReplayPlan`), when it is one.
         outputs: the device outputs, on the CPU (device-run stage).
         metrics: metric entries by name (reference, evaluate and compare stages).
         verdict: the worst verdict of ``metrics``.
@@ -75,6 +76,7 @@ class Job:
     inputs: dict[str, torch.Tensor] | None = None
     inputs_info: dict[str, Any] = field(default_factory=dict)
     reference: Baseline | None = None  # a SourceBaseline for baseline.source
+    replay: Any = None  # the replay reference's capture of the device run (baseline.reference_mode=replay)
     outputs: dict[str, torch.Tensor] | None = None
     placement: dict[str, Any] | None = None
     metrics: dict[str, Any] = field(default_factory=dict)

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ascendbench.errors import AscendBenchError, DryRunError
+from ascendbench.errors import AscendBenchError, DryRunError, InsufficientMemoryError
 from ascendbench.job.job import Job
 from ascendbench.job.resources import RunMemory
 from ascendbench.models.base import ModelLoader, hub_forced_offline, locate
@@ -76,10 +76,25 @@ def weights_plan(job: Job) -> tuple[dict[str, Any], Any]:
 def meta_model(job: Job) -> Any:
     """The model as the job would build it, on the ``meta`` device (no storage allocated): the loader's
     :meth:`~ascendbench.models.base.ModelLoader.build_meta`, or, for a loader outside that interface, its
-    random-init path under ``torch.device("meta")``."""
+    random-init path under ``torch.device("meta")``. A model the job would refuse to allocate is a problem of
+    the plan, and is still built on meta so that the rest (the replay reference) can be planned."""
     loader, seed = job.loader, int(job.cfg.model.init_seed)
+    try:
+        return _on_meta(loader, job.found, seed)
+    except InsufficientMemoryError as refusal:
+        if not getattr(loader, "memory_check", False):
+            raise
+        job.problems.append(str(refusal))
+        loader.memory_check = False
+        try:
+            return _on_meta(loader, job.found, seed)
+        finally:
+            loader.memory_check = True
+
+
+def _on_meta(loader: Any, found: Any, seed: int) -> Any:
     if isinstance(loader, ModelLoader):
-        return loader.build_meta(job.found, seed)
+        return loader.build_meta(found, seed)
     with torch.device("meta"), hub_forced_offline():
         return loader.load(None, "random", seed, None).module
 
@@ -167,6 +182,9 @@ def _memory_lines(memory: Mapping[str, Any]) -> list[str]:
         elif entry:  # a multi-card job: one line per rank (and the host's, on the CPU)
             ranks = [*entry.get("per_rank", []), *([entry["host"]] if entry.get("host") else [])]
             lines.extend(f"            {_memory_text(e)}" for e in ranks or [entry])
+    from ascendbench.baseline.replay_plan import plan_lines  # the replay reference's plan, when there is one
+
+    lines += plan_lines(memory.get("replay_reference"))
     return lines or ["  memory    not estimated"]
 
 

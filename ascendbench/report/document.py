@@ -19,10 +19,12 @@ from ascendbench.report.fmt import get, inside, link, num, size_label, table, te
 from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN
 from ascendbench.report.hidden import detail_cells, detail_headers, hidden_metrics, layer_rows, module_rows
 from ascendbench.report.html import html_document
+from ascendbench.report.output_checks import output_checks_section
 from ascendbench.report.performance import performance_table
 from ascendbench.report.pivot import pivot_section
 from ascendbench.report.profile import profile_section
 from ascendbench.report.recommend import recommendation_section
+from ascendbench.report.replay import replay_section
 from ascendbench.report.resolution import resolution_table
 from ascendbench.report.scaling import graph_section, scaling_plots, scaling_section
 from ascendbench.report.seedlayer import PROFILE_SECTIONS, layout, seed_layouts_section
@@ -143,6 +145,12 @@ class Report:
                 "failed and the first that did; every entry (layer#call/output) is a row of layers.csv.\n\n"
                 + "\n\n".join(parts))
 
+    def _replay(self, base_dir: Path, heading: str) -> str:
+        return replay_section(self.rows, base_dir, heading)
+
+    def _output_checks(self, base_dir: Path, heading: str) -> str:
+        return output_checks_section(self.rows, base_dir)
+
     def _dry_runs(self, base_dir: Path, heading: str) -> str:
         return dry_runs_table(self.frame, base_dir)
 
@@ -213,6 +221,8 @@ class Report:
                  "record, and each row links to its record.json; \"missing\" means the record does not carry "
                  "the value.")
         titles = (("Seed layouts", "seed_layouts"), ("Accuracy", "accuracy"),
+                  ("Local error per module (replay reference)", "replay"),
+                  ("Output checks without a reference", "output_checks"),
                   ("Accuracy per resolution (Sulphur-2 seed layout)", "per_resolution"),
                   ("Performance", "performance"),
                   ("Latency per size and dtype (median, 95% CI)", "pivot"),

@@ -19,10 +19,12 @@ from ascendbench.compare.divergence import compare_modules
 from ascendbench.compare.hooks import capturing
 from ascendbench.compare.layers import compare_layers
 from ascendbench.compare.rules import hidden_rules
+from ascendbench.compare.saved_layers import save_device_layers, saved_layers
 from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.job.artifacts import save_tensors
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
+from ascendbench.job.stages.replay_reference import compare_replay
 from ascendbench.metrics.verdict import worst
 from ascendbench.patches import patches_applied
 from ascendbench.tasks.placement import move_inputs, place
@@ -56,7 +58,7 @@ def _layers(job: Job, spec: Any, capture: Any) -> Sections:
         rows, first = compare_modules(reference.layers, capture.modules, rule)
         info = {"mode": "all", "modules": len(rows), "first_divergent": first, "rule": rule,
                 "diverged": sum(r["result"] in ("diverged", "first_divergent") for r in rows)}
-        return rows, info, {}, {}
+        return rows, info, {}, save_device_layers(job, spec, capture)
     thresholds = hidden_rules(cfg.compare, job.precision)  # the seed's limits, or the device dtype's
     rows = compare_layers(reference.layers, capture, thresholds, job.precision.allclose())
     entries = {f"layer/{row['name']}/{m}": e for row in rows for m, e in row["entries"].items()}
@@ -67,8 +69,22 @@ def _layers(job: Job, spec: Any, capture: Any) -> Sections:
     tensors = job.dir / "tensors"
     artifacts = {"layers_reference": job.relative(save_tensors(tensors / "layers_reference.safetensors",
                                                                reference.layers["tensors"])),
-                 "layers_device": job.relative(save_tensors(tensors / "layers_device.safetensors", capture.tensors))}
+                 "layers_device": job.relative(save_tensors(tensors / "layers_device.safetensors", capture.tensors)),
+                 **save_device_layers(job, spec, capture)}
     return rows, info, (entries if cfg.compare.verdict else {}), artifacts
+
+
+def _keep_only(job: Job, spec: Any) -> dict[str, Any]:
+    """No reference: the device's layer capture is still kept, for this run to be another's ``baseline.source``."""
+    capture = capture_on_device(job, spec)
+    kept = save_device_layers(job, spec, capture)
+    if spec != "all":
+        kept["layers_device"] = job.relative(save_tensors(job.dir / "tensors" / "layers_device.safetensors",
+                                                          capture.tensors))
+    job.artifacts.update(kept)
+    return {"compare": {"skipped": "no CPU reference (baseline.enabled=false); the device's layer capture is kept "
+                                   "for a later baseline.source comparison", "kept": sorted(kept)},
+            "artifacts": job.artifacts}
 
 
 def _pictures(job: Job) -> dict[str, list[str]]:
@@ -99,14 +115,19 @@ class CompareStage(Stage):
     def run(self, job: Job) -> dict[str, Any]:
         """Compare; the section carries ``compare``, the merged metrics and verdict, and the artifacts."""
         spec = normalize_spec(job.cfg.compare.get("layers"))
+        if job.replay is not None:  # the replay reference (baseline.reference_mode): per-module local errors
+            return compare_replay(job)
         if job.reference is None:
-            return {"compare": {"skipped": "no CPU reference (baseline.enabled=false)"}} if spec is not None else {}
+            return _keep_only(job, spec) if spec is not None else {}
         rows = output_rows(job.reference, job.outputs, job.metrics)
         section: dict[str, Any] = {}
+        why = "no layer captures"
+        if spec is not None and job.reference.layers is None and hasattr(job.reference, "run"):  # baseline.source
+            job.reference.layers, why = saved_layers(job.reference.run, spec)  # the saved run's own captures
         if spec is not None and job.reference.layers is None:  # a saved reference (baseline.source): outputs only
-            job.warn("compare.layers skipped: a saved reference (baseline.source) holds outputs, no layer captures")
-            section["compare"], spec = {"skipped": "the reference is a saved run (baseline.source): no layer "
-                                                   "captures"}, None
+            job.warn(f"compare.layers skipped: the saved reference (baseline.source) has no usable layer captures: "
+                     f"{why}")
+            section["compare"], spec = {"skipped": f"the reference is a saved run (baseline.source): {why}"}, None
         if spec is not None:
             capture = capture_on_device(job, spec)
             layer_rows, info, entries, layer_files = _layers(job, spec, capture)

@@ -14,6 +14,7 @@ from ascendbench.job.job import Job
 from ascendbench.job.placement import placement_entry
 from ascendbench.job.stages.base import Stage, build
 from ascendbench.metrics import worst
+from ascendbench.metrics.output_checks import reference_free_checks
 from ascendbench.metrics.validate import identical_reference, validate_outputs
 from ascendbench.patches import patches_applied
 from ascendbench.precision import Precision
@@ -75,6 +76,8 @@ class EvaluateStage(Stage):
         job verdict (:func:`job_verdict`)."""
         checks = self._checks(job)
         validation = validate_outputs(job.outputs, job.task.output_range, dict(job.precision.rules))
+        validation.update(reference_free_checks(job.outputs, job.task, job.weights, dict(job.precision.rules),
+                                                job.reference))
         saved = isinstance(job.reference, SourceBaseline)
         if saved:  # a saved reference (baseline.source): names and shapes first
             check_outputs(job.reference, job.outputs)

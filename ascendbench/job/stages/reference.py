@@ -30,6 +30,14 @@ from ascendbench.job.resources import (
     memory_check_skipped,
 )
 from ascendbench.job.stages.base import Stage
+from ascendbench.job.stages.replay_reference import (
+    WANTED,
+    fall_back,
+    falls_back,
+    plan_section,
+    reference_mode,
+    replay_reference,
+)
 from ascendbench.patches import patches_applied
 from ascendbench.precision import dtype_name
 
@@ -97,6 +105,8 @@ class ReferenceStage(Stage):
             estimate = job.attempt("memory", lambda: self._estimate_plan(job))
         baseline = job.attempt("baseline", lambda: self._cache_plan(job), {}) or {}
         job.add_plan({"baseline": baseline})
+        if plan_section(job, estimate):  # the replay reference: its own memory line
+            return {}
         if baseline.get("enabled") and baseline.get("cache_hit") is not True and estimate:
             need, free = int(estimate["host_need_mb"] * 1e6), int(estimate["host_available_mb"] * 1e6)
             entry = memory_line(job, f"CPU reference in {estimate['dtype']}", need, free)
@@ -166,6 +176,8 @@ class ReferenceStage(Stage):
         if _source(job):
             job.reference = reference_from_source(_source(job), _workload(job, job.weights), _allow(job))
             return {"baseline": job.reference.info, "job": {"reference_dtype": job.reference.info["precision"]}}
+        if job.cfg.baseline.enabled and reference_mode(job) == "replay":
+            return replay_reference(job, WANTED)
         patches = job.cfg.model.get("patches")
         declared = reference_patches(patches) if not _child(job) else None
         with patches_applied(declared, job.model, "cpu") as applied:
@@ -175,7 +187,12 @@ class ReferenceStage(Stage):
             if not job.cfg.baseline.enabled:
                 job.metrics["accuracy"] = {"skipped": "no CPU reference (baseline.enabled=false): performance-only run"}
                 return {**section, "baseline": {"skipped": PERFORMANCE_ONLY}, "metrics": dict(job.metrics)}
-            query, checked = self._guard(job, _query(job, job.weights))  # refuse before a host OOM kill
+            try:
+                query, checked = self._guard(job, _query(job, job.weights))  # refuse before a host OOM kill
+            except InsufficientMemoryError as refusal:
+                if not falls_back(job):
+                    raise
+                return {**section, **fall_back(job, refusal)}
             resources = {"reference": checked}
             job.record({"resources": resources})
             job.reference = get_or_compute(query)

@@ -1,0 +1,162 @@
+"""The replay reference process's work (started as ``python -m ascendbench.baseline.replay_process``, which
+ties its life to the job and blocks torch_npu before this module imports torch).
+
+It reads the job's request (JSON, over a pipe) and, one module at a time, rebuilds the module from its weights
+(:mod:`ascendbench.baseline.replay_modules`), runs it in float64 (bounded: convolutions in tiles) on each
+recorded device input and compares the result with the recorded device output: the module's **local error**,
+the error it adds given the device's own inputs. Only one module and one call's tensors are in memory at once.
+The results go to the JSON file the request names, written atomically.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import sys
+import time
+from typing import Any, Mapping
+
+import torch
+
+from ascendbench.baseline.child import PROGRESS_PREFIX
+from ascendbench.baseline.compute import bounded_if_float64
+from ascendbench.baseline.replay_modules import check_class_path
+from ascendbench.compare.capture import decode
+from ascendbench.compare.hooks import flatten_tensors
+from ascendbench.fileio import atomic_path
+from ascendbench.models.loader import import_class
+
+
+def local_error(reference: torch.Tensor, device: torch.Tensor) -> dict[str, Any]:
+    """Local error of one output: ``||dev - ref||_2 / ||ref||_2`` (``local_rel_err``), max abs error, cosine.
+
+    Both sides in float64; a device output with NaN/Inf has an infinite local error.
+
+    >>> local_error(torch.tensor([3.0, 4.0]), torch.tensor([3.0, 4.5]))["local_rel_err"]
+    0.1
+    """
+    ref, dev = reference.detach().to(torch.float64).reshape(-1), device.detach().to(torch.float64).reshape(-1)
+    nonfinite = int((~torch.isfinite(dev)).sum())
+    ref_norm = float(torch.linalg.vector_norm(ref))
+    if nonfinite:
+        return {"local_rel_err": math.inf, "max_abs_err": math.inf, "cosine": math.nan, "ref_l2": ref_norm,
+                "nonfinite": nonfinite, "numel": int(dev.numel())}
+    diff = dev - ref
+    dev_norm = float(torch.linalg.vector_norm(dev))
+    rel = float(torch.linalg.vector_norm(diff)) / max(ref_norm, 1e-300)
+    cosine = float(torch.dot(ref, dev)) / max(ref_norm * dev_norm, 1e-300)
+    return {"local_rel_err": rel, "max_abs_err": float(diff.abs().max()) if diff.numel() else 0.0,
+            "cosine": cosine, "ref_l2": ref_norm, "nonfinite": 0, "numel": int(dev.numel())}
+
+
+def _assign(module: torch.nn.Module, tensors: Mapping[str, torch.Tensor]) -> None:
+    module.load_state_dict(dict(tensors), strict=True, assign=True)
+
+
+def _set_buffers(module: torch.nn.Module, buffers: Mapping[str, torch.Tensor]) -> None:
+    for name, tensor in buffers.items():
+        owner, _, leaf = name.rpartition(".")
+        module.get_submodule(owner)._buffers[leaf] = tensor
+
+
+def build_module(spec: Mapping[str, Any], dtype: torch.dtype = torch.float64) -> torch.nn.Module:
+    """The module of ``spec`` in ``dtype`` (float64 unless the request says float32): its component on ``meta``,
+    its tensors read key by key."""
+    from safetensors import safe_open
+
+    check_class_path(spec["class_path"])
+    cls = import_class(spec["class_path"])
+    with torch.device("meta"):
+        component = cls.from_config(spec["config"]) if hasattr(cls, "from_config") else cls(**spec["config"])
+    module = component.get_submodule(spec["path"]) if spec["path"] else component
+    params: dict[str, torch.Tensor] = {}
+    for entry in spec["files"]:
+        with safe_open(entry["file"], framework="pt") as handle:
+            params.update({key: handle.get_tensor(file_key) for key, file_key in entry["keys"].items()})
+    buffers: dict[str, torch.Tensor] = {}
+    with safe_open(spec["exported"], framework="pt") as handle:
+        for key in handle.keys():
+            kind, _, name = key.partition(":")
+            (params if kind == "param" else buffers)[name] = handle.get_tensor(key)
+    _assign(module, params)
+    _set_buffers(module, buffers)
+    still = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
+    if still:
+        raise RuntimeError(f"tensors not found in the weights: {still[:5]}")
+    del component
+    return module.to(dtype).eval()
+
+
+def replay_call(module: torch.nn.Module, call: Mapping[str, Any], handle: Any,
+                dtype: torch.dtype = torch.float64) -> list[dict[str, Any]]:
+    """Run one recorded call in ``dtype`` and compare each output with the device's."""
+    def tensor(name: str) -> torch.Tensor:
+        value = handle.get_tensor(name)
+        return value.to(dtype) if value.is_floating_point() else value
+
+    args, kwargs = decode(call["args"], tensor), decode(call["kwargs"], tensor)
+    with torch.no_grad(), bounded_if_float64(dtype):
+        produced = flatten_tensors(module(*args, **kwargs))
+    if len(produced) != len(call["outputs"]):
+        return [{"output": call["key"], "error": f"the module returned {len(produced)} tensors, the device "
+                                                 f"{len(call['outputs'])}"}]
+    rows = []
+    for index, (ref, name) in enumerate(zip(produced, call["outputs"], strict=True)):
+        dev = handle.get_tensor(name)
+        label = call["key"] if len(produced) == 1 else f"{call['key']}/{index}"
+        if tuple(dev.shape) != tuple(ref.shape):
+            rows.append({"output": label, "error": f"shape differs: replay {list(ref.shape)}, device "
+                                                   f"{list(dev.shape)}"})
+        else:
+            rows.append({"output": label, "shape": list(dev.shape), **local_error(ref, dev)})
+    return rows
+
+
+def replay_module(spec: Mapping[str, Any], calls: list[Mapping[str, Any]], calls_file: str,
+                  dtype: torch.dtype = torch.float64) -> dict[str, Any]:
+    """Every recorded call of one module: ``{module, seconds, rows}`` or ``{module, error}``."""
+    from safetensors import safe_open
+
+    start = time.perf_counter()
+    try:
+        module = build_module(spec, dtype)
+    except Exception as exc:  # the module cannot be rebuilt alone: said per module, the others still run
+        return {"module": spec["name"], "error": f"could not be rebuilt: {type(exc).__name__}: {str(exc)[:300]}"}
+    rows: list[dict[str, Any]] = []
+    with safe_open(calls_file, framework="pt") as handle:
+        for call in calls:
+            try:
+                rows += [{"key": call["key"], **row} for row in replay_call(module, call, handle, dtype)]
+            except Exception as exc:
+                rows.append({"key": call["key"], "output": call["key"],
+                             "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+    del module
+    gc.collect()
+    return {"module": spec["name"], "seconds": time.perf_counter() - start, "rows": rows}
+
+
+def run_request(request: Mapping[str, Any]) -> dict[str, Any]:
+    """All modules of the request, one at a time, in the order given."""
+    torch.set_grad_enabled(False)
+    results = []
+    calls = request["manifest"]["calls"]
+    dtype = torch.float32 if request.get("precision") == "float32" else torch.float64
+    for done, spec in enumerate(request["modules"], start=1):
+        mine = [c for c in calls if c["module"] == spec["name"]]
+        if mine:
+            results.append(replay_module(spec, mine, request["calls_file"], dtype))
+        print(PROGRESS_PREFIX + json.dumps({"done": done, "total": len(request["modules"]), "unit": "modules"}),
+              flush=True)
+    return {"modules": results}
+
+
+def main() -> int:
+    """The request from standard input; results to ``request["results"]``."""
+    request = json.loads(sys.stdin.read())
+    started = time.perf_counter()
+    results = run_request(request)
+    results["seconds"] = time.perf_counter() - started
+    with atomic_path(request["results"]) as tmp:
+        tmp.write_text(json.dumps(results))
+    return 0

@@ -1,0 +1,176 @@
+"""The dry run's plan of a replay reference: its memory, from the model on the ``meta`` device.
+
+The task runs once on meta tensors in the device dtype with a :class:`ascendbench.compare.capture.CallRecorder`
+keeping the (meta) inputs and outputs of the sampled calls: their bytes are what the device run records.
+Then each replayed module runs alone on meta float64 copies of its largest recorded call, bounded as the
+reference process runs it, under :class:`ascendbench.job.resources.LiveTensorBytes`. The reference process
+holds its imports, one module, one call's tensors (both in ``baseline.replay.precision``, float64 by default)
+and that call's activation peak:
+
+    process = imports + max over modules (itemsize x (tensors of the module + call elements) + activation peak)
+
+and the job holds the recorded calls (device dtype, on the host) while it waits.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
+
+import torch
+
+from ascendbench.baseline.compute import bounded_if_float64
+from ascendbench.baseline.replay import replay_settings
+from ascendbench.baseline.replay_modules import module_specs, replay_patterns
+from ascendbench.compare.capture import CallRecorder, decode
+from ascendbench.compare.select import named_modules
+from ascendbench.job.resources import CHILD_PROCESS_BYTES, LiveTensorBytes, activation_bytes
+from ascendbench.progress import quiet
+
+
+class _EnoughShapes(Exception):
+    """Raised by the meta run once every replayed module has run once: later calls repeat the shapes."""
+
+
+class _StopAtSecondCall:
+    """Ends the meta run at the second call of any replayed module (a denoising loop repeats its shapes)."""
+
+    def __init__(self, modules: Mapping[str, torch.nn.Module]) -> None:
+        self.seen: set[str] = set()
+        self._handles = [m.register_forward_pre_hook(self._hook(name)) for name, m in modules.items()]
+
+    def _hook(self, name: str):
+        def hook(module: torch.nn.Module, args: tuple) -> None:
+            if name in self.seen:
+                raise _EnoughShapes(name)
+            self.seen.add(name)
+        return hook
+
+    def close(self) -> None:
+        """Remove the hooks."""
+        for handle in self._handles:
+            handle.remove()
+
+
+@contextmanager
+def eager_attention(model: Any) -> Iterator[None]:
+    """transformers components with ``sdpa`` attention switched to ``eager`` for the meta run: the sdpa mask's
+    shortcut reads a value (``.all()``), which meta tensors do not have; eager builds the same shapes."""
+    switched = []
+    parts = model.components.values() if hasattr(model, "components") else [model]
+    for part in parts:
+        for module in part.modules() if isinstance(part, torch.nn.Module) else []:
+            config = getattr(module, "config", None)
+            if getattr(config, "_attn_implementation", None) == "sdpa":
+                config._attn_implementation = "eager"
+                switched.append(config)
+    try:
+        yield
+    finally:
+        for config in switched:
+            config._attn_implementation = "sdpa"
+
+
+def _module_peak(module: torch.nn.Module, call: Mapping[str, Any], tensors: Mapping[str, torch.Tensor],
+                 dtype: torch.dtype) -> int:
+    """Activation peak of one meta call of ``module`` in ``dtype`` (bounded as in the reference process)."""
+    module.to(dtype)
+
+    def tensor(name: str) -> torch.Tensor:
+        value = tensors[name]
+        return value.to(dtype) if value.is_floating_point() else value
+
+    args, kwargs = decode(call["args"], tensor), decode(call["kwargs"], tensor)
+    with torch.inference_mode(), quiet(), bounded_if_float64(dtype), LiveTensorBytes() as tracker:
+        module(*args, **kwargs)
+    return tracker.peak
+
+
+def _elements(call: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> int:
+    names = [n for n in tensors if n.startswith(f"{call['key']}/")]
+    return sum(tensors[n].numel() for n in names)
+
+
+def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: Any, dtype: torch.dtype,
+                available: int) -> dict[str, Any]:
+    """The replay's plan: modules, the largest one, recorded bytes, the process peak and whether it fits.
+
+    Args:
+        model: the model on the meta device (or real; it is not changed except cast on meta).
+        task: the job's task.
+        inputs: the job's inputs.
+        cfg: the job config (``baseline.replay``, ``compare.layers``, the model's ``replay_layers``).
+        dtype: the device dtype (what the device run records).
+        available: host bytes available.
+    """
+    from ascendbench.models.memory import DEFAULT_HEADROOM
+
+    settings = replay_settings(cfg)
+    precision = torch.float64 if settings["precision"] == "float64" else torch.float32
+    size = precision.itemsize
+    patterns = replay_patterns(cfg)
+    specs = module_specs(model, patterns)
+    named = named_modules(model)
+    recorder = CallRecorder({s.name: named[s.name] for s in specs}, settings["calls"], 1 << 62, keep=False)
+    stop = _StopAtSecondCall({s.name: named[s.name] for s in specs})
+    stopped = None
+    try:
+        with eager_attention(model):
+            activation_bytes(model, task, inputs, dtype)
+    except _EnoughShapes:
+        stopped = "the second call of a replayed module (the shapes of one step are known)"
+    except Exception as exc:  # data-dependent code (a scheduler's .item()) ends a meta run, after the first calls
+        stopped = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+    finally:
+        recorder.close()
+        stop.close()
+    manifest = recorder.manifest()
+    if not manifest["calls"]:
+        raise RuntimeError(f"the meta run of the task recorded no call of the replayed modules ({stopped})")
+    recorded = sum(t.numel() * t.element_size() for t in recorder.tensors.values())
+    slots = len(set(settings["calls"]))
+    if stopped:  # the other sampled calls of a module have the shapes of its first (a block's, step after step)
+        recorded *= slots
+    per_module = []
+    for spec in specs:
+        calls = [c for c in manifest["calls"] if c["module"] == spec.name]
+        if not calls:
+            per_module.append({"name": spec.name, "num_params": spec.num_params, "calls": 0})
+            continue
+        largest = max(calls, key=lambda c: _elements(c, recorder.tensors))
+        try:
+            peak = _module_peak(named[spec.name], largest, recorder.tensors, precision)
+            note = f"meta {settings['precision']} run" + (", bounded" if precision == torch.float64 else "")
+        except Exception as exc:  # a module meta tensors cannot run: its parameters and tensors still count
+            peak, note = 0, f"activation peak not estimated ({type(exc).__name__}: {str(exc)[:120]})"
+        need = size * (spec.num_params + _elements(largest, recorder.tensors)) + peak
+        per_module.append({"name": spec.name, "num_params": spec.num_params, "calls": len(calls),
+                           "call_elements": _elements(largest, recorder.tensors), "activation_peak_mb": peak / 1e6,
+                           "need_mb": need / 1e6, "note": note})
+    largest_module = max(per_module, key=lambda m: m.get("need_mb", 8 * m["num_params"] / 1e6))
+    process = CHILD_PROCESS_BYTES + int(largest_module.get("need_mb", 0) * 1e6)
+    return {"mode": "replay", "precision": settings["precision"], "patterns": patterns, "modules": len(specs),
+            "calls": len(manifest["calls"]),
+            "sampled_calls": settings["calls"], "recorded_mb": recorded / 1e6,
+            "meta_run": "complete" if stopped is None else (
+                f"stopped by {stopped} after the first calls; the other sampled calls are counted with the first "
+                "call's shapes"),
+            "largest_module": largest_module, "child_imports_mb": CHILD_PROCESS_BYTES / 1e6,
+            "reference_process_mb": process / 1e6, "host_available_mb": available / 1e6,
+            "headroom": DEFAULT_HEADROOM, "fits": process <= DEFAULT_HEADROOM * available,
+            "unreplayable": manifest["unreplayable"], "per_module": per_module}
+
+
+def plan_lines(entry: Mapping[str, Any] | None) -> list[str]:
+    """The dry run's printed lines of a replay plan (``[]`` when there is none)."""
+    if not entry:
+        return []
+    if "unavailable" in entry:
+        return [f"            replay reference not estimated: {entry['unavailable']}"]
+    largest = entry["largest_module"]
+    return [f"            replay reference ({entry['precision']}, {entry['modules']} modules, {entry['calls']} calls "
+            f"recorded at {entry['recorded_mb'] / 1e3:.2f} GB): "
+            f"largest module {largest['name']} ({largest['num_params']:,} "
+            f"parameters, {largest.get('need_mb', 0) / 1e3:.2f} GB with its call and activations) + imports "
+            f"{entry['child_imports_mb'] / 1e3:.1f} GB -> {entry['reference_process_mb'] / 1e3:.2f} GB of "
+            f"{entry['host_available_mb'] / 1e3:.1f} GB free: {'fits' if entry['fits'] else 'DOES NOT FIT'}"]

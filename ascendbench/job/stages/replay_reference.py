@@ -1,0 +1,95 @@
+"""The replay reference inside the job stages: chosen at the reference stage, run at the compare stage.
+
+``baseline.reference_mode=replay`` always replays; ``auto`` (the default) replays when the whole-model
+reference would be refused for host memory, with that refusal as the record's reason. See
+:mod:`ascendbench.baseline.replay`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ascendbench.baseline.replay import prepare_replay, run_replay
+from ascendbench.baseline.replay_modules import replay_patterns
+from ascendbench.compare.csvfile import write_compare_csv
+from ascendbench.errors import ConfigError, InsufficientMemoryError
+from ascendbench.metrics.verdict import worst
+
+WANTED = "baseline.reference_mode=replay"
+
+
+def reference_mode(job: Any) -> str:
+    """``baseline.reference_mode`` (``auto`` when not set)."""
+    return str(job.cfg.baseline.get("reference_mode") or "auto")
+
+
+def falls_back(job: Any) -> bool:
+    """``auto`` replays what does not fit whole only when the reference precision is left to ascendbench too
+    (``baseline.reference=auto``): a forced float32/float64 whole-model reference is refused as it was."""
+    return reference_mode(job) == "auto" and str(job.cfg.baseline.get("reference", "auto")) == "auto"
+
+
+def replay_reference(job: Any, reason: str) -> dict[str, Any]:
+    """Prepare the replay (modules, weights) instead of a whole-model reference; the reference stage's section."""
+    job.replay = prepare_replay(job, reason)
+    job.reference = None
+    precision = job.replay.settings["precision"]
+    return {"baseline": {**job.replay.summary(), "precision": precision},
+            "job": {"reference_dtype": f"{precision} (replay)"}}
+
+
+def fall_back(job: Any, refusal: Exception) -> dict[str, Any]:
+    """``auto``: the replay in place of a whole-model reference that does not fit (the refusal is the reason).
+
+    Raises:
+        InsufficientMemoryError: the refusal, when the replay has no modules to re-run either (said why).
+    """
+    try:
+        replay_patterns(job.cfg)
+    except ConfigError as none:
+        raise InsufficientMemoryError(f"{refusal} (baseline.reference_mode=auto found no replay reference either: "
+                                      f"{none})") from refusal
+    return replay_reference(job, f"auto: the whole-model reference does not fit, so each module is replayed "
+                                 f"alone -- {refusal}")
+
+
+def compare_replay(job: Any) -> dict[str, Any]:
+    """The compare stage of a replay job: record, replay, judge, compare.csv."""
+    done = run_replay(job, job.replay)
+    if job.cfg.compare.get("verdict", True):
+        job.metrics = {**job.metrics, **done["entries"]}
+    job.verdict = worst(m.get("verdict") for m in job.metrics.values() if isinstance(m, dict))
+    job.artifacts.update(done["artifacts"])
+    if job.cfg.compare.get("csv", True):
+        job.artifacts["compare_csv"] = job.relative(write_compare_csv(job.dir / "compare.csv", done["rows"]))
+    return {"compare": done["info"], "metrics": job.metrics, "verdict": job.verdict, "artifacts": job.artifacts}
+
+
+def plan_section(job: Any, estimate: dict[str, Any] | None) -> bool:
+    """The dry run: whether the job would replay (``replay``, or ``auto`` with a whole-model reference that does
+    not fit) and, if so, the replay's memory plan (a plan that does not fit is a problem). ``True``: replay."""
+    from ascendbench.baseline.replay_plan import plan_replay
+    from ascendbench.job.planning import free_host_bytes
+
+    mode = reference_mode(job)
+    if mode == "whole" or (mode == "auto" and (not falls_back(job) or not estimate or estimate.get("fits", True))):
+        return False
+    if mode == "auto":
+        need, free = estimate.get("host_need_mb", 0) / 1e3, estimate.get("host_available_mb", 0) / 1e3
+        reason = (f"auto: the whole-model {estimate.get('dtype')} reference needs about {need:.1f} GB of the "
+                  f"{free:.1f} GB available, so each module is replayed alone")
+    else:
+        reason = WANTED
+    plan = job.attempt("replay reference", lambda: plan_replay(job.model, job.task, job.inputs or {}, job.cfg,
+                                                               job.precision.dtype, free_host_bytes()))
+    if not plan or "unavailable" in plan:
+        job.add_plan({"memory": {"replay_reference": plan or {"unavailable": "see the problems"}}})
+        return mode == "replay"
+    job.add_plan({"baseline": {"mode": "replay", "reason": reason, "precision": plan["precision"]},
+                  "memory": {"replay_reference": plan}})
+    if not plan["fits"]:
+        job.problems.append(f"the replay reference needs about {plan['reference_process_mb'] / 1e3:.1f} GB (largest "
+                            f"module {plan['largest_module']['name']}), more than {plan['headroom']:.0%} of the "
+                            f"{plan['host_available_mb'] / 1e3:.1f} GB available: lower the preset sizes or "
+                            "baseline.replay.max_capture_mb")
+    return True

@@ -1,0 +1,54 @@
+"""The replay reference in the report: each replayed module's local error, job by job.
+
+A job with the replay reference (``baseline.mode`` = ``replay``) has one metric entry per recorded call and
+output, ``replay/<module>#<call>[/<output>]/local_rel_err``, in the order the calls finished on the device; the
+first whose verdict is FAIL is the first divergent module. Whole-model (end-to-end) errors of other jobs stay
+in the accuracy table; this section sits beside it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ascendbench.report.fmt import get, num, short, size_label, table, text
+from ascendbench.report.tables import record_link
+
+PREFIX, SUFFIX = "metrics.replay/", "/local_rel_err.value"
+HEADERS = ("module call / output", "local rel err", "rule", "max abs err", "cosine", "verdict")
+
+
+def replay_entries(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The replay entries of one report row, in the record's (completion) order."""
+    entries = []
+    for key in row:
+        if key.startswith(PREFIX) and key.endswith(SUFFIX) and get(row, key) is not None:
+            base = key[: -len(".value")]
+            entries.append({"name": key[len(PREFIX): -len(SUFFIX)], "value": row[key],
+                            "rule": get(row, f"{base}.rule"), "verdict": get(row, f"{base}.verdict"),
+                            "max_abs_err": get(row, f"{base}.max_abs_err"), "cosine": get(row, f"{base}.cosine")})
+    return entries
+
+
+def _job_table(row: Mapping[str, Any], base_dir: Path, heading: str) -> str:
+    entries = replay_entries(row)
+    first = next((e for e in entries if e["verdict"] == "FAIL"), None)
+    title = (f"{heading} {text(get(row, 'job.model'))} {text(get(row, 'job.device'))} {text(get(row, 'job.dtype'))} "
+             f"{size_label(row)} ({record_link(row, base_dir)})")
+    verdict = (f"First divergent module: **{first['name']}** (local rel err {num(first['value'])}, rule "
+               f"{text(first['rule'])})." if first else "No module breaks its local-error rule.")
+    body = table(HEADERS, [(e["name"], num(e["value"]), text(e["rule"]), num(e["max_abs_err"]), num(e["cosine"]),
+                            text(e["verdict"])) for e in entries]) if entries else "No replayed call was recorded."
+    return f"{title}\n\nWhy a replay: {short(get(row, 'baseline.reason'), 300)}\n\n{verdict}\n\n{body}"
+
+
+def replay_section(rows: Sequence[Mapping[str, Any]], base_dir: Path, heading: str = "###") -> str:
+    """Per job with a replay reference: why, the first divergent module and every call's local error."""
+    jobs = [r for r in rows if get(r, "baseline.mode") == "replay"]
+    if not jobs:
+        return ("No job used the replay reference (baseline.reference_mode=replay, or auto where the whole-model "
+                "reference does not fit), so there are no per-module local errors.")
+    return ("Each module re-run alone on the CPU in float64 on the inputs the device gave it: its local error "
+            "(||dev - ref|| / ||ref||, the error it adds itself), judged by the device dtype's unit roundoff times "
+            "baseline.replay.margin. End-to-end errors of whole-model references are in the accuracy table.\n\n"
+            + "\n\n".join(_job_table(r, base_dir, heading) for r in jobs))
