@@ -48,7 +48,7 @@ def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
 
     ``auto`` is float64 for every device dtype, so that a dtype sweep shares one reference; the reference
     stage falls back to float32 only when even the bounded float64 reference does not fit in host memory
-    (:func:`ascendbench.job.resources.choose_auto_reference`, the reason in the record).
+    (:func:`ascendbench.baseline.memory.choose_auto_reference`, the reason in the record).
 
     >>> reference_dtype("auto", torch.float32), reference_dtype("auto", torch.bfloat16)
     (torch.float64, torch.float64)

@@ -141,7 +141,7 @@ def test_auto_reference_is_float64_for_every_device_dtype_when_it_fits(job, dtyp
 
 
 def test_auto_falls_back_to_float32_only_when_float64_does_not_fit(compose_cfg, tmp_path, monkeypatch):
-    from ascendbench.job import resources
+    from ascendbench.baseline import memory as resources  # the reference's memory guard
 
     cfg = compose_cfg([*FAST, f"baseline.cache_dir={tmp_path / 'cache'}", "preset.iters=1"])
     f64, f32 = _reference_needs(cfg)

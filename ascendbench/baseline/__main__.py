@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Callable
 
-PARENT_PID_ENV = "ASCENDBENCH_PARENT_PID"  # set by ascendbench.baseline.service._run_child
+PARENT_PID_ENV = "ASCENDBENCH_PARENT_PID"  # set by ascendbench.baseline.process.run_child
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ORPHANED = 3  # exit status when the job is gone before the reference process could start
 

@@ -13,7 +13,7 @@ softmax only reads its own scores) so that a score matrix stays under :attr:`Bou
 It is a :class:`~torch.overrides.TorchFunctionMode`: diffusers' causal convolution wrappers, reflect
 padding (``F.pad`` then an unpadded convolution) and the attention processors all end in these calls.
 It is applied inside the reference process only (:func:`ascendbench.baseline.compute.run_reference`)
-and in the memory estimate of that process (:func:`ascendbench.job.resources.reference_memory`, on
+and in the memory estimate of that process (:func:`ascendbench.baseline.memory.reference_memory`, on
 ``meta`` tensors, where the same tiles are counted). Other dtypes pass through untouched.
 """
 

@@ -13,7 +13,7 @@ lists what was applied. A float64 reference runs bounded (:mod:`ascendbench.base
 
 Progress goes to stdout (the job's ``baseline_child.log``) as lines ``ascendbench-progress {json}``: the
 blocks done (forward calls of the model's ``*blocks`` list entries and mid blocks) of a total counted on
-the meta device first; :func:`ascendbench.baseline.service.wait_with_progress` turns them into the job's
+the meta device first; :func:`ascendbench.baseline.process.wait_with_progress` turns them into the job's
 heartbeat.
 """
 
@@ -127,7 +127,7 @@ def count_blocks(model: Any, task: Any, inputs: Mapping[str, Any], blocks: list[
     """How many block calls ``task.run`` makes, counted in a run on the meta device (``None``: not countable)."""
     import torch
 
-    from ascendbench.job.resources import activation_bytes
+    from ascendbench.models.activations import activation_bytes
 
     counter = BlockProgress(None, lambda line: None, interval_s=float("inf"))
     handles = [block.register_forward_hook(counter) for block in blocks]

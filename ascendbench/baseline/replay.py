@@ -31,10 +31,10 @@ from typing import Any
 
 from ascendbench.baseline.replay_modules import ModuleSpec, module_specs, prepare_weights, replay_patterns
 from ascendbench.compare.capture import CallRecorder
+from ascendbench.compare.files import save_tensors
 from ascendbench.compare.select import named_modules
 from ascendbench.errors import BaselineError, ConfigError
 from ascendbench.fileio import atomic_path
-from ascendbench.job.artifacts import save_tensors
 from ascendbench.metrics.verdict import judge, worst
 from ascendbench.patches import patches_applied
 from ascendbench.precision import dtype_name
@@ -109,7 +109,7 @@ def record_calls(job: Any, plan: ReplayPlan) -> CallRecorder:
 
 def run_child(request: dict[str, Any], log_path: Path) -> dict[str, Any]:
     """Start the replay process, send ``request`` over its standard input, wait (with its progress)."""
-    from ascendbench.baseline.service import PARENT_PID_ENV, wait_with_progress
+    from ascendbench.baseline.process import PARENT_PID_ENV, wait_with_progress
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PYTHONUNBUFFERED": "1",
            PARENT_PID_ENV: str(os.getpid())}

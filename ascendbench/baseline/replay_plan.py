@@ -3,7 +3,7 @@
 The task runs once on meta tensors in the device dtype with a :class:`ascendbench.compare.capture.CallRecorder`
 keeping the (meta) inputs and outputs of the sampled calls: their bytes are what the device run records.
 Then each replayed module runs alone on meta float64 copies of its largest recorded call, bounded as the
-reference process runs it, under :class:`ascendbench.job.resources.LiveTensorBytes`. The reference process
+reference process runs it, under :class:`ascendbench.models.activations.LiveTensorBytes`. The reference process
 holds its imports, one module, one call's tensors (both in ``baseline.replay.precision``, float64 by default)
 and that call's activation peak:
 
@@ -20,11 +20,12 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from ascendbench.baseline.compute import bounded_if_float64
+from ascendbench.baseline.memory import CHILD_PROCESS_BYTES
 from ascendbench.baseline.replay import replay_settings
 from ascendbench.baseline.replay_modules import module_specs, replay_patterns
 from ascendbench.compare.capture import CallRecorder, decode
 from ascendbench.compare.select import named_modules
-from ascendbench.job.resources import CHILD_PROCESS_BYTES, LiveTensorBytes, activation_bytes
+from ascendbench.models.activations import LiveTensorBytes, activation_bytes
 from ascendbench.progress import quiet
 
 

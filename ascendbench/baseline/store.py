@@ -26,19 +26,29 @@ import json
 import logging
 import os
 import socket
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import torch
 from filelock import FileLock, Timeout
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from ascendbench.baseline.lockinfo import (  # noqa: F401  (LockClock, LockWait, describe_holder: read from here too)
+    REQUEST_GLOB,
+    LockClock,
+    LockWait,
+    describe_holder,
+    lock_owner,
+    lock_timeout,
+    pid_alive,
+    request_host,
+    request_pid,
+)
 from ascendbench.errors import BaselineError
-from ascendbench.fileio import atomic_path, read_regular, write_atomic
+from ascendbench.fileio import atomic_path, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +58,6 @@ MODULES = "modules-all.json"
 DIGESTS = "digests"  # meta.json: file name -> {"sha256", "bytes"}
 SHAPES = "outputs"  # meta.json: output name -> {"shape", "dtype"}
 REQUIRED_META = ("key", "precision", DIGESTS, SHAPES)
-HEARTBEAT_S = 15.0  # at most one "still waiting for the lock" line per this many seconds
 
 
 class DamagedEntry(Exception):
@@ -84,37 +93,6 @@ def describe_tensors(tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str,
     """Name -> ``{"shape", "dtype"}``, as ``meta.json`` records the outputs."""
     return {k: {"shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")}
             for k, v in sorted(tensors.items())}
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this id exists on this host."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, under another user
-        return True
-    return True
-
-
-@dataclass
-class LockWait:
-    """How a job got the baseline lock: the seconds it waited and who held it meanwhile (``None``: nobody)."""
-
-    seconds: float = 0.0
-    holder: dict[str, Any] | None = None
-
-
-@dataclass
-class LockClock:
-    """Time as the lock's wait sees it (a fake one in tests): ``now`` (seconds), the real poll of the lock file
-    (``poll_s``) and the heartbeat period (``heartbeat_s``)."""
-
-    now: Callable[[], float] = time.monotonic
-    poll_s: float = 1.0
-    heartbeat_s: float = HEARTBEAT_S
 
 
 @dataclass
@@ -300,7 +278,7 @@ class BaselineStore:
         removed = []
         for path in self.root.glob(f"*/{REQUEST_GLOB}"):
             pid = request_pid(path)
-            if pid is None or pid_alive(pid) or _request_host(path) not in (None, socket.gethostname()):
+            if pid is None or pid_alive(pid) or request_host(path) not in (None, socket.gethostname()):
                 continue
             path.unlink(missing_ok=True)
             removed.append(path)
@@ -355,51 +333,11 @@ class BaselineStore:
             first = wait.holder is None
             wait.holder = self.holder(key) or {}
             if 0 <= timeout_s <= now - start:
-                raise BaselineError(_lock_timeout(self.root / f"{key}.lock", timeout_s, wait.holder))
+                raise BaselineError(lock_timeout(self.root / f"{key}.lock", timeout_s, wait.holder))
             if first or now - last >= clock.heartbeat_s:
                 last = now
                 log.info("waiting for the baseline lock %s, held by %s; waited %.0f s of baseline.lock_timeout_s="
                          "%g s", self.root / f"{key}.lock", describe_holder(wait.holder), now - start, timeout_s)
-
-
-REQUEST_GLOB = "request-*.json"
-
-
-def request_pid(path: Path) -> int | None:
-    """The job pid in a ``request-<pid>.json`` name (``None`` when the name is not of that form)."""
-    digits = path.name[len("request-"):-len(".json")]
-    return int(digits) if digits.isdigit() else None
-
-
-def _request_host(path: Path) -> str | None:
-    try:
-        return json.loads(read_regular(path, follow=False)).get("owner", {}).get("host")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def lock_owner(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What a lock holder writes about itself: pid, host, since (UTC and epoch seconds), plus ``extra``."""
-    now = time.time()
-    return {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                                      time.gmtime(now)),
-            "since_epoch": now, **(extra or {})}
-
-
-def describe_holder(holder: Mapping[str, Any] | None) -> str:
-    """``pid 123 on host h since 2026-...Z (for 75 s), job /path`` or why the holder is unknown."""
-    if not holder or "pid" not in holder:
-        return "an unknown process (no owner file: an older ascendbench, or it is just starting)"
-    text = f"pid {holder['pid']} on host {holder.get('host', '?')} since {holder.get('since', '?')}"
-    if isinstance(holder.get("since_epoch"), (int, float)):
-        text += f" (for {max(0.0, time.time() - holder['since_epoch']):.0f} s)"
-    return text + (f", job {holder['job']}" if holder.get("job") else "")
-
-
-def _lock_timeout(path: Path, timeout_s: float, holder: Mapping[str, Any]) -> str:
-    return (f"another job, {describe_holder(holder)}, has held the baseline lock {path} for more than "
-            f"baseline.lock_timeout_s={timeout_s:g} s while computing the same reference. Wait for it, raise "
-            "baseline.lock_timeout_s, or if that process is not running any more remove the stale lock file.")
 
 
 def _shapes(described: Mapping[str, Mapping[str, Any]]) -> str:

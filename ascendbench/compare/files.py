@@ -17,10 +17,13 @@ Anything else, or a file that cannot be read, raises :class:`UnusableInput` with
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import torch
+from safetensors.torch import save_file
+
+from ascendbench.fileio import atomic_path
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 VIDEO_SUFFIXES = (".mp4", ".webm", ".gif", ".avi", ".mov")
@@ -145,3 +148,11 @@ def pair_outputs(reference: dict[str, torch.Tensor],
             raise UnusableInput(f"{name}: shapes differ, reference {list(reference[name].shape)} vs candidate "
                                 f"{list(candidate[name].shape)}")
     return reference, candidate
+
+
+def save_tensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> Path:
+    """Save tensors (moved to CPU, contiguous, dtype kept) into one safetensors file, atomically and with the
+    umask's mode (safetensors alone writes 0600); a failed write names the file (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, str(tmp))
+    return path

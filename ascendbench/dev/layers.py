@@ -5,7 +5,7 @@ to a package on a higher floor, and each pair of packages that import each other
 any. Floors, bottom first (a package imports only its own floor and those below):
 
 0. the package root, ``errors`` and ``backend_autoload`` (run by the root before anything imports torch)
-1. ``fileio``, ``compat``, ``progress``: plumbing
+1. ``fileio``, ``compat``, ``progress``, ``digits``: plumbing
 2. ``config``, ``precision``, ``devices``, ``metrics``, ``models``, ``patches``: the building blocks
 3. ``tasks``, ``bench``, ``compare``, ``verify``, ``env``, ``graph``: what runs on them
 4. ``baseline``: the CPU reference
@@ -25,7 +25,7 @@ from typing import Iterator
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("ascendbench", "errors", "backend_autoload"),
-    ("fileio", "compat", "progress"),
+    ("fileio", "compat", "progress", "digits"),
     ("config", "precision", "devices", "metrics", "models", "patches"),
     ("tasks", "bench", "compare", "verify", "env", "graph"),
     ("baseline",),

@@ -9,17 +9,8 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 from PIL import Image
-from safetensors.torch import save_file
 
-from ascendbench.fileio import atomic_path
-
-
-def save_tensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> Path:
-    """Save tensors (moved to CPU, contiguous, dtype kept) into one safetensors file, atomically and with the
-    umask's mode (safetensors alone writes 0600); a failed write names the file (:func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, str(tmp))
-    return path
+from ascendbench.compare.files import save_tensors  # noqa: F401  (the artifacts stage writes tensors with it)
 
 
 def to_uint8_images(batch: torch.Tensor) -> np.ndarray:

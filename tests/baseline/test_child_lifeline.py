@@ -17,7 +17,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from ascendbench.baseline import ReferenceQuery, get_or_compute, service
+from ascendbench.baseline import ReferenceQuery, get_or_compute, process
 from ascendbench.baseline.__main__ import PARENT_PID_ENV, watch_parent
 from ascendbench.baseline.store import BaselineStore
 from ascendbench.errors import BaselineError
@@ -118,7 +118,7 @@ def child_query(compose_cfg, tmp_path):
 
 def _replace_child(monkeypatch, script: str) -> None:
     real = subprocess.Popen
-    monkeypatch.setattr(service.subprocess, "Popen", lambda cmd, **kw: real([sys.executable, "-c", script], **kw))
+    monkeypatch.setattr(process.subprocess, "Popen", lambda cmd, **kw: real([sys.executable, "-c", script], **kw))
 
 
 def test_a_reference_process_killed_by_a_signal_is_reported_as_such(child_query, monkeypatch, tmp_path):

@@ -101,7 +101,8 @@ def test_local_errors_match_the_module_run_by_hand_in_float64(faulted: dict[str,
 
 
 def test_auto_replays_when_the_whole_model_reference_does_not_fit(compose_cfg, tmp_path, monkeypatch) -> None:
-    from ascendbench.job import planning, resources
+    from ascendbench.baseline import memory as resources  # the reference's memory guard
+    from ascendbench.job import planning
 
     from helpers.config import run_job
 
