@@ -178,8 +178,9 @@ def compute(request: Mapping[str, Any]) -> dict[str, Any]:
     memory["loaded_rss_mb"] = rss_mb()
     with patches_applied(reference_patches(cfg.model.get("patches")), loaded.module, "cpu") as patches, \
             reporting_progress(loaded.module, task, inputs):
-        run = run_reference(loaded.module, task, inputs, getattr(torch, request["precision"]), request.get("layers"),
-                            int(request.get("max_capture_bytes", 4 << 30)))
+        capture_limit = int(request.get("max_capture_bytes", 4 << 30))
+        run = run_reference(loaded.module, task, inputs, getattr(torch, request["precision"]),
+                            layers=request.get("layers"), max_capture_bytes=capture_limit)
     memory["peak_rss_mb"] = peak_rss_mb()
     store = BaselineStore(request["cache_dir"])
     meta = {"key": request["key"], "material": request["material"], "precision": request["precision"],
@@ -217,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     process = meta["process"]
-    log.info("reference written (%.1f s, torch_npu blocked: %s; resident memory: %.0f MB after imports, %.0f MB "
-             "loaded, %.0f MB peak)", meta["seconds"], process["torch_npu_blocked"], process["imports_rss_mb"],
-             process["loaded_rss_mb"], process["peak_rss_mb"])
+    resident = (f"{process['imports_rss_mb']:.0f} MB after imports, {process['loaded_rss_mb']:.0f} MB loaded, "
+                f"{process['peak_rss_mb']:.0f} MB peak")
+    log.info("reference written (%.1f s, torch_npu blocked: %s; resident memory: %s)", meta["seconds"],
+             process["torch_npu_blocked"], resident)
     return 0

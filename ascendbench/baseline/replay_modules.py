@@ -115,7 +115,8 @@ def module_specs(model: Any, patterns: list[str]) -> list[ModuleSpec]:
         class_path = f"{cls.__module__}.{cls.__qualname__}"
         sub = modules[name]
         count = sum(t.numel() for t in [*sub.parameters(), *sub.buffers()])
-        specs.append(ModuleSpec(name, component, path, class_path, _config(module), int(count)))
+        specs.append(ModuleSpec(name=name, component=component, path=path, class_path=class_path,
+                                config=_config(module), num_params=int(count)))
     return specs
 
 

@@ -44,8 +44,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one comparison and print its summary."""
     args = parser().parse_args(argv)
-    request = CompareRequest(args.reference, args.candidate, args.out, args.metric, args.dtype, args.atol,
-                             args.rtol, list(args.overrides), args.pictures)
+    request = CompareRequest(reference=args.reference, candidate=args.candidate, out=args.out, metric=args.metric,
+                             dtype=args.dtype, atol=args.atol, rtol=args.rtol, overrides=list(args.overrides),
+                             pictures=args.pictures)
     try:
         code, record = run_compare(request)
     except UnusableInput as exc:

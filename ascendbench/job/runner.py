@@ -153,5 +153,5 @@ def _fail(job: Job, exc: BaseException, reason: str) -> None:
     except OSError as log_exc:  # the disk that failed the job may not take the traceback either
         log_path = f"not written ({type(log_exc).__name__}: {log_exc})"
     where = _finish_quietly(writer, "failed", exc, reason)
-    log.error("job failed (%s, reason %s): %s\n  record: %s\n  full log with traceback: %s", type(exc).__name__,
-              reason, console_paragraph(exc), where, log_path)
+    log.error("job failed (%s, reason %s): %s\n  %s", type(exc).__name__, reason, console_paragraph(exc),
+              f"record: {where}\n  full log with traceback: {log_path}")

@@ -70,8 +70,8 @@ def run_ranks(cfg: Any, job_dir: Path, settings: ParallelSettings, weights_diges
     context = mp.start_processes(rank_module.rank_main, args=(request,), nprocs=settings.world_size, join=False,
                                  start_method="spawn")
     pids = [p.pid for p in context.processes]
-    log.info("%d ranks started (%s, %s, port %d): pids %s", settings.world_size, settings.mode, settings.backend,
-             settings.master_port, pids)
+    log.info("%d ranks started (%s): pids %s", settings.world_size,
+             f"{settings.mode}, {settings.backend}, port {settings.master_port}", pids)
     if on_start is not None:
         on_start(pids)
     try:

@@ -137,8 +137,8 @@ def join_group(rank: int, adapter: Any, settings: ParallelSettings) -> None:
                       WORLD_SIZE=str(settings.world_size), LOCAL_RANK=str(rank))
     dist.init_process_group(settings.backend, rank=rank, world_size=settings.world_size,
                             timeout=datetime.timedelta(seconds=settings.timeout_s))
-    log.info("rank %d of %d joined (%s at %s:%d)", rank, settings.world_size, settings.backend,
-             settings.master_addr, settings.master_port)
+    log.info("rank %d of %d joined (%s)", rank, settings.world_size,
+             f"{settings.backend} at {settings.master_addr}:{settings.master_port}")
 
 
 def _check_digest(rank: int, job: Job, expected: str | None) -> None:

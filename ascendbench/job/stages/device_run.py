@@ -58,8 +58,9 @@ class DeviceRunStage(Stage):
             log.info("device run on %s in %s ...", adapter.torch_device, job.precision.name)
             with MemoryDelta(adapter) as placement, capture_warnings() as caught:
                 call, result, bench = _place_and_measure(job)
-            job.placement = placement_check(PlacementInputs(job.model, result.first_outputs, adapter.torch_device,
-                                                            offloaded(job.task), caught.messages, adapter.name))
+            job.placement = placement_check(PlacementInputs(
+                model=job.model, outputs=result.first_outputs, device=adapter.torch_device,
+                offloaded=offloaded(job.task), messages=caught.messages, device_type=adapter.name))
             section = {"patches": {"device": applied}, "placement_check": job.placement,
                        "pipeline": pipeline_options(PipelineState(job.task, job.model, applied))}
             if job.cfg.profile.enabled:

@@ -106,7 +106,8 @@ class EvaluateStage(Stage):
             with patches_applied(cfg.model.get("patches"), twin, job.adapter.name, job.precision.name):
                 yield twin
 
-        ctx = CheckContext(job.model, job.adapter.torch_device, job.precision.dtype, job.inputs, job.outputs,
-                           job.weights, dict(job.precision.rules), control)
+        ctx = CheckContext(module=job.model, device=job.adapter.torch_device, dtype=job.precision.dtype,
+                           inputs=job.inputs, outputs=job.outputs, weights=job.weights,
+                           rules=dict(job.precision.rules), control=control)
         with patches_applied(job.cfg.model.get("patches"), job.model, job.adapter.name, job.precision.name):
             return job.task.checks(ctx)

@@ -47,8 +47,8 @@ UNPATCHED = [{"skipped": "the CPU reference runs the model's own (upstream) code
 
 
 def _query(job: Job, weights: dict[str, Any]) -> ReferenceQuery:
-    return ReferenceQuery(job.cfg, job.task, job.inputs or {}, job.precision.reference, weights, job.inputs_info,
-                          module=job.model, log_dir=job.dir)
+    return ReferenceQuery(cfg=job.cfg, task=job.task, inputs=job.inputs or {}, precision=job.precision.reference,
+                          weights=weights, inputs_info=job.inputs_info, module=job.model, log_dir=job.dir)
 
 
 def _auto(job: Job) -> bool:
@@ -70,8 +70,8 @@ def _workload(job: Job, weights: dict[str, Any] | None) -> dict[str, Any]:
     cfg = job.cfg
     sizes = job.task.sizes(cfg.preset) if job.task is not None else None
     inputs = {name: info.get("sha256") for name, info in job.inputs_info.items()} or None
-    return JobWorkload(str(cfg.model.name), OmegaConf.select(cfg, "model.task._target_"), sizes, int(cfg.seed),
-                       inputs, weights_identity(weights)).fields()
+    return JobWorkload(model=str(cfg.model.name), task=OmegaConf.select(cfg, "model.task._target_"), sizes=sizes,
+                       seed=int(cfg.seed), inputs_sha256=inputs, weights_digest=weights_identity(weights)).fields()
 
 
 def _allow(job: Job) -> list[str]:

@@ -81,7 +81,7 @@ def plan_section(job: Any, estimate: dict[str, Any] | None) -> bool:
     else:
         reason = WANTED
     plan = job.attempt("replay reference", lambda: plan_replay(job.model, job.task, job.inputs or {}, job.cfg,
-                                                               job.precision.dtype, free_host_bytes()))
+                                                               dtype=job.precision.dtype, available=free_host_bytes()))
     if not plan or "unavailable" in plan:
         job.add_plan({"memory": {"replay_reference": plan or {"unavailable": "see the problems"}}})
         return mode == "replay"
