@@ -95,7 +95,7 @@ def record_calls(job: Any, plan: ReplayPlan) -> CallRecorder:
     named = named_modules(module)
     log.info("replay capture run on %s (%d modules, calls %s) ...", adapter.torch_device, len(plan.specs),
              plan.settings["calls"])
-    with patches_applied(job.cfg.model.get("patches"), module, adapter.name):
+    with patches_applied(job.cfg.model.get("patches"), module, adapter.name, job.precision.name):
         # hooked after the patches, so that what a patch changes in a module's output is what is recorded
         recorder = CallRecorder({s.name: named[s.name] for s in plan.specs}, plan.settings["calls"],
                                 int(plan.settings["max_capture_mb"] * (1 << 20)))

@@ -104,7 +104,7 @@ def _run_rank(rank: int, request: RankRequest, ranks: Path) -> None:
                         _phase_timer(job))
     synced = synchronized(call, job.adapter)
     compiled = compile_model(job.model, job.adapter.name, cfg.device)  # device.compile on every rank alike
-    with patches_applied(cfg.model.get("patches"), job.model, job.adapter.name) as applied:
+    with patches_applied(cfg.model.get("patches"), job.model, job.adapter.name, job.precision.name) as applied:
         if compiled is not None:
             compiled["first_call_ms"] = first_call(synced, job.adapter)
         result, bench = measure(synced, job.adapter, rank_bench(cfg.bench), workload)
