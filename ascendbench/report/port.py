@@ -19,8 +19,9 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from ascendbench.fileio import read_regular
 from ascendbench.job.summary import summary_lines
-from ascendbench.report.fmt import get, link, num, short, table, text
+from ascendbench.report.fmt import get, link, md_escape, num, short, table, text
 from ascendbench.report.html import html_document
 from ascendbench.report.plots import safe_name
 from ascendbench.report.seedlayer import PROFILES, task_of
@@ -82,6 +83,12 @@ def commands(rows: Rows) -> list[str]:
     return found
 
 
+def code_item(line: str) -> str:
+    """A list item showing ``line`` as code; a line holding a backtick (record text could close the code span
+    and let the rest through as Markdown) is Markdown-escaped text instead."""
+    return f"- {md_escape(line)}" if "`" in line else f"- `{line}`"
+
+
 def reproduce(rows: Rows, sources: Sequence[str], lang: str) -> str:
     """The exact commands (a code block), then the report's own command."""
     lines = commands(rows)
@@ -89,18 +96,18 @@ def reproduce(rows: Rows, sources: Sequence[str], lang: str) -> str:
     if not lines:
         return ("The records' job directories hold no `.hydra/overrides.yaml`, so the commands are not known; "
                 f"the resolved config of each job is in its record.json. Report: `{report}`")
-    return "\n".join(f"- `{line}`" for line in lines + [report])
+    return "\n".join(code_item(line) for line in lines + [report])
 
 
 def smoke(rows: Rows, base_dir: Path) -> str:
     """The first job's end-of-job summary, rebuilt from its record."""
     first = min(rows, key=lambda r: str(get(r, "timing.started_at") or ""))
     try:
-        record = json.loads(Path(str(first["record"])).read_text())
+        record = json.loads(read_regular(Path(str(first["record"]))))  # a regular file only: never a FIFO
     except (OSError, ValueError):
         return f"The first record ({link('record', first['record'], base_dir)}) cannot be read again."
     lines = [line for line in summary_lines(record, Path(str(first["record"])).name) if not line.startswith("record")]
-    return "\n".join(f"- `{line}`" for line in lines) + "\n- " + link("record", first["record"], base_dir)
+    return "\n".join(code_item(line) for line in lines) + "\n- " + link("record", first["record"], base_dir)
 
 
 def layouts(rows: Rows, lang: str, base_dir: Path, performance: bool) -> str:

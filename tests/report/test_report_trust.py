@@ -143,3 +143,14 @@ def test_a_fifo_planted_as_a_record_is_a_broken_row_not_a_hang(write_record, tmp
                            str(tmp_path / "reports"), "--no-plots"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "1 broken" in done.stdout and "not a regular file" in (tmp_path / "reports" / "report.md").read_text()
+
+
+def test_a_backtick_in_record_text_cannot_close_the_port_reports_code_items():
+    """Commands and log lines are shown as code items; record text with a backtick would end the code span and
+    let a tag or a picture through, so such a line is Markdown-escaped text instead."""
+    from ascendbench.report.port import code_item
+
+    plain = code_item("python -m ascendbench model=x")
+    hostile = code_item("model.source=`x` <script>alert(1)</script> ![p](/etc/passwd)")
+    assert plain == "- `python -m ascendbench model=x`"
+    assert "\\<script>" in hostile and "!\\[p\\]" in hostile and "\\`x\\`" in hostile  # inert: escaped
