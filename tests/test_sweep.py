@@ -125,7 +125,7 @@ def test_multirun_summary_report_and_resume(tmp_path):
 
     assert report_main([str(sweep), "--out", str(tmp_path / "reports"), "--no-plots"]) == 0
     text = (tmp_path / "reports" / "report.md").read_text()
-    accuracy = text.split("## Accuracy", 1)[1].split("## Accuracy per resolution", 1)[0]
+    accuracy = text.split("\n## Accuracy\n", 1)[1].split("\n## ", 1)[0]  # the section alone, up to the next one
     assert accuracy.count("/record.json)") == 4
     assert "| not recommended | bfloat16 †" in text, "bfloat16 fails mean_rel_err on the tiny model"
 

@@ -49,7 +49,8 @@ IGNORED = ("seed", "dry_run", "fail_on", "objective", "resume", "artifacts", "pr
 # in these are variants of each other; jobs differing in any other setting (baseline.enabled: a perf-only run,
 # baseline.reference, model.expect_digest, metric options ...) are not A/B-compared at all.
 VARIANT_KEYS = ("model.patches", "model.task.cpu_offload", "model.task.vae", "model.task.attention_backend",
-                "model.compile", "device.allow_hf32", "device.jit_compile", "device.compile", "device.env")
+                "model.compile", "device.allow_hf32", "device.jit_compile", "device.compile", "device.env",
+                "device.world_size", "device.parallel", "device.dist")  # ranks: one workload over 1..N cards
 # Settings that neither split a workload nor make a variant: the timing budget and what is drawn or written.
 NEUTRAL = ("bench", "preset.warmup", "preset.iters", "preset.min_iters", "preset.max_iters", "preset.min_time_s",
            "preset.max_time_s", "preset.stability", "compare.visual", "compare.csv", "tracking")

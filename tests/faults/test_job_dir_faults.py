@@ -174,7 +174,7 @@ def test_crash_disk_full_mid_job_leaves_no_running_record_and_one_paragraph(app,
 
 def test_message_disk_full_saving_tensors_names_the_file_and_drops_the_verdict(app, fast, tmp_path, monkeypatch,
                                                                               record_of):
-    import ascendbench.job.artifacts as artifacts
+    import ascendbench.compare.files as artifacts  # save_tensors writes through its save_file
 
     from seams import safetensors_disk_full
 

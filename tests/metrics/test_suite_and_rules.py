@@ -86,8 +86,19 @@ def test_rules_and_verdicts():
         merge_rules({"cosine": {"min": "high"}})
 
 
-def test_duplicate_metric_names_across_evaluators_are_refused():
+def test_a_metric_name_another_evaluator_produced_is_kept_under_the_evaluator_key():
     suite = MetricSuite("dup", {"a": RegressionEvaluator(), "b": RegressionEvaluator()})
+    ref, dev = _image_pair()
+    entries = suite.evaluate(ref, dev, {}, atol=1e-5, rtol=1e-3)
+    assert "mean_rel_err" in entries and "b.mean_rel_err" in entries
+    assert entries["b.mean_rel_err"]["value"] == entries["mean_rel_err"]["value"]
+
+
+def test_a_prefixed_name_that_still_clashes_is_refused():
+    from ascendbench.metrics import FunctionEvaluator
+
+    squatter = FunctionEvaluator(name="x", function="torch.nn.functional.l1_loss", metric="b.mean_rel_err")
+    suite = MetricSuite("dup", {"x": squatter, "a": RegressionEvaluator(), "b": RegressionEvaluator()})
     ref, dev = _image_pair()
     with pytest.raises(MetricError, match="already produced"):
         suite.evaluate(ref, dev, {}, atol=1e-5, rtol=1e-3)
