@@ -19,6 +19,9 @@ help: ## list the targets
 # to the host's torch by a constraint, so it never installs a torch of its own over it (it fails instead, naming
 # the package that wanted another torch).
 HOST_TORCH_CONSTRAINT := $(VENV)/host-torch-constraint.txt
+# setuptools' one notice for an editable install through its import finder (the finder is what maps
+# ascendbench.conf onto the top-level conf/): informational, filtered by its message in the build backend.
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(if $(TORCH_SPEC),,--system-site-packages) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -28,7 +31,7 @@ $(VENV)/.installed: pyproject.toml
 	for this python first)"; exit 2; }; \
 	$(PY) -c 'import torch; print("torch==" + torch.__version__)' > $(HOST_TORCH_CONSTRAINT); \
 	echo "install: keeping the host's $$(cat $(HOST_TORCH_CONSTRAINT))"; fi
-	$(PY) -m pip install -q -e . $(if $(TORCH_SPEC),,-c $(HOST_TORCH_CONSTRAINT))
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e . $(if $(TORCH_SPEC),,-c $(HOST_TORCH_CONSTRAINT))
 	@# An Ascend host (npu-smi or a sourced CANN): the torch_npu wheel built for its torch and CANN, torch left alone
 	@if command -v npu-smi >/dev/null 2>&1 || [ -n "$$ASCEND_HOME_PATH" ]; then \
 	  spec=$$($(PY) ascendbench/verify/npu_wheels.py --spec) && $(PY) -m pip install -q --no-deps "$$spec" \
@@ -36,7 +39,7 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[dev]' $(if $(TORCH_SPEC),,-c $(HOST_TORCH_CONSTRAINT))
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e '.[dev]' $(if $(TORCH_SPEC),,-c $(HOST_TORCH_CONSTRAINT))
 	@touch $@
 
 install: $(VENV)/.installed ## create .venv if missing and install ascendbench into it
