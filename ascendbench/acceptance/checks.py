@@ -155,7 +155,10 @@ def check_timing(suite: Suite) -> list[Check]:
     adapter, op = _gemm(suite)
     for _ in range(10):
         op()
-    budget = BenchBudget(warmup=1, min_iters=ROUND_ITERS, max_iters=ROUND_ITERS, max_time_s=120.0)
+    # the seeds' fixed protocol: exactly the plain loop's one warm-up and its calls (an adaptive warm-up would
+    # give the harness more warm-up calls than the plain loop, a bias toward the harness on a loaded host)
+    budget = BenchBudget(warmup=1, min_iters=ROUND_ITERS, max_iters=ROUND_ITERS,
+                         max_time_s=120.0, protocol="fixed")
     harness = lambda: run_bench(op, adapter, budget, noise_threshold=float("inf")).latency.median_ms  # noqa: E731
     threads = torch.get_num_threads()
     if suite.device == "cpu":  # one thread: a CPU GEMM whose threads wait on each other on a shared host is noise
