@@ -258,13 +258,19 @@ def by_blocks(old: Sequence[float], new: Sequence[float], rule: LatencyRule) -> 
     if min(len(old), len(new)) >= 2 * MIN_BLOCKS:
         longer = welch_shift(merged_pairs(old), merged_pairs(new))
         shift, p = max((shift, p), longer, key=lambda found: found[1])
-    effect = f"{shift.text()}, {p_text(p)}, {BLOCK_TEST}, blocks={len(old)}/{len(new)}"
+    return _decide(BLOCK_TEST, f"blocks={len(old)}/{len(new)}", (shift, p), rule)
+
+
+def _decide(method: str, sizes: str, found: tuple[Any, float], rule: LatencyRule) -> Decision:
+    """A regression when the shift is significant (``p < alpha``) and larger than ``min_effect``."""
+    shift, p = found
+    effect = f"{shift.text()}, {p_text(p)}, {method}, {sizes}"
     if p >= rule.alpha:
-        return Decision(False, BLOCK_TEST, effect, f"not significant: p >= alpha {rule.alpha:g}")
+        return Decision(False, method, effect, f"not significant: p >= alpha {rule.alpha:g}")
     if shift.estimate <= rule.min_effect:
-        return Decision(False, BLOCK_TEST, effect, f"significant, but the shift is within the minimum effect "
-                                                   f"{rule.min_effect:.1%}")
-    return Decision(True, BLOCK_TEST, effect, f"p < alpha {rule.alpha:g} and shift > {rule.min_effect:.1%}")
+        return Decision(False, method, effect, f"significant, but the shift is within the minimum effect "
+                                               f"{rule.min_effect:.1%}")
+    return Decision(True, method, effect, f"p < alpha {rule.alpha:g} and shift > {rule.min_effect:.1%}")
 
 
 def _why_no_test(old: Latency, new: Latency, rule: LatencyRule) -> str | None:
@@ -290,14 +296,8 @@ def _noted(decision: Decision, notes: list[str]) -> Decision:
 
 def by_test(old: Sequence[float], new: Sequence[float], rule: LatencyRule) -> Decision:
     """Mann-Whitney U (one-sided) plus the Hodges-Lehmann shift against ``min_effect``."""
-    p, shift = mann_whitney_p(old, new), hodges_lehmann_shift(old, new)
-    effect = f"{shift.text()}, {p_text(p)}, {TEST_NAME}, n={len(old)}/{len(new)}"
-    if p >= rule.alpha:
-        return Decision(False, TEST_NAME, effect, f"not significant: p >= alpha {rule.alpha:g}")
-    if shift.estimate <= rule.min_effect:
-        return Decision(False, TEST_NAME, effect, f"significant, but the shift is within the minimum effect "
-                                                  f"{rule.min_effect:.1%}")
-    return Decision(True, TEST_NAME, effect, f"p < alpha {rule.alpha:g} and shift > {rule.min_effect:.1%}")
+    found = (hodges_lehmann_shift(old, new), mann_whitney_p(old, new))
+    return _decide(TEST_NAME, f"n={len(old)}/{len(new)}", found, rule)
 
 
 def by_ci_overlap(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
