@@ -35,8 +35,12 @@ def matmul_op(adapter: DeviceAdapter, target_ms: float) -> tuple[Callable[[], to
         n = int(n * 1.25) // 8 * 8 + 8
 
 
-def synced_perf_counter_median_ms(op: Callable[[], object], adapter: DeviceAdapter, iters: int) -> float:
-    """The plain reference loop: synchronize, perf_counter, call, synchronize, perf_counter."""
+def synced_perf_counter_median_ms(op: Callable[[], object], adapter: DeviceAdapter, iters: int,
+                                  untimed: int = 0) -> float:
+    """The plain reference loop: synchronize, perf_counter, call, synchronize, perf_counter; after ``untimed``
+    calls (to match the untimed calls of the method it is compared with)."""
+    for _ in range(untimed):
+        op()
     samples = []
     for _ in range(iters):
         adapter.synchronize()

@@ -44,7 +44,7 @@ def test_usage_errors_exit_2(capsys):
 
 
 def test_timing_fails_when_the_harness_disagrees_with_the_plain_loop(monkeypatch, tmp_path):
-    monkeypatch.setattr(checks, "plain_loops", lambda adapter, op, iters: {"host_ms": 1e3, "event_ms": None})
+    monkeypatch.setattr(checks, "plain_loops", lambda adapter, op, iters, untimed=0: {"host_ms": 1e3, "event_ms": None})
     found = checks.check_timing(Suite("cpu", tmp_path))
     assert found[0].status == "FAIL" and found[1].status == "SKIP"
 
@@ -177,3 +177,32 @@ def test_interleaved_rounds_cancel_a_background_load_and_still_catch_a_slow_harn
     found = checks._ratio_check("timing (host clock)", checks.timing_rounds(*_loaded_methods(1.05), 25)["host"],
                                 "plain host-clock loop", "")
     assert found.status == "FAIL" and "= 1.050 (median of 25 interleaved rounds" in found.figure
+
+
+def test_the_plain_loop_gets_as_many_untimed_calls_as_the_harness(monkeypatch, tmp_path):
+    """Each round, both methods call the op the same number of times before and while timing: a method with
+    one warm-up call fewer runs on colder caches when other processes share the host (a 2-3 % bias)."""
+    adapter, op = checks._gemm(Suite("cpu", tmp_path))
+    counts, current = {"harness": 0, "plain": 0}, ["setup"]
+
+    def counted():
+        if current[0] in counts:
+            counts[current[0]] += 1
+        return op()
+
+    monkeypatch.setattr(checks, "_gemm", lambda suite: (adapter, counted))
+    monkeypatch.setattr(checks, "TIMING_ROUNDS", 3)
+    real_rounds = checks.timing_rounds
+
+    def tagged(harness, plain, rounds):
+        def run(name, method):
+            current[0] = name
+            try:
+                return method()
+            finally:
+                current[0] = "setup"
+        return real_rounds(lambda: run("harness", harness), lambda: run("plain", plain), rounds)
+
+    monkeypatch.setattr(checks, "timing_rounds", tagged)
+    checks.check_timing(Suite("cpu", tmp_path))
+    assert counts["harness"] == counts["plain"] == 3 * (1 + 1 + checks.ROUND_ITERS)  # cold + warm-up + timed
