@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
@@ -192,6 +193,7 @@ def test_the_plain_loop_gets_as_many_untimed_calls_as_the_harness(monkeypatch, t
 
     monkeypatch.setattr(checks, "_gemm", lambda suite: (adapter, counted))
     monkeypatch.setattr(checks, "TIMING_ROUNDS", 3)
+    monkeypatch.setattr(checks, "MAX_ROUNDS", 3)
     real_rounds = checks.timing_rounds
 
     def tagged(harness, plain, rounds):
@@ -206,3 +208,29 @@ def test_the_plain_loop_gets_as_many_untimed_calls_as_the_harness(monkeypatch, t
     monkeypatch.setattr(checks, "timing_rounds", tagged)
     checks.check_timing(Suite("cpu", tmp_path))
     assert counts["harness"] == counts["plain"] == 3 * (1 + 1 + checks.ROUND_ITERS)  # cold + warm-up + timed
+
+
+def _noisy_methods(bias: float, spread: float, seed: int = 1):
+    """A harness ``bias`` times the plain loop, each call's time scattered by a log-normal host load."""
+    rng = random.Random(seed)
+    return (lambda: bias * rng.lognormvariate(0.0, spread)), (lambda: {"host_ms": rng.lognormvariate(0.0, spread)})
+
+
+def test_rounds_continue_until_the_median_ratio_is_settled_inside_or_outside_the_band():
+    """On a noisy host 151 rounds leave the median +-2 % to chance: the check runs more rounds until the median's
+    95 % interval lies inside the band (PASS) or outside it (FAIL), at most MAX_ROUNDS."""
+    noisy = checks.settled_rounds(*_noisy_methods(1.0, 0.1))["host"]
+    assert checks.TIMING_ROUNDS < len(noisy) <= checks.MAX_ROUNDS
+    low, high = checks.median_interval(noisy)
+    assert checks.FIDELITY[0] <= low and high <= checks.FIDELITY[1]
+    quiet = checks.settled_rounds(*_noisy_methods(1.0, 0.01))["host"]
+    assert len(quiet) == checks.TIMING_ROUNDS  # a quiet host settles in the first rounds
+    slow = checks.settled_rounds(*_noisy_methods(1.06, 0.1))["host"]
+    assert len(slow) < len(noisy)  # clearly outside the band: settled early
+    assert checks._ratio_check("t", slow, "plain", "").status == "FAIL" and checks.median_interval(slow)[0] > 1.02
+
+
+def test_rounds_stop_at_the_time_limit_on_a_host_too_noisy_to_settle():
+    ticks = iter(range(0, 10_000, 100))
+    ratios = checks.settled_rounds(*_noisy_methods(1.0, 3.0), clock=lambda: float(next(ticks)))["host"]
+    assert len(ratios) == checks.TIMING_ROUNDS + checks.MORE_ROUNDS  # the second check of the clock is past 120 s
