@@ -69,7 +69,7 @@ def backfill_file(path: Path, render_for: Callable[[Path], Mapping[str, str] | C
     Raises:
         ReportError: the file does not exist or holds no ascendbench marker.
     """
-    path = Path(path)
+    path = Path(path).resolve()  # a README that is a link is filled where it lives; the link stays a link
     if not path.is_file():
         raise ReportError(f"README to back-fill {str(path)!r} does not exist. Pass an existing Markdown file: "
                           "`make report README=path/to/README.md`.")

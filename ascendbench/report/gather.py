@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -23,6 +25,8 @@ from ascendbench.job.record import RECORD_NAME
 from ascendbench.report.fmt import present
 from ascendbench.report.hidden import hidden_fields
 from ascendbench.report.profile import profile_fields
+
+log = logging.getLogger(__name__)
 
 # Row order of every table: sweep order (presets mini, balanced, quality; then batch, size, dtype), the
 # record path as a tie-breaker. Values not in an order table follow it, alphabetically.
@@ -46,6 +50,10 @@ CONFIG_COLUMN = "config"
 def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[Path]:
     """Every ``record.json`` under the given directories (or the given files), sorted, no duplicates.
 
+    A ``record.json`` found in a directory is data: one that is a link to a file outside that directory (planted
+    by whoever can write there, pointing at a file of the user running the report) is left out with a warning,
+    never read, tabled or uploaded. A record file named on the command line is the user's own choice and read.
+
     Args:
         paths: directories searched recursively, or record files.
         missing_ok: skip paths that do not exist (the defaults ``outputs/``, ``multirun/``).
@@ -59,13 +67,26 @@ def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[
         if path.is_file():
             found.add(path.resolve())
         elif path.is_dir():
-            found.update(p.resolve() for p in path.rglob(RECORD_NAME))
+            found.update(_confined_records(path))
         elif not missing_ok:
             raise ReportError(
                 f"report path {str(path)!r} does not exist. Pass directories that hold job outputs "
                 "(e.g. `outputs multirun`) or record.json files: `python -m ascendbench.report PATH...`."
             )
     return sorted(found)
+
+
+def _confined_records(folder: Path) -> list[Path]:
+    """The ``record.json`` files under ``folder`` whose real path stays inside it (links resolved)."""
+    root, kept = folder.resolve(), []
+    for path in folder.rglob(RECORD_NAME):
+        real = path.resolve()
+        if real.is_relative_to(root):
+            kept.append(real)
+        else:
+            log.warning("left out %s: it is a link to %s, outside %s (a record is read only from inside the "
+                        "directory it was found in; pass the file itself to read it)", path, real, folder)
+    return kept
 
 
 def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
@@ -105,7 +126,23 @@ def malformed(record: Any) -> str | None:
         wrong.insert(0, f"'status' is a {type(record['status']).__name__}")
     if wrong:
         return "malformed record: " + ", ".join(wrong) + " (expected a string status and JSON objects)"
-    return None
+    return _odd_identity(record.get("job") or {})
+
+
+# What tells jobs apart lands in headings, file names, filters and table rows: the words this tool writes there
+# (config group names, dtypes, ``npu:0``, task classes) use only these characters; anything else is not a record
+# this tool wrote, and is refused before it can become a Markdown heading or an HTML tag.
+IDENTITY_FIELDS = ("model", "device", "device_requested", "dtype", "dtype_requested", "preset", "task")
+_IDENTITY = re.compile(r"[A-Za-z0-9_.:/+@=,-]{1,200}")
+
+
+def _odd_identity(job: Mapping[str, Any]) -> str | None:
+    odd = [key for key in IDENTITY_FIELDS
+           if job.get(key) is not None and not (isinstance(job[key], str) and _IDENTITY.fullmatch(job[key]))]
+    if not odd:
+        return None
+    return (f"malformed record: job.{', job.'.join(odd)} holds characters no name written by ascendbench has "
+            "(allowed: letters, digits and _ . : / + @ = , -; at most 200)")
 
 
 def _broken(path: Path, reason: str) -> dict[str, Any]:

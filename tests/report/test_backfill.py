@@ -72,3 +72,16 @@ def test_backfill_needs_an_existing_file_with_markers(tmp_path):
     plain.write_text("# nothing to fill\n")
     with pytest.raises(ReportError, match="holds no ascendbench marker"):
         backfill_file(plain, lambda base: lambda name: "")
+
+
+def test_a_readme_that_is_a_link_is_filled_where_it_lives_and_stays_a_link(tmp_path):
+    """The atomic rewrite replaces a file by rename: done at the link's path it would turn the user's link into
+    a regular copy and leave the file it pointed at unfilled."""
+    target = tmp_path / "repo" / "README.md"
+    target.parent.mkdir()
+    target.write_text(README)
+    link = tmp_path / "README.md"
+    link.symlink_to(target)
+    backfill_file(link, lambda base: lambda name: f"filled {name} from {base.name}")
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert "filled accuracy from repo" in target.read_text() and "Intro stays." in target.read_text()

@@ -79,3 +79,22 @@ def test_the_sweep_summary_counts_computed_and_cached_references():
     frame = pd.DataFrame({"baseline.computed": [True, False, False], "baseline.cache_hit": [False, True, True]})
     assert references_line(frame) == " CPU references: 1 computed, 2 from the cache."
     assert references_line(pd.DataFrame({"status": ["ok"]})) == "", "no reference section: no line"
+
+
+def test_a_record_linked_from_outside_the_directory_is_left_out(tmp_path, caplog):
+    """A ``record.json`` planted as a link to a file elsewhere (another user's private file, say) is never read
+    from a directory scan; a link to a record inside the directory is read once; the file named itself is read."""
+    outside = tmp_path / "private" / "record.json"
+    outside.parent.mkdir()
+    outside.write_text(json.dumps({"status": "ok", "secret": "x"}))
+    shared = tmp_path / "shared"
+    (shared / "job" / "evil").mkdir(parents=True)
+    (shared / "job" / "record.json").write_text(json.dumps({"status": "ok"}))
+    (shared / "job" / "evil" / "record.json").symlink_to(outside)
+    (shared / "again").mkdir()
+    (shared / "again" / "record.json").symlink_to(shared / "job" / "record.json")
+    with caplog.at_level("WARNING", logger="ascendbench.report.gather"):
+        found = find_records([shared])
+    assert found == [(shared / "job" / "record.json").resolve()]
+    assert "outside" in caplog.text and str(outside) in caplog.text
+    assert find_records([shared / "job" / "evil" / "record.json"]) == [outside.resolve()]
