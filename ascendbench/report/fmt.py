@@ -55,7 +55,8 @@ def judged(row: Mapping[str, Any], prefix: str, metric: str) -> tuple[str, str |
     if entry["value"] is None:
         return MISSING, entry["verdict"], MISSING
     rule = judged_rule(metric, entry) if entry["rule"] is not None or entry["threshold"] is not None else MISSING
-    return judged_value(metric, entry), entry["verdict"], rule
+    verdict = entry["verdict"] if entry["verdict"] is None else md_escape(entry["verdict"])
+    return md_escape(judged_value(metric, entry)), verdict, md_escape(rule)  # record text: inert in Markdown
 
 
 _MD_ACTIVE = re.compile(r"[\\`*\[\]]|<(?=[A-Za-z/!?])")  # links, images, code, bold, an HTML tag or comment

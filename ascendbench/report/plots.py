@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -21,8 +22,12 @@ def _pyplot():
 
 
 def safe_name(text: str) -> str:
-    """A file-name-safe version of ``text``."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).strip("_") or "model"
+    """A file-name-safe version of ``text``: itself when it is one, else its safe characters (at most 60) and a
+    digest of the whole text, so that a long name still fits a file system and two names never share a file."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).strip("_") or "model"
+    if safe == str(text) and len(safe) <= 80 and not safe.startswith("."):
+        return safe
+    return f"{safe[:60]}_{hashlib.sha256(str(text).encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
 
 
 def _pixels(row: Mapping[str, Any]) -> float:

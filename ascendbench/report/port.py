@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from ascendbench.fileio import read_regular
+from ascendbench.fileio import read_regular, write_atomic
 from ascendbench.job.summary import summary_lines
 from ascendbench.report.fmt import get, link, md_escape, num, short, table, text
 from ascendbench.report.html import html_document
@@ -45,7 +45,7 @@ def overview(rows: Rows, all_rows: Rows) -> str:
     row = rows[-1]
     config = _config(row)
     loader = (config.get("model") or {}).get("loader") or {}
-    items = [("model", text(get(row, "job.model"))), ("task", task_of(row)),
+    items = [("model", text(get(row, "job.model"))), ("task", text(task_of(row))),
              ("architecture", text(loader.get("class_path") or loader.get("_target_"))),
              ("parameters", num(get(row, "weights.num_params"))),
              ("weights", f"{text(get(row, 'weights.kind'))} {text(get(row, 'weights.source') or '')}".strip()),
@@ -199,8 +199,8 @@ def port_markdown(model: str, ok: Rows, failed: Rows, context: Mapping[str, Any]
                 "performance": layouts(ok, lang, base_dir, performance=True),
                 "issues": "\n".join(f"- {i}" for i in known_issues(ok, failed)),
                 "limits": "\n".join(f"- {n}" for n in limitations(ok))}
-    head = f"# {model}\n\n" + (f"{len(ok)} ok record(s), {len(failed)} failed; every fact below is read from a "
-                               "record.json or its job directory.")
+    head = f"# {md_escape(model)}\n\n" + (f"{len(ok)} ok record(s), {len(failed)} failed; every fact below is read "
+                                          "from a record.json or its job directory.")
     return head + "\n\n" + "\n\n".join(f"## {_title(k, lang)}\n\n{v}" for k, v in sections.items()) + "\n"
 
 
@@ -215,9 +215,8 @@ def write_port(report: Any, out_dir: Path) -> list[Path]:
         ok = [r for r in report.rows if get(r, "job.model") == model]
         failed = [r for r in rows if get(r, "job.model") == model and get(r, "status") == "failed"]
         markdown = port_markdown(model, ok, failed, context)
-        md = port_dir / f"{safe_name(model)}.md"
-        md.write_text(markdown)
+        md = write_atomic(port_dir / f"{safe_name(model)}.md", markdown)  # whole or not at all, as every report file
         page = html_document(markdown, port_dir, report.settings.html.embed_max_mb, report.settings.html.embed_total_mb)
-        (port_dir / f"{safe_name(model)}.html").write_text(page, encoding="utf-8")
+        write_atomic(port_dir / f"{safe_name(model)}.html", page)
         written += [md, port_dir / f"{safe_name(model)}.html"]
     return written

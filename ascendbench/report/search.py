@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import pandas as pd
 import yaml
 
+from ascendbench.fileio import write_atomic
 from ascendbench.job.objective import objective_value
 from ascendbench.report.fmt import link, num
 
@@ -100,5 +101,5 @@ def append_search(frame: pd.DataFrame, md_path: Path, objective: str, fail_on: s
     """Append the best-trial section to ``md_path`` (the sweep's ``summary.md``); return :func:`best_line`."""
     found = trials(frame, objective, fail_on)
     md_path = Path(md_path)
-    md_path.write_text(md_path.read_text() + "\n" + search_markdown(found, objective, md_path.parent))
+    write_atomic(md_path, md_path.read_text() + "\n" + search_markdown(found, objective, md_path.parent))
     return best_line(found, objective)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ascendbench.digits import judged_value
-from ascendbench.report.fmt import MISSING, entry_of, get, link, num, size_label, table, text, times
+from ascendbench.report.fmt import MISSING, entry_of, get, link, md_escape, num, size_label, table, text, times
 from ascendbench.report.meaning import primary_output, section_metric
 from ascendbench.report.performance import median_ms
 from ascendbench.report.select import accuracy_rows, latest_per_workload
@@ -62,7 +62,7 @@ def rules_note(rows: Rows, names: Sequence[str], lang: str) -> str | None:
             rule = get(row, f"metrics.{name}.rule")
             if rule is not None and name not in seen:
                 source = get(row, f"metrics.{name}.source")
-                seen[name] = f"{name} {rule}" + (f" ({source})" if source else "")
+                seen[name] = f"{text(name)} {text(rule)}" + (f" ({text(source)})" if source else "")
     return f"{word('rules', lang)}: " + "; ".join(seen.values()) if seen else None
 
 
@@ -74,7 +74,7 @@ def _accelerator_first(rows: Rows) -> list[Mapping[str, Any]]:
 
 
 def _device(row: Mapping[str, Any]) -> str:
-    return str(get(row, "job.device") or MISSING).upper()
+    return md_escape(str(get(row, "job.device") or MISSING).upper())
 
 
 # -- FLUX.2 seed ---------------------------------------------------------------------------------------------
@@ -117,9 +117,9 @@ def flux2_performance(rows: Rows, lang: str, base_dir: Path) -> str | None:
              num(get(r, "bench.latency.mean_ms")), num(get(r, "bench.latency.p90_ms")),
              num(get(r, "bench.throughput.value")), num(_memory_mb(r))]
             for r in timed]
-    notes = [f"{word('device', lang)}: {', '.join(sorted(d.upper() for d in devices))}; Mem: "
+    notes = [f"{word('device', lang)}: {', '.join(sorted(md_escape(d.upper()) for d in devices))}; Mem: "
              + ("peak_allocated_mb" if any(get(r, "bench.memory.peak_allocated_mb") for r in timed) else "peak_rss_mb")
-             + (f" ({get(timed[0], 'bench.memory.scope')})" if get(timed[0], "bench.memory.scope") else ""),
+             + (f" ({text(get(timed[0], 'bench.memory.scope'))})" if get(timed[0], "bench.memory.scope") else ""),
              links_note(timed, base_dir, lang)]
     return table(headers, body) + "\n\n" + "\n".join(f"- {n}" for n in notes)
 

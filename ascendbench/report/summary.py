@@ -8,6 +8,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ascendbench.bench.summary import stop_cell  # why the timed loop stopped, with the CI reached
+from ascendbench.fileio import write_atomic
 from ascendbench.report.fmt import get, judged, link, num, short, size_label, table, text
 from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN, records_frame
 from ascendbench.report.performance import median_ms, throughput_cell
@@ -80,6 +81,7 @@ def write_summary(sweep_dir: Path) -> tuple[pd.DataFrame, Path, Path]:
     frame = records_frame([sweep_dir], missing_ok=True)
     csv_path, md_path = sweep_dir / SUMMARY_CSV, sweep_dir / SUMMARY_MD
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    frame.drop(columns=[CONFIG_COLUMN], errors="ignore").to_csv(csv_path, index=False)  # configs stay in records
-    md_path.write_text(summary_markdown(frame, sweep_dir))
+    # configs stay in records; each file whole or not at all
+    write_atomic(csv_path, frame.drop(columns=[CONFIG_COLUMN], errors="ignore").to_csv(index=False))
+    write_atomic(md_path, summary_markdown(frame, sweep_dir))
     return frame, csv_path, md_path

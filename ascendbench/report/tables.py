@@ -46,7 +46,7 @@ def weights_label(row: Mapping[str, Any]) -> str:
     if kind is None:
         return MISSING
     digest = get(row, "weights.digest")
-    return f"{kind} {str(digest)[:19]}…" if digest else str(kind)
+    return f"{text(kind)} {text(str(digest)[:19])}…" if digest else text(kind)
 
 
 def machines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -104,7 +104,7 @@ def metric_cell(row: Mapping[str, Any], name: str) -> str:
     """Value, then verdict and rule when judged; skipped/missing said so; random-init marked."""
     skipped = get(row, f"metrics.{name}.skipped")
     if skipped is not None:
-        return f"skipped: {skipped}"
+        return f"skipped: {text(skipped)}"
     value = get(row, f"metrics.{name}.value")
     if value is None:
         return "no baseline" if get(row, "baseline.skipped") is not None else MISSING
@@ -118,7 +118,7 @@ def reference_cell(row: Mapping[str, Any]) -> str:
     """The CPU reference precision, a saved reference's origin (``baseline.source``), or why there was none."""
     skipped = get(row, "baseline.skipped")
     if skipped is not None:
-        return f"skipped: {skipped}"
+        return f"skipped: {text(skipped)}"
     if get(row, "baseline.source.kind") == "tensors":
         return f"saved file {text(get(row, 'baseline.source.tensors'))}"
     if get(row, "baseline.source.kind") is not None:
@@ -131,7 +131,7 @@ def verdict_cell(row: Mapping[str, Any]) -> str:
     """The job's overall verdict, or why it has none."""
     verdict = get(row, "verdict")
     if verdict:
-        return f"{verdict} {RANDOM_MARK}" if random_init(row) else str(verdict)
+        return f"{text(verdict)} {RANDOM_MARK}" if random_init(row) else text(verdict)
     if get(row, "baseline.skipped") is not None:
         return "not judged (baseline skipped)"
     return MISSING
@@ -261,7 +261,7 @@ def failures_table(frame: pd.DataFrame, base_dir: Path) -> str:
         status = text(get(row, "status")) + (" (dry run)" if get(row, "run") == DRY_RUN else "")
         body.append([status, text(get(row, "job.model")), text(get(row, "job.device")),
                      text(get(row, "job.dtype")), text(get(row, "job.preset")), size_label(row),
-                     f"{error} ({reason})" if error and reason else text(error), failure_message(row),
+                     f"{text(error)} ({text(reason)})" if error and reason else text(error), failure_message(row),
                      record_link(row, base_dir), link("log", log_file, base_dir) if log_file.is_file() else "none"])
     return table(headers, body)
 

@@ -14,7 +14,8 @@ def test_latency_and_error_plots_are_png(write_record, tmp_path):
             for d in ("float16", "float32") for h in (512, 1024) for b in (1, 2)]
     latency = latency_plot(rows, "flux2/small", tmp_path)
     error = error_plot(rows, "flux2/small", "mean_rel_err", tmp_path)
-    assert latency.name == "flux2_small_latency.png" and error.name == "flux2_small_error.png"
+    assert latency.name == f"{safe_name('flux2/small')}_latency.png" and error.name.endswith("_error.png")
+    assert latency.name.startswith("flux2_small_")
     for path in (latency, error):
         with Image.open(path) as image:
             assert image.format == "PNG" and image.size[0] > 300
@@ -24,7 +25,9 @@ def test_no_data_no_plot(write_record, tmp_path):
     rows = [load_row(write_record("p", baseline="skipped"))]
     assert error_plot(rows, "m", "mean_rel_err", tmp_path) is None
     assert latency_plot([], "m", tmp_path) is None
-    assert safe_name("a b/c") == "a_b_c"
+    assert safe_name("flux2_small_decoder") == "flux2_small_decoder"  # a name that is already safe stays
+    assert safe_name("a b/c").startswith("a_b_c_") and safe_name("a b/c") != safe_name("a_b_c")  # never one file
+    assert len(safe_name("x" * 300)) <= 80 and safe_name("x" * 300) != safe_name("x" * 301)
 
 
 def _axes():

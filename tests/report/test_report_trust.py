@@ -154,3 +154,78 @@ def test_a_backtick_in_record_text_cannot_close_the_port_reports_code_items():
     hostile = code_item("model.source=`x` <script>alert(1)</script> ![p](/etc/passwd)")
     assert plain == "- `python -m ascendbench model=x`"
     assert "\\<script>" in hostile and "!\\[p\\]" in hostile and "\\`x\\`" in hostile  # inert: escaped
+
+
+def _poison(value, payload: str):
+    """Every string leaf of a record with ``payload`` appended (the names that tell jobs apart left alone)."""
+    if isinstance(value, dict):
+        return {k: _poison(v, payload) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_poison(v, payload) for v in value]
+    return value + payload if isinstance(value, str) else value
+
+
+IDENTITY = ("model", "device", "device_requested", "dtype", "dtype_requested", "preset", "task", "status")
+CODE_SPAN = re.compile(r"`[^`\n]*`")
+ACTIVE_MD = {"tag": re.compile(r"(?<!\\)<(script|img)\b"), "link": re.compile(r"(?<!\\)\[c(?<!\\)\]\(//evil"),
+             "picture": re.compile(r"!(?<!\\)\[leak(?<!\\)\]\(")}
+
+
+def test_text_in_any_field_of_a_record_lands_inert_in_every_report_and_the_readme(write_record, tmp_path,
+                                                                                   secret_png):
+    """Not only error messages: rule text, error type and reason, memory scope, sources... every string a
+    record holds is poisoned, and no report file (report.md, the port reports in both languages, the README
+    back-fill) gets a tag, link or picture from it, or loses the README's own text."""
+    payload = HOSTILE.format(secret=secret_png) + " <img src=x onerror=alert(2)>"
+    for record in (write_record("a"), write_record("b", dtype="bfloat16", mean_rel_err=0.07),
+                   write_record("c", status="failed")):
+        original = json.loads(record.read_text())
+        poisoned = _poison(original, payload)
+        poisoned["status"] = original["status"]
+        poisoned["job"].update({k: v for k, v in original["job"].items() if k in IDENTITY})
+        record.write_text(json.dumps(poisoned))
+    readme = tmp_path / "README.md"
+    readme.write_text("keep1\n<!-- ascendbench:accuracy -->\n<!-- /ascendbench:accuracy -->\nkeep2\n"
+                      "<!-- ascendbench:failures -->\n<!-- /ascendbench:failures -->\nkeep3\n")
+    out = tmp_path / "reports"
+    for extra in ([], ["--port"], ["--port", "--lang", "zh"], ["--readme", str(readme)], ["--readme", str(readme)]):
+        assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", *extra]) == 0
+    markdown = [readme, *out.rglob("*.md")]
+    assert len(markdown) >= 3
+    found = [(path.name, kind) for path in markdown for kind, pattern in ACTIVE_MD.items()
+             if pattern.search(CODE_SPAN.sub("", path.read_text()))]  # inside a code span text is inert
+    pages = [path.read_text() for path in out.rglob("*.html")]
+    assert not found and not any("<script>alert" in page or "<img src=x" in page for page in pages)
+    assert all(word in readme.read_text() for word in ("keep1", "keep2", "keep3"))
+
+
+def test_a_record_whose_job_names_hold_markup_is_a_broken_row(write_record, tmp_path):
+    """The names that become headings, file names and filters (model, device, dtype, preset, task) use only the
+    characters ascendbench writes; a record with anything else is refused, with the reason, never rendered."""
+    record = write_record("a")
+    _edit(record, lambda r: r["job"].update(model="flux2<script>alert(1)</script>"))
+    code, markdown, page = _report(tmp_path)
+    assert "broken" in markdown and "holds characters no name written by ascendbench has" in markdown
+    assert not RAW_TAG.search(markdown) and "<script>alert" not in page
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs to fill needs root")
+def test_a_full_disk_keeps_the_sweep_summary_and_the_compare_files_whole(write_record, tmp_path):
+    """summary.md/csv, compare.csv and the compare record are rewritten whole or not at all, like the report."""
+    from ascendbench.compare.csvfile import write_compare_csv
+    from ascendbench.errors import OutputWriteError
+    from ascendbench.report.summary import write_summary
+
+    with _small_fs(tmp_path / "disk", 200) as disk:
+        for i in range(4):
+            write_record(f"r{i}", batch=i + 1, root=disk / "sweep")
+        _, csv_path, md_path = write_summary(disk / "sweep")
+        rows = [{"name": f"out{i}", "kind": "tensor", "result": "PASS", "message": "x" * 50} for i in range(40)]
+        compare = write_compare_csv(disk / "compare.csv", rows)
+        before = {p: p.read_bytes() for p in (csv_path, md_path, compare)}
+        _fill(disk)
+        with pytest.raises(OutputWriteError):
+            write_summary(disk / "sweep")
+        with pytest.raises(OutputWriteError):
+            write_compare_csv(compare, rows)
+        assert {p: p.read_bytes() for p in before} == before
