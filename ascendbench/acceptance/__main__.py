@@ -11,6 +11,7 @@ from typing import Sequence
 
 from ascendbench.acceptance.checks import CHECKS, Check, Suite
 from ascendbench.compat import exit_if_unsupported
+from ascendbench.fileio import write_atomic
 
 USAGE = ("usage: python -m ascendbench.acceptance [device=cpu|cuda|npu] [out=DIR] [cache=DIR] [only=check,...]; "
          "device defaults to cuda when available, else cpu; out defaults to acceptance/")
@@ -38,8 +39,8 @@ def write_report(checks: list[Check], out: Path, device: str) -> None:
     lines = [f"# Acceptance on {device}", "", "| check | status | figure | detail |", "|---|---|---|---|"]
     lines += [f"| {c.name} | {c.status} | {c.figure} | {c.detail.replace('|', '/').replace(chr(10), ' ')[:300]} |"
               for c in checks]
-    (out / "acceptance.md").write_text("\n".join(lines) + "\n")
-    (out / "acceptance.json").write_text(json.dumps([asdict(c) for c in checks], indent=1, default=str))
+    write_atomic(out / "acceptance.md", "\n".join(lines) + "\n")
+    write_atomic(out / "acceptance.json", json.dumps([asdict(c) for c in checks], indent=1, default=str))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,12 +7,14 @@ Rows of different kinds share one header (the union of their columns); ``name`` 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import torch
 
+from ascendbench.fileio import write_atomic
 from ascendbench.metrics.verdict import worst
 from ascendbench.precision import dtype_name
 
@@ -64,10 +66,9 @@ def write_compare_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     for row in rows:
         columns += [k for k in row if k not in columns and k not in ("result", "message")]
     columns += ["result", "message"]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _cell(row.get(k, "")) for k in columns})
-    return path
+    handle = io.StringIO(newline="")
+    writer = csv.DictWriter(handle, fieldnames=columns)
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(row.get(k, "")) for k in columns})
+    return write_atomic(path, handle.getvalue())  # whole or not at all

@@ -12,6 +12,7 @@ output directory; exit 0 on PASS/WARN, 1 on FAIL, 2 on unusable input.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any, Mapping
 import torch
 
 from ascendbench.compare.files import UnusableInput, pair_outputs, read_outputs
+from ascendbench.fileio import write_atomic
 from ascendbench.precision import dtype_name
 
 MSPROBE_COLUMNS = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
@@ -141,12 +143,13 @@ def _msprobe_rows(reference, candidate, metrics: Mapping[str, Any]) -> list[dict
 
 def _write_csv(path: Path, rows: list[dict[str, Any]], columns: tuple[str, ...] | None = None) -> None:
     columns = columns or tuple(dict.fromkeys(k for row in rows for k in row))
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: ("" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
-                             for k, v in row.items()})
+    handle = io.StringIO(newline="")
+    writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None or (isinstance(v, float) and math.isnan(v)) else v)
+                         for k, v in row.items()})
+    write_atomic(path, handle.getvalue())
 
 
 def run_compare(request: CompareRequest) -> tuple[int, dict[str, Any]]:
@@ -175,7 +178,7 @@ def run_compare(request: CompareRequest) -> tuple[int, dict[str, Any]]:
 
         record["pictures"] = [str(p.name) for name in reference
                               for p in render_output(name, reference[name], candidate[name], request.out, {})]
-    (request.out / "record.json").write_text(json.dumps(record, indent=1, default=str))
+    write_atomic(request.out / "record.json", json.dumps(record, indent=1, default=str))
     return (1 if verdict == "FAIL" else 0), record
 
 
