@@ -160,7 +160,8 @@ class Report:
         cpu_rows = [r for r in self.rows if get(r, "job.device") == "cpu"]
         cpu_dtype = self.settings.performance.cpu_dtype
         return "\n\n".join(f"{heading} {m}\n\n"
-                           + performance_table(ok_rows(self.frame, m), cpu_rows, cpu_dtype, base_dir)
+                           + performance_table(ok_rows(self.frame, m), cpu_rows, cpu_dtype, base_dir,
+                                               list(self.settings.performance.show))
                            for m in self.models)
 
     def _pivot(self, base_dir: Path, heading: str) -> str:

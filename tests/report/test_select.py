@@ -34,8 +34,8 @@ def recipe(write_record, tmp_path):
 def test_perf_only_runs_stay_out_of_the_accuracy_table_and_repeats_are_one_row(recipe):
     accuracy = _section(_report(recipe), "Accuracy")
     assert "flux2_perf" not in accuracy and "no baseline" not in accuracy
-    rows = [line for line in accuracy.splitlines() if line.startswith("| npu |")]
-    assert len(rows) == 2, rows  # float16 (latest of two) and bfloat16
+    rows = [line for line in accuracy.splitlines() if line.startswith("| float16 |") or line.startswith("| bfloat16 |")]
+    assert len(rows) == 2, rows  # float16 (latest of two) and bfloat16 (device npu in every row: a note)
     assert "fp16_again/record.json" in accuracy and "fp16/record.json" not in accuracy
     assert "2 row(s) stand for 3 records" in accuracy
 
