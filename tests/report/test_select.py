@@ -64,3 +64,13 @@ def test_the_sections_of_the_report_are_a_choice(recipe, capsys):
     assert [line for line in text.splitlines() if line.startswith("## ")] == ["## Seed layouts", "## Failed jobs"]
     assert main([str(recipe / "multirun"), "--out", str(recipe / "r"), "--set", "sections=[colours]"]) == 2
     assert "colours" in capsys.readouterr().err
+
+
+def test_an_accuracy_run_and_a_perf_only_run_of_one_workload_are_one_performance_row(recipe):
+    """The recipe's fp16 batch-1 workload ran twice for accuracy and once perf-only: one row, the latest."""
+    performance = _section(_report(recipe), "Performance")
+    rows = [line for line in performance.splitlines() if line.startswith("| float16 | mini @ 512x512 | 1 |")]
+    assert len(rows) == 1, rows
+    assert "4 row(s) stand for 6 records" in performance
+    bf16 = [line for line in performance.splitlines() if line.startswith("| bfloat16 |")]
+    assert len(bf16) == 1, "another dtype is another workload"
