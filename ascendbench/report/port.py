@@ -55,7 +55,7 @@ def digest_items(row: Mapping[str, Any], lang: str) -> list[tuple[str, str]]:
     (``<hex>  <file>``, what a model card or a seed quotes) with its size, when the loader recorded them."""
     digest = get(row, "weights.digest")
     if digest is None:
-        return [("p_digest", word("p_no_digest", lang, seed=num(get(row, "weights.init_seed"))))]
+        return [("weights.digest", word("p_no_digest", lang, seed=num(get(row, "weights.init_seed"))))]
     label = "p_tensor_digest" if get(row, "weights.prefix") is not None else "p_digest"
     lines, sizes = _json_list(get(row, "weights.sha256sum")), _json_list(get(row, "weights.file_bytes"))
     items = [(label, text(digest))]
