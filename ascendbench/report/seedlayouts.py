@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ascendbench.digits import judged_value
-from ascendbench.report.fmt import MISSING, entry_of, get, link, num, size_label, table, text, times
+from ascendbench.report.fmt import MISSING, entry_of, get, link, num, size_label, table, text, times, workload_label
 from ascendbench.report.meaning import primary_output, section_metric
 from ascendbench.report.performance import median_ms
 from ascendbench.report.select import accuracy_rows, timing_rows
@@ -94,7 +94,8 @@ def flux2_accuracy(rows: Rows, lang: str, base_dir: Path) -> str | None:
             body.append([label] + cells)
             names += [n for r in judged if (n := metric_name(r, base))]
     body.append([word("result", lang)] + [text(get(r, "verdict")) for r in judged])
-    notes = [n for n in (rules_note(judged, sorted(set(names)), lang), links_note(judged, base_dir, lang)) if n]
+    ran = f"{word('workload', lang)}: " + ", ".join(dict.fromkeys(workload_label(r) for r in judged))
+    notes = [n for n in (ran, rules_note(judged, sorted(set(names)), lang), links_note(judged, base_dir, lang)) if n]
     return table(headers, body) + "\n\n" + "\n".join(f"- {n}" for n in notes)
 
 
