@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
 from ascendbench.models.base import ModelLoader, import_class
-from ascendbench.models.sources import NotFound, ResolvedSource, files_digest, resolve_source
+from ascendbench.models.sources import NotFound, ResolvedSource, files_digests, resolve_source
 
 log = logging.getLogger(__name__)
 
@@ -194,11 +194,14 @@ def _check_loading_info(info: Mapping[str, Any], found: ResolvedSource, class_pa
 
 
 def _loaded_info(found: ResolvedSource) -> dict[str, Any]:
+    digest, sha256sum, sizes = files_digests(found.files)  # one read: the digest and each file's own sha256sum
     return {
         "kind": "loaded",
         "source": str(found.path),
         "origin": found.origin,
-        "digest": files_digest(found.files),
+        "digest": digest,
+        "sha256sum": sha256sum,
+        "file_bytes": sizes,
         "format": "pickle" if found.pickle else "safetensors",
         "files": [p.name for p in found.files],
     }

@@ -33,7 +33,7 @@ from ascendbench.models.base import ModelLoader
 from ascendbench.models.components import build_components, count_component_params, plain
 from ascendbench.models.loader import WEIGHTS_MODES, LoadedModel, count_params, import_class
 from ascendbench.models.memory import MemoryEstimate, check_host_memory, safetensors_numel
-from ascendbench.models.sources import NotFound, files_digest, hub_offline, looks_like_hub_id
+from ascendbench.models.sources import NotFound, files_digest, files_digests, hub_offline, looks_like_hub_id
 from ascendbench.precision import TORCH_DTYPES
 
 log = logging.getLogger(__name__)
@@ -243,8 +243,9 @@ class PipelineLoader(ModelLoader):
                 f"{str(exc)[:500]}. Check that model.loader.config holds this pipeline's diffusers configs and "
                 "that model.loader.text_encoder points at its text encoder, or run `model.weights=random`."
             ) from exc
-        info = {"kind": "loaded", "source": str(found.path), "origin": found.origin,
-                "digest": files_digest(found.files), "files": [p.name for p in found.files],
+        digest, sha256sum, sizes = files_digests(found.files)  # one read: the digest and each file's sha256sum
+        info = {"kind": "loaded", "source": str(found.path), "origin": found.origin, "digest": digest,
+                "sha256sum": sha256sum, "file_bytes": sizes, "files": [p.name for p in found.files],
                 "loader": "from_pretrained" if found.kind == "dir" else "from_single_file",
                 "config": self.config, "offline": self.offline or hub_offline(), "memory_check": memory,
                 "objects": {name: dict(spec) for name, spec in self.objects.items()}}

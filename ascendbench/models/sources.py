@@ -153,10 +153,22 @@ def _hub_failure(local_only: bool, exc: Exception) -> str:
 
 def files_digest(files: tuple[Path, ...], chunk: int = 1 << 24) -> str:
     """SHA256 over the names and bytes of ``files`` (sorted), as ``sha256:<hex>``."""
-    digest = hashlib.sha256()
+    return files_digests(files, chunk)[0]
+
+
+def files_digests(files: tuple[Path, ...], chunk: int = 1 << 24) -> tuple[str, list[str], list[int]]:
+    """``(files_digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted): the digest over names and
+    bytes, each file's own SHA256 as ``sha256sum`` prints it (``<hex>  <name>``, what a model card or a seed
+    report quotes) and each file's size in bytes."""
+    digest, lines, sizes = hashlib.sha256(), [], []
     for path in sorted(files):
         digest.update(path.name.encode())
+        own, size = hashlib.sha256(), 0
         with os.fdopen(open_regular(path), "rb") as handle:  # a FIFO is refused, never waited on
             while block := handle.read(chunk):
                 digest.update(block)
-    return "sha256:" + digest.hexdigest()
+                own.update(block)
+                size += len(block)
+        lines.append(f"{own.hexdigest()}  {path.name}")
+        sizes.append(size)
+    return "sha256:" + digest.hexdigest(), lines, sizes

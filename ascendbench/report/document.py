@@ -28,7 +28,7 @@ from ascendbench.report.replay import replay_section
 from ascendbench.report.resolution import resolution_table
 from ascendbench.report.scaling import graph_section, scaling_plots, scaling_section
 from ascendbench.report.seedlayer import PROFILE_SECTIONS, layout, seed_layouts_section
-from ascendbench.report.select import accuracy_rows, repeats_note
+from ascendbench.report.select import accuracy_rows, repeats_note, timing_rows
 from ascendbench.report.significance import LatencyRule
 from ascendbench.report.tables import (
     accuracy_table,
@@ -159,9 +159,14 @@ class Report:
             return "No job finished ok, so there is no performance to show (see the failed jobs)."
         cpu_rows = [r for r in self.rows if get(r, "job.device") == "cpu"]
         cpu_dtype = self.settings.performance.cpu_dtype
-        return "\n\n".join(f"{heading} {m}\n\n"
-                           + performance_table(ok_rows(self.frame, m), cpu_rows, cpu_dtype, base_dir)
-                           for m in self.models)
+        parts = []
+        for model in self.models:
+            rows = timing_rows(ok_rows(self.frame, model))
+            note = repeats_note(rows)
+            parts.append(f"{heading} {model}\n\n" + performance_table(rows, cpu_rows, cpu_dtype, base_dir,
+                                                                   list(self.settings.performance.show))
+                         + (f"\n- {note}" if note else ""))
+        return "\n\n".join(parts)
 
     def _pivot(self, base_dir: Path, heading: str) -> str:
         return pivot_section(self.rows, self.models, base_dir, heading)

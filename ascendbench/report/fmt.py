@@ -96,6 +96,15 @@ def size_label(row: Mapping[str, Any]) -> str:
     return f"{label}x{num(frames)}" if frames is not None else label
 
 
+def workload_label(row: Mapping[str, Any]) -> str:
+    """``mini @ 1024x1024``: the preset's name with the size the job ran, from the record's job fields (a size
+    override such as ``preset.height=1024`` on ``preset=mini`` shows as what ran, not as the preset's default)."""
+    preset, size = get(row, "job.preset"), size_label(row)
+    if preset is None:
+        return size
+    return str(md_escape(preset)) if size == MISSING else f"{md_escape(preset)} @ {size}"
+
+
 def relative(target: Path | str, base_dir: Path | str) -> str:
     """Path of ``target`` relative to ``base_dir`` with forward slashes (for Markdown links)."""
     return Path(os.path.relpath(Path(target).resolve(), Path(base_dir).resolve())).as_posix()

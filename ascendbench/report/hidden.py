@@ -107,13 +107,14 @@ def hidden_metrics(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def hidden_cell(row: Mapping[str, Any], metric: str) -> str:
-    """``worst value VERDICT (rule) at <layer>`` for one check; ``missing`` when the job hooked nothing."""
+    """``worst value VERDICT at <layer>`` for one check (the rule is a note under the table); ``missing`` when
+    the job hooked nothing."""
     value = get(row, f"{HIDDEN}.{metric}.value")
     if value is None:
         return "no baseline" if get(row, "baseline.skipped") is not None else MISSING
-    cell, verdict, rule = judged(row, f"{HIDDEN}.{metric}", metric)
+    cell, verdict, _ = judged(row, f"{HIDDEN}.{metric}", metric)
     if verdict:
-        cell += f" {verdict} ({rule})"
+        cell += f" {verdict}"
     return f"{cell} at {short(get(row, f'{HIDDEN}.{metric}.at'), 60)}"
 
 

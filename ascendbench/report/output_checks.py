@@ -31,17 +31,17 @@ def _cell(row: Mapping[str, Any], check: str) -> str | None:
 
 
 def output_checks_section(rows: Sequence[Mapping[str, Any]], base_dir: Path) -> str:
-    """A table of every job's reference-free checks (``missing`` where a check did not apply)."""
-    body = []
-    for row in rows:
-        cells = [_cell(row, check) for check, _ in CHECKS]
-        if any(cells):
-            body.append((text(get(row, "job.model")), text(get(row, "job.device")), text(get(row, "job.dtype")),
-                         size_label(row), text(get(row, "weights.kind")), *[c or "missing" for c in cells],
-                         record_link(row, base_dir)))
-    if not body:
+    """A table of every job's reference-free checks: a check no job ran (frozen pairs and flicker of images) is
+    no column; one a job did not run says ``not run`` (an image among videos)."""
+    found = [(row, [_cell(row, check) for check, _ in CHECKS]) for row in rows]
+    found = [(row, cells) for row, cells in found if any(cells)]
+    if not found:
         return "No job wrote image or video outputs, so no reference-free check ran."
-    headers = ("model", "device", "dtype", "size", "weights", *[label for _, label in CHECKS], "record")
+    used = [i for i in range(len(CHECKS)) if any(cells[i] for _, cells in found)]
+    body = [(text(get(row, "job.model")), text(get(row, "job.device")), text(get(row, "job.dtype")),
+             size_label(row), text(get(row, "weights.kind")), *[cells[i] or "not run" for i in used],
+             record_link(row, base_dir)) for row, cells in found]
+    headers = ("model", "device", "dtype", "size", "weights", *[CHECKS[i][1] for i in used], "record")
     return ("Checks of the outputs themselves, with or without a reference (rules and sources in each record): "
             "flat, black or white frames, noise-like spectra (natural images: exponent ~2), frozen and "
             "flickering video. Random-init weights make noise: reported, not judged.\n\n" + table(headers, body))

@@ -6,13 +6,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import MISSING, get, link, num, size_label, table, text, times
+from ascendbench.report.columns import PERF_VALUES, fold_same, perf_show
+from ascendbench.report.fmt import MISSING, get, link, num, table, text, times, workload_label
 from ascendbench.report.tables import machines, record_link
 
-LATENCY = (("median ms", "bench.latency.median_ms"), ("min ms", "bench.latency.min_ms"),
-           ("p90 ms", "bench.latency.p90_ms"), ("p95 ms", "bench.latency.p95_ms"), ("max ms", "bench.latency.max_ms"),
-           ("mean ms", "bench.latency.mean_ms"), ("std ms", "bench.latency.std_ms"),
-           ("timed", "bench.latency.count"), ("cold ms", "bench.cold_ms"))
+PERF_DEFAULT = ("median_ms", "p90_ms", "throughput", "memory", "speedup")  # the seed's Mean | P90 | Throughput | Mem
 # Model load time: the load stage's wall time (weights.load.seconds), else the loader's own figure.
 LOAD_KEYS = ("weights.load.seconds", "weights.load_seconds")
 # FLOPs and MFU as the bench records them; any other ``bench.*mfu*`` field is shown as well.
@@ -136,29 +134,46 @@ def fold_constant(headers: list[str], body: list[list[str]], foldable: Sequence[
             [(header, value) for _, header, value in drop])
 
 
+def value_columns(rows: Sequence[Mapping[str, Any]], show: Sequence[str], speedup) -> list[tuple[str, Any]]:
+    """(header, row -> cell) of the ``show`` value columns (``performance.show`` names, see
+    :data:`~ascendbench.report.columns.PERF_VALUES`); ``flops`` expands to the FLOPs / MFU fields recorded."""
+    built = {"median_ms": median_cell, "throughput": throughput_cell, "memory": memory_cell, "load_s": load_cell,
+             "speedup": speedup}
+    out: list[tuple[str, Any]] = []
+    for name in show:
+        header, key = PERF_VALUES[name]
+        if name == "flops":
+            out += [(h, lambda row, k=k: extra_cell(row, k)) for h, k in extra_columns(rows)]
+        else:
+            out.append((header, built.get(name) or (lambda row, k=key: num(get(row, k)))))
+    return out
+
+
 def performance_table(rows: Sequence[Mapping[str, Any]], cpu_rows: Sequence[Mapping[str, Any]],
-                      cpu_dtype: str, base_dir: Path) -> str:
-    """The performance table of one model: device x dtype x preset x batch x size."""
-    extras = extra_columns(rows)
+                      cpu_dtype: str, base_dir: Path, show: Sequence[str] = PERF_DEFAULT) -> str:
+    """The performance table of one model: device x dtype x workload x batch, the ``show`` value columns.
+
+    ``workload`` is the preset with the size that ran (``mini @ 1024x1024``); ``steps`` the same in every
+    row, and the FLOPs / speed-up columns saying one non-number in every row, fold into notes.
+    """
     many_hosts = len(machines(rows)) > 1
     steps = any(get(r, "job.steps") is not None for r in rows)
-    headers = (["machine"] if many_hosts else []) + ["device", "dtype", "preset", "batch", "size"]
-    headers += (["steps"] if steps else []) + [h for h, _ in LATENCY] + ["throughput", "peak memory MB", "load s"]
-    headers += [h for h, _ in extras] + ["speed-up vs CPU", "record"]
+    values = value_columns(rows, perf_show(show), lambda row: speedup_cell(row, cpu_rows, cpu_dtype, base_dir))
+    headers = (["machine"] if many_hosts else []) + ["device", "dtype", "workload", "batch"]
+    headers += (["steps"] if steps else []) + [h for h, _ in values] + ["record"]
     body = []
     for row in rows:
         cells = [text(get(row, "env.hostname"))] if many_hosts else []
-        cells += [text(get(row, "job.device")), text(get(row, "job.dtype")), text(get(row, "job.preset")),
-                  num(get(row, "job.batch_size")), size_label(row)] + ([num(get(row, "job.steps"))] if steps else [])
-        cells += [median_cell(row)] + [num(get(row, key)) for _, key in LATENCY[1:]]
-        cells += [throughput_cell(row), memory_cell(row), load_cell(row)] + [extra_cell(row, k) for _, k in extras]
-        cells += [speedup_cell(row, cpu_rows, cpu_dtype, base_dir), record_link(row, base_dir)]
-        body.append(cells)
-    headers, body, folded = fold_constant(headers, body, [h for h, _ in extras] + ["speed-up vs CPU"])
-    rule = "".join(f"- {h}: {v} in every row.\n" for h, v in folded)
+        cells += [text(get(row, "job.device")), text(get(row, "job.dtype")), workload_label(row),
+                  num(get(row, "job.batch_size"))] + ([num(get(row, "job.steps"))] if steps else [])
+        body.append(cells + [fn(row) for _, fn in values] + [record_link(row, base_dir)])
+    headers, body, folded = fold_constant(headers, body, [h for h, _ in extra_columns(rows)] + ["speed-up vs CPU"])
+    headers, body, same = fold_same(headers, body, ("device", "steps"))
+    rule = "".join(f"- {h}: {v} in every row.\n" for h, v in folded) + "".join(f"- {n}.\n" for n in same)
     rule += (f"- Speed-up vs CPU = median latency of the CPU run of the same model, preset, batch and size "
             f"(in {cpu_dtype} when measured, else in the device's dtype; same host preferred, then the "
-            f"latest) / this row's median latency.\n- Latency statistics are over the timed iterations "
-            f"(\"timed\"); \"cold ms\" is the first call, timed apart; \"load s\" is the model load "
-            f"(weights.load.seconds). \"missing\": not in the record.")
+            f"latest) / this row's median latency.\n- Latency statistics are over the timed iterations; "
+            f"\"cold ms\" is the first call, timed apart; \"load s\" is the model load (weights.load.seconds). "
+            f"Columns: report.yaml performance.show ({', '.join(PERF_VALUES)} or all). \"missing\": not in "
+            "the record.")
     return table(headers, body) + "\n\n" + rule

@@ -68,8 +68,17 @@ def _series(rows: Sequence[Mapping[str, Any]], x, fixed) -> dict[str, list[Point
     for row in chosen:
         name = f"{get(row, 'job.dtype')} {get(row, 'job.preset')}" if split else str(get(row, "job.dtype"))
         points.setdefault(name, {}).setdefault(x(row), []).append(row)
-    return {d: sorted(((xv, latest(rs)) for xv, rs in pts.items()), key=lambda p: p[0])
+    return {d: sorted(((xv, _with_repeats(rs)) for xv, rs in pts.items()), key=lambda p: p[0])
             for d, pts in sorted(points.items())}
+
+
+REPEATS = "plot.repeats"  # the medians of the earlier runs of a point (repeats are drawn, never collapsed)
+
+
+def _with_repeats(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The latest of ``rows`` carrying the median latencies of the others under :data:`REPEATS`."""
+    last = latest(rows)
+    return {**last, REPEATS: [median_ms(r) for r in rows if r is not last and median_ms(r)]}
 
 
 def _bars(points: Sequence[Point]) -> tuple[list[float], list[list[float]]]:
@@ -95,35 +104,73 @@ def draw_latency(ax: Any, series: dict[str, list[Point]], label) -> bool:
             names.update((x, label(row)) for x, row in pts)
         else:
             where = [x for x, _ in pts]
-        ax.errorbar(where, medians, yerr=errors, marker="o", capsize=4, label=dtype,
-                    linestyle="none" if categorical else "-")
+        drawn = ax.errorbar(where, medians, yerr=errors, marker="o", capsize=4, label=dtype,
+                            linestyle="none" if categorical else "-")
+        _draw_repeats(ax, where, pts, (dtype, drawn.lines[0].get_color()))
     if categorical:
         ax.set_xticks(range(len(xs)), [names[x] for x in xs])
         ax.set_xlim(-0.5 - width * len(series), len(xs) - 0.5 + width * len(series))
     return categorical
 
 
+def _draw_repeats(ax: Any, where: Sequence[float], points: Sequence[Point], series: tuple[str, str]) -> None:
+    """The earlier runs of each point as hollow markers at its x (labelled once): repeats stay visible."""
+    xs = [x for x, (_, row) in zip(where, points, strict=True) for _ in row.get(REPEATS) or []]
+    ys = [m for _, row in points for m in row.get(REPEATS) or []]
+    if xs:
+        ax.plot(xs, ys, linestyle="none", marker="o", markerfacecolor="none", color=series[1], alpha=0.6,
+                label=f"{series[0]}: earlier runs ({len(xs)})")
+
+
+def _note_single(ax: Any, series: dict[str, list[Point]]) -> None:
+    """A panel with one measurement: its value written beside the marker and a note that there is no trend."""
+    points = [row for pts in series.values() for _, row in pts]
+    if len(points) == 1:
+        ax.annotate(f"{num(median_ms(points[0]))} ms", (0, median_ms(points[0])), textcoords="offset points",
+                    xytext=(8, 8), fontsize=8)
+        ax.text(0.02, 0.95, "one measurement: no trend to read", transform=ax.transAxes, fontsize=7, va="top",
+                color="dimgray")
+
+
+def legend_below(ax: Any) -> None:
+    """The legend under the axes (never over the data), in as many columns as fit."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=min(len(labels), 3),
+                  fontsize=7, frameon=False)
+
+
+def latency_figure(rows: Sequence[Mapping[str, Any]], model: str) -> Any | None:
+    """The figure of :func:`latency_plot` (``None`` with fewer than two measured points: nothing to compare)."""
+    rows = [r for r in rows if median_ms(r) and get(r, "job.height") and get(r, "job.width")
+            and get(r, "job.batch_size")]
+    if len(rows) < 2:
+        return None
+    plt = _pyplot()
+    devices = sorted({str(get(r, "job.device")) for r in rows})
+    fig, axes = plt.subplots(len(devices), 2, figsize=(10, 4.2 * len(devices)), squeeze=False)
+    for axrow, device in zip(axes, devices, strict=True):
+        for ax, (series, title, xlabels, label) in zip(axrow, _panels(rows, device), strict=True):
+            categorical = draw_latency(ax, series, label)
+            ax.set(xlabel=xlabels[categorical], ylabel="median latency (ms)", yscale="log")
+            ax.set_title(title, fontsize=9)
+            ax.grid(True, alpha=0.3)
+            _note_single(ax, series)
+            legend_below(ax)
+    fig.suptitle(f"{model}: median latency per dtype\n(error bars: 95% CI of the median, where recorded)",
+                 fontsize=10)
+    return fig
+
+
 def latency_plot(rows: Sequence[Mapping[str, Any]], model: str, out: Path) -> Path | None:
     """Median latency (with its 95% CI) vs resolution at the smallest batch and vs batch at the largest size.
 
     One row of two panels per device, one series per dtype (per dtype and preset where presets share a size and
-    batch); see :func:`draw_latency` for the axes.
+    batch), earlier runs of a point as hollow markers, the legend under each panel; see :func:`draw_latency`
+    for the axes. No plot for a single measurement (the tables say it).
     """
-    rows = [r for r in rows if median_ms(r) and get(r, "job.height") and get(r, "job.width")
-            and get(r, "job.batch_size")]
-    if not rows:
-        return None
-    plt = _pyplot()
-    devices = sorted({str(get(r, "job.device")) for r in rows})
-    fig, axes = plt.subplots(len(devices), 2, figsize=(10, 3.6 * len(devices)), squeeze=False)
-    for axrow, device in zip(axes, devices, strict=True):
-        for ax, (series, title, xlabels, label) in zip(axrow, _panels(rows, device), strict=True):
-            categorical = draw_latency(ax, series, label)
-            ax.set(title=title, xlabel=xlabels[categorical], ylabel="median latency (ms)", yscale="log")
-            ax.grid(True, alpha=0.3)
-            ax.legend()
-    fig.suptitle(f"{model}: median latency per dtype (error bars: 95% CI of the median, where recorded)")
-    return _save(plt, fig, out / f"{safe_name(model)}_latency.png")
+    fig = latency_figure(rows, model)
+    return None if fig is None else _save(_pyplot(), fig, out / f"{safe_name(model)}_latency.png")
 
 
 def _panels(rows: Sequence[Mapping[str, Any]], device: str) -> tuple[tuple, tuple]:
@@ -152,11 +199,16 @@ def _save(plt: Any, fig: Any, path: Path) -> Path:
     return path
 
 
-def _bound(rows: Sequence[Mapping[str, Any]], metric: str) -> float | None:
-    """The fail bound every row's error metric was judged by (one number), for the threshold line."""
-    bounds = {get(r, f"metrics.{name}.threshold") for r in rows if (name := section_metric(r, "error", [metric]))}
-    bounds.discard(None)
-    return float(bounds.pop()) if len(bounds) == 1 else None
+def bounds_by_dtype(rows: Sequence[Mapping[str, Any]], metric: str) -> dict[float, list[str]]:
+    """The fail bounds the rows' error metric was judged by, each with the dtypes judged by it (a threshold
+    line per bound: float16 and bfloat16 may have their own)."""
+    bounds: dict[float, set[str]] = {}
+    for row in rows:
+        name = section_metric(row, "error", [metric])
+        bound = get(row, f"metrics.{name}.threshold") if name else None
+        if isinstance(bound, (int, float)) and not isinstance(bound, bool) and bound > 0:
+            bounds.setdefault(float(bound), set()).add(str(get(row, "job.dtype")))
+    return {b: sorted(d) for b, d in sorted(bounds.items())}
 
 
 def _error_points(rows: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[str, str, float]]:
@@ -172,24 +224,33 @@ def _error_points(rows: Sequence[Mapping[str, Any]], metric: str) -> list[tuple[
     return points
 
 
-def error_plot(rows: Sequence[Mapping[str, Any]], model: str, metric: str, out: Path) -> Path | None:
-    """Bar chart of ``metric`` per dtype x preset x size, one panel per device (log scale)."""
+def error_figure(rows: Sequence[Mapping[str, Any]], model: str, metric: str) -> Any | None:
+    """The figure of :func:`error_plot`, ``None`` when no row holds the error metric."""
     points = _error_points(rows, metric)
     if not points:
         return None
-    bound = _bound(rows, metric)
+    bounds = bounds_by_dtype(rows, metric)
     plt = _pyplot()
     devices = sorted({p[0] for p in points})
-    fig, axes = plt.subplots(1, len(devices), figsize=(max(5, 2.2 * len(points) / len(devices)) * len(devices), 4),
+    fig, axes = plt.subplots(1, len(devices), figsize=(max(5, 2.2 * len(points) / len(devices)) * len(devices), 4.6),
                              squeeze=False)
     for ax, device in zip(axes[0], devices, strict=True):
         mine = [p for p in points if p[0] == device]
-        ax.bar(range(len(mine)), [max(p[2], 1e-30) for p in mine])
+        ax.bar(range(len(mine)), [max(p[2], 1e-30) for p in mine], label=metric)
         ax.set_xticks(range(len(mine)), [p[1] for p in mine], fontsize=7)
-        ax.set(title=device, ylabel=metric, yscale="log")
-        if bound is not None and bound > 0:
-            ax.axhline(bound, color="tab:red", linestyle="--", linewidth=1, label=f"fail above {bound:g}")
-            ax.legend(fontsize=7)
+        ax.set(ylabel=metric, yscale="log")
+        ax.set_title(device, fontsize=9)
+        for i, (bound, dtypes) in enumerate(bounds.items()):
+            ax.axhline(bound, color=("tab:red", "tab:orange", "tab:purple")[i % 3], linestyle="--", linewidth=1,
+                       label=f"fail above {bound:g}" + (f" ({', '.join(dtypes)})" if len(bounds) > 1 else ""))
         ax.grid(True, axis="y", alpha=0.3)
-    fig.suptitle(f"{model}: {metric} against the CPU reference")
-    return _save(plt, fig, out / f"{safe_name(model)}_error.png")
+        legend_below(ax)
+    fig.suptitle(f"{model}: {metric} against the CPU reference", fontsize=10)
+    return fig
+
+
+def error_plot(rows: Sequence[Mapping[str, Any]], model: str, metric: str, out: Path) -> Path | None:
+    """Bar chart of ``metric`` per dtype x preset x size (one bar per judged run: repeats are bars too), one
+    panel per device (log scale), a dashed threshold line per fail bound, the legend under the panel."""
+    fig = error_figure(rows, model, metric)
+    return None if fig is None else _save(_pyplot(), fig, out / f"{safe_name(model)}_error.png")

@@ -25,7 +25,7 @@ from ascendbench.report.seedlayouts import (
     sulphur2_performance,
     value_cell,
 )
-from ascendbench.report.select import accuracy_rows, latest_per_workload
+from ascendbench.report.select import accuracy_rows, latest_per_workload, timing_rows
 from ascendbench.report.words import word
 
 Rows = Sequence[Mapping[str, Any]]
@@ -59,7 +59,7 @@ def vae_layer(rows: Rows, lang: str, base_dir: Path) -> str | None:
     """Item | Value: inputs, first call vs steady latency (mean/min/max/p50/p90/p95), throughput, memory,
     determinism, the regression metrics and the verdict of the latest job of each workload."""
     parts = []
-    for row in latest_per_workload([r for r in rows if median_ms(r)]):
+    for row in timing_rows([r for r in rows if median_ms(r)]):
         body = _input_rows(row, lang)
         body.append([word("first_run", lang), f"{num(get(row, 'bench.cold_ms'))} ms"])
         body += [[f"{word('steady', lang)} {word(key, lang) if key else field.split('_')[0].replace('median', 'p50')}",

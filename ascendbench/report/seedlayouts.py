@@ -22,10 +22,22 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ascendbench.digits import judged_value
-from ascendbench.report.fmt import MISSING, entry_of, get, link, md_escape, num, size_label, table, text, times
+from ascendbench.report.fmt import (
+    MISSING,
+    entry_of,
+    get,
+    link,
+    md_escape,
+    num,
+    size_label,
+    table,
+    text,
+    times,
+    workload_label,
+)
 from ascendbench.report.meaning import primary_output, section_metric
 from ascendbench.report.performance import median_ms
-from ascendbench.report.select import accuracy_rows, latest_per_workload
+from ascendbench.report.select import accuracy_rows, timing_rows
 from ascendbench.report.words import word
 
 Rows = Sequence[Mapping[str, Any]]
@@ -94,7 +106,8 @@ def flux2_accuracy(rows: Rows, lang: str, base_dir: Path) -> str | None:
             body.append([label] + cells)
             names += [n for r in judged if (n := metric_name(r, base))]
     body.append([word("result", lang)] + [text(get(r, "verdict")) for r in judged])
-    notes = [n for n in (rules_note(judged, sorted(set(names)), lang), links_note(judged, base_dir, lang)) if n]
+    ran = f"{word('workload', lang)}: " + ", ".join(dict.fromkeys(workload_label(r) for r in judged))
+    notes = [n for n in (ran, rules_note(judged, sorted(set(names)), lang), links_note(judged, base_dir, lang)) if n]
     return table(headers, body) + "\n\n" + "\n".join(f"- {n}" for n in notes)
 
 
@@ -104,7 +117,7 @@ def _memory_mb(row: Mapping[str, Any]) -> Any:
 
 def flux2_performance(rows: Rows, lang: str, base_dir: Path) -> str | None:
     """Batch | Resolution | Dtype | Mean (ms) | P90 (ms) | Throughput (samples/s) | Mem (MB), one row per workload."""
-    timed = sorted((r for r in _accelerator_first(latest_per_workload(rows)) if median_ms(r)),
+    timed = sorted((r for r in _accelerator_first(timing_rows(rows)) if median_ms(r)),
                    key=lambda r: (str(get(r, "job.device")), get(r, "job.batch_size") or 0, get(r, "job.height") or 0,
                                   str(get(r, "job.dtype"))))
     if not timed:
@@ -126,7 +139,7 @@ def flux2_performance(rows: Rows, lang: str, base_dir: Path) -> str | None:
 
 def flux2_speedup(rows: Rows, lang: str, base_dir: Path) -> str | None:
     """Device | Dtype | <size> time | Speed-up over the CPU float32 run of the same size, batch and seed."""
-    timed = [r for r in latest_per_workload(rows) if median_ms(r)]
+    timed = [r for r in timing_rows(rows) if median_ms(r)]
     cpu = [r for r in timed if get(r, "job.device") == "cpu" and get(r, "job.dtype") == "float32"]
     others = [r for r in timed if get(r, "job.device") != "cpu"]
     if not cpu or not others:
@@ -198,7 +211,7 @@ def sulphur2_accuracy(rows: Rows, lang: str, base_dir: Path) -> str | None:
 
 def sulphur2_performance(rows: Rows, lang: str, base_dir: Path) -> str | None:
     """指标 | 预估/实测数值 | 说明: load time, first-call time, time per resolution, peak memory (as recorded)."""
-    timed = [r for r in latest_per_workload(rows) if median_ms(r)]
+    timed = [r for r in timing_rows(rows) if median_ms(r)]
     if not timed:
         return None
     body = []

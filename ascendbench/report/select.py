@@ -70,16 +70,30 @@ def perf_only(row: Mapping[str, Any]) -> bool:
     return get(row, "baseline.skipped") is not None
 
 
-def latest_per_workload(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+# Settings that change what is judged, never what the device times: a perf-only run and an accuracy run of one
+# workload are one row of a performance table (the latest).
+NOT_TIMED = ("baseline.", "metric.")
+
+
+def latest_per_workload(rows: Iterable[Mapping[str, Any]], timing: bool = False) -> list[dict[str, Any]]:
     """One row per workload and settings: the latest record, with ``report.runs`` = how many there were.
 
-    Rows keep the order of each workload's first record.
+    With ``timing`` the settings of :data:`NOT_TIMED` do not split a workload (the rows of a performance
+    table). Rows keep the order of each workload's first record.
     """
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for row in rows:
         key = workload(row) + tuple(sorted(variant_settings(row).items()))
+        if timing:
+            key = tuple(k for k in key if not (isinstance(k, tuple) and str(k[0]).startswith(NOT_TIMED)))
         groups.setdefault(key, []).append(row)
     return [{**latest(members), RUNS: len(members)} for members in groups.values()]
+
+
+def timing_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of a performance table: one per timed workload (an accuracy and a perf-only run of it are one),
+    the latest, its repeats counted in ``report.runs``."""
+    return latest_per_workload(rows, timing=True)
 
 
 def accuracy_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

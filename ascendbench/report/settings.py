@@ -11,6 +11,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ascendbench.config import config_dir
 from ascendbench.errors import ReportError
+from ascendbench.report.columns import perf_show
 from ascendbench.report.significance import METHODS
 from ascendbench.report.words import LANGS
 
@@ -39,6 +40,7 @@ def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
     check_html(merged)
     check_lang(merged)
     check_sections(merged)
+    merged.performance.show = perf_show(merged.performance.show)
     return merged
 
 

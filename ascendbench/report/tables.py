@@ -7,9 +7,23 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from ascendbench.report.fmt import MISSING, get, judged, link, metric_matches, num, short, size_label, table, text
+from ascendbench.report.columns import failing_elsewhere, fold_same, judged_elsewhere, rules_notes
+from ascendbench.report.fmt import (
+    MISSING,
+    get,
+    judged,
+    link,
+    metric_matches,
+    num,
+    short,
+    size_label,
+    table,
+    text,
+    workload_label,
+)
 from ascendbench.report.gather import DRY_RUN
 from ascendbench.report.hidden import hidden_cell, hidden_metrics
+from ascendbench.report.meaning import primary_output
 
 RANDOM_MARK = "†"
 RANDOM_LEGEND = (f"{RANDOM_MARK} random-init weights: the errors describe this architecture in this dtype, "
@@ -62,26 +76,36 @@ def record_link(row: Mapping[str, Any], base_dir: Path) -> str:
 # -- accuracy --------------------------------------------------------------------------------------
 
 def metric_names(rows: Sequence[Mapping[str, Any]], show: Sequence[str]) -> list[str]:
-    """Metric columns: those named in ``show`` (by last name part, in that order), then any with a verdict.
+    """Metric columns: those named in ``show`` (by last name part, in that order) that some row holds.
 
     Hidden-state entries (``layer/...``) are not columns: they are folded into one column per check.
     """
-    names = sorted({k[len("metrics."):-len(".value")] for r in rows for k in r
-                    if k.startswith("metrics.") and k.endswith(".value") and not k.startswith("metrics.layer/")
-                    and get(r, k) is not None})
-    judged = [n for n in names if any(get(r, f"metrics.{n}.verdict") for r in rows)]
-    ordered = list(dict.fromkeys(n for wanted in show for n in names if metric_matches(n, wanted)))
-    return ordered + [n for n in judged if n not in ordered]
+    names = value_names(rows)
+    return list(dict.fromkeys(n for wanted in show for n in names if metric_matches(n, wanted)))
+
+
+def value_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every metric (not hidden-state entry) some row holds a value of, sorted."""
+    return sorted({k[len("metrics."):-len(".value")] for r in rows for k in r
+                   if k.startswith("metrics.") and k.endswith(".value") and not k.startswith("metrics.layer/")
+                   and get(r, k) is not None})
+
+
+def judged_names(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The metrics some row carries a verdict for."""
+    return [n for n in value_names(rows) if any(get(r, f"metrics.{n}.verdict") for r in rows)]
 
 
 def output_groups(names: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """Metric names by output (the part before ``/``; ``""`` when unnamed), the most-judged output first."""
+    """Metric names by output (the part before ``/``; ``""`` when unnamed): the task's primary output first
+    (``job.primary.output``), then the most-judged."""
     groups: dict[str, list[str]] = {}
     for name in names:
         groups.setdefault(name.split("/", 1)[0] if "/" in name else "", []).append(name)
     judged = {g: sum(1 for n in members for r in rows if get(r, f"metrics.{n}.verdict"))
               for g, members in groups.items()}
-    return {g: groups[g] for g in sorted(groups, key=lambda g: (-judged[g], g))}
+    primary = {primary_output(r) for r in rows}
+    return {g: groups[g] for g in sorted(groups, key=lambda g: (g not in primary, -judged[g], g))}
 
 
 def skipped_metrics(row: Mapping[str, Any]) -> list[str]:
@@ -101,16 +125,17 @@ def skipped_notes(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def metric_cell(row: Mapping[str, Any], name: str) -> str:
-    """Value, then verdict and rule when judged; skipped/missing said so; random-init marked."""
+    """Value, then the verdict when judged (the rule is a note under the table: :func:`rules_notes`);
+    skipped/missing said so; random-init marked."""
     skipped = get(row, f"metrics.{name}.skipped")
     if skipped is not None:
         return f"skipped: {text(skipped)}"
     value = get(row, f"metrics.{name}.value")
     if value is None:
         return "no baseline" if get(row, "baseline.skipped") is not None else MISSING
-    cell, verdict, rule = judged(row, f"metrics.{name}", name)
+    cell, verdict, _ = judged(row, f"metrics.{name}", name)
     if verdict:
-        cell += f" {verdict} ({rule})"
+        cell += f" {verdict}"
     return f"{cell} {RANDOM_MARK}" if random_init(row) else cell
 
 
@@ -127,11 +152,14 @@ def reference_cell(row: Mapping[str, Any]) -> str:
     return text(get(row, "job.reference_dtype") or get(row, "baseline.precision"))
 
 
-def verdict_cell(row: Mapping[str, Any]) -> str:
-    """The job's overall verdict, or why it has none."""
+def verdict_cell(row: Mapping[str, Any], shown: Sequence[str] | None = None) -> str:
+    """The job's overall verdict, or why it has none; with ``shown`` (the table's metric columns) a FAIL
+    names the failing metrics that are not columns (``FAIL (ssim)``)."""
     verdict = get(row, "verdict")
     if verdict:
-        return f"{text(verdict)} {RANDOM_MARK}" if random_init(row) else text(verdict)
+        elsewhere = failing_elsewhere(row, shown) if shown is not None and verdict == "FAIL" else []
+        cell = f"{text(verdict)} ({', '.join(elsewhere)})" if elsewhere else text(verdict)
+        return f"{cell} {RANDOM_MARK}" if random_init(row) else cell
     if get(row, "baseline.skipped") is not None:
         return "not judged (baseline skipped)"
     return MISSING
@@ -149,20 +177,21 @@ def identity(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], CellsFn, lis
     """Identity headers, a row -> cells function, and notes for the columns every row shares.
 
     ``weights`` and ``reference`` become columns only when the rows differ in them; otherwise one note
-    says it for all rows. ``steps`` is a column when the task uses steps, ``machine`` with several hosts.
+    says it for all rows. ``workload`` is the preset with the size that ran (``mini @ 1024x1024``); ``steps``
+    is a column when the task uses steps, ``machine`` with several hosts (``batch`` and ``steps`` the same in
+    every row fold into a note: :func:`~ascendbench.report.columns.fold_same`).
     """
     many_hosts = len(machines(rows)) > 1
     shared = {name: {fn(r) for r in rows} for name, fn in (("weights", weights_label), ("reference", reference_cell))}
     varying = [name for name, values in shared.items() if len(values) > 1]
     notes = [f"every row: {name} {next(iter(values))}" for name, values in shared.items() if len(values) == 1]
     steps = steps_used(rows)
-    headers = (["machine"] if many_hosts else []) + ["device", "dtype", "preset", "size"]
+    headers = (["machine"] if many_hosts else []) + ["device", "dtype", "workload"]
     headers += (["steps"] if steps else []) + ["batch"] + varying
 
     def cells(row: Mapping[str, Any]) -> list[str]:
         out = [text(get(row, "env.hostname"))] if many_hosts else []
-        out += [text(get(row, "job.device")), text(get(row, "job.dtype")), text(get(row, "job.preset")),
-                size_label(row)]
+        out += [text(get(row, "job.device")), text(get(row, "job.dtype")), workload_label(row)]
         out += ([num(get(row, "job.steps"))] if steps else []) + [num(get(row, "job.batch_size"))]
         return out + [{"weights": weights_label, "reference": reference_cell}[name](row) for name in varying]
 
@@ -171,13 +200,16 @@ def identity(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], CellsFn, lis
 
 def hidden_columns(rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], CellsFn]:
     """Headers and cells of the hidden-state aggregates (one per check, plus the first divergent module)."""
-    checks = hidden_metrics(rows)
+    checks = [m for m in hidden_metrics(rows) if not (m.endswith(FOLDED_WHEN_CLEAN) and all(
+        get(r, f"hidden.{m}.value") in (0, None) and get(r, f"hidden.{m}.verdict") in ("PASS", None) for r in rows))]
     if not checks and not any(get(r, "hidden.first_divergent") for r in rows):
         return [], lambda row: []
     headers = [f"hidden {m} (worst)" for m in checks] + ["first divergent module"]
     return headers, lambda row: [hidden_cell(row, m) for m in checks] + [text(get(row, "hidden.first_divergent"))]
 
 
+# Identity columns saying one thing in every row are one note (the workload column stays: it names the row).
+ACCURACY_FOLDED = ("device", "dtype", "batch", "steps", "first divergent module")
 # Validation entries that only matter when they find something: a column of "0 PASS" in every row is
 # folded into one note line (NaN/Inf checks, the placement check), so real-scale tables stay readable.
 FOLDED_WHEN_CLEAN = ("nonfinite_mismatch", "output_nonfinite", "reference_nonfinite", "placement_findings")
@@ -201,8 +233,9 @@ def fold_clean(names: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> tuple
 def accuracy_table(rows: Sequence[Mapping[str, Any]], show: Sequence[str], base_dir: Path) -> str:
     """The accuracy tables of one model: one per output (the most judged first, with the hidden-state checks).
 
-    Rows are jobs in sweep order; columns the job's identity, the metrics of that output, the worst value
-    of each hidden-state check over every hooked layer and call, the verdict and the record link.
+    Rows are jobs in sweep order; columns the job's identity, the ``show`` metrics of that output (value and
+    verdict), the worst value of each hidden-state check over every hooked layer and call, the verdict (naming
+    a failing metric that is no column) and the record link; the rules are notes under the tables.
     """
     names, folded = fold_clean(metric_names(rows, show), rows)
     groups = output_groups(names, rows)
@@ -214,18 +247,25 @@ def accuracy_table(rows: Sequence[Mapping[str, Any]], show: Sequence[str], base_
         hid_headers, hid_cells = hidden_columns(rows) if index == 0 else ([], lambda row: [])
         headers = id_headers + [n[len(output) + 1:] if output else n for n in names] + hid_headers
         body = [id_cells(row) + [metric_cell(row, n) for n in names] + hid_cells(row)
-                + [verdict_cell(row), record_link(row, base_dir)] for row in rows]
+                + [verdict_cell(row, names), record_link(row, base_dir)] for row in rows]
+        headers, body, same = fold_same(headers + ["verdict", "record"], body, ACCURACY_FOLDED)
+        notes += [n for n in same if n not in notes]
         named = output or next((str(get(r, "job.primary.output")) for r in rows if get(r, "job.primary.output")),
                                "the task's output")  # an unprefixed metric belongs to the task's only output
         title = f"Output `{named}`:\n\n" if len(groups) > 1 else ""
-        parts.append(title + table(headers + ["verdict", "record"], body))
+        parts.append(title + table(headers, body))
+    shown = [n for members in groups.values() for n in members]
+    extra = [n for n in (judged_elsewhere(rows, judged_names(rows), shown),) if n]
+    hidden_rules = [n.replace("rule ", "rule hidden ", 1) for n in rules_notes(rows, hidden_metrics(rows), "hidden")]
+    notes = [*notes, *rules_notes(rows, shown), *hidden_rules, *extra]
     return "\n\n".join(parts) + "\n\n" + "\n".join(f"- {n}" for n in accuracy_notes(rows, notes))
 
 
 def accuracy_notes(rows: Sequence[Mapping[str, Any]], shared: Sequence[str]) -> list[str]:
-    """The notes under the accuracy tables: how to read cells, shared columns, skipped metrics, random init."""
-    notes = ["Cells: the value, then the verdict and its rule as the record states them (the rule's source "
-             "is in the record's metrics).", "\"missing\": the record does not carry the value."]
+    """The notes under the accuracy tables: how to read cells, shared columns, rules, skipped metrics, random init."""
+    notes = ["Cells: the value, then the verdict as the record states it; each rule once below (its source is "
+             "in the record's metrics). Columns: report.yaml accuracy.show.",
+             "\"missing\": the record does not carry the value."]
     if hidden_metrics(rows):
         notes.append("hidden <check> (worst): the worst value over every hooked layer, call and output "
                      "(largest error, smallest similarity), the worst verdict and where it sits; each layer is "

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ascendbench.report.columns import rules_notes
 from ascendbench.report.compare import KEY, latency_of, measured
 from ascendbench.report.fmt import MISSING, get, metric_matches, num, size_label, table, text, times
 from ascendbench.report.gather import CONFIG_COLUMN
+from ascendbench.report.hidden import hidden_metrics
 from ascendbench.report.performance import latest, median_cell, median_ms
 from ascendbench.report.significance import LatencyRule, decide
 from ascendbench.report.tables import (
@@ -236,9 +238,11 @@ def group_table(group: VariantGroup, show: Sequence[str], base_dir: Path, rule: 
     headers = ["variant", "device patches"] + names + hid_headers + ["verdict", "median ms", "latency / baseline",
                                                                       "record"]
     body = [[v.label(group.keys), patches_cell(v.row)] + [metric_cell(v.row, n) for n in names] + hid_cells(v.row)
-            + [verdict_cell(v.row), median_cell(v.row), ratio_cell(group, v, rule), record_link(v.row, base_dir)]
+            + [verdict_cell(v.row, names), median_cell(v.row), ratio_cell(group, v, rule), record_link(v.row, base_dir)]
             for v in group.variants]
-    return table(headers, body)
+    rules = rules_notes(rows, names) + [n.replace("rule ", "rule hidden ", 1)
+                                        for n in rules_notes(rows, hidden_metrics(rows), "hidden")]
+    return table(headers, body) + ("\n\n" + "\n".join(f"- {n}" for n in rules) if rules else "")
 
 
 def variants_section(rows: Sequence[Mapping[str, Any]], show: Sequence[str], base_dir: Path,

@@ -67,6 +67,10 @@ def test_a_job_runs_with_the_right_digest_and_fails_with_a_wrong_one(cli, tiny_f
     assert good.returncode == 0, good.output[-2000:]
     weights = read_record(job)["weights"]
     assert weights["digest"] == digest and weights["digest_check"] == "match: weights.digest"
+    files = sorted(resolve_source(str(tiny_flux2_dir)).files)
+    assert weights["sha256sum"] == [f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {f.name}" for f in files], \
+        "each file's own sha256sum, as the sha256sum tool prints it"
+    assert weights["file_bytes"] == [f.stat().st_size for f in files]
 
     bad, job = cli(*base, f"model.expect_digest={WRONG}", job_dir=tmp_path / "bad")
     assert bad.returncode == 1

@@ -59,7 +59,7 @@ def test_backfill_file_with_real_records_twice_is_stable(write_record, tmp_path)
     args = [str(tmp_path / "records"), "--out", str(tmp_path / "reports"), "--readme", str(readme), "--no-plots"]
     assert main(args) == 0
     first = readme.read_text()
-    assert "7% FAIL (<= 1%)" in first
+    assert "| 7% FAIL |" in first and "rule mean_rel_err: <= 1%" in first
     assert "(../records/npu_bf16/record.json)" in first, "links relative to the README"
     assert main(args) == 0
     assert readme.read_text() == first

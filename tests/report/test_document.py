@@ -61,22 +61,24 @@ def test_cells_carry_verdicts_and_labels(seed_records, tmp_path):
     _, text = _report(tmp_path)
     accuracy = _section(text, "Accuracy")
     bf16 = next(line for line in accuracy.splitlines() if "| bfloat16 |" in line)
-    assert "7.33% FAIL (<= 1%)" in bf16
+    assert "| 7.33% FAIL |" in bf16, "the verdict once per cell"
+    assert "- rule mean_rel_err: <= 1% (FLUX.2 seed)" in accuracy, "the rule once, under the table"
     assert "image_lpips" not in bf16, "a skipped metric is a note under the table, not a column"
     assert "skipped (every row) image_lpips: LPIPS backbone weights not available offline" in accuracy, "skipped metric"
     assert "npu_fp16_perf" not in accuracy, "a perf-only run has no accuracy row"
     tiny = _section(text, "Accuracy").split("### tiny_flux2_decoder", 1)[1]
-    assert "random-init (seed 42) †" in tiny and "0.0004% PASS (<= 1%) †" in tiny
+    assert "random-init (seed 42) †" in tiny and "0.0004% PASS †" in tiny
     assert "† random-init weights" in tiny
 
 
 def test_speed_up_over_cpu_and_flops(seed_records, tmp_path):
-    _, text = _report(tmp_path)
+    _, text = _report(tmp_path, "--set", "performance.show=[median_ms,flops,speedup]")
     performance = _section(text, "Performance")
-    fp16 = next(line for line in performance.splitlines() if "| float16 | mini | 1 |" in line and "npu" in line)
+    fp16 = next(line for line in performance.splitlines() if "| float16 | mini @ 512x512 | 1 |" in line
+                and "npu" in line)
     assert "3533x vs cpu float32 325000 ms" in fp16
     assert "| 0.12 |" in fp16, "MFU from bench.flops.mfu"
-    batch4 = next(line for line in performance.splitlines() if "| float16 | mini | 4 |" in line)
+    batch4 = next(line for line in performance.splitlines() if "| float16 | mini @ 512x512 | 4 |" in line)
     assert "no CPU run of this workload" in batch4
     assert "Speed-up vs CPU = median latency of the CPU run" in performance
 

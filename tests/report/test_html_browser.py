@@ -134,7 +134,7 @@ def test_the_port_report_of_each_seed_model_renders_offline(browser, write_recor
         tab.on("request", lambda r, requests=requests: requests.append(r.url))
         tab.goto((out / "port" / f"{model}.html").as_uri(), wait_until="load")
         headings = tab.evaluate("() => [...document.querySelectorAll('h2')].map(h => h.textContent)")
-        assert [h for h in ("模型概述", "适配环境", "复现方法", "精度评测", "性能测试", "注意事项", "限制")
+        assert [h for h in ("模型概述", "适配环境", "复现方法", "精度评测", "性能测试", "已知问题", "限制")
                 if not any(h in x for x in headings)] == []
         assert tab.evaluate("() => document.querySelectorAll('table').length") >= 4
         assert errors == [] and [u for u in requests if not u.startswith(LOCAL)] == []

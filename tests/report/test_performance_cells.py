@@ -31,3 +31,35 @@ def test_a_column_saying_the_same_non_number_in_every_row_is_one_note(write_reco
     text = performance_table(rows, rows, "float32", tmp_path)
     header = text.splitlines()[0]
     assert "speed-up vs CPU" not in header and "speed-up vs CPU:" in text and "in every row" in text
+
+
+def _perf_header(tmp_path, *extra):
+    from ascendbench.report.__main__ import main
+
+    out = tmp_path / "reports"
+    assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", *extra]) == 0
+    section = (out / "report.md").read_text().split("## Performance\n", 1)[1].split("\n## ", 1)[0]
+    line = next(line for line in section.splitlines() if line.startswith("| "))
+    return [c.strip() for c in line.strip("|").split(" | ")]
+
+
+def test_the_performance_columns_are_compact_by_default_and_a_choice(write_record, tmp_path):
+    from ascendbench.report.columns import COMPACT_COLUMNS
+
+    for device in ("npu", "cpu"):  # a device x dtype x size x batch sweep: every identity column varies
+        for dtype, side, batch in (("float16", 512, 1), ("bfloat16", 1024, 2)):
+            write_record(f"{device}_{dtype}", device=device, dtype=dtype, height=side, width=side, batch=batch)
+    header = _perf_header(tmp_path)
+    assert header == ["device", "dtype", "workload", "batch", "median ms", "p90 ms", "throughput", "peak memory MB",
+                      "speed-up vs CPU", "record"] and len(header) <= COMPACT_COLUMNS
+    chosen = _perf_header(tmp_path, "--set", "performance.show=[cold_ms,median_ms]")
+    assert chosen[4:] == ["cold ms", "median ms", "record"], "the chosen columns, in the chosen order"
+
+
+def test_an_unknown_performance_column_names_the_allowed_ones(write_record, tmp_path, capsys):
+    from ascendbench.report.__main__ import main
+
+    write_record("one")
+    assert main([str(tmp_path / "records"), "--out", str(tmp_path / "r"), "--set", "performance.show=[median]"]) == 2
+    err = capsys.readouterr().err
+    assert "performance.show" in err and "median_ms" in err and "[all]" in err

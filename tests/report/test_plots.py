@@ -88,3 +88,53 @@ def test_the_batch_panel_shows_the_batch_sweep_not_the_largest_single_run(write_
     rows.append(load_row(write_record("big", height=1024, width=1024, batch=1, median_ms=40.0)))
     _, (by_batch, title, _, _) = _panels(rows, "npu")
     assert [x for x, _ in next(iter(by_batch.values()))] == [1, 2, 4] and "512x512" in title
+
+
+def _below(fig):
+    """True when every legend of ``fig`` sits under its axes (its top at or below the axes' bottom)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend() is not None]
+    assert legends, "the figure has legends"
+    return all(leg.get_window_extent(renderer).y1 <= ax.get_window_extent(renderer).y0 for ax, leg in legends)
+
+
+def test_one_measurement_is_no_plot_and_a_single_point_panel_says_so(write_record):
+    from ascendbench.report.plots import _pyplot, latency_figure
+
+    one = [load_row(write_record("only", median_ms=5.0))]
+    assert latency_figure(one, "m") is None, "one measurement: the tables say it, no chart"
+    rows = [load_row(write_record(f"s{h}", height=h, width=h, median_ms=h / 10)) for h in (256, 512)]
+    fig = latency_figure(rows, "m")
+    assert len(fig.axes) == 2
+    batch_panel = fig.axes[1]  # only batch 1 ran: one point at the size with the most batches
+    texts = [t.get_text() for t in batch_panel.texts]
+    assert "one measurement: no trend to read" in texts and any(t.endswith(" ms") for t in texts)
+    assert not any("one measurement" in t.get_text() for t in fig.axes[0].texts), "two sizes: a trend"
+    assert _below(fig), "the legend never covers the data"
+    _pyplot().close(fig)
+
+
+def test_repeated_runs_are_drawn_not_collapsed(write_record):
+    from ascendbench.report.plots import _pyplot, latency_figure
+
+    rows = [load_row(write_record(f"r{i}", height=256, width=256, median_ms=m)) for i, m in enumerate((5.0, 6.0))]
+    rows.append(load_row(write_record("big", height=512, width=512, median_ms=9.0)))
+    fig = latency_figure(rows, "m")
+    earlier = [line for line in fig.axes[0].lines if "earlier runs" in line.get_label()]
+    assert len(earlier) == 1 and earlier[0].get_label() == "float16: earlier runs (1)"
+    assert sorted(earlier[0].get_ydata().tolist()) in ([5.0], [6.0]), "the run not shown as the series' point"
+    _pyplot().close(fig)
+
+
+def test_error_plot_has_a_threshold_line_per_dtype_bound_and_the_legend_below(write_record):
+    from ascendbench.report.plots import _pyplot, error_figure
+
+    rows = [load_row(write_record(d, dtype=d, mean_rel_err=e, rule_max=b))
+            for d, e, b in (("float32", 0.002, 0.01), ("float16", 0.008, 0.01), ("bfloat16", 0.03, 0.05))]
+    fig = error_figure(rows, "m", "mean_rel_err")
+    lines = {line.get_label(): line.get_ydata()[0] for line in fig.axes[0].lines}
+    assert lines == {"fail above 0.01 (float16, float32)": 0.01, "fail above 0.05 (bfloat16)": 0.05}
+    assert len(fig.axes[0].patches) == 3, "one bar per run"
+    assert _below(fig)
+    _pyplot().close(fig)

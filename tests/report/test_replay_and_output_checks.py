@@ -48,6 +48,9 @@ def test_output_checks_section_says_judged_or_not(write_record, tmp_path: Path) 
     section = _report(tmp_path).split("## Output checks without a reference")[1].split("\n## ")[0]
     assert "| 0.2 FAIL |" in section
     assert "| 0.3 would be FAIL, not judged |" in section
+    header = next(line for line in section.splitlines() if line.startswith("| model"))
+    assert "spectral exponent" in header and "flicker" not in header, "a check no job ran is no column"
+    assert "missing" not in section
 
 
 def test_sections_say_when_there_is_nothing(write_record, tmp_path: Path) -> None:

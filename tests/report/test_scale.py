@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from ascendbench.report.__main__ import main
+from ascendbench.report.columns import COMPACT_COLUMNS
 from ascendbench.report.gather import load_row, records_frame
 from ascendbench.report.hidden import first_divergent, hidden_fields
 
@@ -58,17 +59,21 @@ def test_first_divergent_is_the_first_failure_in_capture_order_or_the_all_mode_a
     assert hidden_fields({"video/mae": {"value": 1.0}}, None) == {}, "no layer entries, no hidden fields"
 
 
-def test_t2v_sweep_report_has_at_most_25_accuracy_columns(write_t2v_record, tmp_path):
+def test_t2v_sweep_report_is_compact_by_default_and_the_columns_are_a_choice(write_t2v_record, tmp_path):
     write_t2v_record("preset=mini", preset="mini")
     write_t2v_record("preset=balanced", preset="balanced", height=320, width=512, frames=65)
     out, text = _report(tmp_path)
     tables = _tables(_section(text, "Accuracy"))
-    assert tables and all(len(headers) <= 25 for headers in tables), [len(h) for h in tables]
+    assert tables and all(len(headers) <= COMPACT_COLUMNS for headers in tables), [len(h) for h in tables]
     assert not any("layer/" in h for headers in tables for h in headers), "no per-layer column"
     video = tables[0]
-    for wanted in ("size", "steps", "mae", "mse", "max_rel_err", "hidden max_abs_err (worst)",
-                   "hidden cosine (worst)", "first divergent module", "verdict"):
+    for wanted in ("workload", "max_abs_err", "hidden max_abs_err (worst)", "hidden cosine (worst)", "verdict"):
         assert wanted in video, wanted
+    for shared in ("device cpu", "dtype float32", "steps 50", "batch 1", "first divergent module none"):
+        assert f"every row: {shared}" in text, f"a column saying {shared} in every row is one note"
+    chosen = _tables(_section(_report(tmp_path, "--set", "accuracy.show=[mae,mse,max_rel_err]")[1], "Accuracy"))[0]
+    assert [h for h in chosen if h in ("mae", "mse", "max_rel_err", "mean_rel_err", "cosine")] == [
+        "mae", "mse", "max_rel_err"], chosen
     layers = pd.read_csv(out / "layers.csv")
     assert len(layers) == 2 * 2 * 50, "every layer entry of both jobs in layers.csv"
     assert not any(c.startswith("metrics.layer/") for c in pd.read_csv(out / "records.csv").columns)
@@ -90,7 +95,7 @@ def test_rows_follow_the_sweep_order_not_the_alphabet(write_t2v_record, write_re
         (1, "float32"), (1, "float16"), (1, "bfloat16"), (2, "float32"), (2, "float16"), (2, "bfloat16")]
     _, text = _report(tmp_path)
     accuracy = _section(text, "Accuracy")
-    assert accuracy.index("| mini |") < accuracy.index("| balanced |") < accuracy.index("| quality |")
+    assert accuracy.index("| mini @") < accuracy.index("| balanced @") < accuracy.index("| quality @")
 
 
 def test_size_has_frames_and_steps_from_the_records_config(write_t2v_record, write_record, tmp_path):
@@ -98,13 +103,13 @@ def test_size_has_frames_and_steps_from_the_records_config(write_t2v_record, wri
     assert (row["job.num_frames"], row["job.steps"]) == (65, 50)
     assert "job.num_frames" not in load_row(write_record("img")), "an image decode uses neither"
     _, text = _report(tmp_path)
-    line = next(r for r in _section(text, "Accuracy").splitlines() if "| balanced |" in r)
-    assert "| 320x512x65 | 50 |" in line
+    line = next(r for r in _section(text, "Accuracy").splitlines() if "| balanced @" in r)
+    assert "| balanced @ 320x512x65 | 50 |" in line
 
 
 def test_performance_shows_min_max_p95_and_model_load_time(write_t2v_record, tmp_path):
     write_t2v_record("v", calls=2)
-    _, text = _report(tmp_path)
+    _, text = _report(tmp_path, "--set", "performance.show=[all]")
     performance = _section(text, "Performance")
     headers = _tables(performance)[0]
     for wanted in ("min ms", "max ms", "p95 ms", "load s", "steps"):

@@ -86,7 +86,10 @@ def flux(write_record, tmp_path):
 
 def test_flux2_accuracy_is_the_seeds_metrics_by_dtypes_table(flux, tmp_path):
     for lang in ("zh", "en"):
-        [acc] = tables(report(tmp_path, lang), "精度评测" if lang == "zh" else "Accuracy (metrics x dtypes)")
+        text = report(tmp_path, lang)
+        [acc] = tables(text, "精度评测" if lang == "zh" else "Accuracy (metrics x dtypes)")
+        assert "mini @ 1024x1024" in text.split("Accuracy (metrics x dtypes)" if lang == "en" else "精度评测", 1)[1], \
+            "preset mini with a 1024 px override: the size that ran, not the preset's"
         if lang == "zh":
             assert acc[0] == seed_header("003", "指标")
             labels, seed_labels = [r[0] for r in acc[1:]], seed_column("003", "指标")[:8]

@@ -34,8 +34,8 @@ def recipe(write_record, tmp_path):
 def test_perf_only_runs_stay_out_of_the_accuracy_table_and_repeats_are_one_row(recipe):
     accuracy = _section(_report(recipe), "Accuracy")
     assert "flux2_perf" not in accuracy and "no baseline" not in accuracy
-    rows = [line for line in accuracy.splitlines() if line.startswith("| npu |")]
-    assert len(rows) == 2, rows  # float16 (latest of two) and bfloat16
+    rows = [line for line in accuracy.splitlines() if line.startswith("| float16 |") or line.startswith("| bfloat16 |")]
+    assert len(rows) == 2, rows  # float16 (latest of two) and bfloat16 (device npu in every row: a note)
     assert "fp16_again/record.json" in accuracy and "fp16/record.json" not in accuracy
     assert "2 row(s) stand for 3 records" in accuracy
 
@@ -64,3 +64,13 @@ def test_the_sections_of_the_report_are_a_choice(recipe, capsys):
     assert [line for line in text.splitlines() if line.startswith("## ")] == ["## Seed layouts", "## Failed jobs"]
     assert main([str(recipe / "multirun"), "--out", str(recipe / "r"), "--set", "sections=[colours]"]) == 2
     assert "colours" in capsys.readouterr().err
+
+
+def test_an_accuracy_run_and_a_perf_only_run_of_one_workload_are_one_performance_row(recipe):
+    """The recipe's fp16 batch-1 workload ran twice for accuracy and once perf-only: one row, the latest."""
+    performance = _section(_report(recipe), "Performance")
+    rows = [line for line in performance.splitlines() if line.startswith("| float16 | mini @ 512x512 | 1 |")]
+    assert len(rows) == 1, rows
+    assert "4 row(s) stand for 6 records" in performance
+    bf16 = [line for line in performance.splitlines() if line.startswith("| bfloat16 |")]
+    assert len(bf16) == 1, "another dtype is another workload"
