@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ascendbench.digits import judged_rule
 from ascendbench.errors import ReportError
-from ascendbench.report.fmt import entry_of, get
+from ascendbench.report.fmt import entry_of, get, md_escape
 
 COMPACT_COLUMNS = 10
 # performance.show names -> (header, record key or None for a cell built from several keys)
@@ -73,9 +73,10 @@ def rules_notes(rows: Sequence[Mapping[str, Any]], names: Sequence[str], prefix:
             source = source or get(row, f"{prefix}.{name}.source")
         if not rules:
             continue
-        text = (next(iter(rules)) if len(rules) == 1 else
-                "; ".join(f"{rule} ({', '.join(sorted(dtypes))})" for rule, dtypes in rules.items()))
-        notes.append(f"rule {name}: {text}" + (f" ({source})" if source else ""))
+        said = (md_escape(next(iter(rules))) if len(rules) == 1 else  # rule text and source are record text
+                "; ".join(f"{md_escape(rule)} ({md_escape(', '.join(sorted(dtypes)))})"
+                          for rule, dtypes in rules.items()))
+        notes.append(f"rule {md_escape(name)}: {said}" + (f" ({md_escape(source)})" if source else ""))
     return notes
 
 
