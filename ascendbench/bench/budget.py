@@ -11,6 +11,10 @@ Stop rule, checked after every timed call:
      The interval is the honest one of :mod:`ascendbench.bench.blocks`: the wider of the order-statistics
      interval of all calls and the t interval of the block medians (drift between blocks widens it), and the
      precision stop waits until all ``BLOCKS`` blocks exist (``BLOCKS * STOP_BLOCK_CALLS`` calls).
+     The interval holds a term for the level's own movement between blocks, which no count of calls
+     narrows: when that term alone exceeds ``precision`` and the blocks disagree beyond chance, the
+     precision is out of reach on the host as it is, and the loop stops (reason ``drift``) rather than
+     timing on to a cap for nothing; the record then says ``precision_met: false`` and warns of drift.
 ``iters`` (when set) fixes the count: ``min_iters = max_iters = iters``, no time minimum, no precision
 stop -- the "3 warmups + 10 timed runs" protocol of the seed reports.
 
@@ -183,10 +187,20 @@ class StopRule:
 
     def precise(self) -> bool:
         """True when ``precision`` is set, every block exists and the median's honest interval is within it."""
+        return self._judge() == "precision"
+
+    def _judge(self) -> str | None:
+        """``precision`` (met), ``drift`` (out of reach: the level's own spread between blocks exceeds it and the
+        blocks disagree beyond chance), or None; only once ``precision`` is set and every block exists."""
         if self.budget.precision is None or len(self._sorted) < BLOCKS * STOP_BLOCK_CALLS:
-            return False
-        achieved = self.ci_rel_half_width()
-        return achieved is not None and achieved <= self.budget.precision
+            return None
+        chosen = self.interval()
+        if chosen is None:
+            return None
+        if chosen[1].rel_half_width <= self.budget.precision:
+            return "precision"
+        level = chosen[1].level_rel_half_width
+        return "drift" if level is not None and chosen[1].blocks_disagree and level > self.budget.precision else None
 
     def reason(self, elapsed_s: float) -> str | None:
         """Why the loop stops after ``len(samples)`` calls and ``elapsed_s`` seconds, or ``None`` to go on."""
@@ -202,7 +216,7 @@ class StopRule:
         if n < self._next_check:
             return None
         self._next_check = n + max(1, n // CHECK_SPACING)
-        return "precision" if self.precise() else None
+        return self._judge()
 
 
 class WarmupRule:

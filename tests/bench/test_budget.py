@@ -131,6 +131,22 @@ def test_noisy_samples_run_to_max_time_and_keep_the_noise_warning():
     assert result.noise["noisy"] is True and "noisy timing" in result.noise["warning"]
 
 
+def test_a_level_drifting_beyond_the_precision_stops_for_drift_not_at_the_cap():
+    """The level swings +-5% over 128 calls: no count of calls brings a rerun's median within 1%, so the loop
+    stops once the blocks show it (reason drift, precision not met, the drift warning), not at max_iters."""
+    calls = np.arange(3000)
+    level = 1.0 + 0.05 * np.sin(np.pi * calls / 64)
+    stream = [0.0] + (0.01 * level * np.random.default_rng(0).lognormal(0.0, 0.01, 3000)).tolist()
+    result, _ = timed_calls(stream, budget(min_iters=10, max_iters=3000, max_time_s=1000.0, precision=0.01))
+    assert result.stop["reason"] == "drift" and result.stop["precision_met"] is False
+    assert result.stop["iters"] < 200 and result.stop["ci_rel_half_width"] > 0.03
+    assert result.interval["between"]["blocks_disagree"] and "drifting timing" in result.noise["drift_warning"]
+    fast = 1.0 + 0.05 * np.sin(np.pi * calls / 8)  # a swing the longer blocks average out: precision, later
+    stream = [0.0] + (0.01 * fast * np.random.default_rng(0).lognormal(0.0, 0.01, 3000)).tolist()
+    result, _ = timed_calls(stream, budget(min_iters=10, max_iters=3000, max_time_s=1000.0, precision=0.01))
+    assert result.stop["reason"] == "precision"
+
+
 def test_a_cap_reached_with_the_precision_met_says_precision():
     full = BLOCKS * STOP_BLOCK_CALLS
     result, _ = timed_calls([0.0] + [0.01] * (full + 4), budget(min_iters=full, max_iters=full, precision=0.5))
