@@ -168,27 +168,44 @@ def exchangeable_median_var(ordered: Sequence[float], n: float) -> float:
     and then) make a short block's median vary much more than the normal approximation of the median says; this
     does not. At most ``EXCHANGEABLE_POINTS`` evenly spaced order statistics are used (its cost stays flat).
     """
-    from scipy.special import betainc  # imported once, at the first check with every block
-
-    x = np.asarray(ordered, dtype=np.float64)
-    if x.size > EXCHANGEABLE_POINTS:
-        x = x[np.linspace(0, x.size - 1, EXCHANGEABLE_POINTS).round().astype(int)]
-    a = (n + 1.0) / 2.0
-    weights = np.diff(betainc(a, a, np.linspace(0.0, 1.0, x.size + 1)))
+    x = _thinned(ordered)
+    weights = _median_weights(x.size, n)
     mean = float(weights @ x)
     return max(0.0, float(weights @ (x * x)) - mean * mean)
 
 
-def block_spread(samples: Sequence[float], k: int) -> BlockSpread:
+def _thinned(ordered: Sequence[float]) -> np.ndarray:
+    """At most ``EXCHANGEABLE_POINTS`` evenly spaced values of ``ordered``, as an array."""
+    x = np.asarray(ordered, dtype=np.float64)
+    if x.size <= EXCHANGEABLE_POINTS:
+        return x
+    return x[np.linspace(0, x.size - 1, EXCHANGEABLE_POINTS).round().astype(int)]
+
+
+def _median_weights(size: int, n: float) -> np.ndarray:
+    """P(the median of ``n`` draws is the j-th of ``size`` sorted values), j = 1..size."""
+    from scipy.special import betainc  # imported once, at the first check with every block
+
+    a = (n + 1.0) / 2.0
+    return np.diff(betainc(a, a, np.linspace(0.0, 1.0, size + 1)))
+
+
+def block_spread(samples: Sequence[float], k: int, pooled_logs: np.ndarray) -> BlockSpread:
     """The spread of ``k`` block medians of ``samples`` (in call order, all > 0), on the log scale (relative,
     and a call preempted to 5x its time weighs as a log, not as a multiple), and the spread a median of a
-    block's size drawn from all the calls pooled would have (exchangeable calls). The pooled calls hold the
-    level's movement too, so ``chance`` errs large: the level term and the disagreement test err small, never
-    calling independent heavy-tailed calls drifting."""
-    logs = np.log(np.asarray(samples, dtype=np.float64))
-    parts = np.split(logs, np.cumsum(block_sizes(len(samples), k))[:-1])
-    between = float(np.array([np.median(p) for p in parts]).var(ddof=1))
-    chance = exchangeable_median_var(np.sort(logs), len(samples) / k)
+    block's size drawn from all the calls pooled (``pooled_logs``: the sorted logs, thinned) would have
+    (exchangeable calls). The pooled calls hold the level's movement too, so ``chance`` errs large: the level
+    term and the disagreement test err small, never calling independent heavy-tailed calls drifting.
+
+    Plain floats for the block medians and a single numpy pass for ``chance``: the stop rule runs this between
+    timed calls, and work there disturbs the next call (its caches), so it is kept short.
+    """
+    medians = [math.log(m) for m in block_medians(samples, k)]
+    mean = sum(medians) / k
+    between = sum((m - mean) ** 2 for m in medians) / (k - 1)
+    weights = _median_weights(pooled_logs.size, len(samples) / k)
+    centre = float(weights @ pooled_logs)
+    chance = max(0.0, float(weights @ (pooled_logs * pooled_logs)) - centre * centre)
     return BlockSpread(k, between, max(0.0, between - chance), between > chance * chi2_ratio_999(k - 1))
 
 
@@ -209,7 +226,8 @@ def spreads(samples: Sequence[float], blocks: int = BLOCKS) -> list[BlockSpread]
     k = block_count(len(samples), blocks)
     if k < MIN_BLOCKS or min(samples) <= 0:
         return []
-    return [block_spread(samples, kk) for kk in (k, k // 2) if kk >= MIN_BLOCKS]
+    pooled = np.log(_thinned(sorted(samples)))
+    return [block_spread(samples, kk, pooled) for kk in (k, k // 2) if kk >= MIN_BLOCKS]
 
 
 def level_variance(samples: Sequence[float], blocks: int = BLOCKS) -> float:
