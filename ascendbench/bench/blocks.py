@@ -8,7 +8,7 @@ of near-equal size spread over the whole timed region (``k = min(BLOCKS, n // MI
 run grows the blocks grow, so they grow past the drift's time scale: consistent batch means). The
 **between** interval is Student's t on the block medians, with a term for the level's movement::
 
-    median +- t(0.975, k - 1) * sqrt(s_b^2 / k + s_L^2)
+    median * exp(+- t(0.975, k - 1) * sqrt(s_b^2 / k + s_L^2))
 
 ``s_b`` is the spread of the block medians (of their logs: relative to the median); ``s_b^2 / k`` is the
 batch-means variance of the run's level, the part more calls shrink. ``s_L^2 = max(0, s_b^2 - s_w^2)`` is the
@@ -18,7 +18,7 @@ have if the calls were exchangeable (the bootstrap's, from all the calls pooled,
 small). A rerun meets the host in another state and its median moves with the level: the interval is for that
 rerun's median, so the level term stays however many calls are timed. It is 0 when the blocks agree as well as
 exchangeable calls would, and the interval is then the batch-means one, as tight as the within one.
-``level_rel_half_width`` (``t * s_L``) is the part no count of calls narrows: when it alone exceeds
+``level_rel_half_width`` (``exp(t * s_L) - 1``) is the part no count of calls narrows: when it alone exceeds
 ``bench.precision`` and the blocks disagree beyond chance at both block lengths (``s_b^2 / s_w^2`` above the
 99.9% point of chi^2(k - 1) / (k - 1)), the precision cannot be met on the host as it is, and the stop rule says
 ``drift`` instead of timing on to the cap.
@@ -211,13 +211,13 @@ def block_spread(samples: Sequence[float], k: int, pooled_logs: np.ndarray) -> B
 
 def _t_interval(spread: BlockSpread, median: float) -> Interval | None:
     t = t975(spread.k - 1)
-    half = t * math.sqrt(spread.between / spread.k + spread.level) * median
-    found = _interval(median, median - half, median + half,
+    half = t * math.sqrt(spread.between / spread.k + spread.level)  # on the logs: the bounds are multiplicative
+    found = _interval(median, median * math.exp(-half), median * math.exp(half),
                       f"t on {spread.k} block medians, with the level's spread between them")
     if found is None:
         return None
     return Interval(found.low_ms, found.high_ms, found.rel_half_width, found.method,
-                    t * math.sqrt(spread.level), spread.disagree)
+                    math.expm1(t * math.sqrt(spread.level)), spread.disagree)
 
 
 def spreads(samples: Sequence[float], blocks: int = BLOCKS) -> list[BlockSpread]:

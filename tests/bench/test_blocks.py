@@ -83,7 +83,7 @@ def test_exchangeable_median_var_is_the_bootstrap_variance_of_a_block_median():
 
 
 def _reference_half(samples: np.ndarray, k: int) -> float:
-    """t * sqrt(s_b^2 / k + max(0, s_b^2 - s_w^2)) on the logs; s_w^2 from scipy's beta distribution over all
+    """exp(t * sqrt(s_b^2 / k + max(0, s_b^2 - s_w^2))) - 1, on the logs; s_w^2 from scipy's beta distribution over all
     the calls."""
     logs = np.log([np.median(p) for p in np.array_split(samples, k)])
     between = logs.var(ddof=1)
@@ -91,7 +91,7 @@ def _reference_half(samples: np.ndarray, k: int) -> float:
     a = (samples.size / k + 1) / 2
     w = np.diff(scipy_stats.beta.cdf(np.linspace(0, 1, x.size + 1), a, a))
     chance = w @ x ** 2 - (w @ x) ** 2
-    return scipy_stats.t.ppf(0.975, k - 1) * np.sqrt(between / k + max(0.0, between - chance))
+    return np.expm1(scipy_stats.t.ppf(0.975, k - 1) * np.sqrt(between / k + max(0.0, between - chance)))
 
 
 def test_between_interval_is_t_on_the_block_medians_with_the_level_term_the_wider_of_two_lengths():
