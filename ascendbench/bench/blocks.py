@@ -200,7 +200,8 @@ def block_spread(samples: Sequence[float], k: int, pooled_logs: np.ndarray) -> B
     Plain floats for the block medians and a single numpy pass for ``chance``: the stop rule runs this between
     timed calls, and work there disturbs the next call (its caches), so it is kept short.
     """
-    medians = [math.log(m) for m in block_medians(samples, k)]
+    raw = block_medians(samples, k)
+    medians = [math.log(m / raw[0]) for m in raw]  # relative to one of them: equal blocks give exactly 0
     mean = sum(medians) / k
     between = sum((m - mean) ** 2 for m in medians) / (k - 1)
     weights = _median_weights(pooled_logs.size, len(samples) / k)
@@ -226,7 +227,8 @@ def spreads(samples: Sequence[float], blocks: int = BLOCKS) -> list[BlockSpread]
     k = block_count(len(samples), blocks)
     if k < MIN_BLOCKS or min(samples) <= 0:
         return []
-    pooled = np.log(_thinned(sorted(samples)))
+    ordered = sorted(samples)
+    pooled = np.log(_thinned(ordered) / ordered[len(ordered) // 2])  # centred: equal calls give exactly 0
     return [block_spread(samples, kk, pooled) for kk in (k, k // 2) if kk >= MIN_BLOCKS]
 
 
