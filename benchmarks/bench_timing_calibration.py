@@ -8,7 +8,10 @@ On one op (a 400x400 float32 matmul, one CPU thread; the first usable of npu, cu
      rule before blocks) would have needed on the same calls;
   3. the gate (``compare.min_effect=0.01``): A/A pairs (the same op timed twice, GAP_S apart) for the false
      alarm rate, and pairs whose NEW call spins 2% / 5% longer for the power; the block test against the
-     per-call Mann-Whitney test on the same pairs;
+     per-call Mann-Whitney test on the same pairs. Each side is timed with the gate's budget (GATE_BUDGET: a
+     fixed GATE_S seconds of timed calls, no precision stop: the blocks must span enough of the host's
+     wandering for the level term to be small), written as a record file and read back by the gate's own
+     reader (:func:`ascendbench.report.compare.latency_of`) before :func:`decide` judges it;
   4. the harness's overhead per timed call (a no-op call, the precision check on and never met).
 The load average is printed with the figures: on a shared host they say as much about the neighbours as about
 ascendbench. ``--quick`` halves the rounds and pairs (the goals are judged on the full run).
@@ -17,21 +20,27 @@ ascendbench. ``--quick`` halves the rounds and pairs (the goals are judged on th
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import statistics
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 from harness_common import describe, pick_adapter, synced_perf_counter_median_ms
 
 from ascendbench.bench import BenchBudget, run_bench
 from ascendbench.bench.blocks import within_interval
+from ascendbench.report.compare import latency_of
 from ascendbench.report.significance import Latency, LatencyRule, decide
 
-SIZE, TRUTH_CALLS, GAP_S = 400, 400, 0.5
+SIZE, TRUTH_CALLS, GAP_S, GATE_S = 400, 400, 0.5, 1.0
 ROUNDS, AA_PAIRS, POWER_PAIRS = 20, 40, 20
 BUDGET = BenchBudget(warmup=1, warmup_max=20, min_iters=5, max_iters=200, min_time_s=0.0, max_time_s=1.0,
                      precision=0.01)
+GATE_BUDGET = BenchBudget(warmup=1, warmup_max=20, min_iters=5, max_iters=1_000_000, min_time_s=GATE_S,
+                          max_time_s=GATE_S, precision=None)
 GOALS = {"coverage": 0.90, "false_alarms": 0.05, "power5": 0.90, "time_x": 2.0, "time_s": 0.04, "overhead_us": 20.0}
 RULE = LatencyRule(min_effect=0.01)
 CALLS_RULE = LatencyRule(min_effect=0.01, method="mann_whitney")
@@ -59,7 +68,7 @@ def _old_stop(samples: list[float]) -> tuple[int, float]:
 
 
 def coverage(op, adapter, rounds: int) -> dict:
-    honest, within, new_s, old_s, new_n, old_n, used = [], [], [], [], [], [], []
+    honest, within, new_s, old_s, new_n, old_n, used, half, reasons, moved = [], [], [], [], [], [], [], [], [], []
     for _ in range(rounds):
         result = run_bench(op, adapter, BUDGET)
         truth = synced_perf_counter_median_ms(op, adapter, TRUTH_CALLS)
@@ -72,28 +81,38 @@ def coverage(op, adapter, rounds: int) -> dict:
         old_s.append(seconds)
         old_n.append(n)
         used.append(result.interval["used"])
+        half.append(result.stop["ci_rel_half_width"])
+        reasons.append(result.stop["reason"])
+        moved.append(abs(truth / lat.median_ms - 1.0))
     return {"honest": sum(honest) / rounds, "within": sum(within) / rounds, "new_s": statistics.median(new_s),
             "old_s": statistics.median(old_s), "new_n": statistics.median(new_n), "old_n": statistics.median(old_n),
-            "between_used": used.count("between") / rounds}
+            "between_used": used.count("between") / rounds, "half": statistics.median(half),
+            "reasons": ", ".join(f"{r} {reasons.count(r)}" for r in sorted(set(reasons))),
+            "moved": statistics.quantiles(moved, n=10)[-1] if rounds >= 2 else moved[0]}
 
 
-def _side(result, blocks: bool = True) -> Latency:
-    lat = result.latency
-    medians = tuple(result.interval["blocks"]["medians_ms"]) if blocks else None
-    return Latency(lat.median_ms, lat.median_ci95_low_ms, lat.median_ci95_high_ms, tuple(result.samples_ms),
-                   lat.count, medians or None)
+def _gate_side(result, folder: Path, name: str) -> Latency:
+    """The run as the gate sees it: a record file with the bench section, read back by the gate's reader."""
+    path = folder / f"{name}.json"
+    section = result.to_dict(1, "calls")
+    path.write_text(json.dumps({"bench": section}))
+    lat = section["latency"]
+    row = {"record": str(path), **{f"bench.latency.{k}": lat[k] for k in ("median_ms", "median_ci95_low_ms",
+                                                                          "median_ci95_high_ms", "count")}}
+    return latency_of(row)
 
 
 def gate(op, adapter, pairs: int, slowdown: float, median_ms: float) -> tuple[float, float]:
     """Fraction of pairs flagged SLOWER by the block test and by the per-call test."""
     new_op = _spinner(op, slowdown * median_ms / 1e3) if slowdown else op
     by_blocks = by_calls = 0
-    for _ in range(pairs):
-        old = run_bench(op, adapter, BUDGET)
-        time.sleep(GAP_S)
-        new = run_bench(new_op, adapter, BUDGET)
-        by_blocks += decide(_side(old), _side(new), RULE).regressed
-        by_calls += decide(_side(old, False), _side(new, False), CALLS_RULE).regressed
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(pairs):
+            old = _gate_side(run_bench(op, adapter, GATE_BUDGET), Path(tmp), "old")
+            time.sleep(GAP_S)
+            new = _gate_side(run_bench(new_op, adapter, GATE_BUDGET), Path(tmp), "new")
+            by_blocks += decide(old, new, RULE).regressed
+            by_calls += decide(old, new, CALLS_RULE).regressed
     return by_blocks / pairs, by_calls / pairs
 
 
@@ -123,31 +142,34 @@ def main() -> None:
     median_ms = synced_perf_counter_median_ms(op, adapter, TRUTH_CALLS)
     print(f"device: {describe(adapter)}; op: {SIZE}x{SIZE} float32 matmul ({median_ms:.3f} ms); load average "
           f"{load_before}; budget precision={BUDGET.precision} min_iters={BUDGET.min_iters} max_iters="
-          f"{BUDGET.max_iters} max_time_s={BUDGET.max_time_s} min_time_s=0")
+          f"{BUDGET.max_iters} max_time_s={BUDGET.max_time_s} min_time_s=0; the gate's runs: {GATE_S} s of timed "
+          "calls each, no precision stop")
     rounds = ROUNDS // scale
     cov = coverage(op, adapter, rounds)
     print(f"coverage of a rerun's median ({TRUTH_CALLS}-call plain loop) by the recorded 95% interval: "
           f"{cov['honest']:.0%} over {rounds} rounds (goal >= {GOALS['coverage']:.0%}: "
           f"{_verdict(cov['honest'] >= GOALS['coverage'])}); the calls-only interval: {cov['within']:.0%}; "
-          f"between-block interval used in {cov['between_used']:.0%} of rounds")
+          f"between-block interval used in {cov['between_used']:.0%} of rounds, median half-width "
+          f"+-{cov['half']:.1%}; the rerun's median moved from the run's by up to {cov['moved']:.1%} in 90% of rounds; "
+          f"stops: {cov['reasons']} [load {_loadavg()}]")
     limit = GOALS["time_x"] * GOALS["time_s"]
     print(f"time to a result (timed region, median): {cov['new_s']:.3f} s in {cov['new_n']:.0f} calls; the calls-only "
           f"stop on the same calls: {cov['old_s']:.3f} s in {cov['old_n']:.0f} calls (goal <= {limit:.2f} s, "
           f"{GOALS['time_x']:.0f}x the issue's {GOALS['time_s']} s: {_verdict(cov['new_s'] <= limit)}; ratio to "
-          f"the calls-only stop here {cov['new_s'] / cov['old_s']:.1f}x)")
+          f"the calls-only stop here {cov['new_s'] / cov['old_s']:.1f}x) [load {_loadavg()}]")
     aa = gate(op, adapter, AA_PAIRS // scale, 0.0, median_ms)
     print(f"gate false alarms, A/A pairs {GAP_S} s apart, min_effect=0.01: {aa[0]:.0%} of {AA_PAIRS // scale} "
           f"(goal <= {GOALS['false_alarms']:.0%}: {_verdict(aa[0] <= GOALS['false_alarms'])}); the per-call test "
-          f"on the same pairs: {aa[1]:.0%}")
+          f"on the same pairs: {aa[1]:.0%} [load {_loadavg()}]")
     for slowdown in (0.02, 0.05):
         power = gate(op, adapter, POWER_PAIRS // scale, slowdown, median_ms)
         goal = (f"goal >= {GOALS['power5']:.0%}: {_verdict(power[0] >= GOALS['power5'])}" if slowdown == 0.05
                 else "stated, no goal")
         print(f"gate power, planted {slowdown:.0%} slowdown (a busy wait after the op): flagged {power[0]:.0%} of "
-              f"{POWER_PAIRS // scale} pairs ({goal}); the per-call test: {power[1]:.0%}")
+              f"{POWER_PAIRS // scale} pairs ({goal}); the per-call test: {power[1]:.0%} [load {_loadavg()}]")
     cost = overhead_us(adapter)
     print(f"harness overhead per timed call (no-op call, precision check on): {cost:.1f} us "
-          f"(goal <= {GOALS['overhead_us']:.0f} us: {_verdict(cost <= GOALS['overhead_us'])})")
+          f"(goal <= {GOALS['overhead_us']:.0f} us: {_verdict(cost <= GOALS['overhead_us'])}) [load {_loadavg()}]")
     print(f"took {time.perf_counter() - started:.0f} s; load average now {_loadavg()}")
 
 

@@ -11,7 +11,9 @@ Both are recorded; the host one is primary (throughput, stop rule). The first ca
 (host-timed, kept in ``bench.warmup`` but in no statistic) until the
 :class:`~ascendbench.bench.budget.WarmupRule` says the calls stopped getting faster; then timed calls
 until the :class:`~ascendbench.bench.budget.StopRule` says stop (``bench.stop`` says why, and how
-close the median's CI came to ``bench.precision``). The median's interval allows for drift during the run: the
+close the median's CI came to ``bench.precision``). The stop rule's precision check, between two calls,
+disturbs the next call's caches: the call after a check runs untimed (``bench.stop.untimed_after_checks``).
+The median's interval allows for drift during the run: the
 timed calls are cut into consecutive blocks (:mod:`ascendbench.bench.blocks`), ``bench.interval`` keeps the
 interval from the calls (``within``) and from the block medians (``between``), and the wider is the one used.
 """
@@ -197,6 +199,10 @@ class BenchLoop:
                 timed.reason = rule.reason(now - start)
                 if timed.reason is not None:
                     break
+                if rule.disturbed:  # the precision check ran: one untimed call brings the caches back
+                    rule.disturbed = False
+                    _timed_call(call, adapter, clock, None)
+                    timed.rewarm += 1
                 if now >= next_tick:
                     next_tick = now + TICK_S
                     bar.update(len(timed.samples) - bar.done, median=_median_text(rule))
@@ -238,12 +244,14 @@ class _Timed:
     phase_runs: list[dict[str, list[float]]] = field(default_factory=list)
     reason: str | None = None
     seconds: float = 0.0
+    rewarm: int = 0
 
     def stop_section(self, budget: BenchBudget) -> dict[str, Any]:
         """The record's ``bench.stop``: reason, count, seconds, achieved CI half-width, the budget."""
         chosen = self.rule.interval()
         achieved = None if chosen is None else float(chosen[1].rel_half_width)
         return {"reason": self.reason, "iters": len(self.samples), "timed_s": float(self.seconds),
+                "untimed_after_checks": self.rewarm,
                 "ci_rel_half_width": achieved, "ci_source": None if chosen is None else chosen[0],
                 "precision_met": None if budget.precision is None or achieved is None
                 else achieved <= budget.precision,

@@ -8,7 +8,11 @@ the best both records hold, tried in this order (``compare.method`` names the fi
    them calls an unchanged workload slower when the host's level moved between the two runs; block medians,
    each over a stretch of the run, are close to independent (batch means). A one-sided Welch t test on their
    logs must give ``p < alpha``, and the shift (the ratio of the geometric means of the block medians, minus
-   1) must exceed ``min_effect``; it is printed with its 95% Welch interval. Records written before blocks
+   1) must exceed ``min_effect``; it is printed with its 95% Welch interval. Each side's variance holds, besides
+   the batch-means term, the level's own spread between its blocks, recomputed from its per-call samples
+   (:func:`~ascendbench.bench.blocks.level_variance`, 0 when the blocks agree as exchangeable calls would):
+   the host's level moves between two runs as it moves between the blocks of one, and a test blind to that
+   calls an unchanged workload slower whenever the host's level moved between OLD and NEW. Records written before blocks
    existed have none, and the per-call test decides (the reason says so).
 1. ``mann_whitney``: the per-call samples (``bench.samples_ms``, at least ``compare.min_samples`` on each
    side). A one-sided Mann-Whitney U test (NEW stochastically greater) must give ``p < alpha``, and the
@@ -37,6 +41,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+
+from ascendbench.bench.blocks import level_variance
 
 METHODS = ("blocks", "mann_whitney", "ci_overlap", "median")
 LEVEL = 0.95  # confidence level of the printed shift, like the records' median_ci95
@@ -191,7 +197,7 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
     if "blocks" in chain:
         missing = _why_no_blocks(old, new)
         if missing is None:
-            return by_blocks(old.block_medians_ms, new.block_medians_ms, rule)
+            return by_blocks(old.block_medians_ms, new.block_medians_ms, rule, (_level(old), _level(new)))
         notes.append(missing)
     if "mann_whitney" in chain:
         missing = _why_no_test(old, new, rule)
@@ -216,8 +222,11 @@ def _why_no_blocks(old: Latency, new: Latency) -> str | None:
     return None
 
 
-def welch_shift(old: Sequence[float], new: Sequence[float], level: float = LEVEL) -> tuple[Shift, float]:
+def welch_shift(old: Sequence[float], new: Sequence[float], level: float = LEVEL,
+                extra: tuple[float, float] = (0.0, 0.0)) -> tuple[Shift, float]:
     """(NEW/OLD - 1 of the geometric means with its Welch interval, one-sided p that NEW is slower).
+
+    ``extra`` adds a variance (of logs) to OLD's and NEW's mean: the level's own movement between runs.
 
     >>> shift, p = welch_shift([100.0, 101.0, 99.0, 100.0], [110.0, 111.0, 109.0, 110.0])
     >>> round(shift.estimate, 4), round(shift.low, 4), round(shift.high, 4), p < 1e-4
@@ -227,7 +236,7 @@ def welch_shift(old: Sequence[float], new: Sequence[float], level: float = LEVEL
 
     a, b = np.log(np.asarray(old, float)), np.log(np.asarray(new, float))
     diff = float(b.mean() - a.mean())
-    va, vb = float(a.var(ddof=1)) / a.size, float(b.var(ddof=1)) / b.size
+    va, vb = float(a.var(ddof=1)) / a.size + extra[0], float(b.var(ddof=1)) / b.size + extra[1]
     se = math.sqrt(va + vb)
     if se == 0.0:
         return Shift(math.expm1(diff), math.expm1(diff), math.expm1(diff)), (0.0 if diff > 0 else 1.0)
@@ -247,16 +256,23 @@ def merged_pairs(medians: Sequence[float]) -> list[float]:
     return [math.sqrt(medians[i] * medians[i + 1]) for i in range(0, len(medians) - 1, 2)]
 
 
-def by_blocks(old: Sequence[float], new: Sequence[float], rule: LatencyRule) -> Decision:
-    """Welch t (one-sided) on the logs of the block medians, plus the shift against ``min_effect``.
+def _level(side: Latency) -> float:
+    """The level's own spread between the blocks of one side (a variance of logs), from its per-call samples."""
+    return level_variance(side.samples_ms) if side.samples_ms else 0.0
+
+
+def by_blocks(old: Sequence[float], new: Sequence[float], rule: LatencyRule,
+              levels: tuple[float, float] = (0.0, 0.0)) -> Decision:
+    """Welch t (one-sided) on the logs of the block medians, plus the shift against ``min_effect``; ``levels``
+    (OLD's and NEW's level spread between blocks) are added to the sides' variances.
 
     As the bench's interval, two block lengths are tried when both sides have enough blocks (the recorded ones,
     and neighbours merged two by two): a drift slower than the short blocks makes them agree too well, and the
     less significant of the two results is the one reported.
     """
-    shift, p = welch_shift(old, new)
+    shift, p = welch_shift(old, new, extra=levels)
     if min(len(old), len(new)) >= 2 * MIN_BLOCKS:
-        longer = welch_shift(merged_pairs(old), merged_pairs(new))
+        longer = welch_shift(merged_pairs(old), merged_pairs(new), extra=levels)
         shift, p = max((shift, p), longer, key=lambda found: found[1])
     return _decide(BLOCK_TEST, f"blocks={len(old)}/{len(new)}", (shift, p), rule)
 

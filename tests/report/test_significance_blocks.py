@@ -1,9 +1,10 @@
 """The gate on block medians: A/A pairs of autocorrelated timings are not called slower, real slowdowns are.
 
-Timings come from a drifting process (a level redrawn every few calls, times a per-call noise), the way calls on
-a shared host share its state of the moment; OLD and NEW are consecutive stretches of it, each cut into blocks
-by the bench's own :func:`~ascendbench.bench.blocks.interval_section`. The per-call test sees thousands of
-"independent" pairs and cries wolf; the block test does not.
+Timings come from a drifting process (a log-level that wanders as an AR(1) over the calls, times a per-call
+noise), the way calls on a shared host share its state of the moment; OLD and NEW are consecutive stretches of it,
+each cut into blocks by the bench's own :func:`~ascendbench.bench.blocks.interval_section`. The per-call test sees
+thousands of "independent" pairs and cries wolf; so does a Welch test on the block medians alone when the level
+wanders on the scale of a run; the gate's test, which adds each side's level spread between its blocks, does not.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from ascendbench.bench.blocks import interval_section
+from ascendbench.bench.blocks import interval_section, level_variance
 from ascendbench.bench.stats import LatencyStats
 from ascendbench.report.__main__ import main
 from ascendbench.report.significance import (
@@ -23,6 +24,7 @@ from ascendbench.report.significance import (
     TEST_NAME,
     Latency,
     LatencyRule,
+    by_blocks,
     decide,
     merged_pairs,
     p_text,
@@ -34,9 +36,15 @@ PAIRS = 60
 CALLS = 128
 
 
-def _drifting(rng: np.random.Generator, n: int, hold: int = 8, level_sigma: float = 0.03) -> np.ndarray:
-    levels = np.repeat(rng.lognormal(0.0, level_sigma, n // hold + 1), hold)[:n]
-    return 10.0 * levels * rng.lognormal(0.0, 0.01, n)
+def _drifting(rng: np.random.Generator, n: int, phi: float = 0.97, level_sigma: float = 0.03) -> np.ndarray:
+    """``n`` call times around 10 ms: a log-level AR(1) (``phi`` per call, stationary sd ``level_sigma``) plus
+    1% noise per call."""
+    shocks = rng.normal(0.0, level_sigma * np.sqrt(1.0 - phi ** 2), n)
+    level = np.empty(n)
+    level[0] = rng.normal(0.0, level_sigma)
+    for i in range(1, n):
+        level[i] = phi * level[i - 1] + shocks[i]
+    return 10.0 * np.exp(level) * rng.lognormal(0.0, 0.01, n)
 
 
 def _side(samples: np.ndarray, blocks: bool = True) -> Latency:
@@ -47,9 +55,10 @@ def _side(samples: np.ndarray, blocks: bool = True) -> Latency:
                    stats.count, medians)
 
 
-def _pair(seed: int, slowdown: float = 0.0, blocks: bool = True) -> tuple[Latency, Latency]:
-    run = _drifting(np.random.default_rng(seed), 2 * CALLS)
-    return _side(run[:CALLS], blocks), _side(run[CALLS:] * (1.0 + slowdown), blocks)
+def _pair(seed: int, slowdown: float = 0.0, blocks: bool = True, calls: int = CALLS,
+          phi: float = 0.97) -> tuple[Latency, Latency]:
+    run = _drifting(np.random.default_rng(seed), 2 * calls, phi)
+    return _side(run[:calls], blocks), _side(run[calls:] * (1.0 + slowdown), blocks)
 
 
 def test_welch_matches_scipy_on_the_logs():
@@ -62,26 +71,36 @@ def test_welch_matches_scipy_on_the_logs():
     assert shift.low < shift.estimate < shift.high
 
 
+def _blind(old: Latency, new: Latency) -> bool:
+    """The block test without the level terms (batch means alone): is the pair flagged?"""
+    return by_blocks(old.block_medians_ms, new.block_medians_ms, RULE).regressed
+
+
 def test_a_a_pairs_of_drifting_timings_are_not_called_slower():
+    pairs = [_pair(seed) for seed in range(PAIRS)]
     by_calls = sum(decide(*_pair(seed, blocks=False), RULE).regressed for seed in range(PAIRS))
-    by_blocks = [decide(*_pair(seed), RULE) for seed in range(PAIRS)]
-    assert all(d.method == BLOCK_TEST for d in by_blocks)
-    flagged = sum(d.regressed for d in by_blocks)
-    # Measured over these 60 seeds: the per-call test flags 8 (13%), the block test 1 (2%).
-    assert by_calls >= 6, f"the per-call test should cry wolf on autocorrelated timings, flagged {by_calls}"
+    blind = sum(_blind(*pair) for pair in pairs)
+    by_blocks_ = [decide(*pair, RULE) for pair in pairs]
+    assert all(d.method == BLOCK_TEST for d in by_blocks_)
+    flagged = sum(d.regressed for d in by_blocks_)
+    # Measured over these 60 seeds: per-call test 16 (27%), block medians alone 10 (17%), the gate 1 (2%).
+    assert by_calls >= 10, f"the per-call test should cry wolf on autocorrelated timings, flagged {by_calls}"
+    assert blind >= 6, f"block medians without the level term should cry wolf when the level wanders, {blind}"
     assert flagged <= 3, f"A/A pairs flagged by the block test: {flagged} of {PAIRS}"
 
 
 def test_a_planted_slowdown_is_still_flagged_by_the_blocks():
-    found = [decide(*_pair(seed, slowdown=0.08), RULE) for seed in range(PAIRS // 2)]
+    """Power comes from the budget: blocks long against the level's wandering (512 calls a side; 30 of 30 here)."""
+    found = [decide(*_pair(seed, slowdown=0.08, calls=512, phi=0.9), RULE) for seed in range(PAIRS // 2)]
     assert sum(d.regressed for d in found) >= 0.9 * len(found)
     assert "Welch t on block medians, blocks=8/8" in found[0].effect
 
 
 def test_the_less_significant_of_two_block_lengths_is_reported():
     old, new = _pair(3, slowdown=0.02)
-    short = welch_shift(old.block_medians_ms, new.block_medians_ms)
-    longer = welch_shift(merged_pairs(old.block_medians_ms), merged_pairs(new.block_medians_ms))
+    levels = (level_variance(old.samples_ms), level_variance(new.samples_ms))
+    short = welch_shift(old.block_medians_ms, new.block_medians_ms, extra=levels)
+    longer = welch_shift(merged_pairs(old.block_medians_ms), merged_pairs(new.block_medians_ms), extra=levels)
     shift, p = max(short, longer, key=lambda found: found[1])
     assert p_text(p) in decide(old, new, RULE).effect and shift.text() in decide(old, new, RULE).effect
 
