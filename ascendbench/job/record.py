@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,17 @@ class RecordWriter:
 
 def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(ts))
+
+
+def instant(stamp: Any) -> float:
+    """Seconds since the epoch of a record's ``timing`` time (``2026-12-01T17:54:36+0800``), ``-inf`` when it is
+    absent or not such a time: records from hosts in different time zones order by the moment, never by their
+    local-time text (``...T09:00+0000`` is later than ``...T16:00+0800``).
+
+    >>> instant("2026-12-01T09:00:00+0000") > instant("2026-12-01T16:00:00+0800")
+    True
+    """
+    try:  # ISO 8601 as this tool writes it; a time without a zone is read as this host's local time
+        return datetime.fromisoformat(str(stamp)).timestamp()
+    except (TypeError, ValueError, OverflowError, OSError):
+        return float("-inf")

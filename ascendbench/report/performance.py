@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ascendbench.job.record import instant
 from ascendbench.report.columns import PERF_VALUES, fold_same, perf_show
 from ascendbench.report.fmt import MISSING, get, link, num, table, text, times, workload_label
 from ascendbench.report.tables import machines, record_link
@@ -31,11 +32,18 @@ def median_ms(row: Mapping[str, Any]) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def started_key(row: Mapping[str, Any]) -> tuple[bool, float]:
+    """Sort key of a row by when its job started (the moment, time zones included); rows without a readable
+    start time sort last."""
+    moment = instant(get(row, "timing.started_at"))
+    return (moment == float("-inf"), moment)
+
+
 def latest(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The most recently finished of ``rows`` (by ``timing.finished_at``, then record path)."""
     if not rows:
         return None
-    return max(rows, key=lambda r: (str(get(r, "timing.finished_at") or ""), str(r["record"])))
+    return max(rows, key=lambda r: (instant(get(r, "timing.finished_at")), str(r["record"])))
 
 
 def cpu_counterpart(row: Mapping[str, Any], cpu_rows: Sequence[Mapping[str, Any]],

@@ -23,6 +23,7 @@ from ascendbench.fileio import read_regular, write_atomic
 from ascendbench.job.summary import summary_lines
 from ascendbench.report.fmt import MISSING, get, link, md_escape, num, short, table, text, workload_label
 from ascendbench.report.html import html_document
+from ascendbench.report.performance import started_key
 from ascendbench.report.plots import safe_name
 from ascendbench.report.seedlayer import PROFILES, task_of
 from ascendbench.report.select import perf_only
@@ -111,7 +112,7 @@ def reproduce(rows: Rows, sources: Sequence[str], lang: str) -> str:
 
 def smoke(rows: Rows, base_dir: Path, lang: str) -> str:
     """The first job's end-of-job summary, rebuilt from its record."""
-    first = min(rows, key=lambda r: str(get(r, "timing.started_at") or ""))
+    first = min(rows, key=lambda r: started_key(r))
     try:
         record = json.loads(read_regular(Path(str(first["record"]))))  # a regular file only: never a FIFO
     except (OSError, ValueError):

@@ -25,7 +25,7 @@ from ascendbench.report.compare import KEY, latency_of, measured
 from ascendbench.report.fmt import MISSING, get, metric_matches, num, size_label, table, text, times
 from ascendbench.report.gather import CONFIG_COLUMN
 from ascendbench.report.hidden import hidden_metrics
-from ascendbench.report.performance import latest, median_cell, median_ms
+from ascendbench.report.performance import latest, median_cell, median_ms, started_key
 from ascendbench.report.significance import LatencyRule, decide
 from ascendbench.report.tables import (
     RANDOM_LEGEND,
@@ -154,7 +154,7 @@ def _group(rows: Sequence[Mapping[str, Any]]) -> VariantGroup:
     for row in rows:
         by_settings.setdefault(tuple(sorted(variant_settings(row).items())), []).append(row)
     order = {id(r): i for i, r in enumerate(rows)}
-    started = {key: min((str(get(r, "timing.started_at") or ""), order[id(r)]) for r in members)
+    started = {key: min((started_key(r), order[id(r)]) for r in members)
                for key, members in by_settings.items()}
     variants = [Variant(latest(members), dict(key)) for key, members in
                 sorted(by_settings.items(), key=lambda item: started[item[0]])]

@@ -24,13 +24,12 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
 from ascendbench.errors import TrackingError
 from ascendbench.fileio import read_regular
-from ascendbench.job.record import RECORD_NAME
+from ascendbench.job.record import RECORD_NAME, instant
 from ascendbench.report.gather import DRY_RUN, load_row
 from ascendbench.tracking.fields import Limits, RunFields, chunks, run_fields
 
@@ -110,10 +109,8 @@ def _digest(data: bytes | str) -> str:
 
 def _epoch_ms(stamp: Any) -> int | None:
     """A record's ``timing`` time (``2026-12-01T09:54:36+0000``) in milliseconds, or None."""
-    try:
-        return int(datetime.strptime(str(stamp), "%Y-%m-%dT%H:%M:%S%z").timestamp() * 1000)
-    except ValueError:
-        return None
+    moment = instant(stamp)
+    return None if moment == float("-inf") else int(moment * 1000)
 
 
 def artifact_files(job_dir: Path) -> list[tuple[Path, str | None]]:

@@ -74,3 +74,23 @@ def test_an_accuracy_run_and_a_perf_only_run_of_one_workload_are_one_performance
     assert "4 row(s) stand for 6 records" in performance
     bf16 = [line for line in performance.splitlines() if line.startswith("| bfloat16 |")]
     assert len(bf16) == 1, "another dtype is another workload"
+
+
+def test_the_latest_record_is_the_latest_moment_not_the_latest_local_time_text(write_record):
+    """Two runs of one workload on hosts in different time zones: the one that finished later in absolute time
+    is the row shown, although its local-time text sorts first."""
+    import json
+
+    from ascendbench.report.gather import load_row
+    from ascendbench.report.select import accuracy_rows
+
+    stamps = {"beijing": "2026-12-01T16:00:00+0800", "utc": "2026-12-01T09:00:00+0000"}  # 08:00 and 09:00 UTC
+    rows = []
+    for name, stamp in stamps.items():
+        path = write_record(name, mean_rel_err=0.005 if name == "utc" else 0.009)
+        record = json.loads(path.read_text())
+        record["timing"].update(started_at=stamp, finished_at=stamp)
+        path.write_text(json.dumps(record))
+        rows.append(load_row(path))
+    shown = accuracy_rows(rows)
+    assert len(shown) == 1 and shown[0]["record"].endswith("utc/record.json")
