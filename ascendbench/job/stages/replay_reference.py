@@ -65,6 +65,15 @@ def compare_replay(job: Any) -> dict[str, Any]:
     return {"compare": done["info"], "metrics": job.metrics, "verdict": job.verdict, "artifacts": job.artifacts}
 
 
+def _this_host(plan: dict[str, Any]) -> dict[str, Any]:
+    """Where the plan is for a declared machine (``dry_run_target``): whether the replay would fit this host too."""
+    from ascendbench.models.memory import measured_host_bytes
+
+    here = measured_host_bytes()
+    return {"this_host_available_mb": here / 1e6,
+            "fits_this_host": plan["reference_process_mb"] * 1e6 <= plan["headroom"] * here}
+
+
 def plan_section(job: Any, estimate: dict[str, Any] | None) -> bool:
     """The dry run: whether the job would replay (``replay``, or ``auto`` with a whole-model reference that does
     not fit) and, if so, the replay's memory plan (a plan that does not fit is a problem). ``True``: replay."""
@@ -85,6 +94,8 @@ def plan_section(job: Any, estimate: dict[str, Any] | None) -> bool:
     if not plan or "unavailable" in plan:
         job.add_plan({"memory": {"replay_reference": plan or {"unavailable": "see the problems"}}})
         return mode == "replay"
+    if job.plan.get("target"):
+        plan.update(_this_host(plan))
     job.add_plan({"baseline": {"mode": "replay", "reason": reason, "precision": plan["precision"]},
                   "memory": {"replay_reference": plan}})
     if not plan["fits"]:
