@@ -141,7 +141,7 @@ class ReplayConfig:
     calls: List[Any] = field(default_factory=lambda: ["first", "last"])
     max_capture_mb: float = 2048.0
     margin: float = 32.0
-    precision: str = "float64"
+    precision: str = "auto"
 
 
 @dataclass

@@ -62,7 +62,8 @@ def compare_replay(job: Any) -> dict[str, Any]:
     job.artifacts.update(done["artifacts"])
     if job.cfg.compare.get("csv", True):
         job.artifacts["compare_csv"] = job.relative(write_compare_csv(job.dir / "compare.csv", done["rows"]))
-    return {"compare": done["info"], "metrics": job.metrics, "verdict": job.verdict, "artifacts": job.artifacts}
+    return {"compare": done["info"], "metrics": job.metrics, "verdict": job.verdict, "artifacts": job.artifacts,
+            "job": {"reference_dtype": f"{done['info']['precision']} (replay)"}}
 
 
 def _this_host(plan: dict[str, Any]) -> dict[str, Any]:
