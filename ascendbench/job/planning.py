@@ -157,7 +157,8 @@ def outputs_plan(job: Job) -> list[str]:
     files = ["record.json", "ascendbench.log", "tensors/inputs.safetensors", "tensors/device.safetensors"]
     replay = baseline.get("mode") == "replay"
     if replay:  # no whole-model reference outputs: the recorded calls and the per-module results
-        files += ["replay/calls/<n>.safetensors (a file per recorded call)", "replay/manifest.json", "replay/results.json", "replay_child.log"]
+        files += ["replay/calls/<n>.safetensors (a file per recorded call)", "replay/manifest.json",
+                  "replay/results.json", "replay_child.log"]
     elif baseline.get("enabled"):
         files.append("tensors/reference.safetensors")
     kind = job.task.output_kind if job.task is not None else None
