@@ -15,6 +15,10 @@ from ascendbench.report.fmt import get, num, short, size_label, table, text
 from ascendbench.report.tables import record_link
 
 PREFIX, SUFFIX = "metrics.replay/", "/local_rel_err.value"
+LABEL = "replay (per-module)"
+REPLAY_NOTE = (f"{LABEL}: no whole-model reference ran for this row; hidden MaxDiff / CosSim are the worst local "
+               "max abs err / cosine over the replayed modules, each re-run alone on the CPU on the device's own "
+               "inputs (see the local-error section); PSNR / SSIM need the whole-model output: \"-\"")
 HEADERS = ("module call / output", "local rel err", "rule", "max abs err", "cosine", "verdict")
 
 
@@ -28,6 +32,22 @@ def replay_entries(row: Mapping[str, Any]) -> list[dict[str, Any]]:
                             "rule": get(row, f"{base}.rule"), "verdict": get(row, f"{base}.verdict"),
                             "max_abs_err": get(row, f"{base}.max_abs_err"), "cosine": get(row, f"{base}.cosine")})
     return entries
+
+
+def is_replay(row: Mapping[str, Any]) -> bool:
+    """Whether the row's job used the replay reference (no whole-model reference outputs)."""
+    return get(row, "baseline.mode") == "replay"
+
+
+def replay_hidden_cell(row: Mapping[str, Any], metric: str) -> str | None:
+    """``worst LABEL`` of ``max_abs_err`` (the largest) or ``cosine`` (the smallest) over the replayed calls,
+    for the per-resolution table; ``None`` for a job without the replay reference."""
+    if not is_replay(row):
+        return None
+    values = [e[metric] for e in replay_entries(row) if isinstance(e.get(metric), (int, float))]
+    if not values:
+        return f"missing {LABEL}"
+    return f"{num(max(values) if metric == 'max_abs_err' else min(values))} {LABEL}"
 
 
 def _job_table(row: Mapping[str, Any], base_dir: Path, heading: str) -> str:
