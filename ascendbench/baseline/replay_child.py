@@ -83,19 +83,24 @@ def meta_module(spec: Mapping[str, Any]) -> torch.nn.Module:
 
 def build_module(spec: Mapping[str, Any], dtype: torch.dtype = torch.float64) -> torch.nn.Module:
     """The module of ``spec`` in ``dtype`` (float64 unless the request says float32): its component on ``meta``,
-    its tensors read key by key."""
+    its tensors read key by key, each cast as it is read (never the file's and the cast copy of every tensor at
+    once: the plan counts the parameters once, in ``dtype``)."""
     from safetensors import safe_open
+
+    def read(handle: Any, key: str) -> torch.Tensor:
+        value = handle.get_tensor(key)
+        return value.to(dtype) if value.is_floating_point() else value
 
     module = meta_module(spec)
     params: dict[str, torch.Tensor] = {}
     for entry in spec["files"]:
         with safe_open(entry["file"], framework="pt") as handle:
-            params.update({key: handle.get_tensor(file_key) for key, file_key in entry["keys"].items()})
+            params.update({key: read(handle, file_key) for key, file_key in entry["keys"].items()})
     buffers: dict[str, torch.Tensor] = {}
     with safe_open(spec["exported"], framework="pt") as handle:
         for key in handle.keys():
             kind, _, name = key.partition(":")
-            (params if kind == "param" else buffers)[name] = handle.get_tensor(key)
+            (params if kind == "param" else buffers)[name] = read(handle, key)
     _assign(module, params)
     _set_buffers(module, buffers)
     still = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
