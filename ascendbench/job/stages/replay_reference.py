@@ -66,11 +66,21 @@ def compare_replay(job: Any) -> dict[str, Any]:
             "job": {"reference_dtype": f"{done['info']['precision']} (replay)"}}
 
 
+def _held_by_job(job: Any) -> int:
+    """Host bytes the job itself holds while the replay process runs: its model's parameters in the device dtype
+    when the device is the CPU (on an accelerator they are on the card)."""
+    if job.adapter is None or job.adapter.name != "cpu" or job.model is None:
+        return 0
+    from ascendbench.models.memory import tensor_count
+
+    return tensor_count(job.model) * job.precision.dtype.itemsize
+
+
 def _this_host(plan: dict[str, Any]) -> dict[str, Any]:
     """Where the plan is for a declared machine (``dry_run_target``): whether the replay would fit this host too."""
     from ascendbench.models.memory import measured_host_bytes
 
-    here = measured_host_bytes()
+    here = measured_host_bytes() - int(plan.get("job_holds_mb", 0) * 1e6)
     return {"this_host_available_mb": here / 1e6,
             "fits_this_host": plan["reference_process_mb"] * 1e6 <= plan["headroom"] * here}
 
@@ -90,8 +100,12 @@ def plan_section(job: Any, estimate: dict[str, Any] | None) -> bool:
                   f"{free:.1f} GB available, so each module is replayed alone")
     else:
         reason = WANTED
+    held = _held_by_job(job)
     plan = job.attempt("replay reference", lambda: plan_replay(job.model, job.task, job.inputs or {}, job.cfg,
-                                                               dtype=job.precision.dtype, available=free_host_bytes()))
+                                                               dtype=job.precision.dtype,
+                                                               available=free_host_bytes() - held))
+    if plan and "unavailable" not in plan and held:
+        plan["job_holds_mb"] = held / 1e6
     if not plan or "unavailable" in plan:
         job.add_plan({"memory": {"replay_reference": plan or {"unavailable": "see the problems"}}})
         return mode == "replay"
