@@ -130,7 +130,7 @@ def plan_lines(entry: Mapping[str, Any] | None) -> list[str]:
             f"{entry['child_imports_mb'] / 1e3:.1f} GB -> {entry['reference_process_mb'] / 1e3:.2f} GB of "
             f"{entry['host_available_mb'] / 1e3:.1f} GB free"
             + (f" beside the job's own {entry['job_holds_mb'] / 1e3:.2f} GB (its model on the CPU)"
-               if entry.get("job_holds_mb") else "")
+               if entry.get("job_holds_mb") else f" ({entry['planned_alone']})" if entry.get("planned_alone") else "")
             + f": {'fits' if entry['fits'] else 'DOES NOT FIT'}"
             + ("" if "fits_this_host" not in entry else
                f" (this host: {entry['this_host_available_mb'] / 1e3:.1f} GB free, "

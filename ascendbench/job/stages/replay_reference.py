@@ -14,6 +14,7 @@ from ascendbench.baseline.replay_modules import replay_patterns
 from ascendbench.compare.csvfile import write_compare_csv
 from ascendbench.errors import ConfigError, InsufficientMemoryError
 from ascendbench.metrics.verdict import worst
+from ascendbench.models.memory import DEFAULT_HEADROOM
 
 WANTED = "baseline.reference_mode=replay"
 
@@ -100,12 +101,16 @@ def plan_section(job: Any, estimate: dict[str, Any] | None) -> bool:
                   f"{free:.1f} GB available, so each module is replayed alone")
     else:
         reason = WANTED
-    held = _held_by_job(job)
+    held, host = _held_by_job(job), free_host_bytes()
+    alone = held > DEFAULT_HEADROOM * host  # the device run's own line already says the model does not fit
     plan = job.attempt("replay reference", lambda: plan_replay(job.model, job.task, job.inputs or {}, job.cfg,
                                                                dtype=job.precision.dtype,
-                                                               available=free_host_bytes() - held))
-    if plan and "unavailable" not in plan and held:
+                                                               available=host - (0 if alone else held)))
+    if plan and "unavailable" not in plan and held and not alone:
         plan["job_holds_mb"] = held / 1e6
+    elif plan and "unavailable" not in plan and alone:
+        plan["planned_alone"] = (f"the job's own model ({held / 1e9:.1f} GB on the CPU) does not fit here (the device "
+                                 "run's line), so the replay process is planned on its own")
     if not plan or "unavailable" in plan:
         job.add_plan({"memory": {"replay_reference": plan or {"unavailable": "see the problems"}}})
         return mode == "replay"
