@@ -59,7 +59,9 @@ def _job_table(row: Mapping[str, Any], base_dir: Path, heading: str) -> str:
                f"{text(first['rule'])})." if first else "No module breaks its local-error rule.")
     body = table(HEADERS, [(e["name"], num(e["value"]), text(e["rule"]), num(e["max_abs_err"]), num(e["cosine"]),
                             text(e["verdict"])) for e in entries]) if entries else "No replayed call was recorded."
-    return f"{title}\n\nWhy a replay: {short(get(row, 'baseline.reason'), 300)}\n\n{verdict}\n\n{body}"
+    precision = get(row, "compare.precision_choice")
+    why = short(get(row, "baseline.reason"), 300) + (f" Precision: {short(precision, 200)}." if precision else "")
+    return f"{title}\n\nWhy a replay: {why}\n\n{verdict}\n\n{body}"
 
 
 def replay_section(rows: Sequence[Mapping[str, Any]], base_dir: Path, heading: str = "###") -> str:
@@ -68,7 +70,8 @@ def replay_section(rows: Sequence[Mapping[str, Any]], base_dir: Path, heading: s
     if not jobs:
         return ("No job used the replay reference (baseline.reference_mode=replay, or auto where the whole-model "
                 "reference does not fit), so there are no per-module local errors.")
-    return ("Each module re-run alone on the CPU in float64 on the inputs the device gave it: its local error "
+    return ("Each module re-run alone on the CPU in float64 (float32 where float64 does not fit in host memory) on "
+            "the inputs the device gave it: its local error "
             "(||dev - ref|| / ||ref||, the error it adds itself), judged by the device dtype's unit roundoff times "
             "baseline.replay.margin. End-to-end errors of whole-model references are in the accuracy table.\n\n"
             + "\n\n".join(_job_table(r, base_dir, heading) for r in jobs))
