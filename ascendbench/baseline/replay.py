@@ -13,8 +13,9 @@ msprobe's ``run_ut`` re-runs each dumped *API* on the CPU with its captured inpu
 3. each local error is judged by ``baseline.replay.margin`` x the unit roundoff of the device dtype, and the
    **first divergent module** is the first call, in the order the calls finished, whose local error breaks it.
 
-Memory is bounded by the largest module in float64 plus one call's tensors (:mod:`ascendbench.baseline.replay_plan`
-estimates it for the dry run).
+Memory is bounded by the largest module plus one call's tensors: the calls go to disk one file each as they
+finish, and the process reads one at a time (:mod:`ascendbench.baseline.replay_memory` plans it, chooses float64
+or float32, and checks the measured peak; :mod:`ascendbench.baseline.replay_plan` is the dry run's plan).
 """
 
 from __future__ import annotations
