@@ -112,3 +112,13 @@ def test_a_path_without_a_model_is_named(tmp_path, task) -> None:
     job = SimpleNamespace(task=task, outputs={"frames": _video()}, weights=None, reference=None)
     with pytest.raises(ConfigError, match="metric.clip.path=.* is not a directory with a config.json"):
         clip_entries({"path": str(tmp_path / "absent")}, job)
+
+
+def test_a_wrong_clip_path_fails_the_job_before_anything_runs(compose_cfg, tmp_path) -> None:
+    from helpers import run_job
+
+    cfg = compose_cfg(["model=tiny_flux2_decoder", "device=cpu", f"metric.clip.path={tmp_path / 'no_clip'}",
+                       f"baseline.cache_dir={tmp_path / 'cache'}"])
+    record = run_job(cfg, tmp_path / "job")
+    assert record["status"] == "failed" and record["error"]["type"] == "ConfigError"
+    assert "metric.clip.path=" in record["error"]["message"] and record["bench"] is None, "nothing ran"
