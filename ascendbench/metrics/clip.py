@@ -4,7 +4,8 @@
 and image processor), as written by ``save_pretrained``; nothing is downloaded. The score is torchmetrics'
 ``CLIPScore`` (Hessel et al. 2021, "CLIPScore", EMNLP): ``100 x max(cos(image embedding, text embedding), 0)``,
 here per frame of ``metric.clip.frames`` frames spread over the clip, reported as the mean (``value``) and the
-lowest frame (``min``). It needs no reference: a blank, noisy or off-prompt output scores low. Where a reference
+lowest frame (``min``); a prompt longer than the text encoder's positions (77 tokens for CLIP) is cut there, as
+CLIP itself was trained. It needs no reference: a blank, noisy or off-prompt output scores low. Where a reference
 output exists its score is recorded beside it (``reference_value``).
 
 It is judged only where ``metric.clip.min`` is set (no single threshold suits every CLIP model), and never for
@@ -79,7 +80,9 @@ def clip_scores(model: Any, processor: Any, prompt: str, frames: torch.Tensor) -
     pixels = frames.detach().float().clamp(0, 1).cpu()
     if pixels.shape[1] == 1:
         pixels = pixels.expand(-1, 3, -1, -1)
-    batch = processor(text=[prompt], images=list(pixels), return_tensors="pt", padding=True, do_rescale=False)
+    limit = int(model.config.text_config.max_position_embeddings)  # CLIP reads 77 tokens; longer prompts are cut
+    batch = processor(text=[prompt], images=list(pixels), return_tensors="pt", padding=True, do_rescale=False,
+                      truncation=True, max_length=limit)
     with torch.no_grad():
         image = model.get_image_features(pixel_values=batch["pixel_values"])
         text = model.get_text_features(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])

@@ -72,7 +72,7 @@ def _by_hand(folder: Path, frame: torch.Tensor, prompt: str) -> float:
     ids = [vocab["<|startoftext|>"]]
     for word in prompt.split():
         ids += [vocab[c] for c in word[:-1]] + [vocab[word[-1] + "</w>"]]
-    ids.append(vocab["<|endoftext|>"])
+    ids = ids[:31] + [vocab["<|endoftext|>"]]  # the tiny text encoder's 32 positions, the end token kept
     pixels = (frame - torch.tensor(MEAN)[:, None, None]) / torch.tensor(STD)[:, None, None]
     with torch.no_grad():
         image = model.visual_projection(model.vision_model(pixel_values=pixels[None]).pooler_output)
@@ -122,3 +122,14 @@ def test_a_wrong_clip_path_fails_the_job_before_anything_runs(compose_cfg, tmp_p
     record = run_job(cfg, tmp_path / "job")
     assert record["status"] == "failed" and record["error"]["type"] == "ConfigError"
     assert "metric.clip.path=" in record["error"]["message"] and record["bench"] is None, "nothing ran"
+
+
+def test_a_prompt_longer_than_the_text_encoder_is_cut_as_clip_reads_it(clip_dir, task) -> None:
+    long_prompt = " ".join(["a red fox in snow"] * 4)  # 4 x 14 letters + specials: past 32 positions
+    task.prompt = long_prompt
+    video = _video()
+    job = SimpleNamespace(task=task, outputs={"frames": video}, weights=None, reference=None)
+    entry = clip_entries({"path": str(clip_dir), "frames": 1}, job)["clip_score"]
+    low, high = task.value_range
+    frame = (frames_of(video, "BTCHW", 1)[0] - low) / (high - low)
+    assert entry["value"] == pytest.approx(_by_hand(clip_dir, frame, long_prompt), rel=1e-5, abs=1e-6)
