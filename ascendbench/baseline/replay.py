@@ -76,7 +76,7 @@ def replay_settings(cfg: Any) -> dict[str, Any]:
                           "the largest module with its recorded call fits in host memory, else float32), float64 or "
                           "float32 (half the memory)")
     return {"calls": list(replay.get("calls") or ["first", "last"]),
-            "max_capture_mb": float(replay.get("max_capture_mb") or 2048),
+            "max_capture_mb": float(replay.get("max_capture_mb") or 8192),
             "margin": float(replay.get("margin") or 32), "precision": precision}
 
 

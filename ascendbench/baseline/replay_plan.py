@@ -106,12 +106,18 @@ def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: 
                               lambda precision: process_plan(builders, manifest["calls"], recorder.tensors, precision),
                               available)
     largest_call = max(c["nbytes"] for c in manifest["calls"])
+    dropped, kept = [], 0  # the job's cap on the recorded bytes, in completion order as CallRecorder applies it
+    for call in manifest["calls"]:
+        if kept + call["nbytes"] > settings["max_capture_mb"] * (1 << 20):
+            dropped.append(call["key"])
+        else:
+            kept += call["nbytes"]
     return {"mode": "replay", **memory, "patterns": patterns, "modules": len(specs), "calls": len(manifest["calls"]),
             "sampled_calls": settings["calls"], "recorded_mb": recorded / 1e6, "job_held_call_mb": largest_call / 1e6,
             "meta_run": "complete" if stopped is None else (
                 f"stopped by {stopped} after the first calls; the other sampled calls are counted with the first "
                 "call's shapes"),
-            "host_available_mb": available / 1e6, "headroom": DEFAULT_HEADROOM,
+            "host_available_mb": available / 1e6, "headroom": DEFAULT_HEADROOM, "dropped": dropped,
             "unreplayable": manifest["unreplayable"]}
 
 
@@ -122,7 +128,11 @@ def plan_lines(entry: Mapping[str, Any] | None) -> list[str]:
     if "unavailable" in entry:
         return [f"            replay reference not estimated: {entry['unavailable']}"]
     largest = entry["largest_module"]
-    return [f"            replay reference ({entry['precision']}, {entry['modules']} modules, {entry['calls']} calls "
+    cut = entry.get("dropped") or []
+    dropped = [f"            replay: {len(cut)} call(s) beyond baseline.replay.max_capture_mb would not be recorded, "
+               f"so not replayed: {', '.join(cut[:6])} (raise it: the calls go to disk)"] if cut else []
+    return dropped + [
+            f"            replay reference ({entry['precision']}, {entry['modules']} modules, {entry['calls']} calls "
             f"recorded at {entry['recorded_mb'] / 1e3:.2f} GB on disk, the job holding one call of at most "
             f"{entry['job_held_call_mb'] / 1e3:.2f} GB at a time; {entry['choice']}): "
             f"largest module {largest['name']} ({largest['num_params']:,} "

@@ -139,7 +139,7 @@ class ReplayConfig:
 
     layers: Any = None
     calls: List[Any] = field(default_factory=lambda: ["first", "last"])
-    max_capture_mb: float = 2048.0
+    max_capture_mb: float = 8192.0
     margin: float = 32.0
     precision: str = "auto"
 

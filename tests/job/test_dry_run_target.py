@@ -29,7 +29,8 @@ def test_a_host_too_small_fails_the_plan_and_names_the_stages(compose_cfg, tmp_p
 
 
 def test_a_declared_target_is_planned_for_and_this_host_is_still_said(compose_cfg, tmp_path, small_host, capsys):
-    cfg = compose_cfg([*TINY, f"baseline.cache_dir={tmp_path}", "dry_run_target.host_memory_gb=64"])
+    cfg = compose_cfg([*TINY, f"baseline.cache_dir={tmp_path}", "dry_run_target.host_memory_gb=64",
+                       "baseline.replay.max_capture_mb=0.05"])  # 52 KB: the later calls would not be recorded
     record = run_job(cfg, tmp_path / "job")
     assert record["status"] == "ok", record["error"]
     plan = record["plan"]
@@ -45,6 +46,8 @@ def test_a_declared_target_is_planned_for_and_this_host_is_still_said(compose_cf
     assert "planned for the machine declared in dry_run_target (host 64.0 GB free)" in out
     assert "(this host: " in out and "GB free, does not fit)" in out
     assert memory.available_host_bytes() == 64 << 10, "the declaration ends with the dry run"
+    assert replay["dropped"] and replay["dropped"][-1] == "decoder.conv_out#0"
+    assert "beyond baseline.replay.max_capture_mb would not be recorded" in out
 
 
 def test_a_declared_size_that_is_not_positive_is_named(compose_cfg, tmp_path):
