@@ -81,26 +81,32 @@ def meta_module(spec: Mapping[str, Any]) -> torch.nn.Module:
     return component.get_submodule(spec["path"]) if spec["path"] else component
 
 
+def read_tensor(path: str, key: str, dtype: torch.dtype) -> torch.Tensor:
+    """One tensor of a safetensors file, floating-point ones cast to ``dtype``; the file is mapped only while it is
+    read (a mapping left open keeps every page read so far resident: the whole file beside its cast copy)."""
+    from safetensors import safe_open
+
+    with safe_open(path, framework="pt") as handle:
+        value = handle.get_tensor(key)
+    return value.to(dtype) if value.is_floating_point() else value
+
+
 def build_module(spec: Mapping[str, Any], dtype: torch.dtype = torch.float64) -> torch.nn.Module:
     """The module of ``spec`` in ``dtype`` (float64 unless the request says float32): its component on ``meta``,
     its tensors read key by key, each cast as it is read (never the file's and the cast copy of every tensor at
     once: the plan counts the parameters once, in ``dtype``)."""
     from safetensors import safe_open
 
-    def read(handle: Any, key: str) -> torch.Tensor:
-        value = handle.get_tensor(key)
-        return value.to(dtype) if value.is_floating_point() else value
-
     module = meta_module(spec)
     params: dict[str, torch.Tensor] = {}
     for entry in spec["files"]:
-        with safe_open(entry["file"], framework="pt") as handle:
-            params.update({key: read(handle, file_key) for key, file_key in entry["keys"].items()})
+        params.update({key: read_tensor(entry["file"], file_key, dtype) for key, file_key in entry["keys"].items()})
     buffers: dict[str, torch.Tensor] = {}
     with safe_open(spec["exported"], framework="pt") as handle:
-        for key in handle.keys():
-            kind, _, name = key.partition(":")
-            (params if kind == "param" else buffers)[name] = read(handle, key)
+        names = list(handle.keys())
+    for key in names:
+        kind, _, name = key.partition(":")
+        (params if kind == "param" else buffers)[name] = read_tensor(spec["exported"], key, dtype)
     _assign(module, params)
     _set_buffers(module, buffers)
     still = [n for n, t in [*module.named_parameters(), *module.named_buffers()] if t.is_meta]
@@ -109,12 +115,12 @@ def build_module(spec: Mapping[str, Any], dtype: torch.dtype = torch.float64) ->
     return module.to(dtype).eval()
 
 
-def replay_call(module: torch.nn.Module, call: Mapping[str, Any], handle: Any,
+def replay_call(module: torch.nn.Module, call: Mapping[str, Any], path: str,
                 dtype: torch.dtype = torch.float64) -> list[dict[str, Any]]:
-    """Run one recorded call in ``dtype`` and compare each output with the device's."""
+    """Run one recorded call (its tensors in the file ``path``) in ``dtype`` and compare each output with the
+    device's."""
     def tensor(name: str) -> torch.Tensor:
-        value = handle.get_tensor(name)
-        return value.to(dtype) if value.is_floating_point() else value
+        return read_tensor(path, name, dtype)
 
     args, kwargs = decode(call["args"], tensor), decode(call["kwargs"], tensor)
     with torch.no_grad(), bounded_if_float64(dtype):
@@ -125,7 +131,7 @@ def replay_call(module: torch.nn.Module, call: Mapping[str, Any], handle: Any,
                                                  f"{len(call['outputs'])}"}]
     rows = []
     for index, (ref, name) in enumerate(zip(produced, call["outputs"], strict=True)):
-        dev = handle.get_tensor(name)
+        dev = _device_output(path, name)
         label = call["key"] if len(produced) == 1 else f"{call['key']}/{index}"
         if tuple(dev.shape) != tuple(ref.shape):
             rows.append({"output": label, "error": f"shape differs: replay {list(ref.shape)}, device "
@@ -134,6 +140,14 @@ def replay_call(module: torch.nn.Module, call: Mapping[str, Any], handle: Any,
             rows.append({"output": label, "shape": list(dev.shape), **local_error(ref, dev)})
         del dev
     return rows
+
+
+def _device_output(path: str, name: str) -> torch.Tensor:
+    """A recorded device output as stored (its own dtype: the comparison casts it chunk by chunk)."""
+    from safetensors import safe_open
+
+    with safe_open(path, framework="pt") as handle:
+        return handle.get_tensor(name)
 
 
 def call_file(calls_dir: str, call: Mapping[str, Any]) -> str:
@@ -161,7 +175,6 @@ def peak_rss_mb(reset: bool = False) -> float | None:
 def replay_module(spec: Mapping[str, Any], calls: list[Mapping[str, Any]], calls_dir: str,
                   dtype: torch.dtype = torch.float64) -> dict[str, Any]:
     """Every recorded call of one module: ``{module, seconds, rows, peak_rss_mb}`` or ``{module, error}``."""
-    from safetensors import safe_open
 
     gc.collect()
     peak_rss_mb(reset=True)
@@ -171,10 +184,10 @@ def replay_module(spec: Mapping[str, Any], calls: list[Mapping[str, Any]], calls
     except Exception as exc:  # the module cannot be rebuilt alone: said per module, the others still run
         return {"module": spec["name"], "error": f"could not be rebuilt: {type(exc).__name__}: {str(exc)[:300]}"}
     rows: list[dict[str, Any]] = []
-    for call in calls:  # one call's file open at a time
+    for call in calls:  # one call's file at a time
         try:
-            with safe_open(call_file(calls_dir, call), framework="pt") as handle:
-                rows += [{"key": call["key"], **row} for row in replay_call(module, call, handle, dtype)]
+            rows += [{"key": call["key"], **row} for row in replay_call(module, call, call_file(calls_dir, call),
+                                                                        dtype)]
         except Exception as exc:
             rows.append({"key": call["key"], "output": call["key"],
                          "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
