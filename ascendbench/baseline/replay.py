@@ -146,6 +146,16 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     return modules
 
 
+def measured_peak(path: Path, check: dict[str, Any]) -> float | None:
+    """The replay process's peak RSS: the largest of its per-module peaks and its imports' (``VmHWM``). The process
+    resets its peak between modules, so the exit's ``ru_maxrss`` no longer holds it (it keeps the job's size at
+    the fork)."""
+    imports = json.loads(path.read_text()).get("imports_peak_rss_mb")
+    peaks = [r["measured_peak_rss_mb"] for r in check.get("modules", [])]
+    peaks += [float(imports)] if isinstance(imports, (int, float)) and not isinstance(imports, bool) else []
+    return max(peaks) if peaks else None
+
+
 def local_rule(plan: ReplayPlan, device_dtype: Any) -> dict[str, Any]:
     """The local-error rule of the device dtype."""
     name = dtype_name(device_dtype)
@@ -219,6 +229,7 @@ def run_replay(job: Any, plan: ReplayPlan) -> dict[str, Any]:
     ran = run_child(request, job.dir / LOG_NAME)
     results = read_results(results_path)
     check = memory_check(memory, results)
+    ran["peak_rss_mb"] = measured_peak(results_path, check)
     if check["under_estimated"]:
         job.warn(f"replay reference: the measured peak of {', '.join(check['under_estimated'])} is above "
                  f"{check['rule']} (compare.memory.check): the plan under-estimates, so a larger preset may not fit")

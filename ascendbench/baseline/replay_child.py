@@ -204,13 +204,14 @@ def run_request(request: Mapping[str, Any]) -> dict[str, Any]:
     results = []
     calls = request["manifest"]["calls"]
     dtype = torch.float32 if request.get("precision") == "float32" else torch.float64
+    imports = peak_rss_mb()  # the peak of the imports, before the first module's reset
     for done, spec in enumerate(request["modules"], start=1):
         mine = [c for c in calls if c["module"] == spec["name"]]
         if mine:
             results.append(replay_module(spec, mine, request["calls_dir"], dtype))
         print(PROGRESS_PREFIX + json.dumps({"done": done, "total": len(request["modules"]), "unit": "modules"}),
               flush=True)
-    return {"modules": results}
+    return {"modules": results, "imports_peak_rss_mb": imports}
 
 
 def main() -> int:
