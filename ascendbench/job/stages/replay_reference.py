@@ -81,7 +81,8 @@ def _this_host(plan: dict[str, Any]) -> dict[str, Any]:
     """Where the plan is for a declared machine (``dry_run_target``): whether the replay would fit this host too."""
     from ascendbench.models.memory import measured_host_bytes
 
-    here = measured_host_bytes() - int(plan.get("job_holds_mb", 0) * 1e6)
+    here, held = measured_host_bytes(), int(plan.get("job_holds_mb", 0) * 1e6)
+    here -= held if held <= DEFAULT_HEADROOM * here else 0  # a model this host cannot hold: the process alone
     return {"this_host_available_mb": here / 1e6,
             "fits_this_host": plan["reference_process_mb"] * 1e6 <= plan["headroom"] * here}
 
@@ -121,6 +122,7 @@ def plan_section(job: Any, estimate: dict[str, Any] | None) -> bool:
     if not plan["fits"]:
         job.problems.append(f"the replay reference needs about {plan['reference_process_mb'] / 1e3:.1f} GB (largest "
                             f"module {plan['largest_module']['name']}), more than {plan['headroom']:.0%} of the "
-                            f"{plan['host_available_mb'] / 1e3:.1f} GB available: lower the preset sizes or "
-                            "baseline.replay.max_capture_mb")
+                            f"{plan['host_available_mb'] / 1e3:.1f} GB available: baseline.replay.precision=auto "
+                            "or float32 (half the tensors), smaller modules in baseline.replay.layers, or lower "
+                            "preset sizes")
     return True
