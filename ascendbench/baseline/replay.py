@@ -13,8 +13,9 @@ msprobe's ``run_ut`` re-runs each dumped *API* on the CPU with its captured inpu
 3. each local error is judged by ``baseline.replay.margin`` x the unit roundoff of the device dtype, and the
    **first divergent module** is the first call, in the order the calls finished, whose local error breaks it.
 
-Memory is bounded by the largest module in float64 plus one call's tensors (:mod:`ascendbench.baseline.replay_plan`
-estimates it for the dry run).
+Memory is bounded by the largest module plus one call's tensors: the calls go to disk one file each as they
+finish, and the process reads one at a time (:mod:`ascendbench.baseline.replay_memory` plans it, chooses float64
+or float32, and checks the measured peak; :mod:`ascendbench.baseline.replay_plan` is the dry run's plan).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from typing import Any
 
 from ascendbench.baseline.replay_modules import ModuleSpec, module_specs, prepare_weights, replay_patterns
 from ascendbench.compare.capture import CallRecorder
-from ascendbench.compare.files import save_tensors
 from ascendbench.compare.select import named_modules
 from ascendbench.errors import BaselineError, ConfigError
 from ascendbench.fileio import atomic_path
 from ascendbench.metrics.verdict import judge, worst
+from ascendbench.models.memory import DEFAULT_HEADROOM
 from ascendbench.patches import patches_applied
 from ascendbench.precision import dtype_name
 from ascendbench.tasks.placement import move_inputs, place
@@ -69,12 +70,13 @@ class ReplayPlan:
 def replay_settings(cfg: Any) -> dict[str, Any]:
     """``baseline.replay`` with its defaults: ``calls``, ``max_capture_mb``, ``margin``."""
     replay = cfg.baseline.get("replay") or {}
-    precision = str(replay.get("precision") or "float64")
-    if precision not in ("float64", "float32"):
-        raise ConfigError(f"baseline.replay.precision={precision!r} is not allowed; use float64 (default) or float32 "
-                          "(half the memory, where a float64 module with its recorded call does not fit)")
+    precision = str(replay.get("precision") or "auto")
+    if precision not in ("auto", "float64", "float32"):
+        raise ConfigError(f"baseline.replay.precision={precision!r} is not allowed; use auto (default: float64 where "
+                          "the largest module with its recorded call fits in host memory, else float32), float64 or "
+                          "float32 (half the memory)")
     return {"calls": list(replay.get("calls") or ["first", "last"]),
-            "max_capture_mb": float(replay.get("max_capture_mb") or 2048),
+            "max_capture_mb": float(replay.get("max_capture_mb") or 8192),
             "margin": float(replay.get("margin") or 32), "precision": precision}
 
 
@@ -98,7 +100,7 @@ def record_calls(job: Any, plan: ReplayPlan) -> CallRecorder:
     with patches_applied(job.cfg.model.get("patches"), module, adapter.name, job.precision.name):
         # hooked after the patches, so that what a patch changes in a module's output is what is recorded
         recorder = CallRecorder({s.name: named[s.name] for s in plan.specs}, plan.settings["calls"],
-                                int(plan.settings["max_capture_mb"] * (1 << 20)))
+                                int(plan.settings["max_capture_mb"] * (1 << 20)), spill=plan.folder / "calls")
         try:
             task.run(module, moved)
             adapter.synchronize()
@@ -144,6 +146,16 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     return modules
 
 
+def measured_peak(path: Path, check: dict[str, Any]) -> float | None:
+    """The replay process's peak RSS: the largest of its per-module peaks and its imports' (``VmHWM``). The process
+    resets its peak between modules, so the exit's ``ru_maxrss`` no longer holds it (it keeps the job's size at
+    the fork)."""
+    imports = json.loads(path.read_text()).get("imports_peak_rss_mb")
+    peaks = [r["measured_peak_rss_mb"] for r in check.get("modules", [])]
+    peaks += [float(imports)] if isinstance(imports, (int, float)) and not isinstance(imports, bool) else []
+    return max(peaks) if peaks else None
+
+
 def local_rule(plan: ReplayPlan, device_dtype: Any) -> dict[str, Any]:
     """The local-error rule of the device dtype."""
     name = dtype_name(device_dtype)
@@ -174,32 +186,70 @@ def judge_rows(results: list[dict[str, Any]], order: list[str], rule: dict[str, 
                             "local_rel_err": first["local_rel_err"], "rule": first["rule"]}
 
 
+def process_memory(plan: ReplayPlan, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The replay process's plan on the recorded shapes, its precision chosen (``auto``); refused before the
+    process starts where it does not fit in host memory (:mod:`ascendbench.baseline.replay_memory`)."""
+    from ascendbench.baseline.replay_child import meta_module
+    from ascendbench.baseline.replay_memory import choose_precision, header_tensors, process_plan
+    from ascendbench.errors import InsufficientMemoryError
+    from ascendbench.models.memory import available_host_bytes
+
+    calls_dir = str(plan.folder / "calls")
+    tensors = header_tensors(calls_dir, manifest["calls"])
+    builders = {s.name: (lambda spec=s: meta_module(spec.to_dict())) for s in plan.specs}
+    available = available_host_bytes()
+    memory = choose_precision(plan.settings["precision"],
+                              lambda precision: process_plan(builders, manifest["calls"], tensors, precision),
+                              available)
+    memory["host_available_mb"] = available / 1e6
+    if not memory["fits"]:
+        raise InsufficientMemoryError(
+            f"the replay reference process needs about {memory['reference_process_mb'] / 1e3:.1f} GB in "
+            f"{memory['precision']} (largest module {memory['largest_module']['name']} with its recorded call, plus "
+            f"imports), more than {DEFAULT_HEADROOM:.0%} of the {available / 1e9:.1f} GB available "
+            f"({memory['choice']}). "
+            "Nothing was started. Replay smaller modules (baseline.replay.layers, e.g. a block's resnets), lower "
+            "the preset sizes, or free host memory.")
+    return memory
+
+
 def run_replay(job: Any, plan: ReplayPlan) -> dict[str, Any]:
     """Record, replay, judge: the compare stage's section (``compare``, ``metrics``, ``verdict``, ``artifacts``)."""
-    recorder = record_calls(job, plan)
-    calls_file = save_tensors(plan.folder / "calls.safetensors", recorder.tensors)
+    from ascendbench.baseline.replay_memory import memory_check
+
+    recorder = record_calls(job, plan)  # each call on disk as soon as it finished (plan.folder / "calls")
     manifest = recorder.manifest()
-    recorder.tensors.clear()  # on disk now: the job does not hold them while the replay process runs
     manifest_path = plan.folder / "manifest.json"
     with atomic_path(manifest_path) as tmp:
         tmp.write_text(json.dumps(manifest))
+    memory = process_memory(plan, manifest)
     results_path = plan.folder / "results.json"
-    request = {"modules": [s.to_dict() for s in plan.specs], "manifest": manifest, "calls_file": str(calls_file),
-               "results": str(results_path), "precision": plan.settings["precision"]}
+    request = {"modules": [s.to_dict() for s in plan.specs], "manifest": manifest,
+               "calls_dir": str(plan.folder / "calls"), "results": str(results_path), "precision": memory["precision"]}
     ran = run_child(request, job.dir / LOG_NAME)
+    results = read_results(results_path)
+    check = memory_check(memory, results)
+    ran["peak_rss_mb"] = measured_peak(results_path, check)
+    if check["under_estimated"]:
+        job.warn(f"replay reference: the measured peak of {', '.join(check['under_estimated'])} is above "
+                 f"{check['rule']} (compare.memory.check): the plan under-estimates, so a larger preset may not fit")
     rule = local_rule(plan, job.precision.dtype)
-    rows, first = judge_rows(read_results(results_path), [c["key"] for c in manifest["calls"]], rule)
+    rows, first = judge_rows(results, [c["key"] for c in manifest["calls"]], rule)
     entries = {f"replay/{r['name']}/local_rel_err": {"value": r["local_rel_err"], "verdict": r["result"],
                                                       "threshold": r["threshold"], "rule": r["rule"],
                                                       "source": rule["source"], "max_abs_err": r["max_abs_err"],
                                                       "cosine": r["cosine"]}
                for r in rows if "local_rel_err" in r}
     info = {"mode": "replay", "reason": plan.reason, "modules": len(plan.specs), "calls": len(manifest["calls"]),
+            "precision": memory["precision"], "precision_choice": memory["choice"],
             "first_divergent": first, "rule": rule, "verdict": worst(r.get("result") or None for r in rows),
             "dropped": manifest["dropped"], "unreplayable": manifest["unreplayable"],
-            "recorded_mb": sum(c["nbytes"] for c in manifest["calls"]) / 1e6, "process": ran,
+            "recorded_mb": sum(c["nbytes"] for c in manifest["calls"]) / 1e6,
+            "job_held_call_mb": recorder.peak_call_bytes / 1e6, "process": ran,
+            "memory": {**{k: v for k, v in memory.items() if k != "per_module"}, "per_module": memory["per_module"],
+                       "check": check},
             "results": {r["name"]: {k: r.get(k) for k in ("module", "local_rel_err", "max_abs_err", "cosine",
                                                            "result", "message")} for r in rows}}
     return {"rows": rows, "info": info, "entries": entries,
-            "artifacts": {"replay_calls": job.relative(calls_file), "replay_results": job.relative(results_path),
-                          "replay_manifest": job.relative(manifest_path)}}
+            "artifacts": {"replay_calls": job.relative(plan.folder / "calls"),
+                          "replay_results": job.relative(results_path), "replay_manifest": job.relative(manifest_path)}}

@@ -1,15 +1,10 @@
 """The dry run's plan of a replay reference: its memory, from the model on the ``meta`` device.
 
 The task runs once on meta tensors in the device dtype with a :class:`ascendbench.compare.capture.CallRecorder`
-keeping the (meta) inputs and outputs of the sampled calls: their bytes are what the device run records.
-Then each replayed module runs alone on meta float64 copies of its largest recorded call, bounded as the
-reference process runs it, under :class:`ascendbench.models.activations.LiveTensorBytes`. The reference process
-holds its imports, one module, one call's tensors (both in ``baseline.replay.precision``, float64 by default)
-and that call's activation peak:
-
-    process = imports + max over modules (itemsize x (tensors of the module + call elements) + activation peak)
-
-and the job holds the recorded calls (device dtype, on the host) while it waits.
+keeping the (meta) inputs and outputs of the sampled calls: their bytes are what the device run records (to
+disk, one call at a time). Then each replayed module runs alone on meta copies of its largest recorded call in
+the replay precision, bounded as the reference process runs it: :mod:`ascendbench.baseline.replay_memory` has
+the formula, and chooses float64 or float32 under ``baseline.replay.precision=auto``.
 """
 
 from __future__ import annotations
@@ -19,14 +14,13 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-from ascendbench.baseline.compute import bounded_if_float64
-from ascendbench.baseline.memory import CHILD_PROCESS_BYTES
 from ascendbench.baseline.replay import replay_settings
+from ascendbench.baseline.replay_memory import choose_precision, process_plan
 from ascendbench.baseline.replay_modules import module_specs, replay_patterns
-from ascendbench.compare.capture import CallRecorder, decode
+from ascendbench.compare.capture import CallRecorder
 from ascendbench.compare.select import named_modules
-from ascendbench.models.activations import LiveTensorBytes, activation_bytes
-from ascendbench.progress import quiet
+from ascendbench.models.activations import activation_bytes
+from ascendbench.models.memory import DEFAULT_HEADROOM
 
 
 class _EnoughShapes(Exception):
@@ -72,26 +66,6 @@ def eager_attention(model: Any) -> Iterator[None]:
             config._attn_implementation = "sdpa"
 
 
-def _module_peak(module: torch.nn.Module, call: Mapping[str, Any], tensors: Mapping[str, torch.Tensor],
-                 dtype: torch.dtype) -> int:
-    """Activation peak of one meta call of ``module`` in ``dtype`` (bounded as in the reference process)."""
-    module.to(dtype)
-
-    def tensor(name: str) -> torch.Tensor:
-        value = tensors[name]
-        return value.to(dtype) if value.is_floating_point() else value
-
-    args, kwargs = decode(call["args"], tensor), decode(call["kwargs"], tensor)
-    with torch.inference_mode(), quiet(), bounded_if_float64(dtype), LiveTensorBytes() as tracker:
-        module(*args, **kwargs)
-    return tracker.peak
-
-
-def _elements(call: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> int:
-    names = [n for n in tensors if n.startswith(f"{call['key']}/")]
-    return sum(tensors[n].numel() for n in names)
-
-
 def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: Any, dtype: torch.dtype,
                 available: int) -> dict[str, Any]:
     """The replay's plan: modules, the largest one, recorded bytes, the process peak and whether it fits.
@@ -104,11 +78,7 @@ def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: 
         dtype: the device dtype (what the device run records).
         available: host bytes available.
     """
-    from ascendbench.models.memory import DEFAULT_HEADROOM
-
     settings = replay_settings(cfg)
-    precision = torch.float64 if settings["precision"] == "float64" else torch.float32
-    size = precision.itemsize
     patterns = replay_patterns(cfg)
     specs = module_specs(model, patterns)
     named = named_modules(model)
@@ -129,37 +99,26 @@ def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: 
     if not manifest["calls"]:
         raise RuntimeError(f"the meta run of the task recorded no call of the replayed modules ({stopped})")
     recorded = sum(t.numel() * t.element_size() for t in recorder.tensors.values())
-    slots = len(set(settings["calls"]))
     if stopped:  # the other sampled calls of a module have the shapes of its first (a block's, step after step)
-        recorded *= slots
-    per_module = []
-    for spec in specs:
-        calls = [c for c in manifest["calls"] if c["module"] == spec.name]
-        if not calls:
-            per_module.append({"name": spec.name, "num_params": spec.num_params, "calls": 0})
-            continue
-        largest = max(calls, key=lambda c: _elements(c, recorder.tensors))
-        try:
-            peak = _module_peak(named[spec.name], largest, recorder.tensors, precision)
-            note = f"meta {settings['precision']} run" + (", bounded" if precision == torch.float64 else "")
-        except Exception as exc:  # a module meta tensors cannot run: its parameters and tensors still count
-            peak, note = 0, f"activation peak not estimated ({type(exc).__name__}: {str(exc)[:120]})"
-        need = size * (spec.num_params + _elements(largest, recorder.tensors)) + peak
-        per_module.append({"name": spec.name, "num_params": spec.num_params, "calls": len(calls),
-                           "call_elements": _elements(largest, recorder.tensors), "activation_peak_mb": peak / 1e6,
-                           "need_mb": need / 1e6, "note": note})
-    largest_module = max(per_module, key=lambda m: m.get("need_mb", 8 * m["num_params"] / 1e6))
-    process = CHILD_PROCESS_BYTES + int(largest_module.get("need_mb", 0) * 1e6)
-    return {"mode": "replay", "precision": settings["precision"], "patterns": patterns, "modules": len(specs),
-            "calls": len(manifest["calls"]),
-            "sampled_calls": settings["calls"], "recorded_mb": recorded / 1e6,
+        recorded *= len(set(settings["calls"]))
+    builders = {s.name: (lambda name=s.name: named[name]) for s in specs}
+    memory = choose_precision(settings["precision"],
+                              lambda precision: process_plan(builders, manifest["calls"], recorder.tensors, precision),
+                              available)
+    largest_call = max(c["nbytes"] for c in manifest["calls"])
+    dropped, kept = [], 0  # the job's cap on the recorded bytes, in completion order as CallRecorder applies it
+    for call in manifest["calls"]:
+        if kept + call["nbytes"] > settings["max_capture_mb"] * (1 << 20):
+            dropped.append(call["key"])
+        else:
+            kept += call["nbytes"]
+    return {"mode": "replay", **memory, "patterns": patterns, "modules": len(specs), "calls": len(manifest["calls"]),
+            "sampled_calls": settings["calls"], "recorded_mb": recorded / 1e6, "job_held_call_mb": largest_call / 1e6,
             "meta_run": "complete" if stopped is None else (
                 f"stopped by {stopped} after the first calls; the other sampled calls are counted with the first "
                 "call's shapes"),
-            "largest_module": largest_module, "child_imports_mb": CHILD_PROCESS_BYTES / 1e6,
-            "reference_process_mb": process / 1e6, "host_available_mb": available / 1e6,
-            "headroom": DEFAULT_HEADROOM, "fits": process <= DEFAULT_HEADROOM * available,
-            "unreplayable": manifest["unreplayable"], "per_module": per_module}
+            "host_available_mb": available / 1e6, "headroom": DEFAULT_HEADROOM, "dropped": dropped,
+            "unreplayable": manifest["unreplayable"]}
 
 
 def plan_lines(entry: Mapping[str, Any] | None) -> list[str]:
@@ -169,9 +128,20 @@ def plan_lines(entry: Mapping[str, Any] | None) -> list[str]:
     if "unavailable" in entry:
         return [f"            replay reference not estimated: {entry['unavailable']}"]
     largest = entry["largest_module"]
-    return [f"            replay reference ({entry['precision']}, {entry['modules']} modules, {entry['calls']} calls "
-            f"recorded at {entry['recorded_mb'] / 1e3:.2f} GB): "
+    cut = entry.get("dropped") or []
+    dropped = [f"            replay: {len(cut)} call(s) beyond baseline.replay.max_capture_mb would not be recorded, "
+               f"so not replayed: {', '.join(cut[:6])} (raise it: the calls go to disk)"] if cut else []
+    return dropped + [
+            f"            replay reference ({entry['precision']}, {entry['modules']} modules, {entry['calls']} calls "
+            f"recorded at {entry['recorded_mb'] / 1e3:.2f} GB on disk, the job holding one call of at most "
+            f"{entry['job_held_call_mb'] / 1e3:.2f} GB at a time; {entry['choice']}): "
             f"largest module {largest['name']} ({largest['num_params']:,} "
             f"parameters, {largest.get('need_mb', 0) / 1e3:.2f} GB with its call and activations) + imports "
             f"{entry['child_imports_mb'] / 1e3:.1f} GB -> {entry['reference_process_mb'] / 1e3:.2f} GB of "
-            f"{entry['host_available_mb'] / 1e3:.1f} GB free: {'fits' if entry['fits'] else 'DOES NOT FIT'}"]
+            f"{entry['host_available_mb'] / 1e3:.1f} GB free"
+            + (f" beside the job's own {entry['job_holds_mb'] / 1e3:.2f} GB (its model on the CPU)"
+               if entry.get("job_holds_mb") else f" ({entry['planned_alone']})" if entry.get("planned_alone") else "")
+            + f": {'fits' if entry['fits'] else 'DOES NOT FIT'}"
+            + ("" if "fits_this_host" not in entry else
+               f" (this host: {entry['this_host_available_mb'] / 1e3:.1f} GB free, "
+               f"{'fits' if entry['fits_this_host'] else 'does not fit'})")]

@@ -8,16 +8,21 @@ the name of its copy (``<module>#<call>/in/<i>``), so that the reference process
 with the same arguments. A call whose arguments hold something else than tensors, numbers, strings, None
 and containers of them cannot be replayed; it is listed in ``unreplayable`` with the type found.
 
-The same recorder runs on the meta device for the dry run (``keep=False``): only shapes are kept there.
+With ``spill`` (a folder), each recorded call is written to its own safetensors file there as soon as it
+finishes (``<n>.safetensors``, named in the call's ``file``) and dropped from memory, so the job holds at most
+one call's tensors, and the reference process reads one call's file at a time. The same recorder runs on the
+meta device for the dry run (``keep=False``): only shapes are kept there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 
+from ascendbench.compare.files import save_tensors
 from ascendbench.compare.hooks import ROOT, flatten_tensors
 from ascendbench.precision import REFERENCE_DTYPES, TORCH_DTYPES, dtype_name
 
@@ -68,11 +73,13 @@ class CallRecord:
     kwargs: Any = None
     outputs: list[str] = field(default_factory=list)
     nbytes: int = 0
+    file: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON for the manifest."""
         return {"key": self.key, "module": self.module, "call": self.call, "args": self.args,
-                "kwargs": self.kwargs, "outputs": self.outputs, "nbytes": self.nbytes}
+                "kwargs": self.kwargs, "outputs": self.outputs, "nbytes": self.nbytes,
+                **({"file": self.file} if self.file else {})}
 
 
 def _bytes(tensors: dict[str, torch.Tensor]) -> int:
@@ -87,12 +94,16 @@ class CallRecorder:
         calls: which calls of each module: ``first``, ``last`` and call indices.
         max_bytes: calls beyond this many recorded bytes are dropped (named in ``dropped``).
         keep: copy tensors to the CPU (``False``: keep the tensors as they are, for a meta run).
+        spill: a folder: each recorded call goes to its own file there at once (see the module docstring).
     """
 
     def __init__(self, modules: dict[str, torch.nn.Module], calls: Sequence[Any], max_bytes: int,
-                 keep: bool = True) -> None:
+                 keep: bool = True, spill: Path | None = None) -> None:
         self.calls_wanted = [c if c in ("first", "last") else int(c) for c in calls]
-        self.max_bytes, self.keep = int(max_bytes), keep
+        self.max_bytes, self.keep, self.spill = int(max_bytes), keep, spill
+        self.kept_bytes, self.peak_call_bytes, self._files = 0, 0, 0
+        if spill is not None:
+            spill.mkdir(parents=True, exist_ok=True)
         self.counts: dict[str, int] = {}
         self.records: dict[str, CallRecord] = {}
         self.tensors: dict[str, torch.Tensor] = {}
@@ -149,20 +160,34 @@ class CallRecorder:
         if previous is not None:  # an earlier "last" candidate, superseded by this call
             self._forget(previous)
         record.nbytes = _bytes(tensors)
-        if _bytes(self.tensors) + record.nbytes > self.max_bytes:
+        if self.kept_bytes + record.nbytes > self.max_bytes:
             self.dropped.append(record.key)
             return
         self.records[record.key] = record
-        self.tensors.update(tensors)
+        self.kept_bytes += record.nbytes
+        self.peak_call_bytes = max(self.peak_call_bytes, record.nbytes)
+        if self.spill is None:
+            self.tensors.update(tensors)
+        else:
+            self._write(record, tensors)
         self.order.append(record.key)
         if not keep_first:
             self._last[label] = record.key
 
+    def _write(self, record: CallRecord, tensors: dict[str, torch.Tensor]) -> None:
+        record.file = f"{self._files}.safetensors"
+        self._files += 1
+        save_tensors(self.spill / record.file, tensors)
+        tensors.clear()
+
     def _forget(self, key: str) -> None:
         record = self.records.pop(key)
         self.order.remove(key)
+        self.kept_bytes -= record.nbytes
         for name in [n for n in self.tensors if n.startswith(f"{key}/")]:
             del self.tensors[name]
+        if record.file:
+            (self.spill / record.file).unlink(missing_ok=True)
         del record
 
     def manifest(self) -> dict[str, Any]:

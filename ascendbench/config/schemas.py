@@ -139,9 +139,9 @@ class ReplayConfig:
 
     layers: Any = None
     calls: List[Any] = field(default_factory=lambda: ["first", "last"])
-    max_capture_mb: float = 2048.0
+    max_capture_mb: float = 8192.0
     margin: float = 32.0
-    precision: str = "float64"
+    precision: str = "auto"
 
 
 @dataclass
@@ -305,11 +305,20 @@ class ProfileConfig:
 
 
 @dataclass
+class DryRunTargetConfig:
+    """``dry_run_target``: the memory of the machine a dry run plans for (``None``: measured on this one)."""
+
+    host_memory_gb: Optional[float] = None
+    device_memory_gb: Optional[float] = None
+
+
+@dataclass
 class AscendBenchConfig:
     """The whole job config: top-level keys and the groups (``metric`` stays open)."""
 
     seed: int = MISSING
     dry_run: bool = MISSING
+    dry_run_target: DryRunTargetConfig = field(default_factory=DryRunTargetConfig)
     fail_on: Optional[FailOn] = FailOn.FAIL  # a FAIL verdict exits 1 by default (null: only failed jobs)
     objective: Optional[Objective] = None  # null: the job returns its status; else a number for a search
     artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)

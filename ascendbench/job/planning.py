@@ -19,11 +19,11 @@ from typing import Any, Mapping
 
 import torch
 
-from ascendbench.errors import AscendBenchError, DryRunError, InsufficientMemoryError
+from ascendbench.errors import AscendBenchError, ConfigError, DryRunError, InsufficientMemoryError
 from ascendbench.job.job import Job
 from ascendbench.job.resources import RunMemory
 from ascendbench.models.base import ModelLoader, hub_forced_offline, locate
-from ascendbench.models.memory import DEFAULT_HEADROOM, available_host_bytes
+from ascendbench.models.memory import DEFAULT_HEADROOM, available_host_bytes, declared_host_memory
 from ascendbench.models.sources import (
     NotFound,
     files_digest,
@@ -82,9 +82,10 @@ def meta_model(job: Job) -> Any:
     try:
         return _on_meta(loader, job.found, seed)
     except InsufficientMemoryError as refusal:
-        if not getattr(loader, "memory_check", False):
-            raise
         job.problems.append(str(refusal))
+        if not getattr(loader, "memory_check", False):  # a loader whose check cannot be turned off: a meta
+            with declared_host_memory(1 << 62):          # build allocates nothing, so it is not held to it
+                return _on_meta(loader, job.found, seed)
         loader.memory_check = False
         try:
             return _on_meta(loader, job.found, seed)
@@ -99,16 +100,38 @@ def _on_meta(loader: Any, found: Any, seed: int) -> Any:
         return loader.load(None, "random", seed, None).module
 
 
+def declared_target(cfg: Any) -> dict[str, int | None]:
+    """``dry_run_target``: the declared free ``host`` and ``device`` bytes of the machine a dry run plans for
+    (``None``: measured here).
+
+    Raises:
+        ConfigError: a declared size that is not a positive number of GB.
+    """
+    target = cfg.get("dry_run_target") or {}
+    declared: dict[str, int | None] = {}
+    for part in ("host", "device"):
+        value = target.get(f"{part}_memory_gb")
+        if value is not None and not float(value) > 0:
+            raise ConfigError(f"dry_run_target.{part}_memory_gb={value!r} is not allowed: give the free memory of "
+                              f"the machine the job will run on in GB (a positive number, e.g. 256), or null to "
+                              "plan with the memory measured on this host")
+        declared[part] = None if value is None else int(float(value) * 1e9)
+    return declared
+
+
 def free_host_bytes() -> int:
-    """Host memory available now (what a CPU reference may plan for)."""
+    """Host memory available now (what a CPU reference may plan for); a dry run's declared host memory
+    inside :func:`ascendbench.models.memory.declared_host_memory`."""
     return available_host_bytes()
 
 
-def free_device_bytes(adapter: Any) -> int:
-    """Free memory of the adapter's device (host available memory for the CPU)."""
+def free_device_bytes(adapter: Any, cfg: Any = None) -> int:
+    """Free memory of the adapter's device (host available memory for the CPU); a dry run's
+    ``dry_run_target.device_memory_gb`` for an accelerator when declared."""
     if adapter.runtime is None:
         return free_host_bytes()
-    return int(adapter.runtime.mem_get_info(adapter.index)[0])
+    declared = declared_target(cfg)["device"] if cfg is not None else None
+    return declared if declared is not None else int(adapter.runtime.mem_get_info(adapter.index)[0])
 
 
 def memory_line(job: Job, what: str, need: RunMemory | int, free: int) -> dict[str, Any]:
@@ -132,14 +155,18 @@ def outputs_plan(job: Job) -> list[str]:
     """The files the job would write (paths)."""
     baseline = job.plan.get("baseline") or {}
     files = ["record.json", "ascendbench.log", "tensors/inputs.safetensors", "tensors/device.safetensors"]
-    if baseline.get("enabled"):
+    replay = baseline.get("mode") == "replay"
+    if replay:  # no whole-model reference outputs: the recorded calls and the per-module results
+        files += ["replay/calls/<n>.safetensors (a file per recorded call)", "replay/manifest.json",
+                  "replay/results.json", "replay_child.log"]
+    elif baseline.get("enabled"):
         files.append("tensors/reference.safetensors")
     kind = job.task.output_kind if job.task is not None else None
     if kind in ("image", "video"):
-        both = " and reference" * bool(baseline.get("enabled"))
+        both = " and reference" * bool(baseline.get("enabled") and not replay)
         files.append(f"{'images' if kind == 'image' else 'videos'}/... (device{both})")
     written = [str(Path(job.dir) / f) for f in files]
-    if baseline.get("enabled") and baseline.get("cache_hit") is False:
+    if baseline.get("enabled") and baseline.get("cache_hit") is False and not replay:
         written.append(f"{baseline['path']}/ (the CPU reference, cached for later jobs)")
     return written
 
@@ -201,11 +228,17 @@ def _source_text(source: Mapping[str, Any]) -> str:
 def _baseline_text(baseline: Mapping[str, Any]) -> str:
     if baseline.get("source"):
         return _source_text(baseline["source"])
+    if baseline.get("mode") == "replay":
+        return f"replay reference (per module, {baseline.get('precision')}): {baseline.get('reason')}"
     if baseline.get("enabled"):
         state = {True: "cache hit (reused)", False: "cache miss (computed once, then cached)", None: "unknown"}
         return (f"{baseline['precision']} reference, {state[baseline.get('cache_hit')]}"
                 + (f": {baseline['path']}" if baseline.get("path") else f" ({baseline.get('reason')})"))
     return str(baseline.get("reason") or baseline.get("unavailable", "n/a"))
+
+
+def _count(problems: int) -> str:
+    return "ok" if not problems else f"{problems} problem{'s' * (problems > 1)}"
 
 
 def format_plan(plan: Mapping[str, Any]) -> str:
@@ -216,10 +249,17 @@ def format_plan(plan: Mapping[str, Any]) -> str:
              f"  weights   {_weights_text(plan.get('weights') or {})}",
              "  inputs    " + ("; ".join(f"{k} {v['shape']} {v['dtype']}"
                                          for k, v in (plan.get("inputs") or {}).items()) or "not built")]
+    if plan.get("target"):
+        lines.append("  target    planned for the machine declared in dry_run_target ("
+                     + ", ".join(f"{k.removesuffix('_memory_gb')} {v:.1f} GB free" for k, v in plan["target"].items())
+                     + "), not this host's measured memory")
     lines += _memory_lines(plan.get("memory") or {})
     lines.append(f"  baseline  {_baseline_text(plan.get('baseline') or {})}")
     outputs = plan.get("outputs") or ["not planned"]
     lines += ["  outputs   " + outputs[0]] + [f"            {o}" for o in outputs[1:]]
+    by_stage = plan.get("problems_by_stage") or {}
+    if by_stage:  # which part of the job would fail: the device side and the reference are told apart
+        lines.append("  stages    " + ", ".join(f"{name} {_count(n)}" for name, n in by_stage.items()))
     lines += [f"  PROBLEM   {p}" for p in plan.get("problems", [])] or ["  problems  none"]
     return "\n".join(lines)
 

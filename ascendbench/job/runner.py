@@ -28,11 +28,12 @@ from ascendbench.job.failures import (
     release_memory,
 )
 from ascendbench.job.job import Job
-from ascendbench.job.planning import format_plan, raise_for_problems
+from ascendbench.job.planning import declared_target, format_plan, raise_for_problems
 from ascendbench.job.record import RecordWriter
 from ascendbench.job.resume import files_stat, finished_record, weights_files
 from ascendbench.job.stages import STAGES
 from ascendbench.job.summary import print_summary
+from ascendbench.models.memory import declared_host_memory
 
 log = logging.getLogger(__name__)
 
@@ -130,14 +131,24 @@ def _plan(job: Job) -> None:
     cfg = job.cfg  # what was asked for, until the device stage says what was chosen
     job.add_plan({"job": {"model": cfg.model.name, "device": cfg.device.name, "device_name": "not set up",
                           "dtype": cfg.dtype.name, "preset": cfg.preset.name, "seed": int(cfg.seed)}})
-    for stage in STAGES:
-        job.stage = stage.label
-        try:
-            job.record(stage.plan(job))
-        except AscendBenchError as exc:
-            job.problems.append(str(exc))
+    by_stage: dict[str, int] = {}
+    try:
+        declared = declared_target(cfg)
+    except AscendBenchError as exc:
+        job.problems.append(str(exc))
+        declared = {"host": None, "device": None}
+    if any(v is not None for v in declared.values()):
+        job.add_plan({"target": {f"{k}_memory_gb": v / 1e9 for k, v in declared.items() if v is not None}})
+    with declared_host_memory(declared["host"]):
+        for stage in STAGES:
+            job.stage, before = stage.label, len(job.problems)
+            try:
+                job.record(stage.plan(job))
+            except AscendBenchError as exc:
+                job.problems.append(str(exc))
+            by_stage[stage.name] = len(job.problems) - before
     job.stage = "the dry run"
-    plan = {**job.plan, "problems": job.problems}
+    plan = {**job.plan, "problems": job.problems, "problems_by_stage": by_stage}
     job.record({"plan": plan})
     # one line instead of the ~330-line composed config per job (a 6-job sweep printed ~2,000 lines)
     print(f"config    resolved config in {job.writer.path} (`config`); `--cfg job` prints it", flush=True)

@@ -22,11 +22,14 @@ class MetricSuite:
         thresholds: rule overrides for every evaluator of the option (above dtype and model rules).
         data_range: ``metric.data_range``: one PSNR/SSIM peak-to-peak range for every evaluator of the
             option (``None``: each evaluator's own, e.g. 2.0 for outputs in [-1, 1]); the FLUX.2 seed used 1.0.
+        clip: ``metric.clip`` (``path``, ``frames``, ``min``): the reference-free CLIP score of the job's
+            image/video outputs (:mod:`ascendbench.metrics.clip`, run by the evaluate stage).
     """
 
     def __init__(self, name: str, evaluators: Mapping[str, Any], thresholds: Mapping[str, Any] | None = None,
-                 data_range: float | None = None) -> None:
+                 data_range: float | None = None, clip: Mapping[str, Any] | None = None) -> None:
         self.name = name
+        self.clip = dict(clip or {})
         self.evaluators = {k: v for k, v in evaluators.items() if v is not None}
         for key, evaluator in self.evaluators.items():
             _check_evaluator(key, evaluator)

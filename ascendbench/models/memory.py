@@ -17,9 +17,10 @@ The refusal names the numbers, the config key to change, and the smaller option 
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import torch
 
@@ -116,11 +117,34 @@ def safetensors_numel(paths: Iterable[Path], prefix: str = "") -> int:
     return total
 
 
-def available_host_bytes() -> int:
-    """Host memory available to a new allocation now (``psutil.virtual_memory().available``)."""
+_DECLARED_HOST: list[int] = []  # a dry run planning for another machine (dry_run_target.host_memory_gb)
+
+
+@contextmanager
+def declared_host_memory(nbytes: int | None) -> Iterator[None]:
+    """Inside, :func:`available_host_bytes` answers ``nbytes`` (``None``: measured as usual): a dry run that
+    plans for the machine the job will run on (``dry_run_target.host_memory_gb``), not this one."""
+    if nbytes is None:
+        yield
+        return
+    _DECLARED_HOST.append(int(nbytes))
+    try:
+        yield
+    finally:
+        _DECLARED_HOST.pop()
+
+
+def measured_host_bytes() -> int:
+    """Host memory available to a new allocation now on this machine (``psutil.virtual_memory().available``)."""
     import psutil
 
     return int(psutil.virtual_memory().available)
+
+
+def available_host_bytes() -> int:
+    """Host memory available to a new allocation: measured here, or what a dry run declared
+    (:func:`declared_host_memory`)."""
+    return _DECLARED_HOST[-1] if _DECLARED_HOST else measured_host_bytes()
 
 
 def check_host_memory(estimate: MemoryEstimate, hint: str, headroom: float = DEFAULT_HEADROOM,

@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from ascendbench.report.fmt import MISSING, get, judged, num, table, text
 from ascendbench.report.gather import TASK_PRESET_FIELDS
 from ascendbench.report.meaning import section_metric
+from ascendbench.report.replay import REPLAY_NOTE, is_replay, replay_hidden_cell
 from ascendbench.report.tables import RANDOM_LEGEND, random_init, record_link, verdict_cell
 
 HEADERS = ["Resolution", "Frames", "Steps", "hidden MaxDiff", "hidden CosSim", "PSNR", "SSIM", "verdict"]
@@ -36,6 +37,8 @@ def _judged(row: Mapping[str, Any], prefix: str, metric: str) -> str:
 def metric_value_cell(row: Mapping[str, Any], wanted: Sequence[str], section: str = "psnr") -> str:
     """``value VERDICT`` of the metric answering ``section``, ``missing`` when none."""
     name = find_metric(row, wanted, section)
+    if name is None and is_replay(row):
+        return "-"
     if name is None:
         return MISSING
     return _judged(row, f"metrics.{name}", name)
@@ -51,7 +54,10 @@ def size_cell(row: Mapping[str, Any], key: str) -> str:
 
 
 def hidden_value_cell(row: Mapping[str, Any], check: str) -> str:
-    """``worst VERDICT`` of a hidden-state check; ``not hooked`` when the job compared no layer."""
+    """``worst VERDICT`` of a hidden-state check; ``not hooked`` when the job compared no layer; for a replay job
+    the worst local value over the replayed modules, labelled (:func:`ascendbench.report.replay.replay_hidden_cell`)."""
+    if (replayed := replay_hidden_cell(row, check)) is not None:
+        return replayed
     if get(row, "hidden.first_divergent") is None and get(row, f"hidden.{check}.value") is None:
         return "not hooked (compare.layers off)"
     return _judged(row, f"hidden.{check}", check)
@@ -79,5 +85,7 @@ def resolution_table(rows: Sequence[Mapping[str, Any]], psnr: Sequence[str], ssi
     notes.append("every row: " + ", ".join(shared))
     if any(random_init(r) for r in rows):
         notes.append(RANDOM_LEGEND)
+    if any(is_replay(r) for r in rows):
+        notes.append(REPLAY_NOTE)
     headers = [h for h, _ in varying] + HEADERS + ["record"]
     return table(headers, body) + "\n\n" + "\n".join(f"- {n}" for n in notes)

@@ -37,6 +37,7 @@ from ascendbench.report.fmt import (
 )
 from ascendbench.report.meaning import primary_output, section_metric
 from ascendbench.report.performance import median_ms
+from ascendbench.report.replay import REPLAY_NOTE, is_replay, replay_hidden_cell
 from ascendbench.report.select import accuracy_rows, timing_rows
 from ascendbench.report.words import word
 
@@ -188,6 +189,8 @@ def flux2_dtype(rows: Rows, lang: str, base_dir: Path) -> str | None:
 # -- Sulphur-2 seed ------------------------------------------------------------------------------------------
 
 def _judged_hidden(row: Mapping[str, Any], check: str) -> str:
+    if (replayed := replay_hidden_cell(row, check)) is not None:  # no whole-model reference: the replay's worst
+        return replayed
     value = get(row, f"hidden.{check}.value")
     return MISSING if value is None else judged_value(check, entry_of(row, f"hidden.{check}"))
 
@@ -200,11 +203,13 @@ def sulphur2_accuracy(rows: Rows, lang: str, base_dir: Path) -> str | None:
     headers = [word(k, lang) for k in ("res", "frames", "steps", "hidden_max", "hidden_cos", "psnr", "ssim", "verdict")]
     body = [[f"{num(get(r, 'job.height'))}x{num(get(r, 'job.width'))}", num(get(r, "job.num_frames")),
              num(get(r, "job.steps")), _judged_hidden(r, "max_abs_err"), _judged_hidden(r, "cosine"),
-             value_cell(r, section_metric(r, "psnr", ["psnr_db_mean"])),
-             value_cell(r, section_metric(r, "ssim", ["ssim_mean"])), text(get(r, "verdict"))] for r in judged]
+             *(["-", "-"] if is_replay(r) else [value_cell(r, section_metric(r, "psnr", ["psnr_db_mean"])),
+                                                value_cell(r, section_metric(r, "ssim", ["ssim_mean"]))]),
+             text(get(r, "verdict"))] for r in judged]
     rules = [f"{c}: {text(get(judged[0], f'hidden.{c}.rule'))}" for c in ("max_abs_err", "cosine")
              if get(judged[0], f"hidden.{c}.rule") is not None]
     notes = [f"{word('rules', lang)}: hidden " + "; ".join(rules)] if rules else []
+    notes += [REPLAY_NOTE] if any(is_replay(r) for r in judged) else []
     notes.append(links_note(judged, base_dir, lang))
     return table(headers, body) + "\n\n" + "\n".join(f"- {n}" for n in notes)
 

@@ -68,7 +68,7 @@ def _by_hand(job_dir: Path, module: torch.nn.Module, key: str, index: int) -> fl
     """||dev - ref|| / ||ref|| of one recorded call, the module run here in float64 on the recorded inputs."""
     manifest = json.loads((job_dir / "replay" / "manifest.json").read_text())
     call = next(c for c in manifest["calls"] if c["key"] == key)
-    with safe_open(str(job_dir / "replay" / "calls.safetensors"), framework="pt") as handle:
+    with safe_open(str(job_dir / "replay" / "calls" / call["file"]), framework="pt") as handle:
         def tensor(name: str) -> torch.Tensor:
             value = handle.get_tensor(name)
             return value.double() if value.is_floating_point() else value
@@ -122,3 +122,19 @@ def test_auto_replays_when_the_whole_model_reference_does_not_fit(compose_cfg, t
     assert record["status"] == "ok", record["error"]
     assert record["baseline"]["mode"] == "replay" and "refusing the CPU reference" in record["baseline"]["reason"]
     assert record["compare"]["results"]["decoder.conv_in#0"]["result"] == "PASS"
+
+
+def test_the_measured_peak_of_each_module_is_within_its_plan_and_a_planted_under_estimate_is_caught(
+        faulted: dict[str, Any]) -> None:
+    from ascendbench.baseline.replay_memory import memory_check
+
+    memory = faulted["replay"]["compare"]["memory"]
+    check = memory["check"]
+    assert check["modules"] and check["under_estimated"] == [], check
+    assert memory["precision"] == faulted["replay"]["compare"]["precision"] == "float64"
+    results = json.loads((faulted["dir"] / "replay" / "results.json").read_text())
+    measured = results["modules"]
+    assert faulted["replay"]["compare"]["process"]["peak_rss_mb"] == max(
+        [m["peak_rss_mb"] for m in measured] + [results["imports_peak_rss_mb"]])
+    planted = {**memory, "child_imports_mb": memory["child_imports_mb"] / 10}  # the imports a tenth of what they are
+    assert memory_check(planted, measured)["under_estimated"] == [m["module"] for m in measured]

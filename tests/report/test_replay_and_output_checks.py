@@ -58,3 +58,21 @@ def test_sections_say_when_there_is_nothing(write_record, tmp_path: Path) -> Non
     text = _report(tmp_path)
     assert "No job used the replay reference" in text
     assert "no reference-free check ran" in text
+
+
+def test_the_per_resolution_table_is_filled_from_the_replay_and_labelled(write_record, tmp_path: Path) -> None:
+    replayed = write_record("sulphur", model="sulphur2_base", dtype="bfloat16", height=512, width=768)
+    metrics = {"replay/transformer.transformer_blocks.0#0/local_rel_err": {
+                   "value": 2e-3, "verdict": "PASS", **RULE, "max_abs_err": 0.25, "cosine": 0.99999},
+               "replay/transformer.transformer_blocks.47#0/local_rel_err": {
+                   "value": 3e-3, "verdict": "PASS", **RULE, "max_abs_err": 0.5, "cosine": 0.9999}}
+    _edit(replayed, baseline={"mode": "replay", "reason": "auto: the whole-model reference does not fit"},
+          metrics=metrics, verdict="PASS",
+          job={"task": "ascendbench.tasks.TextToVideoTask", "steps": 8, "num_frames": 49})
+    section = _report(tmp_path).split("## Accuracy per resolution (Sulphur-2 seed layout)")[1].split("\n## ")[0]
+    assert "| 512x768 | 49 | 8 | 0.5 replay (per-module) | 0.9999 replay (per-module) | - | - | PASS |" in section
+    assert "replay (per-module): no whole-model reference ran for this row" in section
+    zh = Report(records_frame([tmp_path / "records"]), load_settings(["plots=false", "lang=zh"]),
+                ["records"]).markdown(tmp_path)
+    assert "| 512x768 | 49 | 8 | 0.5 replay (per-module) | 0.9999 replay (per-module) | - | - | PASS |\n" in zh
+    assert "分辨率" in zh.split("replay (per-module)")[0].rsplit("\n## ", 1)[-1], "the seed layout's own headers"

@@ -42,9 +42,9 @@ class DeviceRunStage(Stage):
         need = run_memory(job.model, job.task, job.inputs, job.precision.dtype)
         if (ranks := parallel_settings(job.cfg.device, job.adapter.name)).multi:  # memory per rank
             distributed.check_mode(ranks, job.model, job.adapter.name)
-            return ranks_plan(job, ranks, need, free_device_bytes(job.adapter))
+            return ranks_plan(job, ranks, need, free_device_bytes(job.adapter, job.cfg))
         return memory_line(job, f"device run on {job.adapter.name} in {job.precision.name}", need,
-                           free_device_bytes(job.adapter))
+                           free_device_bytes(job.adapter, job.cfg))
 
     def run(self, job: Job) -> dict[str, Any]:
         """Run and time the task on the device; the cold call's outputs are kept (on the CPU). Then check that

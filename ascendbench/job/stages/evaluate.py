@@ -14,6 +14,7 @@ from ascendbench.job.job import Job
 from ascendbench.job.placement import placement_entry
 from ascendbench.job.stages.base import Stage, build
 from ascendbench.metrics import worst
+from ascendbench.metrics.clip import clip_entries
 from ascendbench.metrics.output_checks import reference_free_checks
 from ascendbench.metrics.validate import identical_reference, validate_outputs
 from ascendbench.patches import patches_applied
@@ -78,6 +79,7 @@ class EvaluateStage(Stage):
         validation = validate_outputs(job.outputs, job.task.output_range, dict(job.precision.rules))
         validation.update(reference_free_checks(job.outputs, job.task, job.weights, dict(job.precision.rules),
                                                 job.reference))
+        validation.update(clip_entries(job.cfg.metric.get("clip"), job))
         saved = isinstance(job.reference, SourceBaseline)
         if saved:  # a saved reference (baseline.source): names and shapes first
             check_outputs(job.reference, job.outputs)

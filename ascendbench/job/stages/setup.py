@@ -36,8 +36,12 @@ class ConfigStage(Stage):
     def run(self, job: Job) -> dict[str, Any]:
         """Raise one :class:`~ascendbench.errors.ConfigError` listing every problem."""
         from ascendbench.config import check_config
+        from ascendbench.metrics.clip import check_clip_path
 
         check_config(job.cfg)
+        clip = job.cfg.metric.get("clip") or {}
+        if clip.get("path"):  # before the device run, not after it
+            check_clip_path(str(clip["path"]))
         return {}
 
 
