@@ -217,8 +217,8 @@ def _t_interval(spread: BlockSpread, median: float) -> Interval | None:
                       f"t on {spread.k} block medians, with the level's spread between them")
     if found is None:
         return None
-    return Interval(found.low_ms, found.high_ms, found.rel_half_width, found.method,
-                    math.expm1(t * math.sqrt(spread.level)), spread.disagree)
+    return replace(found, level_rel_half_width=math.expm1(t * math.sqrt(spread.level)),
+                   blocks_disagree=spread.disagree)
 
 
 def spreads(samples: Sequence[float], blocks: int = BLOCKS) -> list[BlockSpread]:
