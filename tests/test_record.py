@@ -50,3 +50,15 @@ def test_a_record_that_cannot_be_finished_is_not_left_running(tmp_path, monkeypa
     except OutputWriteError:
         pass
     assert not (tmp_path / "record.json").exists(), "the stale `running` record was left behind"
+
+
+def test_a_running_record_is_compact_and_the_final_one_indented(tmp_path):
+    writer = RecordWriter(tmp_path, {"seed": 1, "model": {"name": "m"}})
+    writer.update(metrics={"psnr": {"value": 40.0}})
+    running = (tmp_path / "record.json").read_text()
+    assert "\n" not in running and json.loads(running)["metrics"] == {"psnr": {"value": 40.0}}
+    writer.finish("ok")
+    final = (tmp_path / "record.json").read_text()
+    assert final.startswith('{\n  "schema"') and json.loads(final)["status"] == "ok"
+    assert {k: v for k, v in json.loads(final).items() if k not in ("status", "timing")} == \
+        {k: v for k, v in json.loads(running).items() if k not in ("status", "timing")}

@@ -117,6 +117,13 @@ def test_multirun_summary_report_and_resume(tmp_path):
     records = _records(sweep)
     assert len(records) == 4 and {r["status"] for r in records.values()} == {"ok"}
     assert all("dtype=" in name and "preset=" in name for name in records), "job dirs named by their overrides"
+    for name in records:  # what Hydra and the job write beside each record, composed for this job
+        hydra_dir = sweep / name / ".hydra"
+        assert (sweep / name / "ascendbench.log").stat().st_size > 0
+        assert set(OmegaConf.load(hydra_dir / "overrides.yaml")) == set(name.split(","))
+        job_cfg, hydra_cfg = OmegaConf.load(hydra_dir / "config.yaml"), OmegaConf.load(hydra_dir / "hydra.yaml")
+        assert f"dtype={job_cfg.dtype.name}" in name and f"preset={job_cfg.preset.name}" in name
+        assert hydra_cfg.hydra.runtime.output_dir == str(sweep / name)
     summary = pd.read_csv(sweep / "summary.csv")
     assert len(summary) == 4 and set(summary["job.dtype"]) == {"float32", "bfloat16"}
     assert "4 job record(s): 4 ok." in (sweep / "summary.md").read_text()

@@ -57,8 +57,9 @@ def shipped_values(choices: Mapping[str, Any], root: Path, config_name: str) -> 
         content = _file_content(str(path), path.stat().st_mtime_ns)
         if content is None:
             continue  # plugin options, and files that place themselves elsewhere (e.g. _global_ sweeps)
+        where = path.relative_to(root.parent).as_posix()
         for key, value in _shipped_leaves({k: v for k, v in content.items() if k != "hydra"}, package):
-            yield key, value, path.relative_to(root.parent).as_posix()
+            yield key, value, where
 
 
 @lru_cache(maxsize=512)
@@ -68,13 +69,21 @@ def _file_content(path: str, mtime_ns: int) -> dict[str, Any] | None:
     return None if "@package" in text.split("\n", 1)[0] else OmegaConf.to_container(OmegaConf.create(text))
 
 
-def is_typed(cfg: DictConfig, key: str) -> bool:
-    """Whether a schema types ``key`` (its node has a declared type), so that Hydra checks it."""
+def is_typed(cfg: DictConfig, key: str, parents: dict[str, Any] | None = None) -> bool:
+    """Whether a schema types ``key`` (its node has a declared type), so that Hydra checks it.
+
+    ``parents``: a memo of parent nodes by dotted key, for many keys of one config (a walk per key otherwise).
+    """
     parent_key, _, leaf = key.rpartition(".")
-    parent = OmegaConf.select(cfg, parent_key, default=None) if parent_key else cfg
-    if not isinstance(parent, DictConfig) or leaf not in parent:
+    if parents is None or parent_key not in parents:
+        parent = OmegaConf.select(cfg, parent_key, default=None) if parent_key else cfg
+        if parents is not None:
+            parents[parent_key] = parent
+    parent = parents[parent_key] if parents is not None else parent
+    if not isinstance(parent, DictConfig):
         return False
-    return parent._get_node(leaf)._metadata.ref_type is not Any  # OmegaConf has no public accessor
+    node = parent._get_node(leaf, validate_access=False)  # OmegaConf has no public accessor
+    return node is not None and node._metadata.ref_type is not Any
 
 
 def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None, root: Path | None = None,
@@ -84,9 +93,9 @@ def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None, roo
     ``choices`` are Hydra's ``runtime.choices`` (group -> option); without them nothing is checked.
     A shipped ``${other.key}`` asks for the type of that key's value; null and strings accept anything.
     """
-    problems = []
+    problems, parents = [], {}
     for key, shipped, where in shipped_values(dict(choices or {}), Path(root or config_dir()), config_name):
-        if is_typed(cfg, key):
+        if is_typed(cfg, key, parents):
             continue
         if isinstance(shipped, str) and (match := _PURE_REFERENCE.match(shipped)):
             shipped = OmegaConf.select(cfg, match.group(1), default=None)

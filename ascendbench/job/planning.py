@@ -7,6 +7,15 @@ the task: see :mod:`ascendbench.job.resources`) against the free device and host
 reference is already in the baseline cache, and the files the job would write. Every hub lookup runs
 with huggingface_hub forced offline, so a dry run never touches the network.
 
+Why the dry run imports the model's library (diffusers) while ``--help``, ``--version`` and ``--cfg`` import
+nothing of it: the memory plan is not a parameter count. The activations of the device run and of the CPU
+reference come from running the task on the ``meta`` device, which needs the model's class; so do the
+``compare.layers`` patterns (checked against the model's module tree), the replay reference's plan and
+``baseline.reference=auto``'s choice of precision. A parameter count from the safetensors header alone
+(``num_params_on_disk``, read without diffusers) would drop all of these -- the parts that tell a user
+whether the job fits -- and a random-init model has no header to read. What the dry run does not import:
+the drawing and summary libraries (matplotlib, pandas), which only a real job's artifacts need.
+
 Anything that would make the real job fail (weights required but missing, a pickle checkpoint, inputs
 the task cannot build, memory that does not fit) is a *problem*: the plan lists them all and the dry
 run fails with :class:`DryRunError`, so ``-m dry_run=true`` shows which jobs of a sweep would fail.
