@@ -1,0 +1,241 @@
+"""Each seed's README recipe ("Reproducing the seed reports") run as real Hydra jobs of the tiny twins on the
+CPU, then the report as ``make report`` runs it (``python -m ascendbench.report --port``, in English and in
+Chinese): the seed's tables have the seed's own header row (../shared/seeds/), one row per workload, and each
+cell is the value of the record behind it.
+
+The commands are the README's, word for word (a drift of the README breaks the test); only the tiny-twin
+and size overrides are added: the twin and its saved directory for ``<dir>``, ``device=cpu`` for
+``device=npu``, 16-32 px, 2 steps, ``bench.protocol=fixed preset.warmup=1 preset.iters=2`` and the reference
+in this process. Sweeps are cut to the fewest jobs that still fill each table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from ascendbench.report.__main__ import main as report_main
+
+from helpers import run_app
+from helpers.seeds import SEEDS, seed_column, seed_header, seed_text, tables
+
+ROOT = Path(__file__).resolve().parents[2]
+STANDINS = ROOT / "tests" / "standins"
+pytestmark = pytest.mark.skipif(not SEEDS.is_dir(), reason=f"the seed reports are not at {SEEDS}")
+# What every job of the tests adds: seconds, not hours.
+QUICK = ["bench.protocol=fixed", "preset.warmup=1", "preset.iters=2", "bench.flops.enabled=false",
+         "baseline.process=in-process"]
+
+
+def readme_recipe(lines: list[str]) -> None:
+    """Each line is in the README's recipe section as written (line continuations joined)."""
+    section = (ROOT / "README.md").read_text().split("## Reproducing the seed reports", 1)[1].split("\n## ", 1)[0]
+    flat = " ".join(section.replace("\\\n", " ").split())
+    for line in lines:
+        assert " ".join(line.split()) in flat, f"the README recipe changed: {line!r} is no longer in it"
+
+
+def tiny(command: str, places: dict[str, str], overrides: list[str]) -> list[str]:
+    """The README command's arguments after ``python -m ascendbench``, placeholders filled; each override
+    replaces the argument of the same key, or is added (``?key=value``: added only where the key is absent)."""
+    for placeholder, value in places.items():
+        command = command.replace(placeholder, value)
+    args = shlex.split(command.split("#", 1)[0])
+    assert args[:3] == ["python", "-m", "ascendbench"], args
+    args = args[3:]
+    for override in overrides:
+        only_if_absent, override = override.startswith("?"), override.lstrip("?")
+        key = override.split("=", 1)[0]
+        same = [i for i, a in enumerate(args) if a.split("=", 1)[0] == key]
+        if same and not only_if_absent:
+            args[same[0]] = override
+        elif not same:
+            args.append(override)
+    return args
+
+
+def run_recipe(tmp_path: Path, name: str, args: list[str], env: dict | None = None) -> None:
+    """One README command as ``python -m ascendbench`` in this process (Hydra's own multirun for ``-m``), its
+    jobs under multirun/<name> or outputs/<name>; exit 1 (a FAIL verdict of a random-init twin) is a result."""
+    multirun = "-m" in args
+    out = f"hydra.sweep.dir=multirun/{name}" if multirun else f"hydra.run.dir=outputs/{name}"
+    result = run_app([*args, out, f"baseline.cache_dir={tmp_path / 'cache'}"], cwd=tmp_path, env=env)
+    assert result.returncode in (0, 1), result.output[-4000:]
+    done = list((tmp_path / ("multirun" if multirun else "outputs") / name).glob("**/record.json"))
+    assert done and all(json.loads(p.read_text())["status"] == "ok" for p in done), result.output[-4000:]
+
+
+def make_report(tmp_path: Path, monkeypatch) -> dict[str, str]:
+    """``make report`` and ``make report REPORT_LANG=zh``: ``python -m ascendbench.report --port [--lang zh]``
+    in the directory of the runs (records from outputs/ and multirun/, into reports/); report.md per language."""
+    monkeypatch.chdir(tmp_path)
+    texts = {}
+    for lang, flags in (("en", []), ("zh", ["--lang", "zh"])):
+        assert report_main(["--port", *flags]) == 0
+        assert list((tmp_path / "reports" / "port").glob("*.md")), "no port report"
+        texts[lang] = (tmp_path / "reports" / "report.md").read_text()
+    return texts
+
+
+def section(text: str, title: str) -> str:
+    """The text of the section ``### <model>: <title>`` (as ``tables`` finds it)."""
+    assert f": {title}\n" in text, f"no section {title!r} in the report"
+    return text.split(f": {title}\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+
+
+def linked(text: str, title: str, reports: Path) -> list[dict]:
+    """The records the notes under the section's table link to (``records: [1](...), ...``), in order."""
+    line = next(x for x in section(text, title).splitlines() if re.match(r"- (records|记录): ", x))
+    return [json.loads((reports / t).resolve().read_text()) for t in re.findall(r"\]\(<?([^)>]+)>?\)", line)]
+
+
+def shows(cell: str, value: float, percent: bool = False) -> bool:
+    """The cell's number is ``value`` (x100 for %) rounded to the significant digits the cell prints."""
+    token = re.match(r"-?[0-9.]+(e[-+]?[0-9]+)?", cell)
+    assert token, f"no number in cell {cell!r}"
+    mantissa = token.group(0).split("e")[0].lstrip("-").replace(".", "").lstrip("0") or "0"
+    value = value * 100 if percent else value
+    return float(f"{value:.{len(mantissa)}g}") == pytest.approx(float(token.group(0)), rel=1e-9, abs=1e-300)
+
+
+def ok_records(tmp_path: Path, under: str = "") -> list[dict]:
+    """Every job record of the runs (not the report's own files), optionally only those under ``under``."""
+    paths = [p for p in sorted(tmp_path.glob(f"{under or '*'}/**/record.json")) if "reports" not in p.parts]
+    return [r for r in (json.loads(p.read_text()) for p in paths) if r["status"] == "ok"]
+
+
+def bodies(text: str, title: str) -> list[list[str]]:
+    """The value cells of the section's tables (label column dropped): equal in both languages."""
+    return [[row[1:] for row in t[1:]] for t in tables(text, title)]
+
+
+# -- FLUX.2 (003) ---------------------------------------------------------------------------------------------
+
+FLUX2 = ["python -m ascendbench -m +sweep=flux2_accuracy device=npu model.source=<dir> model.weights=required",
+         "python -m ascendbench -m +sweep=flux2_perf device=npu model.source=<dir> model.weights=required",
+         "python -m ascendbench -m +sweep=flux2_perf_cpu model.source=<dir>"]
+FLUX2_METRICS = {"MAE": "mae", "MSE": "mse", "RMSE": "rmse", "Max Abs Error": "max_abs_err",
+                 "Mean Rel Error": "mean_rel_err", "PSNR": "psnr_db", "Cosine Similarity": "cosine"}
+
+
+def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny_flux2_dir, tmp_path, monkeypatch):
+    readme_recipe(FLUX2)
+    places = {"<dir>": str(tiny_flux2_dir)}
+    # The twin (random init by default: the real model's weights=auto loads what model.source holds), the CPU,
+    # 32 px; the performance grid cut to batch 1,2 x 16,32 px (the seed: 1,2,4 x 512,1024).
+    twin = ["model=tiny_flux2_decoder", "device=cpu", "?model.weights=auto", *QUICK]
+    run_recipe(tmp_path, "flux2_accuracy", tiny(FLUX2[0], places, [*twin, "preset.height=32", "preset.width=32"]))
+    grid = ["preset.height=16,32", "preset.batch_size=1,2"]
+    run_recipe(tmp_path, "flux2_perf", tiny(FLUX2[1], places, [*twin, *grid]))
+    run_recipe(tmp_path, "flux2_perf_cpu", tiny(FLUX2[2], places, [*twin, *grid]))
+    texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
+    zh = texts["zh"]
+
+    [acc] = tables(zh, "精度评测")  # metrics x dtypes; the device that ran (CPU) where the seed ran the NPU
+    assert acc[0] == [c.replace("NPU", "CPU") for c in seed_header("003", "指标")]
+    judged = linked(zh, "精度评测", reports)
+    accuracy = ok_records(tmp_path, "multirun/flux2_accuracy")
+    assert sorted(r["job"]["dtype"] for r in judged) == sorted(r["job"]["dtype"] for r in accuracy), \
+        "one column per accuracy workload, perf-only runs left out"
+    labels, seed_labels = [r[0] for r in acc[1:]], seed_column("003", "指标")
+    assert labels == [label for label in seed_labels if label in labels] and labels[-1] == "结果"
+    for column, record in enumerate(judged, start=1):
+        assert acc[0][column] == f"CPU {record['job']['dtype']} vs CPU"
+        cells = {row[0]: row[column] for row in acc[1:]}
+        for label, name in FLUX2_METRICS.items():
+            if label in cells:
+                assert shows(cells[label], record["metrics"][name]["value"], percent=name == "mean_rel_err"), label
+        assert {"Mean Rel Error", "RMSE", "PSNR"} <= set(cells) and cells["结果"] == record["verdict"]
+
+    [perf] = tables(zh, "性能测试")
+    assert perf[0] == seed_header("003", "Batch")
+    rows = linked(zh, "性能测试", reports)
+    workloads = {(r["job"]["batch_size"], r["job"]["height"], r["job"]["width"], r["job"]["dtype"])
+                 for r in ok_records(tmp_path)}
+    assert len(perf) - 1 == len(rows) == len(workloads), "one row per workload"
+    for row, record in zip(perf[1:], rows, strict=True):
+        job, bench = record["job"], record["bench"]
+        assert row[:3] == [str(job["batch_size"]), f"{job['height']}x{job['width']}", job["dtype"]]
+        assert shows(row[3], bench["latency"]["mean_ms"]) and shows(row[4], bench["latency"]["p90_ms"])
+        assert shows(row[5], bench["throughput"]["value"])
+        assert shows(row[6], bench["memory"].get("peak_allocated_mb") or bench["memory"]["peak_rss_mb"])
+
+    [advice] = tables(zh, "数据类型选择")
+    assert advice[0] == seed_header("003", "场景")
+    assert {r[0] for r in advice[1:]} <= set(seed_column("003", "场景"))
+    failing = sorted(r["job"]["dtype"] for r in accuracy if r["verdict"] == "FAIL")
+    assert sorted(r[1].strip("`") for r in advice[1:] if r[0] == "不推荐") == failing
+    for row in advice[1:]:
+        [record] = [r for r in accuracy if r["job"]["dtype"] == row[1].strip("`")]
+        err = re.search(r"[（(]([^）)]+)[）)]", row[2]).group(1)
+        assert shows(err, record["metrics"]["mean_rel_err"]["value"], percent=True), row
+    assert ": 加速比\n" not in zh, "the speed-up needs an accelerator run; these records are all CPU"
+
+    en = texts["en"]
+    assert tables(en, "Accuracy (metrics x dtypes)")[0][0][0] == "Metric"
+    assert tables(en, "Performance (batch x resolution)")[0][0] == perf[0]
+    assert tables(en, "dtype recommendation")[0][0] == ["Scenario", "Recommended dtype", "Why"]
+    for title_en, title_zh in (("Accuracy (metrics x dtypes)", "精度评测"),
+                               ("Performance (batch x resolution)", "性能测试")):
+        assert bodies(en, title_en) == bodies(zh, title_zh)
+
+
+# -- LTX VAE layer (001) --------------------------------------------------------------------------------------
+
+LAYER = ("python -m ascendbench model=ltx_video_vae_conv_in model.source=<LTX-2 dir> model.weights=required \\\n"
+         "    device=npu dtype=bfloat16 preset=mini preset.warmup=3 preset.iters=10 baseline.reference=float32")
+LATENCY = {"平均": "mean_ms", "最小": "min_ms", "最大": "max_ms", "p50": "median_ms", "p90": "p90_ms", "p95": "p95_ms"}
+
+
+@pytest.fixture
+def tiny_ltx2_dir(tmp_path) -> Path:
+    """An LTX-2-style directory whose vae/ holds the tiny video VAE in bfloat16 (decoder.conv_in: Conv3d 8 -> 32)."""
+    import torch
+    from diffusers import AutoencoderKLLTX2Video
+
+    torch.manual_seed(0)
+    vae = AutoencoderKLLTX2Video(latent_channels=8, block_out_channels=(8, 16, 32, 64),
+                                 decoder_block_out_channels=(8, 16, 32), layers_per_block=(1, 1, 1, 1, 1),
+                                 decoder_layers_per_block=(1, 1, 1, 1))
+    vae.to(torch.bfloat16).save_pretrained(tmp_path / "ltx2" / "vae")
+    return tmp_path / "ltx2"
+
+
+def test_the_layer_recipe_gives_the_seeds_consistency_and_performance_lines(tiny_ltx2_dir, tmp_path, monkeypatch):
+    readme_recipe([LAYER.replace("\\\n", "")])
+    twin = ["model=tiny_ltx_video_vae_conv_in", "model.loader.subfolder=vae", "device=cpu", *QUICK]
+    run_recipe(tmp_path, "conv_in", tiny(LAYER.replace("\\\n", ""), {"<LTX-2 dir>": str(tiny_ltx2_dir)}, twin))
+    texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
+    [record] = ok_records(tmp_path)
+    seed = seed_text("001")
+    cells = {}
+    for lang, title in (("zh", "一致性与性能"), ("en", "Layer: consistency and performance")):
+        [layer] = tables(texts[lang], title)
+        assert len(layer[0]) == 2 and linked(texts[lang], title, reports) == [record], "one table per workload"
+        cells[lang] = {row[0]: row[1] for row in layer[1:]}
+    zh, bench = cells["zh"], record["bench"]
+    assert list(cells["en"].values()) == list(zh.values()), "the same values in both languages"
+    # The labels are the seed's words, but for the verdict and mean_rel_err (the job's primary error; the seed
+    # printed max_abs and cosine only).
+    assert all(part in seed for label in zh for part in label.split() if part not in ("判定", "mean_rel_err")), zh
+    latent = record["inputs"]["latent"]
+    shape = re.sub(r"\\(.)", r"\1", zh["input latent"])  # the seed's "input latent shape ... dtype ... mean ..."
+    assert shape.startswith(f"shape {json.dumps(latent['shape'])} {latent['dtype']}"), shape
+    for stat in ("mean", "std", "min", "max"):
+        assert shows(re.search(rf"{stat} (\S+?)(,|$)", shape).group(1), latent[stat]), stat
+    assert shows(zh["首轮编译"], bench["cold_ms"])
+    for word, field in LATENCY.items():
+        assert shows(zh[f"稳定推理 {word}"], bench["latency"][field]), word
+    assert shows(zh["吞吐"], bench["throughput"]["value"]) and zh["吞吐"].endswith(bench["throughput"]["unit"])
+    memory = bench["memory"]
+    assert shows(zh["已分配"], memory["peak_allocated_mb"]) and shows(zh["已预留"], memory["peak_reserved_mb"])
+    metrics = record["metrics"]
+    assert shows(zh["第二轮 最大差异"], metrics["determinism/second_run_max_abs_diff"]["value"])
+    assert shows(zh["max_abs"], metrics["max_abs_err"]["value"]) and shows(zh["cosine"], metrics["cosine"]["value"])
+    assert shows(zh["mean_rel_err"], metrics["mean_rel_err"]["value"], percent=True)
+    assert zh["判定"] == record["verdict"]
+    assert bench["warmup"]["calls"] == 1 and bench["latency"]["count"] == 2, "bench.protocol=fixed: exactly as asked"
