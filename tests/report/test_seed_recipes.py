@@ -239,3 +239,131 @@ def test_the_layer_recipe_gives_the_seeds_consistency_and_performance_lines(tiny
     assert shows(zh["mean_rel_err"], metrics["mean_rel_err"]["value"], percent=True)
     assert zh["判定"] == record["verdict"]
     assert bench["warmup"]["calls"] == 1 and bench["latency"]["count"] == 2, "bench.protocol=fixed: exactly as asked"
+
+
+# -- Sulphur-2 (000) ------------------------------------------------------------------------------------------
+
+SULPHUR_S = ('S="model=sulphur2_base model.source=<Sulphur-2 dir> model.weights=required '
+             'model.loader.config=<LTX-2 dir> model.loader.text_encoder.source=<LTX-2 dir> model.loader.offline=true"')
+SULPHUR = ["python -m ascendbench $S device=npu dtype=bfloat16 preset=mini baseline.enabled=false",
+           "python -m ascendbench -m $S device=npu dtype=bfloat16 preset=mini,balanced,quality "
+           "baseline.reference=float32"]
+
+
+@pytest.fixture
+def tiny_ltx2_pipeline_dir(tmp_path) -> Path:
+    """The tiny LTX-2 pipeline (the Sulphur-2 twin) saved as a diffusers directory: weights, configs, the text
+    encoder and tokenizer in one place (the twin has no original-layout single file)."""
+    from hydra.utils import instantiate
+
+    from helpers import compose_config
+
+    pipe = instantiate(compose_config(["model=tiny_ltx2_t2v"]).model.loader).load(None, "random", 42).module
+    pipe.save_pretrained(tmp_path / "sulphur2")
+    return tmp_path / "sulphur2"
+
+
+def _expanded(command: str) -> str:
+    return command.replace("$S", SULPHUR_S.split("=", 1)[1].strip('"'))
+
+
+def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_tables(
+        tiny_ltx2_pipeline_dir, tmp_path, monkeypatch):
+    readme_recipe([SULPHUR_S, *SULPHUR])
+    places = {"<Sulphur-2 dir>": str(tiny_ltx2_pipeline_dir), "<LTX-2 dir>": str(tiny_ltx2_pipeline_dir)}
+    # 32x32, 9 frames, 2 steps for every preset; the accuracy sweep cut to mini,balanced; the perf-only
+    # cpu_offload sweep and the attention A/B sweep of the recipe are not run (seconds each even tiny).
+    twin = ["model=tiny_ltx2_t2v", "device=cpu", "preset.height=32", "preset.width=32", "preset.num_frames=9",
+            "preset.steps=2", *QUICK]
+    run_recipe(tmp_path, "smoke", tiny(_expanded(SULPHUR[0]), places, twin))
+    run_recipe(tmp_path, "accuracy", tiny(_expanded(SULPHUR[1]), places, [*twin, "preset=mini,balanced"]))
+    texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
+    zh, accuracy = texts["zh"], ok_records(tmp_path, "multirun/accuracy")
+
+    [acc] = tables(zh, "精度对比结果")
+    assert acc[0] == seed_header("000", "分辨率")
+    judged = linked(zh, "精度对比结果", reports)
+    assert sorted(r["job"]["preset"] for r in judged) == sorted(r["job"]["preset"] for r in accuracy), \
+        "one row per accuracy workload; the perf-only smoke run is not one"
+    for row, record in zip(acc[1:], judged, strict=True):
+        job, preset, metrics = record["job"], record["config"]["preset"], record["metrics"]
+        assert row[:3] == [f"{job['height']}x{job['width']}", str(preset["num_frames"]), str(preset["steps"])]
+        hidden = {check: [e["value"] for k, e in metrics.items() if k.startswith("layer/") and k.endswith("/" + check)]
+                  for check in ("max_abs_err", "cosine")}
+        assert hidden["max_abs_err"] and hidden["cosine"], "hidden states of the first and last blocks compared"
+        assert shows(row[3], max(hidden["max_abs_err"])) and shows(row[4], min(hidden["cosine"])), "the worst"
+        assert shows(row[5], metrics["video/video_psnr_db_mean"]["value"])
+        assert shows(row[6], metrics["video/video_ssim_mean"]["value"]) and row[7] == record["verdict"]
+
+    [perf] = tables(zh, "性能参考")
+    assert perf[0] == seed_header("000", "指标")
+    timed = linked(zh, "性能参考", reports)
+    workloads = {(r["job"]["preset"], r["job"]["dtype"]) for r in ok_records(tmp_path)}
+    assert len(timed) == len(workloads), "one entry per workload (the smoke run and the accuracy mini run are one)"
+    cells = {row[0]: row[1:] for row in perf[1:]}
+    seed_rows = seed_column("000", "指标")
+    assert set(cells) - set(seed_rows) == {f"{job['height']}x{job['width']}x{job['num_frames']} 生成时间"
+                                           for job in (r["job"] for r in timed)} - set(seed_rows)
+    assert shows(cells["模型加载时间"][0], max(r["weights"]["load_seconds"] for r in timed))
+    firsts = [row[1] for row in perf[1:] if row[0] == "首帧编译时间"]
+    gens = [row[1] for row in perf[1:] if row[0].endswith(" 生成时间")]
+    for first, gen, record in zip(firsts, gens, timed, strict=True):
+        assert shows(first, record["bench"]["cold_ms"]) and shows(gen, record["bench"]["latency"]["median_ms"])
+    assert shows(cells["峰值显存占用"][0], max(r["bench"]["memory"]["peak_allocated_mb"] for r in timed))
+
+    en = texts["en"]
+    assert [len(h) for h in tables(en, "Accuracy per resolution")[0][:1]] == [8]
+    assert bodies(en, "Accuracy per resolution") == bodies(zh, "精度对比结果")
+
+
+# -- VideoFlexTok (004) ---------------------------------------------------------------------------------------
+
+VIDEOFLEXTOK = ("python -m ascendbench -m model=videoflextok_d18_d28 model.source=<dir> model.weights=required \\\n"
+                "    device=npu dtype=float32 preset=mini,balanced,quality preset.warmup=5 preset.iters=20 "
+                "baseline.enabled=false")
+GATES = {"[Gate1] strict load: missing": "gate/load_missing_keys", "[Gate2] config: not OK": "gate/config_mismatches",
+         "reconstruction: PSNR (dB)": "gate/recon_psnr_db", "RANDOM-INIT: PSNR (dB)": "gate/control_psnr_db",
+         "PSNR gap (dB)": "gate/control_psnr_gap_db", "[Gate3-b] stability: agreement": "gate/rerun_token_agreement"}
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+def test_the_videoflextok_recipe_gives_the_seeds_gates_with_their_values(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.syspath_prepend(str(STANDINS))
+    from videoflextok_standin import build_pretrained  # the tests' stand-in of the videoflextok package
+
+    build_pretrained().save_pretrained(tmp_path / "standin")
+    command = VIDEOFLEXTOK.replace("\\\n", "")
+    readme_recipe([command])
+    # The twin on the stand-in (32x32, 9-frame chunks, 2 flow steps); the preset sweep cut to mini,balanced.
+    twin = ["model=tiny_videoflextok", "device=cpu", "preset=mini,balanced", *QUICK]
+    run_recipe(tmp_path, "videoflextok", tiny(command, {"<dir>": str(tmp_path / "standin")}, twin),
+               env={"PYTHONPATH": str(STANDINS)})
+    assert "videoflextok_standin" in sys.modules
+    texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
+    seed = seed_text("004").lower()
+    bodies_by_lang = {}
+    for lang, title in (("zh", "精度评测（Gate）"), ("en", "Gates")):
+        [gate] = tables(texts[lang], title)
+        jobs = linked(texts[lang], title, reports)
+        assert len(jobs) == len(gate[0]) - 1 == len(ok_records(tmp_path)), "one column per workload"
+        bodies_by_lang[lang] = [row[1:] for row in gate[1:]]
+        for column, record in enumerate(jobs, start=1):
+            job = record["job"]
+            which = f"{job['preset']} @ {job['height']}x{job['width']}x{record['config']['preset']['num_frames']}"
+            assert gate[0][column] == f"{job['device']} {job['dtype']} {record['weights']['kind']} {which}"
+            cells = {row[0]: row[column] for row in gate[1:]}
+            for label in list(cells)[:-1]:  # the seed's words (the last row: the job's verdict)
+                assert all(w in seed for w in re.findall(r"[a-z0-9-]+", label.lower())), label
+            assert set(GATES) <= set(cells), cells
+            for label, name in GATES.items():
+                assert shows(cells[label], record["metrics"][name]["value"]), label
+            assert cells[gate[-1][0]] == record["verdict"]
+            bench = record["bench"]
+            perf = re.search(rf"- PERF {job['device']} {re.escape(which)}: avg=(\S+)ms p50=(\S+) p90=(\S+) "
+                             r"p95=(\S+) throughput=(\S+) ", section(texts[lang], title)).groups()
+            for cell, field in zip(perf, ("mean_ms", "median_ms", "p90_ms", "p95_ms"), strict=False):
+                assert shows(cell, bench["latency"][field]), field
+            assert shows(perf[4], bench["throughput"]["value"])
+    assert bodies_by_lang["en"] == bodies_by_lang["zh"]
