@@ -69,13 +69,14 @@ def run_recipe(tmp_path: Path, name: str, args: list[str], env: dict | None = No
     assert done and all(json.loads(p.read_text())["status"] == "ok" for p in done), result.output[-4000:]
 
 
-def make_report(tmp_path: Path, monkeypatch) -> dict[str, str]:
-    """``make report`` and ``make report REPORT_LANG=zh``: ``python -m ascendbench.report --port [--lang zh]``
-    in the directory of the runs (records from outputs/ and multirun/, into reports/); report.md per language."""
+def make_report(tmp_path: Path, monkeypatch, readme: Path | None = None) -> dict[str, str]:
+    """``make report [README=...]`` and ``make report REPORT_LANG=zh``: ``python -m ascendbench.report --port
+    [--lang zh] [--readme ...]`` in the directory of the runs (records from outputs/ and multirun/, into
+    reports/); report.md per language (the README is back-filled by each, Chinese last)."""
     monkeypatch.chdir(tmp_path)
     texts = {}
     for lang, flags in (("en", []), ("zh", ["--lang", "zh"])):
-        assert report_main(["--port", *flags]) == 0
+        assert report_main(["--port", *flags, *(["--readme", str(readme)] if readme else [])]) == 0
         assert list((tmp_path / "reports" / "port").glob("*.md")), "no port report"
         texts[lang] = (tmp_path / "reports" / "report.md").read_text()
     return texts
@@ -247,7 +248,9 @@ SULPHUR_S = ('S="model=sulphur2_base model.source=<Sulphur-2 dir> model.weights=
              'model.loader.config=<LTX-2 dir> model.loader.text_encoder.source=<LTX-2 dir> model.loader.offline=true"')
 SULPHUR = ["python -m ascendbench $S device=npu dtype=bfloat16 preset=mini baseline.enabled=false",
            "python -m ascendbench -m $S device=npu dtype=bfloat16 preset=mini,balanced,quality "
-           "baseline.reference=float32"]
+           "baseline.reference=float32",
+           "make report README=path/to/README.md     # fills <!-- ACCURACY_TABLE_BEGIN --> ... "
+           "<!-- ACCURACY_TABLE_END -->"]
 
 
 @pytest.fixture
@@ -277,7 +280,14 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
             "preset.steps=2", *QUICK]
     run_recipe(tmp_path, "smoke", tiny(_expanded(SULPHUR[0]), places, twin))
     run_recipe(tmp_path, "accuracy", tiny(_expanded(SULPHUR[1]), places, [*twin, "preset=mini,balanced"]))
-    texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
+    # The seed's accuracy table as its author left it ("to be filled" rows), between the markers its README has.
+    placeholders = ["| " + " | ".join(cells) + " |" for cells in [seed_header("000", "分辨率")] + [
+        line.split("\t") for line in seed_text("000").splitlines() if "\t待实测填充" in line]]
+    readme = tmp_path / "README.md"
+    readme.write_text("### 6.2 精度对比结果\n\n<!-- ACCURACY_TABLE_BEGIN -->\n" + "\n".join(placeholders)
+                      + "\n<!-- ACCURACY_TABLE_END -->\n")
+    assert len(placeholders) == 4
+    texts, reports = make_report(tmp_path, monkeypatch, readme), tmp_path / "reports"
     zh, accuracy = texts["zh"], ok_records(tmp_path, "multirun/accuracy")
 
     [acc] = tables(zh, "精度对比结果")
@@ -294,6 +304,11 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
         assert shows(row[3], max(hidden["max_abs_err"])) and shows(row[4], min(hidden["cosine"])), "the worst"
         assert shows(row[5], metrics["video/video_psnr_db_mean"]["value"])
         assert shows(row[6], metrics["video/video_ssim_mean"]["value"]) and row[7] == record["verdict"]
+
+    filled = readme.read_text()
+    assert "待实测填充" not in filled and "⏳" not in filled, "no placeholder left between the markers"
+    assert [[c.strip() for c in line.strip("|").split(" | ")] for line in filled.splitlines()
+            if line.startswith("|") and not line.startswith("|---")] == acc, "the back-fill is the table above"
 
     [perf] = tables(zh, "性能参考")
     assert perf[0] == seed_header("000", "指标")
