@@ -247,10 +247,28 @@ def test_the_layer_recipe_gives_the_seeds_consistency_and_performance_lines(tiny
 SULPHUR_S = ('S="model=sulphur2_base model.source=<Sulphur-2 dir> model.weights=required '
              'model.loader.config=<LTX-2 dir> model.loader.text_encoder.source=<LTX-2 dir> model.loader.offline=true"')
 SULPHUR = ["python -m ascendbench $S device=npu dtype=bfloat16 preset=mini baseline.enabled=false",
+           "python -m ascendbench -m $S device=npu dtype=bfloat16 preset=balanced,quality baseline.enabled=false "
+           "model.task.cpu_offload=true",
            "python -m ascendbench -m $S device=npu dtype=bfloat16 preset=mini,balanced,quality "
            "baseline.reference=float32",
+           "python -m ascendbench -m +sweep=attention_backends $S device=npu dtype=bfloat16 preset=mini "
+           "baseline.reference=float32   # fused attention vs SDPA",
            "make report README=path/to/README.md     # fills <!-- ACCURACY_TABLE_BEGIN --> ... "
            "<!-- ACCURACY_TABLE_END -->"]
+
+
+def _workload(record: dict) -> tuple:
+    """What makes a row of the seed's tables: the preset and dtype (one size here), and the declared variants
+    (the attention backend of the A/B sweep, CPU offload)."""
+    model = record["config"]["model"]
+    return (record["job"]["preset"], record["job"]["dtype"], json.dumps(model["patches"], sort_keys=True),
+            model["task"].get("cpu_offload"))
+
+
+def _latest(records: list[dict], record: dict) -> bool:
+    """``record`` is the last one written of its workload."""
+    same = [r for r in records if _workload(r) == _workload(record)]
+    return record["timing"]["finished_at"] == max(r["timing"]["finished_at"] for r in same)
 
 
 @pytest.fixture
@@ -274,12 +292,11 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
         tiny_ltx2_pipeline_dir, tmp_path, monkeypatch):
     readme_recipe([SULPHUR_S, *SULPHUR])
     places = {"<Sulphur-2 dir>": str(tiny_ltx2_pipeline_dir), "<LTX-2 dir>": str(tiny_ltx2_pipeline_dir)}
-    # 32x32, 9 frames, 2 steps for every preset; the accuracy sweep cut to mini,balanced; the perf-only
-    # cpu_offload sweep and the attention A/B sweep of the recipe are not run (seconds each even tiny).
+    # 32x32, 9 frames, 2 steps for every preset (so the presets differ in name only).
     twin = ["model=tiny_ltx2_t2v", "device=cpu", "preset.height=32", "preset.width=32", "preset.num_frames=9",
             "preset.steps=2", *QUICK]
-    run_recipe(tmp_path, "smoke", tiny(_expanded(SULPHUR[0]), places, twin))
-    run_recipe(tmp_path, "accuracy", tiny(_expanded(SULPHUR[1]), places, [*twin, "preset=mini,balanced"]))
+    for name, command in zip(("smoke", "offload", "accuracy", "attention"), SULPHUR, strict=False):
+        run_recipe(tmp_path, name, tiny(_expanded(command), places, twin))
     # The seed's accuracy table as its author left it ("to be filled" rows), between the markers its README has.
     placeholders = ["| " + " | ".join(cells) + " |" for cells in [seed_header("000", "分辨率")] + [
         line.split("\t") for line in seed_text("000").splitlines() if "\t待实测填充" in line]]
@@ -288,13 +305,15 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
                       + "\n<!-- ACCURACY_TABLE_END -->\n")
     assert len(placeholders) == 4
     texts, reports = make_report(tmp_path, monkeypatch, readme), tmp_path / "reports"
-    zh, accuracy = texts["zh"], ok_records(tmp_path, "multirun/accuracy")
+    zh, everything = texts["zh"], ok_records(tmp_path)
+    accuracy = [r for r in everything if r["config"]["baseline"]["enabled"]]
 
     [acc] = tables(zh, "精度对比结果")
     assert acc[0] == seed_header("000", "分辨率")
     judged = linked(zh, "精度对比结果", reports)
-    assert sorted(r["job"]["preset"] for r in judged) == sorted(r["job"]["preset"] for r in accuracy), \
-        "one row per accuracy workload; the perf-only smoke run is not one"
+    assert len(judged) == len({_workload(r) for r in judged}) == len({_workload(r) for r in accuracy}) == 4, \
+        "one row per accuracy workload (3 presets, the SDPA variant); perf-only runs are none"
+    assert all(_latest(accuracy, r) for r in judged), "each row the latest record of its workload"
     for row, record in zip(acc[1:], judged, strict=True):
         job, preset, metrics = record["job"], record["config"]["preset"], record["metrics"]
         assert row[:3] == [f"{job['height']}x{job['width']}", str(preset["num_frames"]), str(preset["steps"])]
@@ -313,8 +332,9 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
     [perf] = tables(zh, "性能参考")
     assert perf[0] == seed_header("000", "指标")
     timed = linked(zh, "性能参考", reports)
-    workloads = {(r["job"]["preset"], r["job"]["dtype"]) for r in ok_records(tmp_path)}
-    assert len(timed) == len(workloads), "one entry per workload (the smoke run and the accuracy mini run are one)"
+    assert len(timed) == len({_workload(r) for r in timed}) == len({_workload(r) for r in everything}) == 6, \
+        "one entry per workload (the smoke run and the accuracy mini run are one; offload and SDPA are variants)"
+    assert all(_latest(everything, r) for r in timed), "each entry the latest record of its workload"
     cells = {row[0]: row[1:] for row in perf[1:]}
     seed_rows = seed_column("000", "指标")
     assert set(cells) - set(seed_rows) == {f"{job['height']}x{job['width']}x{job['num_frames']} 生成时间"
