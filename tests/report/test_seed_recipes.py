@@ -127,7 +127,7 @@ def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny
     readme_recipe(FLUX2)
     places = {"<dir>": str(tiny_flux2_dir)}
     # The twin (random init by default: the real model's weights=auto loads what model.source holds), the CPU,
-    # 32 px; the performance grid cut to batch 1,2 x 16,32 px (the seed: 1,2,4 x 512,1024).
+    # 32 px; the performance grid cut to batch 1,2 x 16,32 px (the seed: 1,2,4 x 512,1024; batch 4 adds 9 s).
     twin = ["model=tiny_flux2_decoder", "device=cpu", "?model.weights=auto", *QUICK]
     run_recipe(tmp_path, "flux2_accuracy", tiny(FLUX2[0], places, [*twin, "preset.height=32", "preset.width=32"]))
     grid = ["preset.height=16,32", "preset.batch_size=1,2"]
@@ -371,8 +371,8 @@ def test_the_videoflextok_recipe_gives_the_seeds_gates_with_their_values(tmp_pat
     build_pretrained().save_pretrained(tmp_path / "standin")
     command = VIDEOFLEXTOK.replace("\\\n", "")
     readme_recipe([command])
-    # The twin on the stand-in (32x32, 9-frame chunks, 2 flow steps); the preset sweep cut to mini,balanced.
-    twin = ["model=tiny_videoflextok", "device=cpu", "preset=mini,balanced", *QUICK]
+    # The twin on the stand-in (32x32, 9-frame chunks, 2 flow steps; its presets: 9, 18, 36 frames).
+    twin = ["model=tiny_videoflextok", "device=cpu", *QUICK]
     run_recipe(tmp_path, "videoflextok", tiny(command, {"<dir>": str(tmp_path / "standin")}, twin),
                env={"PYTHONPATH": str(STANDINS)})
     assert "videoflextok_standin" in sys.modules
