@@ -39,6 +39,7 @@ WORDS: dict[str, tuple[str, str]] = {
     "reserved": ("memory reserved", "已预留"),
     "second_run": ("second run max diff (determinism)", "第二轮 最大差异"),
     # VideoFlexTok seed (004: gate log lines)
+    "variants": ("variants", "变体"),
     "gate": ("Gate", "Gate"), "workload": ("workload (preset @ the size that ran)", "测试规格（预设 @ 实际尺寸）"),
     "records": ("records", "记录"), "rules": ("rules", "判定规则"), "random": ("random-init weights", "随机初始化权重"),
     # The port report (the seeds' README structure): headings, labels and the templates of its sentences

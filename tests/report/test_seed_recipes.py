@@ -267,6 +267,20 @@ def _workload(record: dict) -> tuple:
             model["task"].get("cpu_offload"))
 
 
+def _variants(text: str, title: str, records: list[dict]) -> None:
+    """Rows that read alike (the mini rows: fused attention and SDPA; the offload runs) are told apart in the
+    section's variants note by the record's own config values, numbered as its records note."""
+    line = next(x for x in section(text, title).splitlines() if re.match(r"- (variants|变体): ", x))
+    named = dict(part.split(" ", 1) for part in line.split(": ", 1)[1].split("; "))
+    for number, record in enumerate(records, 1):
+        model = record["config"]["model"]
+        if str(number) in named:
+            assert f"model.patches.0.backend={model['patches'][0]['backend']}" in named[str(number)] or \
+                f"model.task.cpu_offload={json.dumps(model['task']['cpu_offload'])}" in named[str(number)], line
+    backends = {model["patches"][0]["backend"] for r in records if (model := r["config"]["model"])}
+    assert len(named) >= len(backends) == 2, f"both attention backends named: {line}"
+
+
 def _latest(records: list[dict], record: dict) -> bool:
     """``record`` is the last one written of its workload."""
     same = [r for r in records if _workload(r) == _workload(record)]
@@ -316,6 +330,7 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
     assert len(judged) == len({_workload(r) for r in judged}) == len({_workload(r) for r in accuracy}) == 4, \
         "one row per accuracy workload (3 presets, the SDPA variant); perf-only runs are none"
     assert all(_latest(accuracy, r) for r in judged), "each row the latest record of its workload"
+    _variants(zh, "精度对比结果", judged)
     for row, record in zip(acc[1:], judged, strict=True):
         job, preset, metrics = record["job"], record["config"]["preset"], record["metrics"]
         assert row[:3] == [f"{job['height']}x{job['width']}", str(preset["num_frames"]), str(preset["steps"])]
@@ -337,6 +352,7 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
     assert len(timed) == len({_workload(r) for r in timed}) == len({_workload(r) for r in everything}) == 6, \
         "one entry per workload (the smoke run and the accuracy mini run are one; offload and SDPA are variants)"
     assert all(_latest(everything, r) for r in timed), "each entry the latest record of its workload"
+    _variants(zh, "性能参考", timed)
     cells = {row[0]: row[1:] for row in perf[1:]}
     seed_rows = seed_column("000", "指标")
     assert set(cells) - set(seed_rows) == {f"{job['height']}x{job['width']}x{job['num_frames']} 生成时间"
