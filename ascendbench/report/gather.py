@@ -42,6 +42,7 @@ _NUMERIC_PREFIXES = ("metrics.", "bench.", "hidden.")
 _SKIPPED_LISTS = ("samples_ms",)
 _MAPPING_SECTIONS = ("error", "job", "weights", "baseline", "bench", "env", "timing", "metrics", "inputs",
                      "compare", "config", "plan")
+INPUT_FIELDS = ("shape", "dtype", "sha256", "mean", "std", "min", "max", "nonfinite")
 DRY_RUN = "dry-run"
 # The resolved config as JSON text: what tells A/B variants apart (report.variants); not in records/summary.csv.
 CONFIG_COLUMN = "config"
@@ -188,6 +189,7 @@ def record_row(record: Mapping[str, Any], path: Path) -> dict[str, Any]:
             row.update(flatten(entry, f"metrics.{name}"))
     row.update(hidden_fields(metrics, record.get("compare")))
     row["inputs.digest"] = inputs_digest(record.get("inputs"))
+    row.update(input_fields(record.get("inputs")))
     warnings = record.get("warnings")
     row["warnings"] = " | ".join(str(w) for w in warnings) if isinstance(warnings, list) else str(warnings or "")
     row["artifacts"] = json.dumps(record.get("artifacts") or {}, sort_keys=True)
@@ -216,6 +218,15 @@ def _number(key: str, value: Any) -> Any:
     if isinstance(value, str) and key.startswith(_NUMERIC_PREFIXES) and value in ("inf", "-inf"):
         return math.inf if value == "inf" else -math.inf
     return value
+
+
+def input_fields(inputs: Any) -> dict[str, Any]:
+    """``inputs.<name>.<field>`` for each input's shape, dtype, SHA256 and statistics (the layer seed's first
+    lines: the latent's shape, dtype, mean/std/min/max); its first/last values stay in the record."""
+    if not isinstance(inputs, Mapping):
+        return {}
+    return {key: value for name, entry in inputs.items() if isinstance(entry, Mapping)
+            for key, value in flatten(entry, f"inputs.{name}").items() if key.rsplit(".", 1)[-1] in INPUT_FIELDS}
 
 
 def inputs_digest(inputs: Any) -> str | None:

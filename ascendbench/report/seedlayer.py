@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.report.fmt import get, num, table, text
+from ascendbench.report.fmt import get, num, table, text, workload_label
 from ascendbench.report.performance import median_ms
 from ascendbench.report.seedlayouts import (
     Layout,
@@ -34,14 +34,15 @@ LATENCY = (("avg", "mean_ms"), ("min", "min_ms"), ("max", "max_ms"), (None, "med
            (None, "p95_ms"))
 GATES = (("[Gate1] strict load: missing", "gate/load_missing_keys"),
          ("[Gate1] strict load: unexpected", "gate/load_unexpected_keys"),
-         ("[Gate2] config mismatches", "gate/config_mismatches"),
-         ("token shape", "gate/token_shape_match"), ("token id range: out of codebook", "gate/token_ids_out_of_range"),
+         ("[Gate2] config: not OK", "gate/config_mismatches"),
+         ("token shape", "gate/token_shape_match"),
+         ("token id range: not in valid codebook", "gate/token_ids_out_of_range"),
          ("token dist: unique ids / total", "gate/token_unique_ratio"),
          ("[Gate3-b] stability: agreement", "gate/rerun_token_agreement"),
          ("[Gate3-b] encoder+FSQ deterministic (fixed VAE latents): agreement", "gate/fixed_latent_token_agreement"),
          ("reconstruction: PSNR (dB)", "gate/recon_psnr_db"), ("reconstruction: MSE", "gate/recon_mse"),
          ("RANDOM-INIT: PSNR (dB)", "gate/control_psnr_db"), ("PSNR gap (dB)", "gate/control_psnr_gap_db"),
-         ("recon in [-1,1]: outside", "gate/recon_out_of_range"))
+         ("recon in [-1,1]: not in range", "gate/recon_out_of_range"))
 
 
 def _input_rows(row: Mapping[str, Any], lang: str) -> list[list[str]]:
@@ -88,13 +89,15 @@ def videoflextok_gates(rows: Rows, lang: str, base_dir: Path) -> str | None:
     jobs = latest_per_workload(rows)
     if not jobs:
         return None
+    # Several workloads (the recipe's preset sweep): each column and perf line also names its preset and size.
+    which = {id(r): f" {workload_label(r)}" if len(jobs) > 1 else "" for r in jobs}
     headers = [word("gate", lang)] + [f"{text(get(r, 'job.device'))} {text(get(r, 'job.dtype'))} "
-                                      f"{text(get(r, 'weights.kind'))}" for r in jobs]
+                                      f"{text(get(r, 'weights.kind'))}{which[id(r)]}" for r in jobs]
     body = [[label] + [value_cell(r, name) if get(r, f"metrics.{name}.value") is not None
                        else ("skipped" if get(r, f"metrics.{name}.skipped") else "-") for r in jobs]
             for label, name in GATES if any(get(r, f"metrics.{name}.value") is not None for r in jobs)]
     body.append([word("verdict", lang)] + [text(get(r, "verdict")) for r in jobs])
-    perf = [f"PERF {text(get(r, 'job.device'))}: avg={num(get(r, 'bench.latency.mean_ms'))}ms "
+    perf = [f"PERF {text(get(r, 'job.device'))}{which[id(r)]}: avg={num(get(r, 'bench.latency.mean_ms'))}ms "
             f"p50={num(get(r, 'bench.latency.median_ms'))} p90={num(get(r, 'bench.latency.p90_ms'))} "
             f"p95={num(get(r, 'bench.latency.p95_ms'))} throughput={num(get(r, 'bench.throughput.value'))} "
             f"{text(get(r, 'bench.throughput.unit'))} peak={num(get(r, 'bench.memory.peak_allocated_mb'))} MB"

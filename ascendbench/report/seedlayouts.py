@@ -39,6 +39,7 @@ from ascendbench.report.meaning import primary_output, section_metric
 from ascendbench.report.performance import median_ms
 from ascendbench.report.replay import REPLAY_NOTE, is_replay, replay_hidden_cell
 from ascendbench.report.select import accuracy_rows, timing_rows
+from ascendbench.report.variants import UNSET, variant_settings
 from ascendbench.report.words import word
 
 Rows = Sequence[Mapping[str, Any]]
@@ -77,6 +78,22 @@ def rules_note(rows: Rows, names: Sequence[str], lang: str) -> str | None:
                 source = get(row, f"metrics.{name}.source")
                 seen[name] = f"{text(name)} {text(rule)}" + (f" ({text(source)})" if source else "")
     return f"{word('rules', lang)}: " + "; ".join(seen.values()) if seen else None
+
+
+def variants_note(rows: Rows, lang: str) -> str | None:
+    """``variants: 1 model.patches.0.backend=_native_npu; 2 model.patches.0.backend=native``: rows whose cells
+    read alike (one preset, size and dtype) but that ran different declared variants (attention backend, CPU
+    offload), numbered as the records note numbers them; None when no two rows look alike."""
+    alike: dict[tuple, list[tuple[int, dict[str, str]]]] = {}
+    for number, row in enumerate(rows, 1):
+        key = (get(row, "job.preset"), size_label(row), get(row, "job.dtype"))
+        alike.setdefault(key, []).append((number, variant_settings(row)))
+    parts = []
+    for members in alike.values():
+        keys = sorted({k for _, found in members for k in found if len({m.get(k) for _, m in members}) > 1})
+        if len(members) > 1 and keys:
+            parts += [f"{n} " + ", ".join(f"{k}={text(found.get(k, UNSET))}" for k in keys) for n, found in members]
+    return f"{word('variants', lang)}: " + "; ".join(parts) if parts else None
 
 
 def _accelerator_first(rows: Rows) -> list[Mapping[str, Any]]:
@@ -210,7 +227,7 @@ def sulphur2_accuracy(rows: Rows, lang: str, base_dir: Path) -> str | None:
              if get(judged[0], f"hidden.{c}.rule") is not None]
     notes = [f"{word('rules', lang)}: hidden " + "; ".join(rules)] if rules else []
     notes += [REPLAY_NOTE] if any(is_replay(r) for r in judged) else []
-    notes.append(links_note(judged, base_dir, lang))
+    notes += [n for n in (variants_note(judged, lang), links_note(judged, base_dir, lang)) if n]
     return table(headers, body) + "\n\n" + "\n".join(f"- {n}" for n in notes)
 
 
@@ -232,7 +249,8 @@ def sulphur2_performance(rows: Rows, lang: str, base_dir: Path) -> str | None:
         peak, row = max(memory, key=lambda item: item[0])
         body.append([word("peak_mem", lang), f"{num(peak)} MB", size_label(row)])
     headers = [word("metric", lang), word("measured", lang), word("note", lang)]
-    return table(headers, body) + "\n\n- " + links_note(timed, base_dir, lang)
+    notes = [n for n in (variants_note(timed, lang), links_note(timed, base_dir, lang)) if n]
+    return table(headers, body) + "\n\n" + "\n".join(f"- {n}" for n in notes)
 
 
 Layout = Callable[[Rows, str, Path], "str | None"]

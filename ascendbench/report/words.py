@@ -33,12 +33,13 @@ WORDS: dict[str, tuple[str, str]] = {
     "gen_time": ("{size} generation time", "{size} 生成时间"), "peak_mem": ("Peak memory", "峰值显存占用"),
     # LTX VAE layer seed (001: prose and log lines, no table; the labels are its words)
     "item": ("Item", "项目"), "value": ("Value", "数值"),
-    "input": ("input latent", "input latent"), "first_run": ("first call (compile)", "首轮编译"),
+    "input": ("input", "input"), "first_run": ("first call (compile)", "首轮编译"),
     "steady": ("steady", "稳定推理"), "avg": ("mean", "平均"), "min": ("min", "最小"), "max": ("max", "最大"),
     "thr": ("throughput", "吞吐"), "allocated": ("memory allocated", "已分配"),
     "reserved": ("memory reserved", "已预留"),
     "second_run": ("second run max diff (determinism)", "第二轮 最大差异"),
     # VideoFlexTok seed (004: gate log lines)
+    "variants": ("variants", "变体"),
     "gate": ("Gate", "Gate"), "workload": ("workload (preset @ the size that ran)", "测试规格（预设 @ 实际尺寸）"),
     "records": ("records", "记录"), "rules": ("rules", "判定规则"), "random": ("random-init weights", "随机初始化权重"),
     # The port report (the seeds' README structure): headings, labels and the templates of its sentences

@@ -12,45 +12,9 @@ import pytest
 from ascendbench.job.record import RecordWriter
 from ascendbench.report.__main__ import main
 
-SEEDS = Path(__file__).resolve().parents[2].parent / "shared" / "seeds"
+from helpers.seeds import SEEDS, seed_column, seed_header, seed_text, tables
+
 pytestmark = pytest.mark.skipif(not SEEDS.is_dir(), reason=f"the seed reports are not at {SEEDS}")
-
-
-def seed_text(prefix: str) -> str:
-    return next(SEEDS.glob(f"{prefix}_*.txt")).read_text()
-
-
-def seed_header(prefix: str, first: str) -> list[str]:
-    """The seed's tab-separated header row whose first cell is ``first``."""
-    rows = [line.split("\t") for line in seed_text(prefix).splitlines() if line.startswith(first + "\t")]
-    assert rows, f"seed {prefix} has no table starting with {first!r}"
-    return rows[0]
-
-
-def seed_column(prefix: str, first: str) -> list[str]:
-    """The first cells of the rows of the seed's table whose header starts with ``first``."""
-    lines = seed_text(prefix).splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(first + "\t"))
-    column = []
-    for line in lines[start + 1:]:
-        if "\t" not in line:
-            break
-        column.append(line.split("\t")[0])
-    return column
-
-
-def tables(text: str, title: str) -> list[list[list[str]]]:
-    """The Markdown tables of the section ``### <model>: <title>``, as lists of cell rows (header first)."""
-    section = text.split(f": {title}\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
-    found, current = [], []
-    for line in section.splitlines() + [""]:
-        if line.startswith("|"):
-            if not line.startswith("|---"):
-                current.append([c.strip() for c in line.strip("|").split(" | ")])
-        elif current:
-            found.append(current)
-            current = []
-    return found
 
 
 def report(tmp_path: Path, lang: str) -> str:
