@@ -112,7 +112,7 @@ def reproduce(rows: Rows, sources: Sequence[str], lang: str) -> str:
 
 def smoke(rows: Rows, base_dir: Path, lang: str) -> str:
     """The first job's end-of-job summary, rebuilt from its record."""
-    first = min(rows, key=lambda r: started_key(r))
+    first = min(rows, key=started_key)
     try:
         record = json.loads(read_regular(Path(str(first["record"]))))  # a regular file only: never a FIFO
     except (OSError, ValueError):
