@@ -12,7 +12,9 @@ the best both records hold, tried in this order (``compare.method`` names the fi
    the batch-means term, the level's own spread between its blocks, recomputed from its per-call samples
    (:func:`~ascendbench.bench.blocks.level_variance`, 0 when the blocks agree as exchangeable calls would):
    the host's level moves between two runs as it moves between the blocks of one, and a test blind to that
-   calls an unchanged workload slower whenever the host's level moved between OLD and NEW. Records written before blocks
+   calls an unchanged workload slower whenever the host's level moved between OLD and NEW. Before the test, the
+   blocks a burst on the host disturbed (beyond three robust spreads from their side's centre) are set aside,
+   and the line says how many (:mod:`ascendbench.report.steady`). Records written before blocks
    existed have none, and the per-call test decides (the reason says so).
 1. ``mann_whitney``: the per-call samples (``bench.samples_ms``, at least ``compare.min_samples`` on each
    side). A one-sided Mann-Whitney U test (NEW stochastically greater) must give ``p < alpha``, and the
@@ -42,7 +44,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ascendbench.bench.blocks import level_variance
+from ascendbench.report.steady import steady
 
 METHODS = ("blocks", "mann_whitney", "ci_overlap", "median")
 LEVEL = 0.95  # confidence level of the printed shift, like the records' median_ci95
@@ -197,7 +199,8 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
     if "blocks" in chain:
         missing = _why_no_blocks(old, new)
         if missing is None:
-            return by_blocks(old.block_medians_ms, new.block_medians_ms, rule, (_level(old), _level(new)))
+            a, b = steady(old.block_medians_ms, old.samples_ms), steady(new.block_medians_ms, new.samples_ms)
+            return by_blocks(a.medians, b.medians, rule, (a.level, b.level), (a.set_aside, b.set_aside))
         notes.append(missing)
     if "mann_whitney" in chain:
         missing = _why_no_test(old, new, rule)
@@ -256,15 +259,11 @@ def merged_pairs(medians: Sequence[float]) -> list[float]:
     return [math.sqrt(medians[i] * medians[i + 1]) for i in range(0, len(medians) - 1, 2)]
 
 
-def _level(side: Latency) -> float:
-    """The level's own spread between the blocks of one side (a variance of logs), from its per-call samples."""
-    return level_variance(side.samples_ms) if side.samples_ms else 0.0
-
-
 def by_blocks(old: Sequence[float], new: Sequence[float], rule: LatencyRule,
-              levels: tuple[float, float] = (0.0, 0.0)) -> Decision:
+              levels: tuple[float, float] = (0.0, 0.0), set_aside: tuple[int, int] = (0, 0)) -> Decision:
     """Welch t (one-sided) on the logs of the block medians, plus the shift against ``min_effect``; ``levels``
-    (OLD's and NEW's level spread between blocks) are added to the sides' variances.
+    (OLD's and NEW's level spread between blocks) are added to the sides' variances; ``set_aside`` (the blocks
+    of each side a burst disturbed, :mod:`ascendbench.report.steady`, left out of ``old``/``new``) is printed.
 
     As the bench's interval, two block lengths are tried when both sides have enough blocks (the recorded ones,
     and neighbours merged two by two): a drift slower than the short blocks makes them agree too well, and the
@@ -274,7 +273,10 @@ def by_blocks(old: Sequence[float], new: Sequence[float], rule: LatencyRule,
     if min(len(old), len(new)) >= 2 * MIN_BLOCKS:
         longer = welch_shift(merged_pairs(old), merged_pairs(new), extra=levels)
         shift, p = max((shift, p), longer, key=lambda found: found[1])
-    return _decide(BLOCK_TEST, f"blocks={len(old)}/{len(new)}", (shift, p), rule)
+    sizes = f"blocks={len(old)}/{len(new)}"
+    if any(set_aside):
+        sizes += f" ({set_aside[0]}/{set_aside[1]} more set aside as disturbed)"
+    return _decide(BLOCK_TEST, sizes, (shift, p), rule)
 
 
 def _decide(method: str, sizes: str, found: tuple[Any, float], rule: LatencyRule) -> Decision:
