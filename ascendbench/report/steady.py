@@ -8,7 +8,9 @@ on block medians one of them widens a side's variance (and its level term) enoug
 slowdown goes unseen. Before the test, each side's block medians are therefore compared with their own
 median: a block further than ``DISTURBED_SPREADS`` robust spreads away (1.4826 x the median absolute
 deviation of the logs, at least ``SPREAD_FLOOR``) is set aside, in either direction, as long as
-``MIN_KEPT`` blocks stay; the level term is recomputed from the calls of the blocks kept. A side whose
+``MIN_KEPT`` blocks stay and at most ``MAX_SHARE`` of them go (more blocks away from the centre is a level
+that moved, not a burst: the host switched state during the run, and may again before the next run); the
+level term is recomputed from the calls of the blocks kept. A side whose
 blocks are all shifted together (a burst as long as the run) is not a disturbance this can see: its blocks
 agree, and only another run tells it from a regression.
 """
@@ -29,6 +31,9 @@ DISTURBED_SPREADS = 3.0
 SPREAD_FLOOR = 0.01
 # Fewest blocks kept on a side (the block test's own minimum); with fewer, nothing is set aside.
 MIN_KEPT = 4
+# The largest share of a side's blocks set aside: a burst is short; when more blocks than this lie away from
+# the centre, the run's level moved (the host switched state), and every block stays, with its level term.
+MAX_SHARE = 0.375
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,8 @@ class Steady:
 
 def disturbed(medians: Sequence[float]) -> list[bool]:
     """For each block median (> 0): is it further than ``DISTURBED_SPREADS`` robust spreads from the median
-    of them all (on the logs)? All False when fewer than ``MIN_KEPT`` would stay.
+    of them all (on the logs)? All False when fewer than ``MIN_KEPT`` would stay or more than ``MAX_SHARE``
+    of them would go.
 
     >>> disturbed([1.0, 1.001, 0.999, 1.0, 1.002, 1.25, 0.998, 1.0])
     [False, False, False, False, False, True, False, False]
@@ -52,7 +58,9 @@ def disturbed(medians: Sequence[float]) -> list[bool]:
     centre = statistics.median(logs)
     spread = max(1.4826 * statistics.median(abs(v - centre) for v in logs), SPREAD_FLOOR)
     flags = [abs(v - centre) > DISTURBED_SPREADS * spread for v in logs]
-    return flags if len(flags) - sum(flags) >= MIN_KEPT else [False] * len(flags)
+    if sum(flags) > len(flags) * MAX_SHARE or len(flags) - sum(flags) < MIN_KEPT:
+        return [False] * len(flags)
+    return flags
 
 
 def steady(medians: Sequence[float], samples: Sequence[float] | None) -> Steady:

@@ -15,7 +15,7 @@ import pytest
 from ascendbench.bench.blocks import interval_section, level_variance
 from ascendbench.bench.stats import LatencyStats
 from ascendbench.report.significance import BLOCK_TEST, Latency, LatencyRule, by_blocks, decide
-from ascendbench.report.steady import MIN_KEPT, disturbed, steady
+from ascendbench.report.steady import MAX_SHARE, MIN_KEPT, disturbed, steady
 
 RULE = LatencyRule(min_effect=0.01)
 CALLS, CHUNK, PAIRS = 128, 8, 40
@@ -60,6 +60,12 @@ def test_a_block_far_from_its_sides_centre_is_set_aside_in_either_direction():
 def test_nothing_is_set_aside_when_fewer_than_the_tests_minimum_would_stay():
     assert disturbed([1.0] * MIN_KEPT + [1.5]) == [False] * MIN_KEPT + [True]
     assert not any(disturbed([1.0] * (MIN_KEPT - 1) + [1.5]))
+
+
+def test_a_level_that_moved_for_a_large_share_of_the_run_is_no_burst_and_every_block_stays():
+    # three of eight blocks away: set aside; four of nine (more than MAX_SHARE): the host switched state
+    assert sum(disturbed([1.0] * 5 + [1.25] * 3)) == 3
+    assert 4 / 9 > MAX_SHARE and not any(disturbed([1.0] * 5 + [1.25] * 4))
 
 
 def test_the_level_term_is_recomputed_from_the_calls_of_the_blocks_kept():
