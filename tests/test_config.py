@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from ascendbench.config import group_options, load_option
@@ -62,3 +64,18 @@ def test_load_option_returns_the_option_keys_without_its_defaults_list():
     assert "defaults" not in float32 and float32.name == "float32" and float32.rtol == 1.3e-6
     with pytest.raises(ConfigError, match="allowed: auto, bfloat16, float16, float32"):
         load_option("dtype", "float8")
+
+
+def test_load_option_parses_a_file_once_hands_out_copies_and_reads_an_edited_file_again(tmp_path, monkeypatch):
+    import ascendbench.config as config_module
+
+    (tmp_path / "dtype").mkdir()
+    option = tmp_path / "dtype" / "mine.yaml"
+    option.write_text("defaults:\n  - _self_\nname: float32\natol: 1.0\n")
+    monkeypatch.setattr(config_module, "config_dir", lambda: tmp_path)
+    first = load_option("dtype", "mine")
+    first.atol = 5.0  # a caller's change stays in its copy
+    assert load_option("dtype", "mine").atol == 1.0 and "defaults" not in load_option("dtype", "mine")
+    option.write_text("name: float32\natol: 2.0\n")
+    os.utime(option, ns=(1, 1))  # a changed stamp even on a coarse clock
+    assert load_option("dtype", "mine").atol == 2.0

@@ -3,8 +3,8 @@
 Images (``[N, C, H, W]``, 1 or 3 channels) get one PNG per image (the first ``max_images``); videos
 (5-D) one PNG per chosen frame of the first video: ``first``, ``middle``, ``last``, ``worst`` (the frame
 with the largest mean squared error) or frame numbers. The heatmap shows the largest absolute
-difference over the channels, in the output's own units. Drawing uses matplotlib's object API with the
-Agg canvas, so no global pyplot state or display is touched.
+difference over the channels, in the output's own units, coloured by a matplotlib colormap; the picture
+is composed as pixels by :mod:`ascendbench.compare.picture` (no matplotlib figure, no pyplot state).
 """
 
 from __future__ import annotations
@@ -14,53 +14,49 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+from matplotlib import colormaps
 
+from ascendbench.compare.picture import Picture, draw
 from ascendbench.metrics.functional.video import frame_chunks, frame_count, frames, resolve_layout
 
 
 def _display(image: np.ndarray, value_range: Sequence[float]) -> np.ndarray:
+    """``[C, H, W]`` values as ``[H, W, 3]`` uint8 screen colours: ``value_range`` onto 0..255, clipped; one
+    channel shown in grey."""
     low, high = float(value_range[0]), float(value_range[1])
     shown = np.clip((np.nan_to_num(image) - low) / (high - low), 0.0, 1.0)
-    return shown[0] if shown.shape[0] == 1 else np.moveaxis(shown, 0, -1)
+    rgb = np.repeat(shown, 3, axis=0) if shown.shape[0] == 1 else shown
+    return np.rint(np.moveaxis(rgb, 0, -1) * 255.0).astype(np.uint8)
 
 
-def side_by_side(reference: torch.Tensor, device: torch.Tensor, path: Path, title: str,
-                 value_range: Sequence[float] = (-1.0, 1.0), colormap: str = "inferno") -> Path:
-    """Draw one ``[C, H, W]`` pair as a PNG at ``path``."""
+def heatmap(diff: np.ndarray, top: float, colormap: str) -> np.ndarray:
+    """``[H, W]`` differences as ``[H, W, 3]`` uint8 colours of ``colormap`` from 0 to ``top`` (1 when
+    ``top`` is 0); NaN and +inf are shown as ``top``."""
+    scale = top if top > 0 else 1.0
+    shown = np.clip(np.nan_to_num(diff, nan=top, posinf=top) / scale, 0.0, 1.0)
+    return colormaps[colormap](shown, bytes=True)[..., :3]
+
+
+def compose(reference: torch.Tensor, device: torch.Tensor, title: str, value_range: Sequence[float] = (-1.0, 1.0),
+            colormap: str = "inferno") -> Picture:
+    """The side-by-side picture of one ``[C, H, W]`` pair: baseline, device, their largest absolute
+    difference over the channels (its maximum in the heatmap's title and at the colour bar's top)."""
     ref = reference.detach().to("cpu", torch.float64).numpy()
     dev = device.detach().to("cpu", torch.float64).numpy()
     with np.errstate(invalid="ignore"):  # inf - inf: equal non-finite values agree (0), others are NaN
         delta = np.where((dev == ref) | (np.isnan(dev) & np.isnan(ref)), 0.0, np.abs(dev - ref))
     diff = delta.max(axis=0)
     finite = diff[np.isfinite(diff)]
-    height, width = ref.shape[-2:]
-    # A fixed grid (no constrained layout, whose solver costs most of the drawing time): three panels and a
-    # thin colour-bar axis beside the heatmap, titles in the top margin.
-    panel_h = 3.0 * height / max(width, 1)
-    figure = Figure(figsize=(3 * 3.4 + 0.5, panel_h + 0.7), dpi=100)
-    FigureCanvasAgg(figure)
-    grid = figure.add_gridspec(1, 4, width_ratios=[1, 1, 1, 0.05], left=0.01, right=0.95, bottom=0.03,
-                               top=1 - 0.55 / (panel_h + 0.7), wspace=0.08)
-    axes = [figure.add_subplot(grid[0, i]) for i in range(3)]
-    bar_axis = figure.add_subplot(grid[0, 3])
-    grey = "gray" if ref.shape[0] == 1 else None
-    for axis, image, label in ((axes[0], ref, "baseline (CPU)"), (axes[1], dev, "device")):
-        axis.imshow(_display(image, value_range), cmap=grey, vmin=0, vmax=1, interpolation="nearest")
-        axis.set_title(label, fontsize=9)
     top = float(finite.max()) if finite.size else 0.0
-    heat = axes[2].imshow(np.nan_to_num(diff, nan=top, posinf=top), cmap=colormap, vmin=0.0,
-                          vmax=top if top > 0 else 1.0, interpolation="nearest")
-    axes[2].set_title(f"|device - baseline|, max {top:.3g}", fontsize=9)
-    figure.colorbar(heat, cax=bar_axis, format="%.2g")
-    for axis in axes:
-        axis.set_xticks([])
-        axis.set_yticks([])
-    figure.suptitle(title, fontsize=10, y=1 - 0.08 / (panel_h + 0.7))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    return path
+    return Picture(images=(_display(ref, value_range), _display(dev, value_range), heatmap(diff, top, colormap)),
+                   titles=("baseline (CPU)", "device", f"|device - baseline|, max {top:.3g}"), title=title,
+                   colormap=colormap, top=top if top > 0 else 1.0)
+
+
+def side_by_side(reference: torch.Tensor, device: torch.Tensor, path: Path, title: str,
+                 value_range: Sequence[float] = (-1.0, 1.0), colormap: str = "inferno") -> Path:
+    """Draw one ``[C, H, W]`` pair (:func:`compose`) as a PNG at ``path``."""
+    return draw(compose(reference, device, title, value_range, colormap), path)
 
 
 def per_frame_mse(reference: torch.Tensor, device: torch.Tensor, layout: str, chunk: int = 8) -> list[float]:

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+from functools import lru_cache
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -51,6 +53,14 @@ def load_option(group: str, option: str) -> DictConfig:
             f"{group}={option!r} is not an option of the {group} group; allowed: "
             f"{', '.join(group_options(group))}. Fix the override, e.g. `{group}={group_options(group)[0]}`."
         )
+    stat = path.stat()
+    return copy.deepcopy(_parsed_option(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=128)
+def _parsed_option(path: str, mtime_ns: int, size: int) -> DictConfig:
+    """An option file parsed (about 7 ms; once per process and version of the file), without its defaults
+    list; callers get copies."""
     loaded = OmegaConf.load(path)
     if isinstance(loaded, DictConfig) and "defaults" in loaded:
         loaded = OmegaConf.masked_copy(loaded, [key for key in loaded if key != "defaults"])

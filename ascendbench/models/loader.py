@@ -94,12 +94,13 @@ class DiffusersLoader(ModelLoader):
         return self._random(cls, init_seed, source, found.reason)
 
     def _random(self, cls: type, seed: int, source: str | None, why: str):
-        from ascendbench.models.memory import MemoryEstimate, check_host_memory, count_meta_params
+        from ascendbench.models.memory import MemoryEstimate, check_host_memory
 
         def build() -> torch.nn.Module:
             return cls.from_config(self.architecture) if hasattr(cls, "from_config") else cls(**self.architecture)
 
-        estimate = MemoryEstimate(f"random-init {self.class_path}", {"model": count_meta_params(build)}, "float32")
+        count = meta_count(cls, self.architecture, build)
+        estimate = MemoryEstimate(f"random-init {self.class_path}", {"model": count}, "float32")
         check_host_memory(estimate, "Use the tiny twin of this model (`model=tiny_<name>`) or a smaller architecture.",
                           skip_key=None)
         with torch.random.fork_rng(devices=[]):
@@ -135,6 +136,24 @@ class DiffusersLoader(ModelLoader):
         _check_state_dict(module.state_dict(), state, found, self.class_path)
         module.load_state_dict(state, strict=True)
         return module
+
+
+_META_COUNTS: dict[tuple[type, str], int] = {}  # (class, architecture as JSON) -> parameters and buffers
+
+
+def meta_count(cls: type, architecture: Mapping[str, Any], build: Any) -> int:
+    """:func:`~ascendbench.models.memory.count_meta_params` of ``build``, counted once per process for a class
+    and architecture (a meta-device build costs about 9 ms for a tiny twin, every job of a sweep); an
+    architecture that is not plain JSON is counted every time."""
+    from ascendbench.models.memory import count_meta_params
+
+    try:
+        key = (cls, json.dumps(architecture, sort_keys=True, allow_nan=False))
+    except (TypeError, ValueError):
+        return count_meta_params(build)
+    if key not in _META_COUNTS:
+        _META_COUNTS[key] = count_meta_params(build)
+    return _META_COUNTS[key]
 
 
 def _check_state_dict(expected: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor],

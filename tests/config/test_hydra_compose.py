@@ -1,5 +1,6 @@
 """A sweep job's config is composed once (the batch check's composition goes to the launch) from YAML files
-parsed once per process (re-parsed when they change), and the jobs' ``.hydra`` files are what they were."""
+parsed once per process (re-parsed when they change), jobs choosing the same config groups share a defaults
+list and merge, and the jobs' configs and ``.hydra`` files are what plain Hydra makes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from types import SimpleNamespace
 
 import hydra
 import pytest
-from hydra import initialize_config_dir
+from hydra import initialize_config_dir, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import RunMode
@@ -141,7 +142,60 @@ def test_a_real_multirun_composes_each_job_once_and_writes_the_same_files(tmp_pa
         assert text == (tmp_path / "plain" / path).read_text(), path
 
 
+# Group choices (model, dtype, preset, a nested group) mixed with config values: jobs 2 and 6 choose what an
+# earlier job chose, in the same order, so they share its defaults list and merge; job 4 makes job 3's choices
+# in another order and composes afresh (the key keeps the order: ``+group=...`` appends in it).
+REAL_BATCH = [["model=tiny_flux2_decoder", "dtype=float32", "seed=1"],
+              ["model=tiny_flux2_decoder", "dtype=float32", "seed=2", "preset.height=48"],
+              ["model=tiny_ltx_t2v", "dtype=bfloat16", "preset=balanced", "seed=1"],
+              ["preset=balanced", "model=tiny_ltx_t2v", "seed=3", "dtype=bfloat16", "bench.warmup=2"],
+              ["model=tiny_ltx_t2v", "model/task=text_to_video", "dtype=float16", "preset=quality"],
+              ["model=tiny_ltx_t2v", "model/task=text_to_video", "dtype=float16", "preset=quality", "seed=9"],
+              ["model=tiny_flux2_decoder", "dtype=float32", "device=cpu", "metric=image"]]
+
+
+@pytest.fixture
+def real_loader():
+    """Hydra's config loader on ascendbench's own config, with the wrappers installed."""
+    from ascendbench.config.schemas import register
+    from ascendbench.job.launch import register_resolvers
+
+    assert hydra_compose.faster_composition()
+    register()
+    register_resolvers()
+    hydra_compose.forget()
+    GlobalHydra.instance().clear()
+    with initialize_config_module("ascendbench.conf", version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        yield loader, loader.load_configuration("config", [], run_mode=RunMode.MULTIRUN)
+    GlobalHydra.instance().clear()
+    hydra_compose.forget()
+
+
+def _checked_against_plain(loader, master) -> list[bool]:
+    """Whether each job's config composed in the batch check (sharing) equals Hydra's plain composition."""
+    plain = [OmegaConf.to_yaml(loader.load_sweep_config(master, job)) for job in REAL_BATCH]  # no check: plain
+    _check(loader, master, REAL_BATCH)
+    return [OmegaConf.to_yaml(loader.load_sweep_config(master, job)) == text
+            for job, text in zip(REAL_BATCH, plain, strict=True)]
+
+
+def test_jobs_choosing_the_same_groups_share_a_composition_equal_to_hydras(real_loader):
+    loader, master = real_loader
+    assert _checked_against_plain(loader, master) == [True] * len(REAL_BATCH)
+    assert hydra_compose.shared_compositions() == 2, "jobs 2 and 6 took an earlier job's defaults list"
+
+
+def test_a_key_blind_to_the_group_choices_would_be_caught(real_loader, monkeypatch):
+    loader, master = real_loader
+    split = hydra_compose._split
+    monkeypatch.setattr(hydra_compose, "_split", lambda repo, overrides: ((), split(repo, overrides)[1]))
+    same = _checked_against_plain(loader, master)
+    assert same[0] and not all(same), "configs of other models, dtypes and presets handed out: found"
+
+
 def test_another_hydra_version_is_left_as_it_is(monkeypatch):
     monkeypatch.setattr(hydra, "__version__", "1.4.0")
     assert not hydra_compose.supported()
     assert not hydra_compose.reuse_checked_compositions() and not hydra_compose.parse_files_once()
+    assert not hydra_compose.share_group_compositions()
