@@ -16,7 +16,8 @@ On one op (a 400x400 float32 matmul, one CPU thread; the first usable of npu, cu
      reader (:func:`ascendbench.report.compare.latency_of`) before :func:`decide` judges it;
   4. the harness's overhead per timed call (a no-op call, the precision check on and never met).
 The load average is printed with the figures: on a shared host they say as much about the neighbours as about
-ascendbench. ``--quick`` halves the rounds and pairs (the goals are judged on the full run).
+ascendbench. ``--quick`` halves the rounds and pairs (the goals are judged on the full run); ``--save F``
+writes every gate pair's per-call samples to F (JSON), so that the same pairs can be judged again by another rule.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def gate(op, adapter, pairs: int, slowdown: float, median_ms: float) -> dict:
     """Fractions of pairs flagged SLOWER by the gate, by the block test on every block and by the per-call
     test, and the steady level's shift in each pair (the host's own movement between the runs, in A/A)."""
     new_op = _spinner(op, slowdown * median_ms / 1e3) if slowdown else op
-    flags, shifts = {"gate": 0, "every": 0, "calls": 0}, []
+    flags, shifts, kept = {"gate": 0, "every": 0, "calls": 0}, [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(pairs):
             old = _gate_side(run_bench(op, adapter, GATE_BUDGET), Path(tmp), "old")
@@ -133,7 +134,8 @@ def gate(op, adapter, pairs: int, slowdown: float, median_ms: float) -> dict:
             flags["every"] += _every_block(old, new)
             flags["calls"] += decide(old, new, CALLS_RULE).regressed
             shifts.append(_steady_shift(old, new))
-    return {**{k: v / pairs for k, v in flags.items()}, "shifts": shifts}
+            kept.append({"slowdown": slowdown, "old_ms": list(old.samples_ms), "new_ms": list(new.samples_ms)})
+    return {**{k: v / pairs for k, v in flags.items()}, "shifts": shifts, "pairs": kept}
 
 
 def overhead_us(adapter, calls: int = 4000) -> float:
@@ -149,6 +151,8 @@ def _verdict(ok: bool) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="half the rounds and pairs (about a minute)")
+    parser.add_argument("--save", type=Path, help="write every gate pair's per-call samples (ms, in call order) "
+                                                  "to this JSON file, to judge them again by another rule")
     args = parser.parse_args()
     logging.getLogger("ascendbench").setLevel(logging.ERROR)  # noise/drift warnings would drown the figures
     scale = 2 if args.quick else 1
@@ -192,6 +196,10 @@ def main() -> None:
         print(f"gate power, planted {slowdown:.0%} slowdown (a busy wait after the op): flagged {power['gate']:.0%} "
               f"of {POWER_PAIRS // scale} pairs ({goal}); on every block: {power['every']:.0%}; the per-call test: "
               f"{power['calls']:.0%} [load {_loadavg()}]")
+        aa["pairs"].extend(power["pairs"])
+    if args.save:
+        args.save.write_text(json.dumps({"op_median_ms": median_ms, "gap_s": GAP_S, "pairs": aa["pairs"]}))
+        print(f"gate pairs' samples written to {args.save}")
     cost = overhead_us(adapter)
     print(f"harness overhead per timed call (no-op call, precision check on): {cost:.1f} us "
           f"(goal <= {GOALS['overhead_us']:.0f} us: {_verdict(cost <= GOALS['overhead_us'])}) [load {_loadavg()}]")
