@@ -58,6 +58,7 @@ class BenchResult:
     warmup: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, Any] | None = None
     interval: dict[str, Any] = field(default_factory=dict)
+    interleave: dict[str, Any] | None = None
 
     def to_dict(self, items_per_call: int, unit: str) -> dict[str, Any]:
         """The record's ``bench`` section; throughput from the median host latency."""
@@ -82,6 +83,8 @@ class BenchResult:
         }
         if self.phases:
             section["phases"] = self.phases
+        if self.interleave:  # timed in alternating blocks with another variant (ascendbench.bench.interleave)
+            section["interleave"] = self.interleave
         return section
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 
 from ascendbench.report.fmt import get, num, short, size_label, table, text
 from ascendbench.report.gather import DRY_RUN
+from ascendbench.report.paired import Pairing
 from ascendbench.report.performance import latest, median_ms
 from ascendbench.report.significance import Latency, LatencyRule, decide
 
@@ -130,19 +131,20 @@ def record_samples(path: str | Path) -> tuple[float, ...] | None:
     return record_evidence(path)[0]
 
 
-def record_evidence(path: str | Path) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
-    """(per-call latencies ``bench.samples_ms``, per-block medians ``bench.interval.blocks.medians_ms``) of a
-    record file; each None when absent or not all finite and > 0 (records are data: nothing is trusted)."""
+def record_evidence(path: str | Path) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None, Pairing | None]:
+    """(per-call latencies ``bench.samples_ms``, per-block medians ``bench.interval.blocks.medians_ms``, the
+    interleaved run's pairing ``bench.interleave``) of a record file; each None when absent or not all finite
+    and > 0 (records are data: nothing is trusted)."""
     try:
         bench = json.loads(Path(path).read_text()).get("bench")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return None, None
+        return None, None, None
     if not isinstance(bench, Mapping):
-        return None, None
+        return None, None, None
     interval = bench.get("interval")
     blocks = interval.get("blocks") if isinstance(interval, Mapping) else None
-    return _positive(bench.get("samples_ms")), _positive(blocks.get("medians_ms") if isinstance(blocks, Mapping)
-                                                         else None)
+    return (_positive(bench.get("samples_ms")), _positive(blocks.get("medians_ms") if isinstance(blocks, Mapping)
+                                                          else None), Pairing.from_section(bench.get("interleave")))
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:
@@ -161,9 +163,9 @@ def latency_of(row: Mapping[str, Any]) -> Latency | None:
         return None
     low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
                                                                          "count"))
-    samples, blocks = record_evidence(row["record"])
+    samples, blocks, pairing = record_evidence(row["record"])
     return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=samples,
-                   count=None if count is None else int(count), block_medians_ms=blocks)
+                   count=None if count is None else int(count), block_medians_ms=blocks, pairing=pairing)
 
 
 def _float(value: Any) -> float | None:

@@ -3,7 +3,11 @@
 A workload's latency regresses when NEW is slower **significantly** and **by enough**. The evidence used is
 the best both records hold, tried in this order (``compare.method`` names the first one to try):
 
-0. ``blocks``: the per-block medians (``bench.interval.blocks.medians_ms``, at least ``MIN_BLOCKS`` on each side).
+0. ``paired``: OLD and NEW are the two sides of one interleaved run (:mod:`ascendbench.bench.interleave`,
+   ``bench.interleave`` with the same ``id``): the sign test on the log ratios of their neighbouring blocks
+   (:mod:`ascendbench.report.paired`). The host's state of the moment cancels out, so this sees a 2% change on a
+   host whose level moves by 10% between two runs. Records timed apart go on down the chain.
+1. ``blocks``: the per-block medians (``bench.interval.blocks.medians_ms``, at least ``MIN_BLOCKS`` on each side).
    Consecutive calls share the host's state of the moment, so calls are not independent samples and a test on
    them calls an unchanged workload slower when the host's level moved between the two runs; block medians,
    each over a stretch of the run, are close to independent (batch means). A one-sided Welch t test on their
@@ -16,13 +20,13 @@ the best both records hold, tried in this order (``compare.method`` names the fi
    blocks a burst on the host disturbed (beyond three robust spreads from their side's centre) are set aside,
    and the line says how many (:mod:`ascendbench.report.steady`). Records written before blocks
    existed have none, and the per-call test decides (the reason says so).
-1. ``mann_whitney``: the per-call samples (``bench.samples_ms``, at least ``compare.min_samples`` on each
+2. ``mann_whitney``: the per-call samples (``bench.samples_ms``, at least ``compare.min_samples`` on each
    side). A one-sided Mann-Whitney U test (NEW stochastically greater) must give ``p < alpha``, and the
    Hodges-Lehmann estimate of the relative shift (the median of every NEW/OLD ratio of two calls, minus 1)
    must exceed ``min_effect``. The shift is printed with its distribution-free 95% confidence interval.
-2. ``ci_overlap``: the recorded 95% confidence intervals of the medians. NEW's lower bound must lie above
+3. ``ci_overlap``: the recorded 95% confidence intervals of the medians. NEW's lower bound must lie above
    OLD's upper bound, and the ratio of the medians minus 1 must exceed ``min_effect``.
-3. ``median``: the medians alone: their ratio minus 1 must exceed ``min_effect`` (no statistics at all).
+4. ``median``: the medians alone: their ratio minus 1 must exceed ``min_effect`` (no statistics at all).
 
 Too few samples never yield "significant": the test is then called underpowered and the next method decides.
 
@@ -44,9 +48,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ascendbench.report.paired import PAIRED_TEST, Pairing, paired_shift, why_not_paired
 from ascendbench.report.steady import steady
 
-METHODS = ("blocks", "mann_whitney", "ci_overlap", "median")
+METHODS = ("paired", "blocks", "mann_whitney", "ci_overlap", "median")
 LEVEL = 0.95  # confidence level of the printed shift, like the records' median_ci95
 _Z95 = 1.959963984540054
 # Pairs of calls the Hodges-Lehmann estimate enumerates at most (memory m*n*8 bytes); larger sides are thinned.
@@ -64,7 +69,7 @@ class LatencyRule:
     alpha: float = 0.05
     min_effect: float = 0.03
     min_samples: int = 5
-    method: str = "blocks"
+    method: str = "paired"
 
     @classmethod
     def from_options(cls, options: Any) -> "LatencyRule":
@@ -74,7 +79,8 @@ class LatencyRule:
 
     def describe(self) -> str:
         """The rule in one sentence, for the head of the gate's output."""
-        steps = {"blocks": f"{BLOCK_TEST} (p < {self.alpha:g}, >= {MIN_BLOCKS} blocks a side)",
+        steps = {"paired": f"{PAIRED_TEST} (p < {self.alpha:g}, when both were timed in one interleaved run)",
+                 "blocks": f"{BLOCK_TEST} (p < {self.alpha:g}, >= {MIN_BLOCKS} blocks a side)",
                  "mann_whitney": f"{TEST_NAME} on the per-call samples (p < {self.alpha:g}, "
                                  f">= {self.min_samples} a side)",
                  "ci_overlap": "CI overlap (the medians' recorded 95% CIs apart)",
@@ -94,6 +100,7 @@ class Latency:
     samples_ms: tuple[float, ...] | None = None
     count: int | None = None
     block_medians_ms: tuple[float, ...] | None = None
+    pairing: Pairing | None = None
 
     @property
     def n(self) -> int | None:
@@ -196,6 +203,11 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
     """Judge NEW's latency against OLD's with the first method of the rule's chain that both sides support."""
     notes: list[str] = []
     chain = METHODS[METHODS.index(rule.method):]
+    if "paired" in chain and (old.pairing is not None or new.pairing is not None):
+        missing = why_not_paired(old.pairing, new.pairing)
+        if missing is None:
+            return by_pairs(old.pairing.block_medians_ms, new.pairing.block_medians_ms, rule)
+        notes.append(missing)
     if "blocks" in chain:
         missing = _why_no_blocks(old, new)
         if missing is None:
@@ -277,6 +289,13 @@ def by_blocks(old: Sequence[float], new: Sequence[float], rule: LatencyRule,
     if any(set_aside):
         sizes += f" ({set_aside[0]}/{set_aside[1]} more set aside as disturbed)"
     return _decide(BLOCK_TEST, sizes, (shift, p), rule)
+
+
+def by_pairs(old: Sequence[float], new: Sequence[float], rule: LatencyRule) -> Decision:
+    """The sign test on the log ratios of interleaved block pairs (:func:`ascendbench.report.paired.paired_shift`),
+    plus the median shift against ``min_effect``."""
+    estimate, low, high, p = paired_shift(old, new)
+    return _decide(PAIRED_TEST, f"pairs={len(old)}", (Shift(estimate, low, high), p), rule)
 
 
 def _decide(method: str, sizes: str, found: tuple[Any, float], rule: LatencyRule) -> Decision:
