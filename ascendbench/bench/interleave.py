@@ -38,7 +38,8 @@ from ascendbench.progress import quiet as quiet_calls
 
 log = logging.getLogger(__name__)
 
-ORDER = "ABBA"
+# The sides of one cycle of blocks (0: A, 1: B): two pairs, A then B, then B then A.
+PATTERN = (0, 1, 1, 0)
 # A block lasts about this long (its calls: the warm-up median's share of it, 1 to MAX_BLOCK_CALLS): short
 # against the seconds over which a shared host's level moves, long enough for a block median.
 BLOCK_S = 0.016
@@ -139,14 +140,13 @@ class InterleavedLoop:
         bar = Progress("timing A/B", unit="pairs", budget_s=budget.max_time_s, options=self.progress)
         with quiet_calls():
             while timed.reason is None:
-                for k, first in enumerate((0, 1, 1, 0)):  # ABBA: pair 1 is A then B, pair 2 is B then A
+                for k in range(0, len(PATTERN), 2):  # a cycle: ABBA, two pairs of neighbouring blocks
                     medians = [0.0, 0.0]
-                    for index in (first, 1 - first):
+                    for index in PATTERN[k:k + 2]:
                         medians[index] = self._block(sides[index], calls, timed, index)
                     timed.pairs.append((medians[0], medians[1]))
-                    if k % 2:
-                        timed.reason = self._stop(timed, calls)
-                bar.update(2, last=f"{len(timed.pairs)} pairs")
+                timed.reason = self._stop(timed, calls)
+                bar.update(len(PATTERN) // 2, last=f"{len(timed.pairs)} pairs")
         bar.close()
         return timed
 
@@ -191,10 +191,15 @@ class InterleavedLoop:
             stop={"reason": timed.reason, "iters": len(samples), "timed_s": timed.seconds, "interleaved": True,
                   "ci_rel_half_width": width, "ci_source": "paired", "precision_met": precise,
                   **self.budget.to_dict()},
-            interleave={"id": run[0], "side": side.name, "position": "AB"[index], "order": ORDER,
+            interleave={"id": run[0], "side": side.name, "position": "AB"[index], "order": order(),
                         "block_calls": run[1], "pairs": len(timed.pairs),
                         "block_medians_ms": [pair[index] for pair in timed.pairs]},
         )
+
+
+def order() -> str:
+    """The cycle of blocks as letters (``ABBA``)."""
+    return "".join("AB"[i] for i in PATTERN)
 
 
 @dataclass

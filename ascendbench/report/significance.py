@@ -212,7 +212,7 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
         missing = _why_no_blocks(old, new)
         if missing is None:
             a, b = steady(old.block_medians_ms, old.samples_ms), steady(new.block_medians_ms, new.samples_ms)
-            return by_blocks(a.medians, b.medians, rule, (a.level, b.level), (a.set_aside, b.set_aside))
+            return _noted(by_blocks(a.medians, b.medians, rule, (a.level, b.level), (a.set_aside, b.set_aside)), notes)
         notes.append(missing)
     if "mann_whitney" in chain:
         missing = _why_no_test(old, new, rule)
