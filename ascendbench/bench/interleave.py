@@ -106,17 +106,18 @@ class InterleavedLoop:
 
     def run(self, a: Side, b: Side) -> Interleaved:
         """Cold call and warm-up of each side, then alternating blocks (``ABBA``) until the budget says stop."""
-        cold = {s.name: self._cold(s) for s in (a, b)}
-        warm = {s.name: self._warmup(s, cold[s.name][1]) for s in (a, b)}
-        median_s = _median_s(warm[a.name].times_ms or [cold[a.name][1]], warm[b.name].times_ms or [cold[b.name][1]])
+        sides = (a, b)
+        cold = [self._cold(side) for side in sides]
+        warm = [self._warmup(side, ms) for side, (_, ms) in zip(sides, cold, strict=True)]
+        median_s = _median_s(*(rule.times_ms or [ms] for rule, (_, ms) in zip(warm, cold, strict=True)))
         calls = max(1, min(MAX_BLOCK_CALLS, int(BLOCK_S / median_s) if median_s > 0 else MAX_BLOCK_CALLS))
         self.adapter.synchronize()
         self.adapter.reset_peak_memory()
-        timed = self._blocks((a, b), calls)
-        memory, run_id = self.adapter.peak_memory_mb(), uuid.uuid4().hex
-        results = tuple(self._result(s, i, (cold[s.name], warm[s.name], memory), timed, (run_id, calls))
-                        for i, s in enumerate((a, b)))
-        run = Interleaved(results, timed.pairs, calls, timed.seconds, timed.reason or "", run_id)  # type: ignore[arg-type]
+        timed = self._blocks(sides, calls)
+        shared = (uuid.uuid4().hex, calls, self.adapter.peak_memory_mb())
+        results = tuple(self._result(i, (sides[i], cold[i], warm[i]), timed, shared) for i in range(2))
+        run = Interleaved(results=results, pairs=timed.pairs, block_calls=calls,  # type: ignore[arg-type]
+                          seconds=timed.seconds, reason=timed.reason or "", id=shared[0])
         width = run.relative_half_width()
         log.info("interleaved %s | %s: %d pairs of %d-call blocks in %.3g s, stopped by %s (paired 95%% CI +-%s)",
                  a.name, b.name, len(run.pairs), calls, run.seconds, run.reason,
@@ -177,10 +178,12 @@ class InterleavedLoop:
         width = paired_half_width(timed.pairs)
         return "precision" if width is not None and width <= b.precision else None
 
-    def _result(self, side: Side, index: int, done: tuple[Any, WarmupRule, Any], timed: "_Blocks",
-                run: tuple[str, int]) -> BenchResult:
-        """Side ``index``'s result: its own calls' statistics, the run's stop, and its ``interleave`` section."""
-        (first, cold_ms), warm, memory = done
+    def _result(self, index: int, done: tuple[Side, tuple[Any, float], WarmupRule], timed: "_Blocks",
+                run: tuple[str, int, Any]) -> BenchResult:
+        """Side ``index``'s result: its own calls' statistics, the run's stop, and its ``interleave`` section.
+        ``done``: the side, its cold call (outputs, ms) and warm-up; ``run``: the run's id, block calls, peak memory."""
+        side, (first, cold_ms), warm = done
+        memory = run[2]
         samples, width = timed.samples[index], paired_half_width(timed.pairs)
         latency, interval = with_interval(samples)
         noise = {**noise_verdict(latency, self.noise_threshold), **drift_verdict(interval)}

@@ -89,7 +89,8 @@ def check_compare(settings: DictConfig) -> None:
     if compare.method not in METHODS:
         raise ReportError(
             f"compare.method={compare.method!r} is not allowed: it is one of {', '.join(METHODS)} (where the "
-            "gate's chain of evidence starts: the test on the block medians, the test on the per-call samples, the "
+            "gate's chain of evidence starts: the paired test of an interleaved run, the test on the block medians, "
+            "the test on the per-call samples, the "
             "medians' 95% CIs, the medians alone). Pass e.g. `--set compare.method=ci_overlap`.")
     compare.alpha = _number(compare.alpha, lambda v: 0 < v < 1, (
         "compare.alpha={raw!r} is not allowed: the significance level of the gate's test is a number strictly "
