@@ -65,6 +65,10 @@ def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
         return patches_applied(specs, job.model, adapter.name, job.precision.name)
 
     log.info("A/B: the model without its patches (A) and with them (B), in alternating blocks ...")
+    if (graph := str(job.cfg.device.get("compile") or "none")) != "none":
+        job.warn(f"bench.ab=unpatched with device.compile={graph}: the patches are applied and restored around "
+                 "every block, which a compiled graph may take as a change and recompile; the A/B then times "
+                 "compilation too (compare with device.compile=none)")
     loop = InterleavedLoop(adapter, BenchBudget.from_config(bench_cfg),
                            noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)))
     with quiet_patches():

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from ascendbench.bench.interleave import Interleaved, InterleavedLoop, Side
+from ascendbench.config.rules import ab_problems
 from ascendbench.job import ab, summary
 from ascendbench.job.summary import ab_line
 from ascendbench.patches.registry import Patch, register_patch
 from ascendbench.report.compare import latency_from_section
 from ascendbench.report.significance import LatencyRule, decide
 
-from helpers import read_record
+from helpers import compose_config, read_record
 
 # A tiny GEMM (tens of microseconds a call) on one thread: with two threads on a shared 2-core host a call
 # waits for the other thread's time slice now and then and costs milliseconds.
@@ -170,6 +171,15 @@ def test_a_patch_that_changes_no_call_is_not_called_slower(cli):
     assert abs(decision["shift"]) < 0.2, decision
 
 
+def test_a_compiled_model_gets_a_warning_that_blocks_may_recompile(cli):
+    result, job = cli(*AB_RUN, "bench.ab=unpatched", "model.patches=[ab_test_mark]", "device.compile=aot_eager",
+                      "preset.max_time_s=0.1")
+    assert result.returncode == 0, result.output[-3000:]
+    record = read_record(job)
+    assert record["ab"]["decision"]["pairs"] >= 1
+    assert any("device.compile=aot_eager" in w and "recompile" in w for w in record["warnings"]), record["warnings"]
+
+
 @pytest.mark.parametrize(("overrides", "words"), [
     (["bench.ab=patched", "model.patches=[ab_test_mark]"], "bench.ab='patched' is not allowed: it must be null or "
                                                             "unpatched"),
@@ -186,6 +196,18 @@ def test_a_bad_ab_setting_is_one_paragraph_and_a_failed_record(cli, overrides, w
     assert words in error["message"] and "bench.ab=null" in error["message"], error["message"]
     assert "\n" not in error["message"] and "Traceback" not in result.stdout
     assert "ab" not in record
+
+
+@pytest.mark.parametrize(("overrides", "words"), [
+    (["device.world_size=2"], "runs on one device only, not with device.world_size > 1"),
+    (["bench.enabled=false"], "needs the timing loop, but bench.enabled=false"),
+    (["bench.ab=5"], "bench.ab='5' is not allowed"),
+])
+def test_the_config_check_names_what_cannot_run_an_ab(overrides, words):
+    cfg = compose_config(["model=gemm", "bench.ab=unpatched", "model.patches=[ab_test_mark]", *overrides])
+    problems = ab_problems(cfg)
+    assert len(problems) == 1 and words in problems[0] and "bench.ab=null" in problems[0], problems
+    assert ab_problems(compose_config(["model=gemm", "model.patches=[ab_test_mark]"])) == [], "null: no A/B"
 
 
 def _run(pairs: list[tuple[float, float]]) -> Interleaved:
