@@ -26,6 +26,7 @@ from ascendbench.bench.interleave import Interleaved, InterleavedLoop, Side
 from ascendbench.bench.pairs import MIN_PAIRS, paired_shift
 from ascendbench.config.rules import AB_FIX
 from ascendbench.errors import ConfigError
+from ascendbench.job.record import write_json_atomic
 from ascendbench.patches import patches_applied
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,23 @@ def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
     speedup = medians[0] / medians[1] if medians[1] > 0 else None
     shift = decision.get("shift")
     log.info("patches vs none, interleaved: %s", decision["text"])
-    return {"against": "unpatched", "a": a, "b": b, "decision": decision, "speedup": speedup,
-            "speedup_paired": None if shift is None else 1.0 / (1.0 + shift)}
+    section = {"against": "unpatched", "a": a, "b": b, "decision": decision, "speedup": speedup,
+               "speedup_paired": None if shift is None else 1.0 / (1.0 + shift)}
+    return {**section, "records": write_sides(job, section)}
+
+
+def write_sides(job: Any, section: Mapping[str, Any]) -> dict[str, str]:
+    """Each side as a small record of its own next to ``record.json`` (the job's identity, ``bench`` = the side),
+    for ``python -m ascendbench.report --compare ab_unpatched.json ab_patched.json`` (the gate pairs them by their
+    ``bench.interleave.id``). Named ``ab_*.json``, not ``record.json``: a report over the job directory reads the
+    job's own record only. Returns side -> file name relative to the job directory."""
+    written = {}
+    for key, side in (("a", "unpatched"), ("b", "patched")):
+        path = job.dir / f"ab_{side}.json"
+        write_json_atomic(path, {"status": "ok", "ab_side": side, "job": job.writer.data.get("job"),
+                                 "timing": job.writer.data.get("timing"), "bench": section[key]})
+        written[key] = job.relative(path)
+    return written
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from ascendbench.config.rules import ab_problems
 from ascendbench.job import ab, summary
 from ascendbench.job.summary import ab_line
 from ascendbench.patches.registry import Patch, register_patch
+from ascendbench.report.__main__ import main as report_main
 from ascendbench.report.compare import latency_from_section
 from ascendbench.report.significance import LatencyRule, decide
 
@@ -111,7 +112,7 @@ def check_patched_side_slower(record: dict, during: Counts) -> None:
     assert during.applies == 2 + b["interleave"]["pairs"], during  # cold call, warm-up, one block a pair
 
 
-def test_a_patch_that_slows_every_call_is_called_slower_by_the_paired_test(cli, counted):
+def test_a_patch_that_slows_every_call_is_called_slower_by_the_paired_test(cli, counted, capsys):
     result, job = cli(*AB_RUN, *SLOW)
     assert result.returncode == 0, result.output[-3000:]
     record = read_record(job)
@@ -129,6 +130,12 @@ def test_a_patch_that_slows_every_call_is_called_slower_by_the_paired_test(cli, 
     gate = decide(old, new, LatencyRule())
     assert gate.regressed and gate.method == ab.METHOD
     assert gate.effect.split(", p=")[0] == section["decision"]["effect"].split(", p=")[0], "the same shift and CI"
+    # and so does the gate's command line on the two side files the job wrote
+    unpatched, patched = (str(job / section["records"][key]) for key in ("a", "b"))
+    capsys.readouterr()
+    assert report_main(["--compare", unpatched, patched]) == 1
+    assert f"{ab.METHOD}, pairs={section['decision']['pairs']}: SLOWER" in capsys.readouterr().out
+    assert report_main(["--compare", patched, unpatched]) == 0, "the other way round it is faster: no regression"
 
 
 def test_swapped_sides_fail_the_check(cli, counted, monkeypatch):
