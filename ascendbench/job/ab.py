@@ -27,7 +27,8 @@ from ascendbench.bench.pairs import MIN_PAIRS, paired_shift
 from ascendbench.config.rules import AB_FIX
 from ascendbench.errors import ConfigError
 from ascendbench.job.record import write_json_atomic
-from ascendbench.patches import patches_applied
+from ascendbench.patches import parse_specs, patches_applied
+from ascendbench.patches.registry import build_patch
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,19 @@ def check_applied(job: Any, applied: list[Mapping[str, Any]]) -> None:
         f"bench.ab=unpatched times the model with its model.patches against it without them, but no patch applies "
         f"on {job.adapter.name} in {job.precision.name} ({skipped}), so both sides would be the same model; "
         f"name a patch that applies here (its `devices`), or {AB_FIX}.")
+
+
+def plan_check(job: Any) -> None:
+    """:func:`check_applied` for the dry run, from ``model.patches`` without applying anything: which patches
+    would apply on this device and dtype."""
+    if not wanted(job):
+        return
+    entries: list[dict[str, Any]] = []
+    for spec in parse_specs(job.cfg.model.get("patches")):
+        reason = (None if spec.applies_on(job.adapter.name) else f"not applied on {job.adapter.name}") or \
+            build_patch(spec).skip_reason(job.precision.name)
+        entries.append({"name": spec.name, **({"skipped": reason} if reason else {})})
+    check_applied(job, entries)
 
 
 def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:

@@ -205,6 +205,16 @@ def test_a_bad_ab_setting_is_one_paragraph_and_a_failed_record(cli, overrides, w
     assert "ab" not in record
 
 
+def test_the_dry_run_finds_a_patch_that_would_not_apply(cli):
+    plan = [*AB_RUN, "dry_run=true", "bench.ab=unpatched"]
+    result, job = cli(*plan, "model.patches=[{name:ab_test_mark,devices:[npu]}]")
+    assert result.returncode == 1
+    problems = read_record(job)["plan"]["problems"]
+    assert any("no patch applies on cpu in float32" in p for p in problems), problems
+    done, _ = cli(*plan, "model.patches=[ab_test_mark]", job_dir=job.parent / "ok")
+    assert done.returncode == 0, done.output[-2000:]
+
+
 @pytest.mark.parametrize(("overrides", "words"), [
     (["device.world_size=2"], "runs on one device only, not with device.world_size > 1"),
     (["bench.enabled=false"], "needs the timing loop, but bench.enabled=false"),

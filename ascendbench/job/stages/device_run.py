@@ -37,6 +37,7 @@ class DeviceRunStage(Stage):
             job.add_plan({"memory": {"device_run": {"unavailable": "no model, inputs or device to size the run with"}}})
             return {}
         job.add_plan({"memory": {"device_run": job.attempt("memory", lambda: self._memory_plan(job))}})
+        job.attempt("bench.ab", lambda: ab.plan_check(job))  # bench.ab=unpatched: some patch must apply here
         return {}
 
     def _memory_plan(self, job: Job) -> dict[str, Any]:
