@@ -207,6 +207,31 @@ def key_problems(cfg: DictConfig) -> list[str]:
     return [_not_allowed("baseline.key_ignore_preset", ignored, f"preset keys; {unknown} are not")] if unknown else []
 
 
+AB_AGAINST = ("unpatched",)  # ``bench.ab``: what the device run is timed against, interleaved (ascendbench.job.ab)
+AB_FIX = ("set `bench.ab=null` (no A/B), or name the patches to time against none, e.g. "
+          "`bench.ab=unpatched model.patches=[flex_attention_dense]`")
+
+
+def ab_problems(cfg: DictConfig) -> list[str]:
+    """``bench.ab`` other than null or unpatched, or unpatched with nothing to time against (no patches, a
+    multi-rank run, ``bench.enabled=false``)."""
+    value = OmegaConf.select(cfg, "bench.ab", default=None)
+    if value is None:
+        return []
+    if value not in AB_AGAINST:
+        return [_not_allowed("bench.ab", value, f"null or {', '.join(AB_AGAINST)} (time the model with its "
+                             "model.patches against it without them, interleaved in one run); " + AB_FIX)]
+    if not OmegaConf.select(cfg, "model.patches", default=None):
+        return [f"bench.ab={value} times the model with its model.patches against it without them, but "
+                f"model.patches is empty: there is nothing to compare; {AB_FIX}"]
+    if (OmegaConf.select(cfg, "device.world_size", default=1) or 1) > 1:
+        return [f"bench.ab={value} runs on one device only, not with device.world_size > 1; {AB_FIX}"]
+    if OmegaConf.select(cfg, "bench.enabled", default=True) is False:
+        return [f"bench.ab={value} needs the timing loop, but bench.enabled=false; drop bench.enabled=false, or "
+                + AB_FIX]
+    return []
+
+
 SEED_KEYS = ("seed", "model.init_seed")
 SEED_MAX = 2**63 - 1  # torch, numpy and the generators a task may seed all take a signed 64-bit integer
 
@@ -223,7 +248,7 @@ def seed_problems(cfg: DictConfig) -> list[str]:
 
 RULES: tuple[Callable[[DictConfig], list[str]], ...] = (
     bound_problems, budget_problems, threshold_problems, compare_problems, device_problems, model_problems,
-    key_problems, seed_problems,
+    key_problems, seed_problems, ab_problems,
 )
 
 

@@ -131,6 +131,7 @@ class BenchConfig(BudgetConfig, BenchSwitch):
     events: bool = MISSING
     phases: bool = MISSING
     flops: FlopsConfig = field(default_factory=FlopsConfig)
+    ab: Optional[str] = None  # null | unpatched: also time the model without its patches (config.rules checks it)
 
 
 @dataclass

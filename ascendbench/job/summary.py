@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -28,9 +29,26 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str, seen: set[
     bench = record.get("bench") or {}
     if bench:
         lines += bench_lines(bench)
+    if (ab := ab_line(record.get("ab"))) is not None:
+        lines.append(ab)
     lines += [f"warning   {w}" for w in record.get("warnings", [])]
     lines.append(f"record    {record_path}")
     return lines
+
+
+def ab_line(section: Any) -> str | None:
+    """The line of the record's ``ab`` section (``bench.ab=unpatched``), ``None`` without one (a record is data).
+
+    >>> ab_line({"decision": {"text": "-20.0%, p=0.001, ...: FASTER"}, "speedup_paired": 1.25})
+    'A/B       patches vs none, interleaved: -20.0%, p=0.001, ...: FASTER; speed-up x1.25'
+    """
+    decision = section.get("decision") if isinstance(section, Mapping) else None
+    if not isinstance(decision, Mapping) or not isinstance(decision.get("text"), str):
+        return None
+    speedup = section.get("speedup_paired")
+    usable = isinstance(speedup, (int, float)) and not isinstance(speedup, bool) and math.isfinite(speedup)
+    return f"A/B       patches vs none, interleaved: {decision['text']}" + (f"; speed-up x{speedup:.3g}" if usable
+                                                                             else "")
 
 
 def source_label(source: Mapping[str, Any]) -> str:

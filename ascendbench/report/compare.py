@@ -139,6 +139,11 @@ def record_evidence(path: str | Path) -> tuple[tuple[float, ...] | None, tuple[f
         bench = json.loads(Path(path).read_text()).get("bench")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         return None, None, None
+    return section_evidence(bench)
+
+
+def section_evidence(bench: Any) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None, Pairing | None]:
+    """:func:`record_evidence` of a ``bench`` section already read (a record's, or a side of its ``ab``)."""
     if not isinstance(bench, Mapping):
         return None, None, None
     interval = bench.get("interval")
@@ -164,6 +169,19 @@ def latency_of(row: Mapping[str, Any]) -> Latency | None:
     low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
                                                                          "count"))
     samples, blocks, pairing = record_evidence(row["record"])
+    return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=samples,
+                   count=None if count is None else int(count), block_medians_ms=blocks, pairing=pairing)
+
+
+def latency_from_section(bench: Any) -> Latency | None:
+    """The latency evidence of a ``bench`` section in memory (a side of a record's ``ab``), as :func:`latency_of`
+    reads it from a record; None without a finite median."""
+    latency = bench.get("latency") if isinstance(bench, Mapping) else None
+    median = _float(latency.get("median_ms")) if isinstance(latency, Mapping) else None
+    if median is None or not math.isfinite(median) or median < 0:
+        return None
+    low, high, count = (_float(latency.get(k)) for k in ("median_ci95_low_ms", "median_ci95_high_ms", "count"))
+    samples, blocks, pairing = section_evidence(bench)
     return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=samples,
                    count=None if count is None else int(count), block_medians_ms=blocks, pairing=pairing)
 

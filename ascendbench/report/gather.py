@@ -194,9 +194,23 @@ def record_row(record: Mapping[str, Any], path: Path) -> dict[str, Any]:
     row["warnings"] = " | ".join(str(w) for w in warnings) if isinstance(warnings, list) else str(warnings or "")
     row["artifacts"] = json.dumps(record.get("artifacts") or {}, sort_keys=True)
     row.update(profile_fields(record.get("profile")))  # profile.* numbers, profile.top as JSON text
+    row.update(ab_fields(record.get("ab")))  # bench.ab=unpatched: the verdict, not the two sides' samples
     row[CONFIG_COLUMN] = json.dumps(record.get("config") or {}, sort_keys=True, default=str)
     row["patches"] = json.dumps(record.get("patches") or {}, sort_keys=True, default=str)
     return {key: _number(key, value) for key, value in row.items()}
+
+
+def ab_fields(section: Any) -> dict[str, Any]:
+    """``ab.verdict``, ``ab.effect`` (text) and ``ab.speedup_paired`` (a number) of the record's ``ab`` section, those
+    of the right type only (a record is data); the sides' own sections stay in the record."""
+    decision = section.get("decision") if isinstance(section, Mapping) else None
+    if not isinstance(decision, Mapping):
+        return {}
+    found = {f"ab.{k}": decision.get(k) for k in ("verdict", "effect") if isinstance(decision.get(k), str)}
+    speedup = section.get("speedup_paired")
+    if isinstance(speedup, (int, float)) and not isinstance(speedup, bool):
+        found["ab.speedup_paired"] = float(speedup)
+    return found
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str) -> dict[str, Any]:

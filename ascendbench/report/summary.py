@@ -72,7 +72,16 @@ def summary_markdown(frame: pd.DataFrame, sweep_dir: Path) -> str:
                      throughput_cell(row), f"{error}: {short(get(row, 'error.message'), 200)}" if error else "none"])
     tail = (f"Full report with plots: `python -m ascendbench.report {sweep_dir}` "
             "(\"missing\": the record does not carry the value).")
-    return f"{head}{intro}\n\n{table(headers, body)}\n\n{tail}\n"
+    return f"{head}{intro}\n\n{table(headers, body)}\n\n{ab_lines(rows, sweep_dir)}{tail}\n"
+
+
+def ab_lines(rows: list[Mapping[str, Any]], sweep_dir: Path) -> str:
+    """The jobs' A/B of their patches against none (``bench.ab=unpatched``), one line each; ``""`` without any."""
+    lines = [f"- {link(label, row['record'], sweep_dir)}: {short(get(row, 'ab.effect'), 300)}: "
+             f"{text(get(row, 'ab.verdict'))}"
+             for label, row in zip(job_labels([r["job_dir"] for r in rows]), rows, strict=True)
+             if get(row, "ab.verdict") is not None]
+    return "Patches against none, interleaved (`bench.ab=unpatched`):\n\n" + "\n".join(lines) + "\n\n" if lines else ""
 
 
 def write_summary(sweep_dir: Path) -> tuple[pd.DataFrame, Path, Path]:

@@ -8,6 +8,7 @@ from typing import Any
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.graph import compile_model, first_call
+from ascendbench.job import ab
 from ascendbench.job.distributed import run as distributed  # the module: its ranks import these stages
 from ascendbench.job.distributed.plan import ranks_plan
 from ascendbench.job.distributed.settings import parallel_settings
@@ -36,6 +37,7 @@ class DeviceRunStage(Stage):
             job.add_plan({"memory": {"device_run": {"unavailable": "no model, inputs or device to size the run with"}}})
             return {}
         job.add_plan({"memory": {"device_run": job.attempt("memory", lambda: self._memory_plan(job))}})
+        job.attempt("bench.ab", lambda: ab.plan_check(job))  # bench.ab=unpatched: some patch must apply here
         return {}
 
     def _memory_plan(self, job: Job) -> dict[str, Any]:
@@ -54,6 +56,7 @@ class DeviceRunStage(Stage):
         if (ranks := parallel_settings(job.cfg.device, adapter.name)).multi:  # device.world_size > 1
             return distributed.run_distributed(job, ranks)
         with patches_applied(job.cfg.model.get("patches"), job.model, adapter.name, job.precision.name) as applied:
+            ab.check_applied(job, applied)  # bench.ab=unpatched: some patch must apply here
             job.record({"patches": {"device": applied}})
             log.info("device run on %s in %s ...", adapter.torch_device, job.precision.name)
             with MemoryDelta(adapter) as placement, capture_warnings() as caught:
@@ -66,6 +69,8 @@ class DeviceRunStage(Stage):
             if job.cfg.profile.enabled:
                 section["profile"] = _profile(job, call, bench)
         bench["placement"] = {**placement.to_dict(), "module_mb": tensor_bytes_mb(job.model)}
+        if ab.wanted(job):  # the patches have been restored: the same call, unpatched against patched
+            section["ab"] = ab.run_ab(job, call)
         job.outputs = {k: v.detach().to("cpu") for k, v in result.first_outputs.items()}
         return {**section, "bench": bench, "outputs": summarize(job.outputs)}
 
