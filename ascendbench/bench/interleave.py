@@ -4,7 +4,8 @@ Two runs timed one after the other meet the host in two states: on a shared host
 by 5% to 40% from one second to the next (another tenant's work on the same cores), and no test on two such
 runs tells a 5% regression from that. Timed in alternating short blocks (``A B B A A B B A ...``, each block
 ``block_calls`` calls), neighbouring blocks of A and B share the host's state; the log ratio of each such pair
-of block medians holds the difference between the variants and little of the host. ``ABBA`` rather than
+of block medians holds the difference between the variants and little of the host. A block of more than one
+call starts with ``LEAD_IN`` untimed call: the first call after a switch pays for it. ``ABBA`` rather than
 ``ABAB``: each variant goes first in half of the pairs, so whatever the first block of a pair pays (the
 caches the other variant left) falls on both alike.
 
@@ -44,6 +45,10 @@ PATTERN = (0, 1, 1, 0)
 # against the seconds over which a shared host's level moves, long enough for a block median.
 BLOCK_S = 0.016
 MAX_BLOCK_CALLS = 16
+# Untimed calls at the start of every block of more than one call: the first call after a switch pays for it (the
+# caches the other variant left, the work of entering this side's context, a patch applied) and would bias the side
+# whose context costs more; blocks of one call (calls of 16 ms or more) have none, the switch is small beside them.
+LEAD_IN = 1
 # Fewest pairs of blocks before the precision stop may end the run (the sign test's interval needs 6).
 MIN_PAIRS = 8
 
@@ -78,6 +83,13 @@ class Interleaved:
     seconds: float
     reason: str
     id: str
+
+    def describe(self, a: str, b: str) -> str:
+        """One line: the sides, the pairs and block length, the time, why the run stopped, the paired interval."""
+        width = self.relative_half_width()
+        return (f"interleaved {a} | {b}: {len(self.pairs)} pairs of {self.block_calls}-call blocks in "
+                f"{self.seconds:.3g} s, stopped by {self.reason} (paired 95% CI +-"
+                f"{'n/a' if width is None else f'{width:.2%}'})")
 
     def relative_half_width(self) -> float | None:
         """Half-width of the paired shift's distribution-free 95% interval (relative), or ``None``."""
@@ -118,10 +130,7 @@ class InterleavedLoop:
         results = tuple(self._result(i, (sides[i], cold[i], warm[i]), timed, shared) for i in range(2))
         run = Interleaved(results=results, pairs=timed.pairs, block_calls=calls,  # type: ignore[arg-type]
                           seconds=timed.seconds, reason=timed.reason or "", id=shared[0])
-        width = run.relative_half_width()
-        log.info("interleaved %s | %s: %d pairs of %d-call blocks in %.3g s, stopped by %s (paired 95%% CI +-%s)",
-                 a.name, b.name, len(run.pairs), calls, run.seconds, run.reason,
-                 "n/a" if width is None else f"{width:.2%}")
+        log.info("%s", run.describe(a.name, b.name))
         return run
 
     def _cold(self, side: Side) -> tuple[Any, float]:
@@ -157,6 +166,8 @@ class InterleavedLoop:
         into = timed.samples[index]
         start = len(into)
         with side.block():
+            for _ in range(LEAD_IN if calls > 1 else 0):
+                _timed_call(side.call, self.adapter, self.clock, None)
             t0 = self.clock()
             for _ in range(calls):
                 into.append(_timed_call(side.call, self.adapter, self.clock, None)[1])
@@ -195,7 +206,8 @@ class InterleavedLoop:
                   "ci_rel_half_width": width, "ci_source": "paired", "precision_met": precise,
                   **self.budget.to_dict()},
             interleave={"id": run[0], "side": side.name, "position": "AB"[index], "order": order(),
-                        "block_calls": run[1], "pairs": len(timed.pairs),
+                        "block_calls": run[1], "untimed_lead_in": LEAD_IN if run[1] > 1 else 0,
+                        "pairs": len(timed.pairs),
                         "block_medians_ms": [pair[index] for pair in timed.pairs]},
         )
 

@@ -100,10 +100,11 @@ def test_blocks_alternate_abba_and_each_sides_context_wraps_only_its_own_blocks(
     warm_ms = max(r.warmup["calls_ms"][0] for r in run.results)  # one warm-up call a side: its median
     assert calls == min(interleave.MAX_BLOCK_CALLS, int(interleave.BLOCK_S / (warm_ms / 1e3))) > 1
     assert seen[:4] == ["old", "new", "old", "new"]  # each side's cold call, then each side's warm-up call
-    timed = seen[4:]
-    blocks = [timed[i] for i in range(0, len(timed), calls)]
+    timed, length = seen[4:], calls + interleave.LEAD_IN  # a block: its untimed lead-in call, then its timed calls
+    blocks = [timed[i] for i in range(0, len(timed), length)]
     assert blocks[:8] == ["old", "new", "new", "old"] * 2
-    assert all(len(set(timed[i:i + calls])) == 1 for i in range(0, len(timed), calls)), "a block mixes sides"
+    assert all(len(set(timed[i:i + length])) == 1 for i in range(0, len(timed), length)), "a block mixes sides"
+    assert len(timed) == len(run.pairs) * 2 * length
     # one entry per block, plus the cold call and the warm-up of each side
     assert entered == {"old": len(run.pairs) + 2, "new": len(run.pairs) + 2}
     old, new = (r.interleave for r in run.results)
@@ -181,6 +182,42 @@ def test_abba_cancels_a_level_that_ramps_and_abab_is_fooled_by_it(tmp_path, monk
     abab = decide(*_as_records(_interleaved(steady_host(**ramp), 0.0), tmp_path), strict)
     assert not abba.regressed, abba.text()
     assert abab.regressed, abab.text()
+
+
+def test_the_first_call_after_a_switch_is_untimed_so_a_costly_context_biases_no_side(tmp_path, monkeypatch):
+    """Entering B's context (a patch applied) leaves the caches cold: B's next call runs 50% slower. With 5 ms
+    calls a block holds 2 of them, and that call, timed, would make every B block slower than its A neighbour.
+    Planted fault: no lead-in call."""
+    strict = LatencyRule(min_effect=0.0)
+
+    def run():
+        host = Host(7)
+        host.LEVELS = (1.0,)
+        cold = {"next": False}
+        op = host.op(5e-3)
+
+        def call():
+            before = host.now
+            op()
+            if cold["next"]:
+                host.now += 0.5 * (host.now - before)
+                cold["next"] = False
+
+        @contextmanager
+        def patched():
+            cold["next"] = True
+            yield
+
+        loop = InterleavedLoop(HostOnlyAdapter(), BUDGET, clock=host)
+        found = loop.run(Side("old", call), Side("new", call, patched))
+        assert found.block_calls == 2
+        return _as_records(found, tmp_path)
+
+    unbiased = decide(*run(), strict)
+    assert not unbiased.regressed, unbiased.text()
+    monkeypatch.setattr(interleave, "LEAD_IN", 0)
+    biased = decide(*run(), strict)
+    assert biased.regressed, biased.text()
 
 
 def test_records_of_two_different_runs_or_the_same_side_twice_are_not_paired(tmp_path):

@@ -108,7 +108,8 @@ def check_patched_side_slower(record: dict, during: Counts) -> None:
     assert (a["interleave"]["side"], b["interleave"]["side"]) == ("unpatched", "patched")
     assert decision["verdict"] == "SLOWER" and decision["regressed"], decision
     assert section["speedup_paired"] < 1 and decision["shift"] > ab.MIN_EFFECT
-    assert during.calls == 1 + len(b["warmup"].get("calls_ms") or []) + len(b["samples_ms"]), during
+    lead_ins = b["interleave"]["pairs"] * b["interleave"]["untimed_lead_in"]  # one untimed call opens a block
+    assert during.calls == 1 + len(b["warmup"].get("calls_ms") or []) + len(b["samples_ms"]) + lead_ins, during
     assert during.applies == 2 + b["interleave"]["pairs"], during  # cold call, warm-up, one block a pair
 
 
