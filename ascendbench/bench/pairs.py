@@ -14,6 +14,7 @@ from typing import Sequence
 
 from ascendbench.bench.stats import median_ci_ranks
 
+PAIRED_TEST = "sign test on interleaved block pairs"
 # Fewest pairs for the paired test (the sign test's 95% interval of a median needs 6).
 MIN_PAIRS = 6
 # Exact binomial tail up to this many pairs, normal approximation above.

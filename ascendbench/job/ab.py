@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.interleave import Interleaved, InterleavedLoop, Side
-from ascendbench.bench.pairs import MIN_PAIRS, paired_shift
+from ascendbench.bench.pairs import MIN_PAIRS, PAIRED_TEST, paired_shift
 from ascendbench.config.rules import AB_FIX
 from ascendbench.errors import ConfigError
 from ascendbench.job.record import write_json_atomic
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 # The regression gate's defaults (conf/report.yaml ``compare.alpha`` and ``compare.min_effect``).
 ALPHA = 0.05
 MIN_EFFECT = 0.03
-METHOD = "sign test on interleaved block pairs"
+METHOD = PAIRED_TEST
 # The patch modules' loggers: quiet (errors only) while the patches are applied and restored around every block.
 PATCH_LOGGER = "ascendbench.patches"
 

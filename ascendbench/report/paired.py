@@ -19,9 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 # The test itself lives with the interleaved run, where the job's A/B uses it too (re-exported here).
-from ascendbench.bench.pairs import EXACT_MAX, MIN_PAIRS, paired_shift, sign_p
-
-PAIRED_TEST = "sign test on interleaved block pairs"
+from ascendbench.bench.pairs import EXACT_MAX, MIN_PAIRS, PAIRED_TEST, paired_shift, sign_p
 
 
 @dataclass(frozen=True)
