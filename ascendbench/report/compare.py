@@ -148,8 +148,9 @@ def section_evidence(bench: Any) -> tuple[tuple[float, ...] | None, tuple[float,
         return None, None, None
     interval = bench.get("interval")
     blocks = interval.get("blocks") if isinstance(interval, Mapping) else None
-    return (_positive(bench.get("samples_ms")), _positive(blocks.get("medians_ms") if isinstance(blocks, Mapping)
-                                                          else None), Pairing.from_section(bench.get("interleave")))
+    samples = _positive(bench.get("samples_ms"))
+    return (samples, _positive(blocks.get("medians_ms") if isinstance(blocks, Mapping) else None),
+            Pairing.from_section(bench.get("interleave"), samples))
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:

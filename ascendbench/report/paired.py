@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 # The test itself lives with the interleaved run, where the job's A/B uses it too (re-exported here).
 from ascendbench.bench.pairs import EXACT_MAX, MIN_PAIRS, PAIRED_TEST, paired_shift, sign_p
@@ -31,9 +31,11 @@ class Pairing:
     block_medians_ms: tuple[float, ...]
 
     @classmethod
-    def from_section(cls, section: Mapping[str, Any] | None) -> "Pairing | None":
-        """From a record's ``bench.interleave``; ``None`` when absent or not of the expected shape."""
-        if not isinstance(section, Mapping):
+    def from_section(cls, section: Mapping[str, Any] | None, samples: Sequence[float] | None) -> "Pairing | None":
+        """From a record's ``bench.interleave`` and the side's own calls (``bench.samples_ms``); ``None`` when absent,
+        not of the expected shape, or when its block medians are not the medians of the side's own calls, block by
+        block (a record is data: pairs copied from another run, or typed in, are no evidence of neighbours)."""
+        if not isinstance(section, Mapping) or not samples:
             return None
         run, position, medians = section.get("id"), section.get("position"), section.get("block_medians_ms")
         if not isinstance(run, str) or position not in ("A", "B") or not isinstance(medians, (list, tuple)):
@@ -42,9 +44,23 @@ class Pairing:
             values = tuple(float(v) for v in medians)
         except (TypeError, ValueError):
             return None
-        if not all(math.isfinite(v) and v > 0 for v in values):
+        if not all(math.isfinite(v) and v > 0 for v in values) or not _of_calls(values, section, samples):
             return None
         return cls(run, position, values)
+
+
+def _of_calls(medians: Sequence[float], section: Mapping[str, Any], samples: Sequence[float]) -> bool:
+    """True when ``medians`` are the medians of consecutive ``block_calls``-call blocks of ``samples``."""
+    calls = section.get("block_calls")
+    if not isinstance(calls, int) or isinstance(calls, bool) or calls < 1 or len(samples) != calls * len(medians):
+        return False
+    for i, median in enumerate(medians):
+        block = sorted(samples[i * calls:(i + 1) * calls])
+        mid = calls // 2
+        found = block[mid] if calls % 2 else 0.5 * (block[mid - 1] + block[mid])
+        if not math.isclose(found, median, rel_tol=1e-9):
+            return False
+    return True
 
 
 def why_not_paired(old: Pairing | None, new: Pairing | None) -> str | None:

@@ -247,6 +247,24 @@ def test_a_damaged_interleave_section_is_no_pairing(tmp_path, tamper):
     assert new.pairing is None
 
 
+def test_pairs_that_are_not_the_sides_own_calls_are_no_pairing(tmp_path):
+    """A record is data: NEW's block medians copied from OLD (an A/A pair made to look unchanged), or NEW's
+    calls thinned out, no longer match NEW's own calls block by block, and the gate does not pair them."""
+    run = _interleaved(Host(8), 0.05)
+    old, new = (r.to_dict(1, "calls") for r in run.results)
+    forged = {**new, "interleave": {**new["interleave"], "block_medians_ms": old["interleave"]["block_medians_ms"]}}
+    thinned = {**new, "samples_ms": new["samples_ms"][:-1]}
+    sides = []
+    for name, section in (("old", old), ("forged", forged), ("thinned", thinned), ("new", new)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"bench": section}))
+        sides.append(latency_of({"record": str(path), "bench.latency.median_ms": section["latency"]["median_ms"]}))
+    assert sides[0].pairing is not None and sides[3].pairing is not None
+    assert sides[1].pairing is None and sides[2].pairing is None
+    assert decide(sides[0], sides[3], RULE).method == interleave_test()
+    assert decide(sides[0], sides[1], RULE).method != interleave_test()
+
+
 def test_the_half_width_is_the_sign_tests_interval_of_the_median_ratio():
     pairs = [(1.0, 1.0 + 0.01 * i) for i in range(10)]  # ratios 1.00 .. 1.09; 10 pairs: ranks 2 and 9
     mid = 0.5 * (math.log(1.04) + math.log(1.05))
