@@ -111,6 +111,20 @@ def quiet() -> Iterator[None]:
 
 
 @contextmanager
+def quiet_logger(name: str) -> Iterator[None]:
+    """Within the block the logger ``name`` (and its children) logs errors only; its level is restored after.
+    For loops that would otherwise log the same line per round (a patch applied per block, a drift warning per
+    round of a check)."""
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+@contextmanager
 def using(options: ProgressOptions) -> Iterator[None]:
     """Within the block a :class:`Progress` made without options uses ``options`` (tests, embedding apps)."""
     previous, _STATE["defaults"] = _STATE["defaults"], options

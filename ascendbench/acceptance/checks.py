@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import random
 import statistics
 import subprocess
@@ -12,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
@@ -188,22 +186,12 @@ def _ratio_check(name: str, ratios: list[float], what: str, detail: str) -> Chec
                  f"interleaved rounds{ci}, IQR {q1:.3f}-{q3:.3f})", detail, {"ratios": ratios})
 
 
-@contextlib.contextmanager
-def _quiet_bench_log() -> Iterator[None]:
-    bench_log = logging.getLogger("ascendbench.bench")
-    level = bench_log.level
-    bench_log.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        bench_log.setLevel(level)
-
-
 def check_timing(suite: Suite) -> list[Check]:
     """Harness median / plain loops on the same GEMM, in interleaved rounds (:func:`timing_rounds`): the median
     ratio inside 0.98-1.02 for the host clock and, where the device has them, device events."""
     from ascendbench.bench.budget import BenchBudget
     from ascendbench.bench.loop import run_bench
+    from ascendbench.progress import quiet_logger
 
     adapter, op = _gemm(suite)
     for _ in range(10):
@@ -220,7 +208,7 @@ def check_timing(suite: Suite) -> list[Check]:
     if suite.device == "cpu":  # one thread: a CPU GEMM whose threads wait on each other on a shared host is noise
         torch.set_num_threads(1)
     try:
-        with _quiet_bench_log():  # a drift warning per 7-call round would bury the check's own line
+        with quiet_logger("ascendbench.bench"):  # a drift warning per 7-call round would bury the check's own line
             ratios = settled_rounds(harness, lambda: plain_loops(adapter, op, ROUND_ITERS, untimed=untimed))
     finally:
         torch.set_num_threads(threads)

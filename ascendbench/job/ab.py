@@ -18,8 +18,7 @@ judged; the medians of all calls also hold the host's moves during the run).
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.interleave import Interleaved, InterleavedLoop, Side
@@ -29,6 +28,7 @@ from ascendbench.errors import ConfigError
 from ascendbench.job.record import write_json_atomic
 from ascendbench.patches import parse_specs, patches_applied
 from ascendbench.patches.registry import build_patch
+from ascendbench.progress import quiet_logger
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
                  "compilation too (compare with device.compile=none)")
     loop = InterleavedLoop(adapter, BenchBudget.from_config(bench_cfg),
                            noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)))
-    with quiet_patches():
+    with quiet_logger(PATCH_LOGGER):
         run = loop.run(Side("unpatched", call), Side("patched", call, context=patched))
     items, unit = job.task.items_per_call(job.inputs), job.task.unit
     a, b = (result.to_dict(items, unit) for result in run.results)
@@ -112,19 +112,6 @@ def write_sides(job: Any, section: Mapping[str, Any]) -> dict[str, str]:
                                  "timing": job.writer.data.get("timing"), "bench": section[key]})
         written[key] = job.relative(path)
     return written
-
-
-@contextmanager
-def quiet_patches() -> Iterator[None]:
-    """The patch modules log errors only, for as long as this lasts: applying and restoring the patches around
-    every block of the A/B would otherwise log one line per patch and block."""
-    logger = logging.getLogger(PATCH_LOGGER)
-    before = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(before)
 
 
 def judge(run: Interleaved) -> dict[str, Any]:
