@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import statistics
 import time
 import uuid
 from contextlib import nullcontext
@@ -102,7 +103,7 @@ def paired_half_width(pairs: Sequence[tuple[float, float]]) -> float | None:
     if ranks is None:
         return None
     logs = sorted(math.log(b / a) for a, b in pairs)
-    mid = logs[len(logs) // 2] if len(logs) % 2 else 0.5 * (logs[len(logs) // 2 - 1] + logs[len(logs) // 2])
+    mid = statistics.median(logs)
     return math.expm1(max(mid - logs[ranks[0] - 1], logs[ranks[1] - 1] - mid))
 
 
@@ -172,9 +173,7 @@ class InterleavedLoop:
             for _ in range(calls):
                 into.append(_timed_call(side.call, self.adapter, self.clock, None)[1])
             timed.seconds += self.clock() - t0
-        block = sorted(into[start:])
-        mid = len(block) // 2
-        return block[mid] if len(block) % 2 else 0.5 * (block[mid - 1] + block[mid])
+        return statistics.median(into[start:])
 
     def _stop(self, timed: "_Blocks", calls: int) -> str | None:
         b = self.budget
@@ -229,11 +228,7 @@ class _Blocks:
 
 def _median_s(*times_ms: Sequence[float]) -> float:
     """The larger of the sides' median warm-up call, in seconds (it sizes the blocks)."""
-    medians = []
-    for times in times_ms:
-        ordered = sorted(times)
-        medians.append(ordered[len(ordered) // 2])
-    return max(medians) / 1e3
+    return max(statistics.median(times) for times in times_ms) / 1e3
 
 
 def run_interleaved(a: Side, b: Side, adapter: Any, budget: BenchBudget) -> Interleaved:

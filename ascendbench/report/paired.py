@@ -15,6 +15,7 @@ blocks were equal are left out of the count, as the sign test does (:mod:`ascend
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -54,13 +55,8 @@ def _of_calls(medians: Sequence[float], section: Mapping[str, Any], samples: Seq
     calls = section.get("block_calls")
     if not isinstance(calls, int) or isinstance(calls, bool) or calls < 1 or len(samples) != calls * len(medians):
         return False
-    for i, median in enumerate(medians):
-        block = sorted(samples[i * calls:(i + 1) * calls])
-        mid = calls // 2
-        found = block[mid] if calls % 2 else 0.5 * (block[mid - 1] + block[mid])
-        if not math.isclose(found, median, rel_tol=1e-9):
-            return False
-    return True
+    return all(math.isclose(statistics.median(samples[i * calls:(i + 1) * calls]), median, rel_tol=1e-9)
+               for i, median in enumerate(medians))
 
 
 def why_not_paired(old: Pairing | None, new: Pairing | None) -> str | None:
