@@ -4,6 +4,7 @@ driven by a fake clock; the timing loop's and the pipeline's progress; quiet tim
 from __future__ import annotations
 
 import io
+import logging
 import re
 import time
 from types import SimpleNamespace
@@ -15,8 +16,10 @@ from ascendbench import progress
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.loop import BenchLoop
 from ascendbench.errors import ConfigError
-from ascendbench.progress import Progress, ProgressOptions
+from ascendbench.progress import Progress, ProgressOptions, quiet_logger
 from ascendbench.tasks.text_to_video import TextToVideoTask
+
+from helpers.timing import HostOnlyAdapter
 
 JOB = "tiny_flux2_decoder/float32/mini"
 STAMP = re.compile(r"(\d+(?:\.\d+)?) s(?: of|,|$)")
@@ -140,22 +143,6 @@ def test_job_label_of_a_config():
 # --- the timing loop --------------------------------------------------------------------------------
 
 
-class HostOnlyAdapter:
-    name = "fake"
-
-    def synchronize(self):
-        pass
-
-    def new_event(self):
-        return None
-
-    def reset_peak_memory(self):
-        pass
-
-    def peak_memory_mb(self):
-        return {"peak_rss_mb": 1.0, "scope": "fake"}
-
-
 def test_the_timed_loop_reports_calls_budget_and_median_ci_between_calls():
     clock, stream = FakeClock(), io.StringIO()
 
@@ -271,3 +258,14 @@ def test_job_label_numbers_the_jobs_of_a_multirun(monkeypatch):
     assert progress.job_label(cfg) == f"{JOB}#5"
     hydra.mode = SimpleNamespace(name="RUN")
     assert progress.job_label(cfg) == JOB
+
+
+def test_quiet_logger_lets_errors_through_and_restores_the_level_even_after_an_error(caplog):
+    parent, child = logging.getLogger("ascendbench.patches"), logging.getLogger("ascendbench.patches.registry")
+    with caplog.at_level(logging.INFO, logger="ascendbench.patches"):
+        with pytest.raises(RuntimeError), quiet_logger("ascendbench.patches"):
+            child.info("applied a patch")
+            child.error("a patch failed")
+            raise RuntimeError("the block failed")
+        assert parent.level == logging.INFO
+    assert [r.getMessage() for r in caplog.records] == ["a patch failed"]

@@ -27,35 +27,9 @@ from ascendbench.bench.blocks import (
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.loop import BenchLoop
 
+from helpers.timing import FakeClock, HostOnlyAdapter
+
 TRIALS = 100
-
-
-class FakeClock:
-    """A clock that only moves when a fake call runs."""
-
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-
-class HostOnlyAdapter:
-    """A CPU-like adapter: no events, synchronize is a no-op."""
-
-    name = "fake"
-
-    def synchronize(self):
-        pass
-
-    def new_event(self):
-        return None
-
-    def reset_peak_memory(self):
-        pass
-
-    def peak_memory_mb(self):
-        return {"peak_rss_mb": 1.0, "scope": "fake"}
 
 
 def test_docstring_examples_hold():

@@ -11,36 +11,7 @@ from ascendbench.bench.budget import CHECK_GAP, BenchBudget, StopRule
 from ascendbench.bench.loop import BenchLoop
 from ascendbench.errors import ConfigError
 
-
-class FakeClock:
-    """A clock that only moves when a fake call runs."""
-
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-
-class HostOnlyAdapter:
-    """A CPU-like adapter: no events, synchronize is a no-op; counts what the loop asks of it."""
-
-    name = "fake"
-
-    def __init__(self):
-        self.log = []
-
-    def synchronize(self):
-        self.log.append("sync")
-
-    def new_event(self):
-        return None
-
-    def reset_peak_memory(self):
-        self.log.append("reset_peak")
-
-    def peak_memory_mb(self):
-        return {"peak_rss_mb": 1.0, "scope": "fake"}
+from helpers.timing import FakeClock, HostOnlyAdapter
 
 
 def timed_calls(durations_s, budget, clock=None):

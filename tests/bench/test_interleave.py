@@ -16,6 +16,8 @@ from ascendbench.bench.loop import BenchLoop
 from ascendbench.report.compare import latency_of
 from ascendbench.report.significance import LatencyRule, decide
 
+from helpers.timing import HostOnlyAdapter
+
 RULE = LatencyRule(min_effect=0.01)
 BUDGET = BenchBudget(warmup=1, min_iters=5, max_iters=1_000_000, min_time_s=0.5, max_time_s=0.5, precision=None)
 
@@ -41,24 +43,6 @@ class Host:
             drift = 1.0 + self.ramp * (self.now - 100.0)
             self.now += base_s * self.level * drift * self.rng.lognormal(0.0, 0.005)
         return call
-
-
-class HostOnlyAdapter:
-    """A CPU-like adapter: no events, synchronize is a no-op."""
-
-    name = "fake"
-
-    def synchronize(self):
-        pass
-
-    def new_event(self):
-        return None
-
-    def reset_peak_memory(self):
-        pass
-
-    def peak_memory_mb(self):
-        return {"peak_rss_mb": 1.0, "scope": "fake"}
 
 
 def _interleaved(host: Host, slowdown: float, budget: BenchBudget = BUDGET):
