@@ -3,9 +3,12 @@
 On one op (a 400x400 float32 matmul, one CPU thread; the first usable of npu, cuda, cpu), in one process:
   1. coverage: rounds of the bench's adaptive loop (bench.precision=0.01), each followed by a 400-call plain
      loop (the "truth" of that moment); how often the recorded 95% interval holds that rerun's median, for the
-     honest interval (the record's) and for the calls-only one (``within``, the interval before blocks);
-  2. time to a result: the timed region's seconds to the precision stop, and what the calls-only stop (the
-     rule before blocks) would have needed on the same calls;
+     honest interval (the record's) and for the calls-only one (``within``, the interval before blocks). The
+     rounds share one run history of the op (:mod:`ascendbench.bench.runs`, a fresh file), as reruns of a job
+     do: from round 3 on, the record's interval may be the between-runs one;
+  2. time to a result: the timed region's seconds to the stop (precision, drift or runs), and what the
+     calls-only stop (the rule before blocks) would have needed on the same calls (when the new rule stopped
+     first, the calls-only figure is cut at the same calls: the ratio then errs high);
   3. the gate (``compare.min_effect=0.01``): A/A pairs (the same op timed twice, GAP_S apart) for the false
      alarm rate, and pairs whose NEW call spins 2% / 5% longer for the power; beside the gate, the block test
      on every block (the gate before it set disturbed blocks aside), the per-call Mann-Whitney test on the same
@@ -39,9 +42,10 @@ from pathlib import Path
 import torch
 from harness_common import describe, pick_adapter, synced_perf_counter_median_ms
 
-from ascendbench.bench import BenchBudget, run_bench
+from ascendbench.bench import BenchBudget, BenchLoop, run_bench
 from ascendbench.bench.blocks import level_variance, within_interval
 from ascendbench.bench.interleave import Side, run_interleaved
+from ascendbench.bench.runs import MIN_EARLIER, RunHistory
 from ascendbench.report.compare import latency_of
 from ascendbench.report.significance import Latency, LatencyRule, by_blocks, decide
 from ascendbench.report.steady import steady
@@ -81,9 +85,14 @@ def _old_stop(samples: list[float]) -> tuple[int, float]:
 
 
 def coverage(op, adapter, rounds: int) -> dict:
+    """Rounds of the bench's loop with the op's run history (a fresh file: round 1 has no earlier run, from
+    round 3 on the between-runs interval exists), each followed by the plain rerun."""
     honest, within, new_s, old_s, new_n, old_n, used, half, reasons, moved = [], [], [], [], [], [], [], [], [], []
+    folder = tempfile.TemporaryDirectory()
+    history = RunHistory(Path(folder.name), {"op": f"{SIZE}x{SIZE} matmul", "device": describe(adapter)})
+    loop = BenchLoop(adapter, BUDGET, history=history)
     for _ in range(rounds):
-        result = run_bench(op, adapter, BUDGET)
+        result = loop.run(op)
         truth = synced_perf_counter_median_ms(op, adapter, TRUTH_CALLS)
         lat, inner = result.latency, result.interval["within"]
         honest.append(lat.median_ci95_low_ms <= truth <= lat.median_ci95_high_ms)
@@ -97,11 +106,19 @@ def coverage(op, adapter, rounds: int) -> dict:
         half.append(result.stop["ci_rel_half_width"])
         reasons.append(result.stop["reason"])
         moved.append(abs(truth / lat.median_ms - 1.0))
+    folder.cleanup()
     return {"honest": sum(honest) / rounds, "within": sum(within) / rounds, "new_s": statistics.median(new_s),
             "old_s": statistics.median(old_s), "new_n": statistics.median(new_n), "old_n": statistics.median(old_n),
-            "between_used": used.count("between") / rounds, "half": statistics.median(half),
+            "used": ", ".join(f"{u} {used.count(u)}" for u in ("within", "between", "between_runs")),
+            "half": statistics.median(half), "early": _early_coverage(honest),
             "reasons": ", ".join(f"{r} {reasons.count(r)}" for r in sorted(set(reasons))),
             "moved": statistics.quantiles(moved, n=10)[-1] if rounds >= 2 else moved[0]}
+
+
+def _early_coverage(covered: list[bool]) -> str:
+    """Coverage of the rounds without the between-runs interval (fewer than MIN_EARLIER earlier runs)."""
+    first = covered[:MIN_EARLIER]
+    return f"{sum(first)} of {len(first)}"
 
 
 def _gate_side(result, folder: Path, name: str) -> Latency:
@@ -199,7 +216,8 @@ def main() -> None:
     print(f"coverage of a rerun's median ({TRUTH_CALLS}-call plain loop) by the recorded 95% interval: "
           f"{cov['honest']:.0%} over {rounds} rounds (goal >= {GOALS['coverage']:.0%}: "
           f"{_verdict(cov['honest'] >= GOALS['coverage'])}); the calls-only interval: {cov['within']:.0%}; "
-          f"between-block interval used in {cov['between_used']:.0%} of rounds, median half-width "
+          f"the first {MIN_EARLIER} rounds (no between-runs interval yet) covered {cov['early']}; interval used: "
+          f"{cov['used']}; median half-width "
           f"+-{cov['half']:.1%}; the rerun's median moved from the run's by up to {cov['moved']:.1%} in 90% of rounds; "
           f"stops: {cov['reasons']} [load {_loadavg()}]")
     ratio = cov["new_s"] / cov["old_s"]

@@ -255,31 +255,39 @@ def between_interval(samples: Sequence[float], median: float, blocks: int = BLOC
     return replace(wider, blocks_disagree=all(i.blocks_disagree for i in found))  # at every block length
 
 
-def honest(within: Interval | None, between: Interval | None) -> tuple[str, Interval] | None:
-    """The wider of the two (``("between", ...)`` on a tie: it allows for drift), or None without ``within``.
+def honest(within: Interval | None, between: Interval | None,
+           runs: Interval | None = None) -> tuple[str, Interval] | None:
+    """The widest of the three (``between``, then ``between_runs``, on a tie: they allow for drift), or None
+    without ``within``.
 
-    Without the within interval (fewer than 6 calls) no interval is claimed, as before blocks existed.
+    Without the within interval (fewer than 6 calls) no interval is claimed, as before blocks existed. ``runs``
+    is the between-runs interval (:func:`ascendbench.bench.runs.runs_interval`), None without earlier runs.
     """
     if within is None:
         return None
-    if between is not None and between.rel_half_width >= within.rel_half_width:
-        return "between", between
-    return "within", within
+    chosen = ("within", within)
+    for name, found in (("between", between), ("between_runs", runs)):
+        if found is not None and found.rel_half_width >= chosen[1].rel_half_width:
+            chosen = (name, found)
+    return chosen
 
 
-def interval_section(samples: Sequence[float], median: float) -> dict[str, Any]:
-    """The record's ``bench.interval``: both intervals, which one is ``used``, and the blocks behind ``between``.
+def interval_section(samples: Sequence[float], median: float, runs: Interval | None = None) -> dict[str, Any]:
+    """The record's ``bench.interval``: the intervals, which one is ``used``, and the blocks behind ``between``.
 
     ``blocks`` holds the calls and the median of every block, in order: the regression gate compares
-    two records by their block medians.
+    two records by their block medians. ``between_runs`` (with ``runs`` given: the spread of this workload's
+    earlier runs on this host) is added only when there were earlier runs to make it from.
     """
     within = within_interval(sorted(samples), median)
     between = between_interval(samples, median)
-    choice = honest(within, between)
+    choice = honest(within, between, runs)
     k = block_count(len(samples))
+    extra = {"between_runs": runs.to_dict()} if runs is not None else {}
     return {
         "within": within.to_dict() if within else None,
         "between": between.to_dict() if between else None,
+        **extra,
         "used": choice[0] if choice else None,
         "blocks": {"calls": block_sizes(len(samples), k) if k >= 1 else [],
                    "medians_ms": block_medians(samples, k) if k >= 1 else []},

@@ -15,6 +15,10 @@ Stop rule, checked after every timed call:
      narrows: when that term alone exceeds ``precision`` and the blocks disagree beyond chance, the
      precision is out of reach on the host as it is, and the loop stops (reason ``drift``) rather than
      timing on to a cap for nothing; the record then says ``precision_met: false`` and warns of drift.
+     With earlier runs of the workload on this host (:mod:`ascendbench.bench.runs`), the honest interval is
+     the widest of three: the third, ``between_runs``, is the spread of those runs' medians, for a rerun. When
+     it is the widest and above ``precision``, the loop stops (reason ``runs``) once this run's own interval is
+     within half of it.
 ``iters`` (when set) fixes the count: ``min_iters = max_iters = iters``, no time minimum, no precision
 stop -- the "3 warmups + 10 timed runs" protocol of the seed reports.
 
@@ -37,9 +41,10 @@ from __future__ import annotations
 import bisect
 import logging
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ascendbench.bench.blocks import BLOCKS, STOP_BLOCK_CALLS, between_interval, honest, within_interval
+from ascendbench.bench.runs import MIN_EARLIER, PastRun, runs_interval
 from ascendbench.bench.stats import MIN_CI_SAMPLES
 from ascendbench.errors import ConfigError
 
@@ -53,6 +58,10 @@ CHECK_SPACING = 50
 # one untimed call after each check (:attr:`StopRule.disturbed`), and the checks are spaced to keep that rare.
 CHECK_GAP = 4
 PROTOCOLS = ("adaptive", "fixed")
+# The ``runs`` stop: this run's own interval within this fraction of the between-runs one. More calls narrow
+# only this run's part (the widest interval is the claim), and the median they would refine is already
+# within a small share of what a rerun moves (its own error enters the history's spread at under 12%).
+RUNS_STOP_FRACTION = 0.5
 
 
 @dataclass(frozen=True)
@@ -147,8 +156,9 @@ def _optional(value: Any, kind: type) -> Any:
 class StopRule:
     """Tracks the timed samples and answers "stop now?" in amortised O(1) per call (no numpy in the loop)."""
 
-    def __init__(self, budget: BenchBudget) -> None:
+    def __init__(self, budget: BenchBudget, earlier: Sequence[PastRun] = ()) -> None:
         self.budget = budget
+        self.earlier = tuple(earlier)  # this workload's earlier runs on this host (ascendbench.bench.runs)
         self._sorted: list[float] = []
         self._in_order: list[float] = []
         self._next_check = max(MIN_CI_SAMPLES, budget.min_iters)
@@ -172,7 +182,11 @@ class StopRule:
         if not self._sorted:
             return None
         median = self.median()
-        return honest(within_interval(self._sorted, median), between_interval(self._in_order, median))
+        own = honest(within_interval(self._sorted, median), between_interval(self._in_order, median))
+        if own is None or len(self.earlier) < MIN_EARLIER:
+            return own
+        return honest(within_interval(self._sorted, median), between_interval(self._in_order, median),
+                      runs_interval(self.earlier, median, own[1].rel_half_width))
 
     def median_ci(self) -> tuple[float, float] | None:
         """The honest 95% interval of the median as ``(low, high)``, or ``None`` below 6 samples."""
@@ -196,7 +210,9 @@ class StopRule:
 
     def _judge(self) -> str | None:
         """``precision`` (met), ``drift`` (out of reach: the level's own spread between blocks exceeds it and the
-        blocks disagree beyond chance), or None; only once ``precision`` is set and every block exists."""
+        blocks disagree beyond chance), ``runs`` (out of reach: earlier runs of this workload spread wider than
+        it and disagree beyond chance, and this run's own interval is within half of theirs), or None; only
+        once ``precision`` is set and every block exists."""
         if self.budget.precision is None or len(self._sorted) < BLOCKS * STOP_BLOCK_CALLS:
             return None
         self.disturbed = True
@@ -206,7 +222,15 @@ class StopRule:
         if chosen[1].rel_half_width <= self.budget.precision:
             return "precision"
         level = chosen[1].level_rel_half_width
+        if chosen[0] == "between_runs":
+            settled = self._own_half_width() <= RUNS_STOP_FRACTION * chosen[1].rel_half_width
+            return "runs" if chosen[1].blocks_disagree and level > self.budget.precision and settled else None
         return "drift" if level is not None and chosen[1].blocks_disagree and level > self.budget.precision else None
+
+    def _own_half_width(self) -> float:
+        """The half-width of this run's own interval (within or between blocks, the wider)."""
+        own = honest(within_interval(self._sorted, self.median()), between_interval(self._in_order, self.median()))
+        return float("inf") if own is None else own[1].rel_half_width
 
     def reason(self, elapsed_s: float) -> str | None:
         """Why the loop stops after ``len(samples)`` calls and ``elapsed_s`` seconds, or ``None`` to go on."""

@@ -23,12 +23,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ascendbench.bench.blocks import drift_verdict, interval_section
 from ascendbench.bench.budget import BenchBudget, StopRule, WarmupRule
 from ascendbench.bench.phases import summarize_phases
-from ascendbench.bench.stats import LatencyStats, noise_verdict
+from ascendbench.bench.runs import MIN_EARLIER, PastRun, own_half_width, runs_interval, runs_verdict
+from ascendbench.bench.stats import MIN_CI_SAMPLES, LatencyStats, noise_verdict
 from ascendbench.progress import Progress, ProgressOptions
 from ascendbench.progress import quiet as quiet_calls
 
@@ -125,6 +126,9 @@ class BenchLoop:
         use_events: also time with device events where the device has them.
         clock: host clock in seconds (a fake one in tests).
         progress: how progress is shown (:class:`~ascendbench.progress.ProgressOptions`; a test injects one).
+        history: the workload's earlier runs on this host (:class:`~ascendbench.bench.runs.RunHistory`):
+            their medians give the ``between_runs`` interval, and this run's median is added after it; None:
+            no history.
     """
 
     adapter: Any
@@ -133,6 +137,7 @@ class BenchLoop:
     use_events: bool = True
     clock: Callable[[], float] = time.perf_counter
     progress: ProgressOptions | None = None
+    history: Any = None
 
     def run(self, call: Callable[[], Any], phase_timer: Any = None) -> BenchResult:
         """Time ``call``: a cold call, the warm-up, then timed calls until the stop rule says stop.
@@ -147,6 +152,7 @@ class BenchLoop:
         reports its own progress between calls, at most every ``TICK_S`` seconds.
         """
         adapter, budget = self.adapter, self.budget
+        self._earlier = tuple(self.history.earlier()) if self.history is not None else ()
         events = _event_pair(adapter, self.use_events)
         if phase_timer is not None:
             phase_timer.reset()
@@ -162,7 +168,11 @@ class BenchLoop:
         adapter.reset_peak_memory()
         timed = self._timed(call, events, phase_timer)
         memory = adapter.peak_memory_mb()
-        return self._result(first, (cold_ms, cold_event_ms, cold_phases), warmup, timed, memory)
+        result = self._result(first, (cold_ms, cold_event_ms, cold_phases), warmup, timed, memory)
+        if self.history is not None and len(timed.samples) >= MIN_CI_SAMPLES:
+            own = PastRun(result.latency.median_ms, own_half_width(result.interval))
+            self.history.add(own, len(timed.samples))
+        return result
 
     def _warmup(self, call: Callable[[], Any], cold_ms: float, phase_timer: Any) -> WarmupRule:
         """Warm-up calls (host-timed, each synchronized) until the :class:`WarmupRule` says they plateaued."""
@@ -182,7 +192,7 @@ class BenchLoop:
 
     def _timed(self, call: Callable[[], Any], events: tuple[Any, Any] | None, phase_timer: Any) -> "_Timed":
         """The timed calls; progress is refreshed between calls, never inside the bracket."""
-        adapter, clock, rule = self.adapter, self.clock, StopRule(self.budget)
+        adapter, clock, rule = self.adapter, self.clock, StopRule(self.budget, self._earlier)
         timed = _Timed(rule)
         bar = Progress("timing", unit="calls", budget_s=self.budget.max_time_s, options=self.progress)
         with quiet_calls():
@@ -217,10 +227,11 @@ class BenchLoop:
 
     def _result(self, first: Any, cold: tuple[float, float | None, Any], warmup: WarmupRule, timed: "_Timed",
                 memory: dict[str, Any]) -> BenchResult:
-        latency, interval = with_interval(timed.samples)
-        noise = {**noise_verdict(latency, self.noise_threshold), **drift_verdict(interval)}
-        noise["noisy"] = bool(noise["noisy"] or noise["drifting"])  # spread within calls, or between blocks
-        for warning in (noise["warning"], noise["drift_warning"]):
+        latency, interval = with_interval(timed.samples, self._earlier)
+        noise = {**noise_verdict(latency, self.noise_threshold), **drift_verdict(interval), **runs_verdict(interval)}
+        # spread within calls, between blocks, or between runs
+        noise["noisy"] = bool(noise["noisy"] or noise["drifting"] or noise["runs_warning"])
+        for warning in (noise["warning"], noise["drift_warning"], noise["runs_warning"]):
             if warning:
                 log.warning(warning)
         events_used = timed.event_samples or None
@@ -261,10 +272,16 @@ class _Timed:
                 **budget.to_dict()}
 
 
-def with_interval(samples_ms: list[float]) -> tuple[LatencyStats, dict[str, Any]]:
-    """The latency statistics with the honest interval as their ``median_ci95_*``, and ``bench.interval``."""
+def with_interval(samples_ms: list[float], earlier: Sequence[PastRun] = ()) -> tuple[LatencyStats, dict[str, Any]]:
+    """The latency statistics with the honest interval as their ``median_ci95_*``, and ``bench.interval``
+    (with ``between_runs`` from the workload's earlier runs, ``earlier``, where there are enough)."""
     latency = LatencyStats.from_ms(samples_ms)
     section = interval_section(samples_ms, latency.median_ms)
+    if len(earlier) >= MIN_EARLIER and section["used"] is not None:
+        runs = runs_interval(earlier, latency.median_ms, own_half_width(section))
+        section = interval_section(samples_ms, latency.median_ms, runs)
+        section["between_runs"]["earlier_ms"] = [float(r.median_ms) for r in earlier]
+        section["between_runs"]["earlier_rel_half_width"] = [float(r.own_rel_half_width) for r in earlier]
     used = section[section["used"]] if section["used"] else None
     if used is not None:
         latency = replace(latency, median_ci95_low_ms=used["low_ms"], median_ci95_high_ms=used["high_ms"])

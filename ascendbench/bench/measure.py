@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.flops import DEFAULT_HEAVY_OPS, count_flops, flops_section
-from ascendbench.bench.loop import BenchResult, run_bench
+from ascendbench.bench.loop import BenchLoop, BenchResult
 from ascendbench.bench.peak import peak_tflops
 from ascendbench.bench.phases import PhaseTimer
 
@@ -48,12 +48,14 @@ class Workload:
         items_per_call: items (images, frames, clips, samples) one call produces, for throughput.
         unit: the task's natural unit (``images``...).
         phase_timer: a :class:`PhaseTimer` (or any object with ``reset``/``result``) or ``None``.
+        history: the workload's earlier runs on this host (:class:`~ascendbench.bench.runs.RunHistory`) or None.
     """
 
     dtype: str
     items_per_call: int = 1
     unit: str = "items"
     phase_timer: Any = None
+    history: Any = None
 
 
 def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
@@ -69,8 +71,9 @@ def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
     enabled = bool(bench_cfg.get("enabled", True))
     budget = budget_of(bench_cfg)
     timer = workload.phase_timer if enabled and bench_cfg.get("phases", True) else None
-    result = run_bench(call, adapter, budget, noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)),
-                       use_events=bool(bench_cfg.get("events", True)), phase_timer=timer)
+    loop = BenchLoop(adapter, budget, float(bench_cfg.get("noise_threshold", 0.10)),
+                     use_events=bool(bench_cfg.get("events", True)), history=workload.history if enabled else None)
+    result = loop.run(call, timer)
     section = result.to_dict(workload.items_per_call, workload.unit)
     section["flops"] = _flops(call, adapter, bench_cfg, result, dtype=workload.dtype, enabled=enabled)
     return result, section

@@ -44,22 +44,30 @@ def warmup_line(bench: Mapping[str, Any]) -> str | None:
 
 
 def interval_text(bench: Mapping[str, Any]) -> str:
-    """Which interval the CI is and both half-widths: ``, between blocks (+-1.2%; within +-0.4%)``.
+    """Which interval the CI is and the other half-widths: ``, between blocks (+-1.2%; within +-0.4%)``.
 
     Empty for records without ``bench.interval`` (written before the blocks existed).
 
     >>> interval_text({"interval": {"used": "between", "within": {"rel_half_width": 0.004},
     ...                              "between": {"rel_half_width": 0.012}}})
     ', between blocks (+-1.2%; within +-0.4%)'
+    >>> interval_text({"interval": {"used": "between_runs", "within": {"rel_half_width": 0.004},
+    ...                              "between": {"rel_half_width": 0.006},
+    ...                              "between_runs": {"rel_half_width": 0.05, "earlier_ms": [1.0, 1.1]}}})
+    ', between runs, 2 earlier (+-5.0%; within +-0.4%; between +-0.6%)'
     """
     interval = bench.get("interval") or {}
     used = interval.get("used")
-    if used not in ("within", "between"):
+    labels = {"within": "within blocks", "between": "between blocks", "between_runs": "between runs"}
+    if used not in labels:
         return ""
-    other = "within" if used == "between" else "between"
-    mine, theirs = interval.get(used) or {}, interval.get(other) or {}
-    label = "between blocks" if used == "between" else "within blocks"
-    rest = f"; {other} +-{theirs['rel_half_width']:.1%}" if theirs.get("rel_half_width") is not None else ""
+    mine = interval.get(used) or {}
+    label = labels[used]
+    if used == "between_runs":
+        label += f", {len(mine.get('earlier_ms') or [])} earlier"
+    rest = "".join(f"; {other.replace('_', ' ')} +-{(interval.get(other) or {})['rel_half_width']:.1%}"
+                   for other in labels if other != used
+                   and (interval.get(other) or {}).get("rel_half_width") is not None)
     return f", {label} (+-{mine['rel_half_width']:.1%}{rest})"
 
 
@@ -131,5 +139,5 @@ def bench_lines(bench: Mapping[str, Any]) -> list[str]:
     lines += [line for line in (warmup_line(bench), phases_line(bench)) if line]
     noise = bench.get("noise") or {}
     if noise.get("noisy"):
-        lines += [f"warning   {noise[key]}" for key in ("warning", "drift_warning") if noise.get(key)]
+        lines += [f"warning   {noise[key]}" for key in ("warning", "drift_warning", "runs_warning") if noise.get(key)]
     return lines

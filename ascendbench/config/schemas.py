@@ -112,6 +112,16 @@ class FlopsConfig:
 
 
 @dataclass
+class HistoryConfig:
+    """``bench.history``: each workload's earlier medians on this host, for the between-runs interval."""
+
+    enabled: bool = MISSING
+    dir: str = MISSING
+    keep: int = MISSING
+    max_age_h: float = MISSING
+
+
+@dataclass
 class BenchSwitch:
     """``bench.enabled``: false times one call and counts nothing."""
 
@@ -131,6 +141,7 @@ class BenchConfig(BudgetConfig, BenchSwitch):
     events: bool = MISSING
     phases: bool = MISSING
     flops: FlopsConfig = field(default_factory=FlopsConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
     ab: Optional[str] = None  # null | unpatched: also time the model without its patches (config.rules checks it)
 
 

@@ -19,7 +19,7 @@ def test_adaptive_budget_job_records_the_full_bench_section(cli):
     assert bench["flops"]["per_call"] > 0 and bench["flops"]["peak_tflops"] == 1.5 and bench["flops"]["mfu"] > 0
     assert bench["placement"]["module_mb"] > 0 and "peak_rss_mb" in bench["memory"]
     assert set(bench["noise"]) == {"iqr_over_median", "threshold", "noisy", "warning", "between_over_within",
-                                   "drifting", "drift_warning"}
+                                   "drifting", "drift_warning", "runs_warning"}
     assert set(bench["interval"]) == {"within", "between", "used", "blocks"}
     assert sum(bench["interval"]["blocks"]["calls"]) == bench["latency"]["count"]
     assert record["env"]["device"]["deterministic"] is True

@@ -12,6 +12,7 @@ from ascendbench.job import ab
 from ascendbench.job.distributed import run as distributed  # the module: its ranks import these stages
 from ascendbench.job.distributed.plan import ranks_plan
 from ascendbench.job.distributed.settings import parallel_settings
+from ascendbench.job.history import run_history
 from ascendbench.job.job import Job
 from ascendbench.job.pipeline_options import PipelineState, pipeline_options
 from ascendbench.job.placement import PlacementInputs, capture_warnings, placement_check
@@ -81,7 +82,8 @@ def _place_and_measure(job: Job) -> tuple[Any, Any, dict[str, Any]]:
     job.model = place(job.task, job.model, adapter.torch_device, job.precision.dtype)
     moved = move_inputs(job.inputs, adapter.torch_device, job.precision.dtype)
     timer = attach_phase_timer(job.task, job.model, adapter) if bench_cfg.enabled and bench_cfg.phases else None
-    workload = Workload(job.precision.name, job.task.items_per_call(job.inputs), job.task.unit, timer)
+    workload = Workload(job.precision.name, job.task.items_per_call(job.inputs), job.task.unit, timer,
+                        history=run_history(job.cfg, adapter))
 
     def call() -> Any:
         return job.task.run(job.model, moved)
