@@ -51,7 +51,7 @@ from ascendbench.report.significance import Latency, LatencyRule, by_blocks, dec
 from ascendbench.report.steady import steady
 
 SIZE, TRUTH_CALLS, GAP_S, GATE_S = 400, 400, 0.5, 1.0
-ROUNDS, AA_PAIRS, POWER_PAIRS = 20, 40, 20
+ROUNDS, AA_PAIRS, POWER_PAIRS = 30, 40, 20
 BUDGET = BenchBudget(warmup=1, warmup_max=20, min_iters=5, max_iters=200, min_time_s=0.0, max_time_s=1.0,
                      precision=0.01)
 GATE_BUDGET = BenchBudget(warmup=1, warmup_max=20, min_iters=5, max_iters=1_000_000, min_time_s=GATE_S,
@@ -116,9 +116,10 @@ def coverage(op, adapter, rounds: int) -> dict:
 
 
 def _early_coverage(covered: list[bool]) -> str:
-    """Coverage of the rounds without the between-runs interval (fewer than MIN_EARLIER earlier runs)."""
-    first = covered[:MIN_EARLIER]
-    return f"{sum(first)} of {len(first)}"
+    """Coverage of the rounds without the between-runs interval (fewer than MIN_EARLIER earlier runs), and of
+    the rounds after them."""
+    first, later = covered[:MIN_EARLIER], covered[MIN_EARLIER:]
+    return f"{sum(first)} of {len(first)}, the later ones {sum(later)} of {len(later)}"
 
 
 def _gate_side(result, folder: Path, name: str) -> Latency:

@@ -30,20 +30,19 @@ def _version(package: str) -> str | None:
         return None
 
 
-def workload_material(cfg: DictConfig, adapter: Any) -> dict[str, Any]:
-    """What identifies the timed workload: config groups, host, device and versions (plain JSON values)."""
-    plain = {key: OmegaConf.to_container(cfg[key], resolve=True) if isinstance(cfg.get(key), DictConfig)
-             else cfg.get(key) for key in ("model", "device", "dtype", "preset")}
-    if isinstance(plain["preset"], dict):
-        plain["preset"] = {k: v for k, v in plain["preset"].items() if k not in BUDGET_KEYS}
-    return {**plain, "host": platform.node(), "device_name": adapter.device_name(), "torch": torch.__version__,
-            "torch_npu": _version("torch_npu"), "ascendbench": ascendbench.__version__}
+def workload_material(cfg: DictConfig, adapter: Any, dtype: str) -> dict[str, Any]:
+    """What identifies the timed workload: the model, device and preset config (sizes), the dtype the run
+    resolved to (``dtype=auto`` picks one per device), host, device and versions (plain JSON values)."""
+    plain = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("model", "device", "preset")}
+    plain["preset"] = {k: v for k, v in plain["preset"].items() if k not in BUDGET_KEYS}
+    return {**plain, "dtype": dtype, "host": platform.node(), "device_name": adapter.device_name(),
+            "torch": torch.__version__, "torch_npu": _version("torch_npu"), "ascendbench": ascendbench.__version__}
 
 
-def run_history(cfg: DictConfig, adapter: Any) -> RunHistory | None:
+def run_history(cfg: DictConfig, adapter: Any, dtype: str) -> RunHistory | None:
     """The workload's :class:`RunHistory` from ``bench.history``, or None when it is off (or timing is off)."""
     node = cfg.bench.get("history")
     if not cfg.bench.get("enabled", True) or node is None or not node.get("enabled", False):
         return None
-    return RunHistory(Path(str(node.dir)).expanduser(), workload_material(cfg, adapter), keep=int(node.keep),
-                      max_age_s=float(node.max_age_h) * 3600.0)
+    return RunHistory(Path(str(node.dir)).expanduser(), workload_material(cfg, adapter, dtype),
+                      keep=int(node.keep), max_age_s=float(node.max_age_h) * 3600.0)

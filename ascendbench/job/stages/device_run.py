@@ -83,7 +83,7 @@ def _place_and_measure(job: Job) -> tuple[Any, Any, dict[str, Any]]:
     moved = move_inputs(job.inputs, adapter.torch_device, job.precision.dtype)
     timer = attach_phase_timer(job.task, job.model, adapter) if bench_cfg.enabled and bench_cfg.phases else None
     workload = Workload(job.precision.name, job.task.items_per_call(job.inputs), job.task.unit, timer,
-                        history=run_history(job.cfg, adapter))
+                        history=run_history(job.cfg, adapter, job.precision.name))
 
     def call() -> Any:
         return job.task.run(job.model, moved)
