@@ -58,9 +58,9 @@ CHECK_SPACING = 50
 # one untimed call after each check (:attr:`StopRule.disturbed`), and the checks are spaced to keep that rare.
 CHECK_GAP = 4
 PROTOCOLS = ("adaptive", "fixed")
-# The ``runs`` stop: this run's own interval within this fraction of the between-runs one. More calls narrow
-# only this run's part (the widest interval is the claim), and the median they would refine is already
-# within a small share of what a rerun moves (its own error enters the history's spread at under 12%).
+# The ``runs`` stop: this run's ``within`` interval within this fraction of the between-runs one. More calls
+# narrow only this run's part, and the median they would refine is already known within a small share of what
+# a rerun moves (its sampling error adds under 12% to the between-runs half-width).
 RUNS_STOP_FRACTION = 0.5
 
 
@@ -182,11 +182,12 @@ class StopRule:
         if not self._sorted:
             return None
         median = self.median()
-        own = honest(within_interval(self._sorted, median), between_interval(self._in_order, median))
-        if own is None or len(self.earlier) < MIN_EARLIER:
-            return own
-        return honest(within_interval(self._sorted, median), between_interval(self._in_order, median),
-                      runs_interval(self.earlier, median, own[1].rel_half_width))
+        within = within_interval(self._sorted, median)
+        chosen = honest(within, between_interval(self._in_order, median))
+        if chosen is None or len(self.earlier) < MIN_EARLIER:
+            return chosen
+        return honest(within, between_interval(self._in_order, median),
+                      runs_interval(self.earlier, median, within.rel_half_width))
 
     def median_ci(self) -> tuple[float, float] | None:
         """The honest 95% interval of the median as ``(low, high)``, or ``None`` below 6 samples."""
@@ -211,7 +212,7 @@ class StopRule:
     def _judge(self) -> str | None:
         """``precision`` (met), ``drift`` (out of reach: the level's own spread between blocks exceeds it and the
         blocks disagree beyond chance), ``runs`` (out of reach: earlier runs of this workload spread wider than
-        it and disagree beyond chance, and this run's own interval is within half of theirs), or None; only
+        it and disagree beyond chance, and this run's ``within`` interval is within half of theirs), or None; only
         once ``precision`` is set and every block exists."""
         if self.budget.precision is None or len(self._sorted) < BLOCKS * STOP_BLOCK_CALLS:
             return None
@@ -223,14 +224,10 @@ class StopRule:
             return "precision"
         level = chosen[1].level_rel_half_width
         if chosen[0] == "between_runs":
-            settled = self._own_half_width() <= RUNS_STOP_FRACTION * chosen[1].rel_half_width
+            within = within_interval(self._sorted, self.median())
+            settled = within is not None and within.rel_half_width <= RUNS_STOP_FRACTION * chosen[1].rel_half_width
             return "runs" if chosen[1].blocks_disagree and level > self.budget.precision and settled else None
         return "drift" if level is not None and chosen[1].blocks_disagree and level > self.budget.precision else None
-
-    def _own_half_width(self) -> float:
-        """The half-width of this run's own interval (within or between blocks, the wider)."""
-        own = honest(within_interval(self._sorted, self.median()), between_interval(self._in_order, self.median()))
-        return float("inf") if own is None else own[1].rel_half_width
 
     def reason(self, elapsed_s: float) -> str | None:
         """Why the loop stops after ``len(samples)`` calls and ``elapsed_s`` seconds, or ``None`` to go on."""

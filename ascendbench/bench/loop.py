@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from ascendbench.bench.blocks import drift_verdict, interval_section
 from ascendbench.bench.budget import BenchBudget, StopRule, WarmupRule
 from ascendbench.bench.phases import summarize_phases
-from ascendbench.bench.runs import MIN_EARLIER, PastRun, own_half_width, runs_interval, runs_verdict
+from ascendbench.bench.runs import MIN_EARLIER, PastRun, runs_interval, runs_verdict, sampling_half_width
 from ascendbench.bench.stats import MIN_CI_SAMPLES, LatencyStats, noise_verdict
 from ascendbench.progress import Progress, ProgressOptions
 from ascendbench.progress import quiet as quiet_calls
@@ -170,7 +170,7 @@ class BenchLoop:
         memory = adapter.peak_memory_mb()
         result = self._result(first, (cold_ms, cold_event_ms, cold_phases), warmup, timed, memory)
         if self.history is not None and len(timed.samples) >= MIN_CI_SAMPLES:
-            own = PastRun(result.latency.median_ms, own_half_width(result.interval))
+            own = PastRun(result.latency.median_ms, sampling_half_width(result.interval))
             self.history.add(own, len(timed.samples))
         return result
 
@@ -278,7 +278,7 @@ def with_interval(samples_ms: list[float], earlier: Sequence[PastRun] = ()) -> t
     latency = LatencyStats.from_ms(samples_ms)
     section = interval_section(samples_ms, latency.median_ms)
     if len(earlier) >= MIN_EARLIER and section["used"] is not None:
-        runs = runs_interval(earlier, latency.median_ms, own_half_width(section))
+        runs = runs_interval(earlier, latency.median_ms, sampling_half_width(section))
         section = interval_section(samples_ms, latency.median_ms, runs)
         section["between_runs"]["earlier_ms"] = [float(r.median_ms) for r in earlier]
         section["between_runs"]["earlier_rel_half_width"] = [float(r.own_rel_half_width) for r in earlier]

@@ -10,17 +10,19 @@ small history file, and the next run of the same workload on the same host is gi
 
     median * exp(+- t(0.975, m - 1) * sqrt(2 * s_L^2 + se^2))
 
-over the logs of ``m`` medians, this run's and up to ``keep - 1`` earlier ones (at least ``MIN_EARLIER``).
-``s_L^2 = max(0, s_R^2 - mean(se_j^2))`` is the spread of the host's level between runs: the variance of the
-medians' logs net of each run's own sampling variance (``se_j``: its own 95% half-width / 1.96; the same
-random-effects split as the level term between blocks). ``2 * s_L^2``: a rerun and this run each sit at their
-own level; ``se^2``: this run's own error. On a host that holds its level, ``s_L`` is 0 and the interval is
-this run's own; on one that switches between runs it is the rerun's (the textbook prediction interval for a
-new value: 96% on normal levels with 3 to 10 medians, simulated in the tests). One run during a burst widens
+over the logs of ``m`` medians, this run's and up to ``keep - 1`` earlier ones (at least ``MIN_EARLIER``). ``s_L^2
+= max(0, s_R^2 - mean(se_j^2))`` is the spread of the host's level between runs: the variance of the medians' logs
+net of each run's own sampling variance (``se_j``: its ``within`` 95% half-width / 1.96, the order statistics of
+its calls; the same random-effects split as the level term between blocks). The ``between`` interval of a run is
+not its sampling error: it holds the level's movement during the run, for a rerun, and used here it hid the
+movement between runs (measured: +-15% between runs read as a level term of 0). ``2 * s_L^2``: a rerun and this run
+each sit at their own level; ``se^2``: this run's own error. On a host that holds its level, ``s_L`` is 0 and the
+interval is this run's own; on one that switches between runs it is the rerun's (the textbook prediction interval
+for a new value: 96% on normal levels with 3 to 10 medians, simulated in the tests). One run during a burst widens
 the interval for the next ``keep`` runs: the host did move that far. No count of calls in this run narrows the
 level part: when it alone exceeds ``bench.precision`` and the runs disagree beyond chance (``s_R^2 / mean(se^2)``
-above the 99.9% point of chi^2(m - 1) / (m - 1), kept as ``blocks_disagree``), the stop rule says ``runs`` once
-this run's own interval is within half of the between-runs one.
+above the 99% point of chi^2(m - 1) / (m - 1), kept as ``blocks_disagree``), the stop rule says ``runs`` once this
+run's ``within`` interval is within half of the between-runs one.
 
 The history is data: a file that is not JSON, holds another workload's key, or an entry that is not a finite
 positive number with a time is ignored (entries) or set aside with a warning (the file). The file's name is the
@@ -40,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.bench.blocks import Interval, chi2_ratio_999, t975
+from ascendbench.bench.blocks import Interval, t975
 from ascendbench.fileio import read_regular, write_atomic
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ MIN_EARLIER = 2
 MAX_FILE_BYTES = 1 << 20
 FORMAT = 1
 _Z975 = statistics.NormalDist().inv_cdf(0.975)
+_Z99 = statistics.NormalDist().inv_cdf(0.99)
 
 
 @dataclass(frozen=True)
@@ -67,8 +70,8 @@ def _se(rel_half_width: float) -> float:
 
 
 def runs_interval(earlier: Sequence[PastRun], median: float, own_rel_half_width: float) -> Interval | None:
-    """The between-runs 95% interval of a rerun's median around ``median`` (this run's, whose own interval is
-    ``own_rel_half_width``), from earlier runs of the same workload; None with fewer than ``MIN_EARLIER`` of
+    """The between-runs 95% interval of a rerun's median around ``median`` (this run's, whose ``within``
+    interval is ``own_rel_half_width``), from earlier runs of the same workload; None with fewer than ``MIN_EARLIER`` of
     them, a median not > 0, or an own half-width that is not a finite number.
 
     >>> found = runs_interval([PastRun(1.0, 0.01), PastRun(1.05, 0.01), PastRun(0.98, 0.01)], 1.0, 0.01)
@@ -85,7 +88,17 @@ def runs_interval(earlier: Sequence[PastRun], median: float, own_rel_half_width:
     return Interval(median * math.exp(-half), median * math.exp(half), math.expm1(half),
                     f"t on {len(logs)} run medians (this run and {len(earlier)} earlier ones), net of their own "
                     "errors", level_rel_half_width=math.expm1(t975(len(logs) - 1) * math.sqrt(2.0 * level)),
-                    blocks_disagree=spread > chance * chi2_ratio_999(len(logs) - 1))
+                    blocks_disagree=spread > chance * chi2_ratio_99(len(logs) - 1))
+
+
+def chi2_ratio_99(dof: int) -> float:
+    """The 99% point of chi^2(dof) / dof (Wilson-Hilferty; at most 0.2% above the exact one for dof >= 2).
+
+    >>> round(chi2_ratio_99(9), 3)
+    2.411
+    """
+    c = 2.0 / (9.0 * dof)
+    return (1.0 - c + _Z99 * math.sqrt(c)) ** 3
 
 
 def workload_key(material: Mapping[str, Any]) -> str:
@@ -185,20 +198,23 @@ def _entry(value: Any) -> dict[str, float] | None:
 
 
 def runs_verdict(section: Mapping[str, Any], ratio_limit: float = 2.0) -> dict[str, Any]:
-    """``runs_warning`` when the between-runs interval is the one used and wider than ``ratio_limit`` times this
-    run's own (within or between blocks): the host moved between runs more than during this one."""
+    """``runs_warning`` when the between-runs interval is the one used, the runs disagree beyond chance, and it
+    is wider than ``ratio_limit`` times this run's ``within`` interval: the host moved between runs more than
+    this run's calls scatter (as the drift warning compares the blocks with the calls)."""
     runs = section.get("between_runs") or {}
-    own = own_half_width(section)
-    if section.get("used") != "between_runs" or own <= 0 or runs["rel_half_width"] <= ratio_limit * own:
+    within = sampling_half_width(section)
+    if (section.get("used") != "between_runs" or not runs.get("blocks_disagree") or not within > 0
+            or runs["rel_half_width"] <= ratio_limit * within):
         return {"runs_warning": None}
     return {"runs_warning": (
         f"reruns move: the medians of {len(runs.get('earlier_ms') or [])} earlier run(s) of this workload on this "
         f"host spread so that a rerun's median lies within +-{runs['rel_half_width']:.1%} (95%), "
-        f"{runs['rel_half_width'] / own:.1f}x this run's own interval (+-{own:.1%}); the host switches state "
-        "between runs (close other work; to compare two variants on such a host, time them interleaved: "
-        "bench.ab=unpatched, docs/performance.md)")}
+        f"{runs['rel_half_width'] / within:.1f}x this run's interval from its calls (+-{within:.1%}); the host "
+        "switches state between runs (close other work; to compare two variants on such a host, time them "
+        "interleaved: bench.ab=unpatched, docs/performance.md)")}
 
 
-def own_half_width(section: Mapping[str, Any]) -> float:
-    """This run's own interval (the wider of within and between blocks) from ``bench.interval``; 0 without one."""
-    return max((section.get(k) or {}).get("rel_half_width") or 0.0 for k in ("within", "between"))
+def sampling_half_width(section: Mapping[str, Any]) -> float:
+    """The run median's own sampling error from ``bench.interval``: the ``within`` half-width (nan without)."""
+    found = (section.get("within") or {}).get("rel_half_width")
+    return float("nan") if found is None else float(found)

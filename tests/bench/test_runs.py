@@ -108,7 +108,7 @@ def test_on_a_host_that_switches_between_runs_only_the_history_covers_a_rerun(tm
     assert "between_runs" not in runs[0].interval and "between_runs" not in runs[1].interval
     assert len(runs[-1].interval["between_runs"]["earlier_ms"]) == 9, "keep=10: this run and 9 earlier"
     late = runs[MIN_EARLIER + 3:]
-    assert np.mean([r.stop["reason"] == "runs" for r in late]) >= 0.8  # measured: 30 of 35 (the rest max_iters)
+    assert np.mean([r.stop["reason"] == "runs" for r in late]) >= 0.8  # measured: 32 of 35 (the rest max_iters)
     assert all(r.stop["precision_met"] is False for r in late if r.stop["reason"] == "runs")
     calls, calls_without = (statistics.median(r.stop["iters"] for r in rs[MIN_EARLIER + 3:]) for rs in (runs, plain))
     assert calls < calls_without / 2, "no more calls than the rerun spread needs"
