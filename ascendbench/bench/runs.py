@@ -27,7 +27,7 @@ run's ``within`` interval is within half of the between-runs one.
 The history is data: a file that is not JSON, holds another workload's key, or an entry that is not a finite
 positive number with a time is ignored (entries) or set aside with a warning (the file). The file's name is the
 workload key's digest, never a path taken from data; a forged history can only widen an interval (the honest
-one is the widest), never narrow it.
+one is the widest) or end a run early with reason ``runs``, never narrow the claim.
 """
 
 from __future__ import annotations
