@@ -17,8 +17,8 @@ Stop rule, checked after every timed call:
      timing on to a cap for nothing; the record then says ``precision_met: false`` and warns of drift.
      With earlier runs of the workload on this host (:mod:`ascendbench.bench.runs`), the honest interval is
      the widest of three: the third, ``between_runs``, is the spread of those runs' medians, for a rerun. When
-     it is the widest and above ``precision``, the loop stops (reason ``runs``) once this run's own interval is
-     within half of it.
+     it is the widest, its level part alone exceeds ``precision`` and the runs disagree beyond chance, the loop
+     stops (reason ``runs``) once this run's ``within`` interval is within half of it.
 ``iters`` (when set) fixes the count: ``min_iters = max_iters = iters``, no time minimum, no precision
 stop -- the "3 warmups + 10 timed runs" protocol of the seed reports.
 
@@ -182,12 +182,10 @@ class StopRule:
         if not self._sorted:
             return None
         median = self.median()
-        within = within_interval(self._sorted, median)
-        chosen = honest(within, between_interval(self._in_order, median))
-        if chosen is None or len(self.earlier) < MIN_EARLIER:
-            return chosen
-        return honest(within, between_interval(self._in_order, median),
-                      runs_interval(self.earlier, median, within.rel_half_width))
+        within, between = within_interval(self._sorted, median), between_interval(self._in_order, median)
+        if within is None or len(self.earlier) < MIN_EARLIER:
+            return honest(within, between)
+        return honest(within, between, runs_interval(self.earlier, median, within.rel_half_width))
 
     def median_ci(self) -> tuple[float, float] | None:
         """The honest 95% interval of the median as ``(low, high)``, or ``None`` below 6 samples."""

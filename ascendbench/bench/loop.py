@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from ascendbench.bench.blocks import drift_verdict, interval_section
 from ascendbench.bench.budget import BenchBudget, StopRule, WarmupRule
 from ascendbench.bench.phases import summarize_phases
-from ascendbench.bench.runs import MIN_EARLIER, PastRun, runs_interval, runs_verdict, sampling_half_width
+from ascendbench.bench.runs import PastRun, runs_interval, runs_verdict, sampling_half_width
 from ascendbench.bench.stats import MIN_CI_SAMPLES, LatencyStats, noise_verdict
 from ascendbench.progress import Progress, ProgressOptions
 from ascendbench.progress import quiet as quiet_calls
@@ -138,6 +138,7 @@ class BenchLoop:
     clock: Callable[[], float] = time.perf_counter
     progress: ProgressOptions | None = None
     history: Any = None
+    _earlier: tuple[Any, ...] = field(default=(), init=False, repr=False)  # the history's runs, read per run
 
     def run(self, call: Callable[[], Any], phase_timer: Any = None) -> BenchResult:
         """Time ``call``: a cold call, the warm-up, then timed calls until the stop rule says stop.
@@ -277,8 +278,8 @@ def with_interval(samples_ms: list[float], earlier: Sequence[PastRun] = ()) -> t
     (with ``between_runs`` from the workload's earlier runs, ``earlier``, where there are enough)."""
     latency = LatencyStats.from_ms(samples_ms)
     section = interval_section(samples_ms, latency.median_ms)
-    if len(earlier) >= MIN_EARLIER and section["used"] is not None:
-        runs = runs_interval(earlier, latency.median_ms, sampling_half_width(section))
+    runs = runs_interval(earlier, latency.median_ms, sampling_half_width(section)) if section["used"] else None
+    if runs is not None:
         section = interval_section(samples_ms, latency.median_ms, runs)
         section["between_runs"]["earlier_ms"] = [float(r.median_ms) for r in earlier]
         section["between_runs"]["earlier_rel_half_width"] = [float(r.own_rel_half_width) for r in earlier]

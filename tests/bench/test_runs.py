@@ -197,3 +197,18 @@ def test_a_history_that_cannot_be_written_is_logged_not_raised(tmp_path, caplog)
     blocker.write_text("")
     RunHistory(blocker / "timing", {"op": "a"}).add(PastRun(1.0, 0.01), 10)
     assert "timing history not written" in caplog.text
+
+
+def test_a_run_under_6_calls_claims_no_interval_and_leaves_no_median(tmp_path):
+    history = RunHistory(tmp_path, {"op": "a"}, max_age_s=float("inf"))
+    for i in range(3):
+        history.add(PastRun(1.0 + i / 100, 0.01), 10)
+    clock = FakeClock()
+
+    def call():
+        clock.now += 1e-3
+
+    budget = BenchBudget(warmup=0, min_iters=4, max_iters=4, max_time_s=10.0)
+    result = BenchLoop(HostOnlyAdapter(), budget, clock=clock, history=history).run(call)
+    assert result.interval["used"] is None and "between_runs" not in result.interval
+    assert len(json.loads(history.path.read_text())["runs"]) == 3, "4 calls: no median kept"
