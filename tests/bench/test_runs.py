@@ -212,3 +212,18 @@ def test_a_run_under_6_calls_claims_no_interval_and_leaves_no_median(tmp_path):
     result = BenchLoop(HostOnlyAdapter(), budget, clock=clock, history=history).run(call)
     assert result.interval["used"] is None and "between_runs" not in result.interval
     assert len(json.loads(history.path.read_text())["runs"]) == 3, "4 calls: no median kept"
+
+
+def test_a_forged_history_cannot_narrow_the_claim(tmp_path):
+    """Earlier 'runs' typed in to agree exactly with this one (own error 0): the record's interval still holds
+    this run's own (within and between blocks, from the same calls); entries stamped in the future are not used."""
+    history = RunHistory(tmp_path, {"op": "a"}, max_age_s=float("inf"))
+    forged = [{"at": 1.0, "median_ms": 1.0, "own_rel_half_width": 0.0, "calls": 10}] * 5
+    future = {"at": 4e12, "median_ms": 100.0, "own_rel_half_width": 0.0, "calls": 10}  # would widen it 100x
+    history.path.write_text(json.dumps({"key": history.key, "runs": [*forged, future]}))
+    assert len(history.earlier()) == 5, "a run stamped in the future is not an earlier run"
+    clock, rng = FakeClock(), np.random.default_rng(5)
+    run = _host_run(BenchLoop(HostOnlyAdapter(), BUDGET, clock=clock, history=history), clock, 1.0, rng)
+    assert "between_runs" in run.interval
+    for own in (run.interval["within"], run.interval["between"]):
+        assert run.latency.median_ci95_low_ms <= own["low_ms"] and own["high_ms"] <= run.latency.median_ci95_high_ms
