@@ -91,6 +91,27 @@ def runs_interval(earlier: Sequence[PastRun], median: float, own_rel_half_width:
                     blocks_disagree=spread > chance * chi2_ratio_99(len(logs) - 1))
 
 
+def runs_level_variance(interval: Any) -> float:
+    """The variance (of the log of a run's median) of the host's level between runs, as a record's
+    ``bench.interval.between_runs`` states it: ``s_L^2`` of :func:`runs_interval`, recovered from its
+    ``level_rel_half_width`` and the number of run medians; 0 without one, or when its numbers are not sensible
+    (a record is data).
+
+    >>> found = runs_interval([PastRun(1.0, 0.01), PastRun(1.05, 0.01), PastRun(0.98, 0.01)], 1.0, 0.01)
+    >>> section = {"between_runs": {"level_rel_half_width": found.level_rel_half_width, "earlier_ms": [1.0] * 3}}
+    >>> round(runs_level_variance(section) ** 0.5, 4)  # sd of the medians' logs net of their own errors
+    0.0289
+    """
+    runs = interval.get("between_runs") if isinstance(interval, Mapping) else None
+    if not isinstance(runs, Mapping):
+        return 0.0
+    level, earlier = runs.get("level_rel_half_width"), runs.get("earlier_ms")
+    if (not isinstance(level, (int, float)) or isinstance(level, bool) or not math.isfinite(level) or level < 0
+            or not isinstance(earlier, list) or len(earlier) < MIN_EARLIER):
+        return 0.0
+    return (math.log1p(level) / t975(len(earlier))) ** 2 / 2.0
+
+
 def chi2_ratio_99(dof: int) -> float:
     """The 99% point of chi^2(dof) / dof (Wilson-Hilferty; at most 0.2% above the exact one for dof >= 2).
 

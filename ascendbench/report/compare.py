@@ -19,10 +19,11 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import pandas as pd
 
+from ascendbench.bench.runs import runs_level_variance
 from ascendbench.report.fmt import get, num, short, size_label, table, text
 from ascendbench.report.gather import DRY_RUN
 from ascendbench.report.paired import Pairing
@@ -126,31 +127,42 @@ def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
     return {k: latest(v) for k, v in grouped.items()}
 
 
+class Evidence(NamedTuple):
+    """What a record's ``bench`` section holds for the latency decision, each part None (0 for the level) when
+    absent or not sensible (records are data: nothing is trusted)."""
+
+    samples: tuple[float, ...] | None  # per-call latencies, bench.samples_ms
+    blocks: tuple[float, ...] | None  # per-block medians, bench.interval.blocks.medians_ms
+    pairing: Pairing | None  # the interleaved run's pairing, bench.interleave
+    runs_level: float  # the level's variance between runs, bench.interval.between_runs
+
+
+NO_EVIDENCE = Evidence(None, None, None, 0.0)
+
+
 def record_samples(path: str | Path) -> tuple[float, ...] | None:
     """The record's per-call latencies (``bench.samples_ms``), None when absent or not all finite and > 0."""
-    return record_evidence(path)[0]
+    return record_evidence(path).samples
 
 
-def record_evidence(path: str | Path) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None, Pairing | None]:
-    """(per-call latencies ``bench.samples_ms``, per-block medians ``bench.interval.blocks.medians_ms``, the
-    interleaved run's pairing ``bench.interleave``) of a record file; each None when absent or not all finite
-    and > 0 (records are data: nothing is trusted)."""
+def record_evidence(path: str | Path) -> Evidence:
+    """The :class:`Evidence` of a record file (nothing when it cannot be read)."""
     try:
         bench = json.loads(Path(path).read_text()).get("bench")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return None, None, None
+        return NO_EVIDENCE
     return section_evidence(bench)
 
 
-def section_evidence(bench: Any) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None, Pairing | None]:
+def section_evidence(bench: Any) -> Evidence:
     """:func:`record_evidence` of a ``bench`` section already read (a record's, or a side of its ``ab``)."""
     if not isinstance(bench, Mapping):
-        return None, None, None
+        return NO_EVIDENCE
     interval = bench.get("interval")
     blocks = interval.get("blocks") if isinstance(interval, Mapping) else None
     samples = _positive(bench.get("samples_ms"))
-    return (samples, _positive(blocks.get("medians_ms") if isinstance(blocks, Mapping) else None),
-            Pairing.from_section(bench.get("interleave"), samples))
+    return Evidence(samples, _positive(blocks.get("medians_ms") if isinstance(blocks, Mapping) else None),
+                    Pairing.from_section(bench.get("interleave"), samples), runs_level_variance(interval))
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:
@@ -169,9 +181,10 @@ def latency_of(row: Mapping[str, Any]) -> Latency | None:
         return None
     low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
                                                                          "count"))
-    samples, blocks, pairing = record_evidence(row["record"])
-    return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=samples,
-                   count=None if count is None else int(count), block_medians_ms=blocks, pairing=pairing)
+    found = record_evidence(row["record"])
+    return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=found.samples,
+                   count=None if count is None else int(count), block_medians_ms=found.blocks,
+                   pairing=found.pairing, runs_level=found.runs_level)
 
 
 def latency_from_section(bench: Any) -> Latency | None:
@@ -182,9 +195,10 @@ def latency_from_section(bench: Any) -> Latency | None:
     if median is None or not math.isfinite(median) or median < 0:
         return None
     low, high, count = (_float(latency.get(k)) for k in ("median_ci95_low_ms", "median_ci95_high_ms", "count"))
-    samples, blocks, pairing = section_evidence(bench)
-    return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=samples,
-                   count=None if count is None else int(count), block_medians_ms=blocks, pairing=pairing)
+    found = section_evidence(bench)
+    return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=found.samples,
+                   count=None if count is None else int(count), block_medians_ms=found.blocks,
+                   pairing=found.pairing, runs_level=found.runs_level)
 
 
 def _float(value: Any) -> float | None:

@@ -18,8 +18,12 @@ the best both records hold, tried in this order (``compare.method`` names the fi
    the host's level moves between two runs as it moves between the blocks of one, and a test blind to that
    calls an unchanged workload slower whenever the host's level moved between OLD and NEW. Before the test, the
    blocks a burst on the host disturbed (beyond three robust spreads from their side's centre) are set aside,
-   and the line says how many (:mod:`ascendbench.report.steady`). Records written before blocks
-   existed have none, and the per-call test decides (the reason says so).
+   and the line says how many (:mod:`ascendbench.report.steady`). Blocks see the level move only while a run
+   lasts; when OLD's record holds ``bench.interval.between_runs`` (its workload's earlier runs on the host,
+   :mod:`ascendbench.bench.runs`), the host's level spread between runs ``s_L^2`` is added to each side's
+   variance as well: OLD and NEW each sit at their own level, and a shift the host makes between two runs is no
+   regression. OLD's, not NEW's: NEW's history ends in NEW, and a real slowdown would count as the host's spread.
+   Records written before blocks existed have none, and the per-call test decides (the reason says so).
 2. ``mann_whitney``: the per-call samples (``bench.samples_ms``, at least ``compare.min_samples`` on each
    side). A one-sided Mann-Whitney U test (NEW stochastically greater) must give ``p < alpha``, and the
    Hodges-Lehmann estimate of the relative shift (the median of every NEW/OLD ratio of two calls, minus 1)
@@ -43,7 +47,7 @@ Too few samples never yield "significant": the test is then called underpowered 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -101,6 +105,7 @@ class Latency:
     count: int | None = None
     block_medians_ms: tuple[float, ...] | None = None
     pairing: Pairing | None = None
+    runs_level: float = 0.0  # variance of the log of the level between runs (bench.interval.between_runs)
 
     @property
     def n(self) -> int | None:
@@ -212,7 +217,9 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
         missing = _why_no_blocks(old, new)
         if missing is None:
             a, b = steady(old.block_medians_ms, old.samples_ms), steady(new.block_medians_ms, new.samples_ms)
-            return _noted(by_blocks(a.medians, b.medians, rule, (a.level, b.level), (a.set_aside, b.set_aside)), notes)
+            levels = (a.level + old.runs_level, b.level + old.runs_level)
+            decision = by_blocks(a.medians, b.medians, rule, levels, (a.set_aside, b.set_aside))
+            return _noted(_with_runs_level(decision, old.runs_level), notes)
         notes.append(missing)
     if "mann_whitney" in chain:
         missing = _why_no_test(old, new, rule)
@@ -289,6 +296,15 @@ def by_blocks(old: Sequence[float], new: Sequence[float], rule: LatencyRule,
     if any(set_aside):
         sizes += f" ({set_aside[0]}/{set_aside[1]} more set aside as disturbed)"
     return _decide(BLOCK_TEST, sizes, (shift, p), rule)
+
+
+def _with_runs_level(decision: Decision, runs_level: float) -> Decision:
+    """The block decision's effect line, told how far two runs' levels differ at 95% on OLD's history, when that
+    entered the test."""
+    if runs_level <= 0.0:
+        return decision
+    spread = math.expm1(_Z95 * math.sqrt(2.0 * runs_level))
+    return replace(decision, effect=f"{decision.effect}, levels of two runs +-{spread:.1%} (OLD's runs)")
 
 
 def by_pairs(old: Sequence[float], new: Sequence[float], rule: LatencyRule) -> Decision:
