@@ -10,9 +10,12 @@ On one op (a 400x400 float32 matmul, one CPU thread; the first usable of npu, cu
      calls-only stop (the rule before blocks) would have needed on the same calls (when the new rule stopped
      first, the calls-only figure is cut at the same calls: the ratio then errs high);
   3. the gate (``compare.min_effect=0.01``): A/A pairs (the same op timed twice, GAP_S apart) for the false
-     alarm rate, and pairs whose NEW call spins 2% / 5% longer for the power; beside the gate, the block test
-     on every block (the gate before it set disturbed blocks aside), the per-call Mann-Whitney test on the same
-     pairs, and the share of A/A pairs whose steady level itself moved by >= 4% between the runs.
+     alarm rate, and pairs whose NEW call spins 2% / 5% longer for the power. OLD runs keep the op's run
+     history (one fresh file for the three sets of pairs, as a job's baseline keeps its workload's), so from the
+     third pair on OLD's record holds the level's spread between runs, which the gate adds to both sides;
+     beside the gate, the same gate blind to OLD's runs, the block test on every block (the gate before it set
+     disturbed blocks aside), the per-call Mann-Whitney test on the same pairs, and the share of A/A pairs whose
+     steady level itself moved by >= 4% between the runs.
      Each side is timed with the gate's budget (GATE_BUDGET: a fixed GATE_S seconds of timed calls, no
      precision stop: the blocks must span enough of the host's
      wandering for the level term to be small), written as a record file and read back by the gate's own
@@ -31,6 +34,7 @@ writes every gate pair's per-call samples to F (JSON), so that the same pairs ca
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -146,17 +150,19 @@ def _steady_shift(old: Latency, new: Latency) -> float:
     return math.exp(statistics.fmean(map(math.log, b)) - statistics.fmean(map(math.log, a))) - 1.0
 
 
-def gate(op, adapter, pairs: int, slowdown: float, median_ms: float) -> dict:
-    """Fractions of pairs flagged SLOWER by the gate, by the block test on every block and by the per-call
-    test, and the steady level's shift in each pair (the host's own movement between the runs, in A/A)."""
+def gate(op, adapter, pairs: int, slowdown: float, median_ms: float, history: RunHistory) -> dict:
+    """Fractions of pairs flagged SLOWER by the gate, by the gate blind to OLD's runs, by the block test on every
+    block and by the per-call test, and the steady level's shift in each pair (the host's own movement between
+    the runs, in A/A). OLD is timed with the op's run ``history`` (as a job keeps it), NEW without."""
     new_op = _spinner(op, slowdown * median_ms / 1e3) if slowdown else op
-    flags, shifts, kept = {"gate": 0, "every": 0, "calls": 0}, [], []
+    flags, shifts, kept = {"gate": 0, "blind": 0, "every": 0, "calls": 0}, [], []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(pairs):
-            old = _gate_side(run_bench(op, adapter, GATE_BUDGET), Path(tmp), "old")
+            old = _gate_side(BenchLoop(adapter, GATE_BUDGET, history=history).run(op), Path(tmp), "old")
             time.sleep(GAP_S)
             new = _gate_side(run_bench(new_op, adapter, GATE_BUDGET), Path(tmp), "new")
             flags["gate"] += decide(old, new, RULE).regressed
+            flags["blind"] += decide(dataclasses.replace(old, runs_level=0.0), new, RULE).regressed
             flags["every"] += _every_block(old, new)
             flags["calls"] += decide(old, new, CALLS_RULE).regressed
             shifts.append(_steady_shift(old, new))
@@ -227,20 +233,25 @@ def main() -> None:
           f"calls: {ratio:.1f}x (goal <= {GOALS['time_x']:.0f}x the calls-only stop, measured side by side: "
           f"{_verdict(ratio <= GOALS['time_x'])}; the issue's figure for it was {GOALS['time_s']} s on a quieter "
           f"host) [load {_loadavg()}]")
-    aa = gate(op, adapter, AA_PAIRS // scale, 0.0, median_ms)
+    folder = tempfile.TemporaryDirectory()
+    history = RunHistory(Path(folder.name), {"op": f"{SIZE}x{SIZE} matmul", "device": describe(adapter)})
+    aa = gate(op, adapter, AA_PAIRS // scale, 0.0, median_ms, history)
     moved = sum(abs(x) >= 0.04 for x in aa["shifts"]) / len(aa["shifts"])
     print(f"gate false alarms, A/A pairs timed apart ({GAP_S} s between two runs), min_effect=0.01: {aa['gate']:.0%} "
-          f"of {AA_PAIRS // scale} (stated: the goal is judged on interleaved pairs below); the block test "
+          f"of {AA_PAIRS // scale} (stated: the goal is judged on interleaved pairs below; OLD timed with the op's "
+          f"run history, from pair {MIN_EARLIER + 1} on its level between runs enters the test); blind to OLD's "
+          f"runs: {aa['blind']:.0%}; the block test "
           f"on every block (disturbed ones kept): {aa['every']:.0%}; the per-call test: {aa['calls']:.0%}; the "
           f"host itself: the steady level moved by >= 4% between the two runs of {moved:.0%} of the pairs (a "
           f"5% regression no test of two runs tells from that) [load {_loadavg()}]")
     for slowdown in (0.02, 0.05):
-        power = gate(op, adapter, POWER_PAIRS // scale, slowdown, median_ms)
+        power = gate(op, adapter, POWER_PAIRS // scale, slowdown, median_ms, history)
         print(f"gate power, pairs timed apart, planted {slowdown:.0%} slowdown (a busy wait after the op): flagged "
-              f"{power['gate']:.0%} "
-              f"of {POWER_PAIRS // scale} pairs (stated); on every block: {power['every']:.0%}; the per-call test: "
+              f"{power['gate']:.0%} of {POWER_PAIRS // scale} pairs (stated); blind to OLD's runs: "
+              f"{power['blind']:.0%}; on every block: {power['every']:.0%}; the per-call test: "
               f"{power['calls']:.0%} [load {_loadavg()}]")
         aa["pairs"].extend(power["pairs"])
+    folder.cleanup()
     aa_ab = gate_interleaved(op, adapter, AA_PAIRS // scale, 0.0, median_ms)
     spread = statistics.quantiles([abs(x) for x in aa_ab["shifts"]], n=10)[-1]
     print(f"gate false alarms, A/A pairs timed interleaved ({2 * GATE_S} s of alternating blocks, "
