@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+
 import pytest
 import torch
 
@@ -91,11 +93,18 @@ def test_phase_timer_is_attached_only_to_tasks_that_ask_for_it():
 
 
 def test_memory_delta_sees_a_host_allocation():
+    # A fresh anonymous mapping, every page written: new resident pages whatever the allocator kept from earlier
+    # tests in this worker (a torch tensor of the same size can land in memory a freed one left resident, and
+    # then the delta is rightly 0: seen once in CI).
+    size = 64 * 1024 * 1024
     with MemoryDelta(DeviceAdapter("cpu")) as delta:
-        held = torch.ones(64, 1024, 1024, dtype=torch.uint8)  # 64 MiB, every page touched
+        held = mmap.mmap(-1, size)
+        for offset in range(0, size, mmap.PAGESIZE):
+            held[offset] = 1
     record = delta.to_dict()
-    assert record["host_rss_delta_mb"] > 32 and record["device_allocated_delta_mb"] is None
-    assert record["seconds"] >= 0 and held.numel() == 64 * 1024 * 1024
+    held.close()
+    assert record["host_rss_delta_mb"] > 32, record
+    assert record["device_allocated_delta_mb"] is None and record["seconds"] >= 0
 
 
 def test_tensor_bytes_of_a_module():
