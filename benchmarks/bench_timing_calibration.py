@@ -88,12 +88,17 @@ def _old_stop(samples: list[float]) -> tuple[int, float]:
     return len(samples), sum(samples) / 1e3
 
 
+def _op_history(adapter) -> tuple[tempfile.TemporaryDirectory, RunHistory]:
+    """A fresh run history of the op (in a temporary folder the caller cleans up), as a job keeps its workload's."""
+    folder = tempfile.TemporaryDirectory()
+    return folder, RunHistory(Path(folder.name), {"op": f"{SIZE}x{SIZE} matmul", "device": describe(adapter)})
+
+
 def coverage(op, adapter, rounds: int) -> dict:
     """Rounds of the bench's loop with the op's run history (a fresh file: round 1 has no earlier run, from
     round 3 on the between-runs interval exists), each followed by the plain rerun."""
     honest, within, new_s, old_s, new_n, old_n, used, half, reasons, moved = [], [], [], [], [], [], [], [], [], []
-    folder = tempfile.TemporaryDirectory()
-    history = RunHistory(Path(folder.name), {"op": f"{SIZE}x{SIZE} matmul", "device": describe(adapter)})
+    folder, history = _op_history(adapter)
     loop = BenchLoop(adapter, BUDGET, history=history)
     for _ in range(rounds):
         result = loop.run(op)
@@ -233,8 +238,7 @@ def main() -> None:
           f"calls: {ratio:.1f}x (goal <= {GOALS['time_x']:.0f}x the calls-only stop, measured side by side: "
           f"{_verdict(ratio <= GOALS['time_x'])}; the issue's figure for it was {GOALS['time_s']} s on a quieter "
           f"host) [load {_loadavg()}]")
-    folder = tempfile.TemporaryDirectory()
-    history = RunHistory(Path(folder.name), {"op": f"{SIZE}x{SIZE} matmul", "device": describe(adapter)})
+    folder, history = _op_history(adapter)
     aa = gate(op, adapter, AA_PAIRS // scale, 0.0, median_ms, history)
     moved = sum(abs(x) >= 0.04 for x in aa["shifts"]) / len(aa["shifts"])
     print(f"gate false alarms, A/A pairs timed apart ({GAP_S} s between two runs), min_effect=0.01: {aa['gate']:.0%} "

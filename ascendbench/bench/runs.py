@@ -106,8 +106,7 @@ def runs_level_variance(interval: Any) -> float:
     if not isinstance(runs, Mapping):
         return 0.0
     level, earlier = runs.get("level_rel_half_width"), runs.get("earlier_ms")
-    if (not isinstance(level, (int, float)) or isinstance(level, bool) or not math.isfinite(level) or level < 0
-            or not isinstance(earlier, list) or len(earlier) < MIN_EARLIER):
+    if not _finite(level) or level < 0 or not isinstance(earlier, list) or len(earlier) < MIN_EARLIER:
         return 0.0
     return (math.log1p(level) / t975(len(earlier))) ** 2 / 2.0
 
@@ -205,13 +204,17 @@ def _parse(raw: bytes) -> dict[str, Any] | None:
     return body if isinstance(body, dict) and isinstance(body.get("runs", []), list) else None
 
 
+def _finite(value: Any) -> bool:
+    """True for a finite int or float (not a bool): a number read from a file, before it is used."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _entry(value: Any) -> dict[str, float] | None:
     """One run as ``{at, median_ms, own_rel_half_width, calls}`` when its numbers are finite and sensible, else None."""
     if not isinstance(value, dict):
         return None
     at, median, own, calls = (value.get(k) for k in ("at", "median_ms", "own_rel_half_width", "calls"))
-    numbers = (at, median, own, calls)
-    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in numbers):
+    if not all(_finite(x) for x in (at, median, own, calls)):
         return None
     if median <= 0 or own < 0 or calls < 1:
         return None

@@ -181,10 +181,7 @@ def latency_of(row: Mapping[str, Any]) -> Latency | None:
         return None
     low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
                                                                          "count"))
-    found = record_evidence(row["record"])
-    return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=found.samples,
-                   count=None if count is None else int(count), block_medians_ms=found.blocks,
-                   pairing=found.pairing, runs_level=found.runs_level)
+    return _latency(median, (low, high, count), record_evidence(row["record"]))
 
 
 def latency_from_section(bench: Any) -> Latency | None:
@@ -195,7 +192,12 @@ def latency_from_section(bench: Any) -> Latency | None:
     if median is None or not math.isfinite(median) or median < 0:
         return None
     low, high, count = (_float(latency.get(k)) for k in ("median_ci95_low_ms", "median_ci95_high_ms", "count"))
-    found = section_evidence(bench)
+    return _latency(median, (low, high, count), section_evidence(bench))
+
+
+def _latency(median: float, recorded: tuple[float | None, float | None, float | None], found: Evidence) -> Latency:
+    """A side's :class:`Latency`: its median, its recorded (CI low, CI high, count) and the section's evidence."""
+    low, high, count = recorded
     return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=found.samples,
                    count=None if count is None else int(count), block_medians_ms=found.blocks,
                    pairing=found.pairing, runs_level=found.runs_level)
