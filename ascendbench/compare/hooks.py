@@ -1,15 +1,8 @@
 """Forward hooks that capture what modules produce, on the baseline and on the device alike.
 
-Two modes, chosen by ``compare.layers``:
-
-* patterns -- :class:`TensorCapture` keeps a CPU copy of every tensor output of the matched modules;
-* ``all``  -- :class:`StatsCapture` keeps max / min / mean / L2 norm of every module's tensor inputs and
-  outputs, in the order the modules *finish* (a child finishes before its parent, so the first module
-  to go wrong is the innermost one).
-
-Entries are keyed ``<module>#<call>`` (a module called twice gives ``#0`` and ``#1``); a module with
-several tensor outputs adds ``/<index>``. Statistics are computed where the tensor lives (float64 on
-the CPU, float32 on an accelerator, which has no float64) and read back in one transfer.
+Patterns mode keeps a CPU copy of every tensor output of the matched modules; ``all`` keeps max,
+min, mean and L2 norm of every module's tensor inputs and outputs, in the order modules *finish* (a
+child before its parent). Keys are ``<module>#<call>``, plus ``/<index>`` for several outputs.
 """
 
 from __future__ import annotations
@@ -18,6 +11,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import torch
+
+from ascendbench.compare.select import named_modules, select_modules
 
 STAT_NAMES = ("max", "min", "mean", "l2norm")
 ROOT = "(root)"  # the name of the model itself in keys
@@ -41,30 +36,37 @@ def flatten_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
 
 
 def tensor_stats(tensor: torch.Tensor) -> dict[str, float]:
-    """Max, min, mean and L2 norm of the finite elements, plus ``numel`` and ``nonfinite`` counts."""
+    """Max, min, mean and L2 norm of the finite elements (float64 on the CPU, float32 on an
+    accelerator, read back in one transfer), plus ``numel`` and ``nonfinite`` counts."""
     work = torch.float64 if tensor.device.type == "cpu" else torch.float32
     x = tensor.detach().to(work).reshape(-1)
     finite = torch.isfinite(x)
-    kept = x[finite] if not bool(finite.all()) else x
+    kept = x if bool(finite.all()) else x[finite]
     if kept.numel() == 0:
         values = [float("nan")] * 4
     else:
-        values = torch.stack([kept.max(), kept.min(), kept.mean(), torch.linalg.vector_norm(kept)]).tolist()
+        norm = torch.linalg.vector_norm(kept)
+        values = torch.stack([kept.max(), kept.min(), kept.mean(), norm]).tolist()
     return {**dict(zip(STAT_NAMES, values, strict=True)), "numel": int(x.numel()),
             "nonfinite": int(x.numel() - kept.numel())}
 
 
-class _Capture:
-    """Registers hooks, counts calls per module, removes the hooks on :meth:`close`."""
+class Capture:
+    """Hooks on the named modules (removed by :meth:`close`); what each call leaves behind:
+    ``tensors`` (patterns, up to ``max_bytes``, the rest listed in ``dropped``) or ``modules``
+    (``all``: ``{key, type, inputs: [stats], outputs: [stats]}``)."""
 
-    def __init__(self, model: Any, names: list[str]) -> None:
-        from ascendbench.compare.select import named_modules
-
+    def __init__(self, model: Any, names: list[str], stats: bool, max_bytes: int = 0) -> None:
         modules = named_modules(model)
-        self.names = list(names)
+        self.names, self.stats, self.max_bytes = list(names), stats, int(max_bytes)
         self.calls: dict[str, int] = {}
         self.order: list[str] = []
-        self._handles = [modules[name].register_forward_hook(self._hook(name), with_kwargs=True) for name in names]
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.dropped: list[str] = []
+        self.modules: list[dict[str, Any]] = []
+        self._bytes = 0
+        self._handles = [modules[name].register_forward_hook(self._hook(name), with_kwargs=True)
+                         for name in names]
 
     def _hook(self, name: str):
         label = name or ROOT
@@ -72,11 +74,26 @@ class _Capture:
         def hook(module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
             call = self.calls.get(label, 0)
             self.calls[label] = call + 1
-            self.record(f"{label}#{call}", module, args, kwargs, output)
+            self._record(f"{label}#{call}", module, list(args) + list(kwargs.values()), output)
         return hook
 
-    def record(self, key: str, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        raise NotImplementedError
+    def _record(self, key: str, module: torch.nn.Module, inputs: list, output: Any) -> None:
+        outputs = flatten_tensors(output)
+        if self.stats:
+            self.modules.append({"key": key, "type": type(module).__name__,
+                                 "inputs": [tensor_stats(t) for t in flatten_tensors(inputs)],
+                                 "outputs": [tensor_stats(t) for t in outputs]})
+            self.order.append(key)
+            return
+        for index, tensor in enumerate(outputs):
+            name = key if len(outputs) == 1 else f"{key}/{index}"
+            size = tensor.numel() * tensor.element_size()
+            if self._bytes + size > self.max_bytes:
+                self.dropped.append(name)
+                continue
+            self._bytes += size
+            self.tensors[name] = tensor.detach().to("cpu", copy=True).contiguous()
+            self.order.append(name)
 
     def not_called(self) -> list[str]:
         """Hooked modules whose ``forward`` never ran (called through another method, or not at all)."""
@@ -89,64 +106,17 @@ class _Capture:
         self._handles = []
 
 
-class TensorCapture(_Capture):
-    """CPU copies of the tensor outputs of chosen modules (pattern mode).
-
-    Args:
-        model: the model to hook.
-        names: module names (from :func:`ascendbench.compare.select.select_modules`).
-        max_bytes: stop keeping tensors beyond this many bytes; later ones are listed in ``dropped``.
-    """
-
-    def __init__(self, model: Any, names: list[str], max_bytes: int) -> None:
-        super().__init__(model, names)
-        self.tensors: dict[str, torch.Tensor] = {}
-        self.dropped: list[str] = []
-        self.max_bytes = int(max_bytes)
-        self._bytes = 0
-
-    def record(self, key: str, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        """Keep a detached CPU copy of every tensor output."""
-        outputs = flatten_tensors(output)
-        for index, tensor in enumerate(outputs):
-            name = key if len(outputs) == 1 else f"{key}/{index}"
-            size = tensor.numel() * tensor.element_size()
-            if self._bytes + size > self.max_bytes:
-                self.dropped.append(name)
-                continue
-            self._bytes += size
-            self.tensors[name] = tensor.detach().to("cpu", copy=True).contiguous()
-            self.order.append(name)
-
-
-class StatsCapture(_Capture):
-    """Statistics of every hooked module's tensor inputs and outputs (``all`` mode)."""
-
-    def __init__(self, model: Any, names: list[str]) -> None:
-        super().__init__(model, names)
-        self.modules: list[dict[str, Any]] = []
-
-    def record(self, key: str, module: torch.nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-        """Append ``{key, type, inputs: [stats], outputs: [stats]}``."""
-        inputs = flatten_tensors(list(args) + list(kwargs.values()))
-        self.modules.append({"key": key, "type": type(module).__name__,
-                             "inputs": [tensor_stats(t) for t in inputs],
-                             "outputs": [tensor_stats(t) for t in flatten_tensors(output)]})
-        self.order.append(key)
-
-
 @contextmanager
-def capturing(model: Any, spec: str | list[str] | None, max_bytes: int = 4 << 30) -> Iterator[Any]:
+def capturing(model: Any, spec: str | list[str] | None,
+              max_bytes: int = 4 << 30) -> Iterator[Capture | None]:
     """Hook ``model`` for the duration of the block; yields the capture (``None`` when ``spec`` is off)."""
-    from ascendbench.compare.select import named_modules, select_modules
-
     if spec is None:
         yield None
         return
     if spec == "all":
-        capture: _Capture = StatsCapture(model, list(named_modules(model)))
+        capture = Capture(model, list(named_modules(model)), stats=True)
     else:
-        capture = TensorCapture(model, select_modules(model, spec), max_bytes)
+        capture = Capture(model, select_modules(model, spec), stats=False, max_bytes=max_bytes)
     try:
         yield capture
     finally:

@@ -1,11 +1,8 @@
-"""Layer captures kept in a job directory, so that the run can later be the reference (``baseline.source``) of a
-layer comparison -- per-layer table and first divergent module -- on another machine.
+"""Layer captures kept in a job directory, for the run to be another's ``baseline.source``.
 
-A job with ``compare.layers`` writes ``tensors/layers_device.json``: the mode, the capture order and what was
-dropped, plus, for ``compare.layers=all``, each module's statistics (``tensors/layers_device.safetensors``
-holds the captured tensors of pattern mode). A job whose reference is such a saved run reads them back with
-:func:`saved_layers`. They are data: the paths come from the saved record and must resolve inside its
-directory, and the JSON is checked for shape before anything is used.
+``tensors/layers_device.json`` holds the mode, capture order and dropped names (``all``: each
+module's statistics); pattern mode's tensors are ``tensors/layers_device.safetensors``. Read back
+as data: paths must resolve inside the saved directory and the JSON is checked before use.
 """
 
 from __future__ import annotations
@@ -14,7 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ascendbench.fileio import atomic_path
+from safetensors.torch import load_file
+
+from ascendbench.fileio import write_atomic
 
 META = "layers_device_meta"
 TENSORS = "layers_device"
@@ -22,15 +21,12 @@ TENSORS = "layers_device"
 
 def save_device_layers(job: Any, spec: Any, capture: Any) -> dict[str, str]:
     """Write the device capture's description (and statistics in ``all`` mode); the artifacts entry."""
-    meta: dict[str, Any] = {"mode": "all" if spec == "all" else "patterns", "order": list(capture.order)}
+    meta: dict[str, Any] = {"mode": "all" if spec == "all" else "patterns", "order": capture.order}
     if spec == "all":
         meta["modules"] = capture.modules
     else:
-        meta["dropped"] = list(capture.dropped)
-    path = job.dir / "tensors" / "layers_device.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(meta))
+        meta["dropped"] = capture.dropped
+    path = write_atomic(job.dir / "tensors" / "layers_device.json", json.dumps(meta))
     return {META: job.relative(path)}
 
 
@@ -48,7 +44,7 @@ def _modules_ok(modules: Any) -> bool:
 
 
 def saved_layers(run: Any, spec: Any) -> tuple[Any, str | None]:
-    """The saved run's layer capture in the form the comparison takes, or ``(None, why not)``.
+    """The saved run's layer capture as the comparison takes it, or ``(None, why not)``.
 
     Args:
         run: the :class:`ascendbench.baseline.source.SavedRun` of the reference.
@@ -57,28 +53,25 @@ def saved_layers(run: Any, spec: Any) -> tuple[Any, str | None]:
     if run.record_path is None:
         return None, "the reference is a bare tensors file: no layer captures"
     root = run.record_path.parent
-    artifacts = run.record.get("artifacts") if isinstance(run.record.get("artifacts"), dict) else {}
+    artifacts = run.record.get("artifacts")
+    artifacts = artifacts if isinstance(artifacts, dict) else {}
     meta_path = _inside(root, artifacts.get(META))
     if meta_path is None:
-        return None, ("the saved run kept no layer captures (it ran without compare.layers, or with an ascendbench "
-                      "that did not keep them): run it again with compare.layers set")
+        return None, ("the saved run kept no layer captures (it ran without compare.layers, or "
+                      "with an ascendbench that did not keep them): run it again with "
+                      "compare.layers set")
     try:
         meta = json.loads(meta_path.read_text())
     except (OSError, ValueError) as exc:
         return None, f"{meta_path} cannot be read ({exc})"
     mode = "all" if spec == "all" else "patterns"
-    if not isinstance(meta, dict) or meta.get("mode") != mode:
-        return None, (f"the saved run captured layers in mode {meta.get('mode') if isinstance(meta, dict) else '?'}, "
-                      f"this job asks for {mode}: run both with the same compare.layers")
+    saved = meta.get("mode") if isinstance(meta, dict) else "?"
+    if saved != mode:
+        return None, (f"the saved run captured layers in mode {saved}, this job asks for {mode}: "
+                      "run both with the same compare.layers")
     if mode == "all":
-        return (meta["modules"], None) if _modules_ok(meta.get("modules")) else (None, f"{meta_path}: bad modules")
-    return _pattern_capture(root, artifacts, meta, meta_path)
-
-
-def _pattern_capture(root: Path, artifacts: dict[str, Any], meta: dict[str, Any],
-                     meta_path: Path) -> tuple[Any, str | None]:
-    from safetensors.torch import load_file
-
+        ok = _modules_ok(meta.get("modules"))
+        return (meta["modules"], None) if ok else (None, f"{meta_path}: bad modules")
     tensors_path = _inside(root, artifacts.get(TENSORS))
     order, dropped = meta.get("order"), meta.get("dropped", [])
     if tensors_path is None or not isinstance(order, list) or not isinstance(dropped, list):

@@ -7,8 +7,9 @@ import math
 
 import torch
 
-from ascendbench.compare import capturing, compare_layers, compare_modules, stats_rel_err
 from ascendbench.compare.csvfile import write_compare_csv
+from ascendbench.compare.hooks import capturing
+from ascendbench.compare.layers import compare_layers, compare_modules, stats_rel_err
 from ascendbench.tasks import VaeDecodeTask
 
 from helpers import build_tiny_flux2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ascendbench.compare import normalize_spec, select_modules
+from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.errors import ConfigError
 
 from helpers import build_tiny_flux2

@@ -13,8 +13,8 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from ascendbench.compare.__main__ import main
+from ascendbench.compare.csvfile import MSPROBE_COLUMNS
 from ascendbench.compare.files import UnusableInput, read_outputs
-from ascendbench.compare.standalone import MSPROBE_COLUMNS
 
 from helpers import TINY_RUN, build_tiny_flux2, read_record
 

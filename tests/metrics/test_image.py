@@ -7,8 +7,9 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from ascendbench.metrics import ImageEvaluator, lpips_net
-from ascendbench.metrics.functional import psnr_per_image, ssim_per_image
+from ascendbench.metrics import lpips_net
+from ascendbench.metrics.functional.image import psnr_per_image, ssim_per_image
+from ascendbench.metrics.image import ImageEvaluator
 
 
 def _pair(n=2, c=3, h=40, w=48, noise=0.05, seed=0):

@@ -7,23 +7,24 @@ overflowing in the same places makes max_abs_err/cosine NaN -> FAIL while nonfin
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from hydra.utils import instantiate
 
-from ascendbench.metrics import ImageEvaluator, VideoEvaluator, worst
 from ascendbench.metrics.functional.nonfinite import (
     max_abs_diff,
     mismatch_mask,
     neutralize,
     nonfinite_counts,
-    same_values,
     scalars_agree,
 )
 from ascendbench.metrics.functional.regression import regression_metrics
-from ascendbench.metrics.validate import inspect, validate_outputs, validate_reference
+from ascendbench.metrics.image import ImageEvaluator, VideoEvaluator
+from ascendbench.metrics.output_checks import inspect, output_checks, validate_reference
+from ascendbench.metrics.verdict import worst
 
 NAN, INF = float("nan"), float("inf")
 
@@ -107,13 +108,13 @@ def test_the_rule_against_numpy():
         "nonfinite_mismatch"] == counts.mismatch
 
 
-def test_max_abs_diff_and_same_values_follow_the_rule():
+def test_max_abs_diff_follows_the_rule():
     a = torch.tensor([INF, NAN, 1.0, -INF])
-    assert max_abs_diff(a, a.clone()) == 0.0 and same_values(a, a.clone())
+    assert max_abs_diff(a, a.clone()) == 0.0
     assert not torch.equal(a, a.clone()), "torch.equal calls two NaN different: not our rule"
     assert max_abs_diff(a, torch.tensor([INF, NAN, 1.25, -INF])) == 0.25
     assert max_abs_diff(a, torch.tensor([INF, NAN, 1.0, INF])) == math.inf
-    assert not same_values(a, torch.tensor([INF, 0.0, 1.0, -INF]))
+    assert max_abs_diff(a, torch.tensor([INF, 0.0, 1.0, -INF])) == math.inf
     assert max_abs_diff(torch.full((2,), INF), torch.full((2,), INF)) == 0.0
 
 
@@ -158,17 +159,22 @@ def test_inspect_is_chunk_independent_and_matches_numpy():
     assert (whole.low, whole.high) == (float(finite.min()), float(finite.max()))
 
 
+def _ranged(value_range):
+    """A task declaring ``value_range`` for every output."""
+    return SimpleNamespace(output_range=lambda name, tensor: value_range, video_layout="BCTHW")
+
+
 def test_output_validation_entries_and_the_range_rule_can_be_overridden():
     outputs = {"image": torch.tensor([[0.5, 1.2], [NAN, -0.1]]), "ids": torch.tensor([1, 2])}
-    found = validate_outputs(outputs, lambda name, t: (-1.0, 1.0))
+    found = output_checks(outputs, _ranged((-1.0, 1.0)), None)
     assert set(found) == {"image/output_nonfinite", "image/output_out_of_range_ratio"}
     assert found["image/output_nonfinite"]["verdict"] == "FAIL" and found["image/output_nonfinite"]["value"] == 1
     ratio = found["image/output_out_of_range_ratio"]
     assert ratio["value"] == pytest.approx(1 / 3) and ratio["verdict"] == "WARN" and ratio["count"] == 1
-    strict = validate_outputs(outputs, lambda name, t: (-1.0, 1.0),
-                              {"output_out_of_range_ratio": {"max": 0.0, "source": "model"}})
+    strict = output_checks(outputs, _ranged((-1.0, 1.0)), None,
+                           {"output_out_of_range_ratio": {"max": 0.0, "source": "model"}})
     assert strict["image/output_out_of_range_ratio"]["verdict"] == "FAIL"
-    assert "image/output_out_of_range_ratio" not in validate_outputs(outputs, lambda name, t: None)
+    assert "image/output_out_of_range_ratio" not in output_checks(outputs, _ranged(None), None)
 
 
 def test_reference_validation_passes_a_finite_reference():

@@ -8,8 +8,7 @@ import math
 import pytest
 import torch
 
-from ascendbench.metrics.functional.output_checks import spectral_exponent
-from ascendbench.metrics.output_checks import NOT_JUDGED, check_output, reference_free_checks
+from ascendbench.metrics.output_checks import NOT_JUDGED, check_output, output_checks, spectral_exponent
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 from ascendbench.tasks.video_decode import VideoDecodeTask
 
@@ -112,38 +111,41 @@ def test_the_trained_stand_in_passes_every_check(trained: torch.Tensor) -> None:
 def test_random_init_outputs_are_reported_not_judged() -> None:
     untrained = FourierStandIn(3)().detach()
     task = VideoDecodeTask(latent_channels=4, spatial_compression=8, temporal_compression=8)
-    entries = reference_free_checks({"video": untrained}, task, {"kind": "random-init"})
-    assert set(entries) == {"output_flat_frames", "output_black_white_frames", "output_spectral_exponent",
-                            "output_frozen_pairs", "output_flicker"}
-    assert all(e["verdict"] is None and e["not_judged"] == NOT_JUDGED and e["would_be"] in ("PASS", "FAIL", "WARN")
-               for e in entries.values())
-    judged = reference_free_checks({"video": untrained}, task, {"kind": "loaded"})
+    entries = output_checks({"video": untrained}, task, {"kind": "random-init"})
+    pictures = {"output_flat_frames", "output_black_white_frames", "output_spectral_exponent",
+                "output_frozen_pairs", "output_flicker"}
+    assert set(entries) == {"output_nonfinite", "output_out_of_range_ratio", *pictures}
+    assert all(e["verdict"] is None and e["not_judged"] == NOT_JUDGED
+               and e["would_be"] in ("PASS", "FAIL", "WARN") for n, e in entries.items() if n in pictures)
+    assert entries["output_nonfinite"]["verdict"] == "PASS", "NaN/Inf are judged whatever the weights"
+    judged = output_checks({"video": untrained}, task, {"kind": "loaded"})
     assert all(e["verdict"] in ("PASS", "WARN", "FAIL") for e in judged.values())
 
 
 def test_a_check_the_reference_fails_too_is_not_judged_on_the_device() -> None:
     noise = PLANTED_VIDEOS["noise"][0](structured_clip())
     task = VideoDecodeTask(latent_channels=4, spatial_compression=8, temporal_compression=8)
-    alone = reference_free_checks({"video": noise}, task, {"kind": "loaded"})
-    beside = reference_free_checks({"video": noise}, task, {"kind": "loaded"}, reference={"video": noise.double()})
+    alone = output_checks({"video": noise}, task, {"kind": "loaded"})
+    beside = output_checks({"video": noise}, task, {"kind": "loaded"}, reference={"video": noise.double()})
     assert alone["output_spectral_exponent"]["verdict"] == "FAIL"
     assert beside["output_spectral_exponent"]["verdict"] is None
     assert beside["output_spectral_exponent"]["would_be"] == "FAIL"
     assert "reference output does not pass" in beside["output_spectral_exponent"]["not_judged"]
-    good = reference_free_checks({"video": noise}, task, {"kind": "loaded"}, reference={"video": structured_clip()})
+    good = output_checks({"video": noise}, task, {"kind": "loaded"}, reference={"video": structured_clip()})
     assert good["output_spectral_exponent"]["verdict"] == "FAIL"  # the reference passes: the device is judged
 
 
 def test_image_task_outputs_and_rule_overrides() -> None:
     task = VaeDecodeTask(latent_channels=4, spatial_compression=8)
     flat = torch.zeros(2, 3, H, W)
-    entries = reference_free_checks({"image": flat, "tokens": torch.zeros(1, 4, 4)}, task, {"kind": "loaded"},
+    entries = output_checks({"image": flat, "tokens": torch.zeros(1, 4, 4)}, task, {"kind": "loaded"},
                                     rules={"output_flat_frames": {"max": 1.0, "source": "my team"}})
     assert entries["image/output_flat_frames"]["verdict"] == "PASS"
     assert entries["image/output_flat_frames"]["source"] == "my team"
     assert entries["image/output_spectral_exponent"] == {
         "skipped": "every frame is flat (see output_flat_frames): no spectrum to judge"}
-    assert not any(name.startswith("tokens/") for name in entries)  # no declared range: not a picture
+    tokens = [name for name in entries if name.startswith("tokens/")]
+    assert tokens == ["tokens/output_nonfinite"]  # no declared range: not a picture
 
 
 def test_spectral_exponent_matches_a_planted_power_law() -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ascendbench.metrics import RegressionEvaluator
-from ascendbench.metrics.functional import ErrorTolerances, regression_metrics
-from ascendbench.metrics.regression import RegressionOptions
+from ascendbench.metrics.evaluators import RegressionEvaluator, RegressionOptions
+from ascendbench.metrics.functional.regression import ErrorTolerances, regression_metrics
 
 REF = torch.tensor([1.0, -2.0, 4.0, 1e-4])
 DEV = torch.tensor([1.1, -2.0, 3.0, 2e-4])

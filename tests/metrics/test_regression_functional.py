@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from ascendbench.errors import MetricError
-from ascendbench.metrics.functional import ErrorTolerances, regression_metrics
-from ascendbench.metrics.functional.regression import psnr_db
+from ascendbench.metrics.functional.regression import ErrorTolerances, psnr_db, regression_metrics
 
 REF = torch.tensor([1.0, -2.0, 4.0, 0.5])
 DEV = torch.tensor([1.1, -2.0, 3.0, 0.5])

@@ -9,7 +9,9 @@ from hydra.utils import instantiate
 from ascendbench.config import group_options
 from ascendbench.errors import ConfigError, MetricError
 from ascendbench.job.stages.evaluate import evaluate
-from ascendbench.metrics import MetricSuite, RegressionEvaluator, judge, merge_rules, worst
+from ascendbench.metrics.evaluators import FunctionEvaluator, RegressionEvaluator
+from ascendbench.metrics.suite import MetricSuite
+from ascendbench.metrics.verdict import judge, merge_rules, worst
 from ascendbench.precision import Precision
 
 
@@ -95,8 +97,6 @@ def test_a_metric_name_another_evaluator_produced_is_kept_under_the_evaluator_ke
 
 
 def test_a_prefixed_name_that_still_clashes_is_refused():
-    from ascendbench.metrics import FunctionEvaluator
-
     squatter = FunctionEvaluator(name="x", function="torch.nn.functional.l1_loss", metric="b.mean_rel_err")
     suite = MetricSuite("dup", {"x": squatter, "a": RegressionEvaluator(), "b": RegressionEvaluator()})
     ref, dev = _image_pair()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ascendbench.metrics import TokenEvaluator
+from ascendbench.metrics.evaluators import TokenEvaluator
 
 
 def test_agreement_range_and_unique_ids():

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from ascendbench.errors import MetricError
-from ascendbench.metrics import ImageEvaluator, VideoEvaluator
-from ascendbench.metrics.functional import resolve_layout
+from ascendbench.metrics.functional.video import resolve_layout
+from ascendbench.metrics.image import ImageEvaluator, VideoEvaluator
 
 
 def _videos(b=2, c=3, t=5, h=24, w=20, seed=0):
