@@ -1,10 +1,5 @@
-"""``python -m ascendbench.compare REF CAND``: two saved outputs judged as a job judges them.
-
-The config a job would compose (``metric=<suite>``, ``dtype=<the candidate's>``, ``--set``) builds
-the metric suite and the rules, so the numbers equal a job's on the same tensors. ``--atol``/``--rtol``
-make ``allclose_mismatch_ratio`` a judged rule (``max: 0``). Writes ``record.json``, ``compare.csv``
-and ``compare_msprobe.csv`` (``--pictures``: PNGs) in ``--out``; exit 0 PASS/WARN, 1 FAIL, 2 unusable.
-"""
+"""``python -m ascendbench.compare REF CAND``: two saved outputs judged by the metric suite and
+rules a job would compose (the numbers equal a job's); ``--atol``/``--rtol`` judge allclose."""
 
 from __future__ import annotations
 
@@ -18,7 +13,7 @@ import torch
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from ascendbench.compare.csvfile import MSPROBE_COLUMNS, msprobe_rows, output_rows, write_compare_csv
+from ascendbench.compare import csvfile
 from ascendbench.compare.files import UnusableInput, pair_outputs, read_outputs
 from ascendbench.config.targets import build
 from ascendbench.digits import judged_rule, judged_value
@@ -48,7 +43,8 @@ def parser() -> argparse.ArgumentParser:
                    "integers, image for [N, 1|3, H, W], else regression; a 5-D output is a video "
                    "only with --metric video)")
     p.add_argument("--dtype", choices=DTYPES, help="whose verdict rules apply (default: the "
-                   "candidate's half dtype, else job.dtype of the record.json beside it, else float32)")
+                   "candidate's half dtype, else job.dtype of the record.json beside it, else "
+                   "float32)")
     p.add_argument("--out", type=Path, default=Path("compare_out"),
                    help="output directory (default compare_out)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -59,8 +55,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def infer_metric(tensors: Mapping[str, torch.Tensor]) -> str:
-    """``tokens`` for integers, ``image`` for [N, 1|3, H, W], else ``regression`` (a layer's 5-D
-    activations are no video: ``--metric video`` says so)."""
+    """``tokens`` for integers, ``image`` for [N, 1|3, H, W], else ``regression`` (even 5-D)."""
     first = next(iter(tensors.values()))
     if not first.is_floating_point():
         return "tokens"
@@ -68,23 +63,20 @@ def infer_metric(tensors: Mapping[str, torch.Tensor]) -> str:
 
 
 def infer_dtype(tensors: Mapping[str, torch.Tensor], path: Path) -> tuple[str, str]:
-    """``(dtype, where from)``: the candidate's own half dtype, else ``job.dtype`` of the record
-    beside or above the file (a bf16 run saved as float32 .npy), else float32. The record is data:
-    only a known dtype name is taken from it."""
+    """``(dtype, where from)``: the candidate's half dtype, else a known ``job.dtype`` of the record
+    beside or above it (a bf16 run saved as float32 .npy), else float32."""
     own = HALF_NAMES.get(next(iter(tensors.values())).dtype)
     if own:
         return own, "the candidate file's dtype"
     here = Path(path).resolve()
-    for folder in [here if here.is_dir() else here.parent, *here.parents][:RECORD_DEPTH + 1]:
-        record = folder / "record.json"
-        if record.is_file():
-            try:
-                dtype = (json.loads(record.read_text()).get("job") or {}).get("dtype")
-            except (OSError, ValueError, AttributeError):
-                break
-            if dtype in DTYPES:
-                return dtype, f"job.dtype of {record}"
-            break
+    folders = [here if here.is_dir() else here.parent, *here.parents][:RECORD_DEPTH + 1]
+    record = next((f / "record.json" for f in folders if (f / "record.json").is_file()), None)
+    try:
+        dtype = (json.loads(record.read_text()).get("job") or {}).get("dtype") if record else None
+    except (OSError, ValueError, AttributeError):
+        dtype = None
+    if dtype in DTYPES:
+        return dtype, f"job.dtype of {record}"
     return "float32", "the candidate file's dtype"
 
 
@@ -105,16 +97,15 @@ def compose_config(args: argparse.Namespace, metric: str, dtype: str) -> Any:
 
 
 def run_compare(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
-    """Compare and write the results; (exit code, record).
-
-    Raises:
-        UnusableInput: an input cannot be read or the two do not pair up.
-    """
+    """Compare and write the results: (exit code, record); UnusableInput for unusable inputs."""
     from ascendbench.tasks.inputs import summarize  # deferred: ascendbench.tasks imports diffusers
 
     reference, candidate = pair_outputs(read_outputs(args.reference), read_outputs(args.candidate))
     metric = args.metric or infer_metric(reference)
-    dtype, dtype_from = (args.dtype, "--dtype") if args.dtype else infer_dtype(candidate, args.candidate)
+    if args.dtype:
+        dtype, dtype_from = args.dtype, "--dtype"
+    else:
+        dtype, dtype_from = infer_dtype(candidate, args.candidate)
     cfg = compose_config(args, metric, dtype)
     precision = Precision.build(cfg, "cpu")  # the suite with the dtype rules, as a job evaluates
     suite = build(cfg.metric, "metric")
@@ -126,14 +117,15 @@ def run_compare(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
               "reference": {"path": str(args.reference), "tensors": summarize(reference)},
               "candidate": {"path": str(args.candidate), "tensors": summarize(candidate)},
               "metrics": metrics}
-    write_compare_csv(args.out / "compare.csv", output_rows(reference, candidate, metrics))
-    write_compare_csv(args.out / "compare_msprobe.csv", msprobe_rows(reference, candidate, metrics),
-                      MSPROBE_COLUMNS)
+    rows = csvfile.output_rows(reference, candidate, metrics)
+    csvfile.write_compare_csv(args.out / "compare.csv", rows)
+    rows = csvfile.msprobe_rows(reference, candidate, metrics)
+    csvfile.write_compare_csv(args.out / "compare_msprobe.csv", rows, csvfile.MSPROBE_COLUMNS)
     if args.pictures:
         from ascendbench.compare.visual import render_output  # deferred: matplotlib is heavy
 
-        record["pictures"] = [p.name for name in reference
-                              for p in render_output(name, reference[name], candidate[name], args.out, {})]
+        record["pictures"] = [p.name for name, ref in reference.items()
+                              for p in render_output(name, ref, candidate[name], args.out, {})]
     write_atomic(args.out / "record.json", json.dumps(record, indent=1, default=str))
     return (1 if verdict == "FAIL" else 0), record
 

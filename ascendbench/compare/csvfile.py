@@ -35,22 +35,26 @@ def output_entries(metrics: Mapping[str, Any], output: str, several: bool) -> di
             if k.startswith(prefix) and isinstance(v, Mapping)}
 
 
+def judged_row(name: str, kind: str, reference: torch.Tensor, device: torch.Tensor,
+               entries: Mapping[str, Mapping[str, Any]], columns: Sequence[str]) -> dict[str, Any]:
+    """A row: shapes, dtypes, the values of ``columns``, the worst verdict and the failed rules."""
+    judged = [(m, e) for m, e in entries.items() if e.get("verdict")]
+    bad = [f"{m} {e['value']:.4g} {e['verdict']} ({e['rule']})" for m, e in judged
+           if e["verdict"] != "PASS" and isinstance(e.get("value"), (int, float))]
+    row: dict[str, Any] = {"name": name, "kind": kind, "shape": list(reference.shape),
+                           "ref_dtype": dtype_name(reference.dtype),
+                           "dev_dtype": dtype_name(device.dtype)}
+    row.update({m: entries[m]["value"] for m in columns if "value" in entries.get(m, {})})
+    row.update(result=worst(e["verdict"] for _, e in judged) or "", message="; ".join(bad))
+    return row
+
+
 def output_rows(reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                 metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per output: key metric values, the worst verdict and the rules that did not pass."""
-    rows = []
-    for output in sorted(reference):
-        entries = output_entries(metrics, output, len(reference) > 1)
-        judged = {m: e for m, e in entries.items() if e.get("verdict")}
-        row: dict[str, Any] = {"name": output, "kind": "output", "shape": list(reference[output].shape),
-                               "ref_dtype": dtype_name(reference[output].dtype),
-                               "dev_dtype": dtype_name(device[output].dtype)}
-        row.update({m: entries[m]["value"] for m in OUTPUT_COLUMNS if "value" in entries.get(m, {})})
-        bad = [f"{m} {e['value']:.4g} {e['verdict']} ({e['rule']})" for m, e in judged.items()
-               if e["verdict"] != "PASS" and isinstance(e.get("value"), (int, float))]
-        row.update(result=worst(e["verdict"] for e in judged.values()) or "", message="; ".join(bad))
-        rows.append(row)
-    return rows
+    """One row per output."""
+    return [judged_row(out, "output", reference[out], device[out],
+                       output_entries(metrics, out, len(reference) > 1), OUTPUT_COLUMNS)
+            for out in sorted(reference)]
 
 
 def msprobe_rows(reference: Mapping[str, torch.Tensor], candidate: Mapping[str, torch.Tensor],
@@ -79,8 +83,8 @@ def _cell(value: Any, blank_nan: bool) -> Any:
 
 def write_compare_csv(path: Path, rows: Iterable[Mapping[str, Any]],
                       columns: Sequence[str] | None = None) -> Path:
-    """Write the rows atomically (the internal ``entries`` field dropped): with ``columns`` as given
-    (NaN left blank, as msprobe does), else ``name, kind``, every other column, ``result, message``."""
+    """Write the rows atomically (their ``entries`` left out): in ``columns`` (NaN left blank, as
+    msprobe does), else ``name, kind``, every other column, then ``result, message``."""
     rows = [{k: v for k, v in row.items() if k != "entries"} for row in rows]
     blank_nan = columns is not None
     if columns is None:

@@ -1,9 +1,6 @@
-"""Saved outputs read back as named tensors, whatever wrote them (ascendbench, msprobe, seed scripts).
-
-``.safetensors`` (every tensor by name); ``.npy`` (``allow_pickle=False``) and ``.pt``/``.pth``
-(``weights_only``: a tensor or a mapping of names to tensors) named by the file stem; an image as
-``[1, C, H, W]`` and a video or a directory of frames as ``[1, C, T, H, W]``, both in ``[-1, 1]``.
-"""
+"""Saved outputs read back as named tensors, whatever wrote them (ascendbench, msprobe, a script):
+safetensors, npy, pt (weights only), images ``[1, C, H, W]`` and videos or directories of frames
+``[1, C, T, H, W]`` in ``[-1, 1]``; and tensors saved as safetensors."""
 
 from __future__ import annotations
 
@@ -25,12 +22,12 @@ VIDEO_SUFFIXES = (".mp4", ".webm", ".gif", ".avi", ".mov")
 
 
 class UnusableInput(Exception):
-    """A file that cannot serve as a compared output (missing, unreadable, unknown format, mismatched)."""
+    """A file that cannot serve as a compared output (missing, unreadable, unknown, mismatched)."""
 
 
 def safe_name(name: str) -> str:
-    """``name`` as one file name: itself when it is a plain one, else its safe characters and a digest
-    of the whole name (a tensor name from data never leaves the folder, two names never share a file)."""
+    """``name`` as one file name: itself when plain, else its safe characters and a digest of it (a
+    tensor name from data never leads out of the folder; two names never share a file)."""
     safe = re.sub(r"[^A-Za-z0-9_.#-]+", "_", name).strip("._") or "output"
     if safe == name and len(name) <= 80:
         return name
@@ -67,7 +64,8 @@ def _read_frames(path: Path) -> dict[str, torch.Tensor]:
                             "exactly one .safetensors file")
     frames = [_image_array(file) for file in files]
     if len({f.shape for f in frames}) > 1:
-        raise UnusableInput(f"the frames in {path} differ in size: {sorted({f.shape for f in frames})}")
+        sizes = sorted({f.shape for f in frames})
+        raise UnusableInput(f"the frames in {path} differ in size: {sizes}")
     return {path.name: _video(frames)}
 
 
@@ -90,11 +88,7 @@ READERS: dict[str, Callable[[Path], dict[str, torch.Tensor]]] = {
 
 
 def read_outputs(path: str | Path) -> dict[str, torch.Tensor]:
-    """The named tensors saved at ``path`` (see the module docstring for the formats).
-
-    Raises:
-        UnusableInput: the path is missing, of an unknown format, unreadable or empty.
-    """
+    """The named tensors saved at ``path``; UnusableInput if missing, unknown, unreadable, empty."""
     path = Path(path).expanduser()
     if not path.exists():
         raise UnusableInput(f"{path} does not exist")
@@ -106,7 +100,7 @@ def read_outputs(path: str | Path) -> dict[str, torch.Tensor]:
         tensors = reader(path)
     except UnusableInput:
         raise
-    except Exception as exc:  # noqa: BLE001 - any reader failure is an unusable input with its cause
+    except Exception as exc:  # noqa: BLE001 - any reader failure is an unusable input
         raise UnusableInput(f"{path} cannot be read as {path.suffix or 'a directory'}: "
                             f"{type(exc).__name__}: {exc}") from exc
     if not tensors:
@@ -114,33 +108,30 @@ def read_outputs(path: str | Path) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def pair_outputs(reference: dict[str, torch.Tensor],
-                 candidate: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """The two sides under common names: equal name sets, or one tensor on each side (named like
-    the reference).
+Tensors = dict[str, torch.Tensor]
 
-    Raises:
-        UnusableInput: the names differ, a pair differs in shape, or a tensor has no elements.
-    """
+
+def pair_outputs(reference: Tensors, candidate: Tensors) -> tuple[Tensors, Tensors]:
+    """The two sides under common names (equal sets, or one tensor each, named like the reference);
+    UnusableInput where the names or a pair's shapes differ, or a tensor has no elements."""
     if set(reference) != set(candidate):
         if len(reference) != 1 or len(candidate) != 1:
-            raise UnusableInput(f"the two sides hold different tensors: reference {sorted(reference)}, "
-                                f"candidate {sorted(candidate)}")
+            raise UnusableInput(f"the two sides hold different tensors: reference "
+                                f"{sorted(reference)}, candidate {sorted(candidate)}")
         candidate = {next(iter(reference)): next(iter(candidate.values()))}
     for name in reference:
         ref, cand = list(reference[name].shape), list(candidate[name].shape)
         if reference[name].numel() == 0 or candidate[name].numel() == 0:
-            raise UnusableInput(f"{name}: no elements (shape reference {ref}, candidate {cand}); an "
-                                "empty tensor proves nothing, so it is not compared: pass the outputs "
-                                "of a run that produced values")
+            raise UnusableInput(f"{name}: no elements (shape reference {ref}, candidate {cand}); "
+                                "an empty tensor proves nothing, so it is not compared: pass the "
+                                "outputs of a run that produced values")
         if ref != cand:
             raise UnusableInput(f"{name}: shapes differ, reference {ref} vs candidate {cand}")
     return reference, candidate
 
 
 def save_tensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> Path:
-    """Save tensors (moved to CPU, contiguous, dtype kept) into one safetensors file, atomically and
-    with the umask's mode (safetensors alone writes 0600)."""
+    """Save tensors (on the CPU, contiguous) in one safetensors file, atomically, umask's mode."""
     with atomic_path(path) as tmp:
         save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, str(tmp))
     return path

@@ -1,43 +1,40 @@
-"""Forward hooks that capture what modules produce, on the baseline and on the device alike.
-
-Patterns mode keeps a CPU copy of every tensor output of the matched modules; ``all`` keeps max,
-min, mean and L2 norm of every module's tensor inputs and outputs, in the order modules *finish* (a
-child before its parent). Keys are ``<module>#<call>``, plus ``/<index>`` for several outputs.
-"""
+"""Forward hooks that capture what modules produce (tensors, or statistics in the order modules
+finish: a child before its parent), keyed ``<module>#<call>[/<index>]``; and the device capture
+kept in the job directory for a later ``baseline.source`` comparison (docs/accuracy.md)."""
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 import torch
+from safetensors.torch import load_file
 
 from ascendbench.compare.select import named_modules, select_modules
+from ascendbench.fileio import write_atomic
 
 STAT_NAMES = ("max", "min", "mean", "l2norm")
 ROOT = "(root)"  # the name of the model itself in keys
+META, TENSORS = "layers_device_meta", "layers_device"  # artifacts keys of a kept device capture
 
 
 def flatten_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
     """Tensors inside nested tuples, lists, dicts and diffusers ``BaseOutput`` objects, in order."""
     if isinstance(value, torch.Tensor):
         return [value]
-    if depth > 4:
-        return []
     if isinstance(value, dict):
-        items = list(value.values())
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
+        value = list(value.values())
     elif hasattr(value, "to_tuple"):
-        items = list(value.to_tuple())
-    else:
+        value = value.to_tuple()
+    if depth > 4 or not isinstance(value, (list, tuple)):
         return []
-    return [t for item in items for t in flatten_tensors(item, depth + 1)]
+    return [t for item in value for t in flatten_tensors(item, depth + 1)]
 
 
 def tensor_stats(tensor: torch.Tensor) -> dict[str, float]:
-    """Max, min, mean and L2 norm of the finite elements (float64 on the CPU, float32 on an
-    accelerator, read back in one transfer), plus ``numel`` and ``nonfinite`` counts."""
+    """Max, min, mean and L2 norm of the finite elements, ``numel`` and ``nonfinite``."""
     work = torch.float64 if tensor.device.type == "cpu" else torch.float32
     x = tensor.detach().to(work).reshape(-1)
     finite = torch.isfinite(x)
@@ -52,9 +49,8 @@ def tensor_stats(tensor: torch.Tensor) -> dict[str, float]:
 
 
 class Capture:
-    """Hooks on the named modules (removed by :meth:`close`); what each call leaves behind:
-    ``tensors`` (patterns, up to ``max_bytes``, the rest listed in ``dropped``) or ``modules``
-    (``all``: ``{key, type, inputs: [stats], outputs: [stats]}``)."""
+    """Hooks on the named modules and what calls leave: ``tensors`` (up to ``max_bytes``, the rest
+    in ``dropped``) or, with ``stats``, ``modules`` (``{key, type, inputs, outputs}``)."""
 
     def __init__(self, model: Any, names: list[str], stats: bool, max_bytes: int = 0) -> None:
         modules = named_modules(model)
@@ -65,8 +61,8 @@ class Capture:
         self.dropped: list[str] = []
         self.modules: list[dict[str, Any]] = []
         self._bytes = 0
-        self._handles = [modules[name].register_forward_hook(self._hook(name), with_kwargs=True)
-                         for name in names]
+        self.handles = [modules[name].register_forward_hook(self._hook(name), with_kwargs=True)
+                        for name in names]
 
     def _hook(self, name: str):
         label = name or ROOT
@@ -96,20 +92,14 @@ class Capture:
             self.order.append(name)
 
     def not_called(self) -> list[str]:
-        """Hooked modules whose ``forward`` never ran (called through another method, or not at all)."""
+        """Hooked modules whose ``forward`` never ran (called through another method, or never)."""
         return [name for name in self.names if (name or ROOT) not in self.calls]
-
-    def close(self) -> None:
-        """Remove every hook."""
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
 
 
 @contextmanager
 def capturing(model: Any, spec: str | list[str] | None,
               max_bytes: int = 4 << 30) -> Iterator[Capture | None]:
-    """Hook ``model`` for the duration of the block; yields the capture (``None`` when ``spec`` is off)."""
+    """Hook ``model`` for the duration of the block; the capture (``None`` when ``spec`` is off)."""
     if spec is None:
         yield None
         return
@@ -120,4 +110,67 @@ def capturing(model: Any, spec: str | list[str] | None,
     try:
         yield capture
     finally:
-        capture.close()
+        for handle in capture.handles:
+            handle.remove()
+
+
+def save_device_layers(job: Any, spec: Any, capture: Any) -> dict[str, str]:
+    """Write the device capture's description (``all``: with statistics); its artifacts entry."""
+    meta: dict[str, Any] = {"mode": "all" if spec == "all" else "patterns", "order": capture.order}
+    if spec == "all":
+        meta["modules"] = capture.modules
+    else:
+        meta["dropped"] = capture.dropped
+    path = write_atomic(job.dir / "tensors" / "layers_device.json", json.dumps(meta))
+    return {META: job.relative(path)}
+
+
+def _inside(root: Path, relative: Any) -> Path | None:
+    if not isinstance(relative, str):
+        return None
+    path = (root / relative).resolve()
+    return path if path.is_relative_to(root.resolve()) and path.is_file() else None
+
+
+def _modules_ok(modules: Any) -> bool:
+    return isinstance(modules, list) and all(
+        isinstance(m, dict) and isinstance(m.get("key"), str) and isinstance(m.get("inputs"), list)
+        and isinstance(m.get("outputs"), list) for m in modules)
+
+
+def saved_layers(run: Any, spec: Any) -> tuple[Any, str | None]:
+    """The layer capture of a saved reference run (``SavedRun``) as the comparison takes it for
+    ``spec`` (``"all"`` or patterns), or ``(None, why not)``; read as data, paths kept inside it."""
+    if run.record_path is None:
+        return None, "the reference is a bare tensors file: no layer captures"
+    root = run.record_path.parent
+    artifacts = run.record.get("artifacts")
+    artifacts = artifacts if isinstance(artifacts, dict) else {}
+    meta_path = _inside(root, artifacts.get(META))
+    if meta_path is None:
+        return None, ("the saved run kept no layer captures (it ran without compare.layers, or "
+                      "with an ascendbench that did not keep them): run it again with "
+                      "compare.layers set")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as exc:
+        return None, f"{meta_path} cannot be read ({exc})"
+    mode = "all" if spec == "all" else "patterns"
+    saved = meta.get("mode") if isinstance(meta, dict) else "?"
+    if saved != mode:
+        return None, (f"the saved run captured layers in mode {saved}, this job asks for {mode}: "
+                      "run both with the same compare.layers")
+    if mode == "all":
+        ok = _modules_ok(meta.get("modules"))
+        return (meta["modules"], None) if ok else (None, f"{meta_path}: bad modules")
+    tensors_path = _inside(root, artifacts.get(TENSORS))
+    order, dropped = meta.get("order"), meta.get("dropped", [])
+    if tensors_path is None or not isinstance(order, list) or not isinstance(dropped, list):
+        return None, (f"{meta_path}: the saved layer tensors are missing or their description is "
+                      "damaged")
+    try:
+        tensors = load_file(str(tensors_path))
+    except Exception as exc:  # safetensors raises its own error type for a damaged file
+        return None, f"{tensors_path} cannot be read ({type(exc).__name__}: {exc})"
+    order = [name for name in order if isinstance(name, str) and name in tensors]
+    return {"tensors": tensors, "order": order, "dropped": [str(d) for d in dropped]}, None

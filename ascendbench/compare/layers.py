@@ -1,9 +1,5 @@
-"""Captured layers against the reference's (docs/accuracy.md, "Layer comparison").
-
-Patterns mode: the regression metrics of each captured output, judged by the hidden-state rules.
-``all`` mode: per-module statistics compared; the first divergent module is the first (in completion
-order) whose inputs agree and whose output does not -- msprobe's rule for where a port goes wrong.
-"""
+"""Captured layers against the reference's: regression metrics per captured output (patterns), or
+statistics per module and the first divergent module (``all``; docs/accuracy.md)."""
 
 from __future__ import annotations
 
@@ -11,74 +7,56 @@ import math
 from typing import Any, Mapping, Sequence
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
+from ascendbench.compare.csvfile import judged_row
 from ascendbench.metrics.evaluators import ALWAYS_RULES
 from ascendbench.metrics.functional.nonfinite import scalars_agree
 from ascendbench.metrics.functional.regression import ErrorTolerances, regression_metrics
 from ascendbench.metrics.suite import make_entry
-from ascendbench.metrics.verdict import merge_rules, worst
-from ascendbench.precision import dtype_name
+from ascendbench.metrics.verdict import merge_rules
 
-HEADLINE = ("max_abs_err", "cosine")  # kept in the record even where no rule judges them (the seeds')
+HEADLINE = ("max_abs_err", "cosine")  # the seeds' numbers, kept in the record judged or not
 ROW_METRICS = ("max_abs_err", "mean_rel_err", "cosine", "mae", "rmse", "allclose_mismatch_ratio",
                "nonfinite_mismatch")  # columns of a layer row in compare.csv
 
 
 def hidden_rules(compare: Any, precision: Any) -> dict[str, dict[str, Any]]:
-    """The rules of captured layer outputs: ``compare.thresholds`` (the Sulphur-2 seed's, set for
-    bf16 against bf16), with ``compare.thresholds_by_dtype.<dtype>`` merged over them where the
-    reference is finer than the device dtype (a half-precision run then carries its own rounding)."""
-    def plain(node: Any) -> Any:
-        return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-
-    seed = plain(compare.get("thresholds")) or {}
-    by_dtype: Mapping[str, Any] = plain(compare.get("thresholds_by_dtype")) or {}
+    """``compare.thresholds`` (the seed's, for bf16 against bf16), ``thresholds_by_dtype.<dtype>``
+    merged over them where the reference is finer than the device dtype (adding its rounding)."""
+    by_dtype = compare.get("thresholds_by_dtype") or {}
     reference = getattr(precision, "reference", None)
     finer = reference is not None and reference.itemsize > precision.dtype.itemsize
-    if finer and by_dtype.get(precision.name):
-        return merge_rules(seed, by_dtype[precision.name])
-    return merge_rules(seed)
+    return merge_rules(compare.get("thresholds"), by_dtype.get(precision.name) if finer else None)
 
 
 def compare_layer(name: str, reference: torch.Tensor, device: torch.Tensor,
                   rules: Mapping[str, Any], tolerances: Mapping[str, float]) -> dict[str, Any]:
     """One compared layer output: its compare.csv row, with the judged ``entries``."""
-    row: dict[str, Any] = {"name": name, "kind": "layer", "shape": list(reference.shape)}
     if tuple(reference.shape) != tuple(device.shape):
-        return {**row, "result": "FAIL", "entries": {}, "message": f"shape differs: reference "
-                f"{list(reference.shape)} vs device {list(device.shape)}"}
+        return {"name": name, "kind": "layer", "shape": list(reference.shape), "result": "FAIL",
+                "entries": {}, "message": f"shape differs: reference {list(reference.shape)} vs "
+                f"device {list(device.shape)}"}
     finite = reference[torch.isfinite(reference)]
     data_range = float(finite.max() - finite.min()) if finite.numel() else 1.0
     values = regression_metrics(reference, device, ErrorTolerances.from_mapping(tolerances),
                                 data_range=data_range or 1.0)
     entries = {metric: make_entry(metric, value, rules) for metric, value in values.items()}
+    row = judged_row(name, "layer", reference, device, entries, ROW_METRICS)
     judged = {m: e for m, e in entries.items() if e.get("verdict")}
-    bad = [f"{m} {e['value']:.4g} {e['verdict']} ({e['rule']})"
-           for m, e in judged.items() if e["verdict"] != "PASS"]
-    row.update(ref_dtype=dtype_name(reference.dtype), dev_dtype=dtype_name(device.dtype))
-    row.update({m: values[m] for m in ROW_METRICS})
-    row.update(result=worst(e["verdict"] for e in judged.values()) or "", message="; ".join(bad),
-               entries={**{m: entries[m] for m in HEADLINE}, **judged})
-    return row
+    return {**row, "entries": {**{m: entries[m] for m in HEADLINE}, **judged}}
 
 
 def compare_layers(reference: Mapping[str, Any], device: Any, thresholds: Mapping[str, Any] | None,
                    tolerances: Mapping[str, float]) -> list[dict[str, Any]]:
-    """Rows for every layer tensor captured on either side, in the device's capture order.
-
-    Args:
-        reference: the cached capture, ``{tensors, order, dropped}``.
-        device: the device :class:`ascendbench.compare.hooks.Capture`.
-        thresholds: the hidden-state rules (:func:`hidden_rules`).
-        tolerances: the dtype's ``atol``, ``rtol``, ``small_value``, ``small_value_atol``.
-    """
+    """Rows for every layer tensor captured on either side (the reference's ``{tensors, order,
+    dropped}``, the device's Capture), in the device's order, judged by ``thresholds``."""
     rules = merge_rules(thresholds, ALWAYS_RULES)
     ref_tensors = reference["tensors"]
     rows = []
     for name in device.order + [n for n in reference["order"] if n not in device.tensors]:
         if name in device.tensors and name in ref_tensors:
-            rows.append(compare_layer(name, ref_tensors[name], device.tensors[name], rules, tolerances))
+            ref, dev = ref_tensors[name], device.tensors[name]
+            rows.append(compare_layer(name, ref, dev, rules, tolerances))
             continue
         side = "reference" if name not in ref_tensors else "device"
         rows.append({"name": name, "kind": "layer", "result": "", "entries": {}, "message":
@@ -107,8 +85,8 @@ def stats_rel_err(reference: Mapping[str, float], device: Mapping[str, float],
     return worst_err
 
 
-def _tensors_rel_err(reference: Sequence[Mapping[str, float]], device: Sequence[Mapping[str, float]],
-                     statistics: Sequence[str]) -> float:
+def _tensors_rel_err(reference: Sequence[Mapping[str, float]],
+                     device: Sequence[Mapping[str, float]], statistics: Sequence[str]) -> float:
     if len(reference) != len(device):
         return math.inf
     return max((stats_rel_err(r, d, statistics) for r, d in zip(reference, device, strict=True)),
@@ -120,7 +98,8 @@ def _module_row(order: int, module: Mapping[str, Any], ref: Mapping[str, Any] | 
     row: dict[str, Any] = {"name": module["key"], "kind": "module", "order": order,
                            "type": module["type"]}
     if ref is None:
-        return {**row, "result": "unmatched", "message": "module call not seen in the reference run"}
+        return {**row, "result": "unmatched",
+                "message": "module call not seen in the reference run"}
     row["input_rel_err"] = _tensors_rel_err(ref["inputs"], module["inputs"], statistics)
     row["output_rel_err"] = _tensors_rel_err(ref["outputs"], module["outputs"], statistics)
     for side, stats in (("ref", ref), ("dev", module)):
@@ -131,13 +110,7 @@ def _module_row(order: int, module: Mapping[str, Any], ref: Mapping[str, Any] | 
 
 def compare_modules(reference: Sequence[Mapping[str, Any]], device: Sequence[Mapping[str, Any]],
                     rule: Mapping[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """Rows for every device module call (completion order) and the first divergent module.
-
-    Args:
-        reference: the baseline's module statistics (``{key, type, inputs, outputs}`` each).
-        device: the device run's module statistics.
-        rule: ``compare.divergence`` (``input_max_rel_err``, ``output_min_rel_err``, ``statistics``).
-    """
+    """Rows of every device module call and the first divergent module (``compare.divergence``)."""
     by_key = {m["key"]: m for m in reference}
     in_max, out_min = float(rule["input_max_rel_err"]), float(rule["output_min_rel_err"])
     rows, first = [], None

@@ -1,5 +1,5 @@
-"""Which modules ``compare.layers`` names: ``all``, or names, fnmatch globs (``decoder.up_blocks.*``)
-and slices or indices of a container's children (``transformer_blocks[:3]``, ``blocks[-1]``)."""
+"""Which modules ``compare.layers`` names: ``all``, or names, fnmatch globs (``up_blocks.*``) and
+slices or indices of a container's children (``transformer_blocks[:3]``, ``blocks[-1]``)."""
 
 from __future__ import annotations
 
@@ -23,13 +23,12 @@ def normalize_spec(layers: Any) -> str | list[str] | None:
     if isinstance(layers, Sequence) or hasattr(layers, "__iter__"):
         patterns = [str(p).strip() for p in layers]
         return "all" if patterns == ["all"] else patterns
-    raise ConfigError(f"compare.layers={layers!r} is not allowed; use null, all, or a list of module "
-                      "name patterns such as '[decoder.mid_block,decoder.up_blocks.*]'.")
+    raise ConfigError(f"compare.layers={layers!r} is not allowed; use null, all, or a list of "
+                      "module name patterns such as '[decoder.mid_block,decoder.up_blocks.*]'.")
 
 
 def named_modules(model: Any) -> dict[str, torch.nn.Module]:
-    """``name -> module`` of a model, or of every ``nn.Module`` component of a pipeline, named
-    ``<component>.<name>`` (``transformer.transformer_blocks[:3]`` in a text-to-video pipeline)."""
+    """``name -> module`` of a model, or of a pipeline's components (``<component>.<name>``)."""
     if isinstance(model, torch.nn.Module):
         return dict(model.named_modules())
     named: dict[str, torch.nn.Module] = {}
@@ -52,11 +51,8 @@ def _slice_children(named: dict[str, torch.nn.Module], prefix: str, index: str) 
 
 
 def select_modules(model: Any, patterns: Sequence[str]) -> list[str]:
-    """Module names matched by ``patterns``, in ``named_modules()`` order, without duplicates.
-
-    Raises:
-        ConfigError: a pattern matches no module (the message lists the model's top-level names).
-    """
+    """Module names matched by ``patterns`` in ``named_modules()`` order; a ConfigError naming the
+    model's top-level modules for a pattern that matches none."""
     named = named_modules(model)
     chosen: set[str] = set()
     for pattern in patterns:
@@ -68,7 +64,7 @@ def select_modules(model: Any, patterns: Sequence[str]) -> list[str]:
             hint = ", ".join(top) + (" ..." if len(named) > len(top) else "")
             raise ConfigError(
                 f"compare.layers pattern {pattern!r} matches no module of {type(model).__name__}. "
-                "Patterns are module names, fnmatch globs (decoder.up_blocks.*) or container slices "
-                f"(blocks[:3], blocks[-1]); this model's modules start with: {hint}.")
+                "Patterns are module names, fnmatch globs (decoder.up_blocks.*) or container "
+                f"slices (blocks[:3], blocks[-1]); this model's modules start with: {hint}.")
         chosen.update(found)
     return [n for n in named if n in chosen]

@@ -1,9 +1,6 @@
-"""Side-by-side PNGs of an output: baseline | device | |difference| heatmap with a colour bar.
-
-Images get one PNG per image (the first ``max_images``); videos one per chosen frame of the first
-video (``first``, ``middle``, ``last``, ``worst``: the largest MSE, or frame numbers). The heatmap is
-the largest absolute difference over the channels; NaN and +inf differences show as its maximum.
-Only imported where pictures are drawn: matplotlib is imported at module level.
+"""Side-by-side PNGs of an output: baseline | device | |difference| heatmap (the largest over the
+channels; NaN and inf shown as its maximum) with a colour bar (``compare.visual``).
+Imported only where pictures are drawn, so matplotlib is imported at module level.
 """
 
 from __future__ import annotations
@@ -17,14 +14,13 @@ from matplotlib.figure import Figure
 
 from ascendbench.compare.files import safe_name
 from ascendbench.fileio import atomic_path
-from ascendbench.metrics.functional.video import frame_chunks, frame_count, frames, resolve_layout
+from ascendbench.metrics.functional.image import frames, resolve_layout
 
 DPI = 100
 
 
 def _display(image: np.ndarray, value_range: Sequence[float]) -> np.ndarray:
-    """``[C, H, W]`` values as ``[H, W, 3]`` uint8 colours: ``value_range`` onto 0..255 (grey for
-    one channel)."""
+    """``[C, H, W]`` values as ``[H, W, 3]`` uint8 colours, ``value_range`` onto 0..255."""
     low, high = float(value_range[0]), float(value_range[1])
     shown = np.clip((np.nan_to_num(image) - low) / (high - low), 0.0, 1.0)
     rgb = np.repeat(shown, 3, axis=0) if shown.shape[0] == 1 else shown
@@ -65,10 +61,11 @@ def side_by_side(reference: torch.Tensor, device: torch.Tensor, path: Path, titl
 
 
 def per_frame_mse(reference: torch.Tensor, device: torch.Tensor, layout: str) -> list[float]:
-    """Mean squared error of every frame of the first video (float64, chunk by chunk)."""
+    """Mean squared error of every frame of the first video (float64, 8 frames at a time)."""
+    ref, dev = frames(reference, 0, layout), frames(device, 0, layout)
     values: list[float] = []
-    for _, _, ref, dev in frame_chunks(reference[:1], device[:1], layout, chunk=8):
-        diff = dev.to(torch.float64) - ref.to(torch.float64)
+    for start in range(0, int(ref.shape[0]), 8):
+        diff = dev[start:start + 8].double() - ref[start:start + 8].double()
         values.extend(float(v) for v in diff.square().flatten(1).mean(dim=1))
     return values
 
@@ -90,8 +87,7 @@ def choose_frames(spec: Sequence[Any], total: int, mse: Sequence[float] | None) 
 
 def render_output(name: str, reference: torch.Tensor, device: torch.Tensor, directory: Path,
                   options: Mapping[str, Any]) -> list[Path]:
-    """PNGs of one output, named after it (:func:`safe_name`: inside ``directory`` whatever the
-    name); an output that is neither an image batch nor a video gets none."""
+    """PNGs of an image batch or video output in ``directory``, whatever its name; else none."""
     value_range = list(options.get("value_range", (-1.0, 1.0)))
     colormap, layout = str(options.get("colormap", "inferno")), str(options.get("layout", "auto"))
     stem = safe_name(name)
@@ -106,11 +102,9 @@ def render_output(name: str, reference: torch.Tensor, device: torch.Tensor, dire
     if reference.dim() != 5 or (layout == "auto" and not {1, 3} & set(shape[1:3])):
         return []
     layout = resolve_layout(shape, layout)
-    total = frame_count(shape, layout)
+    ref, dev = frames(reference, 0, layout), frames(device, 0, layout)
     spec = list(options.get("frames", ["first", "middle", "last", "worst"]))
     mse = per_frame_mse(reference, device, layout) if "worst" in spec else None
-    return [side_by_side(frames(reference, 0, layout, index, index + 1)[0],
-                         frames(device, 0, layout, index, index + 1)[0],
-                         directory / f"{stem}_frame{index:04d}_compare.png",
-                         f"{name} [video 0, frame {index} of {total}]", value_range, colormap)
-            for index in choose_frames(spec, total, mse)]
+    return [side_by_side(ref[index], dev[index], directory / f"{stem}_frame{index:04d}_compare.png",
+                         f"{name} [video 0, frame {index} of {len(ref)}]", value_range, colormap)
+            for index in choose_frames(spec, len(ref), mse)]

@@ -1,9 +1,5 @@
-"""The CLIP score of the job's prompt and its image or video outputs (``metric.clip``, docs/accuracy.md).
-
-torchmetrics' ``CLIPScore`` (Hessel et al. 2021): ``100 x max(cos(image, text), 0)`` per frame of a
-transformers CLIPModel saved in ``metric.clip.path`` (nothing is downloaded); prompts are cut at the
-text encoder's positions. Judged only against ``metric.clip.min``, never for random-init weights.
-"""
+"""The CLIP score of the job's prompt and its image or video outputs (``metric.clip``): per frame
+``100 x max(cos(image, text), 0)`` of a local CLIPModel (Hessel et al. 2021; docs/accuracy.md)."""
 
 from __future__ import annotations
 
@@ -13,8 +9,8 @@ from typing import Any, Mapping
 import torch
 
 from ascendbench.errors import ConfigError
-from ascendbench.metrics.functional.video import frames
-from ascendbench.metrics.verdict import judge
+from ascendbench.metrics.functional.image import frames
+from ascendbench.metrics.verdict import judge, unjudged
 
 NAME = "clip_score"
 SOURCE = ("CLIPScore (Hessel et al. 2021, EMNLP; torchmetrics.multimodal.CLIPScore): "
@@ -26,8 +22,7 @@ NOT_JUDGED = "random-init weights: the output is not meant to show the prompt"
 
 
 def frames_of(tensor: torch.Tensor, layout: str, count: int) -> torch.Tensor:
-    """``count`` frames spread evenly over the first sample of an image batch (its images) or of a
-    5-D video in ``layout``, as ``[count, C, H, W]``."""
+    """``count`` frames spread over an image batch or the first video in ``layout``."""
     clip = tensor if tensor.dim() == 4 else frames(tensor, 0, layout)
     index = torch.linspace(0, clip.shape[0] - 1, min(count, clip.shape[0])).round().long()
     return clip[index]
@@ -37,9 +32,10 @@ def check_clip_path(path: str) -> Path:
     """The folder of ``metric.clip.path``; a ConfigError unless it holds a ``config.json``."""
     folder = Path(path).expanduser()
     if not (folder / "config.json").is_file():
-        raise ConfigError(f"metric.clip.path={path!r} is not a directory with a config.json: point it "
-                          "at a transformers CLIPModel saved with save_pretrained (model and processor "
-                          "in one folder), or set metric.clip.path=null to skip the CLIP score")
+        raise ConfigError(f"metric.clip.path={path!r} is not a directory with a config.json: point "
+                          "it at a transformers CLIPModel saved with save_pretrained (model and "
+                          "processor in one folder), or set metric.clip.path=null to skip the CLIP "
+                          "score")
     return folder
 
 
@@ -90,7 +86,8 @@ def clip_entries(settings: Mapping[str, Any] | None, job: Any) -> dict[str, dict
     if not settings.get("path"):
         return {names[n]: {"skipped": NO_PATH} for n in visual}
     if not (isinstance(prompt, str) and prompt):
-        reason = f"{type(task).__name__} has no prompt: the CLIP score compares a prompt with the output"
+        reason = (f"{type(task).__name__} has no prompt: the CLIP score compares a prompt with "
+                  "the output")
         return {names[n]: {"skipped": reason} for n in visual}
     model, processor = load_clip(str(settings["path"]))
     count = int(settings.get("frames") or 4)
@@ -111,9 +108,7 @@ def clip_entries(settings: Mapping[str, Any] | None, job: Any) -> dict[str, dict
             entry["reference_value"] = float(score(reference, bounds).mean())
         if settings.get("min") is not None:
             decided = judge(entry["value"], {"min": float(settings["min"]), "source": SOURCE})
-            if (job.weights or {}).get("kind") == "random-init":
-                decided = {"verdict": None, "would_be": decided["verdict"],
-                           "threshold": decided["threshold"], "not_judged": NOT_JUDGED}
-            entry.update(decided)
+            random_init = (job.weights or {}).get("kind") == "random-init"
+            entry.update(unjudged(decided, NOT_JUDGED) if random_init else decided)
         entries[names[name]] = entry
     return entries

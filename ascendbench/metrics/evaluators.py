@@ -27,8 +27,7 @@ ALWAYS_RULES = {"nonfinite_mismatch": {
 
 @dataclass
 class RegressionOptions:
-    """The keys of ``metric.evaluators.regression`` besides name, outputs and thresholds;
-    ``small_value``/``small_value_atol`` ``None`` take the dtype's."""
+    """The options of ``metric.evaluators.regression`` (``None`` small values: the dtype's)."""
 
     eps: float = 1e-6
     data_range: float = 2.0
@@ -49,8 +48,7 @@ class RegressionOptions:
 
 
 class RegressionEvaluator(Evaluator):
-    """Element-wise metrics of each floating-point output (``**options``: :class:`RegressionOptions`;
-    an unknown key is a ``TypeError``)."""
+    """Element-wise metrics of each floating-point output (``**options``: RegressionOptions)."""
 
     always_rules = ALWAYS_RULES
 
@@ -70,24 +68,17 @@ class RegressionEvaluator(Evaluator):
         metrics: dict[str, Any] = regression_metrics(
             reference, device, options.tolerances(tolerances), data_range=options.data_range,
             psnr_cap_db=options.psnr_cap_db, chunk_elements=options.chunk_elements)
-        if metrics["nonfinite_mismatch"] > 0:  # where the first NaN/Inf is, to start debugging there
+        mismatch = metrics["nonfinite_mismatch"]
+        if mismatch > 0:  # where the first NaN/Inf is, to start debugging there
             first = first_nonfinite_mismatch(reference, device, options.chunk_elements)
-            metrics["nonfinite_mismatch"] = {"value": metrics["nonfinite_mismatch"], "first_index": first}
+            metrics["nonfinite_mismatch"] = {"value": mismatch, "first_index": first}
         return metrics
 
 
 class FunctionEvaluator(Evaluator):
-    """Calls ``fn(reference, device, **kwargs) -> number | {name: number}`` on every floating-point
-    output pair (float64 CPU tensors). The function is imported and its signature checked when the
-    suite is built, so a wrong path is a problem of the dry run's plan.
-
-    Args:
-        name: evaluator name (its ``skipped`` entry, and the prefix on a name clash).
-        function: dotted path of the function.
-        kwargs: further keyword arguments of the function.
-        metric: the metric name of a number result (default: the function's name).
-        outputs: output names to evaluate (``None``: every floating-point output).
-        thresholds: verdict rules by metric name.
+    """Calls the function at dotted path ``function``, ``fn(reference, device, **kwargs) -> number |
+    {name: number}``, on every floating-point output pair (float64 CPU tensors); a number is named
+    ``metric`` (default: the function's name). Imported and checked when built: the dry run sees it.
     """
 
     def __init__(self, name: str, function: str, kwargs: Mapping[str, Any] | None = None,
@@ -99,9 +90,10 @@ class FunctionEvaluator(Evaluator):
             self.function = get_method(function)
         except Exception as exc:  # ImportError, AttributeError, ValueError from hydra's locator
             raise ConfigError(
-                f"metric.evaluators.{name}.function={function!r} cannot be imported ({exc}). Give "
-                "the dotted path of a function `fn(reference, device, **kwargs)` that is importable "
-                "on this host (a module on PYTHONPATH or an installed package).") from exc
+                f"metric.evaluators.{name}.function={function!r} cannot be imported ({exc}). "
+                "Give the dotted path of a function `fn(reference, device, **kwargs)` that is "
+                "importable on this host (a module on PYTHONPATH or an installed package)."
+            ) from exc
         self._check_signature()
         self.metric = metric or self.function.__name__
 
@@ -115,8 +107,9 @@ class FunctionEvaluator(Evaluator):
         except TypeError as exc:
             raise ConfigError(
                 f"metric.evaluators.{self.name}: {self.path} cannot be called as fn(reference, "
-                f"device, **{self.kwargs}): {exc}. A metric function takes the reference and device "
-                "tensors first, then the keys of `kwargs`; fix `function` or `kwargs`.") from exc
+                f"device, **{self.kwargs}): {exc}. A metric function takes the reference and "
+                "device tensors first, then the keys of `kwargs`; fix `function` or `kwargs`."
+            ) from exc
 
     def compute(self, reference: torch.Tensor, device: torch.Tensor,
                 tolerances: Mapping[str, float]) -> dict[str, Any]:
@@ -137,14 +130,7 @@ class FunctionEvaluator(Evaluator):
 
 
 class TokenEvaluator(Evaluator):
-    """Agreement, codebook range and diversity of integer token outputs (e.g. FSQ ids).
-
-    Args:
-        name: evaluator name.
-        codebook_size: valid ids are ``0 .. codebook_size - 1``; ``None`` skips the range check.
-        outputs: output names to compare (``None``: every integer output).
-        thresholds: per-metric rule overrides (highest priority).
-    """
+    """Agreement, ids outside ``[0, codebook_size)`` and diversity of integer token outputs."""
 
     what = "integer (token id) outputs"
 
@@ -160,7 +146,7 @@ class TokenEvaluator(Evaluator):
 
     def compute(self, reference: torch.Tensor, device: torch.Tensor,
                 tolerances: Mapping[str, float]) -> dict[str, Any]:
-        """``token_agreement``, ``tokens_out_of_range``, ``tokens_unique(_reference)``, ``tokens_numel``."""
+        """Share of equal ids, device ids outside the codebook, distinct ids on each side, ids."""
         ref, dev = reference.detach().cpu().reshape(-1), device.detach().cpu().reshape(-1)
         values: dict[str, Any] = {
             "token_agreement": float((ref == dev).double().mean()) if ref.numel() else 1.0,
@@ -168,7 +154,7 @@ class TokenEvaluator(Evaluator):
             "tokens_unique_reference": float(torch.unique(ref).numel()),
             "tokens_numel": float(ref.numel()),
             "tokens_out_of_range": {"skipped": "codebook_size is not set; set it in the metric "
-                                               "config (metric.evaluators.tokens.codebook_size=<n>)"},
+                                    "config (metric.evaluators.tokens.codebook_size=<n>)"},
         }
         if self.codebook_size is not None:
             values["tokens_out_of_range"] = float(((dev < 0) | (dev >= self.codebook_size)).sum())

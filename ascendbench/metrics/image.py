@@ -1,9 +1,5 @@
-"""The ``image`` and ``video`` evaluators: PSNR, SSIM and LPIPS per image or per frame.
-
-Positions that are not finite on both sides become pixels with no error before clamping to
-``value_range`` (the agreement rule); their mismatches are ``<prefix>nonfinite_mismatch`` (any fails).
-Videos are compared ``frames_per_chunk`` frames at a time, so no float64 copy of a video is made.
-"""
+"""The ``image`` and ``video`` evaluators: PSNR, SSIM and LPIPS per image or per frame, a chunk of
+images or frames at a time (no float64 copy of a whole video; docs/accuracy.md)."""
 
 from __future__ import annotations
 
@@ -16,12 +12,13 @@ from ascendbench.metrics import lpips_net
 from ascendbench.metrics.functional.image import (
     SSIM_MIN_SIDE,
     aggregate,
+    frames,
     psnr_per_image,
+    resolve_layout,
     ssim_per_image,
     to_lpips_range,
 )
 from ascendbench.metrics.functional.nonfinite import neutralize
-from ascendbench.metrics.functional.video import frame_chunks, resolve_layout
 from ascendbench.metrics.suite import Evaluator
 
 HIGHER_IS_BETTER = {"psnr_db": True, "ssim": True, "lpips": False}  # decides the worst image
@@ -35,8 +32,7 @@ def _mismatch_rule(prefix: str) -> dict[str, dict[str, Any]]:
 
 @dataclass
 class PerImageMetrics:
-    """The per-image options of the ``image`` and ``video`` evaluators (docs/accuracy.md);
-    ``data_range`` ``None`` is the width of ``value_range``."""
+    """The per-image options of both evaluators (``data_range`` None: ``value_range``'s width)."""
 
     value_range: Sequence[float] = (-1.0, 1.0)
     psnr_cap_db: float = 200.0
@@ -58,9 +54,9 @@ class PerImageMetrics:
         """Metric -> reason for the metrics that cannot be computed on ``height x width`` images."""
         reasons: dict[str, str] = {}
         if self.ssim and min(height, width) < SSIM_MIN_SIDE:
-            reasons["ssim"] = (f"images of {height}x{width} px are smaller than the {SSIM_MIN_SIDE} "
-                               "px Gaussian SSIM window (sigma 1.5); use a preset with larger height "
-                               "and width")
+            reasons["ssim"] = (f"images of {height}x{width} px are smaller than the "
+                               f"{SSIM_MIN_SIDE} px Gaussian SSIM window (sigma 1.5); use a preset "
+                               "with larger height and width")
         if self.lpips:
             net = self.lpips_net
             problem = lpips_net.backbone_problem(net, self.lpips_version, self.lpips_verify_hash)
@@ -72,33 +68,32 @@ class PerImageMetrics:
                 reasons["lpips"] = problem
         return reasons
 
-    def compute(self, reference: torch.Tensor, device: torch.Tensor,
-                skip: Mapping[str, str]) -> tuple[dict[str, list[float]], int]:
-        """Per-image values of every metric not in ``skip`` and the NaN/Inf mismatches of a pair of
-        ``[N, C, H, W]`` batches."""
-        ref, dev, mismatch = neutralize(reference, device)
-        low, high = self.value_range
-        ref, dev = ref.clamp_(low, high), dev.clamp_(low, high)
-        values = {"psnr_db": psnr_per_image(ref, dev, self.data_range, self.psnr_cap_db)}
-        if self.ssim and "ssim" not in skip:
-            values["ssim"] = ssim_per_image(ref, dev, self.data_range)
-        if self.lpips and "lpips" not in skip:
-            model = lpips_net.load_lpips(self.lpips_net, self.lpips_version, torch.hub.get_dir())
-            values["lpips"] = lpips_net.lpips_per_image(model, to_lpips_range(ref, self.value_range),
-                                                        to_lpips_range(dev, self.value_range))
-        return values, mismatch
+    def compute(self, reference: torch.Tensor, device: torch.Tensor, skip: Mapping[str, str],
+                chunk: int) -> tuple[dict[str, list[float]], int]:
+        """Per-image values and NaN/Inf mismatches of two image batches, ``chunk`` at a time."""
+        lists: dict[str, list[float]] = {}
+        mismatch, (low, high) = 0, self.value_range
+        for start in range(0, int(reference.shape[0]), chunk):
+            ref, dev, bad = neutralize(reference[start:start + chunk], device[start:start + chunk])
+            ref, dev = ref.clamp_(low, high), dev.clamp_(low, high)
+            mismatch += bad
+            values = {"psnr_db": psnr_per_image(ref, dev, self.data_range, self.psnr_cap_db)}
+            if self.ssim and "ssim" not in skip:
+                values["ssim"] = ssim_per_image(ref, dev, self.data_range)
+            if self.lpips and "lpips" not in skip:
+                hub = torch.hub.get_dir()
+                model = lpips_net.load_lpips(self.lpips_net, self.lpips_version, hub)
+                values["lpips"] = lpips_net.lpips_per_image(
+                    model, to_lpips_range(ref, (low, high)), to_lpips_range(dev, (low, high)))
+            for metric, per_image in values.items():
+                lists.setdefault(metric, []).extend(per_image)
+        return lists, mismatch
 
 
 class ImageEvaluator(Evaluator):
-    """``image_psnr_db``, ``image_ssim``, ``image_lpips`` of ``[N, C, H, W]`` outputs with 1 or 3
-    channels: the batch mean as ``value``, with ``per_image``, ``worst`` and ``worst_index``.
-
-    Args:
-        name: evaluator name.
-        images_per_chunk: images compared at a time (bounds LPIPS and SSIM memory).
-        outputs: output names to compare (``None``: every such output).
-        thresholds: per-metric rule overrides (highest priority).
-        **per_image: the options of :class:`PerImageMetrics`.
+    """``image_psnr_db``, ``image_ssim``, ``image_lpips`` of ``[N, 1|3, H, W]`` outputs (the batch
+    mean, ``per_image``, ``worst``, ``worst_index``), ``images_per_chunk`` at a time; positions not
+    finite on both sides count as no error and as ``image_nonfinite_mismatch`` where they disagree.
     """
 
     what = "[N, C, H, W] image outputs with 1 or 3 channels"
@@ -112,7 +107,7 @@ class ImageEvaluator(Evaluator):
         self.metrics = PerImageMetrics(**per_image)
 
     def set_data_range(self, data_range: float) -> None:
-        """PSNR/SSIM's range (``metric.data_range``); images are still clamped to ``value_range``."""
+        """PSNR/SSIM's range (``metric.data_range``); images stay clamped to ``value_range``."""
         self.metrics.data_range = float(data_range)
 
     def applies_to(self, tensor: torch.Tensor) -> bool:
@@ -123,14 +118,7 @@ class ImageEvaluator(Evaluator):
                 tolerances: Mapping[str, float]) -> dict[str, Any]:
         """Mean and worst of each per-image metric over the batch."""
         skip = self.metrics.skips(int(reference.shape[-2]), int(reference.shape[-1]))
-        lists: dict[str, list[float]] = {}
-        mismatch = 0
-        for start in range(0, int(reference.shape[0]), self.chunk):
-            stop = start + self.chunk
-            values, bad = self.metrics.compute(reference[start:stop], device[start:stop], skip)
-            mismatch += bad
-            for metric, per_image in values.items():
-                lists.setdefault(metric, []).extend(per_image)
+        lists, mismatch = self.metrics.compute(reference, device, skip, self.chunk)
         results: dict[str, Any] = {f"image_{m}": {"skipped": reason} for m, reason in skip.items()}
         results["image_nonfinite_mismatch"] = float(mismatch)
         for metric, values in lists.items():
@@ -141,18 +129,9 @@ class ImageEvaluator(Evaluator):
 
 
 class VideoEvaluator(ImageEvaluator):
-    """The image metrics per frame of 5-D outputs, over all frames of all videos:
-    ``video_<metric>_mean`` (with ``per_frame``), ``_std`` and the worst frame (``video_psnr_db_min``,
-    ``video_ssim_min``, ``video_lpips_max``, with ``worst_frame``).
-
-    Args:
-        name: evaluator name.
-        layout: ``BCTHW``, ``BTCHW`` or ``auto`` (the axis with 1 or 3 channels).
-        frames_per_chunk: frames converted to float64 and compared at a time.
-        outputs: output names to compare (``None``: every 5-D floating-point output).
-        thresholds: per-metric rule overrides (highest priority).
-        **per_image: the options of :class:`PerImageMetrics`.
-    """
+    """The image metrics per frame of 5-D outputs (``layout`` BCTHW, BTCHW or auto): over all
+    frames ``video_<metric>_mean`` (``per_frame``), ``_std`` and the worst (``video_psnr_db_min``,
+    ``video_ssim_min``, ``video_lpips_max``, with ``worst_frame``)."""
 
     what = "5-D video outputs ([B, C, T, H, W] or [B, T, C, H, W])"
     always_rules = _mismatch_rule("video_")
@@ -175,12 +154,13 @@ class VideoEvaluator(ImageEvaluator):
         lists: dict[str, list[float]] = {}
         where: list[tuple[int, int]] = []  # (batch, frame) of every value
         mismatch = 0
-        for batch, start, ref, dev in frame_chunks(reference, device, layout, self.chunk):
-            values, bad = self.metrics.compute(ref, dev, skip)
+        for batch in range(int(reference.shape[0])):
+            ref, dev = frames(reference, batch, layout), frames(device, batch, layout)
+            values, bad = self.metrics.compute(ref, dev, skip, self.chunk)
             mismatch += bad
             for metric, per_frame in values.items():
                 lists.setdefault(metric, []).extend(per_frame)
-            where.extend((batch, start + i) for i in range(int(ref.shape[0])))
+            where.extend((batch, frame) for frame in range(int(ref.shape[0])))
         results: dict[str, Any] = {"video_nonfinite_mismatch": float(mismatch)}
         for metric in [*skip, *lists]:
             worst = "min" if HIGHER_IS_BETTER[metric] else "max"

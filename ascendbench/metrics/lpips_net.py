@@ -1,9 +1,5 @@
-"""LPIPS (Zhang et al., 2018) through the ``lpips`` package, strictly offline (docs/accuracy.md).
-
-The torchvision ImageNet backbone must already be in ``$TORCH_HOME/hub/checkpoints`` (its SHA256
-checked against the prefix in its name); otherwise LPIPS is skipped with the reason, never downloaded
-and never computed with a random backbone.
-"""
+"""LPIPS (Zhang et al., 2018) through the ``lpips`` package, strictly offline: without its backbone
+file in ``$TORCH_HOME`` it is skipped with the reason, never downloaded (docs/accuracy.md)."""
 
 from __future__ import annotations
 
@@ -54,12 +50,13 @@ def backbone_problem(net: str, version: str, verify_hash: bool = True) -> str | 
         return f"LPIPS net={net!r} is not supported; use one of {', '.join(BACKBONES)}"
     linear = Path(lpips.__file__).parent / "weights" / f"v{version}" / f"{net}.pth"
     if not linear.is_file():
-        return f"the lpips package has no calibration weights {linear}; reinstall lpips (pip install lpips)"
+        return (f"the lpips package has no calibration weights {linear}; reinstall lpips "
+                "(pip install lpips)")
     path = backbone_file(net)
     if not path.is_file():
-        return (f"the torchvision ImageNet weights of the LPIPS backbone are not available offline: "
-                f"put {path.name} in $TORCH_HOME/hub/checkpoints (here: {path}); it is downloadable "
-                f"from {_url(net)}. LPIPS is never computed with a random backbone")
+        return (f"the torchvision ImageNet weights of the LPIPS backbone are not available "
+                f"offline: put {path.name} in $TORCH_HOME/hub/checkpoints (here: {path}); it is "
+                f"downloadable from {_url(net)}. LPIPS is never computed with a random backbone")
     if verify_hash and not _sha256_matches_name(path):
         return (f"{path} does not match the SHA256 prefix in its name, so it is not torchvision's "
                 f"pretrained backbone; replace it with the file from {_url(net)}")
@@ -68,8 +65,7 @@ def backbone_problem(net: str, version: str, verify_hash: bool = True) -> str | 
 
 @lru_cache(maxsize=4)
 def load_lpips(net: str, version: str, hub_dir: str) -> torch.nn.Module:
-    """The LPIPS network in eval mode on CPU, after :func:`backbone_problem` returned None
-    (``hub_dir`` keys the cache, so a changed ``$TORCH_HOME`` loads again)."""
+    """The LPIPS network in eval mode (cached per ``hub_dir``) once backbone_problem is None."""
     import lpips  # deferred: lpips imports torchvision (seconds), LPIPS alone needs it
 
     with warnings.catch_warnings():
@@ -87,6 +83,7 @@ def lpips_per_image(model: torch.nn.Module, reference: torch.Tensor, device: tor
     values: list[float] = []
     with torch.no_grad():
         for start in range(0, int(reference.shape[0]), batch):
-            distances = model(reference[start:start + batch].float(), device[start:start + batch].float())
+            pair = reference[start:start + batch], device[start:start + batch]
+            distances = model(pair[0].float(), pair[1].float())
             values.extend(float(v) for v in distances.flatten())
     return values

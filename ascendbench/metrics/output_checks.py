@@ -1,10 +1,5 @@
 """Checks of one side's tensors that need no comparison: NaN/Inf, value range, and whether an image
-or video output is a picture at all (flat, black/white, noise, frozen, flicker; docs/accuracy.md).
-
-Each entry is judged by a rule with its source; ``model.thresholds.<name>`` overrides the ones that
-are not built in. Random-init outputs, and checks the reference output fails too, are reported with
-``would_be`` and ``not_judged`` instead of a verdict.
-"""
+or video output is a picture at all (docs/accuracy.md, "Checks without a reference")."""
 
 from __future__ import annotations
 
@@ -15,46 +10,47 @@ from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import torch
 
+from ascendbench.metrics.functional.image import frames
 from ascendbench.metrics.functional.nonfinite import first_index
-from ascendbench.metrics.functional.video import frames
-from ascendbench.metrics.verdict import judge
+from ascendbench.metrics.verdict import judge, unjudged
 
 CHUNK = 1 << 22
 LEVEL = 1.0 / 255.0  # one level of an 8-bit display
 FLAT_STD, FROZEN_CHANGE = 2 * LEVEL, 0.5 * LEVEL
 _SHOWN = "8-bit display: "
 RULES: dict[str, dict[str, Any]] = {
-    "output_nonfinite": {"max": 0, "source": "built in: a device output with NaN/Inf always fails "
-                                             "(output validation, with or without a reference)"},
-    "reference_nonfinite": {"max": 0, "source": "built in: a reference with NaN/Inf cannot vouch for "
-                            "the device output; check the reference run (baseline.reference, the "
-                            "model's CPU path) before judging the device"},
-    "reference_identical": {"max": 0, "source": "built in: a reference in a higher precision than "
-                            "the device run cannot equal its output bit for bit; one that does was not "
-                            "computed independently (a replaced cache entry or saved run): delete it "
-                            "and run again"},
-    "output_out_of_range_ratio": {"max": 0.5, "warn": 0.05, "source": "built in: decoders overshoot "
-                                  "their value range a little (clamped when saved); more than half of "
-                                  "the elements outside it is a scale or offset error. Override with "
-                                  "model.thresholds.output_out_of_range_ratio"},
-    "output_flat_frames": {"max": 0.5, "warn": 0.0, "source": _SHOWN + "a frame whose grey levels "
-                           "vary by less than 2 of 255 shows as one flat colour (single-colour "
-                           "outputs: Open-Sora-Plan#230, sglang#39386); any such frame warns, more "
-                           "than half fails"},
-    "output_black_white_frames": {"max": 0.5, "warn": 0.0, "source": _SHOWN + "99% of the pixels "
-                                  "below 5% grey (black) or above 95% (white); black outputs with no "
-                                  "error: Open-Sora-Plan#301"},
-    "output_spectral_exponent": {"min": 1.0, "source": "natural images have power spectra "
-                                 "~1/f^alpha with alpha 1.88 +- 0.43 (van der Schaaf & van Hateren "
-                                 "1996, Vision Research 36(17)); below 1.0 (mean - 2 SD) the output "
-                                 "has the flat spectrum of noise (alpha 0)"},
-    "output_frozen_pairs": {"max": 0.5, "warn": 0.0, "source": _SHOWN + "consecutive frames "
-                            "changing by less than half a level on average are the same picture (a "
-                            "frozen video); any such pair warns, more than half fails"},
-    "output_flicker": {"max": 3.0, "source": "ascendbench's rule on VBench's frame-difference "
-                       "measure (Huang et al. 2024): a frame 3x farther from each neighbour than "
-                       "they are from each other is a flash or an alternation, not motion (smooth "
-                       "motion scores ~0.5, independent frames ~1)"},
+    "output_nonfinite": {"max": 0, "source": (
+        "built in: a device output with NaN/Inf always fails (output validation, with or without a "
+        "reference)")},
+    "reference_nonfinite": {"max": 0, "source": (
+        "built in: a reference with NaN/Inf cannot vouch for the device output; check the "
+        "reference run (baseline.reference, the model's CPU path) before judging the device")},
+    "reference_identical": {"max": 0, "source": (
+        "built in: a reference in a higher precision than the device run cannot equal its output "
+        "bit for bit; one that does was not computed independently (a replaced cache entry or "
+        "saved run): delete it and run again")},
+    "output_out_of_range_ratio": {"max": 0.5, "warn": 0.05, "source": (
+        "built in: decoders overshoot their value range a little (clamped when saved); more than "
+        "half of the elements outside it is a scale or offset error. Override with "
+        "model.thresholds.output_out_of_range_ratio")},
+    "output_flat_frames": {"max": 0.5, "warn": 0.0, "source": (
+        _SHOWN + "a frame whose grey levels vary by less than 2 of 255 shows as one flat colour "
+        "(single-colour outputs: Open-Sora-Plan#230, sglang#39386); any such frame warns, more "
+        "than half fails")},
+    "output_black_white_frames": {"max": 0.5, "warn": 0.0, "source": (
+        _SHOWN + "99% of the pixels below 5% grey (black) or above 95% (white); black outputs with "
+        "no error: Open-Sora-Plan#301")},
+    "output_spectral_exponent": {"min": 1.0, "source": (
+        "natural images have power spectra ~1/f^alpha with alpha 1.88 +- 0.43 (van der Schaaf & "
+        "van Hateren 1996, Vision Research 36(17)); below 1.0 (mean - 2 SD) the output has the "
+        "flat spectrum of noise (alpha 0)")},
+    "output_frozen_pairs": {"max": 0.5, "warn": 0.0, "source": (
+        _SHOWN + "consecutive frames changing by less than half a level on average are the same "
+        "picture (a frozen video); any such pair warns, more than half fails")},
+    "output_flicker": {"max": 3.0, "source": (
+        "ascendbench's rule on VBench's frame-difference measure (Huang et al. 2024): a frame 3x "
+        "farther from each neighbour than they are from each other is a flash or an alternation, "
+        "not motion (smooth motion scores ~0.5, independent frames ~1)")},
 }
 NOT_JUDGED = ("random-init weights: an untrained decoder makes noise, so these checks are reported "
               "but not judged (would_be: what the rule says)")
@@ -110,7 +106,6 @@ def _nonfinite(metric: str, found: TensorFindings) -> dict[str, Any]:
 
 
 def _prefixed(entries: Mapping[str, Mapping[str, Any]], several: bool) -> dict[str, Any]:
-    """``{output: {metric: entry}}`` as record names: ``<output>/<metric>`` for several outputs."""
     return {(f"{out}/{metric}" if several else metric): entry
             for out, found in entries.items() for metric, entry in found.items()}
 
@@ -152,7 +147,7 @@ class Spectrum(NamedTuple):
 
 
 def grey(frame: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:
-    """``[C, H, W]`` in ``value_range`` -> ``[H, W]`` float32 grey levels in ``[0, 1]`` (clamped)."""
+    """``[C, H, W]`` in ``value_range`` -> ``[H, W]`` float32 grey levels in ``[0, 1]``."""
     low, high = value_range
     scaled = (frame.detach().to(torch.float32) - low) / max(high - low, 1e-12)
     return scaled.clamp(0.0, 1.0).mean(dim=0)
@@ -216,8 +211,8 @@ class _Tally:
             self.high_shares.append(spectrum.high_share)
 
     def clip(self, index: int, pictures: list[torch.Tensor]) -> None:
-        step = [float((b - a).abs().mean()) for a, b in zip(pictures[:-1], pictures[1:], strict=True)]
-        skip = [float((c - a).abs().mean()) for a, c in zip(pictures[:-2], pictures[2:], strict=True)]
+        step = [float((b - a).abs().mean()) for a, b in zip(pictures, pictures[1:], strict=False)]
+        skip = [float((c - a).abs().mean()) for a, c in zip(pictures, pictures[2:], strict=False)]
         self.pairs += len(step)
         self.frozen += sum(change < FROZEN_CHANGE for change in step)
         for frame, score in enumerate(outlier_scores(step, skip, floor=LEVEL), start=1):
@@ -225,12 +220,12 @@ class _Tally:
                 self.flicker = (score, index, frame)
 
     def values(self, video: bool) -> dict[str, dict[str, Any]]:
-        frames_seen = {"frames": self.frames}
         finite = [a for a in self.alphas if a == a]
         values: dict[str, dict[str, Any]] = {
-            "output_flat_frames": {"value": self.flat / self.frames, "count": self.flat, **frames_seen},
+            "output_flat_frames": {"value": self.flat / self.frames, "count": self.flat,
+                                   "frames": self.frames},
             "output_black_white_frames": {"value": self.black_white / self.frames,
-                                          "count": self.black_white, **frames_seen},
+                                          "count": self.black_white, "frames": self.frames},
             "output_spectral_exponent": {
                 "value": statistics.median(finite), "min": min(finite), "frames": len(finite),
                 "high_frequency_share": statistics.median(self.high_shares)} if finite else {
@@ -248,7 +243,7 @@ class _Tally:
 
 
 def _clips(tensor: torch.Tensor, layout: str) -> Iterator[list[torch.Tensor]]:
-    """``[C, H, W]`` frames per clip: each image of ``[N, C, H, W]`` alone; each video of a batch."""
+    """``[C, H, W]`` frames per clip: each image of a batch alone; each video of a batch."""
     for index in range(int(tensor.shape[0])):
         yield [tensor[index]] if tensor.dim() == 4 else list(frames(tensor, index, layout))
 
@@ -257,11 +252,8 @@ def _judge(name: str, entry: dict[str, Any], rules: Mapping[str, Any],
            not_judged: str | None) -> dict[str, Any]:
     if "skipped" in entry:
         return entry
-    decided = judge(entry["value"], rules.get(name) or RULES[name])
-    if not_judged is None:
-        return {**entry, **decided}
-    return {**entry, **decided, "verdict": None, "would_be": decided["verdict"],
-            "not_judged": not_judged}
+    decided = {**entry, **judge(entry["value"], rules.get(name) or RULES[name])}
+    return decided if not_judged is None else unjudged(decided, not_judged)
 
 
 def check_output(tensor: torch.Tensor, value_range: tuple[float, float], layout: str,
@@ -280,26 +272,20 @@ def check_output(tensor: torch.Tensor, value_range: tuple[float, float], layout:
             for name, entry in tally.values(video=tensor.dim() == 5).items()}
 
 
-def _against_reference(device: dict[str, dict[str, Any]], reference: dict[str, dict[str, Any]]) -> None:
-    """Lift the verdict of every device entry whose check the reference output fails too."""
+def _against_reference(device: dict[str, Any], reference: dict[str, Any]) -> None:
     for name, entry in device.items():
         ref = reference.get(name, {})
         if entry.get("verdict") is not None and ref.get("verdict") not in (None, "PASS"):
             reason = REFERENCE_FAILS.format(verdict=ref["verdict"], value=ref["value"])
-            device[name] = {**entry, "verdict": None, "would_be": entry["verdict"],
-                            "not_judged": reason, "reference_value": ref["value"]}
+            device[name] = {**unjudged(entry, reason), "reference_value": ref["value"]}
 
 
 def output_checks(outputs: Mapping[str, torch.Tensor], task: Any, weights: Mapping[str, Any] | None,
                   rules: Mapping[str, Any] | None = None,
                   reference: Mapping[str, torch.Tensor] | None = None) -> dict[str, dict[str, Any]]:
-    """Every check of the device outputs that needs no comparison.
-
-    ``output_nonfinite`` of each floating-point output; ``output_out_of_range_ratio`` where the task
-    declares a range (``task.output_range``); the picture checks of 4-D and 5-D outputs with a range
-    (``task.video_layout``), not judged for random-init ``weights`` nor where the ``reference``
-    output fails them too.
-    """
+    """``output_nonfinite`` of each floating-point output, ``output_out_of_range_ratio`` where the
+    task declares a range, and the picture checks of its 4-D and 5-D outputs: not judged for
+    random-init ``weights`` nor where the ``reference`` output fails them too."""
     rules = rules or {}
     judged = (weights or {}).get("kind") != "random-init"
     range_rule = rules.get("output_out_of_range_ratio") or RULES["output_out_of_range_ratio"]

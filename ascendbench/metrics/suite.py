@@ -1,8 +1,5 @@
-"""A metric option (``conf/metric/<option>.yaml``): a :class:`MetricSuite` of :class:`Evaluator`\\ s.
-
-Entries are named ``<metric>`` for a job with one output, ``<output>/<metric>`` for several; each is
-``{value, verdict, threshold, rule, source, ...}`` or ``{skipped: reason}``.
-"""
+"""A metric option (``conf/metric/<option>.yaml``): a :class:`MetricSuite` of :class:`Evaluator` s,
+whose entries are named ``<metric>`` for one output and ``<output>/<metric>`` for several."""
 
 from __future__ import annotations
 
@@ -23,7 +20,7 @@ def describe_outputs(outputs: Mapping[str, torch.Tensor]) -> str:
 
 
 def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """A record entry for one metric value (a number, a dict with ``value`` and extras, or a skip)."""
+    """The record entry of one value (a number, a dict with ``value`` and extras, or a skip)."""
     if isinstance(value, Mapping) and "skipped" in value:
         return dict(value)
     entry: dict[str, Any] = dict(value) if isinstance(value, Mapping) else {"value": value}
@@ -35,16 +32,9 @@ def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) 
 
 
 class Evaluator:
-    """Output selection, naming and verdicts; subclasses define ``compute`` (and ``applies_to``).
-
-    Plain classes, not dataclasses: Hydra builds them nested in a :class:`MetricSuite`, and OmegaConf
-    would turn a dataclass stored there back into a config node.
-
-    Args:
-        name: evaluator name (used for its ``skipped`` entry).
-        outputs: output names to evaluate; ``None`` takes every output the evaluator applies to.
-        thresholds: rule overrides of this evaluator (highest priority).
-    """
+    """Output selection (``outputs``; ``None``: all it applies to), naming and verdicts
+    (``thresholds`` win over the other rule layers); subclasses define ``compute``. Not a
+    dataclass: OmegaConf would turn one nested in a suite back into a config node."""
 
     what = "floating-point outputs"  # what applies_to accepts, in words (for messages)
     # Rules no configuration can loosen (merged last), e.g. the NaN/Inf agreement rule.
@@ -86,11 +76,7 @@ class Evaluator:
     def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                  rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,
                  **tolerances: float) -> dict[str, dict[str, Any]]:
-        """Record entries of every selected output.
-
-        Raises:
-            MetricError: the runs produced different output names or shapes.
-        """
+        """Record entries of every selected output; a MetricError for different names or shapes."""
         if set(reference) != set(device):
             raise MetricError(f"outputs differ: reference {sorted(reference)} vs device "
                               f"{sorted(device)}; both runs must produce the same named outputs.")
@@ -111,15 +97,8 @@ class Evaluator:
 
 
 class MetricSuite:
-    """The object behind ``conf/metric/<option>.yaml``: a named set of evaluators.
-
-    Args:
-        name: option name (recorded).
-        evaluators: key -> evaluator (built by Hydra); ``None`` entries are switched off.
-        thresholds: rule overrides for every evaluator of the option.
-        data_range: ``metric.data_range``, one PSNR/SSIM range for every evaluator (``None``: their own).
-        clip: ``metric.clip`` (``path``, ``frames``, ``min``), run by the evaluate stage.
-    """
+    """Evaluators by key (``None``: switched off), ``thresholds`` over all of them, one
+    ``data_range`` for all (``None``: their own) and ``clip`` (run by the evaluate stage)."""
 
     def __init__(self, name: str, evaluators: Mapping[str, Any],
                  thresholds: Mapping[str, Any] | None = None, data_range: float | None = None,
@@ -145,14 +124,8 @@ class MetricSuite:
     def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                  rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,
                  **tolerances: float) -> dict[str, dict[str, Any]]:
-        """``reference_nonfinite`` of the reference, then every evaluator's entries in config order.
-
-        A reference with NaN/Inf fails the job whatever the evaluators find. A name another
-        evaluator already produced is kept as ``<evaluator key>.<name>``.
-
-        Raises:
-            MetricError: a prefixed name still clashes, or the outputs cannot be compared.
-        """
+        """``reference_nonfinite`` of the reference, then every evaluator's entries in config
+        order; a name already produced becomes ``<evaluator key>.<name>`` (MetricError if taken)."""
         merged = merge_rules(rules, self.thresholds)
         results: dict[str, dict[str, Any]] = validate_reference(reference)
         for key, evaluator in self.evaluators.items():
@@ -161,7 +134,8 @@ class MetricSuite:
                        for name, entry in entries.items()}
             clash = sorted(set(entries) & set(results))
             if clash:
-                raise MetricError(f"metric option {self.name!r}: evaluator {key!r} produces {clash}, "
-                                  "already produced under that name; rename the evaluator key.")
+                raise MetricError(f"metric option {self.name!r}: evaluator {key!r} produces "
+                                  f"{clash}, already produced under that name; rename the "
+                                  "evaluator key.")
             results.update(entries)
         return results

@@ -1,8 +1,5 @@
-"""Verdict rules: a value against one ``max`` or ``min`` bound from config (docs/accuracy.md).
-
-A rule is ``{max: 0.01, warn: 0.005, source: ...}`` or ``{min: 0.99, warn: 0.999}``; NaN always fails.
-Layers merge per metric, later ones winning (dtype < model < metric < evaluator); ``null`` removes one.
-"""
+"""Verdict rules: a value against one ``max`` or ``min`` bound from config, an optional ``warn``
+bound and a ``source``; NaN always fails (docs/accuracy.md, "Verdicts and thresholds")."""
 
 from __future__ import annotations
 
@@ -41,6 +38,11 @@ def judge(value: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
             "source": rule.get("source")}
 
 
+def unjudged(decided: Mapping[str, Any], reason: str) -> dict[str, Any]:
+    """A decided entry reported, not judged: ``would_be`` the rule's verdict, ``not_judged`` why."""
+    return {**decided, "verdict": None, "would_be": decided["verdict"], "not_judged": reason}
+
+
 def worst(verdicts: Iterable[str | None]) -> str | None:
     """The worst of the given verdicts; ``None`` when no metric was judged."""
     present = [v for v in verdicts if v in ORDER]
@@ -53,10 +55,10 @@ def check_rule(metric: str, rule: Mapping[str, Any]) -> None:
     numbers = bounds + (["warn"] if rule.get("warn") is not None else [])
     if len(bounds) != 1 or any(as_number(rule[k]) is None for k in numbers):
         raise ConfigError(
-            f"threshold rule for metric {metric!r} is {dict(rule)!r}; a rule has exactly one numeric "
-            "bound, `max` (fail above) or `min` (fail below), an optional numeric `warn` and a "
-            "`source`, e.g. `{max: 0.01, warn: 0.005, source: \"where the number comes from\"}`. "
-            "Fix it in conf/dtype, the model's `thresholds` or the metric's `thresholds`.")
+            f"threshold rule for metric {metric!r} is {dict(rule)!r}; a rule has exactly one "
+            "numeric bound, `max` (fail above) or `min` (fail below), an optional numeric `warn` "
+            "and a `source`, e.g. `{max: 0.01, warn: 0.005, source: \"where the number comes "
+            "from\"}`. Fix it in conf/dtype, the model's or the metric's `thresholds`.")
 
 
 def merge_rules(*layers: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ascendbench.baseline.source import SavedRun
-from ascendbench.compare.saved_layers import saved_layers
+from ascendbench.compare.hooks import saved_layers
 
 from helpers.app import TINY_RUN, run_app
 from helpers.planted import planted_fault

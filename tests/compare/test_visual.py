@@ -10,7 +10,13 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from ascendbench.compare.__main__ import main
-from ascendbench.compare.visual import choose_frames, figure, per_frame_mse, render_output, side_by_side
+from ascendbench.compare.visual import (
+    choose_frames,
+    figure,
+    per_frame_mse,
+    render_output,
+    side_by_side,
+)
 
 OPTIONS = {"max_images": 2, "frames": ["first", "last", "worst"], "layout": "auto", "value_range": [-1, 1]}
 HEIGHT, WIDTH = 12, 20

@@ -8,7 +8,12 @@ import math
 import pytest
 import torch
 
-from ascendbench.metrics.output_checks import NOT_JUDGED, check_output, output_checks, spectral_exponent
+from ascendbench.metrics.output_checks import (
+    NOT_JUDGED,
+    check_output,
+    output_checks,
+    spectral_exponent,
+)
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 from ascendbench.tasks.video_decode import VideoDecodeTask
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ascendbench.errors import MetricError
-from ascendbench.metrics.functional.video import resolve_layout
+from ascendbench.metrics.functional.image import resolve_layout
 from ascendbench.metrics.image import ImageEvaluator, VideoEvaluator
 
 

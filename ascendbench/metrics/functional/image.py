@@ -1,8 +1,5 @@
-"""Per-image PSNR and SSIM of ``[N, C, H, W]`` batches in float64, and their aggregate.
-
-SSIM is scikit-image's ``structural_similarity`` with Wang et al.'s settings (Gaussian weights,
-sigma 1.5, population covariance) and an explicit ``data_range``.
-"""
+"""Per-image PSNR and SSIM (scikit-image, Wang et al.'s settings) of ``[N, C, H, W]`` batches in
+float64, their aggregate, and the frames of ``[B, C, T, H, W]`` or ``[B, T, C, H, W]`` videos."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ import numpy as np
 import torch
 from skimage.metrics import structural_similarity
 
+from ascendbench.errors import MetricError
 from ascendbench.metrics.functional.regression import psnr_db
 
 SSIM_SIGMA = 1.5
@@ -62,3 +60,28 @@ def aggregate(values: Sequence[float], higher_is_better: bool) -> dict[str, floa
         index = int(np.argmin(array) if higher_is_better else np.argmax(array))
     return {"mean": float(array.mean()), "std": float(array.std()), "worst": float(array[index]),
             "worst_index": index}
+
+
+LAYOUTS = ("BCTHW", "BTCHW")
+
+
+def resolve_layout(shape: tuple[int, ...], layout: str) -> str:
+    """``layout`` itself, or for ``auto`` the axis (1 or 2) that holds 1 or 3 channels."""
+    if len(shape) != 5:
+        raise MetricError(f"a video output must be 5-D [B, C, T, H, W] or [B, T, C, H, W]; got "
+                          f"shape {tuple(shape)}")
+    if layout in LAYOUTS:
+        return layout
+    if layout != "auto":
+        raise MetricError(f"video layout={layout!r} is not allowed; use auto, BCTHW or BTCHW.")
+    if shape[1] in (1, 3):
+        return "BCTHW"
+    if shape[2] in (1, 3):
+        return "BTCHW"
+    raise MetricError(f"cannot tell the channel axis of video shape {tuple(shape)} (neither axis 1 "
+                      "nor 2 has 1 or 3 channels); set the evaluator's layout to BCTHW or BTCHW.")
+
+
+def frames(video: torch.Tensor, batch: int, layout: str) -> torch.Tensor:
+    """The frames of video ``batch`` as an ``[T, C, H, W]`` view (no copy)."""
+    return video[batch].transpose(0, 1) if layout == "BCTHW" else video[batch]

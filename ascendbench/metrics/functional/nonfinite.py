@@ -1,8 +1,5 @@
-"""The non-finite agreement rule that every metric, check and verdict follows (docs/accuracy.md).
-
-Position by position: both finite is a finite pair (statistics are taken over these); both NaN or the
-same infinity agrees (no error, no mismatch); anything else is a mismatch (counted, and any one fails).
-"""
+"""The NaN/Inf agreement rule every metric, check and verdict follows (docs/accuracy.md): finite
+pairs carry the statistics, both NaN or the same infinity agree, anything else is a mismatch."""
 
 from __future__ import annotations
 
@@ -39,7 +36,7 @@ def mismatch_mask(ref: torch.Tensor, dev: torch.Tensor) -> torch.Tensor:
 
 
 def nonfinite_counts(ref: torch.Tensor, dev: torch.Tensor) -> NonfiniteCounts:
-    """Count the finite pairs, agreeing non-finite pairs and mismatches of two same-shape tensors."""
+    """Finite pairs, agreeing non-finite pairs and mismatches of two same-shape tensors."""
     ref_ok, dev_ok = torch.isfinite(ref), torch.isfinite(dev)
     pairs, agreeing = ref_ok & dev_ok, same_nonfinite(ref, dev)
     return NonfiniteCounts(
@@ -49,7 +46,7 @@ def nonfinite_counts(ref: torch.Tensor, dev: torch.Tensor) -> NonfiniteCounts:
 
 
 def max_abs_diff(ref: torch.Tensor, dev: torch.Tensor) -> float:
-    """The largest ``|dev - ref|`` over the finite pairs; ``inf`` on any mismatch, 0 with no pair."""
+    """The largest ``|dev - ref|`` of the finite pairs; ``inf`` on any mismatch, 0 with no pair."""
     ref = ref.detach().to("cpu", torch.float64).reshape(-1)
     dev = dev.detach().to("cpu", torch.float64).reshape(-1)
     if bool(mismatch_mask(ref, dev).any()):

@@ -1,9 +1,5 @@
-"""Element-wise regression metrics of a device tensor against a reference (after msprobe's checker).
-
-The tensors are walked in flat chunks converted to float64 on the CPU, each reduced to partial sums
-(:func:`chunk_sums`) that are merged and finalized: no float64 copy of a whole tensor is ever made.
-Definitions and conventions: docs/accuracy.md ("regression", "NaN and Inf").
-"""
+"""Element-wise regression metrics of a device tensor against a reference (docs/accuracy.md), from
+partial sums of flat chunks converted to float64 one at a time (never a whole float64 copy)."""
 
 from __future__ import annotations
 
@@ -14,12 +10,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from ascendbench.errors import MetricError
-from ascendbench.metrics.functional.nonfinite import (
-    finite_pairs,
-    first_index,
-    mismatch_mask,
-    nonfinite_counts,
-)
+from ascendbench.metrics.functional import nonfinite
 
 MAX_KEYS = ("max_abs", "max_rel")  # partial sums merged by maximum; the others by addition
 DEFAULT_CHUNK = 1 << 20
@@ -69,9 +60,9 @@ def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tol: ErrorTolerances) -> di
     numel = ref.numel()
     mismatch = ref_bad = dev_bad = 0
     if not bool(torch.isfinite(ref.sum() + dev.sum())):  # the common all-finite case needs no masks
-        counts = nonfinite_counts(ref, dev)
+        counts = nonfinite.nonfinite_counts(ref, dev)
         mismatch, ref_bad, dev_bad = counts.mismatch, counts.ref_nonfinite, counts.dev_nonfinite
-        both = finite_pairs(ref, dev)
+        both = nonfinite.finite_pairs(ref, dev)
         ref, dev = ref[both], dev[both]
     diff = dev - ref
     sign_sum = float(torch.sign(diff).sum())
@@ -147,11 +138,11 @@ def _flat_chunks(reference: torch.Tensor, device: torch.Tensor,
 
 def first_nonfinite_mismatch(reference: torch.Tensor, device: torch.Tensor,
                              chunk_elements: int = DEFAULT_CHUNK) -> list[int] | None:
-    """Index (in the tensors' shape) of the first element ``nonfinite_mismatch`` counts, or ``None``."""
+    """Index (in the tensors' shape) of the first element ``nonfinite_mismatch`` counts."""
     offset = 0
     for ref, dev in _flat_chunks(reference, device, int(chunk_elements)):
-        mask = mismatch_mask(_as_float64(ref), _as_float64(dev))
-        found = first_index(mask, tuple(reference.shape), offset)
+        mask = nonfinite.mismatch_mask(_as_float64(ref), _as_float64(dev))
+        found = nonfinite.first_index(mask, tuple(reference.shape), offset)
         if found is not None:
             return found
         offset += ref.numel()
@@ -171,11 +162,7 @@ def regression_metrics(reference: torch.Tensor, device: torch.Tensor,
                        tolerances: ErrorTolerances | None = None, *, data_range: float = 2.0,
                        psnr_cap_db: float = 200.0,
                        chunk_elements: int = DEFAULT_CHUNK) -> dict[str, float]:
-    """MAE, MSE, RMSE, max abs error, relative errors, cosine, PSNR, allclose and NaN/Inf counts.
-
-    Raises:
-        MetricError: the shapes differ.
-    """
+    """MAE, MSE, RMSE, max abs and relative errors, cosine, PSNR, allclose, NaN/Inf counts."""
     check_same_shape(reference, device)
     tolerances = tolerances or ErrorTolerances()
     sums = None
