@@ -36,21 +36,16 @@ def parser() -> argparse.ArgumentParser:
         "videos, directories of frames. Exit 0 PASS/WARN, 1 FAIL, 2 unusable input."))
     p.add_argument("reference", type=Path, help="the reference output (e.g. the CPU or GPU run)")
     p.add_argument("candidate", type=Path, help="the candidate output (e.g. the NPU run)")
-    p.add_argument("--atol", type=float,
-                   help="allclose absolute tolerance; with --rtol a judged rule (max 0 misses)")
-    p.add_argument("--rtol", type=float, help="allclose relative tolerance")
+    p.add_argument("--atol", type=float, help="allclose absolute tolerance (a judged rule)")
+    p.add_argument("--rtol", type=float, help="allclose relative tolerance (a judged rule)")
     p.add_argument("--metric", choices=METRICS, help="the metric suite (default: tokens for "
-                   "integers, image for [N, 1|3, H, W], else regression; a 5-D output is a video "
-                   "only with --metric video)")
+                   "integers, image for [N, 1|3, H, W], else regression; video only if given)")
     p.add_argument("--dtype", choices=DTYPES, help="whose verdict rules apply (default: the "
-                   "candidate's half dtype, else job.dtype of the record.json beside it, else "
-                   "float32)")
-    p.add_argument("--out", type=Path, default=Path("compare_out"),
-                   help="output directory (default compare_out)")
+                   "candidate's half dtype, else job.dtype of a record.json beside it, or float32)")
+    p.add_argument("--out", type=Path, default=Path("compare_out"), help="output directory")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="a config override, e.g. metric.thresholds.cosine={min:0.999} (repeatable)")
-    p.add_argument("--pictures", action="store_true",
-                   help="also draw side-by-side PNGs with error heatmaps")
+    p.add_argument("--pictures", action="store_true", help="also draw side-by-side PNGs")
     return p
 
 
@@ -62,9 +57,12 @@ def infer_metric(tensors: Mapping[str, torch.Tensor]) -> str:
     return "image" if first.dim() == 4 and first.shape[1] in (1, 3) else "regression"
 
 
-def infer_dtype(tensors: Mapping[str, torch.Tensor], path: Path) -> tuple[str, str]:
-    """``(dtype, where from)``: the candidate's half dtype, else a known ``job.dtype`` of the record
-    beside or above it (a bf16 run saved as float32 .npy), else float32."""
+def infer_dtype(tensors: Mapping[str, torch.Tensor], path: Path,
+                given: str | None) -> tuple[str, str]:
+    """``(dtype, where from)``: ``--dtype``, else the candidate's half dtype, else a known
+    ``job.dtype`` of the record beside or above it (a bf16 run saved as .npy), else float32."""
+    if given:
+        return given, "--dtype"
     own = HALF_NAMES.get(next(iter(tensors.values())).dtype)
     if own:
         return own, "the candidate file's dtype"
@@ -88,12 +86,9 @@ def compose_config(args: argparse.Namespace, metric: str, dtype: str) -> Any:
     if args.atol is not None or args.rtol is not None:
         overrides.append("+metric.thresholds.allclose_mismatch_ratio={max: 0.0, source: 'compare "
                          "--atol/--rtol: every element within atol + rtol * |ref|'}")
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
-            return compose(config_name="config", overrides=overrides + list(args.overrides))
-    finally:
-        GlobalHydra.instance().clear()
+    GlobalHydra.instance().clear()  # the block restores this state when it ends
+    with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
+        return compose(config_name="config", overrides=overrides + list(args.overrides))
 
 
 def run_compare(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
@@ -102,10 +97,7 @@ def run_compare(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
 
     reference, candidate = pair_outputs(read_outputs(args.reference), read_outputs(args.candidate))
     metric = args.metric or infer_metric(reference)
-    if args.dtype:
-        dtype, dtype_from = args.dtype, "--dtype"
-    else:
-        dtype, dtype_from = infer_dtype(candidate, args.candidate)
+    dtype, dtype_from = infer_dtype(candidate, args.candidate, args.dtype)
     cfg = compose_config(args, metric, dtype)
     precision = Precision.build(cfg, "cpu")  # the suite with the dtype rules, as a job evaluates
     suite = build(cfg.metric, "metric")

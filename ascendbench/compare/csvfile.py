@@ -28,11 +28,9 @@ MSPROBE_COLUMNS = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Te
 
 def output_entries(metrics: Mapping[str, Any], output: str, several: bool) -> dict[str, Any]:
     """The metric entries of one output (named ``<output>/<metric>`` when there are several)."""
-    if not several:
-        return {k: v for k, v in metrics.items() if "/" not in k and isinstance(v, Mapping)}
-    prefix = f"{output}/"
-    return {k[len(prefix):]: v for k, v in metrics.items()
-            if k.startswith(prefix) and isinstance(v, Mapping)}
+    prefix = f"{output}/" if several else ""
+    return {k[len(prefix):]: v for k, v in metrics.items() if isinstance(v, Mapping)
+            and (k.startswith(prefix) if several else "/" not in k)}
 
 
 def judged_row(name: str, kind: str, reference: torch.Tensor, device: torch.Tensor,
@@ -85,12 +83,11 @@ def write_compare_csv(path: Path, rows: Iterable[Mapping[str, Any]],
                       columns: Sequence[str] | None = None) -> Path:
     """Write the rows atomically (their ``entries`` left out): in ``columns`` (NaN left blank, as
     msprobe does), else ``name, kind``, every other column, then ``result, message``."""
-    rows = [{k: v for k, v in row.items() if k != "entries"} for row in rows]
-    blank_nan = columns is not None
+    rows, blank_nan = list(rows), columns is not None
     if columns is None:
         columns = ["name", "kind"]
         for row in rows:
-            columns += [k for k in row if k not in columns and k not in ("result", "message")]
+            columns += [k for k in row if k not in (*columns, "result", "message", "entries")]
         columns += ["result", "message"]
     handle = io.StringIO(newline="")
     writer = csv.DictWriter(handle, fieldnames=list(columns))

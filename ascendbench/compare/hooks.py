@@ -59,7 +59,7 @@ class Capture:
         self.order: list[str] = []
         self.tensors: dict[str, torch.Tensor] = {}
         self.dropped: list[str] = []
-        self.modules: list[dict[str, Any]] = []
+        self.modules: list[dict[str, Any]] = []  # with stats
         self._bytes = 0
         self.handles = [modules[name].register_forward_hook(self._hook(name), with_kwargs=True)
                         for name in names]
@@ -132,12 +132,6 @@ def _inside(root: Path, relative: Any) -> Path | None:
     return path if path.is_relative_to(root.resolve()) and path.is_file() else None
 
 
-def _modules_ok(modules: Any) -> bool:
-    return isinstance(modules, list) and all(
-        isinstance(m, dict) and isinstance(m.get("key"), str) and isinstance(m.get("inputs"), list)
-        and isinstance(m.get("outputs"), list) for m in modules)
-
-
 def saved_layers(run: Any, spec: Any) -> tuple[Any, str | None]:
     """The layer capture of a saved reference run (``SavedRun``) as the comparison takes it for
     ``spec`` (``"all"`` or patterns), or ``(None, why not)``; read as data, paths kept inside it."""
@@ -161,8 +155,12 @@ def saved_layers(run: Any, spec: Any) -> tuple[Any, str | None]:
         return None, (f"the saved run captured layers in mode {saved}, this job asks for {mode}: "
                       "run both with the same compare.layers")
     if mode == "all":
-        ok = _modules_ok(meta.get("modules"))
-        return (meta["modules"], None) if ok else (None, f"{meta_path}: bad modules")
+        modules = meta.get("modules")
+        ok = isinstance(modules, list) and all(
+            isinstance(m, dict) and isinstance(m.get("key"), str)
+            and isinstance(m.get("inputs"), list) and isinstance(m.get("outputs"), list)
+            for m in modules)
+        return (modules, None) if ok else (None, f"{meta_path}: bad modules")
     tensors_path = _inside(root, artifacts.get(TENSORS))
     order, dropped = meta.get("order"), meta.get("dropped", [])
     if tensors_path is None or not isinstance(order, list) or not isinstance(dropped, list):

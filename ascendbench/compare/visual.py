@@ -1,7 +1,6 @@
 """Side-by-side PNGs of an output: baseline | device | |difference| heatmap (the largest over the
-channels; NaN and inf shown as its maximum) with a colour bar (``compare.visual``).
-Imported only where pictures are drawn, so matplotlib is imported at module level.
-"""
+channels; NaN and inf shown as its maximum) with a colour bar (``compare.visual``). Imported only
+where pictures are drawn, so matplotlib is imported at module level."""
 
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ from matplotlib.figure import Figure
 from ascendbench.compare.files import safe_name
 from ascendbench.fileio import atomic_path
 from ascendbench.metrics.functional.image import frames, resolve_layout
-
-DPI = 100
 
 
 def _display(image: np.ndarray, value_range: Sequence[float]) -> np.ndarray:
@@ -38,7 +35,7 @@ def figure(reference: torch.Tensor, device: torch.Tensor, title: str,
     finite = diff[np.isfinite(diff)]
     top = float(finite.max()) if finite.size else 0.0
     height = min(8.0, max(2.5, 1.2 + 3.6 * diff.shape[0] / diff.shape[1]))  # panels ~3.6 in wide
-    fig = Figure(figsize=(12, round(height, 2)), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(12, round(height, 2)), dpi=100, layout="constrained")
     fig.suptitle(title, parse_math=False)
     axes = fig.subplots(1, 3)
     panels = (_display(ref, value_range), _display(dev, value_range),

@@ -83,11 +83,9 @@ def clip_entries(settings: Mapping[str, Any] | None, job: Any) -> dict[str, dict
     prompt = getattr(task, "prompt", None)
     if not visual:
         return {}
-    if not settings.get("path"):
-        return {names[n]: {"skipped": NO_PATH} for n in visual}
-    if not (isinstance(prompt, str) and prompt):
-        reason = (f"{type(task).__name__} has no prompt: the CLIP score compares a prompt with "
-                  "the output")
+    if not settings.get("path") or not (isinstance(prompt, str) and prompt):
+        reason = NO_PATH if not settings.get("path") else (
+            f"{type(task).__name__} has no prompt: the CLIP score compares a prompt with an output")
         return {names[n]: {"skipped": reason} for n in visual}
     model, processor = load_clip(str(settings["path"]))
     count = int(settings.get("frames") or 4)

@@ -76,10 +76,9 @@ class RegressionEvaluator(Evaluator):
 
 
 class FunctionEvaluator(Evaluator):
-    """Calls the function at dotted path ``function``, ``fn(reference, device, **kwargs) -> number |
-    {name: number}``, on every floating-point output pair (float64 CPU tensors); a number is named
-    ``metric`` (default: the function's name). Imported and checked when built: the dry run sees it.
-    """
+    """Calls ``function`` (a dotted path to ``fn(reference, device, **kwargs) -> number | {name:
+    number}``) on every floating-point output pair in float64; a number is named ``metric``
+    (default: the function's name). Imported and checked when built: the dry run sees it."""
 
     def __init__(self, name: str, function: str, kwargs: Mapping[str, Any] | None = None,
                  metric: str | None = None, outputs: list[str] | None = None,

@@ -47,8 +47,7 @@ class PerImageMetrics:
         self.value_range = (float(self.value_range[0]), float(self.value_range[1]))
         width = self.value_range[1] - self.value_range[0]
         self.data_range = width if self.data_range is None else float(self.data_range)
-        self.psnr_cap_db = float(self.psnr_cap_db)
-        self.lpips_net, self.lpips_version = str(self.lpips_net), str(self.lpips_version)
+        self.psnr_cap_db, self.lpips_version = float(self.psnr_cap_db), str(self.lpips_version)
 
     def skips(self, height: int, width: int) -> dict[str, str]:
         """Metric -> reason for the metrics that cannot be computed on ``height x width`` images."""
@@ -58,10 +57,9 @@ class PerImageMetrics:
                                f"{SSIM_MIN_SIDE} px Gaussian SSIM window (sigma 1.5); use a preset "
                                "with larger height and width")
         if self.lpips:
-            net = self.lpips_net
+            net, need = self.lpips_net, lpips_net.MIN_SIDE.get(self.lpips_net, 0)
             problem = lpips_net.backbone_problem(net, self.lpips_version, self.lpips_verify_hash)
-            need = lpips_net.MIN_SIDE.get(net)
-            if problem is None and need is not None and min(height, width) < need:
+            if problem is None and min(height, width) < need:
                 problem = (f"images of {height}x{width} px are smaller than the {need} px LPIPS "
                            f"{net} accepts")
             if problem:
@@ -92,9 +90,8 @@ class PerImageMetrics:
 
 class ImageEvaluator(Evaluator):
     """``image_psnr_db``, ``image_ssim``, ``image_lpips`` of ``[N, 1|3, H, W]`` outputs (the batch
-    mean, ``per_image``, ``worst``, ``worst_index``), ``images_per_chunk`` at a time; positions not
-    finite on both sides count as no error and as ``image_nonfinite_mismatch`` where they disagree.
-    """
+    mean, ``per_image``, ``worst``, ``worst_index``); positions not finite on both sides count as no
+    error, and as ``image_nonfinite_mismatch`` where they disagree."""
 
     what = "[N, C, H, W] image outputs with 1 or 3 channels"
     always_rules = _mismatch_rule("image_")

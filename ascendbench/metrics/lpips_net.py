@@ -15,7 +15,6 @@ import torch
 BACKBONES = {"alex": "AlexNet_Weights", "vgg": "VGG16_Weights", "squeeze": "SqueezeNet1_1_Weights"}
 MIN_SIDE = {"alex": 31}  # smallest image side accepted, measured with lpips 0.1.4 (30 px fails)
 _HASH_IN_NAME = re.compile(r"-([a-f0-9]+)\.")
-_VERIFIED: dict[tuple[str, int, int], bool] = {}
 
 
 def _url(net: str) -> str:
@@ -29,17 +28,15 @@ def backbone_file(net: str) -> Path:
     return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(_url(net))
 
 
-def _sha256_matches_name(path: Path) -> bool:
-    stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
-    if key not in _VERIFIED:
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            while block := handle.read(1 << 24):
-                digest.update(block)
-        match = _HASH_IN_NAME.search(path.name)
-        _VERIFIED[key] = bool(match) and digest.hexdigest().startswith(match.group(1))
-    return _VERIFIED[key]
+@lru_cache(maxsize=8)
+def _sha256_matches_name(path: Path, size: int, mtime_ns: int) -> bool:
+    """Whether the file's SHA256 starts with the hex digits in its name (cached per size, time)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 24):
+            digest.update(block)
+    match = _HASH_IN_NAME.search(path.name)
+    return bool(match) and digest.hexdigest().startswith(match.group(1))
 
 
 def backbone_problem(net: str, version: str, verify_hash: bool = True) -> str | None:
@@ -57,7 +54,8 @@ def backbone_problem(net: str, version: str, verify_hash: bool = True) -> str | 
         return (f"the torchvision ImageNet weights of the LPIPS backbone are not available "
                 f"offline: put {path.name} in $TORCH_HOME/hub/checkpoints (here: {path}); it is "
                 f"downloadable from {_url(net)}. LPIPS is never computed with a random backbone")
-    if verify_hash and not _sha256_matches_name(path):
+    stat = path.stat()
+    if verify_hash and not _sha256_matches_name(path, stat.st_size, stat.st_mtime_ns):
         return (f"{path} does not match the SHA256 prefix in its name, so it is not torchvision's "
                 f"pretrained backbone; replace it with the file from {_url(net)}")
     return None

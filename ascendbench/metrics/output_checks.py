@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, NamedTuple, Sequence
+from types import SimpleNamespace
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import torch
 
@@ -57,26 +57,16 @@ NOT_JUDGED = ("random-init weights: an untrained decoder makes noise, so these c
 REFERENCE_FAILS = ("the reference output does not pass this check either (reference {verdict}, "
                    "value {value:.4g}): the model makes this output, not the port, so it is "
                    "reported but not judged")
-_RANK = {torch.float16: 1, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
 MIN_IDENTICAL_NUMEL = 16  # a handful of elements (or a constant) may legitimately agree exactly
 
 
-@dataclass
-class TensorFindings:
-    """NaN/Inf (count, first index), finite elements outside the value range, finite extremes."""
-
-    numel: int = 0
-    nonfinite: int = 0
-    first_nonfinite: list[int] | None = None
-    out_of_range: int = 0
-    low: float | None = None
-    high: float | None = None
-
-
 def inspect(tensor: torch.Tensor, value_range: Sequence[float] | None = None,
-            chunk_elements: int = CHUNK) -> TensorFindings:
-    """NaN/Inf, range and extremes of a floating-point tensor, ``chunk_elements`` at a time."""
-    flat, found = tensor.detach().reshape(-1), TensorFindings(numel=tensor.numel())
+            chunk_elements: int = CHUNK) -> SimpleNamespace:
+    """``numel``, ``nonfinite`` (NaN/Inf), ``first_nonfinite`` (index), ``out_of_range`` (finite
+    elements outside ``value_range``) and the finite ``low``/``high`` of a floating-point tensor."""
+    flat = tensor.detach().reshape(-1)
+    found = SimpleNamespace(numel=tensor.numel(), nonfinite=0, first_nonfinite=None,
+                            out_of_range=0, low=None, high=None)
     for start in range(0, flat.numel(), int(chunk_elements)):
         chunk = flat[start:start + int(chunk_elements)]
         finite = torch.isfinite(chunk)
@@ -99,7 +89,7 @@ def _entry(value: float, rule: Mapping[str, Any], **details: Any) -> dict[str, A
     return {"value": float(value), **details, **judge(value, rule)}
 
 
-def _nonfinite(metric: str, found: TensorFindings) -> dict[str, Any]:
+def _nonfinite(metric: str, found: SimpleNamespace) -> dict[str, Any]:
     fraction = found.nonfinite / found.numel if found.numel else 0.0
     return _entry(found.nonfinite, RULES[metric], fraction=fraction,
                   first_index=found.first_nonfinite, numel=found.numel)
@@ -117,10 +107,10 @@ def validate_reference(reference: Mapping[str, torch.Tensor]) -> dict[str, dict[
     return _prefixed(found, len(reference) > 1)
 
 
-def _identical(ref: torch.Tensor, out: torch.Tensor, device_rank: int) -> bool:
-    if not (ref.is_floating_point() and out.is_floating_point()) or ref.shape != out.shape:
+def _identical(ref: torch.Tensor, out: torch.Tensor, device_dtype: torch.dtype) -> bool:
+    if not ref.is_floating_point() or ref.shape != out.shape or out.numel() < MIN_IDENTICAL_NUMEL:
         return False
-    if _RANK.get(ref.dtype, 0) <= device_rank or out.numel() < MIN_IDENTICAL_NUMEL:
+    if ref.dtype.itemsize <= device_dtype.itemsize:
         return False
     flat = out.reshape(-1)
     return bool((flat != flat[0]).any()) and torch.equal(ref.double(), out.double())
@@ -130,10 +120,9 @@ def identical_reference(reference: Mapping[str, torch.Tensor], outputs: Mapping[
                         device_dtype: torch.dtype) -> dict[str, dict[str, Any]]:
     """``reference_identical`` (FAIL) where a reference finer than ``device_dtype`` equals every
     floating-point device output exactly; ``{}`` otherwise."""
-    rank = _RANK.get(device_dtype, 0)
     pairs = [(name, reference[name], out) for name, out in sorted(outputs.items())
              if name in reference and out.is_floating_point()]
-    if not pairs or not all(_identical(ref, out, rank) for _, ref, out in pairs):
+    if not pairs or not all(_identical(ref, out, device_dtype) for _, ref, out in pairs):
         return {}
     names = [name for name, _, _ in pairs]
     return {"reference_identical": _entry(1, RULES["reference_identical"], outputs=names)}
@@ -193,8 +182,7 @@ class _Tally:
 
     def __init__(self) -> None:
         self.frames = self.flat = self.black_white = self.pairs = self.frozen = 0
-        self.alphas: list[float] = []
-        self.high_shares: list[float] = []
+        self.spectra: list[Spectrum] = []  # of the frames that are not flat
         self.flicker: tuple[float, int, int] | None = None  # (score, clip, frame)
 
     def frame(self, picture: torch.Tensor) -> None:
@@ -206,9 +194,7 @@ class _Tally:
         self.flat += std < FLAT_STD
         self.black_white += high <= 0.05 or low >= 0.95
         if std >= FLAT_STD:
-            spectrum = spectral_exponent(picture)
-            self.alphas.append(spectrum.alpha)
-            self.high_shares.append(spectrum.high_share)
+            self.spectra.append(spectral_exponent(picture))
 
     def clip(self, index: int, pictures: list[torch.Tensor]) -> None:
         step = [float((b - a).abs().mean()) for a, b in zip(pictures, pictures[1:], strict=False)]
@@ -220,7 +206,7 @@ class _Tally:
                 self.flicker = (score, index, frame)
 
     def values(self, video: bool) -> dict[str, dict[str, Any]]:
-        finite = [a for a in self.alphas if a == a]
+        finite = [s.alpha for s in self.spectra if s.alpha == s.alpha]
         values: dict[str, dict[str, Any]] = {
             "output_flat_frames": {"value": self.flat / self.frames, "count": self.flat,
                                    "frames": self.frames},
@@ -228,7 +214,8 @@ class _Tally:
                                           "count": self.black_white, "frames": self.frames},
             "output_spectral_exponent": {
                 "value": statistics.median(finite), "min": min(finite), "frames": len(finite),
-                "high_frequency_share": statistics.median(self.high_shares)} if finite else {
+                "high_frequency_share": statistics.median(s.high_share for s in self.spectra),
+            } if finite else {
                 "skipped": "every frame is flat (see output_flat_frames): no spectrum to judge"},
         }
         if not video:
@@ -242,34 +229,25 @@ class _Tally:
         return values
 
 
-def _clips(tensor: torch.Tensor, layout: str) -> Iterator[list[torch.Tensor]]:
-    """``[C, H, W]`` frames per clip: each image of a batch alone; each video of a batch."""
-    for index in range(int(tensor.shape[0])):
-        yield [tensor[index]] if tensor.dim() == 4 else list(frames(tensor, index, layout))
-
-
-def _judge(name: str, entry: dict[str, Any], rules: Mapping[str, Any],
-           not_judged: str | None) -> dict[str, Any]:
-    if "skipped" in entry:
-        return entry
-    decided = {**entry, **judge(entry["value"], rules.get(name) or RULES[name])}
-    return decided if not_judged is None else unjudged(decided, not_judged)
-
-
 def check_output(tensor: torch.Tensor, value_range: tuple[float, float], layout: str,
                  rules: Mapping[str, Any] | None = None,
                  judged: bool = True) -> dict[str, dict[str, Any]]:
     """The picture checks of one ``[N, C, H, W]`` image batch or 5-D video batch (``layout``
     BCTHW or BTCHW) in ``value_range``; ``judged=False`` reports them without a verdict."""
-    tally = _Tally()
-    for index, clip in enumerate(_clips(tensor, layout)):
+    tally, rules = _Tally(), rules or {}
+    for index in range(int(tensor.shape[0])):  # an image alone, or a video's frames
+        clip = [tensor[index]] if tensor.dim() == 4 else list(frames(tensor, index, layout))
         pictures = [grey(frame, value_range) for frame in clip]
         for picture in pictures:
             tally.frame(picture)
-        if tensor.dim() == 5 and len(pictures) > 1:
+        if len(pictures) > 1:
             tally.clip(index, pictures)
-    return {name: _judge(name, entry, rules or {}, None if judged else NOT_JUDGED)
-            for name, entry in tally.values(video=tensor.dim() == 5).items()}
+    entries = tally.values(video=tensor.dim() == 5)
+    for name, entry in entries.items():
+        if "skipped" not in entry:
+            entry.update(judge(entry["value"], rules.get(name) or RULES[name]))
+            entries[name] = entry if judged else unjudged(entry, NOT_JUDGED)
+    return entries
 
 
 def _against_reference(device: dict[str, Any], reference: dict[str, Any]) -> None:

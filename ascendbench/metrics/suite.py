@@ -24,8 +24,7 @@ def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) 
     if isinstance(value, Mapping) and "skipped" in value:
         return dict(value)
     entry: dict[str, Any] = dict(value) if isinstance(value, Mapping) else {"value": value}
-    entry.setdefault("verdict", None)
-    entry.setdefault("threshold", None)
+    entry.update(verdict=entry.get("verdict"), threshold=entry.get("threshold"))
     if metric in rules:
         entry.update(judge(entry["value"], rules[metric]))
     return entry
@@ -115,11 +114,9 @@ class MetricSuite:
                     f"`name: {key}` and `function: <dotted.path>`; a class must have "
                     "evaluate(reference, device, rules, atol, rtol) (subclass "
                     "ascendbench.metrics.suite.Evaluator).")
+            if data_range is not None:
+                evaluator.set_data_range(float(data_range))
         self.thresholds = dict(thresholds or {})
-        self.data_range = None if data_range is None else float(data_range)
-        for evaluator in self.evaluators.values():
-            if self.data_range is not None:
-                evaluator.set_data_range(self.data_range)
 
     def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                  rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,

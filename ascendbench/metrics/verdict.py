@@ -24,7 +24,7 @@ def as_number(value: Any) -> float | None:
 def judge(value: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
     """Verdict of one value under one rule, with the threshold and rule text that decided it."""
     key = "max" if "max" in rule else "min"
-    bound = float(rule[key])
+    bound, op = float(rule[key]), "<=" if key == "max" else ">="
     worse = operator.gt if key == "max" else operator.lt
     number = as_number(value)
     if number is None or worse(number, bound):
@@ -33,7 +33,6 @@ def judge(value: Any, rule: Mapping[str, Any]) -> dict[str, Any]:
         verdict = "WARN"
     else:
         verdict = "PASS"
-    op = "<=" if key == "max" else ">="
     return {"verdict": verdict, "threshold": bound, "rule": f"{op} {bound:g}",
             "source": rule.get("source")}
 

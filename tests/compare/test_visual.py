@@ -18,7 +18,8 @@ from ascendbench.compare.visual import (
     side_by_side,
 )
 
-OPTIONS = {"max_images": 2, "frames": ["first", "last", "worst"], "layout": "auto", "value_range": [-1, 1]}
+OPTIONS = {"max_images": 2, "frames": ["first", "last", "worst"], "layout": "auto",
+           "value_range": [-1, 1]}
 HEIGHT, WIDTH = 12, 20
 BLOCK = (slice(3, 6), slice(4, 9))  # rows, columns where the device differs by 0.2
 WORST = (7, 13)  # the planted largest difference
@@ -73,11 +74,14 @@ def test_grey_images_and_non_finite_differences(tmp_path):
     dev = ref.clone()
     dev[0, 3, 4] = float("nan")
     dev[0, 5, 6] += 0.25
-    png = np.asarray(Image.open(side_by_side(ref, dev, tmp_path / "grey.png", "grey")).convert("RGB"))
+    path = side_by_side(ref, dev, tmp_path / "grey.png", "grey")
+    png = np.asarray(Image.open(path).convert("RGB"))
     baseline, _, heat = _panels(ref, dev, png)
-    assert (baseline[..., 0] == baseline[..., 1]).all() and (baseline[..., 1] == baseline[..., 2]).all()
+    assert (baseline[..., 0] == baseline[..., 1]).all()
+    assert (baseline[..., 1] == baseline[..., 2]).all()
     bright = tuple(colormaps["inferno"](1.0, bytes=True)[:3])
-    assert tuple(heat[3, 4]) == bright and tuple(heat[5, 6]) == bright, "NaN shown as the largest value"
+    assert tuple(heat[3, 4]) == bright, "NaN shown as the largest value"
+    assert tuple(heat[5, 6]) == bright
     assert figure(ref, dev, "grey").axes[2].get_title().endswith("max 0.25")
 
 
