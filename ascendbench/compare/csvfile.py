@@ -51,7 +51,7 @@ def output_rows(reference: Mapping[str, torch.Tensor], device: Mapping[str, torc
                 metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per output."""
     return [judged_row(out, "output", reference[out], device[out],
-                       output_entries(metrics, out, len(reference) > 1), OUTPUT_COLUMNS)
+                       output_entries(metrics, out, len(reference) > 1), columns=OUTPUT_COLUMNS)
             for out in sorted(reference)]
 
 

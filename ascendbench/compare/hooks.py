@@ -60,7 +60,6 @@ class Capture:
         self.tensors: dict[str, torch.Tensor] = {}
         self.dropped: list[str] = []
         self.modules: list[dict[str, Any]] = []  # with stats
-        self._bytes = 0
         self.handles = [modules[name].register_forward_hook(self._hook(name), with_kwargs=True)
                         for name in names]
 
@@ -83,11 +82,10 @@ class Capture:
             return
         for index, tensor in enumerate(outputs):
             name = key if len(outputs) == 1 else f"{key}/{index}"
-            size = tensor.numel() * tensor.element_size()
-            if self._bytes + size > self.max_bytes:
+            kept = sum(t.numel() * t.element_size() for t in self.tensors.values())
+            if kept + tensor.numel() * tensor.element_size() > self.max_bytes:
                 self.dropped.append(name)
                 continue
-            self._bytes += size
             self.tensors[name] = tensor.detach().to("cpu", copy=True).contiguous()
             self.order.append(name)
 

@@ -41,7 +41,7 @@ def compare_layer(name: str, reference: torch.Tensor, device: torch.Tensor,
     values = regression_metrics(reference, device, ErrorTolerances.from_mapping(tolerances),
                                 data_range=data_range or 1.0)
     entries = {metric: make_entry(metric, value, rules) for metric, value in values.items()}
-    row = judged_row(name, "layer", reference, device, entries, ROW_METRICS)
+    row = judged_row(name, "layer", reference, device, entries, columns=ROW_METRICS)
     judged = {m: e for m, e in entries.items() if e.get("verdict")}
     return {**row, "entries": {**{m: entries[m] for m in HEADLINE}, **judged}}
 

@@ -87,14 +87,14 @@ def render_output(name: str, reference: torch.Tensor, device: torch.Tensor, dire
     """PNGs of an image batch or video output in ``directory``, whatever its name; else none."""
     value_range = list(options.get("value_range", (-1.0, 1.0)))
     colormap, layout = str(options.get("colormap", "inferno")), str(options.get("layout", "auto"))
-    stem = safe_name(name)
-    shape = tuple(reference.shape)
+    stem, shape = safe_name(name), tuple(reference.shape)
     if not reference.is_floating_point() or shape != tuple(device.shape):
         return []
     if reference.dim() == 4 and shape[1] in (1, 3):
         count = min(shape[0], int(options.get("max_images", 4)))
         return [side_by_side(reference[i], device[i], directory / f"{stem}_{i}_compare.png",
-                             f"{name} [image {i}]", value_range, colormap) for i in range(count)]
+                             f"{name} [image {i}]", value_range, colormap=colormap)
+                for i in range(count)]
     # a 5-D feature map (e.g. of a Conv3d layer) has no colour axis: it is no video
     if reference.dim() != 5 or (layout == "auto" and not {1, 3} & set(shape[1:3])):
         return []
@@ -103,5 +103,6 @@ def render_output(name: str, reference: torch.Tensor, device: torch.Tensor, dire
     spec = list(options.get("frames", ["first", "middle", "last", "worst"]))
     mse = per_frame_mse(reference, device, layout) if "worst" in spec else None
     return [side_by_side(ref[index], dev[index], directory / f"{stem}_frame{index:04d}_compare.png",
-                         f"{name} [video 0, frame {index} of {len(ref)}]", value_range, colormap)
+                         f"{name} [video 0, frame {index} of {len(ref)}]", value_range,
+                         colormap=colormap)
             for index in choose_frames(spec, len(ref), mse)]
