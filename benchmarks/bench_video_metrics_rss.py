@@ -83,7 +83,9 @@ def main() -> None:
     parser.add_argument("--no-lpips", action="store_true")
     args = parser.parse_args()
 
-    from ascendbench.metrics import MetricSuite, RegressionEvaluator, VideoEvaluator
+    from ascendbench.metrics.evaluators import RegressionEvaluator
+    from ascendbench.metrics.image import VideoEvaluator
+    from ascendbench.metrics.suite import MetricSuite
 
     if not args.no_lpips:
         seeded_alexnet_home()

@@ -23,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from safetensors.torch import load_file
 
 import ascendbench
-from ascendbench.metrics import regression_metrics
+from ascendbench.metrics.functional.regression import regression_metrics
 
 from helpers import TINY_RUN, read_record, run_app, run_cli
 

@@ -1,8 +1,5 @@
-"""``compare.csv``: one row per compared output, layer or module, msprobe style (``result``, ``message``).
-
-Rows of different kinds share one header (the union of their columns); ``name`` and ``kind`` lead,
-``result`` and ``message`` close every row. Output rows are built from the record's metric entries.
-"""
+"""``compare.csv`` (one row per output, layer or module; ``result`` and ``message`` last) and
+``compare_msprobe.csv`` (msprobe's columns), built from the record's metric entries."""
 
 from __future__ import annotations
 
@@ -10,7 +7,7 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 
@@ -19,56 +16,82 @@ from ascendbench.metrics.verdict import worst
 from ascendbench.precision import dtype_name
 
 # Output metrics that get a column (the record keeps all of them).
-OUTPUT_COLUMNS = ("max_abs_err", "mean_rel_err", "max_rel_err", "cosine", "psnr_db", "allclose_mismatch_ratio",
-                  "nonfinite_mismatch", "image_psnr_db", "image_ssim", "image_lpips", "video_psnr_db_mean",
-                  "video_psnr_db_min", "video_ssim_mean", "video_ssim_min", "video_lpips_mean", "token_agreement",
-                  "tokens_out_of_range")
+OUTPUT_COLUMNS = ("max_abs_err", "mean_rel_err", "max_rel_err", "cosine", "psnr_db",
+                  "allclose_mismatch_ratio", "nonfinite_mismatch", "image_psnr_db", "image_ssim",
+                  "image_lpips", "video_psnr_db_mean", "video_psnr_db_min", "video_ssim_mean",
+                  "video_ssim_min", "video_lpips_mean", "token_agreement", "tokens_out_of_range")
+MSPROBE_COLUMNS = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
+                   "Bench Tensor Shape", "Cosine", "MaxAbsErr", "MaxRelativeErr",
+                   "One Thousandth Err Ratio", "Five Thousandths Err Ratio",
+                   "Accuracy Reached or Not", "Err_message")
 
 
 def output_entries(metrics: Mapping[str, Any], output: str, several: bool) -> dict[str, Any]:
-    """The metric entries of one output (``<output>/<metric>`` when the job has several outputs)."""
-    if several:
-        prefix = f"{output}/"
-        return {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}
-    return {k: v for k, v in metrics.items() if "/" not in k}
+    """The metric entries of one output (named ``<output>/<metric>`` when there are several)."""
+    prefix = f"{output}/" if several else ""
+    return {k[len(prefix):]: v for k, v in metrics.items() if isinstance(v, Mapping)
+            and (k.startswith(prefix) if several else "/" not in k)}
+
+
+def judged_row(name: str, kind: str, reference: torch.Tensor, device: torch.Tensor,
+               entries: Mapping[str, Mapping[str, Any]], columns: Sequence[str]) -> dict[str, Any]:
+    """A row: shapes, dtypes, the values of ``columns``, the worst verdict and the failed rules."""
+    judged = [(m, e) for m, e in entries.items() if e.get("verdict")]
+    bad = [f"{m} {e['value']:.4g} {e['verdict']} ({e['rule']})" for m, e in judged
+           if e["verdict"] != "PASS" and isinstance(e.get("value"), (int, float))]
+    row: dict[str, Any] = {"name": name, "kind": kind, "shape": list(reference.shape),
+                           "ref_dtype": dtype_name(reference.dtype),
+                           "dev_dtype": dtype_name(device.dtype)}
+    row.update({m: entries[m]["value"] for m in columns if "value" in entries.get(m, {})})
+    row.update(result=worst(e["verdict"] for _, e in judged) or "", message="; ".join(bad))
+    return row
 
 
 def output_rows(reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                 metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per output: key metric values, the worst verdict and the rules that did not pass."""
+    """One row per output."""
+    return [judged_row(out, "output", reference[out], device[out],
+                       output_entries(metrics, out, len(reference) > 1), columns=OUTPUT_COLUMNS)
+            for out in sorted(reference)]
+
+
+def msprobe_rows(reference: Mapping[str, torch.Tensor], candidate: Mapping[str, torch.Tensor],
+                 metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per output in msprobe's compare columns (``No`` where a verdict is FAIL)."""
     rows = []
-    for output in sorted(reference):
-        entries = output_entries(metrics, output, len(reference) > 1)
-        judged = {m: e for m, e in entries.items() if isinstance(e, Mapping) and e.get("verdict")}
-        row: dict[str, Any] = {"name": output, "kind": "output", "shape": list(reference[output].shape),
-                               "ref_dtype": dtype_name(reference[output].dtype),
-                               "dev_dtype": dtype_name(device[output].dtype)}
-        row.update({m: entries[m].get("value") for m in OUTPUT_COLUMNS if m in entries and "value" in entries[m]})
-        bad = [f"{m} {e['value']:.4g} {e['verdict']} ({e['rule']})" for m, e in judged.items()
-               if e["verdict"] != "PASS" and isinstance(e.get("value"), (int, float))]
-        row.update(result=worst(e["verdict"] for e in judged.values()) or "", message="; ".join(bad))
-        rows.append(row)
+    for name in sorted(reference):
+        entries = output_entries(metrics, name, len(reference) > 1)
+        ref, cand = reference[name].double(), candidate[name].double()
+        rel = (cand - ref).abs() / ref.abs().clamp_min(1e-12)
+        failing = [k for k, e in entries.items() if e.get("verdict") == "FAIL"]
+        values = [entries.get(k, {}).get("value") for k in ("cosine", "max_abs_err", "max_rel_err")]
+        ratios = [float((rel <= bound).double().mean()) for bound in (1e-3, 5e-3)]
+        cells = [name, name, dtype_name(candidate[name].dtype), dtype_name(reference[name].dtype),
+                 str(list(cand.shape)), str(list(ref.shape)), *values, *ratios,
+                 "No" if failing else "Yes", "; ".join(failing)]
+        rows.append(dict(zip(MSPROBE_COLUMNS, cells, strict=True)))
     return rows
 
 
-def _cell(value: Any) -> Any:
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return "x".join(str(v) for v in value)
-    return value
+def _cell(value: Any, blank_nan: bool) -> Any:
+    if blank_nan and isinstance(value, float) and math.isnan(value):
+        return ""
+    return "x".join(str(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
-def write_compare_csv(path: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
-    """Write the rows (internal ``entries`` fields dropped) with a shared header."""
-    rows = [{k: v for k, v in row.items() if k != "entries"} for row in rows]
-    columns = ["name", "kind"]
-    for row in rows:
-        columns += [k for k in row if k not in columns and k not in ("result", "message")]
-    columns += ["result", "message"]
+def write_compare_csv(path: Path, rows: Iterable[Mapping[str, Any]],
+                      columns: Sequence[str] | None = None) -> Path:
+    """Write the rows atomically (their ``entries`` left out): in ``columns`` (NaN left blank, as
+    msprobe does), else ``name, kind``, every other column, then ``result, message``."""
+    rows, blank_nan = list(rows), columns is not None
+    if columns is None:
+        columns = ["name", "kind"]
+        for row in rows:
+            columns += [k for k in row if k not in (*columns, "result", "message", "entries")]
+        columns += ["result", "message"]
     handle = io.StringIO(newline="")
-    writer = csv.DictWriter(handle, fieldnames=columns)
+    writer = csv.DictWriter(handle, fieldnames=list(columns))
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _cell(row.get(k, "")) for k in columns})
-    return write_atomic(path, handle.getvalue())  # whole or not at all
+        writer.writerow({k: _cell(row.get(k, ""), blank_nan) for k in columns})
+    return write_atomic(path, handle.getvalue())

@@ -1,13 +1,5 @@
-"""Which modules ``compare.layers`` names: ``all``, or fnmatch globs and ModuleList slices.
-
-Pattern forms (matched against ``model.named_modules()`` names):
-
-* ``decoder.mid_block``            -- one module by its name;
-* ``decoder.up_blocks.*.resnets.0`` -- an fnmatch glob (``*``, ``?``, ``[seq]``);
-* ``transformer_blocks[:3]``, ``transformer_blocks[-1]`` -- a Python slice or index over the children of
-  a container module (``nn.ModuleList`` / ``nn.Sequential``): the Sulphur seed's "first three and last
-  transformer blocks" is ``[transformer_blocks[:3],transformer_blocks[-1]]``.
-"""
+"""Which modules ``compare.layers`` names: ``all``, or names, fnmatch globs (``up_blocks.*``) and
+slices or indices of a container's children (``transformer_blocks[:3]``, ``blocks[-1]``)."""
 
 from __future__ import annotations
 
@@ -23,36 +15,27 @@ _SLICE = re.compile(r"^(?P<prefix>[\w.]+)\[(?P<index>-?\d*(?::-?\d*){0,2})\]$")
 
 
 def normalize_spec(layers: Any) -> str | list[str] | None:
-    """``compare.layers`` as ``None`` (off), ``"all"`` or a list of patterns.
-
-    >>> normalize_spec(None), normalize_spec("all"), normalize_spec("a.b"), normalize_spec(["x", "y"])
-    (None, 'all', ['a.b'], ['x', 'y'])
-    """
+    """``compare.layers`` as ``None`` (off), ``"all"`` or a list of patterns."""
     if layers is None or layers == [] or layers == "":
         return None
     if isinstance(layers, str):
         return "all" if layers.strip().lower() == "all" else [layers.strip()]
     if isinstance(layers, Sequence) or hasattr(layers, "__iter__"):
         patterns = [str(p).strip() for p in layers]
-        if patterns == ["all"]:
-            return "all"
-        return patterns
-    raise ConfigError(f"compare.layers={layers!r} is not allowed; use null, all, or a list of module name "
-                      "patterns such as '[decoder.mid_block,decoder.up_blocks.*]'.")
+        return "all" if patterns == ["all"] else patterns
+    raise ConfigError(f"compare.layers={layers!r} is not allowed; use null, all, or a list of "
+                      "module name patterns such as '[decoder.mid_block,decoder.up_blocks.*]'.")
 
 
 def named_modules(model: Any) -> dict[str, torch.nn.Module]:
-    """``name -> module`` of a model, or of every ``nn.Module`` component of a pipeline (``<component>.<name>``).
-
-    A diffusers pipeline is not a module; its ``components`` (transformer, vae, text_encoder...) are, so
-    ``transformer.transformer_blocks[:3]`` names the first three blocks of a text-to-video pipeline.
-    """
+    """``name -> module`` of a model, or of a pipeline's components (``<component>.<name>``)."""
     if isinstance(model, torch.nn.Module):
         return dict(model.named_modules())
     named: dict[str, torch.nn.Module] = {}
     for component, module in sorted((getattr(model, "components", None) or {}).items()):
         if isinstance(module, torch.nn.Module):
-            named.update({f"{component}.{n}" if n else component: m for n, m in module.named_modules()})
+            named.update({f"{component}.{n}" if n else component: m
+                          for n, m in module.named_modules()})
     return named
 
 
@@ -62,23 +45,14 @@ def _slice_children(named: dict[str, torch.nn.Module], prefix: str, index: str) 
         return []
     children = [f"{prefix}.{name}" if prefix else name for name, _ in container.named_children()]
     if ":" in index:
-        parts = [int(p) if p else None for p in index.split(":")]
-        return children[slice(*parts)]
+        return children[slice(*[int(p) if p else None for p in index.split(":")])]
     position = int(index)
     return [children[position]] if -len(children) <= position < len(children) else []
 
 
-def _hint(named: dict[str, torch.nn.Module]) -> str:
-    top = [n for n in named if n and n.count(".") <= 1][:20]
-    return ", ".join(top) + (" ..." if len(named) > len(top) else "")
-
-
 def select_modules(model: Any, patterns: Sequence[str]) -> list[str]:
-    """Module names matched by ``patterns``, in ``named_modules()`` order, without duplicates.
-
-    Raises:
-        ConfigError: a pattern matches no module (the message lists the model's top-level names).
-    """
+    """Module names matched by ``patterns`` in ``named_modules()`` order; a ConfigError naming the
+    model's top-level modules for a pattern that matches none."""
     named = named_modules(model)
     chosen: set[str] = set()
     for pattern in patterns:
@@ -86,10 +60,11 @@ def select_modules(model: Any, patterns: Sequence[str]) -> list[str]:
         found = (_slice_children(named, match["prefix"], match["index"]) if match
                  else [n for n in named if n and fnmatch.fnmatchcase(n, pattern)])
         if not found:
+            top = [n for n in named if n and n.count(".") <= 1][:20]
+            hint = ", ".join(top) + (" ..." if len(named) > len(top) else "")
             raise ConfigError(
-                f"compare.layers pattern {pattern!r} matches no module of {type(model).__name__}. Patterns are "
-                f"module names, fnmatch globs (decoder.up_blocks.*) or container slices (blocks[:3], "
-                f"blocks[-1]); this model's modules start with: {_hint(named)}."
-            )
+                f"compare.layers pattern {pattern!r} matches no module of {type(model).__name__}. "
+                "Patterns are module names, fnmatch globs (decoder.up_blocks.*) or container "
+                f"slices (blocks[:3], blocks[-1]); this model's modules start with: {hint}.")
         chosen.update(found)
     return [n for n in named if n in chosen]

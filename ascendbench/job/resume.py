@@ -93,7 +93,7 @@ def _read(path: Path) -> Any:
 def untrustworthy(record: dict[str, Any]) -> str | None:
     """Why an ``ok`` record does not hold up on its own (``None`` when it does): its verdict is not the one its
     metrics give (a hand edit), or it kept no outputs. A record is data; a skip must not rest on its word."""
-    from ascendbench.metrics import worst
+    from ascendbench.metrics.verdict import worst
 
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     derived = worst(m.get("verdict") for m in metrics.values() if isinstance(m, dict))

@@ -1,80 +1,138 @@
-"""A metric option: the reference checked for NaN/Inf, then evaluators run over the same reference and device
-outputs."""
+"""A metric option (``conf/metric/<option>.yaml``): a :class:`MetricSuite` of :class:`Evaluator` s,
+whose entries are named ``<metric>`` for one output and ``<output>/<metric>`` for several."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 import torch
 
 from ascendbench.errors import ConfigError, MetricError
-from ascendbench.metrics.validate import validate_reference
-from ascendbench.metrics.verdict import merge_rules
+from ascendbench.metrics.functional.regression import check_same_shape
+from ascendbench.metrics.output_checks import validate_reference
+from ascendbench.metrics.verdict import judge, merge_rules
 
 
-class MetricSuite:
-    """The object behind ``conf/metric/<option>.yaml``: a named set of evaluators.
+def describe_outputs(outputs: Mapping[str, torch.Tensor]) -> str:
+    """``name [shape] dtype`` of each output, for messages."""
+    return ", ".join(f"{k} {list(v.shape)} {str(v.dtype).replace('torch.', '')}"
+                     for k, v in outputs.items())
 
-    Args:
-        name: option name (recorded).
-        evaluators: evaluator name -> evaluator (built by Hydra from their ``_target_``); ``None``
-            entries are switched off (e.g. ``metric.evaluators.image=null``).
-        thresholds: rule overrides for every evaluator of the option (above dtype and model rules).
-        data_range: ``metric.data_range``: one PSNR/SSIM peak-to-peak range for every evaluator of the
-            option (``None``: each evaluator's own, e.g. 2.0 for outputs in [-1, 1]); the FLUX.2 seed used 1.0.
-        clip: ``metric.clip`` (``path``, ``frames``, ``min``): the reference-free CLIP score of the job's
-            image/video outputs (:mod:`ascendbench.metrics.clip`, run by the evaluate stage).
-    """
 
-    def __init__(self, name: str, evaluators: Mapping[str, Any], thresholds: Mapping[str, Any] | None = None,
-                 data_range: float | None = None, clip: Mapping[str, Any] | None = None) -> None:
+def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The record entry of one value (a number, a dict with ``value`` and extras, or a skip)."""
+    if isinstance(value, Mapping) and "skipped" in value:
+        return dict(value)
+    entry: dict[str, Any] = dict(value) if isinstance(value, Mapping) else {"value": value}
+    entry.update(verdict=entry.get("verdict"), threshold=entry.get("threshold"))
+    if metric in rules:
+        entry.update(judge(entry["value"], rules[metric]))
+    return entry
+
+
+class Evaluator:
+    """Output selection (``outputs``; ``None``: all it applies to), naming and verdicts
+    (``thresholds`` win over the other rule layers); subclasses define ``compute``. Not a
+    dataclass: OmegaConf would turn one nested in a suite back into a config node."""
+
+    what = "floating-point outputs"  # what applies_to accepts, in words (for messages)
+    # Rules no configuration can loosen (merged last), e.g. the NaN/Inf agreement rule.
+    always_rules: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+
+    def __init__(self, name: str, outputs: list[str] | None = None,
+                 thresholds: Mapping[str, Any] | None = None) -> None:
         self.name = name
-        self.clip = dict(clip or {})
-        self.evaluators = {k: v for k, v in evaluators.items() if v is not None}
-        for key, evaluator in self.evaluators.items():
-            _check_evaluator(key, evaluator)
+        self.outputs = list(outputs) if outputs else None
         self.thresholds = dict(thresholds or {})
-        self.data_range = None if data_range is None else float(data_range)
-        if self.data_range is not None:
-            for evaluator in self.evaluators.values():
-                evaluator.set_data_range(self.data_range)
+
+    def set_data_range(self, data_range: float) -> None:
+        """The PSNR/SSIM peak-to-peak range (``metric.data_range``); a no-op without one."""
+
+    def applies_to(self, tensor: torch.Tensor) -> bool:
+        """Whether this evaluator can compare an output like ``tensor``."""
+        return tensor.is_floating_point()
+
+    def compute(self, reference: torch.Tensor, device: torch.Tensor,
+                tolerances: Mapping[str, float]) -> dict[str, Any]:
+        """Metric -> value (number, dict with ``value``, or ``{skipped: reason}``) of one output."""
+        raise NotImplementedError
+
+    def select(self, reference: Mapping[str, torch.Tensor]) -> list[str]:
+        """The outputs to evaluate; explicit names must exist and fit."""
+        if self.outputs is None:
+            return [k for k in sorted(reference) if self.applies_to(reference[k])]
+        for name in self.outputs:
+            if name not in reference:
+                raise MetricError(
+                    f"metric evaluator {self.name!r}: output {name!r} does not exist; the task "
+                    f"produced: {describe_outputs(reference)}. Fix the evaluator's `outputs`.")
+            if not self.applies_to(reference[name]):
+                raise MetricError(
+                    f"metric evaluator {self.name!r} takes {self.what}; output {name!r} is "
+                    f"{describe_outputs({name: reference[name]})}. Remove it from `outputs`.")
+        return list(self.outputs)
 
     def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                  rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,
                  **tolerances: float) -> dict[str, dict[str, Any]]:
-        """``reference_nonfinite`` of each floating-point reference output, then the entries of every
-        evaluator, in config order.
+        """Record entries of every selected output; a MetricError for different names or shapes."""
+        if set(reference) != set(device):
+            raise MetricError(f"outputs differ: reference {sorted(reference)} vs device "
+                              f"{sorted(device)}; both runs must produce the same named outputs.")
+        selected = self.select(reference)
+        if not selected:
+            return {self.name: {"skipped": f"no {self.what} among the outputs "
+                                           f"({describe_outputs(reference)})"}}
+        merged = merge_rules(rules, self.thresholds, self.always_rules)
+        tolerances = {"atol": float(atol), "rtol": float(rtol), **tolerances}
+        results: dict[str, dict[str, Any]] = {}
+        for output in selected:
+            check_same_shape(reference[output], device[output])
+            prefix = f"{output}/" if len(reference) > 1 else ""
+            values = self.compute(reference[output], device[output], tolerances)
+            for metric, value in values.items():
+                results[prefix + metric] = make_entry(metric, value, merged)
+        return results
 
-        A reference with NaN/Inf fails the job whatever the evaluators find (it cannot vouch for the
-        device output; :func:`ascendbench.metrics.validate.validate_reference`); the evaluators still
-        run and record what they measure under the agreement rule of
-        :mod:`ascendbench.metrics.functional.nonfinite`.
 
-        A name another evaluator already produced is kept under ``<evaluator key>.<name>`` (judged by the
-        rules of its plain name), so two evaluators of one YAML option never overwrite each other.
+class MetricSuite:
+    """Evaluators by key (``None``: switched off), ``thresholds`` over all of them, one
+    ``data_range`` for all (``None``: their own) and ``clip`` (run by the evaluate stage)."""
 
-        Raises:
-            MetricError: a prefixed name still clashes, or the outputs cannot be compared.
-        """
+    def __init__(self, name: str, evaluators: Mapping[str, Any],
+                 thresholds: Mapping[str, Any] | None = None, data_range: float | None = None,
+                 clip: Mapping[str, Any] | None = None) -> None:
+        self.name = name
+        self.clip = dict(clip or {})
+        self.evaluators = {k: v for k, v in evaluators.items() if v is not None}
+        for key, evaluator in self.evaluators.items():
+            if not callable(getattr(evaluator, "evaluate", None)):
+                raise ConfigError(
+                    f"metric.evaluators.{key} built a {type(evaluator).__name__} "
+                    f"({evaluator!r:.80}), not an evaluator. A plain function is wrapped by "
+                    "`_target_: ascendbench.metrics.evaluators.FunctionEvaluator` with "
+                    f"`name: {key}` and `function: <dotted.path>`; a class must have "
+                    "evaluate(reference, device, rules, atol, rtol) (subclass "
+                    "ascendbench.metrics.suite.Evaluator).")
+            if data_range is not None:
+                evaluator.set_data_range(float(data_range))
+        self.thresholds = dict(thresholds or {})
+
+    def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
+                 rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,
+                 **tolerances: float) -> dict[str, dict[str, Any]]:
+        """``reference_nonfinite`` of the reference, then every evaluator's entries in config
+        order; a name already produced becomes ``<evaluator key>.<name>`` (MetricError if taken)."""
         merged = merge_rules(rules, self.thresholds)
         results: dict[str, dict[str, Any]] = validate_reference(reference)
         for key, evaluator in self.evaluators.items():
             entries = evaluator.evaluate(reference, device, merged, atol, rtol, **tolerances)
-            entries = {(f"{key}.{name}" if name in results else name): entry for name, entry in entries.items()}
+            entries = {(f"{key}.{name}" if name in results else name): entry
+                       for name, entry in entries.items()}
             clash = sorted(set(entries) & set(results))
             if clash:
-                raise MetricError(f"metric option {self.name!r}: evaluator {key!r} produces {clash}, already "
-                                  "produced under that name; rename the evaluator key.")
+                raise MetricError(f"metric option {self.name!r}: evaluator {key!r} produces "
+                                  f"{clash}, already produced under that name; rename the "
+                                  "evaluator key.")
             results.update(entries)
         return results
-
-
-def _check_evaluator(key: str, evaluator: Any) -> None:
-    """An evaluator entry must have built an evaluator: a plain function's result is not one."""
-    if callable(getattr(evaluator, "evaluate", None)):
-        return
-    raise ConfigError(
-        f"metric.evaluators.{key} built a {type(evaluator).__name__} ({evaluator!r:.80}), not an evaluator. "
-        "A plain function is wrapped by `_target_: ascendbench.metrics.FunctionEvaluator` with "
-        f"`name: {key}` and `function: <dotted.path>`; a class must have evaluate(reference, device, rules, "
-        "atol, rtol) (subclass ascendbench.metrics.base.Evaluator).")

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from ascendbench.errors import TaskError
-from ascendbench.metrics.functional import psnr_db
+from ascendbench.metrics.functional.regression import psnr_db
 from ascendbench.models.expect import read_path
 from ascendbench.tasks.checks import CheckContext, compare_runs, gate, skipped
 from ascendbench.tasks.replay import Replay

@@ -1,4 +1,4 @@
-"""The first divergent module is found inside a tiny decoder with one deliberately perturbed layer."""
+"""The first divergent module is found inside a tiny decoder with one perturbed layer."""
 
 from __future__ import annotations
 
@@ -7,19 +7,22 @@ import math
 
 import torch
 
-from ascendbench.compare import capturing, compare_layers, compare_modules, stats_rel_err
 from ascendbench.compare.csvfile import write_compare_csv
+from ascendbench.compare.hooks import capturing
+from ascendbench.compare.layers import compare_layers, compare_modules, stats_rel_err
 from ascendbench.tasks import VaeDecodeTask
 
 from helpers import build_tiny_flux2
 
 PERTURBED = "decoder.up_blocks.0.resnets.0.conv2"
-RULE = {"input_max_rel_err": 0.1, "output_min_rel_err": 0.5, "statistics": ["max", "min", "mean", "l2norm"]}
+RULE = {"input_max_rel_err": 0.1, "output_min_rel_err": 0.5,
+        "statistics": ["max", "min", "mean", "l2norm"]}
 TASK = VaeDecodeTask(latent_channels=4, spatial_compression=2)
 
 
 def _run(model, spec, dtype):
-    inputs = {k: v.to(dtype) for k, v in TASK.make_inputs({"height": 32, "width": 32, "batch_size": 1}, 42).items()}
+    made = TASK.make_inputs({"height": 32, "width": 32, "batch_size": 1}, 42)
+    inputs = {k: v.to(dtype) for k, v in made.items()}
     model = model.to(dtype)
     with capturing(model, spec) as capture:
         TASK.run(model, inputs)
@@ -61,13 +64,16 @@ def test_pattern_captures_are_judged_layer_by_layer(tmp_path):
     spec = ["decoder.conv_in", "decoder.up_blocks[:1]", "decoder.up_blocks[-1]"]
     ref = _run(reference, spec, torch.float64)
     dev = _run(device, spec, torch.float32)
-    rules = {"max_abs_err": {"max": 1e-3, "source": "test"}, "cosine": {"min": 0.9999, "source": "test"}}
-    rows = compare_layers({"tensors": ref.tensors, "order": ref.order, "dropped": ref.dropped}, dev, rules,
-                          {"atol": 1e-5, "rtol": 1.3e-6})
+    rules = {"max_abs_err": {"max": 1e-3, "source": "test"},
+             "cosine": {"min": 0.9999, "source": "test"}}
+    captured = {"tensors": ref.tensors, "order": ref.order, "dropped": ref.dropped}
+    rows = compare_layers(captured, dev, rules, {"atol": 1e-5, "rtol": 1.3e-6})
     results = {row["name"]: row["result"] for row in rows}
-    assert results == {"decoder.conv_in#0": "PASS", "decoder.up_blocks.0#0": "FAIL", "decoder.up_blocks.1#0": "FAIL"}
+    assert results == {"decoder.conv_in#0": "PASS", "decoder.up_blocks.0#0": "FAIL",
+                       "decoder.up_blocks.1#0": "FAIL"}
     failing = next(row for row in rows if row["name"] == "decoder.up_blocks.0#0")
-    assert "max_abs_err" in failing["message"] and failing["entries"]["max_abs_err"]["verdict"] == "FAIL"
+    assert "max_abs_err" in failing["message"]
+    assert failing["entries"]["max_abs_err"]["verdict"] == "FAIL"
     text = write_compare_csv(tmp_path / "compare.csv", rows).read_text().splitlines()
     assert text[0].split(",")[:2] == ["name", "kind"] and text[0].endswith("result,message")
     assert len(text) == 4 and text[2].startswith("decoder.up_blocks.0#0,layer,")
@@ -84,7 +90,7 @@ def test_capture_budget_drops_tensors_beyond_it():
 def test_stat_errors_use_the_tensor_scale_and_flag_new_nans():
     ref = {"max": 1.0, "min": -1.0, "mean": 1e-9, "l2norm": 10.0, "numel": 100, "nonfinite": 0}
     dev = {**ref, "mean": 2e-9}
-    assert stats_rel_err(ref, dev, ["mean"]) < 1e-8, "a near-zero mean is judged against the RMS, not itself"
+    assert stats_rel_err(ref, dev, ["mean"]) < 1e-8, "a near-zero mean: judged against the RMS"
     assert math.isinf(stats_rel_err(ref, {**ref, "nonfinite": 3}, ["max"]))
 
 
@@ -96,13 +102,15 @@ def test_stat_errors_follow_the_nonfinite_agreement_rule():
     assert math.isinf(stats_rel_err(ref, {**ref, "max": -inf}, ["max"]))
     assert math.isinf(stats_rel_err(ref, {**ref, "mean": 0.5}, ["mean"]))
     finite = {"max": 1.0, "min": -1.0, "mean": 0.0, "l2norm": 10.0, "numel": 100, "nonfinite": 3}
-    assert math.isinf(stats_rel_err(finite, {**finite, "nonfinite": 0}, ["max"])), "NaN lost on the device"
+    lost = {**finite, "nonfinite": 0}
+    assert math.isinf(stats_rel_err(finite, lost, ["max"])), "NaN lost on the device"
     assert stats_rel_err(finite, dict(finite), ["max"]) == 0.0
 
 
 def test_modules_whose_forward_never_runs_are_reported():
     model = build_tiny_flux2()
     inputs = TASK.make_inputs({"height": 32, "width": 32, "batch_size": 1}, 0)
-    with capturing(model, ["encoder", "decoder.mid_block"]) as capture:  # decode() never runs the encoder
+    # decode() never runs the encoder
+    with capturing(model, ["encoder", "decoder.mid_block"]) as capture:
         TASK.run(model, inputs)
     assert capture.not_called() == ["encoder"] and "decoder.mid_block#0" in capture.tensors

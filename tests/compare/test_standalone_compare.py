@@ -13,17 +13,18 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from ascendbench.compare.__main__ import main
+from ascendbench.compare.csvfile import MSPROBE_COLUMNS
 from ascendbench.compare.files import UnusableInput, read_outputs
-from ascendbench.compare.standalone import MSPROBE_COLUMNS
 
 from helpers import TINY_RUN, build_tiny_flux2, read_record
 
 
 @pytest.fixture(scope="module")
 def decoded():
-    """A tiny FLUX.2 decoder's output in float32 and in bfloat16 (a "bf16 run" and an "fp32 run")."""
+    """A tiny FLUX.2 decoder's output in float32 and in bfloat16 (an "fp32" and a "bf16 run")."""
     model = build_tiny_flux2()
-    latent = torch.randn(1, model.config.latent_channels, 4, 4, generator=torch.Generator().manual_seed(1))
+    generator = torch.Generator().manual_seed(1)
+    latent = torch.randn(1, model.config.latent_channels, 4, 4, generator=generator)
     with torch.no_grad():
         fp32 = model.decode(latent).sample
         bf16 = model.to(torch.bfloat16).decode(latent.bfloat16()).sample
@@ -41,12 +42,13 @@ def test_bf16_against_fp32_fails_the_seed_allclose_rule_and_identical_passes(tmp
     assert _run(tmp_path, tmp_path / "ref.safetensors", tmp_path / "cand.safetensors",
                 "--atol", 0.01, "--rtol", 0.001) == 1
     record = json.loads((tmp_path / "out" / "record.json").read_text())
-    assert record["metrics"]["allclose_mismatch_ratio"]["verdict"] == "FAIL" and record["dtype_rules"] == "bfloat16"
+    assert record["metrics"]["allclose_mismatch_ratio"]["verdict"] == "FAIL"
+    assert record["dtype_rules"] == "bfloat16"
     with (tmp_path / "out" / "compare_msprobe.csv").open() as handle:
         row = next(csv.DictReader(handle))
     assert tuple(row) == MSPROBE_COLUMNS and row["Accuracy Reached or Not"] == "No"
-    assert _run(tmp_path, tmp_path / "ref.safetensors", tmp_path / "ref.safetensors", "--atol", 0.01,
-                "--rtol", 0.001) == 0
+    assert _run(tmp_path, tmp_path / "ref.safetensors", tmp_path / "ref.safetensors",
+                "--atol", 0.01, "--rtol", 0.001) == 0
 
 
 def _write(kind, path, tensor):
@@ -68,8 +70,9 @@ def _write(kind, path, tensor):
         iio.imwrite(path, pixels[0].permute(1, 2, 3, 0).numpy(), fps=8, codec="libx264", quality=10)
 
 
-@pytest.mark.parametrize("kind, suffix, video", [("npy", ".npy", False), ("pt", ".pt", False),
-                                                  ("png", ".png", False), ("frames", "", True), ("mp4", ".mp4", True)])
+@pytest.mark.parametrize("kind, suffix, video", [
+    ("npy", ".npy", False), ("pt", ".pt", False), ("png", ".png", False), ("frames", "", True),
+    ("mp4", ".mp4", True)])
 def test_every_format_reads_and_identical_files_pass(tmp_path, kind, suffix, video):
     generator = torch.Generator().manual_seed(0)
     shape = (1, 3, 4, 16, 16) if video else (1, 3, 16, 16)
@@ -103,22 +106,27 @@ def test_unusable_inputs_exit_2_with_the_reason(tmp_path, capsys):
 
 
 def test_its_metrics_equal_the_jobs_metrics_on_the_same_tensors(cli, tmp_path):
-    """A job's saved reference and device outputs, compared standalone, give the job's own numbers."""
-    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process", "dtype=bfloat16")
+    """A job's saved reference and device outputs, compared standalone, give the job's numbers."""
+    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process",
+                      "dtype=bfloat16")
     assert result.returncode in (0, 1), result.stdout + result.stderr
     record = read_record(job)
     tensors = record["artifacts"]
     reference, device = job / tensors["reference_outputs"], job / tensors["device_outputs"]
-    code = _run(tmp_path, reference, device, "--metric", record["config"]["metric"]["name"], "--dtype", "bfloat16")
+    code = _run(tmp_path, reference, device, "--metric", record["config"]["metric"]["name"],
+                "--dtype", "bfloat16")
     mine = json.loads((tmp_path / "out" / "record.json").read_text())["metrics"]
     for name, entry in record["metrics"].items():
         if name in mine and isinstance(entry, dict) and isinstance(entry.get("value"), float):
-            assert math.isclose(mine[name]["value"], entry["value"], rel_tol=1e-9, abs_tol=1e-12), name
+            close = math.isclose(mine[name]["value"], entry["value"], rel_tol=1e-9, abs_tol=1e-12)
+            assert close, name
     assert code == (1 if record["verdict"] == "FAIL" else 0)
 
 
-def test_a_layers_5d_npy_outputs_are_compared_with_the_jobs_dtype_and_max_abs_err_printed(tmp_path, capsys):
-    """The conv_in job's outputs: 5-D activations (no video), saved as float32 .npy beside a bf16 job's record."""
+def test_a_layers_5d_npy_outputs_compared_with_the_jobs_dtype_and_max_abs_err_printed(tmp_path,
+                                                                                      capsys):
+    """The conv_in job's outputs: 5-D activations (no video), saved as float32 .npy beside a bf16
+    job's record."""
     generator = torch.Generator().manual_seed(0)
     reference = torch.randn(1, 64, 2, 4, 4, generator=generator)
     candidate = reference.bfloat16().float()
@@ -133,7 +141,9 @@ def test_a_layers_5d_npy_outputs_are_compared_with_the_jobs_dtype_and_max_abs_er
     assert record["metric"] == "regression" and record["dtype_rules"] == "bfloat16"
     assert "record.json" in record["dtype_from"]
     line = next(line for line in out.splitlines() if line.startswith("max_abs_err"))
-    assert float(line.split()[1]) == pytest.approx(record["metrics"]["max_abs_err"]["value"], rel=1e-3)
-    (job / "record.json").write_text(json.dumps({"job": {"dtype": "import os"}}))  # data, never trusted blindly
+    printed = float(line.split()[1])
+    assert printed == pytest.approx(record["metrics"]["max_abs_err"]["value"], rel=1e-3)
+    # data, never trusted blindly
+    (job / "record.json").write_text(json.dumps({"job": {"dtype": "import os"}}))
     assert _run(tmp_path, job / "cpu_output.npy", job / "npu_output.npy") in (0, 1)
     assert json.loads((tmp_path / "out" / "record.json").read_text())["dtype_rules"] == "float32"

@@ -1,5 +1,6 @@
-"""The CLIP score: a tiny random CLIPModel and CLIPProcessor saved in the test (its own BPE vocabulary), checked
-against the same embeddings computed by hand; skipped with the reason without weights or a prompt."""
+"""The CLIP score: a tiny random CLIPModel and CLIPProcessor saved in the test (its own BPE
+vocabulary), checked against the same embeddings computed by hand; skipped with the reason without
+weights or a prompt."""
 
 from __future__ import annotations
 
@@ -28,15 +29,16 @@ def clip_dir(tmp_path_factory) -> Path:
     tokens = ["<|startoftext|>", "<|endoftext|>", *LETTERS, *(c + "</w>" for c in LETTERS)]
     (folder / "vocab.json").write_text(json.dumps({t: i for i, t in enumerate(tokens)}))
     (folder / "merges.txt").write_text("#version: 0.2\n")
-    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), pad_token="<|endoftext|>")
+    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"),
+                              pad_token="<|endoftext|>")
     images = CLIPImageProcessor(size={"shortest_edge": 16}, crop_size={"height": 16, "width": 16},
                                 image_mean=MEAN, image_std=STD)
-    config = CLIPConfig(text_config={"vocab_size": len(tokens), "hidden_size": 16, "intermediate_size": 32,
-                                     "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 32,
-                                     "eos_token_id": 1, "bos_token_id": 0, "pad_token_id": 1},
-                        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
-                                       "num_attention_heads": 2, "image_size": 16, "patch_size": 8},
-                        projection_dim=8)
+    text = {"vocab_size": len(tokens), "hidden_size": 16, "intermediate_size": 32,
+            "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 32,
+            "eos_token_id": 1, "bos_token_id": 0, "pad_token_id": 1}
+    vision = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+              "num_attention_heads": 2, "image_size": 16, "patch_size": 8}
+    config = CLIPConfig(text_config=text, vision_config=vision, projection_dim=8)
     torch.manual_seed(0)
     CLIPModel(config).save_pretrained(str(folder), safe_serialization=True)
     CLIPProcessor(image_processor=images, tokenizer=tokenizer).save_pretrained(str(folder))
@@ -64,7 +66,7 @@ def _video() -> torch.Tensor:
 
 
 def _by_hand(folder: Path, frame: torch.Tensor, prompt: str) -> float:
-    """100 x max(cos, 0) of the projected pooled embeddings, the pixels normalised here and the ids built here."""
+    """100 x max(cos, 0) of the projected pooled embeddings; pixels and ids prepared here."""
     from transformers import CLIPModel
 
     model = CLIPModel.from_pretrained(str(folder)).eval()
@@ -72,7 +74,7 @@ def _by_hand(folder: Path, frame: torch.Tensor, prompt: str) -> float:
     ids = [vocab["<|startoftext|>"]]
     for word in prompt.split():
         ids += [vocab[c] for c in word[:-1]] + [vocab[word[-1] + "</w>"]]
-    ids = ids[:31] + [vocab["<|endoftext|>"]]  # the tiny text encoder's 32 positions, the end token kept
+    ids = ids[:31] + [vocab["<|endoftext|>"]]  # the tiny encoder's 32 positions, the end token kept
     pixels = (frame - torch.tensor(MEAN)[:, None, None]) / torch.tensor(STD)[:, None, None]
     with torch.no_grad():
         image = model.visual_projection(model.vision_model(pixel_values=pixels[None]).pooler_output)
@@ -83,7 +85,8 @@ def _by_hand(folder: Path, frame: torch.Tensor, prompt: str) -> float:
 
 def test_the_clip_score_equals_the_embeddings_computed_by_hand(clip_dir, task) -> None:
     video = _video()
-    job = SimpleNamespace(task=task, outputs={"frames": video}, weights={"kind": "loaded"}, reference=None)
+    job = SimpleNamespace(task=task, outputs={"frames": video}, weights={"kind": "loaded"},
+                          reference=None)
     task.prompt = PROMPT
     entry = clip_entries({"path": str(clip_dir), "frames": 3}, job)["clip_score"]
     frames = frames_of(video, "BTCHW", 3)
@@ -94,10 +97,12 @@ def test_the_clip_score_equals_the_embeddings_computed_by_hand(clip_dir, task) -
     assert entry["min"] == pytest.approx(min(by_hand), rel=1e-5, abs=1e-6)
     assert "verdict" not in entry, "not judged without metric.clip.min"
     judged = clip_entries({"path": str(clip_dir), "frames": 3, "min": 101.0}, job)["clip_score"]
-    assert judged["verdict"] == "FAIL" and judged["threshold"] == 101.0  # above any CLIP score: a planted failure
+    # above any CLIP score: a planted failure
+    assert judged["verdict"] == "FAIL" and judged["threshold"] == 101.0
     job.weights = {"kind": "random-init"}
     untrained = clip_entries({"path": str(clip_dir), "frames": 3, "min": 101.0}, job)["clip_score"]
-    assert untrained["verdict"] is None and untrained["would_be"] == "FAIL" and "random-init" in untrained["not_judged"]
+    assert untrained["verdict"] is None and untrained["would_be"] == "FAIL"
+    assert "random-init" in untrained["not_judged"]
 
 
 def test_without_weights_or_a_prompt_the_entry_is_skipped_with_the_reason(clip_dir, task) -> None:
@@ -110,26 +115,29 @@ def test_without_weights_or_a_prompt_the_entry_is_skipped_with_the_reason(clip_d
 def test_a_path_without_a_model_is_named(tmp_path, task) -> None:
     task.prompt = PROMPT
     job = SimpleNamespace(task=task, outputs={"frames": _video()}, weights=None, reference=None)
-    with pytest.raises(ConfigError, match="metric.clip.path=.* is not a directory with a config.json"):
+    with pytest.raises(ConfigError, match="metric.clip.path=.* is not a directory with a config"):
         clip_entries({"path": str(tmp_path / "absent")}, job)
 
 
 def test_a_wrong_clip_path_fails_the_job_before_anything_runs(compose_cfg, tmp_path) -> None:
     from helpers import run_job
 
-    cfg = compose_cfg(["model=tiny_flux2_decoder", "device=cpu", f"metric.clip.path={tmp_path / 'no_clip'}",
+    cfg = compose_cfg(["model=tiny_flux2_decoder", "device=cpu",
+                       f"metric.clip.path={tmp_path / 'no_clip'}",
                        f"baseline.cache_dir={tmp_path / 'cache'}"])
     record = run_job(cfg, tmp_path / "job")
     assert record["status"] == "failed" and record["error"]["type"] == "ConfigError"
-    assert "metric.clip.path=" in record["error"]["message"] and record["bench"] is None, "nothing ran"
+    assert "metric.clip.path=" in record["error"]["message"]
+    assert record["bench"] is None, "nothing ran"
 
 
 def test_a_prompt_longer_than_the_text_encoder_is_cut_as_clip_reads_it(clip_dir, task) -> None:
-    long_prompt = " ".join(["a red fox in snow"] * 4)  # 4 x 14 letters + specials: past 32 positions
+    long_prompt = " ".join(["a red fox in snow"] * 4)  # 4 x 14 letters + specials: past 32
     task.prompt = long_prompt
     video = _video()
     job = SimpleNamespace(task=task, outputs={"frames": video}, weights=None, reference=None)
     entry = clip_entries({"path": str(clip_dir), "frames": 1}, job)["clip_score"]
     low, high = task.value_range
     frame = (frames_of(video, "BTCHW", 1)[0] - low) / (high - low)
-    assert entry["value"] == pytest.approx(_by_hand(clip_dir, frame, long_prompt), rel=1e-5, abs=1e-6)
+    by_hand = _by_hand(clip_dir, frame, long_prompt)
+    assert entry["value"] == pytest.approx(by_hand, rel=1e-5, abs=1e-6)

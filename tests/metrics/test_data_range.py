@@ -11,7 +11,8 @@ from helpers import compose_config
 
 
 def _suite(*overrides):
-    return instantiate(compose_config(["model=tiny_flux2_decoder", "metric=image", *overrides]).metric)
+    cfg = compose_config(["model=tiny_flux2_decoder", "metric=image", *overrides])
+    return instantiate(cfg.metric)
 
 
 def _psnrs(suite):
@@ -28,7 +29,8 @@ def test_the_short_key_sets_every_evaluators_range():
     regression, image, _ = _psnrs(_suite("metric.data_range=1.0"))
     assert math.isclose(regression, 10 * math.log10(1.0 / mse), rel_tol=1e-9)
     assert math.isclose(default_regression - regression, 20 * math.log10(2), rel_tol=1e-6)
-    assert math.isclose(default_image - image, 20 * math.log10(2), rel_tol=1e-6), "the image PSNR follows too"
+    follows = math.isclose(default_image - image, 20 * math.log10(2), rel_tol=1e-6)
+    assert follows, "the image PSNR follows too"
 
 
 def test_the_seed_recipe_key_composes_for_the_flux2_sweep():

@@ -1,4 +1,5 @@
-"""Image metrics against scikit-image called directly; LPIPS skipped offline and computed with a backbone file."""
+"""Image metrics against scikit-image called directly; LPIPS skipped offline and computed with a
+backbone file."""
 
 from __future__ import annotations
 
@@ -7,14 +8,16 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from ascendbench.metrics import ImageEvaluator, lpips_net
-from ascendbench.metrics.functional import psnr_per_image, ssim_per_image
+from ascendbench.metrics import lpips_net
+from ascendbench.metrics.functional.image import psnr_per_image, ssim_per_image
+from ascendbench.metrics.image import ImageEvaluator
 
 
 def _pair(n=2, c=3, h=40, w=48, noise=0.05, seed=0):
     generator = torch.Generator().manual_seed(seed)
     ref = torch.rand(n, c, h, w, generator=generator, dtype=torch.float64) * 2 - 1
-    dev = (ref + noise * torch.randn(ref.shape, generator=generator, dtype=torch.float64)).clamp(-1, 1)
+    noise = noise * torch.randn(ref.shape, generator=generator, dtype=torch.float64)
+    dev = (ref + noise).clamp(-1, 1)
     return ref, dev
 
 
@@ -25,15 +28,16 @@ def test_psnr_and_ssim_equal_scikit_image_called_directly():
     for i in range(ref.shape[0]):
         r, d = ref[i].permute(1, 2, 0).numpy(), dev[i].permute(1, 2, 0).numpy()
         assert psnr[i] == pytest.approx(peak_signal_noise_ratio(r, d, data_range=2.0), rel=1e-12)
-        expected = structural_similarity(r, d, data_range=2.0, channel_axis=-1, gaussian_weights=True, sigma=1.5,
+        expected = structural_similarity(r, d, data_range=2.0, channel_axis=-1,
+                                         gaussian_weights=True, sigma=1.5,
                                          use_sample_covariance=False)
         assert ssim[i] == pytest.approx(expected, rel=1e-12)
 
 
 def test_grey_images_use_the_single_channel():
     ref, dev = _pair(c=1)
-    expected = structural_similarity(ref[0, 0].numpy(), dev[0, 0].numpy(), data_range=2.0, gaussian_weights=True,
-                                     sigma=1.5, use_sample_covariance=False)
+    expected = structural_similarity(ref[0, 0].numpy(), dev[0, 0].numpy(), data_range=2.0,
+                                     gaussian_weights=True, sigma=1.5, use_sample_covariance=False)
     assert ssim_per_image(ref, dev, 2.0)[0] == pytest.approx(expected, rel=1e-12)
 
 
@@ -42,10 +46,11 @@ def test_evaluator_clamps_to_the_value_range_and_records_mean_and_worst():
     dev[1] = -ref[1]                            # the worst image
     dev[0] = dev[0] * 1.5                       # values outside [-1, 1]: clamped before comparing
     evaluator = ImageEvaluator(lpips=False)
-    out = evaluator.evaluate({"image": ref.float()}, {"image": dev.float()}, {}, atol=1e-5, rtol=1e-3)
+    out = evaluator.evaluate({"image": ref.float()}, {"image": dev.float()}, {}, atol=1e-5,
+                             rtol=1e-3)
     clamped = dev.float().double().clamp(-1, 1)
-    expected = [peak_signal_noise_ratio(ref.float().double()[i].numpy(), clamped[i].numpy(), data_range=2.0)
-                for i in range(3)]
+    expected = [peak_signal_noise_ratio(ref.float().double()[i].numpy(), clamped[i].numpy(),
+                                        data_range=2.0) for i in range(3)]
     entry = out["image_psnr_db"]
     assert entry["per_image"] == pytest.approx(expected, rel=1e-12)
     assert entry["value"] == pytest.approx(np.mean(expected)) and entry["worst_index"] == 1
@@ -71,7 +76,8 @@ def test_lpips_is_skipped_with_the_fix_when_the_backbone_weights_are_absent(tmp_
 
 @pytest.fixture(scope="module")
 def seeded_alexnet_home(tmp_path_factory):
-    """A TORCH_HOME holding a real (seeded, not ImageNet-trained) AlexNet state dict under torchvision's name."""
+    """A TORCH_HOME holding a seeded (not ImageNet-trained) AlexNet state dict under torchvision's
+    file name."""
     import torchvision
 
     home = tmp_path_factory.mktemp("torch_home")
@@ -84,9 +90,11 @@ def seeded_alexnet_home(tmp_path_factory):
     return home
 
 
-def test_lpips_of_identical_images_is_zero_and_of_different_ones_positive(seeded_alexnet_home, monkeypatch):
+def test_lpips_of_identical_images_is_zero_and_of_different_ones_positive(seeded_alexnet_home,
+                                                                           monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(seeded_alexnet_home))
-    assert lpips_net.backbone_file("alex") == seeded_alexnet_home / "hub" / "checkpoints" / "alexnet-owt-7be5be79.pth"
+    expected = seeded_alexnet_home / "hub" / "checkpoints" / "alexnet-owt-7be5be79.pth"
+    assert lpips_net.backbone_file("alex") == expected
     ref, dev = _pair(n=2, h=32, w=40, noise=0.2)
     evaluator = ImageEvaluator(lpips_verify_hash=False)
     same = evaluator.evaluate({"image": ref}, {"image": ref.clone()}, {}, atol=1e-5, rtol=1e-3)
@@ -105,5 +113,6 @@ def test_a_backbone_file_that_fails_its_checksum_is_not_used(seeded_alexnet_home
 def test_lpips_skips_images_smaller_than_alexnet_accepts(seeded_alexnet_home, monkeypatch):
     monkeypatch.setenv("TORCH_HOME", str(seeded_alexnet_home))
     ref, dev = _pair(h=16, w=40)
-    out = ImageEvaluator(lpips_verify_hash=False).evaluate({"image": ref}, {"image": dev}, {}, atol=1e-5, rtol=1e-3)
+    evaluator = ImageEvaluator(lpips_verify_hash=False)
+    out = evaluator.evaluate({"image": ref}, {"image": dev}, {}, atol=1e-5, rtol=1e-3)
     assert "smaller than the 31 px" in out["image_lpips"]["skipped"]

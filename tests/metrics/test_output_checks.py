@@ -1,5 +1,6 @@
-"""Reference-free output checks: planted broken images and videos fail with the check named; the outputs of a
-stand-in trained to reproduce a structured clip pass; random-init outputs are reported, not judged."""
+"""Reference-free output checks: planted broken images and videos fail with the check named; the
+outputs of a stand-in trained to reproduce a structured clip pass; random-init outputs are reported,
+not judged."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import math
 import pytest
 import torch
 
-from ascendbench.metrics.functional.output_checks import spectral_exponent
-from ascendbench.metrics.output_checks import NOT_JUDGED, check_output, reference_free_checks
+from ascendbench.metrics.output_checks import (
+    NOT_JUDGED,
+    check_output,
+    output_checks,
+    spectral_exponent,
+)
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 from ascendbench.tasks.video_decode import VideoDecodeTask
 
@@ -17,7 +22,7 @@ T, H, W = 9, 32, 32
 
 
 def structured_clip() -> torch.Tensor:
-    """A ``[1, 3, T, H, W]`` clip in [-1, 1]: a bright blob moving right over a smooth colour gradient."""
+    """A ``[1, 3, T, H, W]`` clip in [-1, 1]: a bright blob moving right over a colour gradient."""
     t = torch.arange(T, dtype=torch.float32).view(T, 1, 1)
     y = torch.arange(H, dtype=torch.float32).view(1, H, 1)
     x = torch.arange(W, dtype=torch.float32).view(1, 1, W)
@@ -27,7 +32,7 @@ def structured_clip() -> torch.Tensor:
 
 
 class FourierStandIn(torch.nn.Module):
-    """A coordinate network: (t, y, x) -> RGB through a fixed low-frequency Fourier embedding and an MLP."""
+    """A coordinate network: (t, y, x) -> RGB through a fixed Fourier embedding and an MLP."""
 
     def __init__(self, seed: int) -> None:
         super().__init__()
@@ -37,7 +42,8 @@ class FourierStandIn(torch.nn.Module):
         phase = grid @ (torch.randn(3, 16, generator=generator) * 3.0)
         self.register_buffer("features", torch.cat([phase.sin(), phase.cos()], dim=-1))
         torch.manual_seed(seed)
-        self.net = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.SiLU(), torch.nn.Linear(32, 3))
+        self.net = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.SiLU(),
+                                       torch.nn.Linear(32, 3))
 
     def forward(self) -> torch.Tensor:
         rgb = torch.tanh(self.net(self.features))  # [T, H, W, 3]
@@ -66,13 +72,17 @@ def _flicker(clip: torch.Tensor) -> torch.Tensor:
     return broken
 
 
+def _rand(clip: torch.Tensor) -> torch.Tensor:
+    return torch.rand(clip.shape, generator=_generator())
+
+
+BROWN = torch.tensor([0.2, -0.1, -0.5]).view(1, 3, 1, 1, 1)
 PLANTED_VIDEOS = {
     "constant": (lambda c: torch.full_like(c, 0.1), "output_flat_frames"),
-    "black": (lambda c: -1 + 0.004 * torch.rand(c.shape, generator=_generator()), "output_black_white_frames"),
+    "black": (lambda c: -1 + 0.004 * _rand(c), "output_black_white_frames"),
     "white": (lambda c: torch.ones_like(c), "output_black_white_frames"),
-    "noise": (lambda c: torch.rand(c.shape, generator=_generator()) * 2 - 1, "output_spectral_exponent"),
-    "brown_noise": (lambda c: torch.tensor([0.2, -0.1, -0.5]).view(1, 3, 1, 1, 1)
-                    + 0.2 * torch.rand(c.shape, generator=_generator()), "output_spectral_exponent"),
+    "noise": (lambda c: _rand(c) * 2 - 1, "output_spectral_exponent"),
+    "brown_noise": (lambda c: BROWN + 0.2 * _rand(c), "output_spectral_exponent"),
     "frozen": (lambda c: c[:, :, :1].repeat(1, 1, T, 1, 1), "output_frozen_pairs"),
     "flicker": (_flicker, "output_flicker"),
 }
@@ -94,10 +104,11 @@ def test_a_planted_broken_video_fails_the_check_named(fault: str) -> None:
 @pytest.mark.parametrize("fault", ["constant", "black", "white", "noise", "brown_noise"])
 def test_a_planted_broken_image_fails_the_check_named(fault: str) -> None:
     make, check = PLANTED_VIDEOS[fault]
-    images = make(structured_clip())[0].transpose(0, 1)  # the clip's frames as an [N, C, H, W] batch
+    images = make(structured_clip())[0].transpose(0, 1)  # the clip's frames as an image batch
     entries = check_output(images, (-1.0, 1.0), "BCTHW")
     assert entries[check]["verdict"] == "FAIL", (check, entries[check])
-    assert "output_flicker" not in entries and "output_frozen_pairs" not in entries  # images: no time axis
+    # images: no time axis
+    assert "output_flicker" not in entries and "output_frozen_pairs" not in entries
 
 
 def test_the_trained_stand_in_passes_every_check(trained: torch.Tensor) -> None:
@@ -112,47 +123,58 @@ def test_the_trained_stand_in_passes_every_check(trained: torch.Tensor) -> None:
 def test_random_init_outputs_are_reported_not_judged() -> None:
     untrained = FourierStandIn(3)().detach()
     task = VideoDecodeTask(latent_channels=4, spatial_compression=8, temporal_compression=8)
-    entries = reference_free_checks({"video": untrained}, task, {"kind": "random-init"})
-    assert set(entries) == {"output_flat_frames", "output_black_white_frames", "output_spectral_exponent",
-                            "output_frozen_pairs", "output_flicker"}
-    assert all(e["verdict"] is None and e["not_judged"] == NOT_JUDGED and e["would_be"] in ("PASS", "FAIL", "WARN")
-               for e in entries.values())
-    judged = reference_free_checks({"video": untrained}, task, {"kind": "loaded"})
+    entries = output_checks({"video": untrained}, task, {"kind": "random-init"})
+    pictures = {"output_flat_frames", "output_black_white_frames", "output_spectral_exponent",
+                "output_frozen_pairs", "output_flicker"}
+    assert set(entries) == {"output_nonfinite", "output_out_of_range_ratio", *pictures}
+    assert all(e["verdict"] is None and e["not_judged"] == NOT_JUDGED
+               and e["would_be"] in ("PASS", "FAIL", "WARN")
+               for n, e in entries.items() if n in pictures)
+    nonfinite = entries["output_nonfinite"]
+    assert nonfinite["verdict"] == "PASS", "NaN/Inf are judged whatever the weights"
+    judged = output_checks({"video": untrained}, task, {"kind": "loaded"})
     assert all(e["verdict"] in ("PASS", "WARN", "FAIL") for e in judged.values())
 
 
 def test_a_check_the_reference_fails_too_is_not_judged_on_the_device() -> None:
     noise = PLANTED_VIDEOS["noise"][0](structured_clip())
     task = VideoDecodeTask(latent_channels=4, spatial_compression=8, temporal_compression=8)
-    alone = reference_free_checks({"video": noise}, task, {"kind": "loaded"})
-    beside = reference_free_checks({"video": noise}, task, {"kind": "loaded"}, reference={"video": noise.double()})
+    alone = output_checks({"video": noise}, task, {"kind": "loaded"})
+    beside = output_checks({"video": noise}, task, {"kind": "loaded"},
+                           reference={"video": noise.double()})
     assert alone["output_spectral_exponent"]["verdict"] == "FAIL"
     assert beside["output_spectral_exponent"]["verdict"] is None
     assert beside["output_spectral_exponent"]["would_be"] == "FAIL"
     assert "reference output does not pass" in beside["output_spectral_exponent"]["not_judged"]
-    good = reference_free_checks({"video": noise}, task, {"kind": "loaded"}, reference={"video": structured_clip()})
-    assert good["output_spectral_exponent"]["verdict"] == "FAIL"  # the reference passes: the device is judged
+    good = output_checks({"video": noise}, task, {"kind": "loaded"},
+                         reference={"video": structured_clip()})
+    # the reference passes: the device is judged
+    assert good["output_spectral_exponent"]["verdict"] == "FAIL"
 
 
 def test_image_task_outputs_and_rule_overrides() -> None:
     task = VaeDecodeTask(latent_channels=4, spatial_compression=8)
     flat = torch.zeros(2, 3, H, W)
-    entries = reference_free_checks({"image": flat, "tokens": torch.zeros(1, 4, 4)}, task, {"kind": "loaded"},
-                                    rules={"output_flat_frames": {"max": 1.0, "source": "my team"}})
+    outputs = {"image": flat, "tokens": torch.zeros(1, 4, 4)}
+    entries = output_checks(outputs, task, {"kind": "loaded"},
+                            rules={"output_flat_frames": {"max": 1.0, "source": "my team"}})
     assert entries["image/output_flat_frames"]["verdict"] == "PASS"
     assert entries["image/output_flat_frames"]["source"] == "my team"
     assert entries["image/output_spectral_exponent"] == {
         "skipped": "every frame is flat (see output_flat_frames): no spectrum to judge"}
-    assert not any(name.startswith("tokens/") for name in entries)  # no declared range: not a picture
+    tokens = [name for name in entries if name.startswith("tokens/")]
+    assert tokens == ["tokens/output_nonfinite"]  # no declared range: not a picture
 
 
 def test_spectral_exponent_matches_a_planted_power_law() -> None:
-    """A random-phase field with power 1/f^2 reads alpha ~2; white noise ~0 (the rule's two anchors)."""
+    """A random-phase field with power 1/f^2 reads alpha ~2; white noise ~0 (the rule's anchors)."""
     generator = torch.Generator().manual_seed(0)
     fy = torch.fft.fftfreq(128).view(-1, 1)
     fx = torch.fft.rfftfreq(128).view(1, -1)
     radius = torch.sqrt(fy * fy + fx * fx).clamp_min(1.0 / 128)
     phase = torch.rand(radius.shape, generator=generator) * 2 * math.pi
-    field = torch.fft.irfft2(radius.pow(-1.0) * torch.polar(torch.ones_like(phase), phase), s=(128, 128))
+    spectrum = radius.pow(-1.0) * torch.polar(torch.ones_like(phase), phase)
+    field = torch.fft.irfft2(spectrum, s=(128, 128))
     assert spectral_exponent(field).alpha == pytest.approx(2.0, abs=0.3)
-    assert spectral_exponent(torch.rand(128, 128, generator=generator)).alpha == pytest.approx(0.0, abs=0.5)
+    noise = torch.rand(128, 128, generator=generator)
+    assert spectral_exponent(noise).alpha == pytest.approx(0.0, abs=0.5)

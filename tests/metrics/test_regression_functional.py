@@ -9,15 +9,15 @@ import pytest
 import torch
 
 from ascendbench.errors import MetricError
-from ascendbench.metrics.functional import ErrorTolerances, regression_metrics
-from ascendbench.metrics.functional.regression import psnr_db
+from ascendbench.metrics.functional.regression import ErrorTolerances, psnr_db, regression_metrics
 
 REF = torch.tensor([1.0, -2.0, 4.0, 0.5])
 DEV = torch.tensor([1.1, -2.0, 3.0, 0.5])
 
 
 def test_each_metric_on_a_hand_built_pair():
-    m = regression_metrics(REF, DEV, ErrorTolerances(eps=0.0, small_value=0.0, atol=0.0, rtol=0.05), data_range=4.0)
+    tolerances = ErrorTolerances(eps=0.0, small_value=0.0, atol=0.0, rtol=0.05)
+    m = regression_metrics(REF, DEV, tolerances, data_range=4.0)
     diffs = np.array([0.1, 0.0, 1.0, 0.0])
     assert m["mae"] == pytest.approx(diffs.mean())
     assert m["mse"] == pytest.approx((diffs**2).mean())
@@ -45,9 +45,10 @@ def test_error_balance_measures_a_one_sided_bias():
 def test_small_values_are_judged_by_the_absolute_tolerance_not_relatively():
     ref = torch.tensor([1e-5, 2e-5, 1.0, 2.0])
     dev = torch.tensor([2e-5, 2e-5 + 1e-7, 1.0, 2.0])   # huge relative error on the tiny elements
-    m = regression_metrics(ref, dev, ErrorTolerances(small_value=1e-3, small_value_atol=1e-6, eps=0.0))
-    assert m["mean_rel_err"] == 0.0 and m["max_rel_err"] == 0.0        # only the two large elements count
-    assert m["small_value_err_ratio"] == pytest.approx(0.5)            # 1e-5 > 1e-6 fails, 1e-7 passes
+    tolerances = ErrorTolerances(small_value=1e-3, small_value_atol=1e-6, eps=0.0)
+    m = regression_metrics(ref, dev, tolerances)
+    assert m["mean_rel_err"] == 0.0 and m["max_rel_err"] == 0.0  # only the large elements count
+    assert m["small_value_err_ratio"] == pytest.approx(0.5)  # 1e-5 > 1e-6 fails, 1e-7 passes
     everything = regression_metrics(ref, dev, ErrorTolerances(small_value=0.0, eps=0.0))
     assert everything["max_rel_err"] == pytest.approx(1.0)             # 1e-5 / 1e-5
 
@@ -87,7 +88,8 @@ def test_all_nan_device_output_gives_nan_statistics():
 def test_chunked_equals_unchunked_on_a_bfloat16_device_tensor():
     generator = torch.Generator().manual_seed(0)
     ref = torch.randn(3, 5, 7, 11, generator=generator, dtype=torch.float64)
-    dev = (ref + 1e-3 * torch.randn(ref.shape, generator=generator, dtype=torch.float64)).to(torch.bfloat16)
+    noise = 1e-3 * torch.randn(ref.shape, generator=generator, dtype=torch.float64)
+    dev = (ref + noise).to(torch.bfloat16)
     whole = regression_metrics(ref, dev, chunk_elements=10**9)
     chunked = regression_metrics(ref, dev, chunk_elements=37)
     for name, value in whole.items():
@@ -105,7 +107,8 @@ def test_allclose_mismatch_equals_torch_isclose_with_nans_and_infs():
     dev = ref + 1e-3 * torch.randn(1000, generator=generator, dtype=torch.float64)
     ref[:5], dev[3:8] = float("nan"), float("inf")
     ref[10], dev[10] = float("-inf"), float("-inf")
-    expected = float((~torch.isclose(dev, ref, atol=1e-4, rtol=1e-3, equal_nan=True)).double().mean())
+    close = torch.isclose(dev, ref, atol=1e-4, rtol=1e-3, equal_nan=True)
+    expected = float((~close).double().mean())
     tolerances = ErrorTolerances(atol=1e-4, rtol=1e-3)
     got = regression_metrics(ref, dev, tolerances, chunk_elements=97)["allclose_mismatch_ratio"]
     assert got == pytest.approx(expected, rel=1e-12)

@@ -1,4 +1,5 @@
-"""Metric options from config: models pick a default, the CLI wins, rules layer dtype < model < metric."""
+"""Metric options from config: models pick a default, the CLI wins, rules layer dtype < model <
+metric."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from hydra.utils import instantiate
 from ascendbench.config import group_options
 from ascendbench.errors import ConfigError, MetricError
 from ascendbench.job.stages.evaluate import evaluate
-from ascendbench.metrics import MetricSuite, RegressionEvaluator, judge, merge_rules, worst
+from ascendbench.metrics.evaluators import FunctionEvaluator, RegressionEvaluator
+from ascendbench.metrics.suite import MetricSuite
+from ascendbench.metrics.verdict import judge, merge_rules, worst
 from ascendbench.precision import Precision
 
 
@@ -22,7 +25,8 @@ def _image_pair():
 def test_flux2_decoder_defaults_to_image_metrics_and_the_cli_wins(compose_cfg):
     assert compose_cfg([]).metric.name == "image"
     assert compose_cfg(["model=tiny_flux2_decoder"]).metric.name == "image"
-    assert compose_cfg(["model=tiny_flux2_decoder", "metric=regression"]).metric.name == "regression"
+    chosen = compose_cfg(["model=tiny_flux2_decoder", "metric=regression"])
+    assert chosen.metric.name == "regression"
     assert list(compose_cfg(["metric=video"]).metric.evaluators) == ["regression", "video"]
 
 
@@ -50,7 +54,8 @@ def test_runner_evaluate_layers_dtype_model_and_metric_rules(compose_cfg):
 def test_the_dtype_small_value_reaches_the_evaluator(compose_cfg):
     ref = {"x": torch.tensor([1e-4, 1.0], dtype=torch.float64)}
     dev = {"x": torch.tensor([2e-4, 1.0])}
-    for dtype, judged_relatively in (("float16", False), ("float32", True)):  # small_value 1e-3 vs 1e-6
+    # small_value 1e-3 vs 1e-6
+    for dtype, judged_relatively in (("float16", False), ("float32", True)):
         cfg = compose_cfg(["model=tiny_flux2_decoder", f"dtype={dtype}", "metric=regression"])
         out = evaluate(cfg.metric, Precision.build(cfg, "cpu"), ref, dev)
         assert (out["max_rel_err"]["value"] > 0.9) is judged_relatively, dtype
@@ -60,14 +65,17 @@ def test_the_dtype_small_value_reaches_the_evaluator(compose_cfg):
 def test_the_nan_rule_cannot_be_switched_off():
     ref = {"x": torch.ones(4)}
     dev = {"x": torch.tensor([1.0, float("nan"), 1.0, 1.0])}
-    out = RegressionEvaluator(thresholds={"nonfinite_mismatch": None}).evaluate(ref, dev, {}, atol=1e-5, rtol=1e-3)
-    assert out["nonfinite_mismatch"]["verdict"] == "FAIL" and "always fails" in out["nonfinite_mismatch"]["source"]
+    evaluator = RegressionEvaluator(thresholds={"nonfinite_mismatch": None})
+    out = evaluator.evaluate(ref, dev, {}, atol=1e-5, rtol=1e-3)
+    mismatch = out["nonfinite_mismatch"]
+    assert mismatch["verdict"] == "FAIL" and "always fails" in mismatch["source"]
     assert worst(e.get("verdict") for e in out.values()) == "FAIL"
 
 
 def test_several_outputs_are_prefixed_and_mismatched_names_fail():
     ref = {"a": torch.zeros(3), "b": torch.ones(3)}
-    out = RegressionEvaluator().evaluate(ref, {k: v.clone() for k, v in ref.items()}, {}, atol=1e-5, rtol=1e-3)
+    dev = {k: v.clone() for k, v in ref.items()}
+    out = RegressionEvaluator().evaluate(ref, dev, {}, atol=1e-5, rtol=1e-3)
     assert "a/mae" in out and "b/cosine" in out
     with pytest.raises(MetricError, match="outputs differ"):
         RegressionEvaluator().evaluate(ref, {"a": torch.zeros(3)}, {}, atol=1e-5, rtol=1e-3)
@@ -95,10 +103,10 @@ def test_a_metric_name_another_evaluator_produced_is_kept_under_the_evaluator_ke
 
 
 def test_a_prefixed_name_that_still_clashes_is_refused():
-    from ascendbench.metrics import FunctionEvaluator
-
-    squatter = FunctionEvaluator(name="x", function="torch.nn.functional.l1_loss", metric="b.mean_rel_err")
-    suite = MetricSuite("dup", {"x": squatter, "a": RegressionEvaluator(), "b": RegressionEvaluator()})
+    squatter = FunctionEvaluator(name="x", function="torch.nn.functional.l1_loss",
+                                 metric="b.mean_rel_err")
+    suite = MetricSuite("dup", {"x": squatter, "a": RegressionEvaluator(),
+                                "b": RegressionEvaluator()})
     ref, dev = _image_pair()
     with pytest.raises(MetricError, match="already produced"):
         suite.evaluate(ref, dev, {}, atol=1e-5, rtol=1e-3)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import torch
 
-from ascendbench.metrics import TokenEvaluator
+from ascendbench.metrics.evaluators import TokenEvaluator
 
 
 def test_agreement_range_and_unique_ids():
     ref = torch.tensor([[1, 2, 3, 4, 5, 5]])
     dev = torch.tensor([[1, 2, 3, 4, 9, -1]])
-    out = TokenEvaluator(codebook_size=8).evaluate(
-        {"tokens": ref}, {"tokens": dev}, {"token_agreement": {"min": 0.99}, "tokens_out_of_range": {"max": 0}},
-        atol=0, rtol=0)
-    assert out["token_agreement"]["value"] == 4 / 6 and out["token_agreement"]["verdict"] == "FAIL"
-    assert out["tokens_out_of_range"]["value"] == 2 and out["tokens_out_of_range"]["verdict"] == "FAIL"
+    rules = {"token_agreement": {"min": 0.99}, "tokens_out_of_range": {"max": 0}}
+    out = TokenEvaluator(codebook_size=8).evaluate({"tokens": ref}, {"tokens": dev}, rules,
+                                                   atol=0, rtol=0)
+    agreement, out_of_range = out["token_agreement"], out["tokens_out_of_range"]
+    assert agreement["value"] == 4 / 6 and agreement["verdict"] == "FAIL"
+    assert out_of_range["value"] == 2 and out_of_range["verdict"] == "FAIL"
     assert out["tokens_unique"]["value"] == 6 and out["tokens_unique_reference"]["value"] == 5
 
 

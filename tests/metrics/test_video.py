@@ -1,4 +1,4 @@
-"""Video metrics: per frame equal to the image metrics, chunked equal to unchunked, worst frame found."""
+"""Video metrics: per frame equal to the image metrics, chunked equal to unchunked, worst found."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from ascendbench.errors import MetricError
-from ascendbench.metrics import ImageEvaluator, VideoEvaluator
-from ascendbench.metrics.functional import resolve_layout
+from ascendbench.metrics.functional.image import resolve_layout
+from ascendbench.metrics.image import ImageEvaluator, VideoEvaluator
 
 
 def _videos(b=2, c=3, t=5, h=24, w=20, seed=0):
@@ -37,9 +37,11 @@ def test_per_frame_values_equal_the_image_metrics_of_each_frame_and_the_worst_is
     out = _evaluate(VideoEvaluator(lpips=False, frames_per_chunk=2), ref, dev)
     frames_ref = ref.permute(0, 2, 1, 3, 4).reshape(-1, 3, 24, 20)
     frames_dev = dev.permute(0, 2, 1, 3, 4).reshape(-1, 3, 24, 20)
-    images = ImageEvaluator(lpips=False).evaluate({"f": frames_ref}, {"f": frames_dev}, {}, atol=1e-5, rtol=1e-3)
-    assert out["video_psnr_db_mean"]["per_frame"] == pytest.approx(images["image_psnr_db"]["per_image"], rel=1e-12)
-    assert out["video_ssim_mean"]["per_frame"] == pytest.approx(images["image_ssim"]["per_image"], rel=1e-12)
+    images = ImageEvaluator(lpips=False).evaluate({"f": frames_ref}, {"f": frames_dev}, {},
+                                                  atol=1e-5, rtol=1e-3)
+    psnr, ssim = images["image_psnr_db"]["per_image"], images["image_ssim"]["per_image"]
+    assert out["video_psnr_db_mean"]["per_frame"] == pytest.approx(psnr, rel=1e-12)
+    assert out["video_ssim_mean"]["per_frame"] == pytest.approx(ssim, rel=1e-12)
     psnr = np.array(images["image_psnr_db"]["per_image"])
     assert out["video_psnr_db_mean"]["value"] == pytest.approx(psnr.mean())
     assert out["video_psnr_db_std"]["value"] == pytest.approx(psnr.std())
@@ -76,6 +78,6 @@ def test_lpips_without_backbone_is_skipped_for_every_aggregate(tmp_path, monkeyp
 
 
 def test_a_model_without_video_outputs_gets_a_skipped_entry():
-    out = VideoEvaluator().evaluate({"image": torch.zeros(1, 3, 8, 8)}, {"image": torch.zeros(1, 3, 8, 8)}, {},
-                                    atol=1e-5, rtol=1e-3)
+    image = {"image": torch.zeros(1, 3, 8, 8)}
+    out = VideoEvaluator().evaluate(image, image, {}, atol=1e-5, rtol=1e-3)
     assert list(out) == ["video"] and "5-D video outputs" in out["video"]["skipped"]

@@ -15,11 +15,8 @@ import torch
 from omegaconf import OmegaConf
 
 from ascendbench.compare.csvfile import output_rows, write_compare_csv
-from ascendbench.compare.divergence import compare_modules
-from ascendbench.compare.hooks import capturing
-from ascendbench.compare.layers import compare_layers
-from ascendbench.compare.rules import hidden_rules
-from ascendbench.compare.saved_layers import save_device_layers, saved_layers
+from ascendbench.compare.hooks import capturing, save_device_layers, saved_layers
+from ascendbench.compare.layers import compare_layers, compare_modules, hidden_rules
 from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.job.artifacts import save_tensors
 from ascendbench.job.job import Job

@@ -13,10 +13,9 @@ from ascendbench.baseline.source import Score, SourceBaseline, benchmark, check_
 from ascendbench.job.job import Job
 from ascendbench.job.placement import placement_entry
 from ascendbench.job.stages.base import Stage, build
-from ascendbench.metrics import worst
 from ascendbench.metrics.clip import clip_entries
-from ascendbench.metrics.output_checks import reference_free_checks
-from ascendbench.metrics.validate import identical_reference, validate_outputs
+from ascendbench.metrics.output_checks import identical_reference, output_checks
+from ascendbench.metrics.verdict import worst
 from ascendbench.patches import patches_applied
 from ascendbench.precision import Precision
 from ascendbench.tasks.checks import CheckContext
@@ -34,7 +33,7 @@ def evaluate(metric_cfg: DictConfig, precision: Precision, reference: Mapping[st
 def job_verdict(metrics: Mapping[str, Mapping[str, Any]], compared: bool) -> str | None:
     """The worst metric verdict; without a reference or a task gate (``compared`` false) only a WARN or FAIL.
 
-    The output validation (:mod:`ascendbench.metrics.validate`) runs in every job and can only lower a
+    The output validation (:mod:`ascendbench.metrics.output_checks`) runs in every job and can only lower a
     verdict: finite, in-range outputs alone are no evidence of correctness, so a performance-only job
     (``baseline.enabled=false``) with clean outputs keeps verdict ``None``, one with NaN/Inf gets FAIL.
 
@@ -76,9 +75,8 @@ class EvaluateStage(Stage):
         """Metrics, gates and the output validation into ``job.metrics``; the section carries them with the
         job verdict (:func:`job_verdict`)."""
         checks = self._checks(job)
-        validation = validate_outputs(job.outputs, job.task.output_range, dict(job.precision.rules))
-        validation.update(reference_free_checks(job.outputs, job.task, job.weights, dict(job.precision.rules),
-                                                job.reference))
+        validation = output_checks(job.outputs, job.task, job.weights, dict(job.precision.rules),
+                                   job.reference)
         validation.update(clip_entries(job.cfg.metric.get("clip"), job))
         saved = isinstance(job.reference, SourceBaseline)
         if saved:  # a saved reference (baseline.source): names and shapes first
