@@ -10,8 +10,7 @@ import torch
 
 from ascendbench.metrics.functional.output_checks import spectral_exponent
 from ascendbench.metrics.output_checks import NOT_JUDGED, check_output, reference_free_checks
-from ascendbench.tasks.vae_decode import VaeDecodeTask
-from ascendbench.tasks.video_decode import VideoDecodeTask
+from ascendbench.tasks.vae_decode import VaeDecodeTask, VideoDecodeTask
 
 T, H, W = 9, 32, 32
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ascendbench.errors import ConfigError
-from ascendbench.models.components import build_component, build_components, count_component_params
+from ascendbench.models.pipeline import build_component, build_components, count_component_params
 from ascendbench.models.tokenizer import build_tokenizer, unigram_vocab
 
 TINY_SPECS = {

@@ -8,8 +8,7 @@ import hashlib
 import pytest
 
 from ascendbench.errors import WeightsDigestError
-from ascendbench.models import files_digest, resolve_source
-from ascendbench.models.digest_check import check_digest
+from ascendbench.models.sources import check_digest, files_digest, resolve_source
 
 from helpers import TINY_RUN, read_record
 

@@ -9,7 +9,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
-from ascendbench.models import SafetensorsLayerLoader
+from ascendbench.models.layer import SafetensorsLayerLoader
 
 TINY_VAE = dict(latent_channels=8, block_out_channels=(8, 16, 32, 64), decoder_block_out_channels=(8, 16, 32),
                 layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1),
@@ -58,11 +58,11 @@ def test_the_layer_is_the_checkpoints_tensors_exactly(vae_dir):
 def test_wrong_prefix_or_shape_lists_what_does_not_fit(vae_dir):
     root, _ = vae_dir
     wrong_shape = SafetensorsLayerLoader({**CONV_IN, "out_channels": 16}, "decoder.conv_in.conv.", subfolder="vae")
-    with pytest.raises(WeightsLoadError, match=r"shape mismatches \['bias \(32,\) vs \(16,\)'"):
+    with pytest.raises(WeightsLoadError, match=r"shape mismatches \(first: \['bias \(32,\) vs \(16,\)'"):
         wrong_shape.load(str(root), "required")
     wrong_prefix = SafetensorsLayerLoader(CONV_IN, "decoder.conv_in.", subfolder="vae",
                                           filename="diffusion_pytorch_model.safetensors")
-    with pytest.raises(WeightsLoadError, match=r"unexpected \['conv.bias', 'conv.weight'\]"):
+    with pytest.raises(WeightsLoadError, match=r"unexpected keys \(first: \['conv.bias', 'conv.weight'\]"):
         wrong_prefix.load(str(root), "required")
     absent = SafetensorsLayerLoader(CONV_IN, "decoder.nothing.", subfolder="vae")
     with pytest.raises(WeightsLoadError, match=r"expected one checkpoint file .* holding it, found 0"):
@@ -73,7 +73,7 @@ def test_random_init_is_seeded_and_weights_required_fails_cleanly(tmp_path):
     loader = SafetensorsLayerLoader(CONV_IN, "decoder.conv_in.conv.")
     a, b = loader.load(None, "random", 42), loader.load(str(tmp_path / "absent"), "auto", 42)
     assert torch.equal(a.module.weight, b.module.weight) and b.weights["kind"] == "random-init"
-    with pytest.raises(WeightsNotFoundError, match=r"model.weights=required but no checkpoint"):
+    with pytest.raises(WeightsNotFoundError, match=r"model.weights=required but no weights were found"):
         loader.load(str(tmp_path / "absent"), "required", 42)
 
 

@@ -7,8 +7,7 @@ import torch
 from safetensors.torch import save_file
 
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
-from ascendbench.models import DiffusersLoader
-from ascendbench.models import loader as loader_module
+from ascendbench.models.loader import DiffusersLoader
 
 from helpers import build_tiny_flux2, same_weights
 
@@ -92,20 +91,3 @@ def test_real_flux2_small_decoder_architecture_has_the_seed_parameter_count(comp
     decoder = sum(p.numel() for p in module.decoder.parameters())
     assert round(total / 1e6, 1) == 62.4 and round(decoder / 1e6, 1) == 27.9
 
-
-def test_a_random_init_counts_an_architecture_on_the_meta_device_once(loader, monkeypatch):
-    from ascendbench.models import memory
-
-    counted = []
-    count = memory.count_meta_params
-    monkeypatch.setattr(memory, "count_meta_params", lambda build: counted.append(1) or count(build))
-    monkeypatch.setattr(loader_module, "_META_COUNTS", {})
-    expected = count(lambda: loader_module.import_class(loader.class_path).from_config(loader.architecture))
-    estimates = []
-    monkeypatch.setattr(memory, "check_host_memory", lambda estimate, *a, **k: estimates.append(estimate))
-    for seed in (1, 2):
-        loader.load(None, weights="random", init_seed=seed)
-    assert len(counted) == 1 and [e.parts["model"] for e in estimates] == [expected, expected]
-    other = DiffusersLoader(loader.class_path, {**loader.architecture, "latent_channels": 8})
-    other.load(None, weights="random", init_seed=1)
-    assert len(counted) == 2 and estimates[-1].parts["model"] != expected, "another architecture: counted anew"

@@ -9,7 +9,7 @@ from safetensors.torch import save_file
 
 import ascendbench.models.memory as memory
 from ascendbench.errors import InsufficientMemoryError
-from ascendbench.models import DiffusersLoader
+from ascendbench.models.loader import DiffusersLoader
 from ascendbench.models.memory import (
     MemoryEstimate,
     check_host_memory,

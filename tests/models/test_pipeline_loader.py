@@ -17,6 +17,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
+from ascendbench.models.base import locate
 from ascendbench.models.ltx_layout import save_ltx_single_file
 
 
@@ -80,7 +81,7 @@ def test_single_file_offline_with_local_config_and_text_encoder_object(tiny, off
 def test_a_directory_holding_the_file_resolves_by_filename(tiny, offline):
     root, _ = tiny
     loader = _loader(f"model.loader.config={root / 'config'}", f"model.loader.text_encoder.source={root / 'full'}")
-    found = loader.resolve(str(root))
+    found = locate(loader, str(root), None)
     assert found.kind == "file" and found.path.name == "tiny_ltx_t2v.safetensors"
 
 
@@ -114,7 +115,7 @@ def test_missing_text_encoder_is_a_weights_error_naming_the_key(tiny, offline):
 
 
 def test_required_weights_missing_and_auto_fallback(tiny, offline, tmp_path):
-    with pytest.raises(WeightsNotFoundError, match=r"no pipeline checkpoint was found .* does not exist"):
+    with pytest.raises(WeightsNotFoundError, match=r"no weights were found .* does not exist"):
         _loader().load(str(tmp_path / "nothing.safetensors"), "required", 42)
     fallback = _loader().load(str(tmp_path / "nothing.safetensors"), "auto", 42)
     assert fallback.weights["kind"] == "random-init" and "does not exist" in fallback.weights["reason"]

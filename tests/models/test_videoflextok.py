@@ -11,8 +11,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ascendbench.errors import ConfigError, MissingPackageError, WeightsNotFoundError
-from ascendbench.models.expect import check_expected, read_path, transformer_depth
-from ascendbench.models.videoflextok import VideoFlexTokLoader
+from ascendbench.models.videoflextok import (
+    VideoFlexTokLoader,
+    check_expected,
+    read_path,
+    transformer_depth,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "standins"))
 from videoflextok_standin import build_pretrained  # noqa: E402  (the tests' stand-in of videoflextok)

@@ -10,8 +10,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ascendbench.errors import UnsafeWeightsError, WeightsLoadError
-from ascendbench.models import DiffusersLoader, resolve_source
-from ascendbench.models.sources import NotFound
+from ascendbench.models.loader import DiffusersLoader
+from ascendbench.models.sources import Layout, NotFound, resolve_source
 
 from helpers import TINY_FLUX2_ARCH, build_tiny_flux2, same_weights
 
@@ -58,7 +58,7 @@ def test_pickle_only_directory_is_refused_and_safetensors_preferred(tiny_flux2_d
     torch.save(build_tiny_flux2().state_dict(), pickled / "diffusion_pytorch_model.bin")
     with pytest.raises(UnsafeWeightsError, match="diffusion_pytorch_model.bin"):
         resolve_source(str(pickled))
-    allowed = resolve_source(str(pickled), allow_pickle=True)
+    allowed = resolve_source(str(pickled), Layout(allow_pickle=True))
     assert allowed.pickle and allowed.files[0].name == "diffusion_pytorch_model.bin"
     both = tmp_path / "both"
     shutil.copytree(tiny_flux2_dir, both)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import patches_applied
+from ascendbench.patches.registry import patches_applied
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import DenseBlockMask, MaskGrid, dense_flex_attention, patches_applied
+from ascendbench.patches.flex_attention_dense import DenseBlockMask, MaskGrid, dense_flex_attention
+from ascendbench.patches.registry import patches_applied
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "standins"))
 from videoflextok_standin import VideoFlexTokStandIn  # noqa: E402  (the tests' stand-in of videoflextok)

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import AuxRequest, BlockMask, create_block_mask, flex_attention
 
-from ascendbench.patches import (
+from ascendbench.patches.flex_attention_dense import (
     DenseBlockMask,
     MaskGrid,
     block_mask_to_dense,

@@ -10,8 +10,15 @@ import pytest
 import torch
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import patches_applied
-from ascendbench.patches.npu_attention import FUSED, SDPA_FUSED, SDPA_MATH, KernelLog, boolean_mask, sdpa_kernel
+from ascendbench.patches.attention_backend import (
+    FUSED,
+    SDPA_FUSED,
+    SDPA_MATH,
+    KernelLog,
+    boolean_mask,
+    sdpa_kernel,
+)
+from ascendbench.patches.registry import patches_applied
 from ascendbench.report.variants import patches_cell
 
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import Check, Patch, available_patches, parse_specs, patches_applied, registry
+from ascendbench.patches import registry
+from ascendbench.patches.registry import Check, Patch, available_patches, parse_specs, patches_applied
 
 
 class Flag(torch.nn.Module):

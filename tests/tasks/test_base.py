@@ -10,8 +10,10 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from ascendbench.bench.phases import PhaseTimer
-from ascendbench.tasks import Task, VaeDecodeTask, place
+from ascendbench.tasks.base import Task
 from ascendbench.tasks.checks import CheckContext
+from ascendbench.tasks.inputs import place
+from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 KINDS = Path(__file__).resolve().parents[2] / "conf" / "model" / "task"
 

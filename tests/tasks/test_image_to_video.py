@@ -17,8 +17,8 @@ from diffusers.models.autoencoders.vae import DiagonalGaussianDistribution
 from PIL import Image
 
 from ascendbench.errors import ConfigError
-from ascendbench.tasks import image_to_video as i2v
-from ascendbench.tasks.image_to_video import ImageToVideoTask, generated_image, read_image
+from ascendbench.tasks import text_to_video as i2v
+from ascendbench.tasks.text_to_video import ImageToVideoTask, generated_image, read_image
 
 from helpers import compose_config, read_record, run_job
 from helpers.config import ltx_single_file_layout
@@ -65,7 +65,7 @@ def test_task_inputs_and_sources(png):
     made = generated.make_inputs({"height": 32, "width": 32, "num_frames": 9, "steps": 2, "batch_size": 1}, seed=3)
     assert torch.equal(made["image"], generated_image(32, 32, 3))
     assert generated.input_sources() == {"image": {"kind": "generated", "seed": 3,
-                                                    "generator": "ascendbench.tasks.clips.structured_clip, frame 0"}}
+                                                    "generator": "ascendbench.tasks.inputs.structured_clip, frame 0"}}
 
 
 @pytest.mark.parametrize("bad", ["absent.png", "not_an_image.png"])
@@ -115,7 +115,7 @@ def test_ltx2_image_crf_needs_pyav_unless_zero(monkeypatch):
 def test_twins_keep_the_real_classes_and_task(compose_cfg, real, twin):
     a, b = compose_cfg([f"model={real}"]).model, compose_cfg([f"model={twin}"]).model
     assert a.loader.class_path == b.loader.class_path and a.loader.class_path.endswith("ImageToVideoPipeline")
-    assert a.task._target_ == b.task._target_ == "ascendbench.tasks.ImageToVideoTask"
+    assert a.task._target_ == b.task._target_ == "ascendbench.tasks.text_to_video.ImageToVideoTask"
     assert a.loader.tiny_twin == twin and b.weights == "random" and a.task.image is None
     for name, spec in a.loader.components.items():
         assert b.loader.components[name].class_path == spec.class_path, name

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from ascendbench.errors import TaskError
-from ascendbench.tasks import LayerForwardTask, describe
 from ascendbench.tasks.checks import CheckContext
+from ascendbench.tasks.inputs import describe
+from ascendbench.tasks.layer_forward import LayerForwardTask
 
 MINI = {"height": 256, "width": 256, "num_frames": 9, "batch_size": 1}
 

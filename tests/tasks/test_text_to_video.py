@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 
 from ascendbench.bench.phases import PhaseTimer
 from ascendbench.errors import ConfigError, TaskError
-from ascendbench.tasks import place
+from ascendbench.tasks.inputs import place
 
 TINY = {"height": 32, "width": 32, "num_frames": 9, "batch_size": 1, "steps": 2}
 
@@ -58,13 +58,13 @@ def test_reference_precision_and_placement_options(ltx):
     placed = place(task, pipe, "cpu", torch.float64)
     assert placed.transformer.dtype == placed.text_encoder.dtype == torch.float64
     assert task.run(placed, inputs)["video"].dtype == torch.float64
-    task.cpu_offload, task.vae_options = True, {"enable_tiling": True}
+    task.cpu_offload, task.vae = True, {"enable_tiling": True}
     try:
         place(task, pipe, "cpu", torch.float32)
         assert task.applied["cpu_offload"] is False, "nothing to offload to on the CPU"
         assert pipe.vae.use_tiling and task.applied["vae"]["enable_tiling"]
     finally:
-        task.cpu_offload, task.vae_options = False, {}
+        task.cpu_offload, task.vae = False, {}
         place(task, pipe, "cpu", torch.float32)
 
 

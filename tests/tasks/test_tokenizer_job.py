@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from ascendbench.patches import parse_specs
+from ascendbench.patches.registry import parse_specs
 
 from helpers import run_job
 

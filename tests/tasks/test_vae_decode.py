@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from ascendbench.errors import TaskError
-from ascendbench.tasks import VaeDecodeTask, describe
+from ascendbench.tasks.inputs import describe
+from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 from helpers import build_tiny_flux2
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from ascendbench.errors import ConfigError, TaskError
-from ascendbench.tasks import VideoDecodeTask, place
-from ascendbench.tasks.video_decode import video_latent_shape
+from ascendbench.tasks.inputs import place
+from ascendbench.tasks.vae_decode import VideoDecodeTask, latent_shape
 
 MINI = {"height": 256, "width": 256, "num_frames": 9, "batch_size": 1}
 
@@ -44,7 +44,7 @@ def test_latent_is_seeded_on_a_cpu_generator():
 ])
 def test_sizes_the_vae_cannot_take_are_refused_with_the_fix(preset, match):
     with pytest.raises(TaskError, match=match):
-        video_latent_shape(preset, 128, 32, 8)
+        latent_shape(preset, 128, 32, 8)
 
 
 def test_decode_gives_frames_and_counts_them():

@@ -17,7 +17,7 @@ from ascendbench.metrics import worst
 from ascendbench.metrics.clip import clip_entries
 from ascendbench.metrics.output_checks import reference_free_checks
 from ascendbench.metrics.validate import identical_reference, validate_outputs
-from ascendbench.patches import patches_applied
+from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import Precision
 from ascendbench.tasks.checks import CheckContext
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ascendbench.errors import TaskError
-from ascendbench.tasks.replay import Replay
+from ascendbench.tasks.tokenizer_gates import Replay
 
 
 class Noisy(torch.nn.Module):
