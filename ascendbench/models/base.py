@@ -1,9 +1,7 @@
 """The loader interface: ``loader.load(source, weights, init_seed, revision)`` -> a model.
 
 ``model.weights``: ``auto`` loads the weights where found, else the seeded random init of the real
-architecture; ``required`` loads them or fails saying how to get them; ``random`` never looks. The
-record's ``weights`` says which (``kind: loaded | random-init``). A loader implements
-:meth:`ModelLoader.from_weights` and :meth:`ModelLoader.random_init`.
+architecture; ``required`` loads them or says how to get them; ``random`` never looks.
 """
 
 from __future__ import annotations
@@ -42,12 +40,8 @@ def plain(value: Any) -> Any:
 
 
 def import_class(class_path: str, install_hint: str | None = None) -> Any:
-    """``package.module.Class`` -> the class.
-
-    Raises:
-        MissingPackageError: the package is not installed and ``install_hint`` says how to get it.
-        ConfigError: anything else that keeps the path from importing.
-    """
+    """``package.module.Class`` -> the class; a missing package is a :class:`MissingPackageError`
+    where ``install_hint`` says how to get it, any other failure a :class:`ConfigError`."""
     module_name, _, attr = class_path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
@@ -76,11 +70,8 @@ class LoadedModel:
 
 
 class ModelLoader(ABC):
-    """Base class of every ``model.loader``: the weights-mode logic, once.
-
-    Attributes (the :class:`~ascendbench.models.sources.Layout` of the weights):
-        subfolder, filename, allow_pickle, pipeline.
-    """
+    """Base class of every ``model.loader``: the weights-mode logic, once; the class attributes
+    are the :class:`~ascendbench.models.sources.Layout` of the weights."""
 
     subfolder: str | None = None
     filename: str | None = None

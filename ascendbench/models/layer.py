@@ -1,8 +1,7 @@
 """One layer read straight out of a safetensors checkpoint by tensor-name prefix; no model is built.
 
-``model.loader.module`` names a ``torch.nn`` module by ``_target_`` with its arguments (the loader
-node sets ``_recursive_: false`` so that Hydra hands the spec over instead of building it early);
-the tensors under ``prefix`` are read one by one, stripped of the prefix and loaded strictly.
+The loader node sets ``_recursive_: false`` so that Hydra hands the ``module`` spec over instead of
+building it before the memory check.
 """
 
 from __future__ import annotations
@@ -44,15 +43,9 @@ def _stats(tensor: torch.Tensor) -> dict[str, Any]:
 
 
 class SafetensorsLayerLoader(ModelLoader):
-    """Builds ``module`` (by ``_target_``) and fills it with the tensors under ``prefix``.
-
-    Args:
-        module: the module's ``_target_`` (e.g. ``torch.nn.Conv3d``) and constructor arguments.
-        prefix: tensor-name prefix in the checkpoint, ending with a dot (``decoder.conv_in.conv.``).
-        filename: the file to read when the source is a directory with several.
-        subfolder: subfolder of the directory or hub repository (``vae``).
-        memory_check: refuse before allocating when the module would not fit in host memory.
-    """
+    """Builds ``module`` (``_target_``, e.g. ``torch.nn.Conv3d``, and its arguments) and fills it
+    strictly with the tensors under ``prefix`` (``decoder.conv_in.conv.``) of ``filename`` (the
+    one file holding them when not set) in ``subfolder``."""
 
     def __init__(self, module: Mapping[str, Any], prefix: str, filename: str | None = None,
                  subfolder: str | None = None, memory_check: bool = True) -> None:

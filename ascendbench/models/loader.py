@@ -32,15 +32,10 @@ def strict_mismatch(expected: Mapping[str, Any], state: Mapping[str, Any]) -> st
 
 
 class DiffusersLoader(ModelLoader):
-    """Loads a model class with ``from_pretrained`` (directories) or ``from_config`` + a state dict.
-
-    Args:
-        class_path: dotted path of the model class, e.g. ``diffusers.AutoencoderKLFlux2``.
-        architecture: constructor config of the real checkpoint (random init and single files).
-        subfolder: subfolder of a repository or directory holding ``config.json`` and weights.
-        allow_pickle: read pickle checkpoints with ``torch.load(weights_only=True)``; refused by
-            default. ``trust_remote_code`` is never passed.
-    """
+    """Loads ``class_path`` (e.g. ``diffusers.AutoencoderKLFlux2``) with ``from_pretrained`` from a
+    directory, or as ``architecture`` (the real checkpoint's config: random init, single files)
+    filled from a state dict; pickles only with ``allow_pickle`` (read with
+    ``torch.load(weights_only=True)``); ``trust_remote_code`` is never passed."""
 
     def __init__(self, class_path: str, architecture: Mapping[str, Any] | None = None,
                  subfolder: str | None = None, allow_pickle: bool = False) -> None:

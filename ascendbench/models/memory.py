@@ -1,8 +1,5 @@
-"""Memory a model run will need, estimated without allocating it; the refusal of what cannot fit.
-
-Parameters are counted on the model built on the ``meta`` device or from safetensors headers;
-activations by running the task on ``meta`` tensors under :class:`LiveTensorBytes`
-(docs/reliability.md gives the estimate against measured peaks).
+"""Memory a model run will need, estimated without allocating it (the model built on the ``meta``
+device, safetensors headers, the task run on meta tensors), and the refusal of what cannot fit.
 
 >>> MemoryEstimate("demo", {"transformer": 2_000_000_000}, "float32").gigabytes
 8.0
@@ -125,21 +122,13 @@ def available_host_bytes() -> int:
     return _DECLARED_HOST[-1] if _DECLARED_HOST else measured_host_bytes()
 
 
-def check_host_memory(estimate: MemoryEstimate, hint: str, headroom: float = DEFAULT_HEADROOM,
-                      available: int | None = None,
+def check_host_memory(estimate: MemoryEstimate, hint: str, available: int | None = None,
                       skip_key: str | None = "model.loader.memory_check=false") -> dict[str, Any]:
-    """The record's view of the check; raises unless ``estimate`` fits in ``headroom`` of the
-    available host memory.
-
-    Args:
-        hint: the smaller option to suggest (e.g. ``run `model=tiny_ltx_t2v```).
-        available: bytes available (measured when ``None``).
-        skip_key: the override that turns the check off, named in the refusal (``None``: none).
-
-    Raises:
-        InsufficientMemoryError: the parameters do not fit (the message names the numbers).
-    """
+    """The record's view of the check; an :class:`InsufficientMemoryError` naming the numbers,
+    ``hint`` (the smaller option) and ``skip_key`` (the override that turns the check off) unless
+    ``estimate`` fits in the headroom of ``available`` bytes (``None``: measured)."""
     available = available_host_bytes() if available is None else int(available)
+    headroom = DEFAULT_HEADROOM
     fits = estimate.bytes_needed <= available * float(headroom)
     info = {**estimate.to_dict(), "available_bytes": available, "fits": fits,
             "available_gb": round(available / 1e9, 3), "headroom": float(headroom)}

@@ -29,11 +29,13 @@ from ascendbench.models.memory import (
     safetensors_numel,
 )
 from ascendbench.models.sources import (
+    Layout,
     ResolvedSource,
     files_digest,
     hub_forced_offline,
     hub_offline,
     looks_like_hub_id,
+    resolve_source,
 )
 from ascendbench.models.tokenizer import build_tokenizer
 from ascendbench.precision import TORCH_DTYPES
@@ -106,22 +108,8 @@ def count_component_params(specs: Mapping[str, Any]) -> dict[str, int]:
 
 @dataclass(eq=False)
 class PipelineLoader(ModelLoader):
-    """Loads a diffusers pipeline class; its fields are the keys of ``model.loader``.
-
-    Attributes:
-        class_path: the pipeline class, e.g. ``diffusers.LTXPipeline``.
-        components: component name -> architecture spec, for random init.
-        filename: the single-file checkpoint inside a directory or hub repository given as source.
-        config: local diffusers directory (or hub id) with the configs ``from_single_file`` needs.
-        config_repo: the hub repository those configs come from (named in the offline error).
-        offline: no network at all (needs ``config`` to be a local directory).
-        text_encoder, tokenizer: ``{class_path, source, subfolder}`` loaded with ``from_pretrained``
-            and passed as objects (no ``source``: taken from the config directory).
-        lora: ``{path, weight_name, adapter_name, scale}`` loaded with ``load_lora_weights``.
-        load_dtype: dtype the pipeline is loaded in.
-        memory_check: refuse before allocating when the parameters would not fit in host memory.
-        tiny_twin: the model option suggested when refusing (e.g. ``tiny_ltx_t2v``).
-    """
+    """Loads a diffusers pipeline class; the fields are the keys of ``model.loader`` (their table
+    is in docs/models.md, "Keys")."""
 
     pipeline: ClassVar[bool] = True
 
@@ -292,16 +280,6 @@ class PipelineLoader(ModelLoader):
 def _object_files(spec: Mapping[str, Any]) -> tuple[Path, ...]:
     """The safetensors files of a separately loaded component already on disk (a local directory
     or the hub cache); one still to be downloaded is not counted."""
-    source, subfolder = str(spec["source"]), spec.get("subfolder") or ""
-    local = Path(os.path.expanduser(source))
-    root = local / subfolder
-    if not local.exists() and looks_like_hub_id(source):
-        from huggingface_hub import snapshot_download  # deferred: only for hub ids
-
-        pattern = f"{subfolder}/*.safetensors" if subfolder else "*.safetensors"
-        try:
-            root = Path(snapshot_download(source, allow_patterns=[pattern],
-                                          local_files_only=True)) / subfolder
-        except Exception:  # not cached: nothing to count yet
-            return ()
-    return tuple(sorted(root.glob("*.safetensors"))) if root.is_dir() else ()
+    layout = Layout(spec.get("subfolder"), allow_pickle=True)
+    found = resolve_source(str(spec["source"]), layout, allow_network=False)
+    return tuple(f for f in getattr(found, "files", ()) if f.suffix == ".safetensors")

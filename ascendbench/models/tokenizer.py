@@ -1,7 +1,5 @@
-"""A tokenizer built in memory with the ``tokenizers`` library: no vocabulary file, no network.
-
-A character-level Unigram model (``▁`` marks a word start) over printable ASCII, wrapped in the
-pipeline's own fast tokenizer class; its ids are fixed, so they stay inside a tiny text encoder.
+"""A tokenizer built in memory (``tokenizers``): a character-level Unigram model over printable
+ASCII in the pipeline's own fast tokenizer class; no vocabulary file, no network.
 
 >>> tok = build_tokenizer("transformers.PreTrainedTokenizerFast", model_max_length=8)
 >>> tok("ab").input_ids

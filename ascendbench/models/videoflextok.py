@@ -1,11 +1,8 @@
-"""Loading VideoFlexTok (``videoflextok.wrappers.VideoFlexTokFromHub``) and its kin.
+"""Loading VideoFlexTok (a ``PyTorchModelHubMixin``: ``config.json`` + ``model.safetensors``).
 
-The class is a ``huggingface_hub.PyTorchModelHubMixin``: a directory (or hub repository) holds its
-``config.json`` and ``model.safetensors``. Besides the files, ``weights`` records ``strict_load``
-(keys missing from the file and keys the model lacks: ``from_pretrained`` loads non-strictly) and
-``config_checks``: ``model.loader.expect``, attribute paths -> values read back from the instance
-(``a.b.0.c``; a last segment ``@depth`` counts the blocks of the deepest transformer below, ``@len``
-is ``len()``).
+``weights`` also records ``strict_load`` (``from_pretrained`` loads non-strictly) and
+``config_checks``: ``model.loader.expect``, attribute paths (``a.b.0.c``; a last segment ``@depth``
+counts the blocks of the deepest transformer below, ``@len`` is ``len()``) -> expected values.
 """
 
 from __future__ import annotations
@@ -90,14 +87,8 @@ def check_expected(obj: Any, expect: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class VideoFlexTokLoader(ModelLoader):
-    """Loads a ``PyTorchModelHubMixin`` tokenizer with ``from_pretrained(<dir or hub id>)``.
-
-    Args:
-        class_path: dotted path of the class (default VideoFlexTok's hub wrapper).
-        install_hint: what to tell the user when the class's package is missing.
-        expect: attribute path -> value that must have landed in the instance.
-        architecture: the ``config.json`` content for random init when none is found.
-    """
+    """Loads ``class_path`` with ``from_pretrained(<dir>)``; ``install_hint`` names the missing
+    package, ``architecture`` is the ``config.json`` for a random init when none is found."""
 
     def __init__(self, class_path: str = "videoflextok.wrappers.VideoFlexTokFromHub",
                  install_hint: str = VIDEOFLEXTOK_HINT, expect: Mapping[str, Any] | None = None,

@@ -1,11 +1,8 @@
-"""The ``diffusers_attention_backend`` patch: run a diffusers model on a named attention backend.
+"""The ``diffusers_attention_backend`` patch: a diffusers model on a named attention backend.
 
-Sets the backend through diffusers' dispatcher (``set_attention_backend``) on the model or on each
-model component of a pipeline, inside diffusers' ``attention_backend`` context, and restores with
-``reset_attention_backend()``. Default: ``_native_npu`` on NPU runs, applied only where diffusers'
-contract holds (docs/devices.md): a float32 run skips it, LTX's additive float masks become the
-boolean ``[B, Skv]`` form (refused on a diffusers that drops masks), and :class:`KernelLog` records
-which kernel each call ran.
+Through diffusers' dispatcher, restored with ``reset_attention_backend()``. Default ``_native_npu``
+on NPU runs, only where diffusers' contract holds (docs/devices.md): float32 runs skip it, LTX's
+float masks become boolean ``[B, Skv]`` ones, and :class:`KernelLog` records each call's kernel.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The ``flex_attention_dense`` patch: flex_attention + create_block_mask as dense-mask SDPA.
 
-``flex_attention`` with a ``BlockMask`` compiles through inductor into Triton kernels, which Ascend
-NPUs lack. The drop-ins here compute the same with plain operators: the token-level mask is the
-``mask_mod`` evaluated on broadcast index grids (intersected with a real ``BlockMask``'s block
-structure, as the compiled kernels do); rows with every key masked give zeros (``-inf``
-log-sum-exp) as flex does; without a ``score_mod`` it is one SDPA call, else an explicit softmax in
-float32 (float64 inputs: float64). The patch swaps such callables kept on a model's submodules
-(videoflextok: ``FlexAttention.flex_attention``, the packers' ``create_block_mask``) or named
-module-level functions, and puts the originals back on restore.
+flex_attention compiles through inductor into Triton kernels, which Ascend NPUs lack. The drop-ins
+compute the same with plain operators: the ``mask_mod`` evaluated on broadcast index grids (and a
+``BlockMask``'s block structure), rows with every key masked as zeros, one SDPA call or, with a
+``score_mod``, a softmax in float32 (float64 inputs: float64). docs/videoflextok.md has the rest.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The patch registry: named, checked, reversible changes to third-party code (``model.patches``).
 
-Like diffusers' attention dispatcher: every patch is a class registered under a name, with small
-named constraint checks and an install hint for the error. :func:`patches_applied` applies what a
-model names and restores every patch in ``finally``, in reverse order. An entry is a name or a
-mapping with ``name``, optional ``reference: true`` (the CPU reference applies it too), optional
-``devices`` (default: the patch's own) and the patch's options::
+An entry is a name or a mapping with ``name``, optional ``reference: true`` (the CPU reference
+applies it too), optional ``devices`` (default: the patch's own) and the patch's options::
 
     patches:
       - flex_attention_dense

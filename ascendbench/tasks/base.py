@@ -7,8 +7,7 @@
     throughput = task.items_per_call(inputs) / seconds # in task.unit per second
     gates = task.checks(ctx)                           # the task's own gates ({} for most)
 
-A subclass sets the class attributes and implements :meth:`Task.make_inputs` and :meth:`Task.run`;
-tasks with many options are dataclasses whose fields are the keys of ``model.task``.
+A subclass sets the class attributes and implements ``make_inputs`` and ``run``.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import torch
 
 
 class Task(ABC):
-    """Base class of every task.
+    """Base class of every task (docs/extending.md).
 
     Class attributes:
         kind: short task name (``vae_decode``, ``text_to_video``...).

@@ -1,9 +1,5 @@
-"""Gates a task computes on its own outputs, recorded as metrics with verdicts.
-
-The runner calls ``task.checks(ctx)`` after the device run, inside the same patches, and merges the
-entries into ``metrics``: ``{value, verdict, threshold, rule, source, details}`` (the verdict from
-the rule of the bare metric name in ``model.thresholds``) or ``{skipped: reason}``.
-"""
+"""Gates a task computes on its own outputs (``task.checks(ctx)``, after the device run, inside the
+same patches), recorded as metric entries with verdicts or ``{skipped: reason}``."""
 
 from __future__ import annotations
 
@@ -19,16 +15,9 @@ from ascendbench.metrics.verdict import judge
 
 @dataclass
 class CheckContext:
-    """What a task's checks may use.
-
-    Attributes:
-        module: the model, on the device in the run's dtype (patched as for the device run).
-        inputs: the task inputs (CPU, float32); outputs: the device run's outputs (CPU).
-        weights: the record's ``weights`` entry (kind, strict-load counts, config checks...).
-        rules: verdict rules by metric name (dtype rules overridden by ``model.thresholds``).
-        control: a context manager factory yielding the same architecture randomly initialised
-            (CPU, float32, patched like the model), or ``None``.
-    """
+    """What a task's checks may use: the model on the device (patched), the CPU inputs and
+    outputs, the record's ``weights``, the verdict rules by metric name, and ``control``: a factory
+    of a context yielding the architecture randomly initialised (``None``: none)."""
 
     module: torch.nn.Module
     device: torch.device
@@ -47,8 +36,7 @@ class CheckContext:
 
 def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
          details: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A metric entry for ``<group>/<metric>``, judged by the rule of ``<metric>`` if any (so
-    ``model.thresholds.recon_psnr_db.min=23`` overrides it on the command line).
+    """A metric entry for ``<group>/<metric>``, judged by the rule of ``<metric>`` if any.
 
     >>> gate("gate/x", 0.0, {"x": {"max": 0}})["verdict"]
     'PASS'
@@ -65,8 +53,8 @@ def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
 
 
 def compare_runs(first: torch.Tensor, second: torch.Tensor) -> tuple[float, dict[str, Any]]:
-    """Two runs of one output: the largest difference, and ``identical`` / ``nonfinite_mismatch``
-    (identical NaN/Inf in the same places agree; one on one side only is an infinite difference).
+    """Two runs of one output: the largest difference, ``identical`` and ``nonfinite_mismatch``
+    (the same NaN/Inf in the same places agree).
 
     >>> inf = float("inf")
     >>> compare_runs(torch.tensor([inf, 1.0]), torch.tensor([inf, 1.0]))

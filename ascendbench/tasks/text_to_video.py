@@ -1,11 +1,9 @@
 """Text (or image) to video: a diffusers video pipeline called with everything from config.
 
-Prompts and further call arguments come from the task, sizes and steps from the preset, the noise
-from ``torch.Generator("cpu").manual_seed(seed)`` (identical on every device), ``output_type="pt"``.
-Video outputs are ``[B, T, C, H, W]`` mapped from the pipeline's [0, 1] to [-1, 1] in at least
-float32. Denoising steps report progress outside the bench loop's quiet calls. The image-to-video
-task adds the conditioning image: ``model.task.image`` (resized with Lanczos) or, when null, the
-first frame of :func:`ascendbench.tasks.inputs.structured_clip` drawn from the job's seed.
+Sizes and steps come from the preset, the noise from ``torch.Generator("cpu").manual_seed(seed)``
+(identical on every device); video outputs are ``[B, T, C, H, W]`` mapped from [0, 1] to [-1, 1].
+The image-to-video task adds the conditioning image: ``model.task.image`` (resized with Lanczos) or
+the first frame of :func:`ascendbench.tasks.inputs.structured_clip` drawn from the job's seed.
 """
 
 from __future__ import annotations
@@ -39,16 +37,8 @@ GENERATED = "ascendbench.tasks.inputs.structured_clip, frame 0"
 
 @dataclass(eq=False)
 class TextToVideoTask(Task):
-    """Generate a video from the configured prompt; the fields are the keys of ``model.task``.
-
-    Attributes:
-        spatial_compression, temporal_compression: the VAE's (the preset sizes must fit them).
-        call_kwargs: further pipeline call arguments (``guidance_scale``, ``frame_rate``...).
-        outputs: output name -> attribute of the pipeline output (LTX-2 adds ``audio: audio``).
-        video_outputs: outputs that are [0, 1] frames, mapped to [-1, 1].
-        cpu_offload: ``enable_model_cpu_offload(device=<run device>)`` instead of moving everything.
-        vae: ``pipe.vae`` slicing/tiling (:func:`ascendbench.tasks.vae_decode.apply_vae_options`).
-    """
+    """Generate a video from the configured prompt; the fields are the keys of ``model.task``
+    (conf/model/task/text_to_video.yaml comments each)."""
 
     preset_keys = ("batch_size", "height", "width", "num_frames", "steps")
     kind = "text_to_video"

@@ -1,14 +1,5 @@
-"""Video tokenizer: a structured clip -> ``tokenize`` -> ``detokenize`` with N flow steps.
-
-The model is anything with videoflextok's API (``VideoFlexTokFromHub``)::
-
-    tokens_list = model.tokenize(video)        # video [B, 3, T, H, W] in [-1, 1]
-    videos_list = model.detokenize(tokens_list, timesteps=N, noise_list=[...], guidance_scale=...)
-
-The clip and the flow decoder's starting noise are drawn on a CPU generator, so every device
-decodes from the same noise. Outputs: ``tokens`` ``[B, t, n]`` (int64) and ``reconstruction``;
-the seed report's gates are :func:`ascendbench.tasks.tokenizer_gates.tokenizer_gates`.
-"""
+"""Video tokenizer: a structured clip -> ``model.tokenize`` -> ``model.detokenize`` (videoflextok's
+API) with N flow steps from CPU-drawn noise: ``tokens`` ``[B, t, n]`` and ``reconstruction``."""
 
 from __future__ import annotations
 
@@ -27,21 +18,8 @@ from ascendbench.tasks.tokenizer_gates import tokenizer_gates
 
 @dataclass(eq=False)
 class VideoTokenizerTask(Task):
-    """Tokenize and detokenize a deterministic structured clip; fields: ``model.task``'s keys.
-
-    Attributes:
-        steps: flow-matching steps of ``detokenize`` (usually ``${preset.steps}``).
-        tokens_per_chunk: token grid ``[t, n]`` of one chunk; ``codebook_size``: ids lie below it.
-        resolution: the model's fixed square resolution (``None``: any multiple of
-            ``spatial_multiple``).
-        chunk_frames, overlap_frames: frames per chunk and shared by consecutive chunks;
-            ``overlap_tokens``: token rows shared by consecutive chunks.
-        noise_shape: per-clip flow noise ``[C, t, h, w]`` of one chunk (``None``: the model draws
-            it); ``noise_check``: attribute paths whose values, flattened, must equal it.
-        steps_kwarg, noise_kwarg, detokenize: ``detokenize``'s argument names and further arguments.
-        latent_module, latent_method: the model's VAE and its method whose output is replayed for
-            the encoder+FSQ determinism gate (``None``: no such gate).
-    """
+    """Tokenize and detokenize a deterministic structured clip; the fields are ``model.task``'s
+    keys (docs/videoflextok.md describes each)."""
 
     kind = "video_tokenizer"
     output_kind = "video"

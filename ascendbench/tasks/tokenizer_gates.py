@@ -1,13 +1,6 @@
-"""The video tokenizer's gates, as the VideoFlexTok seed report checked them by hand.
-
-Each is recorded as ``metrics["gate/<name>"]``, judged by the rule ``<name>`` of
-``model.thresholds`` (docs/videoflextok.md lists them): strict load (``load_missing_keys``,
-``load_unexpected_keys``), ``config_mismatches``, the tokens (``token_shape_match``,
-``token_ids_out_of_range``, ``token_unique_ratio``, ``rerun_token_agreement``,
-``fixed_latent_token_agreement`` on replayed VAE latents), the reconstruction against the input clip
-(``recon_psnr_db``, ``recon_mse``, ``recon_psnr_rerun_diff_db``, ``recon_out_of_range``) and the
-random-init control (``control_psnr_db``, ``control_psnr_gap_db``).
-"""
+"""The video tokenizer's gates, as the VideoFlexTok seed report checked them by hand: each is
+``metrics["gate/<name>"]``, judged by the rule ``<name>`` of ``model.thresholds``
+(docs/videoflextok.md lists them)."""
 
 from __future__ import annotations
 
