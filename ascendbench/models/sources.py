@@ -165,20 +165,17 @@ def _local(path: Path, layout: Layout, origin: str) -> ResolvedSource | NotFound
 
 def _from_hub(repo_id: str, layout: Layout, revision: str | None,
               allow_network: bool) -> ResolvedSource | NotFound:
-    from huggingface_hub import hf_hub_download, snapshot_download  # deferred: only for hub ids
+    from huggingface_hub import snapshot_download  # deferred: only for hub ids
 
     prefix = f"{layout.subfolder}/" if layout.subfolder else ""
-    patterns = ["*.json", "*.safetensors", *(_PIPELINE_FILES if layout.pipeline else ()),
-                *(f"*{s}" for s in PICKLE_SUFFIXES if layout.allow_pickle)]
+    patterns = [layout.filename] if layout.filename else [
+        "*.json", "*.safetensors", *(_PIPELINE_FILES if layout.pipeline else ()),
+        *(f"*{s}" for s in PICKLE_SUFFIXES if layout.allow_pickle)]
     attempts = [True] if hub_offline() or not allow_network else [True, False]
     reasons = []
     for local_only in attempts:
         origin = f"hub {repo_id} ({'local cache' if local_only else 'downloaded'})"
         try:
-            if layout.filename:
-                file = hf_hub_download(repo_id, prefix + layout.filename, revision=revision,
-                                       local_files_only=local_only)
-                return _file(Path(file), layout, origin)
             snapshot = snapshot_download(repo_id, revision=revision, local_files_only=local_only,
                                          allow_patterns=[prefix + p for p in patterns])
         except Exception as exc:  # huggingface_hub raises many unrelated types for "not there"

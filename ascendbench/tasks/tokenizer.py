@@ -116,8 +116,7 @@ class VideoTokenizerTask(Task):
                 raise TaskError(f"model.task.noise_check={list(self.noise_check)}: {exc.args[0]} "
                                 f"on {type(model).__name__}; fix the attribute paths or set "
                                 "noise_check: null.") from exc
-            value = value.tolist() if isinstance(value, torch.Tensor) else value
-            values += [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+            values += torch.as_tensor(value).reshape(-1).tolist()
         if values != self.noise_shape:
             raise TaskError(f"model.task.noise_shape={self.noise_shape} does not fit the model: "
                             f"{', '.join(self.noise_check)} give {values}. Set "
