@@ -36,7 +36,8 @@ def test_single_safetensors_file_is_loaded_into_the_architecture(loader, tmp_pat
 
 def test_file_of_another_architecture_lists_missing_and_unexpected_keys(loader, tmp_path):
     path = tmp_path / "other.safetensors"
-    save_file({"encoder.conv_in.weight": torch.zeros(1), "something.else": torch.zeros(2)}, str(path))
+    save_file({"encoder.conv_in.weight": torch.zeros(1), "something.else": torch.zeros(2)},
+              str(path))
     with pytest.raises(WeightsLoadError, match=r"missing keys .* unexpected keys"):
         loader.load(str(path), weights="required")
 
@@ -45,7 +46,8 @@ def test_required_but_missing_says_how_to_fetch(loader, tmp_path):
     with pytest.raises(WeightsNotFoundError) as err:
         loader.load(str(tmp_path / "nowhere"), weights="required")
     message = str(err.value)
-    assert str(tmp_path / "nowhere") in message and "HF_ENDPOINT" in message and "model.source=" in message
+    assert str(tmp_path / "nowhere") in message and "HF_ENDPOINT" in message
+    assert "model.source=" in message
 
 
 def test_auto_falls_back_to_labelled_random_init(loader, tmp_path):

@@ -1,5 +1,4 @@
-"""Deterministic inputs: the structured clip, and the summaries for the record (the LTX-VAE seed
-printed them)."""
+"""Deterministic inputs: the structured clip, and the summaries for the record."""
 
 from __future__ import annotations
 
@@ -23,7 +22,8 @@ def test_values_in_range_with_motion_and_edges():
     assert clip.min() >= -1 and clip.max() <= 1 and clip.std() > 0.2
     assert (clip[:, 1:] - clip[:, :-1]).abs().mean() > 0.01                 # frames change: motion
     horizontal = (clip[..., 1:] - clip[..., :-1]).abs()
-    assert horizontal.max() > 0.5 and horizontal.median() < 0.1             # sharp edges, smooth regions
+    assert horizontal.max() > 0.5
+    assert horizontal.median() < 0.1             # sharp edges, smooth regions
 
 
 def test_stats_match_torch_and_list_both_ends():
@@ -31,7 +31,8 @@ def test_stats_match_torch_and_list_both_ends():
     stats = tensor_stats(tensor)
     assert stats["mean"] == 5.5 and stats["min"] == 0.0 and stats["max"] == 11.0
     assert math.isclose(stats["std"], float(tensor.double().std(unbiased=False)))
-    assert stats["first"] == [0.0, 1.0, 2.0, 3.0, 4.0] and stats["last"] == [7.0, 8.0, 9.0, 10.0, 11.0]
+    assert stats["first"] == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert stats["last"] == [7.0, 8.0, 9.0, 10.0, 11.0]
     assert stats["nonfinite"] == 0
 
 
@@ -43,6 +44,7 @@ def test_non_finite_values_are_counted_not_averaged():
 
 
 def test_summary_of_half_and_integer_tensors():
-    summary = summarize({"latent": torch.ones(2, 3, dtype=torch.bfloat16), "tokens": torch.tensor([[4, 9]])})
+    summary = summarize({"latent": torch.ones(2, 3, dtype=torch.bfloat16),
+                         "tokens": torch.tensor([[4, 9]])})
     assert summary["latent"]["dtype"] == "bfloat16" and summary["latent"]["shape"] == [2, 3]
     assert summary["latent"]["mean"] == 1.0 and summary["tokens"]["max"] == 9.0
