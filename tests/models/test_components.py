@@ -12,8 +12,8 @@ from ascendbench.models.tokenizer import build_tokenizer, unigram_vocab
 TINY_SPECS = {
     "transformer": {"kind": "diffusers", "class_path": "diffusers.LTXVideoTransformer3DModel",
                     "config": {"in_channels": 8, "out_channels": 8, "num_attention_heads": 2,
-                               "attention_head_dim": 8,
-                               "cross_attention_dim": 16, "num_layers": 1, "caption_channels": 16}},
+                               "attention_head_dim": 8, "cross_attention_dim": 16,
+                               "num_layers": 1, "caption_channels": 16}},
     "text_encoder": {"kind": "transformers", "class_path": "transformers.T5EncoderModel",
                      "config_class": "transformers.T5Config",
                      "config": {"vocab_size": 160, "d_model": 16, "d_kv": 8, "d_ff": 32,
@@ -75,9 +75,8 @@ def test_in_memory_tokenizer_is_deterministic_and_round_trips(tmp_path):
 
 def test_gemma_style_tokenizer_prepends_bos_and_pads_left():
     tok = build_tokenizer("transformers.GemmaTokenizer", pad_token="<pad>", eos_token="<eos>",
-                          unk_token="<unk>",
-                          bos_token="<bos>", append_eos=False, prepend_bos=True,
-                          padding_side="left")
+                          unk_token="<unk>", bos_token="<bos>", append_eos=False,
+                          prepend_bos=True, padding_side="left")
     ids = tok("a robot", padding="max_length",
               max_length=10).input_ids  # <bos> ▁a ▁r o b o t: 7 tokens
     assert ids[:4] == [tok.pad_token_id] * 3 + [tok.bos_token_id] and ids[-1] != tok.eos_token_id

@@ -34,8 +34,8 @@ def test_no_expectation_checks_nothing():
 
 def test_the_records_digest_or_the_files_sha256sum_match(one_file):
     weights = _loaded(one_file)
-    assert check_digest(weights["digest"].upper(),
-                        weights)["digest_check"] == "match: weights.digest"
+    upper = check_digest(weights["digest"].upper(), weights)
+    assert upper["digest_check"] == "match: weights.digest"
     plain = hashlib.sha256(b"weights").hexdigest()
     assert plain not in weights["digest"], "the record's digest also covers the file name"
     assert check_digest(plain, {**weights, "source": str(one_file.parent)}) == {

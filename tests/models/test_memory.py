@@ -71,8 +71,8 @@ def test_diffusers_loader_refuses_a_huge_architecture_before_building_it(monkeyp
     loader = DiffusersLoader("diffusers.AutoencoderKLLTX2Video",
                              {"spatial_compression_ratio": 32, "temporal_compression_ratio": 8})
     with pytest.raises(InsufficientMemoryError, match=r"1,222,479,857 parameters x 4 bytes") as err:
-        loader.load(None, "random",
-                    42)  # 1,222,479,601 parameters + 256 buffer elements (latents mean/std)
+        # 1,222,479,601 parameters + 256 buffer elements (latents mean/std)
+        loader.load(None, "random", 42)
     assert "memory_check" not in str(err.value), "DiffusersLoader has no switch to name"
 
 

@@ -22,12 +22,12 @@ def test_video_models_get_the_sulphur_seed_sizes(compose_cfg, model, preset):
 def test_text_to_video_budgets_and_overrides(compose_cfg):
     quality = compose_cfg(["model=sulphur2_base", "preset=quality"]).preset
     assert (quality.warmup, quality.min_iters, quality.max_iters) == (0, 1, 2)
-    assert compose_cfg(["model=ltx_video_vae",
-                        "preset=quality"]).preset.warmup == 5, "decoders keep the generic budget"
-    assert compose_cfg(["model=tiny_ltx_t2v", "preset=balanced",
-                        "preset.height=32"]).preset.height == 32
-    assert compose_cfg(["model=flux2_small_decoder",
-                        "preset=balanced"]).preset.height == 512, "other models untouched"
+    decoder = compose_cfg(["model=ltx_video_vae", "preset=quality"]).preset
+    assert decoder.warmup == 5, "decoders keep the generic budget"
+    twin = compose_cfg(["model=tiny_ltx_t2v", "preset=balanced", "preset.height=32"]).preset
+    assert twin.height == 32
+    other = compose_cfg(["model=flux2_small_decoder", "preset=balanced"]).preset
+    assert other.height == 512, "other models untouched"
 
 
 @pytest.mark.parametrize("real, twin", REAL_AND_TWIN)
@@ -43,11 +43,10 @@ def test_twins_keep_the_real_classes_and_task(compose_cfg, real, twin):
 def test_seed_facts_in_the_real_configs(compose_cfg):
     vae = compose_cfg(["model=ltx_video_vae"]).model
     arch = vae.loader.architecture
-    assert (arch.latent_channels, list(arch.block_out_channels),
-            list(arch.decoder_block_out_channels),
-            list(arch.layers_per_block),
-            arch.patch_size) == (128, [256, 512, 1024, 2048], [256, 512, 1024],
-                                                             [4, 6, 6, 2, 2], 4)
+    assert arch.latent_channels == 128 and arch.patch_size == 4
+    assert list(arch.block_out_channels) == [256, 512, 1024, 2048]
+    assert list(arch.decoder_block_out_channels) == [256, 512, 1024]
+    assert list(arch.layers_per_block) == [4, 6, 6, 2, 2]
     assert (arch.spatial_compression_ratio, arch.temporal_compression_ratio) == (32, 8)
     conv = compose_cfg(["model=ltx_video_vae_conv_in"]).model
     assert conv.loader.prefix == "decoder.conv_in.conv." and conv.loader.module.out_channels == 1024

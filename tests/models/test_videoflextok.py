@@ -37,8 +37,8 @@ def saved(tmp_path_factory) -> Path:
 
 
 def test_missing_package_says_how_to_install(monkeypatch):
-    monkeypatch.setitem(sys.modules, "videoflextok",
-                        None)  # as if not installed, whatever this host has
+    # as if not installed, whatever this host has
+    monkeypatch.setitem(sys.modules, "videoflextok", None)
     with pytest.raises(MissingPackageError) as info:
         VideoFlexTokLoader().load("EPFL-VILAB/videoflextok_d18_d28", "auto")
     message = str(info.value)
@@ -78,8 +78,8 @@ def test_config_values_that_did_not_land_are_reported(saved):
     loader = VideoFlexTokLoader(class_path=STANDIN, expect=expect)
     checks = loader.load(str(saved), "required").weights["config_checks"]
     assert checks["mismatches"] == 2
-    assert checks["checks"]["video_tokenizer.decoder.@depth"] == {"expected": 28, "actual": 2,
-                                                                  "ok": False}
+    depth = checks["checks"]["video_tokenizer.decoder.@depth"]
+    assert depth == {"expected": 28, "actual": 2, "ok": False}
     assert "no_such_part" in checks["checks"]["video_tokenizer.no_such_part.depth"]["error"]
 
 
@@ -113,5 +113,5 @@ def test_attribute_paths():
     assert read_path({"a": [{"b": 5}]}, "a.0.b") == 5 and read_path({"a": [1, 2, 3]}, "a.@len") == 3
     with pytest.raises(KeyError, match="'c'"):
         read_path({"a": {}}, "a.c")
-    assert check_expected(model,
-                          {"video_tokenizer.regularizer._levels": [8, 8, 8]})["mismatches"] == 0
+    levels = {"video_tokenizer.regularizer._levels": [8, 8, 8]}
+    assert check_expected(model, levels)["mismatches"] == 0

@@ -1,5 +1,4 @@
-"""The ``diffusers_attention_backend`` patch: set through diffusers' dispatcher, restored exactly.
-"""
+"""The ``diffusers_attention_backend`` patch: set through diffusers' dispatcher, restored."""
 
 from __future__ import annotations
 
@@ -16,9 +15,9 @@ def transformer():
 
     torch.manual_seed(0)
     return FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
-                                  attention_head_dim=8,
-                                  num_attention_heads=2, joint_attention_dim=8,
-                                  pooled_projection_dim=8, axes_dims_rope=(2, 2, 4)).eval()
+                                  attention_head_dim=8, num_attention_heads=2,
+                                  joint_attention_dim=8, pooled_projection_dim=8,
+                                  axes_dims_rope=(2, 2, 4)).eval()
 
 
 def _backends(model):

@@ -81,8 +81,8 @@ def test_module_level_functions_are_patched_by_dotted_path(monkeypatch):
     spec = [{"name": "flex_attention_dense", "functions": functions}]
     with patches_applied(spec, torch.nn.Linear(2, 2), "cpu") as infos:
         assert module.flex_attention is dense_flex_attention
-        assert isinstance(module.create_block_mask(lambda b, h, q, k: q >= k, None, None, 4, 4),
-                          DenseBlockMask)
+        mask = module.create_block_mask(lambda b, h, q, k: q >= k, None, None, 4, 4)
+        assert isinstance(mask, DenseBlockMask)
     assert module.flex_attention is flex_attention and module.create_block_mask is create_block_mask
     assert infos[0]["targets"] == {"attention": 0, "block_mask": 0}
 

@@ -72,9 +72,8 @@ def test_matches_eager_flex_attention_float64(name):
 
 def test_fully_masked_rows_are_zero_like_flex():
     q, k, v = qkv()
-    out = dense_flex_attention(q, k, v,
-                               block_mask=dense_create_block_mask(padded, BATCH, None, LENGTH,
-                                                                  LENGTH))
+    mask = dense_create_block_mask(padded, BATCH, None, LENGTH, LENGTH)
+    out = dense_flex_attention(q, k, v, block_mask=mask)
     assert torch.equal(out[0, :, 150:], torch.zeros_like(out[0, :, 150:]))
     assert out[1].abs().sum() > 0
 
@@ -94,10 +93,8 @@ def test_log_sum_exp_matches_flex(name):
 
 def test_max_scores_are_the_masked_row_maxima():  # flex cannot on CPU: computed directly
     q, k, v = qkv(torch.float64)
-    _, aux = dense_flex_attention(q, k, v,
-                                  block_mask=dense_create_block_mask(padded, BATCH, None, LENGTH,
-                                                                     LENGTH),
-                                  return_aux=AuxRequest(max_scores=True))
+    dense = dense_create_block_mask(padded, BATCH, None, LENGTH, LENGTH)
+    _, aux = dense_flex_attention(q, k, v, block_mask=dense, return_aux=AuxRequest(max_scores=True))
     scores = (q @ k.transpose(-2, -1)) / DIM**0.5
     mask = evaluate_mask_mod(padded, MaskGrid(BATCH, HEADS, LENGTH, LENGTH, "cpu"))
     expected = scores.masked_fill(~mask, float("-inf")).max(dim=-1).values
@@ -125,8 +122,8 @@ def test_grouped_query_attention_and_scale_match_flex():
 
 def test_no_mask_is_plain_attention():
     q, k, v = qkv()
-    assert torch.allclose(dense_flex_attention(q, k, v), F.scaled_dot_product_attention(q, k, v),
-                          atol=1e-7)
+    expected = F.scaled_dot_product_attention(q, k, v)
+    assert torch.allclose(dense_flex_attention(q, k, v), expected, atol=1e-7)
 
 
 def test_block_structure_of_a_hand_made_block_mask_is_honoured():
@@ -165,10 +162,9 @@ def test_dense_block_mask_caches_per_size_and_mimics_block_mask():
 
 def test_drop_ins_take_the_call_forms_of_the_originals():
     q, k, v = qkv(heads=4, kv_heads=2)
+    # separate_full_blocks: a newer torch argument, ignored
     by_name = dense_create_block_mask(mask_mod=causal, B=None, H=None, Q_LEN=LENGTH, KV_LEN=LENGTH,
-                                      device="cpu",
-                                      BLOCK_SIZE=64,
-                                      separate_full_blocks=True)  # a newer torch argument: ignored
+                                      device="cpu", BLOCK_SIZE=64, separate_full_blocks=True)
     positional = dense_create_block_mask(causal, None, None, LENGTH, LENGTH, "cpu", 64, False)
     assert by_name.shape == positional.shape == (1, 1, LENGTH, LENGTH)
     keyword = dense_flex_attention(q, k, v, block_mask=positional, scale=0.3, enable_gqa=True)

@@ -89,8 +89,8 @@ def test_sdpa_kernel_follows_torch_npus_own_routing():
                                    types.SimpleNamespace(type="npu"), shape=(1, 3, 2, 4))
     assert sdpa_kernel(on_npu, None, "Ascend910B4") == SDPA_FUSED
     assert sdpa_kernel(on_npu, torch.ones(1, 3, dtype=torch.bool), "Ascend910_9362") == SDPA_FUSED
-    assert sdpa_kernel(on_npu, torch.zeros(1, 3),
-                       "Ascend910B4") == SDPA_MATH, "a float mask: the math path"
+    float_mask = torch.zeros(1, 3)
+    assert sdpa_kernel(on_npu, float_mask, "Ascend910B4") == SDPA_MATH, "a float mask: math"
     assert sdpa_kernel(on_npu, None, "Ascend910A") == SDPA_MATH, "below Ascend910B1: no fused SDPA"
     assert sdpa_kernel(torch.zeros(1, 3, 2, 4), None, None) == "torch SDPA on cpu"
 
@@ -101,9 +101,9 @@ def transformer():
 
     torch.manual_seed(0)
     return FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
-                                  attention_head_dim=8,
-                                  num_attention_heads=2, joint_attention_dim=8,
-                                  pooled_projection_dim=8, axes_dims_rope=(2, 2, 4)).eval()
+                                  attention_head_dim=8, num_attention_heads=2,
+                                  joint_attention_dim=8, pooled_projection_dim=8,
+                                  axes_dims_rope=(2, 2, 4)).eval()
 
 
 def _run(model):

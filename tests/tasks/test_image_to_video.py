@@ -50,9 +50,8 @@ def test_image_file_is_resized_and_its_digest_recorded(png):
     pixels, facts = read_image(png, 32, 32)
     assert pixels.shape == (1, 3, 32, 32) and pixels.dtype == torch.uint8
     assert facts["sha256"] == "sha256:" + hashlib.sha256(png.read_bytes()).hexdigest()
-    assert (facts["path"], facts["format"], facts["original_size"],
-            facts["resized"]) == (str(png), "PNG", [40, 20],
-                                                                                         True)
+    assert (facts["path"], facts["format"], facts["original_size"], facts["resized"]) == (
+        str(png), "PNG", [40, 20], True)
     same, unresized = read_image(png, 20, 40)
     assert unresized["resized"] is False
     assert torch.equal(same[0].permute(1, 2, 0), torch.from_numpy(np.array(Image.open(png))))
@@ -88,8 +87,8 @@ class _Vae:
     """``encode`` returns a posterior in the dtype of its parameters, as diffusers' VAEs do."""
 
     def __init__(self, dtype):
-        self.params = torch.linspace(-1, 1, 2 * 4 * 64, dtype=torch.float64).reshape(1, 8, 1, 8,
-                                                                                     8).to(dtype)
+        values = torch.linspace(-1, 1, 2 * 4 * 64, dtype=torch.float64)
+        self.params = values.reshape(1, 8, 1, 8, 8).to(dtype)
 
     def encode(self, x):
         return type("Out", (), {"latent_dist": DiagonalGaussianDistribution(self.params)})()
@@ -113,8 +112,8 @@ def test_ltx2_image_crf_needs_pyav_unless_zero(monkeypatch):
             """Like LTX2ImageToVideoPipeline."""
 
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name,
-                        *a: None if name == "av" else real_find_spec(name))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "av" else real_find_spec(name))
     with pytest.raises(ConfigError, match="pip install av"):
         i2v.check_image_crf(Pipe(), {"image_crf": None})
     i2v.check_image_crf(Pipe(), {"image_crf": 0})
@@ -136,8 +135,8 @@ def test_real_sizes_and_tiny_presets(compose_cfg):
     real = compose_cfg(["model=ltx_video_i2v", "preset=balanced"]).preset
     assert (real.height, real.width, real.num_frames, real.steps) == (320, 512, 65, 50)
     tiny = compose_cfg(["model=tiny_ltx_i2v"]).preset
-    assert (tiny.height, tiny.width, tiny.num_frames, tiny.steps, tiny.max_iters) == (32, 32, 9, 2,
-                                                                                      10)
+    sizes = (tiny.height, tiny.width, tiny.num_frames, tiny.steps, tiny.max_iters)
+    assert sizes == (32, 32, 9, 2, 10)
     assert compose_cfg(["model=tiny_ltx2_i2v", "preset=quality"]).preset.num_frames == 25
 
 
@@ -146,16 +145,16 @@ def test_the_real_configs_dry_run_loading_nothing(tmp_path, monkeypatch, model):
     import safetensors.torch
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(safetensors.torch, "load_file", lambda *a,
-                        **k: pytest.fail("a dry run loaded weights"))
+    monkeypatch.setattr(safetensors.torch, "load_file",
+                        lambda *a, **k: pytest.fail("a dry run loaded weights"))
     cfg = compose_config([f"model={model}", "device=cpu", "dry_run=true",
                           f"baseline.cache_dir={tmp_path / 'baselines'}"])
     record = run_job(cfg, tmp_path / "job")
     plan = record["plan"]
     assert plan["inputs"]["image"]["shape"] == [1, 3, 256, 256]
     assert plan["inputs"]["image"]["source"]["seed"] == 42
-    assert plan["weights"]["action"] in {"random-init",
-                                         "load"}, "planned only (load_file would fail the test)"
+    # planned only (load_file would fail the test)
+    assert plan["weights"]["action"] in {"random-init", "load"}
     # On a host smaller than the model the plan says so (and the dry run fails); memory is its only
     # problem.
     assert all(" GB" in problem for problem in plan["problems"]), plan["problems"]

@@ -36,9 +36,8 @@ def test_forward_is_the_modules_own():
                             input_name="latent")
     inputs, conv = task.make_inputs(MINI, 0), _conv()
     out = task.run(conv, inputs)["output"]
-    assert torch.equal(out,
-                       torch.nn.functional.conv3d(inputs["latent"], conv.weight, conv.bias,
-                                                  padding=1))
+    expected = torch.nn.functional.conv3d(inputs["latent"], conv.weight, conv.bias, padding=1)
+    assert torch.equal(out, expected)
     assert task.items_per_call(inputs) == 1 and task.unit == "calls"
 
 
@@ -46,19 +45,16 @@ def test_determinism_check_runs_again_and_compares_with_the_first_call():
     task = LayerForwardTask(channels=8, spatial_compression=32, temporal_compression=8,
                             input_name="latent")
     inputs, conv = task.make_inputs(MINI, 0), _conv().to(torch.bfloat16)
-    first = {k: v.to("cpu") for k,
-             v in task.run(conv, {"latent": inputs["latent"].bfloat16()}).items()}
+    outputs = task.run(conv, {"latent": inputs["latent"].bfloat16()})
+    first = {k: v.to("cpu") for k, v in outputs.items()}
     rules = {"second_run_max_abs_diff": {"max": 0.0, "source": "seed"}}
-    entry = task.checks(CheckContext(conv, torch.device("cpu"), torch.bfloat16, inputs, first, {},
-                                     rules))[
-        "determinism/second_run_max_abs_diff"]
+    cpu, name = torch.device("cpu"), "determinism/second_run_max_abs_diff"
+    entry = task.checks(CheckContext(conv, cpu, torch.bfloat16, inputs, first, {}, rules))[name]
     assert entry["value"] == 0.0 and entry["verdict"] == "PASS" and entry["details"]["identical"]
     seen = entry["details"]["device_input"]
     assert seen["dtype"] == "bfloat16" and seen["shape"] == [1, 8, 2, 8, 8]
     assert seen["sha256"].startswith("sha256:")
     drifted = {"output": first["output"].float() + 0.5}  # exact in float32
-    entry = task.checks(CheckContext(conv, torch.device("cpu"), torch.bfloat16, inputs, drifted, {},
-                                     rules))[
-        "determinism/second_run_max_abs_diff"]
+    entry = task.checks(CheckContext(conv, cpu, torch.bfloat16, inputs, drifted, {}, rules))[name]
     assert entry["value"] == 0.5 and entry["verdict"] == "FAIL"
     assert LayerForwardTask(channels=8, determinism_check=False).checks(None) == {}

@@ -47,11 +47,10 @@ def test_video_is_the_pipelines_frames_in_minus_one_one_and_reproducible(ltx):
     assert task.items_per_call(inputs) == 9
     assert video.min() >= -1 and video.max() <= 1 and video.std() > 0
     direct = pipe(prompt=task.prompt, negative_prompt=task.negative_prompt, height=32, width=32,
-                  num_frames=9,
-                  num_inference_steps=2, generator=torch.Generator("cpu").manual_seed(42),
-                  output_type="pt", **task.call_kwargs).frames
-    assert torch.equal(video,
-                       direct * 2 - 1), "same CPU-generator noise, same call, mapped to [-1, 1]"
+                  num_frames=9, num_inference_steps=2, output_type="pt", **task.call_kwargs,
+                  generator=torch.Generator("cpu").manual_seed(42)).frames
+    # the same CPU-generator noise, the same call, mapped to [-1, 1]
+    assert torch.equal(video, direct * 2 - 1)
     assert torch.equal(task.run(pipe, inputs)["video"], video)
     assert not torch.equal(task.run(pipe, task.make_inputs(TINY, 7))["video"], video)
 
@@ -77,8 +76,8 @@ def test_offload_on_an_accelerator_without_accelerate_says_what_to_install(ltx, 
 
     pipe, task = ltx
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name,
-                        *a: None if name == "accelerate" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "accelerate" else real(name, *a))
     task.cpu_offload = True
     try:
         with pytest.raises(ConfigError, match=r"cpu_offload=true .* needs the accelerate package"):

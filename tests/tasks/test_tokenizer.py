@@ -115,9 +115,8 @@ def test_steps_and_noise_reach_the_flow_decoder():
         base = task.run(model, inputs)["reconstruction"]
         assert torch.equal(task.run(model, inputs)["reconstruction"], base)
         assert not torch.equal(standin_task(steps=3).run(model, inputs)["reconstruction"], base)
-        assert not torch.equal(task.run(model,
-                                        {**inputs,
-                                         "noise": inputs["noise"] + 1})["reconstruction"], base)
+        shifted = {**inputs, "noise": inputs["noise"] + 1}
+        assert not torch.equal(task.run(model, shifted)["reconstruction"], base)
 
 
 def test_two_chunks_concatenate(pretrained):
@@ -152,9 +151,8 @@ def test_gates_of_a_loaded_model_pass_and_beat_the_random_control(run, pretraine
 
     weights = {"kind": "loaded",
                "strict_load": {"missing": [], "unexpected": [], "tensors_in_file": 40},
-               "config_checks": {"mismatches": 0,
-                                 "checks": {"chunk_size": {"expected": 9, "actual": 9,
-                                                           "ok": True}}}}
+               "config_checks": {"mismatches": 0, "checks": {
+                   "chunk_size": {"expected": 9, "actual": 9, "ok": True}}}}
     gates = task.checks(_context(pretrained, inputs, outputs, weights, control))
     judged = {name: entry["verdict"] for name, entry in gates.items() if entry.get("rule")}
     assert judged == {f"gate/{name}": "PASS" for name in RULES}
@@ -162,8 +160,8 @@ def test_gates_of_a_loaded_model_pass_and_beat_the_random_control(run, pretraine
     gap = gates["gate/control_psnr_gap_db"]
     gain = gates["gate/recon_psnr_db"]["value"] - gates["gate/control_psnr_db"]["value"]
     assert gap["value"] == pytest.approx(gain)
-    assert gates["gate/token_shape_match"]["details"] == {"expected": [1, 9, 64],
-                                                          "actual": [1, 9, 64]}
+    shape = gates["gate/token_shape_match"]["details"]
+    assert shape == {"expected": [1, 9, 64], "actual": [1, 9, 64]}
     assert gates["gate/rerun_token_agreement"]["details"]["bit_exact"] is True
 
 

@@ -32,8 +32,8 @@ def test_tensors_recorded_once_come_back_in_order_and_the_method_is_restored():
         with pytest.raises(TaskError, match="called more often than while recording"):
             module.encode(x)
     assert torch.equal(again[0], kept) and torch.equal(again[1], first[1])
-    assert "encode" not in vars(module) and not torch.equal(module.encode(x),
-                                                            again[1]), "the class method again"
+    assert "encode" not in vars(module)
+    assert not torch.equal(module.encode(x), again[1]), "the class method again"
 
 
 def test_a_data_dict_method_gets_its_recorded_entries_merged_into_the_new_dict():

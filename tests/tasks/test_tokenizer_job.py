@@ -23,8 +23,8 @@ from videoflextok_standin import build_pretrained  # noqa: E402  (stand-in)
                                                     ("quality", 65, [1, 17, 256])])
 def test_presets_vary_the_clip_length_at_256(compose_cfg, preset, frames, tokens):
     cfg = compose_cfg(["model=videoflextok_d18_d28", f"preset={preset}"])
-    assert (cfg.preset.height, cfg.preset.width, cfg.preset.num_frames,
-            cfg.preset.steps) == (256, 256, frames, 20)
+    sizes = (cfg.preset.height, cfg.preset.width, cfg.preset.num_frames, cfg.preset.steps)
+    assert sizes == (256, 256, frames, 20)
     task = instantiate(cfg.model.task)
     assert task.steps == 20 and task.token_shape(1, frames) == tokens
     assert cfg.metric.name == "tokens" and cfg.metric.evaluators.tokens.codebook_size == 64000
@@ -33,8 +33,8 @@ def test_presets_vary_the_clip_length_at_256(compose_cfg, preset, frames, tokens
 
 def test_command_line_preset_keys_win_over_the_model_specialisation(compose_cfg):
     cfg = compose_cfg(["model=videoflextok_d18_d28", "preset.num_frames=49", "preset.steps=4"])
-    assert (cfg.preset.num_frames, cfg.preset.steps,
-            instantiate(cfg.model.task).steps) == (49, 4, 4)
+    steps = instantiate(cfg.model.task).steps
+    assert (cfg.preset.num_frames, cfg.preset.steps, steps) == (49, 4, 4)
 
 
 def test_tiny_twin_keeps_the_loader_task_patch_and_gates(compose_cfg):

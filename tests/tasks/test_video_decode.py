@@ -38,9 +38,8 @@ def test_latent_shape_follows_the_ltx_presets(preset, shape):
 def test_latent_is_seeded_on_a_cpu_generator():
     task = VideoDecodeTask(8, 32, 8)
     a = task.make_inputs(MINI, 42)["latent"]
-    assert torch.equal(a,
-                       torch.randn((1, 8, 2, 8, 8),
-                                   generator=torch.Generator("cpu").manual_seed(42)))
+    expected = torch.randn((1, 8, 2, 8, 8), generator=torch.Generator("cpu").manual_seed(42))
+    assert torch.equal(a, expected)
     assert not torch.equal(a, task.make_inputs(MINI, 43)["latent"])
 
 
