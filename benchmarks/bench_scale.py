@@ -31,7 +31,7 @@ from hydra.utils import instantiate
 from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.job.resources import HostBudget, estimate_reference
 from ascendbench.precision import REFERENCE_DTYPES
-from ascendbench.tasks import describe
+from ascendbench.tasks.inputs import describe
 
 OPT_IN = "ASCENDBENCH_SCALE"
 

@@ -25,7 +25,7 @@ TINY_JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "bench.flops.enabled=false", 
 @pytest.fixture
 def tiny_flux2_loader():
     """A DiffusersLoader for the tiny FLUX.2-style decoder architecture."""
-    from ascendbench.models import DiffusersLoader
+    from ascendbench.models.loader import DiffusersLoader
 
     return DiffusersLoader("diffusers.AutoencoderKLFlux2", architecture=TINY_FLUX2_ARCH)
 

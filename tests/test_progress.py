@@ -225,7 +225,7 @@ def test_the_real_tiny_pipeline_takes_the_step_progress_next_to_the_phase_timer(
     from hydra.utils import instantiate
 
     from ascendbench.bench.phases import PhaseTimer
-    from ascendbench.tasks import place
+    from ascendbench.tasks.inputs import place
 
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):

@@ -20,7 +20,7 @@ from ascendbench.job.resources import (
     reference_memory,
     run_memory,
 )
-from ascendbench.tasks import VaeDecodeTask
+from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 from helpers import build_tiny_flux2
 
@@ -102,7 +102,7 @@ def test_unestimable_activations_fall_back_to_parameters(decode):
 def test_guard_skips_cached_references_and_can_be_switched_off(compose_cfg, decode, tmp_path):
     from ascendbench.baseline.key import cache_key, key_material
     from ascendbench.baseline.store import BaselineStore
-    from ascendbench.tasks import describe
+    from ascendbench.tasks.inputs import describe
 
     task, inputs = decode
     model = build_tiny_flux2()

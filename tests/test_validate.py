@@ -20,7 +20,7 @@ def test_shipped_config_tree_is_valid():
     groups = config_groups(config_dir())
     assert len(report.composed) == 1 + sum(len(options) for options in groups.values())
     assert report.skipped == [], "every task kind is selected by a model"
-    assert any(t.endswith("ascendbench.models.DiffusersLoader") for t in report.targets)
+    assert any(t.endswith("ascendbench.models.loader.DiffusersLoader") for t in report.targets)
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +67,10 @@ def test_every_planted_problem_is_listed_at_once(broken_run):
 
 
 def test_bind_accepts_partial_and_rejects_missing_required():
-    partial = OmegaConf.create({"_target_": "ascendbench.tasks.VaeDecodeTask", "_partial_": True, "latent_channels": 4})
+    partial = OmegaConf.create({"_target_": "ascendbench.tasks.vae_decode.VaeDecodeTask", "_partial_": True,
+                                "latent_channels": 4})
     assert bind_problem("model.task", partial) is None
-    missing = OmegaConf.create({"_target_": "ascendbench.tasks.VaeDecodeTask", "latent_channels": 4})
+    missing = OmegaConf.create({"_target_": "ascendbench.tasks.vae_decode.VaeDecodeTask", "latent_channels": 4})
     assert "spatial_compression" in bind_problem("model.task", missing)
 
 

@@ -8,7 +8,7 @@ import torch
 from PIL import Image
 
 from ascendbench.job.artifacts import VideoFormat, frame_indices, save_video, to_uint8_video, video_artifacts
-from ascendbench.tasks import VideoDecodeTask
+from ascendbench.tasks.vae_decode import VideoDecodeTask
 
 
 def test_layouts_and_ranges_map_to_the_same_pixels():

@@ -127,7 +127,7 @@ def count_blocks(model: Any, task: Any, inputs: Mapping[str, Any], blocks: list[
     """How many block calls ``task.run`` makes, counted in a run on the meta device (``None``: not countable)."""
     import torch
 
-    from ascendbench.models.activations import activation_bytes
+    from ascendbench.models.memory import activation_bytes
 
     counter = BlockProgress(None, lambda line: None, interval_s=float("inf"))
     handles = [block.register_forward_hook(counter) for block in blocks]
@@ -165,8 +165,8 @@ def compute(request: Mapping[str, Any]) -> dict[str, Any]:
     from ascendbench.baseline.compute import run_reference
     from ascendbench.baseline.guard import torch_npu_blocked
     from ascendbench.baseline.store import BaselineStore
-    from ascendbench.patches import patches_applied
-    from ascendbench.tasks import describe
+    from ascendbench.patches.registry import patches_applied
+    from ascendbench.tasks.inputs import describe
 
     cfg = OmegaConf.create(request["config"])
     memory = {"imports_rss_mb": rss_mb()}

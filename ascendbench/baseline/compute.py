@@ -17,7 +17,7 @@ import torch
 from ascendbench.baseline.bounded import Bounds, bounded_float64
 from ascendbench.compare.hooks import capturing
 from ascendbench.precision import dtype_name
-from ascendbench.tasks.placement import place
+from ascendbench.tasks.inputs import place
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ reference that would not fit, before it allocates anything.
 
 A float64 CPU reference runs bounded (:mod:`ascendbench.baseline.bounded`: convolutions in tiles, attention
 in query chunks) and :func:`reference_memory` estimates it under the same mode, so the meta run
-(:mod:`ascendbench.models.activations`) sees the same tiles. The reference child process also holds its
+(:mod:`ascendbench.models.memory`) sees the same tiles. The reference child process also holds its
 imports (:data:`CHILD_PROCESS_BYTES`).
 """
 
@@ -17,8 +17,7 @@ import torch
 from ascendbench.baseline.bounded import Bounds
 from ascendbench.baseline.compute import bounded_if_float64
 from ascendbench.errors import InsufficientMemoryError
-from ascendbench.models.activations import RunMemory, run_memory
-from ascendbench.models.memory import DEFAULT_HEADROOM, available_host_bytes
+from ascendbench.models.memory import DEFAULT_HEADROOM, RunMemory, available_host_bytes, run_memory
 
 _GB = 1e9
 # Peak resident memory of `python -m ascendbench.baseline` for a model of negligible size (tiny_flux2_decoder:

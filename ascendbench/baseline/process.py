@@ -85,7 +85,7 @@ def _estimate_bytes(query: ReferenceQuery) -> float | None:
     if query.module is None:
         return None
     try:
-        from ascendbench.models.activations import run_memory
+        from ascendbench.models.memory import run_memory
 
         return run_memory(query.module, query.task, query.inputs, query.precision).total
     except Exception as exc:  # an estimate must not hide the failure it explains

@@ -37,9 +37,9 @@ from ascendbench.errors import BaselineError, ConfigError
 from ascendbench.fileio import atomic_path
 from ascendbench.metrics.verdict import judge, worst
 from ascendbench.models.memory import DEFAULT_HEADROOM
-from ascendbench.patches import patches_applied
+from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import dtype_name
-from ascendbench.tasks.placement import move_inputs, place
+from ascendbench.tasks.inputs import move_inputs, place
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from ascendbench.baseline.replay_modules import check_class_path
 from ascendbench.compare.capture import decode
 from ascendbench.compare.hooks import flatten_tensors
 from ascendbench.fileio import atomic_path
-from ascendbench.models.loader import import_class
+from ascendbench.models.base import import_class
 
 CHUNK = 1 << 22  # elements compared at a time: no full-size float64 copy or difference of an output
 

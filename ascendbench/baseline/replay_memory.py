@@ -9,7 +9,7 @@ elements at a time. So, with ``s`` the replay precision's item size::
     module need = s x parameters + max(s x inputs + activation peak, s x outputs + device outputs' bytes)
     process     = imports + max over modules (module need)
 
-The activation peak is measured on the ``meta`` device (:class:`ascendbench.models.activations.LiveTensorBytes`),
+The activation peak is measured on the ``meta`` device (:class:`ascendbench.models.memory.LiveTensorBytes`),
 bounded as the process runs float64. The dry run uses it with the meta model; the job again after recording, on
 the recorded shapes (read from the calls' safetensors headers), before the process starts: with
 ``baseline.replay.precision=auto`` float64 where the process fits in host memory, else float32 (the reason in
@@ -26,8 +26,7 @@ import torch
 from ascendbench.baseline.compute import bounded_if_float64
 from ascendbench.baseline.memory import CHILD_PROCESS_BYTES
 from ascendbench.compare.capture import decode
-from ascendbench.models.activations import LiveTensorBytes
-from ascendbench.models.memory import DEFAULT_HEADROOM
+from ascendbench.models.memory import DEFAULT_HEADROOM, LiveTensorBytes
 from ascendbench.progress import quiet
 
 PRECISIONS = {"float64": torch.float64, "float32": torch.float32}

@@ -19,8 +19,7 @@ from ascendbench.baseline.replay_memory import choose_precision, process_plan
 from ascendbench.baseline.replay_modules import module_specs, replay_patterns
 from ascendbench.compare.capture import CallRecorder
 from ascendbench.compare.select import named_modules
-from ascendbench.models.activations import activation_bytes
-from ascendbench.models.memory import DEFAULT_HEADROOM
+from ascendbench.models.memory import DEFAULT_HEADROOM, activation_bytes
 
 
 class _EnoughShapes(Exception):

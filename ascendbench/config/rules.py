@@ -180,8 +180,7 @@ def device_problems(cfg: DictConfig) -> list[str]:
 def model_problems(cfg: DictConfig) -> list[str]:
     """``model.weights=required`` without a source, a saved reference in a performance-only run, unknown patches
     or patch options."""
-    from ascendbench.patches import parse_specs
-    from ascendbench.patches.registry import build_patch
+    from ascendbench.patches.registry import build_patch, parse_specs
 
     problems = []
     if OmegaConf.select(cfg, "model.weights") == "required" and OmegaConf.select(cfg, "model.source") is None:

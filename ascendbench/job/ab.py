@@ -26,8 +26,7 @@ from ascendbench.bench.pairs import MIN_PAIRS, PAIRED_TEST, paired_shift
 from ascendbench.config.rules import AB_FIX
 from ascendbench.errors import ConfigError
 from ascendbench.job.record import write_json_atomic
-from ascendbench.patches import parse_specs, patches_applied
-from ascendbench.patches.registry import build_patch
+from ascendbench.patches.registry import build_patch, parse_specs, patches_applied
 from ascendbench.progress import quiet_logger
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,7 @@ from ascendbench.precision import Precision
 if TYPE_CHECKING:  # the types of the stages' findings; the modules are loaded by the stages that need them
     from ascendbench.baseline.service import Baseline
     from ascendbench.devices.adapter import DeviceAdapter
-    from ascendbench.models.base import ModelLoader
-    from ascendbench.models.loader import LoadedModel
-    from ascendbench.models.pipeline import PipelineSource
+    from ascendbench.models.base import LoadedModel, ModelLoader
     from ascendbench.models.sources import NotFound, ResolvedSource
     from ascendbench.tasks.base import Task
 
@@ -70,7 +68,7 @@ class Job:
     loader: ModelLoader | None = None
     loaded: LoadedModel | None = None
     weights: dict[str, Any] | None = None
-    found: ResolvedSource | PipelineSource | NotFound | None = None
+    found: ResolvedSource | NotFound | None = None
     model: Any = None  # a torch.nn.Module, or a diffusers pipeline (no Module), or the meta-device model
     task: Task | None = None
     inputs: dict[str, torch.Tensor] | None = None

@@ -31,11 +31,12 @@ import torch
 from ascendbench.errors import AscendBenchError, ConfigError, DryRunError, InsufficientMemoryError
 from ascendbench.job.job import Job
 from ascendbench.job.resources import RunMemory
-from ascendbench.models.base import ModelLoader, hub_forced_offline, locate
+from ascendbench.models.base import ModelLoader, locate
 from ascendbench.models.memory import DEFAULT_HEADROOM, available_host_bytes, declared_host_memory
 from ascendbench.models.sources import (
     NotFound,
     files_digest,
+    hub_forced_offline,
     hub_offline,
     looks_like_hub_id,
 )

@@ -1,5 +1,5 @@
 """Memory a run will need, and the refusal of a CPU reference that would not fit: the names the job's stages
-use, from where they live (the estimator in :mod:`ascendbench.models.activations`, the reference's guard in
+use, from where they live (the estimator in :mod:`ascendbench.models.memory`, the reference's guard in
 :mod:`ascendbench.baseline.memory`)."""
 
 from ascendbench.baseline.memory import (  # noqa: F401
@@ -15,11 +15,10 @@ from ascendbench.baseline.memory import (  # noqa: F401
     reference_memory,
     reference_process_bytes,
 )
-from ascendbench.models.activations import (  # noqa: F401
+from ascendbench.models.memory import (  # noqa: F401
     LiveTensorBytes,
     RunMemory,
     activation_bytes,
-    meta_like,
     module_components,
     run_memory,
 )

@@ -23,8 +23,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME
-from ascendbench.models.base import hub_forced_offline, locate
-from ascendbench.models.sources import files_digest
+from ascendbench.models.base import locate
+from ascendbench.models.sources import files_digest, hub_forced_offline
 
 log = logging.getLogger(__name__)
 

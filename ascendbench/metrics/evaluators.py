@@ -146,15 +146,27 @@ class TokenEvaluator(Evaluator):
     def compute(self, reference: torch.Tensor, device: torch.Tensor,
                 tolerances: Mapping[str, float]) -> dict[str, Any]:
         """Share of equal ids, device ids outside the codebook, distinct ids on each side, ids."""
-        ref, dev = reference.detach().cpu().reshape(-1), device.detach().cpu().reshape(-1)
-        values: dict[str, Any] = {
-            "token_agreement": float((ref == dev).double().mean()) if ref.numel() else 1.0,
-            "tokens_unique": float(torch.unique(dev).numel()),
-            "tokens_unique_reference": float(torch.unique(ref).numel()),
-            "tokens_numel": float(ref.numel()),
-            "tokens_out_of_range": {"skipped": "codebook_size is not set; set it in the metric "
-                                    "config (metric.evaluators.tokens.codebook_size=<n>)"},
-        }
-        if self.codebook_size is not None:
-            values["tokens_out_of_range"] = float(((dev < 0) | (dev >= self.codebook_size)).sum())
+        values: dict[str, Any] = token_metrics(reference, device, self.codebook_size)
+        values.setdefault("tokens_out_of_range", {
+            "skipped": "codebook_size is not set; set it in the metric config "
+                       "(metric.evaluators.tokens.codebook_size=<n>)"})
         return values
+
+
+def token_metrics(reference: torch.Tensor, device: torch.Tensor,
+                  codebook_size: int | None) -> dict[str, float]:
+    """Share of equal ids, distinct ids on each side, ids, and (with a codebook) ids outside it.
+
+    >>> token_metrics(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 9]), 8)["token_agreement"]
+    0.75
+    """
+    ref, dev = reference.detach().cpu().reshape(-1), device.detach().cpu().reshape(-1)
+    values = {
+        "token_agreement": float((ref == dev).double().mean()) if ref.numel() else 1.0,
+        "tokens_unique": float(torch.unique(dev).numel()),
+        "tokens_unique_reference": float(torch.unique(ref).numel()),
+        "tokens_numel": float(ref.numel()),
+    }
+    if codebook_size is not None:
+        values["tokens_out_of_range"] = float(((dev < 0) | (dev >= int(codebook_size))).sum())
+    return values

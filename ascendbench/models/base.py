@@ -1,88 +1,140 @@
-"""The loader interface, declared once: what a job asks of every ``model.loader`` (``_target_``).
+"""The loader interface: ``loader.load(source, weights, init_seed, revision)`` -> a model.
 
-    loaded = loader.load(source, weights, init_seed, revision)   # the model on the CPU, with its provenance
-    found = loader.resolve(source, revision)                      # where the weights are (no download)
-    meta = loader.build_meta(found, init_seed)                    # the model on the meta device (dry runs)
-
-Subclasses implement :meth:`ModelLoader.load`; ``resolve`` and ``build_meta`` have defaults that fit a
-diffusers-style class with ``config.json`` checkpoints, which a loader of another layout overrides
-(:class:`~ascendbench.models.pipeline.PipelineLoader` resolves single files and pipeline directories).
+``model.weights``: ``auto`` loads the weights where found, else the seeded random init of the real
+architecture; ``required`` loads them or says how to get them; ``random`` never looks.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
-import os
+import logging
+import time
 from abc import ABC, abstractmethod
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import torch
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ascendbench.errors import ConfigError
-from ascendbench.models.sources import NotFound, ResolvedSource, resolve_source
+from ascendbench.errors import ConfigError, MissingPackageError, WeightsNotFoundError
+from ascendbench.models.memory import tensor_count
+from ascendbench.models.sources import (
+    Layout,
+    NotFound,
+    ResolvedSource,
+    files_digests,
+    hub_forced_offline,
+    resolve_source,
+)
+
+log = logging.getLogger(__name__)
+
+WEIGHTS_MODES = ("auto", "required", "random")
 
 
-def import_class(class_path: str) -> type:
-    """``package.module.Class`` -> the class, or a :class:`ConfigError` naming the path."""
+def plain(value: Any) -> Any:
+    """A config node as plain Python containers (anything else unchanged)."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def import_class(class_path: str, install_hint: str | None = None) -> Any:
+    """``package.module.Class`` -> the class; a missing package is a :class:`MissingPackageError`
+    where ``install_hint`` says how to get it, any other failure a :class:`ConfigError`."""
     module_name, _, attr = class_path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
+    except ModuleNotFoundError as exc:
+        if install_hint:
+            raise MissingPackageError(
+                f"model.loader.class_path={class_path!r} needs the package "
+                f"{(exc.name or module_name).split('.')[0]!r}, which is not installed. "
+                f"{install_hint}"
+            ) from exc
+        error = exc
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(
-            f"model.loader.class_path={class_path!r} cannot be imported ({exc}). Give a full dotted "
-            "path to a class of an installed package, e.g. diffusers.AutoencoderKLFlux2."
-        ) from exc
+        error = exc
+    raise ConfigError(
+        f"model.loader.class_path={class_path!r} cannot be imported ({error}). Give a full dotted "
+        "path to a class of an installed package, e.g. diffusers.AutoencoderKLFlux2.") from error
 
 
-@contextlib.contextmanager
-def hub_forced_offline() -> Iterator[None]:
-    """huggingface_hub answers from its cache only inside this block (nothing is downloaded)."""
-    from huggingface_hub import constants  # the hub client only where a lookup happens
+@dataclass
+class LoadedModel:
+    """A model on the CPU, with the provenance of its weights (the record's ``weights``)."""
 
-    saved_env, saved_flag = os.environ.get("HF_HUB_OFFLINE"), constants.HF_HUB_OFFLINE
-    os.environ["HF_HUB_OFFLINE"], constants.HF_HUB_OFFLINE = "1", True
-    try:
-        yield
-    finally:
-        constants.HF_HUB_OFFLINE = saved_flag
-        if saved_env is None:
-            os.environ.pop("HF_HUB_OFFLINE", None)
-        else:
-            os.environ["HF_HUB_OFFLINE"] = saved_env
+    module: Any
+    weights: dict[str, Any]
+    load_seconds: float
 
 
 class ModelLoader(ABC):
-    """Base class of every model loader.
-
-    Attributes:
-        subfolder: subfolder of a repository or directory holding the weights (``None``: the top).
-        allow_pickle: whether pickle checkpoints may be read (``torch.load(weights_only=True)``).
-    """
+    """Base class of every ``model.loader``: the weights-mode logic, once; the class attributes
+    are the :class:`~ascendbench.models.sources.Layout` of the weights."""
 
     subfolder: str | None = None
+    filename: str | None = None
     allow_pickle: bool = False
+    pipeline: bool = False
+    class_path: str | None = None
+    install_hint: str | None = None
 
     @abstractmethod
-    def load(self, source: str | None, weights: str = "auto", init_seed: int = 42,
-             revision: str | None = None) -> Any:
-        """The model per ``model.weights`` (auto | required | random), as a ``LoadedModel``."""
+    def from_weights(self, found: ResolvedSource, seed: int) -> tuple[Any, dict[str, Any]]:
+        """The model with the weights of ``found``, and facts for the record beyond the files'."""
 
-    def resolve(self, source: str | None, revision: str | None = None) -> Any:
-        """Where the weights for ``source`` are: a ``ResolvedSource`` or a ``NotFound`` (local paths and the
-        hub cache; call it inside :func:`hub_forced_offline` to be sure nothing is downloaded)."""
-        return resolve_source(source, self.subfolder, revision, allow_pickle=self.allow_pickle, allow_network=False)
+    @abstractmethod
+    def random_init(self, seed: int, source: str | None, revision: str | None) -> tuple[Any, dict]:
+        """The real architecture with weights drawn from ``torch.manual_seed(seed)``, and facts."""
+
+    def loaded_info(self, found: ResolvedSource) -> dict[str, Any]:
+        """The record's ``weights`` of weights read from ``found`` (one read for every digest)."""
+        digest, sha256sum, sizes = files_digests(found.files)
+        return {"kind": "loaded", "source": str(found.path), "origin": found.origin,
+                "digest": digest, "sha256sum": sha256sum, "file_bytes": sizes,
+                "format": "pickle" if found.pickle else "safetensors",
+                "files": [p.name for p in found.files]}
+
+    def finish(self, model: Any, info: dict[str, Any]) -> Any:
+        """Last touches on a loaded or random-init model (eval mode by default)."""
+        return model.eval()
+
+    def load(self, source: str | None, weights: str = "auto", init_seed: int = 42,
+             revision: str | None = None) -> LoadedModel:
+        """The model per ``model.weights`` (auto | required | random), on the CPU."""
+        if weights not in WEIGHTS_MODES:
+            raise ConfigError(
+                f"model.weights={weights!r} is not allowed; use one of {', '.join(WEIGHTS_MODES)} "
+                "(e.g. `model.weights=random` to run the architecture with random weights).")
+        if self.class_path:  # a missing package is named before any lookup
+            import_class(self.class_path, self.install_hint)
+        start, seed = time.perf_counter(), int(init_seed)
+        found = None if weights == "random" else resolve_source(source, Layout.of(self), revision)
+        if isinstance(found, ResolvedSource):
+            model, extra = self.from_weights(found, seed)
+            info = {**self.loaded_info(found), **extra}
+        elif weights == "required":
+            raise WeightsNotFoundError(_not_found(source, found, self.filename))
+        else:
+            why = "model.weights=random" if found is None else found.reason
+            if found is not None:
+                log.warning("no weights for model.source=%s (%s); using a seeded random init "
+                            "of the real architecture (model.weights=auto)", source, why)
+            model, extra = self.random_init(seed, source, revision)
+            info = {"kind": "random-init", "source": source, "digest": None, "init_seed": seed,
+                    "reason": why, **extra}
+        model = self.finish(model, info)
+        info["num_params"] = tensor_count(model, buffers=False)
+        return LoadedModel(model, info, time.perf_counter() - start)
 
     def build_meta(self, found: Any, init_seed: int) -> Any:
-        """The model as :meth:`load` would build it, on the ``meta`` device (no storage allocated).
-
-        A checkpoint directory's ``config.json`` when the class reads one; otherwise the random-init path of
-        :meth:`load` under ``torch.device("meta")``.
-        """
-        class_path = getattr(self, "class_path", None)
-        if isinstance(found, ResolvedSource) and found.kind == "dir" and class_path:
-            cls = import_class(class_path)
-            if hasattr(cls, "load_config"):  # diffusers' ConfigMixin; other classes take the random-init path
+        """The model as :meth:`load` would build it, on the ``meta`` device: from a checkpoint
+        directory's ``config.json`` where the class reads one, else the random-init path."""
+        if isinstance(found, ResolvedSource) and found.kind == "dir" and self.class_path \
+                and not self.pipeline:
+            cls = import_class(self.class_path)
+            if hasattr(cls, "load_config"):  # diffusers' ConfigMixin
                 config = cls.load_config(str(found.path), subfolder=self.subfolder)
                 with torch.device("meta"):
                     return cls.from_config(config)
@@ -90,12 +142,16 @@ class ModelLoader(ABC):
             return self.load(None, "random", int(init_seed), None).module
 
 
-def locate(loader: Any, source: str | None, revision: str | None) -> Any:
-    """``loader.resolve`` for a :class:`ModelLoader`; the generic lookup for any other loader object."""
-    if isinstance(loader, ModelLoader):
-        return loader.resolve(source, revision)
-    return resolve_source(source, getattr(loader, "subfolder", None), revision,
-                          allow_pickle=bool(getattr(loader, "allow_pickle", False)), allow_network=False)
+def locate(loader: Any, source: str | None, revision: str | None) -> ResolvedSource | NotFound:
+    """Where ``loader``'s weights for ``source`` are, without downloading (any loader object)."""
+    return resolve_source(source, Layout.of(loader), revision, allow_network=False)
 
 
-__all__ = ["ModelLoader", "NotFound", "ResolvedSource", "hub_forced_offline", "import_class", "locate"]
+def _not_found(source: str | None, found: NotFound, filename: str | None) -> str:
+    named = f" (model.loader.filename={filename})" if filename else ""
+    return (
+        f"model.weights=required but no weights were found for model.source={source!r}{named}: "
+        f"{found.reason}. Download them first (e.g. `huggingface-cli download <hub id> "
+        f"{filename or ''} --local-dir <dir>`, with HF_ENDPOINT=<mirror url> where the hub is not "
+        "reachable) and pass `model.source=<file or dir>`, or run `model.weights=auto` / "
+        "`model.weights=random` to use the real architecture with random weights.")

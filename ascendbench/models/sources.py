@@ -1,48 +1,68 @@
-"""Where weights come from: a local directory, a local file, or a hub id resolved with huggingface_hub.
+"""Where weights come from (a local directory or file, or a hub id) and what their digests are.
 
-``HF_ENDPOINT`` (mirrors) and ``HF_HUB_OFFLINE`` are honoured by huggingface_hub itself; the local
-cache is always tried first, so a cached snapshot is used without touching the network.
-
-Pickle checkpoints (``.bin``, ``.pt``, ``.pth``, ``.ckpt``, ``.pkl``) execute code when unpickled: they
-are refused with :class:`UnsafeWeightsError` unless the caller passes ``allow_pickle=True``
-(``model.allow_pickle=true``); safetensors files are always preferred when both are present.
+huggingface_hub honours ``HF_ENDPOINT`` and ``HF_HUB_OFFLINE`` itself; its cache is tried first.
+Pickle checkpoints run code when unpickled: they are refused unless ``model.allow_pickle=true``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import logging
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterator, Mapping
 
-from ascendbench.errors import UnsafeWeightsError, WeightsLoadError
+from ascendbench.errors import UnsafeWeightsError, WeightsDigestError, WeightsLoadError
 from ascendbench.fileio import open_regular
 
-log = logging.getLogger(__name__)
-
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
-WEIGHT_PATTERNS = ("*.json", "*.safetensors")
+_HEX = re.compile(r"^[0-9a-f]{64}$")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+_PIPELINE_FILES = ("*.txt", "*.model", "tokenizer*")  # a pipeline directory's tokenizer files
 
 
 @dataclass(frozen=True)
 class ResolvedSource:
-    """Weights found on disk: ``kind`` is ``dir`` or ``file``; ``origin`` says how they were found."""
+    """Weights found on disk: ``kind`` is ``dir`` or ``file``; ``origin`` says how found."""
 
     kind: str
     path: Path
     origin: str
-    files: tuple[Path, ...] = field(default=())
+    files: tuple[Path, ...] = ()
     pickle: bool = False
 
 
 @dataclass(frozen=True)
 class NotFound:
-    """No weights: the reason, written for the user, and what was looked at."""
+    """No weights, and why (written for the user)."""
 
     reason: str
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a loader's weights lie on disk (read from the loader's attributes of the same names).
+
+    Attributes:
+        subfolder: the folder of a directory or hub repository holding the weights.
+        filename: one weights file of a directory or hub repository.
+        allow_pickle: pickle checkpoints may be read (``model.allow_pickle``).
+        pipeline: a diffusers pipeline (``model_index.json``, weights in component folders).
+    """
+
+    subfolder: str | None = None
+    filename: str | None = None
+    allow_pickle: bool = False
+    pipeline: bool = False
+
+    @classmethod
+    def of(cls, loader: Any) -> Layout:
+        """The layout a loader object declares (any attribute it lacks keeps its default)."""
+        return cls(getattr(loader, "subfolder", None), getattr(loader, "filename", None),
+                   bool(getattr(loader, "allow_pickle", False)),
+                   bool(getattr(loader, "pipeline", False)))
 
 
 def hub_offline() -> bool:
@@ -50,125 +70,183 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+@contextlib.contextmanager
+def hub_forced_offline() -> Iterator[None]:
+    """huggingface_hub answers from its cache only inside this block (nothing is downloaded)."""
+    from huggingface_hub import constants  # deferred: the hub client only where a lookup happens
+
+    saved_env, saved_flag = os.environ.get("HF_HUB_OFFLINE"), constants.HF_HUB_OFFLINE
+    os.environ["HF_HUB_OFFLINE"], constants.HF_HUB_OFFLINE = "1", True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = saved_flag
+        if saved_env is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = saved_env
+
+
 def looks_like_hub_id(source: str) -> bool:
-    """``owner/name`` that is not an existing or explicitly local path."""
+    """``owner/name`` that is not an explicitly local path."""
     return bool(_HUB_ID.match(source)) and not source.startswith((".", "/", "~"))
 
 
-def resolve_source(source: str | None, subfolder: str | None = None, revision: str | None = None,
-                   allow_pickle: bool = False, allow_network: bool = True):
-    """Find weights for ``model.source``; return :class:`ResolvedSource` or :class:`NotFound`.
-
-    ``allow_network=False`` looks at local paths and the hub cache only (the dry-run plan).
+def resolve_source(source: str | None, layout: Layout = Layout(), revision: str | None = None,
+                   allow_network: bool = True) -> ResolvedSource | NotFound:
+    """Find the weights of ``model.source``; ``allow_network=False`` looks at local paths and the
+    hub cache only.
 
     Raises:
-        UnsafeWeightsError: only pickle weights were found and ``allow_pickle`` is false.
+        UnsafeWeightsError: only pickle weights were found and ``layout.allow_pickle`` is false.
     """
     if not source:
         return NotFound("model.source is empty")
     path = Path(os.path.expanduser(str(source)))
     if path.exists():
-        return _local(path, subfolder, allow_pickle)
+        return _local(path, layout, "local")
     if not looks_like_hub_id(str(source)):
         return NotFound(f"the local path {path} does not exist")
-    return _from_hub(str(source), subfolder, revision, allow_pickle, allow_network)
+    return _from_hub(str(source), layout, revision, allow_network)
 
 
 def pickle_refused(path: Path) -> UnsafeWeightsError:
-    """The refusal of a pickle checkpoint (for every loader that finds one without model.allow_pickle=true)."""
+    """The refusal of a pickle checkpoint read without ``model.allow_pickle=true``."""
     return UnsafeWeightsError(
-        f"{path} is a pickle checkpoint ({path.suffix or 'pickle files'}): unpickling can run code stored in "
-        "the file, so ascendbench reads only safetensors by default. Convert it once (`python -c \"import torch; "
-        "from safetensors.torch import save_file; save_file(torch.load('in.bin', weights_only=True), "
-        "'out.safetensors')\"`) and point model.source at the result, or, if you trust where it came from, "
-        "set `model.allow_pickle=true` (it is then read with torch.load(weights_only=True))."
-    )
+        f"{path} is a pickle checkpoint ({path.suffix or 'pickle files'}): unpickling can run code "
+        "stored in the file, so ascendbench reads only safetensors by default. Convert it once "
+        "(`python -c \"import torch; from safetensors.torch import save_file; save_file("
+        "torch.load('in.bin', weights_only=True), 'out.safetensors')\"`) and point model.source at "
+        "the result, or, if you trust where it came from, set `model.allow_pickle=true` (it is "
+        "then read with torch.load(weights_only=True)).")
 
 
-def _local(path: Path, subfolder: str | None, allow_pickle: bool = False) -> ResolvedSource | NotFound:
+def _file(path: Path, layout: Layout, origin: str) -> ResolvedSource | NotFound:
+    if path.suffix in PICKLE_SUFFIXES:
+        if not layout.allow_pickle:
+            raise pickle_refused(path)
+        return ResolvedSource("file", path.resolve(), f"{origin} (pickle, model.allow_pickle=true)",
+                              (path.resolve(),), pickle=True)
+    if path.suffix != ".safetensors":
+        return NotFound(f"{path} is not a .safetensors file (only safetensors weights are read)")
+    return ResolvedSource("file", path.resolve(), origin, (path.resolve(),))
+
+
+def _local(path: Path, layout: Layout, origin: str) -> ResolvedSource | NotFound:
     if not path.is_file() and not path.is_dir():
-        raise WeightsLoadError(f"model.source={path} is not a regular file or a directory (a FIFO, device or "
-                               "socket), so no weights can be read from it: point model.source at a .safetensors "
-                               "file or a model directory.")
+        raise WeightsLoadError(
+            f"model.source={path} is not a regular file or a directory (a FIFO, device or socket), "
+            "so no weights can be read from it: point model.source at a .safetensors file or a "
+            "model directory.")
     if path.is_file():
-        if path.suffix in PICKLE_SUFFIXES:
-            if not allow_pickle:
-                raise pickle_refused(path)
-            return ResolvedSource("file", path.resolve(), "local file (pickle, model.allow_pickle=true)",
-                                  (path.resolve(),), pickle=True)
-        if path.suffix != ".safetensors":
-            return NotFound(f"{path} is not a .safetensors file (only safetensors weights are read)")
-        return ResolvedSource("file", path.resolve(), "local file", (path.resolve(),))
-    root = path / subfolder if subfolder else path
-    files = tuple(sorted(root.glob("*.safetensors")))
+        return _file(path, layout, f"{origin} file")
+    root = path / layout.subfolder if layout.subfolder else path
+    if layout.filename and (root / layout.filename).is_file():
+        return _file(root / layout.filename, layout, f"{origin} file in {path}")
+    marker = "model_index.json" if layout.pipeline else "config.json"
+    files = tuple(sorted(root.glob("**/*.safetensors" if layout.pipeline else "*.safetensors")))
     irregular = [p for p in files if not p.is_file()]
     if irregular:  # a FIFO or device would block the digest (and the dry run) forever
-        raise WeightsLoadError(f"{irregular[0]} is not a regular file (a FIFO, device, socket or directory), so it "
-                               "cannot be read as weights: replace it with the .safetensors file itself, or point "
-                               "model.source at another directory (model.weights=random runs without weights).")
+        raise WeightsLoadError(
+            f"{irregular[0]} is not a regular file (a FIFO, device, socket or directory), so it "
+            "cannot be read as weights: replace it with the .safetensors file itself, or point "
+            "model.source at another directory (model.weights=random runs without weights).")
     pickles = tuple(sorted(p for p in root.glob("*") if p.suffix in PICKLE_SUFFIXES))
-    if (root / "config.json").is_file() and not files and pickles:
-        if not allow_pickle:
-            raise pickle_refused(pickles[0])
-        return ResolvedSource("dir", path.resolve(), "local directory (pickle, model.allow_pickle=true)",
-                              pickles, pickle=True)
-    if not (root / "config.json").is_file() or not files:
-        return NotFound(f"{root} has no config.json with *.safetensors weights beside it")
-    return ResolvedSource("dir", path.resolve(), "local directory", files)
+    if not (root / marker).is_file() or not (files or pickles):
+        wanted = f"{layout.filename} or " if layout.filename else ""
+        return NotFound(f"{root} holds neither {wanted}a {marker} with *.safetensors weights")
+    if files:
+        return ResolvedSource("dir", path.resolve(), f"{origin} directory", files)
+    if not layout.allow_pickle:
+        raise pickle_refused(pickles[0])
+    return ResolvedSource("dir", path.resolve(), f"{origin} directory (pickle, "
+                          "model.allow_pickle=true)", pickles, pickle=True)
 
 
-def _from_hub(repo_id: str, subfolder: str | None, revision: str | None, allow_pickle: bool = False,
-              allow_network: bool = True) -> ResolvedSource | NotFound:
-    from huggingface_hub import snapshot_download
+def _from_hub(repo_id: str, layout: Layout, revision: str | None,
+              allow_network: bool) -> ResolvedSource | NotFound:
+    from huggingface_hub import snapshot_download  # deferred: only for hub ids
 
-    suffixes = WEIGHT_PATTERNS + tuple(f"*{s}" for s in PICKLE_SUFFIXES) * bool(allow_pickle)
-    patterns = [f"{subfolder}/{p}" if subfolder else p for p in suffixes]
+    prefix = f"{layout.subfolder}/" if layout.subfolder else ""
+    patterns = [layout.filename] if layout.filename else [
+        "*.json", "*.safetensors", *(_PIPELINE_FILES if layout.pipeline else ()),
+        *(f"*{s}" for s in PICKLE_SUFFIXES if layout.allow_pickle)]
     attempts = [True] if hub_offline() or not allow_network else [True, False]
     reasons = []
     for local_only in attempts:
+        origin = f"hub {repo_id} ({'local cache' if local_only else 'downloaded'})"
         try:
-            snapshot = snapshot_download(
-                repo_id, revision=revision, allow_patterns=patterns, local_files_only=local_only
-            )
+            snapshot = snapshot_download(repo_id, revision=revision, local_files_only=local_only,
+                                         allow_patterns=[prefix + p for p in patterns])
         except Exception as exc:  # huggingface_hub raises many unrelated types for "not there"
-            reasons.append(_hub_failure(local_only, exc))
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            reasons.append("not in the local hub cache" if local_only else "hub not reachable or "
+                           f"repo not found ({type(exc).__name__}: {first_line[:120]})")
             continue
-        found = _local(Path(snapshot), subfolder, allow_pickle)
+        found = _local(Path(snapshot), layout, origin)
         if isinstance(found, ResolvedSource):
-            origin = f"hub {repo_id} ({'local cache' if local_only else 'downloaded'})"
             return ResolvedSource(found.kind, found.path, origin, found.files, found.pickle)
         reasons.append(found.reason)
     mode = ("offline (HF_HUB_OFFLINE=1), nothing cached" if hub_offline() else
-            "not in the local cache (network not tried)" if not allow_network else "cache and hub both failed")
+            "not in the local cache (network not tried)" if not allow_network else
+            "cache and hub both failed")
     return NotFound(f"hub id {repo_id!r}: {mode}; " + " | ".join(reasons))
 
 
-def _hub_failure(local_only: bool, exc: Exception) -> str:
-    """One short line per failed attempt (huggingface_hub messages span several lines)."""
-    if local_only:
-        return "not in the local hub cache"
-    first_line = (str(exc).strip().splitlines() or [""])[0]
-    return f"hub not reachable or repo not found ({type(exc).__name__}: {first_line[:120]})"
-
-
-def files_digest(files: tuple[Path, ...], chunk: int = 1 << 24) -> str:
-    """SHA256 over the names and bytes of ``files`` (sorted), as ``sha256:<hex>``."""
-    return files_digests(files, chunk)[0]
-
-
-def files_digests(files: tuple[Path, ...], chunk: int = 1 << 24) -> tuple[str, list[str], list[int]]:
-    """``(files_digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted): the digest over names and
-    bytes, each file's own SHA256 as ``sha256sum`` prints it (``<hex>  <name>``, what a model card or a seed
-    report quotes) and each file's size in bytes."""
+def files_digests(files: tuple[Path, ...]) -> tuple[str, list[str], list[int]]:
+    """``(digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted): SHA256 over names
+    and bytes as ``sha256:<hex>``, each file's ``<hex>  <name>`` (as ``sha256sum``), sizes."""
     digest, lines, sizes = hashlib.sha256(), [], []
     for path in sorted(files):
         digest.update(path.name.encode())
         own, size = hashlib.sha256(), 0
         with os.fdopen(open_regular(path), "rb") as handle:  # a FIFO is refused, never waited on
-            while block := handle.read(chunk):
+            while block := handle.read(1 << 24):
                 digest.update(block)
                 own.update(block)
                 size += len(block)
         lines.append(f"{own.hexdigest()}  {path.name}")
         sizes.append(size)
     return "sha256:" + digest.hexdigest(), lines, sizes
+
+
+def files_digest(files: tuple[Path, ...]) -> str:
+    """SHA256 over the names and bytes of ``files`` (sorted), as ``sha256:<hex>``."""
+    return files_digests(files)[0]
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA256 hex digest of one file's bytes (what ``sha256sum`` prints)."""
+    return files_digests((Path(path),))[1][0].split()[0]
+
+
+def check_digest(expected: str | None, weights: Mapping[str, Any]) -> dict[str, Any]:
+    """``model.expect_digest``: the record's ``weights.digest`` (``sha256:<hex>``), or the plain
+    ``sha256sum`` of the one weights file; returns the facts to add to the record's ``weights``.
+
+    Raises:
+        WeightsDigestError: random-init weights, or a digest that differs (the message names both).
+    """
+    if expected is None:
+        return {}
+    wanted, actual = str(expected).strip().lower(), str(weights.get("digest") or "")
+    if weights.get("kind") != "loaded":
+        raise WeightsDigestError(
+            f"model.expect_digest={expected} is set but no weights were loaded "
+            f"({weights.get('kind')}: {weights.get('reason')}). Point model.source at the "
+            "checkpoint with that digest and set `model.weights=required`, or drop the check with "
+            "`model.expect_digest=null`.")
+    if wanted == actual:
+        return {"expected_digest": wanted, "digest_check": "match: weights.digest"}
+    files, source = list(weights.get("files") or []), Path(str(weights.get("source")))
+    path = source if source.is_file() else source / files[0] if len(files) == 1 else None
+    plain = file_sha256(path) if _HEX.match(wanted) and path and path.is_file() else None
+    if plain is not None and wanted == plain:
+        return {"expected_digest": wanted, "digest_check": f"match: sha256sum of {path.name}"}
+    found = actual + (f" (sha256sum of {path.name}: {plain})" if plain else "")
+    raise WeightsDigestError(
+        f"model.expect_digest={expected} does not match the weights loaded from "
+        f"{weights.get('source')}: their digest is {found}. The files changed, are incomplete, or "
+        "are not the checkpoint expected: fetch it again (e.g. `huggingface-cli download <id> "
+        "--local-dir <dir>`) and compare with `sha256sum`; if these weights are the ones you want, "
+        f"set `model.expect_digest={actual}`, or `model.expect_digest=null` to skip the check.")

@@ -1,154 +1,148 @@
-"""Loading VideoFlexTok (``videoflextok.wrappers.VideoFlexTokFromHub``) and its kin.
+"""Loading VideoFlexTok (a ``PyTorchModelHubMixin``: ``config.json`` + ``model.safetensors``).
 
-The class is a ``huggingface_hub.PyTorchModelHubMixin``: a directory (or hub repository) holds
-``config.json`` -- a Hydra config the class instantiates -- and ``model.safetensors``. The external
-``videoflextok`` package is imported only when this loader runs, with an install hint when missing.
-
-Besides what :class:`ascendbench.models.DiffusersLoader` records, this loader writes two checks of
-the seed report into ``weights``:
-
-* ``strict_load``: keys of the model missing from the file and keys of the file the model does not
-  have (``from_pretrained`` itself loads non-strictly and would stay silent);
-* ``config_checks``: the values of ``model.loader.expect`` (attribute paths -> expected values, e.g.
-  decoder depth, FSQ levels, codebook size) read back from the instance.
-
-Random initialisation (``model.weights=random``, the gates' control) builds the class from the
-``config.json`` found at ``model.source`` -- only that small file is needed -- or from
-``model.loader.architecture``.
+``weights`` also records ``strict_load`` (``from_pretrained`` loads non-strictly) and
+``config_checks``: ``model.loader.expect``, attribute paths (``a.b.0.c``; a last segment ``@depth``
+counts the blocks of the deepest transformer below, ``@len`` is ``len()``) -> expected values.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any, Mapping
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from huggingface_hub import hf_hub_download
+from safetensors import safe_open
 
-from ascendbench.errors import ConfigError, MissingPackageError, WeightsLoadError, WeightsNotFoundError
-from ascendbench.models.base import ModelLoader
-from ascendbench.models.expect import check_expected
-from ascendbench.models.loader import WEIGHTS_MODES, LoadedModel, _loaded_info, _not_found_message
-from ascendbench.models.sources import ResolvedSource, hub_offline, looks_like_hub_id, resolve_source
+from ascendbench.errors import ConfigError, WeightsLoadError
+from ascendbench.models.base import ModelLoader, import_class, plain
+from ascendbench.models.sources import ResolvedSource, hub_offline, looks_like_hub_id
 
 log = logging.getLogger(__name__)
 
 VIDEOFLEXTOK_HINT = (
     "Install it from its repository without its pinned dependencies (it pins torch==2.8 and "
     "diffusers==0.20, which would replace this host's torch / torch_npu): "
-    "`pip install --no-deps --no-build-isolation 'git+https://github.com/apple/ml-videoflextok'`, then "
-    "`pip install einops mup`."
-)
+    "`pip install --no-deps --no-build-isolation 'git+https://github.com/apple/ml-videoflextok'`, "
+    "then `pip install einops mup`.")
+_NOT_FOUND = object()
+
+
+def transformer_depth(obj: Any) -> int:
+    """Length of the longest ``blocks`` ModuleList among ``obj``'s submodules (0 if none)."""
+    modules = obj.modules() if isinstance(obj, torch.nn.Module) else ()
+    return max((len(m.blocks) for m in modules
+                if isinstance(getattr(m, "blocks", None), torch.nn.ModuleList)), default=0)
+
+
+_COMPUTED = {"@depth": transformer_depth, "@len": len}
+
+
+def read_path(obj: Any, path: str) -> Any:
+    """The value at the dotted ``path`` below ``obj``; a ``KeyError`` names a missing segment."""
+    for segment in path.split("."):
+        if segment in _COMPUTED:
+            return _COMPUTED[segment](obj)
+        if isinstance(obj, Mapping):
+            obj = obj.get(segment, _NOT_FOUND)
+        elif isinstance(obj, (list, tuple, torch.nn.ModuleList)) and segment.lstrip("-").isdigit():
+            obj = obj[int(segment)] if -len(obj) <= int(segment) < len(obj) else _NOT_FOUND
+        else:
+            obj = getattr(obj, segment, _NOT_FOUND)
+        if obj is _NOT_FOUND:
+            raise KeyError(f"{segment!r} not found")
+    return obj
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _normalise(v) for k, v in value.items()}
+    return value
+
+
+def check_expected(obj: Any, expect: Mapping[str, Any]) -> dict[str, Any]:
+    """Every expected value against the instance (tensors as lists): ``{mismatches, checks}``.
+
+    >>> check_expected({"a": {"b": (1, 2)}}, {"a.b": [1, 2], "a.c": 3})["mismatches"]
+    1
+    """
+    checks: dict[str, dict[str, Any]] = {}
+    for path, expected in expect.items():
+        try:
+            actual = _normalise(read_path(obj, path))
+        except KeyError as exc:
+            checks[path] = {"expected": expected, "actual": None, "ok": False,
+                            "error": f"path {path!r}: {exc.args[0]}"}
+            continue
+        ok = actual == _normalise(expected)
+        checks[path] = {"expected": expected, "actual": actual, "ok": ok}
+    return {"mismatches": sum(not c["ok"] for c in checks.values()), "checks": checks}
 
 
 class VideoFlexTokLoader(ModelLoader):
-    """Loads a ``PyTorchModelHubMixin`` tokenizer with ``from_pretrained(<dir or hub id>)``.
-
-    Args:
-        class_path: dotted path of the class (default VideoFlexTok's hub wrapper).
-        install_hint: what to tell the user when the class's package is missing.
-        expect: attribute path -> value that must have landed in the instance (see
-            :func:`ascendbench.models.expect.check_expected`).
-        architecture: the ``config.json`` content to use for random init when none is found.
-    """
+    """Loads ``class_path`` with ``from_pretrained(<dir>)``; ``install_hint`` names the missing
+    package, ``architecture`` is the ``config.json`` for a random init when none is found."""
 
     def __init__(self, class_path: str = "videoflextok.wrappers.VideoFlexTokFromHub",
                  install_hint: str = VIDEOFLEXTOK_HINT, expect: Mapping[str, Any] | None = None,
                  architecture: Mapping[str, Any] | None = None) -> None:
-        self.class_path = class_path
-        self.install_hint = install_hint
-        self.expect = _plain(expect) or {}
-        self.architecture = _plain(architecture)
+        self.class_path, self.install_hint = class_path, install_hint
+        self.expect = plain(expect) or {}
+        self.architecture = plain(architecture)
 
-    def import_class(self) -> type:
-        """The model class, imported now; a :class:`MissingPackageError` with the hint if absent."""
-        module_name, _, attr = self.class_path.rpartition(".")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            raise MissingPackageError(
-                f"model.loader.class_path={self.class_path!r} needs the package "
-                f"{(exc.name or module_name).split('.')[0]!r}, which is not installed. {self.install_hint}"
-            ) from exc
-        if not hasattr(module, attr):
-            raise ConfigError(f"model.loader.class_path={self.class_path!r}: module {module_name} has no "
-                              f"{attr!r}; give the full dotted path of the model class.")
-        return getattr(module, attr)
-
-    def load(self, source: str | None, weights: str = "auto", init_seed: int = 42,
-             revision: str | None = None) -> LoadedModel:
-        """Load per ``model.weights`` (auto | required | random); see the module docstring."""
-        if weights not in WEIGHTS_MODES:
-            raise ConfigError(f"model.weights={weights!r} is not allowed; use one of {', '.join(WEIGHTS_MODES)}.")
-        cls = self.import_class()
-        start = time.perf_counter()
-        found = None if weights == "random" else resolve_source(source, None, revision)
-        if isinstance(found, ResolvedSource):
-            module, info = self._load(cls, _directory(found)), _loaded_info(found)
-            info["strict_load"] = strict_load_counts(module, found.files)
-        elif weights == "required":
-            raise WeightsNotFoundError(_not_found_message(source, found))
-        else:
-            why = "model.weights=random" if found is None else found.reason
-            module, info = self._random(cls, source, revision, int(init_seed), why)
-        info["config_checks"] = check_expected(module, self.expect) if self.expect else None
-        info["num_params"] = sum(p.numel() for p in module.parameters())
-        return LoadedModel(module.eval(), info, time.perf_counter() - start)
-
-    def _load(self, cls: type, directory: Path) -> torch.nn.Module:
+    def from_weights(self, found: ResolvedSource, seed: int) -> tuple[Any, dict]:
+        """``from_pretrained`` of the directory, with the strict-load counts."""
+        cls = import_class(self.class_path, self.install_hint)
+        directory = found.path if found.kind == "dir" else found.path.parent
         log.info("loading %s.from_pretrained(%s)", cls.__name__, directory)
         try:
-            return cls.from_pretrained(str(directory), strict=False)
+            module = cls.from_pretrained(str(directory), strict=False)
         except Exception as exc:  # hydra, safetensors and the model's own code raise many types
             raise WeightsLoadError(
-                f"{self.class_path}.from_pretrained({str(directory)!r}) failed: {type(exc).__name__}: "
-                f"{str(exc)[:400]}. Check that config.json and the safetensors file are complete and "
-                "belong to this class, or run `model.weights=random`."
-            ) from exc
+                f"{self.class_path}.from_pretrained({str(directory)!r}) failed: "
+                f"{type(exc).__name__}: {str(exc)[:400]}. Check that config.json and the "
+                "safetensors file are complete and belong to this class, or run "
+                "`model.weights=random`.") from exc
+        return module, {"strict_load": strict_load_counts(module, found.files)}
 
-    def _random(self, cls: type, source: str | None, revision: str | None, seed: int, why: str):
-        config = self.architecture if self.architecture is not None else read_config(source, revision)
+    def random_init(self, seed: int, source: str | None, revision: str | None) -> tuple[Any, dict]:
+        """The class built from ``architecture`` or the ``config.json`` found at ``source``."""
+        cls = import_class(self.class_path, self.install_hint)
+        config = self.architecture
+        config = read_config(source, revision) if config is None else config
         if config is None:
             raise ConfigError(
-                f"a random initialisation of {self.class_path} needs its config.json, and none was found for "
-                f"model.source={source!r} ({why}). Point model.source at a directory holding config.json "
-                "(`huggingface-cli download <hub id> config.json --local-dir <dir>` fetches just that file) "
-                "or give model.loader.architecture."
-            )
+                f"a random initialisation of {self.class_path} needs its config.json, and none was "
+                f"found for model.source={source!r}. Point model.source at a directory holding "
+                "config.json (`huggingface-cli download <hub id> config.json --local-dir <dir>` "
+                "fetches just that file) or give model.loader.architecture.")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             takes_config = "config" in inspect.signature(cls.__init__).parameters
-            module = cls(config=config) if takes_config else cls(**config)
-        info = {"kind": "random-init", "source": source, "digest": None, "init_seed": seed, "reason": why}
-        return module, info
+            return (cls(config=config) if takes_config else cls(**config)), {}
 
-
-def _plain(value: Any) -> Any:
-    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
-
-
-def _directory(found: ResolvedSource) -> Path:
-    return found.path if found.kind == "dir" else found.path.parent
+    def finish(self, model: Any, info: dict[str, Any]) -> Any:
+        """``config_checks`` of ``expect``, then eval mode."""
+        info["config_checks"] = check_expected(model, self.expect) if self.expect else None
+        return model.eval()
 
 
 def read_config(source: str | None, revision: str | None = None) -> dict[str, Any] | None:
     """``config.json`` of a local directory, a local file's directory, or a hub id (cache first)."""
-    if not source:
-        return None
     path = Path(str(source)).expanduser()
-    if path.exists():
+    if source and path.exists():
         candidate = (path if path.is_dir() else path.parent) / "config.json"
         return json.loads(candidate.read_text()) if candidate.is_file() else None
-    if not looks_like_hub_id(str(source)):
+    if not source or not looks_like_hub_id(str(source)):
         return None
-    from huggingface_hub import hf_hub_download
-
-    for local_only in ([True] if hub_offline() else [True, False]):
+    for local_only in [True] if hub_offline() else [True, False]:
         try:
             return json.loads(Path(hf_hub_download(str(source), "config.json", revision=revision,
                                                     local_files_only=local_only)).read_text())
@@ -158,24 +152,18 @@ def read_config(source: str | None, revision: str | None = None) -> dict[str, An
 
 
 def strict_load_counts(module: torch.nn.Module, files: tuple[Path, ...]) -> dict[str, Any]:
-    """Keys the model has that the files lack (``missing``) and the reverse (``unexpected``).
-
-    Keys of the state dict that share storage with a key present in the files (tied weights, saved
-    once by safetensors) are not counted as missing.
-    """
-    from safetensors import safe_open
-
+    """Keys the model has that the files lack (``missing``) and the reverse (``unexpected``); a key
+    sharing storage with one in the files (tied weights, saved once) is not missing."""
     in_file: set[str] = set()
     for path in files:
         with safe_open(str(path), framework="pt") as handle:
             in_file.update(handle.keys())
     state = module.state_dict()
-    present_storage = {_storage_key(state[k]) for k in state if k in in_file}
-    missing = sorted(k for k in state if k not in in_file and _storage_key(state[k]) not in present_storage)
-    unexpected = sorted(k for k in in_file if k not in state)
-    return {"missing": missing, "unexpected": unexpected, "tensors_in_file": len(in_file),
-            "tensors_in_model": len(state)}
 
+    def storage(key: str) -> tuple[int, int]:
+        return (state[key].untyped_storage().data_ptr(), state[key].storage_offset())
 
-def _storage_key(tensor: torch.Tensor) -> tuple[int, int]:
-    return (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+    present = {storage(k) for k in state if k in in_file}
+    return {"missing": sorted(k for k in state if k not in in_file and storage(k) not in present),
+            "unexpected": sorted(k for k in in_file if k not in state),
+            "tensors_in_file": len(in_file), "tensors_in_model": len(state)}

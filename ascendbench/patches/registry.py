@@ -1,14 +1,7 @@
-"""The patch registry: named, checked, reversible changes to third-party code.
+"""The patch registry: named, checked, reversible changes to third-party code (``model.patches``).
 
-Modelled on diffusers' attention dispatcher: every patch is a class registered under a name, with
-small named constraint checks and an install hint that goes into the error when a check fails.
-:func:`patches_applied` is a context manager that applies the patches a model names in
-``model.patches`` and restores every one of them in ``finally`` (in reverse order), so a failed run
-never leaves third-party modules patched.
-
-A ``model.patches`` entry is a patch name, or a mapping with ``name``, optional ``reference: true`` (the CPU
-reference applies it too; it runs unpatched otherwise), optional ``devices`` (the device
-types the patch applies on; default: the patch's own default) and the patch's options::
+An entry is a name or a mapping with ``name``, optional ``reference: true`` (the CPU reference
+applies it too), optional ``devices`` (default: the patch's own) and the patch's options::
 
     patches:
       - flex_attention_dense
@@ -32,24 +25,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Check:
-    """A named constraint of a patch.
-
-    Attributes:
-        name: short name written into the error (e.g. ``torch_flex_attention``).
-        test: ``test(patch, target)`` returns ``None`` when satisfied, else the reason, for the user.
-    """
+    """A named constraint: ``test(patch, target)`` is ``None`` when met, else the reason."""
 
     name: str
     test: Callable[[Any, Any], str | None]
 
 
 class Patch:
-    """Base class of a registered patch: ``apply(target)`` then ``restore()``.
-
-    Subclasses take their options as keyword arguments of ``__init__``; ``apply`` returns what it
-    changed (written into the record) and must keep enough state for ``restore`` to undo even a
-    partial application.
-    """
+    """Base class of a registered patch: options as ``__init__`` keywords, ``apply(target)``
+    returning what changed (for the record), ``restore()`` undoing even a partial application."""
 
     name: ClassVar[str] = ""
     checks: ClassVar[tuple[Check, ...]] = ()
@@ -61,7 +45,7 @@ class Patch:
         raise NotImplementedError
 
     def skip_reason(self, dtype: str | None) -> str | None:
-        """Why this patch must not apply to a run in ``dtype`` (it is then skipped, saying so); ``None``: apply."""
+        """Why this patch must not apply to a run in ``dtype`` (``None``: apply)."""
         return None
 
     def restore(self) -> None:
@@ -74,18 +58,13 @@ _REGISTRY: dict[str, type[Patch]] = {}
 
 def register_patch(name: str, *, checks: Sequence[Check] = (), install_hint: str = "",
                    devices: Sequence[str] | None = None) -> Callable[[type[Patch]], type[Patch]]:
-    """Class decorator registering a :class:`Patch` under ``name``.
-
-    Args:
-        name: the name used in ``model.patches``.
-        checks: constraint checks run before ``apply``.
-        install_hint: appended to the error when a check fails (what to install or set).
-        devices: device types the patch applies on by default (``None``: every device).
-    """
+    """Class decorator registering a :class:`Patch` as ``name``; ``devices``: the device types it
+    applies on by default (``None``: every device)."""
 
     def decorator(cls: type[Patch]) -> type[Patch]:
         if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"a patch named {name!r} is already registered ({_REGISTRY[name].__qualname__})")
+            raise ValueError(f"a patch named {name!r} is already registered "
+                             f"({_REGISTRY[name].__qualname__})")
         cls.name, cls.checks, cls.install_hint = name, tuple(checks), install_hint
         cls.default_devices = tuple(devices) if devices is not None else None
         _REGISTRY[name] = cls
@@ -104,9 +83,8 @@ def get_patch(name: str) -> type[Patch]:
     if name not in _REGISTRY:
         raise PatchError(
             f"model.patches names {name!r}, which is not a registered patch; registered: "
-            f"{', '.join(available_patches()) or 'none'}. Fix the name in the model config or on the "
-            "command line (e.g. `model.patches=[flex_attention_dense]`)."
-        )
+            f"{', '.join(available_patches()) or 'none'}. Fix the name in the model config or on "
+            "the command line (e.g. `model.patches=[flex_attention_dense]`).")
     return _REGISTRY[name]
 
 
@@ -125,96 +103,83 @@ class PatchSpec:
 
 
 def parse_specs(value: Any) -> list[PatchSpec]:
-    """``model.patches`` (None, a list of names and/or mappings) -> specs; a clear error otherwise."""
+    """``model.patches`` (None, a list of names and/or mappings) -> specs, or a clear error."""
     if isinstance(value, (DictConfig, ListConfig)):
         value = OmegaConf.to_container(value, resolve=True)
     if value is None:
         return []
     if not isinstance(value, (list, tuple)):
-        raise PatchError(f"model.patches={value!r} must be a list of patch names or mappings with a `name`.")
-    return [_parse_one(entry) for entry in value]
-
-
-def _parse_one(entry: Any) -> PatchSpec:
-    if isinstance(entry, str):
-        get_patch(entry)
-        return PatchSpec(entry)
-    if not isinstance(entry, Mapping) or "name" not in entry:
-        raise PatchError(
-            f"model.patches entry {entry!r} is neither a patch name nor a mapping with a `name` key; "
-            f"write e.g. `- flex_attention_dense` or `- {{name: flex_attention_dense, devices: [npu]}}`."
-        )
-    options = {k: v for k, v in entry.items() if k not in ("name", "devices", "reference")}
-    devices = entry.get("devices")
-    get_patch(entry["name"])
-    return PatchSpec(entry["name"], tuple(devices) if devices is not None else None, options)
+        raise PatchError(f"model.patches={value!r} must be a list of patch names or mappings with "
+                         "a `name`.")
+    specs = []
+    for entry in value:
+        if isinstance(entry, str):
+            entry = {"name": entry}
+        if not isinstance(entry, Mapping) or "name" not in entry:
+            raise PatchError(
+                f"model.patches entry {entry!r} is neither a patch name nor a mapping with a "
+                "`name` key; write e.g. `- flex_attention_dense` or "
+                "`- {name: flex_attention_dense, devices: [npu]}`.")
+        get_patch(entry["name"])
+        devices = entry.get("devices")
+        options = {k: v for k, v in entry.items() if k not in ("name", "devices", "reference")}
+        specs.append(PatchSpec(entry["name"], None if devices is None else tuple(devices), options))
+    return specs
 
 
 def build_patch(spec: PatchSpec) -> Patch:
-    """Instantiate the patch of ``spec`` with its options (unknown options are named in the error)."""
+    """The patch of ``spec`` built with its options (unknown options are named in the error)."""
     cls = get_patch(spec.name)
     accepted = [p for p in inspect.signature(cls).parameters if p not in ("self", "args", "kwargs")]
     unknown = sorted(set(spec.options) - set(accepted))
     if unknown:
         raise PatchError(
             f"patch {spec.name!r} has no option(s) {', '.join(unknown)}; its options are "
-            f"{', '.join(accepted) or 'none'} (plus `devices`). Fix the entry in model.patches."
-        )
+            f"{', '.join(accepted) or 'none'} (plus `devices`). Fix the entry in model.patches.")
     return cls(**spec.options)
-
-
-def check_patch(patch: Patch, target: Any) -> None:
-    """Run the patch's constraint checks; the first failure raises with the install hint."""
-    for check in patch.checks:
-        reason = check.test(patch, target)
-        if reason:
-            hint = f" {patch.install_hint}" if patch.install_hint else ""
-            raise PatchError(f"patch {patch.name!r} cannot apply: check {check.name!r} failed: {reason}.{hint}")
 
 
 @contextmanager
 def patches_applied(specs: Any, target: Any, device_type: str,
                     dtype: str | None = None) -> Iterator[list[dict[str, Any]]]:
-    """Apply the patches of ``specs`` that apply on ``device_type`` to ``target``; restore on exit.
-
-    ``dtype`` (the run's dtype name) lets a patch decline a run outside its contract (:meth:`Patch.skip_reason`).
+    """Apply to ``target`` the patches of ``specs`` that apply on ``device_type`` and in ``dtype``
+    (the run's dtype name); restore them all on exit.
 
     Yields:
-        One entry per spec for the record: ``{name, options, devices, ...what apply returned}`` or
-        ``{name, skipped: reason}``.
+        One entry per spec for the record: ``{name, options, ...what apply returned}`` or
+        ``{name, options, skipped: reason}``.
     """
     applied: list[Patch] = []
     infos: list[dict[str, Any]] = []
     try:
         for spec in parse_specs(specs):
             info: dict[str, Any] = {"name": spec.name, "options": dict(spec.options)}
+            infos.append(info)
             if not spec.applies_on(device_type):
                 devices = list(spec.devices or get_patch(spec.name).default_devices)
                 info["skipped"] = f"not applied on {device_type} (devices: {devices})"
-                infos.append(info)
                 continue
             patch = build_patch(spec)
             if reason := patch.skip_reason(dtype):
                 log.warning("patch %s not applied: %s", spec.name, reason)
-                infos.append({**info, "skipped": reason})
+                info["skipped"] = reason
                 continue
-            check_patch(patch, target)
+            for check in patch.checks:
+                if reason := check.test(patch, target):
+                    hint = f" {patch.install_hint}" if patch.install_hint else ""
+                    raise PatchError(f"patch {patch.name!r} cannot apply: check {check.name!r} "
+                                     f"failed: {reason}.{hint}")
             applied.append(patch)
             info.update(patch.apply(target))
             log.info("patch %s applied on %s: %s", spec.name, device_type, info)
-            infos.append(info)
         yield infos
     finally:
-        _restore_all(applied)
-
-
-def _restore_all(applied: list[Patch]) -> None:
-    failures: list[BaseException] = []
-    for patch in reversed(applied):
-        try:
-            patch.restore()
-        except Exception as exc:  # keep restoring the others; the first failure is re-raised below
-            log.error("restoring patch %s failed: %s", patch.name, exc)
-            failures.append(exc)
-    if failures:
-        raise failures[0]
+        failures = []
+        for patch in reversed(applied):
+            try:
+                patch.restore()
+            except Exception as exc:  # keep restoring the others; the first failure is re-raised
+                log.error("restoring patch %s failed: %s", patch.name, exc)
+                failures.append(exc)
+        if failures:
+            raise failures[0]

@@ -1,13 +1,5 @@
-"""Task checks: gates a task computes on its own outputs, recorded as metrics with verdicts.
-
-Most tasks are judged only against the CPU reference. Some carry intrinsic gates as well (the video
-tokenizer: strict load, config landed, token ids in the codebook, agreement across two runs,
-reconstruction PSNR against the input, a randomly initialised control). A task that has them defines
-``checks(ctx: CheckContext) -> dict[str, entry]``; the runner calls it after the device run, inside
-the same patches, and merges the entries into ``metrics``. Each entry is
-``{value, verdict, threshold, rule, source, details}`` (verdict from the rule of the bare metric name
-in ``model.thresholds``; ``None`` when the value is informative only) or ``{skipped: reason}``.
-"""
+"""Gates a task computes on its own outputs (``task.checks(ctx)``, after the device run, inside the
+same patches), recorded as metric entries with verdicts or ``{skipped: reason}``."""
 
 from __future__ import annotations
 
@@ -23,19 +15,9 @@ from ascendbench.metrics.verdict import judge
 
 @dataclass
 class CheckContext:
-    """What a task's checks may use.
-
-    Attributes:
-        module: the model, on the device in the run's dtype (patched as for the device run).
-        device: the run's torch device.
-        dtype: the run's floating dtype.
-        inputs: the task inputs (CPU, float32).
-        outputs: the device run's outputs (CPU).
-        weights: the record's ``weights`` entry (kind, strict-load counts, config checks...).
-        rules: verdict rules by metric name (dtype rules overridden by ``model.thresholds``).
-        control: a context manager factory yielding the same architecture randomly initialised
-            (CPU, float32, patched like the model), or ``None`` when the loader cannot build one.
-    """
+    """What a task's checks may use: the model on the device (patched), the CPU inputs and
+    outputs, the record's ``weights``, the verdict rules by metric name, and ``control``: a factory
+    of a context yielding the architecture randomly initialised (``None``: none)."""
 
     module: torch.nn.Module
     device: torch.device
@@ -47,17 +29,14 @@ class CheckContext:
     control: Callable[[], AbstractContextManager[torch.nn.Module]] | None = None
 
     def to_device(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Move tensors to the run's device; floating ones to the run's dtype."""
-        return {k: v.to(device=self.device, dtype=self.dtype) if v.is_floating_point() else v.to(self.device)
-                for k, v in tensors.items()}
+        """Tensors on the run's device; floating ones in the run's dtype."""
+        return {k: v.to(device=self.device, dtype=self.dtype) if v.is_floating_point()
+                else v.to(self.device) for k, v in tensors.items()}
 
 
 def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
          details: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A metric entry for ``name`` (``<group>/<metric>``), judged by the rule of ``<metric>`` if any.
-
-    Rules are keyed by the bare metric name, as for the evaluators' ``<output>/<metric>`` entries, so a
-    rule can be overridden on the command line: ``model.thresholds.recon_psnr_db.min=23``.
+    """A metric entry for ``<group>/<metric>``, judged by the rule of ``<metric>`` if any.
 
     >>> gate("gate/x", 0.0, {"x": {"max": 0}})["verdict"]
     'PASS'
@@ -73,17 +52,9 @@ def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
     return entry
 
 
-def skipped(reason: str) -> dict[str, str]:
-    """A metric entry for a gate that could not be computed, with the reason."""
-    return {"skipped": reason}
-
-
 def compare_runs(first: torch.Tensor, second: torch.Tensor) -> tuple[float, dict[str, Any]]:
-    """Two runs of the same output: their largest difference and whether they hold the same values.
-
-    Both follow the agreement rule of :mod:`ascendbench.metrics.functional.nonfinite`: identical NaN/Inf
-    in the same places agree (difference 0, ``identical``), a NaN/Inf on one side only is an infinite
-    difference. Returns ``(max_abs_diff, details)`` with ``identical`` and ``nonfinite_mismatch``.
+    """Two runs of one output: the largest difference, ``identical`` and ``nonfinite_mismatch``
+    (the same NaN/Inf in the same places agree).
 
     >>> inf = float("inf")
     >>> compare_runs(torch.tensor([inf, 1.0]), torch.tensor([inf, 1.0]))
@@ -92,4 +63,3 @@ def compare_runs(first: torch.Tensor, second: torch.Tensor) -> tuple[float, dict
     counts = nonfinite_counts(first.detach().cpu(), second.detach().cpu())
     diff = max_abs_diff(first, second)
     return diff, {"identical": diff == 0.0, "nonfinite_mismatch": counts.mismatch}
-

@@ -1,105 +1,52 @@
-"""Text to video: prompt -> a diffusers video pipeline -> frames, seeded by a CPU generator.
+"""Text (or image) to video: a diffusers video pipeline called with everything from config.
 
-Everything the pipeline is called with comes from config: the prompts and further call arguments
-from the task, ``height``/``width``/``num_frames``/``steps``/``batch_size`` from the preset (Sulphur-2
-seed: mini 256x256x9, balanced 512x320x65, quality 704x480x161, 50 steps), the noise from
-``torch.Generator("cpu").manual_seed(seed)`` -- identical on every device -- and ``output_type="pt"``.
-
-The output ``video`` is ``[B, T, C, H, W]`` mapped from the pipeline's [0, 1] frames to [-1, 1] (the
-decoder's own range, the convention of every video output in ascendbench), computed in at least
-float32.
-
-Denoising steps report progress (:mod:`ascendbench.progress`: a bar on a terminal, a heartbeat line
-elsewhere) through the pipeline's ``callback_on_step_end``, except in the bench loop's warm-up and timed
-calls (under :func:`ascendbench.progress.quiet`), where no hook is installed; diffusers' own step bars
-are off (they carry no job name and would redraw in every timed call).
-
-How the pipeline is placed is configured here too (:meth:`TextToVideoTask.to`): model CPU offload onto
-the run's device and VAE slicing/tiling. The attention backend is a patch, not a task option:
-``model.patches`` with ``diffusers_attention_backend`` (``_native_npu`` on NPU runs; the CPU reference
-always runs PyTorch SDPA).
+Sizes and steps come from the preset, the noise from ``torch.Generator("cpu").manual_seed(seed)``
+(identical on every device); video outputs are ``[B, T, C, H, W]`` mapped from [0, 1] to [-1, 1].
+The image-to-video task adds the conditioning image: ``model.task.image`` (resized with Lanczos) or
+the first frame of :func:`ascendbench.tasks.inputs.structured_clip` drawn from the job's seed.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import inspect
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import torch
+from diffusers.utils.torch_utils import randn_tensor
+from PIL import Image, UnidentifiedImageError
 
 from ascendbench.errors import ConfigError
+from ascendbench.models.sources import file_sha256
 from ascendbench.progress import Progress, is_quiet
 from ascendbench.tasks.base import Task
-from ascendbench.tasks.video_decode import apply_vae_options, video_latent_shape
+from ascendbench.tasks.inputs import structured_clip
+from ascendbench.tasks.vae_decode import apply_vae_options, latent_shape
 
 log = logging.getLogger(__name__)
 
-PRESET_CALL_KEYS = {"height": "height", "width": "width", "num_frames": "num_frames", "steps": "num_inference_steps",
-                    "batch_size": "num_videos_per_prompt"}
-
-
-def _require(package: str, what: str) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec(package) is None:
-        raise ConfigError(f"{what} needs the {package} package, which is not installed: `pip install {package}` "
-                          "(or `pip install ascendbench[pipelines]`), or switch the option off.")
-
-
-StepCallback = Callable[[Any, int, Any, Dict[str, Any]], Dict[str, Any]]
-
-
-def step_progress(progress: Progress) -> StepCallback:
-    """A diffusers ``callback_on_step_end`` advancing ``progress`` by one step (diffusers' own bars stay off)."""
-
-    def callback(pipe: Any, step_index: int, timestep: Any, callback_kwargs: Dict[str, Any]) -> Dict[str, Any]:
-        progress.update(1, timestep=f"{float(timestep):.4g}" if timestep is not None else "n/a")
-        return callback_kwargs
-
-    return callback
-
-
-def chain_step_callbacks(callbacks: Sequence[StepCallback]) -> StepCallback:
-    """One ``callback_on_step_end`` calling each of ``callbacks`` in order, each given the previous's kwargs."""
-    if len(callbacks) == 1:
-        return callbacks[0]
-
-    def chained(pipe: Any, step_index: int, timestep: Any, callback_kwargs: Dict[str, Any]) -> Dict[str, Any]:
-        for callback in callbacks:
-            callback_kwargs = callback(pipe, step_index, timestep, callback_kwargs)
-        return callback_kwargs
-
-    return chained
+PRESET_CALL_KEYS = {"height": "height", "width": "width", "num_frames": "num_frames",
+                    "steps": "num_inference_steps", "batch_size": "num_videos_per_prompt"}
+GENERATED = "ascendbench.tasks.inputs.structured_clip, frame 0"
 
 
 @dataclass(eq=False)
 class TextToVideoTask(Task):
-    """Generate a video from the configured prompt with a diffusers text-to-video pipeline.
-
-    A dataclass: its fields are the keys of ``model.task`` (Hydra builds it by ``_target_``).
-
-    Attributes:
-        prompt: the prompt.
-        negative_prompt: the negative prompt (``None``: none).
-        spatial_compression: the VAE's spatial compression (height/width must be multiples).
-        temporal_compression: the VAE's temporal compression (frames must be 1 + a multiple).
-        call_kwargs: further pipeline call arguments (``guidance_scale``, ``max_sequence_length``,
-            ``frame_rate``, ``decode_timestep``...).
-        outputs: output name -> attribute of the pipeline output (``{video: frames}``; LTX-2 adds
-            ``audio: audio``).
-        video_outputs: outputs that are [0, 1] frames, mapped to [-1, 1].
-        cpu_offload: ``enable_model_cpu_offload(device=<run device>)`` instead of moving everything.
-        vae: ``pipe.vae`` slicing/tiling (see :func:`ascendbench.tasks.video_decode.apply_vae_options`).
-    """
+    """Generate a video from the configured prompt; the fields are the keys of ``model.task``
+    (conf/model/task/text_to_video.yaml comments each)."""
 
     preset_keys = ("batch_size", "height", "width", "num_frames", "steps")
     kind = "text_to_video"
     output_kind = "video"
-    report_metrics = {"error": "mean_rel_err", "psnr": "video_psnr_db_mean", "ssim": "video_ssim_mean"}
+    report_metrics = {"error": "mean_rel_err", "psnr": "video_psnr_db_mean",
+                      "ssim": "video_ssim_mean"}
     unit = "frames"
     video_layout = "BTCHW"
-    value_range = (-1.0, 1.0)
 
     prompt: str
     negative_prompt: str | None = None
@@ -110,8 +57,7 @@ class TextToVideoTask(Task):
     video_outputs: Sequence[str] = ("video",)
     cpu_offload: bool = False
     vae: Mapping[str, Any] | None = None
-    # State of the run, not configuration: the preset's call sizes, the phase timer, what to() applied.
-    vae_options: dict[str, Any] = field(init=False, repr=False)
+    # State of the run, not configuration: what to() applied, the preset's call sizes, the timer.
     applied: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
     _call: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
     _timer: Any = field(init=False, repr=False, default=None)
@@ -123,14 +69,11 @@ class TextToVideoTask(Task):
         self.outputs = dict(self.outputs or {"video": "frames"})
         self.video_outputs = tuple(self.video_outputs)
         self.cpu_offload = bool(self.cpu_offload)
-        self.vae_options = dict(self.vae or {})
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
-        """The generator seed as a tensor (the noise itself is drawn by the pipeline on the CPU).
-
-        The preset's sizes are checked against the VAE's compression and kept for :meth:`run`.
-        """
-        video_latent_shape(preset, 1, self.spatial_compression, self.temporal_compression)
+        """The generator seed as a tensor (the pipeline draws the noise on the CPU); the preset's
+        sizes are checked against the VAE's compression and kept for :meth:`run`."""
+        latent_shape(preset, 1, self.spatial_compression, self.temporal_compression)
         self._call = {call: int(preset[key]) for key, call in PRESET_CALL_KEYS.items()}
         return {"seed": torch.tensor([int(seed)], dtype=torch.int64)}
 
@@ -138,26 +81,26 @@ class TextToVideoTask(Task):
         """Cast, move (or offload onto ``device``), set the VAE options."""
         pipe.set_progress_bar_config(disable=True)
         pipe.to(dtype=dtype)
-        self.applied = {"device": str(device)}
-        if self.cpu_offload and device.type != "cpu":
-            _require("accelerate", "model.task.cpu_offload=true (enable_model_cpu_offload)")
+        offload = self.cpu_offload and device.type != "cpu"
+        if offload:
+            if importlib.util.find_spec("accelerate") is None:
+                raise ConfigError(
+                    "model.task.cpu_offload=true (enable_model_cpu_offload) needs the accelerate "
+                    "package, which is not installed: `pip install accelerate` (or `pip install "
+                    "ascendbench[pipelines]`), or switch the option off.")
             pipe.enable_model_cpu_offload(device=device)
-            self.applied["cpu_offload"] = True
         else:
-            if self.cpu_offload:
-                log.info("model.task.cpu_offload ignored on the CPU (nothing to offload to)")
             pipe.to(device)
-            self.applied["cpu_offload"] = False
-        self.applied["vae"] = apply_vae_options(pipe.vae, self.vae_options)
-        log.info("pipeline placed: %s", self.applied)
+        self.applied = {"cpu_offload": offload, "vae": apply_vae_options(pipe.vae, self.vae)}
+        log.info("pipeline placed on %s: %s", device, self.applied)
         return pipe
 
     def applied_options(self) -> dict[str, Any]:
         """CPU offload and the VAE's slicing/tiling as the last :meth:`to` applied them."""
-        return {key: value for key, value in self.applied.items() if key != "device"}
+        return dict(self.applied)
 
     def attach_phase_timer(self, pipe: Any, timer: Any) -> bool:
-        """Per-phase timing: text encoding, each denoising step, VAE decode (always attached)."""
+        """Per-phase timing: text encoding, each denoising step, VAE decode."""
         self._timer = timer
         if getattr(pipe, "text_encoder", None) is not None:
             timer.watch(pipe.text_encoder, "text_encoding")
@@ -167,41 +110,185 @@ class TextToVideoTask(Task):
 
     def primary_output(self) -> str | None:
         """The first video output (``video``): the report leads with it, never with ``audio``."""
-        return next((name for name in self.outputs if name in self.video_outputs), next(iter(self.outputs), None))
+        videos = [name for name in self.outputs if name in self.video_outputs]
+        return (videos or list(self.outputs) or [None])[0]
 
     def run(self, pipe: Any, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """One pipeline call with a fresh CPU generator seeded from ``inputs["seed"]``."""
         if not self._call:
-            raise RuntimeError("TextToVideoTask.run() before make_inputs(): the preset sizes are unknown")
+            raise RuntimeError("TextToVideoTask.run() before make_inputs(): the preset sizes are "
+                               "unknown")
         generator = torch.Generator("cpu").manual_seed(int(inputs["seed"].reshape(-1)[0]))
         kwargs = {"prompt": self.prompt, "negative_prompt": self.negative_prompt, **self._call,
-                  **self.call_kwargs, **self.pipeline_inputs(inputs), "generator": generator, "output_type": "pt"}
-        callbacks = [self._timer.step_callback(starts_with="denoiser")] if self._timer is not None else []
-        steps = None if is_quiet() else Progress("denoising", total=self._call.get("num_inference_steps"),
-                                                   unit="steps")
-        if steps is not None:
-            callbacks.append(step_progress(steps))
-        if callbacks:
-            kwargs["callback_on_step_end"] = chain_step_callbacks(callbacks)
+                  **self.call_kwargs, **self.pipeline_inputs(inputs), "generator": generator,
+                  "output_type": "pt"}
+        timed = self._timer.step_callback(starts_with="denoiser") if self._timer else None
+        steps = None if is_quiet() else Progress("denoising", unit="steps",
+                                                 total=self._call.get("num_inference_steps"))
+
+        def on_step(pipe: Any, index: int, timestep: Any, values: dict[str, Any]) -> dict:
+            values = timed(pipe, index, timestep, values) if timed else values
+            if steps is not None:
+                steps.update(1, timestep="n/a" if timestep is None else f"{float(timestep):.4g}")
+            return values
+
+        if timed or steps is not None:
+            kwargs["callback_on_step_end"] = on_step
         try:
             with torch.inference_mode():
                 result = pipe(**kwargs)
         finally:
             if steps is not None:
                 steps.close()
-        return {name: self._output(name, getattr(result, attr)) for name, attr in self.outputs.items()}
+        return {name: self._output(name, getattr(result, attr))
+                for name, attr in self.outputs.items()}
 
     def pipeline_inputs(self, inputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-        """Pipeline call arguments built from ``inputs`` (an image-conditioned task adds ``image``); none here."""
+        """Pipeline call arguments built from ``inputs`` (none; image to video adds the image)."""
         return {}
 
     def _output(self, name: str, value: Any) -> torch.Tensor:
         tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
         if name in self.video_outputs:
-            wide = tensor.to(torch.promote_types(tensor.dtype, torch.float32))
-            return wide * 2 - 1
+            return tensor.to(torch.promote_types(tensor.dtype, torch.float32)) * 2 - 1
         return tensor
 
     def items_per_call(self, inputs: Mapping[str, torch.Tensor]) -> int:
         """Frames generated by one call: ``num_videos_per_prompt x num_frames``."""
-        return int(self._call.get("num_videos_per_prompt", 1)) * int(self._call.get("num_frames", 1))
+        calls = int(self._call.get("num_videos_per_prompt", 1))
+        return calls * int(self._call.get("num_frames", 1))
+
+
+def generated_image(height: int, width: int, seed: int) -> torch.Tensor:
+    """A deterministic ``[1, 3, height, width]`` uint8 RGB image drawn from ``seed``.
+
+    >>> image = generated_image(16, 24, seed=42)
+    >>> tuple(image.shape), image.dtype
+    ((1, 3, 16, 24), torch.uint8)
+    """
+    frame = structured_clip(1, 1, height, width, seed)[:, :, 0]
+    return ((frame + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8)
+
+
+def read_image(path: Path, height: int, width: int) -> tuple[torch.Tensor, dict[str, Any]]:
+    """The image file as a ``[1, 3, height, width]`` uint8 RGB tensor, and its facts for the record.
+
+    Raises:
+        ConfigError: the file does not exist or is no image PIL can read.
+    """
+    if not path.is_file():
+        raise ConfigError(f"model.task.image={path}: no such file. Give the path of a PNG or JPEG "
+                          "image, or model.task.image=null for a generated image (seeded by "
+                          "`seed`).")
+    try:
+        with Image.open(path) as opened:
+            fmt, original, rgb = opened.format, [opened.width, opened.height], opened.convert("RGB")
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ConfigError(f"model.task.image={path}: not an image PIL can read ({exc}). Give a PNG "
+                          "or JPEG file, or model.task.image=null for a generated image.") from exc
+    resized = rgb.size != (width, height)
+    if resized:
+        rgb = rgb.resize((width, height), Image.Resampling.LANCZOS)
+    pixels = torch.from_numpy(np.asarray(rgb, dtype=np.uint8).copy()).permute(2, 0, 1)[None]
+    return pixels.contiguous(), {
+        "kind": "file", "path": str(path), "sha256": "sha256:" + file_sha256(path),
+        "size_bytes": path.stat().st_size, "format": fmt, "original_size": original,
+        "resized": resized}
+
+
+def to_pil(image: torch.Tensor) -> Any:
+    """The first image of a ``[N, 3, H, W]`` uint8 tensor (any device) as a PIL RGB image."""
+    return Image.fromarray(image[0].to("cpu").permute(1, 2, 0).contiguous().numpy())
+
+
+def check_image_crf(pipe: Any, call_kwargs: Mapping[str, Any]) -> None:
+    """Refuse early when the pipeline would re-compress the image with H.264 (LTX-2's
+    ``image_crf``, not 0; null: diffusers' default 33) without PyAV installed."""
+    if "image_crf" not in inspect.signature(pipe.__call__).parameters:
+        return
+    crf = call_kwargs.get("image_crf")
+    if crf != 0 and importlib.util.find_spec("av") is None:
+        raise ConfigError(
+            f"model.task.call_kwargs.image_crf={crf}: {type(pipe).__name__} re-compresses the "
+            "conditioning image with H.264 (as in training), which needs PyAV, not installed: "
+            "`pip install av`, or model.task.call_kwargs.image_crf=0 to skip the re-compression.")
+
+
+def float32_posterior_sample(dist: Any, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``dist.sample(generator)`` of a ``DiagonalGaussianDistribution`` with the noise drawn in
+    float32 (diffusers draws it in the VAE's dtype: other numbers from the same generator)."""
+    noise = randn_tensor(dist.mean.shape, generator=generator, device=dist.parameters.device,
+                         dtype=torch.float32)
+    return dist.mean + dist.std * noise.to(dist.parameters.dtype)
+
+
+def float32_encode_noise(vae: Any) -> bool:
+    """Make ``vae.encode``'s posterior sample draw its noise in float32 (once, however often the
+    pipeline is placed); whether ``vae.encode`` is now wrapped."""
+    original = vae.encode
+    if getattr(original, "_float32_noise", False):
+        return True
+
+    @functools.wraps(original)
+    def encode(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        dist = getattr(out, "latent_dist", None)
+        if dist is not None and hasattr(dist, "std"):
+            dist.sample = functools.partial(float32_posterior_sample, dist)
+        return out
+
+    encode._float32_noise = True  # type: ignore[attr-defined]
+    vae.encode = encode
+    return True
+
+
+@dataclass(eq=False)
+class ImageToVideoTask(TextToVideoTask):
+    """Generate a video from a conditioning image and the prompt (``LTXImageToVideoPipeline``,
+    ``LTX2ImageToVideoPipeline``: both encode it with the VAE into the first latent frame).
+
+    Attributes:
+        image: path of the conditioning image (PNG/JPEG); ``None``: generated from the job's seed.
+        float32_encode_noise: draw the noise of the VAE's posterior sample in float32 like every
+            other noise, so the device run and its reference see the same numbers.
+    """
+
+    kind = "image_to_video"
+
+    image: str | None = None
+    float32_encode_noise: bool = True
+    _source: dict[str, Any] = field(init=False, repr=False, default_factory=dict)
+
+    def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
+        """The generator seed and the conditioning image at the preset's height x width."""
+        inputs = super().make_inputs(preset, seed)
+        height, width = int(preset["height"]), int(preset["width"])
+        if self.image is None:
+            pixels = generated_image(height, width, seed)
+            self._source = {"kind": "generated", "generator": GENERATED, "seed": int(seed)}
+        else:
+            path = Path(self.image).expanduser().resolve()
+            pixels, self._source = read_image(path, height, width)
+        return {**inputs, "image": pixels}
+
+    def input_sources(self) -> dict[str, dict[str, Any]]:
+        """``image``: the file's path and SHA256, or the generator and seed."""
+        return {"image": dict(self._source)} if self._source else {}
+
+    def pipeline_inputs(self, inputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+        """``image``: the conditioning image as a PIL image (the pipeline preprocesses it)."""
+        return {"image": to_pil(inputs["image"])}
+
+    def to(self, pipe: Any, device: torch.device, dtype: torch.dtype) -> Any:
+        """As for text to video, after checking that the pipeline can take the image."""
+        check_image_crf(pipe, self.call_kwargs)
+        pipe = super().to(pipe, device, dtype)
+        self.applied["float32_encode_noise"] = bool(self.float32_encode_noise) and \
+            float32_encode_noise(pipe.vae)
+        return pipe
+
+    def attach_phase_timer(self, pipe: Any, timer: Any) -> bool:
+        """The text-to-video phases plus ``vae_encode`` (the image into the first latent frame)."""
+        super().attach_phase_timer(pipe, timer)
+        timer.wrap(pipe.vae, "encode", "vae_encode")
+        return True

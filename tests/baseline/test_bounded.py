@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from ascendbench.baseline.bounded import Bounds, bounded_float64, conv_unfold_bytes, tile_shape
-from ascendbench.tasks import VaeDecodeTask, VideoDecodeTask
+from ascendbench.tasks.vae_decode import VaeDecodeTask, VideoDecodeTask
 
 from helpers import build_tiny_flux2
 

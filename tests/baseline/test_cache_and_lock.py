@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 
 from ascendbench.baseline import ReferenceQuery, get_or_compute, service
 from ascendbench.errors import ConfigError
-from ascendbench.tasks import describe
+from ascendbench.tasks.inputs import describe
 
 from helpers import TINY_RUN, build_tiny_flux2
 

@@ -21,7 +21,7 @@ from ascendbench.baseline import ReferenceQuery, get_or_compute, process
 from ascendbench.baseline.__main__ import PARENT_PID_ENV, watch_parent
 from ascendbench.baseline.store import BaselineStore
 from ascendbench.errors import BaselineError
-from ascendbench.tasks import describe
+from ascendbench.tasks.inputs import describe
 
 from helpers import TINY_RUN, build_tiny_flux2
 

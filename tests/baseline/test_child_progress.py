@@ -16,7 +16,7 @@ from ascendbench.baseline.child import (
 )
 from ascendbench.baseline.service import ChildExit, ProgressWait, follow_child_progress
 from ascendbench.progress import ProgressOptions, job_name
-from ascendbench.tasks import VaeDecodeTask
+from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 from helpers import build_tiny_flux2
 

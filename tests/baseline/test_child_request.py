@@ -15,7 +15,7 @@ import torch
 from hydra.utils import instantiate
 
 from ascendbench.baseline import ReferenceQuery, get_or_compute
-from ascendbench.tasks import describe
+from ascendbench.tasks.inputs import describe
 
 from helpers import TINY_RUN, build_tiny_flux2
 

@@ -11,7 +11,7 @@ import torch
 from hydra.utils import instantiate
 
 from ascendbench.baseline import ReferenceQuery, get_or_compute, run_reference
-from ascendbench.tasks import describe
+from ascendbench.tasks.inputs import describe
 
 from helpers import TINY_RUN, run_job
 

@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from ascendbench.baseline import ReferenceQuery, get_or_compute
 from ascendbench.baseline.store import BaselineStore, DamagedEntry, file_digest
 from ascendbench.errors import BaselineError
-from ascendbench.tasks import describe
+from ascendbench.tasks.inputs import describe
 
 from helpers import TINY_RUN, build_tiny_flux2
 

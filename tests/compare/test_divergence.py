@@ -10,7 +10,7 @@ import torch
 from ascendbench.compare.csvfile import write_compare_csv
 from ascendbench.compare.hooks import capturing
 from ascendbench.compare.layers import compare_layers, compare_modules, stats_rel_err
-from ascendbench.tasks import VaeDecodeTask
+from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 from helpers import build_tiny_flux2
 

@@ -43,7 +43,7 @@ def test_a_variant_swaps_its_task_kind_in_one_line(compose_job):
 
 def test_the_command_line_swaps_the_task_kind(compose_job):
     cfg = compose_job(["model=tiny_ltx_t2v", "model/task=image_to_video"])
-    assert cfg.model.task._target_ == "ascendbench.tasks.ImageToVideoTask"
+    assert cfg.model.task._target_ == "ascendbench.tasks.text_to_video.ImageToVideoTask"
 
 
 @pytest.mark.parametrize("model", ["tiny_flux2_decoder", "flux2_small_decoder", "tiny_ltx_video_vae"])

@@ -12,7 +12,7 @@ from typing import Mapping
 
 import torch
 
-from ascendbench.tasks import VaeDecodeTask
+from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 # Share of the reference's elements planted with NaN/Inf (the cached reference held 31 %).
 REFERENCE_NONFINITE_SHARE = 0.31

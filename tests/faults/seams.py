@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import torch
 
 from ascendbench.devices import DeviceAdapter
-from ascendbench.tasks import VaeDecodeTask
+from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 OOM_MESSAGE = ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
                "1.02 GiB is free. (raised by tests/faults/seams.py)")

@@ -73,8 +73,8 @@ def test_device_only_nan_fails_the_image_metrics_by_the_same_rule(app, fast, rec
 def test_determinism_check_of_two_identical_overflowing_outputs_passes(planted):
     from nonfinite_seams import OverflowLayer
 
-    from ascendbench.tasks import LayerForwardTask
     from ascendbench.tasks.checks import CheckContext
+    from ascendbench.tasks.layer_forward import LayerForwardTask
 
     class InfOnly(OverflowLayer):
         def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ from ascendbench.job import Job
 from ascendbench.job.record import RecordWriter
 from ascendbench.job.stages import ArtifactsStage
 from ascendbench.job.stages import artifacts as stage_module
-from ascendbench.tasks import VideoDecodeTask
+from ascendbench.tasks.vae_decode import VideoDecodeTask
 
 
 def _job(compose_cfg, tmp_path, *overrides):

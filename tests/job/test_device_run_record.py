@@ -10,8 +10,7 @@ import pytest
 
 from ascendbench.tasks.layer_forward import LayerForwardTask
 from ascendbench.tasks.text_to_video import TextToVideoTask
-from ascendbench.tasks.vae_decode import VaeDecodeTask
-from ascendbench.tasks.video_decode import VideoDecodeTask
+from ascendbench.tasks.vae_decode import VaeDecodeTask, VideoDecodeTask
 
 from helpers import TINY_RUN, read_record
 

@@ -196,7 +196,8 @@ def test_reference_validation_passes_a_finite_reference():
 
 
 def test_the_task_declares_the_range_of_its_image_and_video_outputs_only():
-    from ascendbench.tasks import LayerForwardTask, VaeDecodeTask
+    from ascendbench.tasks.layer_forward import LayerForwardTask
+    from ascendbench.tasks.vae_decode import VaeDecodeTask
 
     decode = VaeDecodeTask(latent_channels=4, spatial_compression=2)
     assert decode.output_range("image", torch.zeros(1, 3, 8, 8)) == (-1.0, 1.0)

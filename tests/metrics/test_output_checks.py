@@ -15,8 +15,7 @@ from ascendbench.metrics.output_checks import (
     output_checks,
     spectral_exponent,
 )
-from ascendbench.tasks.vae_decode import VaeDecodeTask
-from ascendbench.tasks.video_decode import VideoDecodeTask
+from ascendbench.tasks.vae_decode import VaeDecodeTask, VideoDecodeTask
 
 T, H, W = 9, 32, 32
 

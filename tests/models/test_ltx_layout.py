@@ -17,11 +17,13 @@ from ascendbench.models.ltx_layout import invert_keys, original_layout
 @pytest.fixture(scope="module")
 def parts():
     torch.manual_seed(0)
-    transformer = LTXVideoTransformer3DModel(in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=8,
-                                             cross_attention_dim=16, num_layers=2, caption_channels=16)
+    transformer = LTXVideoTransformer3DModel(in_channels=8, out_channels=8, num_attention_heads=2,
+                                             attention_head_dim=8, cross_attention_dim=16,
+                                             num_layers=2, caption_channels=16)
     vae = AutoencoderKLLTXVideo(latent_channels=8, block_out_channels=(8, 8, 8, 8),
                                 decoder_block_out_channels=(8, 8, 8, 8),
-                                layers_per_block=(1, 1, 1, 1, 1), decoder_layers_per_block=(1, 1, 1, 1, 1),
+                                layers_per_block=(1, 1, 1, 1, 1),
+                                decoder_layers_per_block=(1, 1, 1, 1, 1),
                                 spatio_temporal_scaling=(True, True, True, False),
                                 decoder_spatio_temporal_scaling=(True, True, True, False),
                                 decoder_inject_noise=(False,) * 5, upsample_residual=(False,) * 4,
@@ -35,10 +37,12 @@ def test_keys_are_in_lightricks_layout(parts):
     assert len(layout) == len(transformer.state_dict()) + len(vae.state_dict())
     assert "model.diffusion_model.patchify_proj.weight" in layout  # diffusers: proj_in
     assert "model.diffusion_model.adaln_single.linear.weight" in layout  # diffusers: time_embed
-    assert "model.diffusion_model.transformer_blocks.0.attn1.q_norm.weight" in layout  # diffusers: norm_q
+    # diffusers: norm_q
+    assert "model.diffusion_model.transformer_blocks.0.attn1.q_norm.weight" in layout
     assert "vae.per_channel_statistics.mean-of-means" in layout  # diffusers: latents_mean
     assert any(k.startswith("vae.decoder.up_blocks.") and ".res_blocks." in k for k in layout)
-    assert not any(".resnets." in k or k.startswith(("proj_in", "decoder.", "encoder.")) for k in layout)
+    diffusers_keys = ("proj_in", "decoder.", "encoder.")
+    assert not any(".resnets." in k or k.startswith(diffusers_keys) for k in layout)
 
 
 def test_diffusers_converts_the_file_back_exactly(parts):

@@ -1,4 +1,4 @@
-"""The VideoFlexTok loader, on the tests' stand-in saved with ``save_pretrained`` like the real repo."""
+"""The VideoFlexTok loader on the tests' stand-in, saved with ``save_pretrained`` as upstream."""
 
 from __future__ import annotations
 
@@ -11,16 +11,21 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ascendbench.errors import ConfigError, MissingPackageError, WeightsNotFoundError
-from ascendbench.models.expect import check_expected, read_path, transformer_depth
-from ascendbench.models.videoflextok import VideoFlexTokLoader
+from ascendbench.models.videoflextok import (
+    VideoFlexTokLoader,
+    check_expected,
+    read_path,
+    transformer_depth,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "standins"))
-from videoflextok_standin import build_pretrained  # noqa: E402  (the tests' stand-in of videoflextok)
+from videoflextok_standin import build_pretrained  # noqa: E402  (stand-in)
 
 STANDIN = "videoflextok_standin.VideoFlexTokStandIn"
 EXPECT = {"chunk_size": 9, "vae_video_sizes": [9, 8, 8], "video_preprocess_args.size": 32,
           "video_tokenizer.encoder.@depth": 1, "video_tokenizer.decoder.@depth": 2,
-          "video_tokenizer.regularizer._levels": [8, 8, 8], "video_tokenizer.regularizer.codebook_size": 512}
+          "video_tokenizer.regularizer._levels": [8, 8, 8],
+          "video_tokenizer.regularizer.codebook_size": 512}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +37,8 @@ def saved(tmp_path_factory) -> Path:
 
 
 def test_missing_package_says_how_to_install(monkeypatch):
-    monkeypatch.setitem(sys.modules, "videoflextok", None)  # as if not installed, whatever this host has
+    # as if not installed, whatever this host has
+    monkeypatch.setitem(sys.modules, "videoflextok", None)
     with pytest.raises(MissingPackageError) as info:
         VideoFlexTokLoader().load("EPFL-VILAB/videoflextok_d18_d28", "auto")
     message = str(info.value)
@@ -46,7 +52,8 @@ def test_loads_with_from_pretrained_and_records_strict_load_and_config(saved):
     assert weights["kind"] == "loaded" and weights["digest"].startswith("sha256:")
     strict = weights["strict_load"]
     assert strict["missing"] == [] and strict["unexpected"] == []
-    assert strict["tensors_in_file"] == strict["tensors_in_model"] == len(load_file(saved / "model.safetensors"))
+    in_file = len(load_file(saved / "model.safetensors"))
+    assert strict["tensors_in_file"] == strict["tensors_in_model"] == in_file
     assert weights["config_checks"]["mismatches"] == 0
     reference = build_pretrained().state_dict()
     assert all(torch.equal(v, reference[k]) for k, v in loaded.module.state_dict().items())
@@ -59,25 +66,32 @@ def test_missing_and_unexpected_keys_are_counted_not_hidden(saved, tmp_path):
     tensors.pop(dropped)
     tensors["leftover.from.another.model"] = torch.zeros(2)
     save_file(tensors, tmp_path / "model.safetensors")
-    strict = VideoFlexTokLoader(class_path=STANDIN).load(str(tmp_path), "required").weights["strict_load"]
-    assert strict["missing"] == [dropped] and strict["unexpected"] == ["leftover.from.another.model"]
+    strict = VideoFlexTokLoader(class_path=STANDIN).load(str(tmp_path),
+                                                         "required").weights["strict_load"]
+    assert strict["missing"] == [dropped]
+    assert strict["unexpected"] == ["leftover.from.another.model"]
 
 
 def test_config_values_that_did_not_land_are_reported(saved):
-    expect = {**EXPECT, "video_tokenizer.decoder.@depth": 28, "video_tokenizer.no_such_part.depth": 1}
-    checks = VideoFlexTokLoader(class_path=STANDIN, expect=expect).load(str(saved), "required").weights["config_checks"]
+    expect = {**EXPECT, "video_tokenizer.decoder.@depth": 28,
+              "video_tokenizer.no_such_part.depth": 1}
+    loader = VideoFlexTokLoader(class_path=STANDIN, expect=expect)
+    checks = loader.load(str(saved), "required").weights["config_checks"]
     assert checks["mismatches"] == 2
-    assert checks["checks"]["video_tokenizer.decoder.@depth"] == {"expected": 28, "actual": 2, "ok": False}
+    depth = checks["checks"]["video_tokenizer.decoder.@depth"]
+    assert depth == {"expected": 28, "actual": 2, "ok": False}
     assert "no_such_part" in checks["checks"]["video_tokenizer.no_such_part.depth"]["error"]
 
 
 def test_random_init_reads_only_config_json(saved, tmp_path):
-    (tmp_path / "config.json").write_text((saved / "config.json").read_text())   # no weights file at all
+    # no weights file at all
+    (tmp_path / "config.json").write_text((saved / "config.json").read_text())
     loaded = VideoFlexTokLoader(class_path=STANDIN).load(str(tmp_path), "auto", init_seed=3)
     assert loaded.weights["kind"] == "random-init" and loaded.weights["init_seed"] == 3
     again = VideoFlexTokLoader(class_path=STANDIN).load(str(saved), "random", init_seed=3).module
     assert all(torch.equal(v, again.state_dict()[k]) for k, v in loaded.module.state_dict().items())
-    assert json.loads((tmp_path / "config.json").read_text())["chunk_size"] == loaded.module.chunk_size
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["chunk_size"] == loaded.module.chunk_size
 
 
 def test_required_weights_that_are_missing_say_how_to_get_them(tmp_path):
@@ -94,8 +108,10 @@ def test_random_init_without_any_config_says_what_is_needed(tmp_path):
 
 def test_attribute_paths():
     model = build_pretrained()
-    assert read_path(model, "video_tokenizer.decoder.@depth") == transformer_depth(model.video_tokenizer.decoder) == 2
+    depth = transformer_depth(model.video_tokenizer.decoder)
+    assert read_path(model, "video_tokenizer.decoder.@depth") == depth == 2
     assert read_path({"a": [{"b": 5}]}, "a.0.b") == 5 and read_path({"a": [1, 2, 3]}, "a.@len") == 3
     with pytest.raises(KeyError, match="'c'"):
         read_path({"a": {}}, "a.c")
-    assert check_expected(model, {"video_tokenizer.regularizer._levels": [8, 8, 8]})["mismatches"] == 0
+    levels = {"video_tokenizer.regularizer._levels": [8, 8, 8]}
+    assert check_expected(model, levels)["mismatches"] == 0

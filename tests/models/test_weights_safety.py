@@ -1,4 +1,4 @@
-"""Safe weight loading: pickle refused unless allowed, strict directory loads, another architecture named."""
+"""Safe loading: pickle refused unless allowed, strict directory loads, other classes named."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ascendbench.errors import UnsafeWeightsError, WeightsLoadError
-from ascendbench.models import DiffusersLoader, resolve_source
-from ascendbench.models.sources import NotFound
+from ascendbench.models.loader import DiffusersLoader
+from ascendbench.models.sources import Layout, NotFound, resolve_source
 
 from helpers import TINY_FLUX2_ARCH, build_tiny_flux2, same_weights
 
@@ -29,14 +29,16 @@ def test_pickle_file_is_refused_by_default_in_every_mode(loader, tmp_path, suffi
         with pytest.raises(UnsafeWeightsError) as err:
             loader.load(str(path), weights=mode)
         message = str(err.value)
-        assert str(path) in message and "model.allow_pickle=true" in message and "safetensors" in message
+        assert str(path) in message and "model.allow_pickle=true" in message
+        assert "safetensors" in message
         assert err.value.reason == "pickle_refused"
 
 
 def test_allowed_pickle_file_loads_through_the_restricted_unpickler(tmp_path):
     path = tmp_path / "vae.ckpt"
     torch.save({"state_dict": build_tiny_flux2().state_dict(), "epoch": 3}, path)  # Lightning-style
-    loaded = DiffusersLoader("diffusers.AutoencoderKLFlux2", TINY_FLUX2_ARCH, allow_pickle=True).load(
+    loaded = DiffusersLoader("diffusers.AutoencoderKLFlux2", TINY_FLUX2_ARCH,
+                             allow_pickle=True).load(
         str(path), weights="required")
     assert loaded.weights["kind"] == "loaded" and loaded.weights["format"] == "pickle"
     assert "allow_pickle" in loaded.weights["origin"]
@@ -58,7 +60,7 @@ def test_pickle_only_directory_is_refused_and_safetensors_preferred(tiny_flux2_d
     torch.save(build_tiny_flux2().state_dict(), pickled / "diffusion_pytorch_model.bin")
     with pytest.raises(UnsafeWeightsError, match="diffusion_pytorch_model.bin"):
         resolve_source(str(pickled))
-    allowed = resolve_source(str(pickled), allow_pickle=True)
+    allowed = resolve_source(str(pickled), Layout(allow_pickle=True))
     assert allowed.pickle and allowed.files[0].name == "diffusion_pytorch_model.bin"
     both = tmp_path / "both"
     shutil.copytree(tiny_flux2_dir, both)
@@ -72,7 +74,8 @@ def test_allowed_pickle_directory_loads(tiny_flux2_dir, tmp_path):
     pickled.mkdir()
     shutil.copy(tiny_flux2_dir / "config.json", pickled / "config.json")
     torch.save(build_tiny_flux2().state_dict(), pickled / "diffusion_pytorch_model.bin")
-    loaded = DiffusersLoader("diffusers.AutoencoderKLFlux2", TINY_FLUX2_ARCH, allow_pickle=True).load(
+    loaded = DiffusersLoader("diffusers.AutoencoderKLFlux2", TINY_FLUX2_ARCH,
+                             allow_pickle=True).load(
         str(pickled), weights="required")
     assert loaded.weights["format"] == "pickle" and same_weights(loaded.module, build_tiny_flux2())
 
@@ -83,7 +86,8 @@ def test_other_suffixes_are_not_weights(tmp_path):
     assert isinstance(resolve_source(str(path)), NotFound)
 
 
-def test_directory_with_missing_weights_is_refused_not_random_filled(loader, tiny_flux2_dir, tmp_path):
+def test_directory_with_missing_weights_is_refused_not_random_filled(loader, tiny_flux2_dir,
+                                                                     tmp_path):
     partial = tmp_path / "partial"
     shutil.copytree(tiny_flux2_dir, partial)
     weights = partial / "diffusion_pytorch_model.safetensors"
@@ -100,7 +104,8 @@ def test_directory_of_another_class_is_named(loader, tiny_flux2_dir, tmp_path):
     shutil.copytree(tiny_flux2_dir, other)
     config = json.loads((other / "config.json").read_text())
     (other / "config.json").write_text(json.dumps({**config, "_class_name": "AutoencoderKL"}))
-    with pytest.raises(WeightsLoadError, match="holds a AutoencoderKL checkpoint .* AutoencoderKLFlux2"):
+    with pytest.raises(WeightsLoadError,
+                       match="holds a AutoencoderKL checkpoint .* AutoencoderKLFlux2"):
         loader.load(str(other), weights="required")
 
 

@@ -1,4 +1,4 @@
-"""The ``diffusers_attention_backend`` patch: set through diffusers' dispatcher, restored exactly."""
+"""The ``diffusers_attention_backend`` patch: set through diffusers' dispatcher, restored."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import patches_applied
+from ascendbench.patches.registry import patches_applied
 
 
 @pytest.fixture(scope="module")
@@ -14,8 +14,9 @@ def transformer():
     from diffusers import FluxTransformer2DModel
 
     torch.manual_seed(0)
-    return FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=8,
-                                  num_attention_heads=2, joint_attention_dim=8, pooled_projection_dim=8,
+    return FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                                  attention_head_dim=8, num_attention_heads=2,
+                                  joint_attention_dim=8, pooled_projection_dim=8,
                                   axes_dims_rope=(2, 2, 4)).eval()
 
 
@@ -38,7 +39,8 @@ def test_backend_is_set_and_everything_restored(transformer):
     with patches_applied(spec, transformer, "cpu") as infos:
         assert _backends(transformer) == [AttentionBackendName._NATIVE_MATH] * 2
         assert _active() == AttentionBackendName._NATIVE_MATH
-    assert infos[0]["backend"] == "_native_math" and infos[0]["models"] == ["FluxTransformer2DModel"]
+    assert infos[0]["backend"] == "_native_math"
+    assert infos[0]["models"] == ["FluxTransformer2DModel"]
     assert _backends(transformer) == [None, None] and _active() == before
 
 
@@ -49,7 +51,8 @@ def test_a_backend_set_before_is_put_back(transformer):
                      if hasattr(getattr(m, "processor", None), "_attention_backend"))
     processor._attention_backend = AttentionBackendName.NATIVE
     try:
-        spec = [{"name": "diffusers_attention_backend", "backend": "_native_math", "devices": ["cpu"]}]
+        spec = [{"name": "diffusers_attention_backend", "backend": "_native_math",
+                 "devices": ["cpu"]}]
         with patches_applied(spec, transformer, "cpu"):
             assert processor._attention_backend == AttentionBackendName._NATIVE_MATH
         assert processor._attention_backend == AttentionBackendName.NATIVE
@@ -59,7 +62,8 @@ def test_a_backend_set_before_is_put_back(transformer):
 
 def test_pipeline_components_are_found_by_name(transformer):
     class Pipeline:  # the part of a DiffusionPipeline the patch uses
-        components = {"transformer": transformer, "vae": torch.nn.Linear(2, 2), "scheduler": object()}
+        components = {"transformer": transformer, "vae": torch.nn.Linear(2, 2),
+                      "scheduler": object()}
 
     spec = [{"name": "diffusers_attention_backend", "backend": "_native_math", "devices": ["cpu"],
              "components": ["transformer"]}]
@@ -69,10 +73,12 @@ def test_pipeline_components_are_found_by_name(transformer):
 
 def test_default_is_native_npu_on_npu_only(transformer):
     with patches_applied(["diffusers_attention_backend"], transformer, "cpu") as infos:
-        assert "not applied on cpu" in infos[0]["skipped"] and _backends(transformer) == [None, None]
+        assert "not applied on cpu" in infos[0]["skipped"]
+        assert _backends(transformer) == [None, None]
 
 
-@pytest.mark.skipif(__import__("importlib.util").util.find_spec("torch_npu") is not None, reason="torch_npu present")
+@pytest.mark.skipif(__import__("importlib.util").util.find_spec("torch_npu") is not None,
+                    reason="torch_npu present")
 def test_native_npu_without_torch_npu_says_what_to_install(transformer):
     with pytest.raises(PatchError, match="backend_requirements.*torch_npu") as info:
         with patches_applied(["diffusers_attention_backend"], transformer, "npu"):

@@ -1,4 +1,4 @@
-"""The ``flex_attention_dense`` patch on a model: targets found, outputs unchanged, originals restored."""
+"""``flex_attention_dense`` on a model: targets found, outputs unchanged, originals restored."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import DenseBlockMask, MaskGrid, dense_flex_attention, patches_applied
+from ascendbench.patches.flex_attention_dense import DenseBlockMask, MaskGrid, dense_flex_attention
+from ascendbench.patches.registry import patches_applied
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "standins"))
-from videoflextok_standin import VideoFlexTokStandIn  # noqa: E402  (the tests' stand-in of videoflextok)
+from videoflextok_standin import VideoFlexTokStandIn  # noqa: E402  (stand-in)
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -36,7 +37,8 @@ def _attention_modules(model):
 
 def test_patched_model_matches_eager_flex_and_is_restored(model, clip):
     originals = [(m, m.__dict__["flex_attention"]) for m in _attention_modules(model)]
-    packers = [(m, m.__dict__["create_block_mask"]) for m in model.modules() if "create_block_mask" in m.__dict__]
+    packers = [(m, m.__dict__["create_block_mask"]) for m in model.modules()
+               if "create_block_mask" in m.__dict__]
     noise = [torch.randn(1, 48, 9, 8, 8, generator=torch.Generator().manual_seed(2))]
     with torch.no_grad():
         tokens = model.tokenize(clip)
@@ -59,7 +61,8 @@ def test_block_masks_are_dense_and_reused_inside_the_patch(model):
         _, first = packer(x, frame_len=64)
         _, again = packer(x, frame_len=64)
     assert isinstance(first, DenseBlockMask) and first.seq_lengths == (256, 256)
-    assert first.masks(MaskGrid(1, 2, 256, 256, "cpu"))[0][0, 0, 255].sum() == 0   # padding rows are fully masked
+    # padding rows are fully masked
+    assert first.masks(MaskGrid(1, 2, 256, 256, "cpu"))[0][0, 0, 255].sum() == 0
 
 
 def test_module_classes_restrict_the_targets(model):
@@ -73,11 +76,13 @@ def test_module_level_functions_are_patched_by_dotted_path(monkeypatch):
     module.flex_attention = flex_attention
     module.create_block_mask = create_block_mask
     monkeypatch.setitem(sys.modules, "flex_user", module)
-    spec = [{"name": "flex_attention_dense", "functions": {"flex_user.flex_attention": "attention",
-                                                           "flex_user.create_block_mask": "block_mask"}}]
+    functions = {"flex_user.flex_attention": "attention",
+                 "flex_user.create_block_mask": "block_mask"}
+    spec = [{"name": "flex_attention_dense", "functions": functions}]
     with patches_applied(spec, torch.nn.Linear(2, 2), "cpu") as infos:
         assert module.flex_attention is dense_flex_attention
-        assert isinstance(module.create_block_mask(lambda b, h, q, k: q >= k, None, None, 4, 4), DenseBlockMask)
+        mask = module.create_block_mask(lambda b, h, q, k: q >= k, None, None, 4, 4)
+        assert isinstance(mask, DenseBlockMask)
     assert module.flex_attention is flex_attention and module.create_block_mask is create_block_mask
     assert infos[0]["targets"] == {"attention": 0, "block_mask": 0}
 
@@ -88,9 +93,12 @@ def test_no_target_is_an_error_that_says_where_to_look():
             pass
 
 
-@pytest.mark.parametrize("functions, match", [({"no_such_pkg.flex": "attention"}, "functions_importable"),
-                                              ({"torch.nn.functional.relu": "softmax"}, "attention, block_mask")])
+@pytest.mark.parametrize("functions, match",
+                         [({"no_such_pkg.flex": "attention"}, "functions_importable"),
+                                              ({"torch.nn.functional.relu": "softmax"},
+                                               "attention, block_mask")])
 def test_bad_function_options_are_refused(functions, match):
     with pytest.raises(PatchError, match=match):
-        with patches_applied([{"name": "flex_attention_dense", "functions": functions}], torch.nn.Linear(2, 2), "cpu"):
+        with patches_applied([{"name": "flex_attention_dense", "functions": functions}],
+                             torch.nn.Linear(2, 2), "cpu"):
             pass

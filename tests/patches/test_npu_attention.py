@@ -1,7 +1,7 @@
-"""``_native_npu`` only where its contract holds: float32 skipped, LTX masks converted or refused, kernels named.
+"""``_native_npu`` only within its contract: float32 skipped, LTX masks converted, kernels named.
 
-The mask semantics are checked against the installed diffusers' own ``_maybe_modify_attn_mask_npu`` (what its
-``_native_npu`` hands to ``npu_fusion_attention``, whose ``atten_mask`` is True = masked).
+The mask semantics are checked against the installed diffusers' own ``_maybe_modify_attn_mask_npu``
+(what its ``_native_npu`` hands to ``npu_fusion_attention``, whose ``atten_mask`` is True = masked).
 """
 
 from __future__ import annotations
@@ -10,13 +10,20 @@ import pytest
 import torch
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import patches_applied
-from ascendbench.patches.npu_attention import FUSED, SDPA_FUSED, SDPA_MATH, KernelLog, boolean_mask, sdpa_kernel
+from ascendbench.patches.attention_backend import (
+    FUSED,
+    SDPA_FUSED,
+    SDPA_MATH,
+    KernelLog,
+    boolean_mask,
+    sdpa_kernel,
+)
+from ascendbench.patches.registry import patches_applied
 from ascendbench.report.variants import patches_cell
 
 
 def _ltx_mask(batch=2, heads=2, keys=6, padded=2):
-    """LTX's mask: (1 - mask) * -10000 from the pipeline, viewed (batch, heads, 1, keys) by its processor."""
+    """LTX's mask: (1 - mask) * -10000, viewed (batch, heads, 1, keys) by its processor."""
     mask = torch.ones(batch, keys)
     mask[:, keys - padded:] = 0
     additive = (1 - mask) * -10000.0
@@ -33,11 +40,12 @@ def _npu_view(mask, batch=2, heads=2, queries=3, keys=6):
 def test_ltx_float_mask_becomes_what_npu_fusion_attention_expects():
     converted = _npu_view(boolean_mask(_ltx_mask(), batch=2))
     assert converted.dtype == torch.bool and converted.shape == (2, 1, 3, 6)
-    assert converted[..., 4:].all() and not converted[..., :4].any(), "the padded keys are the masked ones"
+    assert converted[..., 4:].all(), "the padded keys are the masked ones"
+    assert not converted[..., :4].any()
 
 
 def test_the_raw_float_mask_would_reach_the_kernel_inverted():
-    """The planted fault: LTX's additive mask straight into diffusers' _native_npu masks the real tokens."""
+    """The planted fault: LTX's additive mask as is into _native_npu masks the real tokens."""
     raw = _npu_view(_ltx_mask())
     assert raw is not None and raw.dtype == torch.bool
     assert raw[..., :4].all() and not raw[..., 4:].any()
@@ -54,13 +62,15 @@ def test_a_bias_or_a_per_head_mask_is_refused():
 
 def _call(log, mask):
     query = torch.zeros(2, 3, 2, 4)
-    return log(query=query, key=torch.zeros(2, 6, 2, 4), value=torch.zeros(2, 6, 2, 4), attn_mask=mask)
+    return log(query=query, key=torch.zeros(2, 6, 2, 4), value=torch.zeros(2, 6, 2, 4),
+               attn_mask=mask)
 
 
 def test_a_diffusers_that_drops_the_mask_is_refused_when_the_mask_hides_keys():
     seen = []
 
-    def native_npu_036(query, key, value, dropout_p=0.0, scale=None, return_lse=False, _parallel_config=None):
+    def native_npu_036(query, key, value, dropout_p=0.0, scale=None, return_lse=False,
+                       _parallel_config=None):
         seen.append("called")  # diffusers 0.36.0's signature: no attn_mask
         return query
 
@@ -72,14 +82,15 @@ def test_a_diffusers_that_drops_the_mask_is_refused_when_the_mask_hides_keys():
 
 
 def test_sdpa_kernel_follows_torch_npus_own_routing():
-    """op-plugin's scaled_dot_product_attention: fused with no or a boolean mask on Ascend910B1+, else math."""
+    """op-plugin's SDPA: fused with no or a boolean mask on Ascend910B1+, else math."""
     import types
 
     on_npu = types.SimpleNamespace(device=torch.device("npu", 0) if hasattr(torch, "npu") else
                                    types.SimpleNamespace(type="npu"), shape=(1, 3, 2, 4))
     assert sdpa_kernel(on_npu, None, "Ascend910B4") == SDPA_FUSED
     assert sdpa_kernel(on_npu, torch.ones(1, 3, dtype=torch.bool), "Ascend910_9362") == SDPA_FUSED
-    assert sdpa_kernel(on_npu, torch.zeros(1, 3), "Ascend910B4") == SDPA_MATH, "a float mask: the math path"
+    float_mask = torch.zeros(1, 3)
+    assert sdpa_kernel(on_npu, float_mask, "Ascend910B4") == SDPA_MATH, "a float mask: math"
     assert sdpa_kernel(on_npu, None, "Ascend910A") == SDPA_MATH, "below Ascend910B1: no fused SDPA"
     assert sdpa_kernel(torch.zeros(1, 3, 2, 4), None, None) == "torch SDPA on cpu"
 
@@ -89,8 +100,9 @@ def transformer():
     from diffusers import FluxTransformer2DModel
 
     torch.manual_seed(0)
-    return FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1, attention_head_dim=8,
-                                  num_attention_heads=2, joint_attention_dim=8, pooled_projection_dim=8,
+    return FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                                  attention_head_dim=8, num_attention_heads=2,
+                                  joint_attention_dim=8, pooled_projection_dim=8,
                                   axes_dims_rope=(2, 2, 4)).eval()
 
 
@@ -98,15 +110,16 @@ def _run(model):
     torch.manual_seed(0)
     with torch.no_grad():
         model(hidden_states=torch.randn(1, 4, 4), encoder_hidden_states=torch.randn(1, 3, 8),
-              pooled_projections=torch.randn(1, 8), timestep=torch.tensor([1.0]), img_ids=torch.zeros(4, 3),
-              txt_ids=torch.zeros(3, 3))
+              pooled_projections=torch.randn(1, 8), timestep=torch.tensor([1.0]),
+              img_ids=torch.zeros(4, 3), txt_ids=torch.zeros(3, 3))
 
 
 def test_float32_with_native_npu_is_skipped_saying_why(transformer):
     with patches_applied(["diffusers_attention_backend"], transformer, "npu", "float32") as infos:
         pass
     assert "dtype=float32" in infos[0]["skipped"] and "bfloat16/float16 only" in infos[0]["skipped"]
-    assert "skipped: dtype=float32" in patches_cell({"patches": __import__("json").dumps({"device": infos})})
+    cell = patches_cell({"patches": __import__("json").dumps({"device": infos})})
+    assert "skipped: dtype=float32" in cell
 
 
 def test_the_record_and_the_ab_cell_name_the_kernel_each_call_ran(transformer):

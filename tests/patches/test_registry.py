@@ -6,7 +6,14 @@ import pytest
 import torch
 
 from ascendbench.errors import PatchError
-from ascendbench.patches import Check, Patch, available_patches, parse_specs, patches_applied, registry
+from ascendbench.patches import registry
+from ascendbench.patches.registry import (
+    Check,
+    Patch,
+    available_patches,
+    parse_specs,
+    patches_applied,
+)
 
 
 class Flag(torch.nn.Module):
@@ -17,7 +24,8 @@ class Flag(torch.nn.Module):
         self.state = "original"
 
 
-def _make_patch(name: str, log: list, fail_apply: bool = False, check_reason: str | None = None) -> type:
+def _make_patch(name: str, log: list, fail_apply: bool = False,
+                check_reason: str | None = None) -> type:
     class Toggle(Patch):
         def __init__(self, value: str = "patched") -> None:
             self.value, self.target = value, None
@@ -35,8 +43,10 @@ def _make_patch(name: str, log: list, fail_apply: bool = False, check_reason: st
             if self.target is not None:
                 self.target.state = self.before
 
-    checks = (Check("always_ok", lambda patch, target: None), Check("gate", lambda patch, target: check_reason))
-    return registry.register_patch(name, checks=checks, install_hint="Install the frobnicator.")(Toggle)
+    checks = (Check("always_ok", lambda patch, target: None),
+              Check("gate", lambda patch, target: check_reason))
+    return registry.register_patch(name, checks=checks,
+                                   install_hint="Install the frobnicator.")(Toggle)
 
 
 @pytest.fixture

@@ -1,25 +1,27 @@
 """STAND-IN for the ``videoflextok`` package, for tests only: a tiny real video tokenizer.
 
 It is not VideoFlexTok. It mirrors what ascendbench touches of ``videoflextok.wrappers.
-VideoFlexTokFromHub`` so the loader, the task, the gates and the ``flex_attention_dense`` patch can be
-tested without the package (which is not on PyPI and pins torch 2.8):
+VideoFlexTokFromHub`` so the loader, the task, the gates and the ``flex_attention_dense`` patch can
+be tested without the package (which is not on PyPI and pins torch 2.8):
 
 * ``PyTorchModelHubMixin`` with ``__init__(self, config: dict)``: ``save_pretrained`` writes
   ``config.json`` + ``model.safetensors``, ``from_pretrained(dir, strict=False)`` loads them;
 * ``tokenize(videos [B, 3, T, H, W]) -> [ids [1, t, n], ...]`` and ``detokenize(tokens_list,
   timesteps=N, noise_list=[...], guidance_scale=g) -> [video [1, 3, T, H, W], ...]``, chunked like
   upstream (``chunk_size`` frames per chunk, the same noise for every chunk);
-* ``chunk_size``, ``vae_video_sizes``, ``video_preprocess_args`` and ``video_tokenizer.{vae, encoder,
-  regularizer, decoder}`` with an FSQ regularizer (``_levels``, ``codebook_size``);
-* attention modules keeping ``self.flex_attention`` (eager ``torch.nn.attention.flex_attention``; upstream
-  stores ``torch.compile(flex_attention)``) and a sequence packer keeping ``self.create_block_mask``,
-  building upstream's padded time-block-causal mask (padding rows fully masked).
+* ``chunk_size``, ``vae_video_sizes``, ``video_preprocess_args`` and
+  ``video_tokenizer.{vae, encoder, regularizer, decoder}`` with an FSQ regularizer (``_levels``,
+  ``codebook_size``);
+* attention modules keeping ``self.flex_attention`` (eager ``torch.nn.attention.flex_attention``;
+  upstream stores ``torch.compile(flex_attention)``) and a sequence packer keeping
+  ``self.create_block_mask``, building upstream's padded time-block-causal mask (padding rows fully
+  masked).
 
 Architecture: a patchify conv "VAE" (p x p pixels -> 3p^2 channels), a transformer encoder over the
-patch tokens, FSQ, and a rectified-flow decoder (a transformer predicting the clean latent) integrated
-over ``timesteps`` Euler steps, then the transposed conv. :func:`build_pretrained` sets weights by hand
-so that it really reconstructs (block means, FSQ-quantised): the "pretrained" model of the tests,
-against which the same architecture randomly initialised is the control.
+patch tokens, FSQ, and a rectified-flow decoder (a transformer predicting the clean latent)
+integrated over ``timesteps`` Euler steps, then the transposed conv. :func:`build_pretrained` sets
+weights by hand so that it really reconstructs (block means, FSQ-quantised): the "pretrained" model
+of the tests, against which the same architecture randomly initialised is the control.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ class FlexAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, block_mask) -> torch.Tensor:
         split = lambda t: t.unflatten(-1, (self.heads, -1)).transpose(1, 2)  # noqa: E731
-        out = self.flex_attention(split(self.wq(x)), split(self.wk(x)), split(self.wv(x)), block_mask=block_mask)
+        out = self.flex_attention(split(self.wq(x)), split(self.wk(x)), split(self.wv(x)),
+                                  block_mask=block_mask)
         return self.proj(out.transpose(1, 2).flatten(-2))
 
 
@@ -102,15 +105,18 @@ class SequencePacker(nn.Module):
     def forward(self, x: torch.Tensor, frame_len: int):
         length = x.shape[1]
         padded = self.pad_to_multiple * math.ceil(length / self.pad_to_multiple)
-        seq_ids = F.pad(torch.zeros(length, dtype=torch.long, device=x.device), (0, padded - length), value=-1)
-        block_ids = F.pad(torch.arange(length, device=x.device) // frame_len, (0, padded - length), value=-1)
+        seq_ids = F.pad(torch.zeros(length, dtype=torch.long, device=x.device),
+                        (0, padded - length), value=-1)
+        block_ids = F.pad(torch.arange(length, device=x.device) // frame_len, (0, padded - length),
+                          value=-1)
 
         def time_block_causal(b, h, q_idx, kv_idx):
             not_padded = (seq_ids[q_idx] != -1) | (seq_ids[kv_idx] != -1)
             same_seq = seq_ids[q_idx] == seq_ids[kv_idx]
             return same_seq & not_padded & (block_ids[kv_idx] <= block_ids[q_idx])
 
-        mask = self.create_block_mask(time_block_causal, None, None, padded, padded, device=x.device)
+        mask = self.create_block_mask(time_block_causal, None, None, padded, padded,
+                                      device=x.device)
         return F.pad(x, (0, 0, 0, padded - length)), mask
 
 
@@ -156,7 +162,8 @@ class FlowDecoder(nn.Module):
         self.transformer = Transformer(dim, heads, depth)
         self.out = nn.Linear(dim, dim)
 
-    def velocity(self, x: torch.Tensor, t: float, cond: torch.Tensor | None, frame_len: int) -> torch.Tensor:
+    def velocity(self, x: torch.Tensor, t: float, cond: torch.Tensor | None,
+                 frame_len: int) -> torch.Tensor:
         hidden = self.x_proj(x) + (cond if cond is not None else 0.0)
         clean = self.out(self.transformer(hidden, frame_len))
         return (x - clean) / t
@@ -191,7 +198,8 @@ class VideoFlexTokStandIn(nn.Module, PyTorchModelHubMixin):
         return [slice(s, s + self.chunk_size) for s in range(0, length, self.chunk_size)]
 
     def tokenize(self, videos: torch.Tensor) -> list[torch.Tensor]:
-        """Token ids ``[1, t, n]`` per clip; chunks of ``chunk_size`` frames, concatenated on ``t``."""
+        """Token ids ``[1, t, n]`` per clip; chunks of ``chunk_size`` frames, concatenated on ``t``.
+        """
         tok = self.video_tokenizer
         out = []
         for video in videos.split(1):
@@ -200,7 +208,8 @@ class VideoFlexTokStandIn(nn.Module, PyTorchModelHubMixin):
                 latent = tok.vae.encode(video[:, :, chunk])
                 frame_len = latent.shape[-1] * latent.shape[-2]
                 hidden = tok.encoder.transformer(_to_tokens(latent), frame_len)
-                ids.append(tok.regularizer(tok.encoder.to_codes(hidden)).view(1, latent.shape[2], frame_len))
+                ids.append(tok.regularizer(tok.encoder.to_codes(hidden)).view(1, latent.shape[2],
+                                                                              frame_len))
             out.append(torch.cat(ids, dim=1))
         return out
 
@@ -213,7 +222,8 @@ class VideoFlexTokStandIn(nn.Module, PyTorchModelHubMixin):
             chunks = []
             for start in range(0, ids.shape[1], t):
                 noise = copy.deepcopy(noise_list[index]) if noise_list is not None else None
-                chunks.append(self._decode_chunk(ids[:, start:start + t], noise, timesteps, guidance_scale, (h, w)))
+                chunks.append(self._decode_chunk(ids[:, start:start + t], noise, timesteps,
+                                                 guidance_scale, (h, w)))
             out.append(torch.cat(chunks, dim=2))
         return out
 
@@ -221,7 +231,8 @@ class VideoFlexTokStandIn(nn.Module, PyTorchModelHubMixin):
         tok = self.video_tokenizer
         dim, frames = tok.decoder.out.in_features, ids.shape[1]
         ref = tok.decoder.out.weight
-        cond = tok.decoder.cond_proj(tok.regularizer.indices_to_embedding(ids.flatten(1)).to(ref.dtype))
+        codes = tok.regularizer.indices_to_embedding(ids.flatten(1)).to(ref.dtype)
+        cond = tok.decoder.cond_proj(codes)
         if noise is None:
             noise = torch.randn(1, dim, frames, *grid, device=ref.device)
         x = _to_tokens(noise.to(device=ref.device, dtype=ref.dtype))
@@ -245,7 +256,8 @@ def build_pretrained(config: dict | None = None, seed: int = 0) -> VideoFlexTokS
     changes the outputs a little.
     """
     torch.manual_seed(seed)
-    model = VideoFlexTokStandIn({**DEFAULT_CONFIG, **(config or {})})  # the full config goes to config.json
+    model = VideoFlexTokStandIn({**DEFAULT_CONFIG,
+                                 **(config or {})})  # the full config goes to config.json
     tok = model.video_tokenizer
     patch = model.video_tokenizer.vae.encoder.kernel_size[-1]
     dim, area = 3 * patch**2, patch**2
@@ -260,7 +272,8 @@ def build_pretrained(config: dict | None = None, seed: int = 0) -> VideoFlexTokS
     tok.decoder.cond_proj.weight.copy_((means * area).T)
     tok.decoder.x_proj.weight.mul_(1e-3)
     tok.decoder.out.weight.copy_(torch.eye(dim))
-    for linear in (tok.encoder.to_codes, tok.decoder.cond_proj, tok.decoder.x_proj, tok.decoder.out):
+    for linear in (tok.encoder.to_codes, tok.decoder.cond_proj, tok.decoder.x_proj,
+                   tok.decoder.out):
         linear.bias.zero_()
     for transformer in (tok.encoder.transformer, tok.decoder.transformer):
         for block in transformer.blocks:

@@ -10,14 +10,16 @@ from hydra.utils import get_class
 from omegaconf import OmegaConf
 
 from ascendbench.bench.phases import PhaseTimer
-from ascendbench.tasks import Task, VaeDecodeTask, place
+from ascendbench.tasks.base import Task
 from ascendbench.tasks.checks import CheckContext
+from ascendbench.tasks.inputs import place
+from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 KINDS = Path(__file__).resolve().parents[2] / "conf" / "model" / "task"
 
 
 def _task_targets() -> set[str]:
-    """The class of every task kind (conf/model/task/*.yaml): the only place a task's class is named."""
+    """The class of every task kind (conf/model/task/*.yaml), where a task's class is named."""
     return {OmegaConf.load(path)["_target_"] for path in KINDS.glob("*.yaml")}
 
 
@@ -45,7 +47,8 @@ def test_the_base_declares_the_interface_and_cannot_be_built_half_done():
 def test_defaults_place_a_module_and_report_no_phases_and_no_checks():
     task = VaeDecodeTask(latent_channels=4, spatial_compression=8)
     module = torch.nn.Linear(2, 2)
-    assert place(task, module, "cpu", torch.float64) is module and module.weight.dtype == torch.float64
+    assert place(task, module, "cpu", torch.float64) is module
+    assert module.weight.dtype == torch.float64
     assert task.attach_phase_timer(module, PhaseTimer()) is False
     ctx = CheckContext(module, torch.device("cpu"), torch.float32, {}, {}, {})
     assert task.checks(ctx) == {}
@@ -62,4 +65,5 @@ def test_items_per_call_defaults_to_one_call():
             return dict(inputs)
 
     task = Echo()
-    assert task.items_per_call(task.make_inputs({}, 0)) == 1 and task.unit == "calls" and task.output_kind is None
+    assert task.items_per_call(task.make_inputs({}, 0)) == 1 and task.unit == "calls"
+    assert task.output_kind is None

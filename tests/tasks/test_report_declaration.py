@@ -1,4 +1,4 @@
-"""Each task declares its primary output and the metric per report section (the record's ``job.primary``)."""
+"""Each task declares its primary output and the metric per report section (``job.primary``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Text to video on the tiny LTX and LTX-2 pipelines: preset sizes, CPU-generator seeding, [-1, 1] frames."""
+"""Text to video on the tiny LTX and LTX-2 pipelines: preset sizes, CPU seeding, [-1, 1] frames."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 
 from ascendbench.bench.phases import PhaseTimer
 from ascendbench.errors import ConfigError, TaskError
-from ascendbench.tasks import place
+from ascendbench.tasks.inputs import place
 
 TINY = {"height": 32, "width": 32, "num_frames": 9, "batch_size": 1, "steps": 2}
 
@@ -20,7 +20,8 @@ def _model(name: str):
     with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"model={name}"])
     GlobalHydra.instance().clear()
-    return instantiate(cfg.model.loader).load(None, "random", 42).module, instantiate(cfg.model.task)
+    return instantiate(cfg.model.loader).load(None, "random",
+                                              42).module, instantiate(cfg.model.task)
 
 
 @pytest.fixture(scope="module")
@@ -42,12 +43,14 @@ def test_video_is_the_pipelines_frames_in_minus_one_one_and_reproducible(ltx):
     inputs = task.make_inputs(TINY, 42)
     place(task, pipe, "cpu", torch.float32)
     video = task.run(pipe, inputs)["video"]
-    assert video.shape == (1, 9, 3, 32, 32) and task.video_layout == "BTCHW" and task.items_per_call(inputs) == 9
+    assert video.shape == (1, 9, 3, 32, 32) and task.video_layout == "BTCHW"
+    assert task.items_per_call(inputs) == 9
     assert video.min() >= -1 and video.max() <= 1 and video.std() > 0
-    direct = pipe(prompt=task.prompt, negative_prompt=task.negative_prompt, height=32, width=32, num_frames=9,
-                  num_inference_steps=2, generator=torch.Generator("cpu").manual_seed(42), output_type="pt",
-                  **task.call_kwargs).frames
-    assert torch.equal(video, direct * 2 - 1), "same CPU-generator noise, same call, mapped to [-1, 1]"
+    direct = pipe(prompt=task.prompt, negative_prompt=task.negative_prompt, height=32, width=32,
+                  num_frames=9, num_inference_steps=2, output_type="pt", **task.call_kwargs,
+                  generator=torch.Generator("cpu").manual_seed(42)).frames
+    # the same CPU-generator noise, the same call, mapped to [-1, 1]
+    assert torch.equal(video, direct * 2 - 1)
     assert torch.equal(task.run(pipe, inputs)["video"], video)
     assert not torch.equal(task.run(pipe, task.make_inputs(TINY, 7))["video"], video)
 
@@ -58,13 +61,13 @@ def test_reference_precision_and_placement_options(ltx):
     placed = place(task, pipe, "cpu", torch.float64)
     assert placed.transformer.dtype == placed.text_encoder.dtype == torch.float64
     assert task.run(placed, inputs)["video"].dtype == torch.float64
-    task.cpu_offload, task.vae_options = True, {"enable_tiling": True}
+    task.cpu_offload, task.vae = True, {"enable_tiling": True}
     try:
         place(task, pipe, "cpu", torch.float32)
         assert task.applied["cpu_offload"] is False, "nothing to offload to on the CPU"
         assert pipe.vae.use_tiling and task.applied["vae"]["enable_tiling"]
     finally:
-        task.cpu_offload, task.vae_options = False, {}
+        task.cpu_offload, task.vae = False, {}
         place(task, pipe, "cpu", torch.float32)
 
 
@@ -73,7 +76,8 @@ def test_offload_on_an_accelerator_without_accelerate_says_what_to_install(ltx, 
 
     pipe, task = ltx
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "accelerate" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "accelerate" else real(name, *a))
     task.cpu_offload = True
     try:
         with pytest.raises(ConfigError, match=r"cpu_offload=true .* needs the accelerate package"):

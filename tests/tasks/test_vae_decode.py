@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from ascendbench.errors import TaskError
-from ascendbench.tasks import VaeDecodeTask, describe
+from ascendbench.tasks.inputs import describe
+from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 from helpers import build_tiny_flux2
 
@@ -40,4 +41,5 @@ def test_run_decodes_to_images_and_describe_hashes_inputs():
     out = task.run(build_tiny_flux2(), inputs)
     assert out["image"].shape == (2, 3, 32, 48) and task.items_per_call(inputs) == 2
     info = describe(inputs)["latent"]
-    assert info["shape"] == [2, 4, 16, 24] and info["dtype"] == "float32" and info["sha256"].startswith("sha256:")
+    assert info["shape"] == [2, 4, 16, 24] and info["dtype"] == "float32"
+    assert info["sha256"].startswith("sha256:")

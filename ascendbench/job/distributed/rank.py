@@ -35,8 +35,8 @@ from ascendbench.job.job import Job
 from ascendbench.job.record import RecordWriter, write_json_atomic
 from ascendbench.job.stages.load import InputsStage, LoadStage
 from ascendbench.job.stages.setup import DeviceStage
-from ascendbench.patches import patches_applied
-from ascendbench.tasks import move_inputs, place
+from ascendbench.patches.registry import patches_applied
+from ascendbench.tasks.inputs import move_inputs, place
 
 log = logging.getLogger(__name__)
 

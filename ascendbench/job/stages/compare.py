@@ -23,8 +23,8 @@ from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
 from ascendbench.job.stages.replay_reference import compare_replay
 from ascendbench.metrics.verdict import worst
-from ascendbench.patches import patches_applied
-from ascendbench.tasks.placement import move_inputs, place
+from ascendbench.patches.registry import patches_applied
+from ascendbench.tasks.inputs import move_inputs, place
 
 log = logging.getLogger(__name__)
 

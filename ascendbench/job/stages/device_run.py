@@ -20,9 +20,8 @@ from ascendbench.job.planning import free_device_bytes, memory_line
 from ascendbench.job.profiling import ProfileRun, ProfileSettings, profile_calls
 from ascendbench.job.resources import run_memory
 from ascendbench.job.stages.base import Stage
-from ascendbench.patches import patches_applied
-from ascendbench.tasks import move_inputs, place
-from ascendbench.tasks.inputs import summarize
+from ascendbench.patches.registry import patches_applied
+from ascendbench.tasks.inputs import move_inputs, place, summarize
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from ascendbench.job.stages.base import Stage, build
 from ascendbench.metrics.clip import clip_entries
 from ascendbench.metrics.output_checks import identical_reference, output_checks
 from ascendbench.metrics.verdict import worst
-from ascendbench.patches import patches_applied
+from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import Precision
 from ascendbench.tasks.checks import CheckContext
 

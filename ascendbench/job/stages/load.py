@@ -9,12 +9,10 @@ from ascendbench.devices import DeviceAdapter
 from ascendbench.job.job import Job
 from ascendbench.job.planning import meta_model, weights_plan
 from ascendbench.job.stages.base import Stage, build
-from ascendbench.models.digest_check import check_digest
 from ascendbench.models.memory import safetensors_numel, tensor_count
-from ascendbench.models.sources import ResolvedSource
+from ascendbench.models.sources import ResolvedSource, check_digest
 from ascendbench.progress import Progress
-from ascendbench.tasks import describe
-from ascendbench.tasks.inputs import summarize
+from ascendbench.tasks.inputs import describe, summarize
 
 
 class LoadStage(Stage):
@@ -42,7 +40,7 @@ class LoadStage(Stage):
 
     def run(self, job: Job) -> dict[str, Any]:
         """Load; time and host-memory delta of the load are part of the ``weights`` section. With
-        ``model.expect_digest``, weights of another digest are refused (:mod:`ascendbench.models.digest_check`)."""
+        ``model.expect_digest``, weights of another digest are refused (``check_digest``)."""
         cfg = job.cfg
         job.loader = build(cfg.model.loader, "model.loader")
         with MemoryDelta(DeviceAdapter("cpu")) as load_memory, Progress("model load", unit="").ticking():  # on the host

@@ -38,7 +38,7 @@ from ascendbench.job.stages.replay_reference import (
     reference_mode,
     replay_reference,
 )
-from ascendbench.patches import patches_applied
+from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import dtype_name
 
 PERFORMANCE_ONLY = "baseline.enabled=false (performance-only run)"
