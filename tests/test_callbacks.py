@@ -14,16 +14,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ascendbench import callbacks, env
-from ascendbench.callbacks import (
-    CardPool,
-    LaunchRefused,
-    SweepSummary,
-    claim_card,
-    multirun_statuses,
-    release_card,
-)
+from ascendbench import env
+from ascendbench.callbacks import progress as callbacks
+from ascendbench.callbacks.cards import CardPool, LaunchRefused
+from ascendbench.callbacks.summary import SweepSummary
 from ascendbench.devices import cards
+from ascendbench.devices.cards import claim_card, release_card
 from ascendbench.errors import ConfigError
 from ascendbench.job.record import RecordWriter
 
@@ -43,34 +39,36 @@ def _hydra_cfg(sweep_dir, **extra):
     return OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "mode": "MULTIRUN", **extra}})
 
 
-def test_summary_lists_every_job_and_a_broken_record(tmp_path):
+def test_summary_lists_every_job_and_a_broken_record(tmp_path, caplog):
     sweep = tmp_path / "sweep"
     _record(sweep / "dtype=float32", "ok")
     _record(sweep / "dtype=bfloat16", "failed", "bfloat16", ValueError("preset.height=31 is odd"))
     (sweep / "dtype=float16").mkdir(parents=True)
     (sweep / "dtype=float16" / "record.json").write_text("{truncated")
-    callback = SweepSummary()
+    callback = SweepSummary(collect_env_timeout_s=0)
     callback.on_multirun_start(_hydra_cfg(sweep))
-    callback.on_multirun_end(_hydra_cfg(sweep))
+    with caplog.at_level(logging.INFO, logger="ascendbench.callbacks"):
+        callback.on_multirun_end(_hydra_cfg(sweep))
     frame = pd.read_csv(sweep / "summary.csv")
     assert sorted(frame["status"]) == ["broken", "failed", "ok"]
     summary = (sweep / "summary.md").read_text()
     assert "3 job record(s): 1 broken, 1 failed, 1 ok." in summary
     assert "ValueError: preset.height=31 is odd" in summary
     assert "[dtype=float32](dtype=float32/record.json)" in summary
-    assert sorted(multirun_statuses()) == ["broken", "failed", "ok"]
+    assert "(3 record(s), 2 of this run not ok)" in caplog.text
 
 
-def test_exit_status_counts_only_records_written_by_this_sweep(tmp_path):
+def test_the_not_ok_count_is_of_records_written_by_this_sweep(tmp_path, caplog):
     sweep = tmp_path / "sweep"
     old = _record(sweep / "old", "failed", error=ValueError("from an earlier sweep"))
     past = time.time() - 3600
     os.utime(old, (past, past))
-    callback = SweepSummary()
+    callback = SweepSummary(collect_env_timeout_s=0)
     callback.on_multirun_start(_hydra_cfg(sweep))
     _record(sweep / "new", "ok")
-    callback.on_multirun_end(_hydra_cfg(sweep))
-    assert multirun_statuses() == ["ok"]
+    with caplog.at_level(logging.INFO, logger="ascendbench.callbacks"):
+        callback.on_multirun_end(_hydra_cfg(sweep))
+    assert "(2 record(s), 0 of this run not ok)" in caplog.text
     assert len(pd.read_csv(sweep / "summary.csv")) == 2, "the summary still shows every record"
 
 
@@ -214,16 +212,15 @@ def test_sweep_progress_logs_job_i_of_n_the_counts_and_an_eta(tmp_path, caplog):
     from types import SimpleNamespace
 
     sweep, clock = tmp_path / "sweep", _Clock()
-    summary = SweepSummary()
-    summary.progress = callbacks.SweepProgress(clock=clock)
+    progress = callbacks.SweepProgress(clock=clock)
     outcomes = [("dtype=float32", "ok", 10.0), ("dtype=float16", "failed", 20.0), ("dtype=bfloat16", "ok", 30.0)]
     with caplog.at_level("INFO", logger="ascendbench.callbacks"):
-        summary.on_multirun_start(_job_cfg(sweep, 0, "", task=["dtype=float32,float16,bfloat16", "device=cpu"]))
+        progress.on_multirun_start(_job_cfg(sweep, 0, "", task=["dtype=float32,float16,bfloat16", "device=cpu"]))
         for num, (name, status, seconds) in enumerate(outcomes):
             cfg = _job_cfg(sweep, num, name)
-            summary.on_job_start(cfg)
+            progress.on_job_start(cfg)
             clock.now += seconds
-            summary.on_job_end(cfg, job_return=SimpleNamespace(return_value=status))
+            progress.on_job_end(cfg, job_return=SimpleNamespace(return_value=status))
     lines = [m for m in caplog.messages if m.startswith("[sweep]")]
     assert lines == [
         "[sweep] 3 job(s) to run",
@@ -242,7 +239,7 @@ def test_sweep_progress_counts_the_params_of_a_sweep_file(tmp_path, caplog):
     cfg = _job_cfg(tmp_path / "sweep", 0, "", task=["+sweep=attention_backends", "seed=1,2"])
     cfg.hydra.sweeper = {"params": {"model.patches.0.backend": "_native_npu,native", "seed": "7"}}
     with caplog.at_level("INFO", logger="ascendbench.callbacks"):
-        callbacks.SweepProgress().start(cfg)
+        callbacks.SweepProgress().on_multirun_start(cfg)
     assert "[sweep] 4 job(s) to run" in caplog.messages, "params x the command line's seed=1,2 (which wins)"
 
 
@@ -251,14 +248,15 @@ def test_sweep_progress_is_shared_by_worker_processes_through_the_sweep_dir(tmp_
     from types import SimpleNamespace
 
     sweep, clock = tmp_path / "sweep", _Clock()
-    callbacks.SweepProgress(clock=clock).start(_job_cfg(sweep, 0, "", task=("seed=range(0,4)", "preset=mini")))
+    start = _job_cfg(sweep, 0, "", task=("seed=range(0,4)", "preset=mini"))
+    callbacks.SweepProgress(clock=clock).on_multirun_start(start)
     worker_a, worker_b = callbacks.SweepProgress(clock=clock), callbacks.SweepProgress(clock=clock)
-    worker_a.job_started(_job_cfg(sweep, 0, "seed=0"))
-    worker_b.job_started(_job_cfg(sweep, 1, "seed=1"))
+    worker_a.on_job_start(_job_cfg(sweep, 0, "seed=0"))
+    worker_b.on_job_start(_job_cfg(sweep, 1, "seed=1"))
     clock.now += 8.0
-    worker_a.job_ended(_job_cfg(sweep, 0, "seed=0"), SimpleNamespace(return_value="ok"))
+    worker_a.on_job_end(_job_cfg(sweep, 0, "seed=0"), SimpleNamespace(return_value="ok"))
     with caplog.at_level("INFO", logger="ascendbench.callbacks"):
-        worker_b.job_ended(_job_cfg(sweep, 1, "seed=1"), SimpleNamespace(return_value="verdict FAIL"))
+        worker_b.on_job_end(_job_cfg(sweep, 1, "seed=1"), SimpleNamespace(return_value="verdict FAIL"))
     assert caplog.messages[-1] == ("[sweep] job 2 of 4 (seed=1) ended verdict FAIL in 8.0 s; "
                                    "2 finished (1 ok, 1 verdict FAIL), elapsed 8.0 s, ETA 8.0 s")
 
@@ -267,13 +265,13 @@ def test_sweep_progress_stays_silent_in_a_single_run_and_never_raises(tmp_path, 
     cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path / "nowhere")}, "mode": "RUN",
                                       "job": {"num": 0, "override_dirname": ""}}})
     with caplog.at_level("INFO", logger="ascendbench.callbacks"):
-        SweepSummary().on_job_start(cfg)
-        SweepSummary().on_job_end(cfg, job_return=None)
+        callbacks.SweepProgress().on_job_start(cfg)
+        callbacks.SweepProgress().on_job_end(cfg, job_return=None)
     assert not [m for m in caplog.messages if m.startswith("[sweep]")]
     unreadable = _job_cfg(tmp_path / "sweep", 0, "x")
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sweep" / callbacks.SWEEP_STATE).write_text("{not json")
-    callbacks.SweepProgress().job_started(unreadable)  # logged at debug level, no exception
+    callbacks.SweepProgress().on_job_start(unreadable)  # logged at debug level, no exception
 
 
 def test_sweep_size_of_grid_sweeps():

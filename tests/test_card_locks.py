@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from ascendbench.callbacks import CardPool, NoFreeCardError, claim_card, release_card
-from ascendbench.errors import ConfigError
+from ascendbench.callbacks.cards import CardPool
+from ascendbench.devices.cards import claim_card, release_card
+from ascendbench.errors import ConfigError, NoFreeCardError
 
 pytestmark = pytest.mark.skipif(shutil.which("flock") is None, reason="util-linux flock(1) is not installed")
 

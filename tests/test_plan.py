@@ -124,7 +124,7 @@ def _reference_needs(cfg):
     """Host bytes of the tiny job's in-process reference in float64 and in float32 (as the stage estimates)."""
     from hydra.utils import instantiate
 
-    from ascendbench.job.resources import HostBudget, estimate_reference
+    from ascendbench.baseline.memory import HostBudget, estimate_reference
 
     task = instantiate(cfg.model.task)
     inputs = task.make_inputs(cfg.preset, int(cfg.seed))

@@ -1,4 +1,4 @@
-"""``ascendbench.job.resources``: live-tensor accounting on meta tensors and the CPU reference refusal."""
+"""Live-tensor accounting on meta tensors and the CPU reference refusal (the job's resources)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,18 @@ import pytest
 import torch
 
 from ascendbench.baseline.bounded import Bounds
-from ascendbench.baseline.service import ReferenceQuery
-from ascendbench.errors import InsufficientMemoryError
-from ascendbench.job.resources import (
+from ascendbench.baseline.memory import (
     CHILD_PROCESS_BYTES,
     HostBudget,
-    LiveTensorBytes,
-    activation_bytes,
     check_baseline_memory,
     choose_auto_reference,
     estimate_reference,
     guard_reference_memory,
     reference_memory,
-    run_memory,
 )
+from ascendbench.baseline.service import ReferenceQuery
+from ascendbench.errors import InsufficientMemoryError
+from ascendbench.models.activations import LiveTensorBytes, activation_bytes, run_memory
 from ascendbench.tasks import VaeDecodeTask
 
 from helpers import build_tiny_flux2

@@ -7,7 +7,13 @@ import numpy as np
 import torch
 from PIL import Image
 
-from ascendbench.job.artifacts import VideoFormat, frame_indices, save_video, to_uint8_video, video_artifacts
+from ascendbench.job.stages.artifacts import (
+    VideoFormat,
+    frame_indices,
+    save_video,
+    to_uint8_video,
+    video_artifacts,
+)
 from ascendbench.tasks import VideoDecodeTask
 
 

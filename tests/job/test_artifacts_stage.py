@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ascendbench.job import Job
+from ascendbench.job.job import Job
 from ascendbench.job.record import RecordWriter
 from ascendbench.job.stages import ArtifactsStage
 from ascendbench.job.stages import artifacts as stage_module

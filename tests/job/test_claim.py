@@ -52,3 +52,27 @@ def test_check_refuses_a_file_and_a_record_that_is_a_directory(tmp_path):
     with pytest.raises(JobDirError, match="record.json exists and is not a file"):
         check_job_dir(tmp_path / "job", "hydra.sweep.dir")
     assert check_job_dir(tmp_path / "new" / "dir") == tmp_path / "new" / "dir"
+
+
+def test_a_lock_file_planted_as_a_link_is_refused_and_its_target_kept(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / LOCK_NAME).symlink_to(victim)
+    with pytest.raises(JobDirError, match="is a symbolic link"):
+        claim(job)
+    assert victim.read_text() == "precious" and not held(job)
+
+
+def test_a_link_planted_after_the_check_is_not_followed_either(tmp_path, monkeypatch):
+    """The lock opens without following links: the check's window cannot be used either."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / LOCK_NAME).symlink_to(victim)
+    monkeypatch.setattr(type(job / LOCK_NAME), "is_symlink", lambda self: False)
+    with pytest.raises(JobDirError, match="cannot be used as the job directory"):
+        claim(job)
+    assert victim.read_text() == "precious" and not held(job)

@@ -6,7 +6,7 @@ import csv
 
 import pytest
 
-from ascendbench.job.npu_profile import npu_section
+from ascendbench.job.profiling import npu_section
 
 from helpers.fake_torch_npu import load_manifest, manifest_versions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ascendbench.job.pipeline_options import PipelineState, pipeline_options
+from ascendbench.job.pipeline_options import pipeline_options
 
 from helpers import compose_config, run_job
 
@@ -51,6 +51,6 @@ def test_a_video_vae_records_its_slicing_and_an_image_vae_its_own_processors(tmp
 
 def test_offload_comes_from_what_the_task_applied_and_a_model_without_vae_has_no_switches():
     task = SimpleNamespace(applied_options=lambda: {"cpu_offload": True})
-    options = pipeline_options(PipelineState(task, SimpleNamespace(), [{"name": "p", "skipped": "not on cpu"}]))
+    options = pipeline_options(task, SimpleNamespace(), [{"name": "p", "skipped": "not on cpu"}])
     assert options["cpu_offload"] is True and options["patches_applied"] == []
     assert options["vae_slicing"] is None and options["vae_tiling"] is None and options["attention_processors"] == []

@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from ascendbench.job.placement import PlacementInputs, capture_warnings, fallback_ops, placement_check
+from ascendbench.job.placement import capture_warnings, fallback_ops, placement_check
 
 from helpers import TINY_RUN, read_record
 
@@ -33,28 +33,28 @@ def _on_meta_except(model, keep_on_cpu):
 
 def test_all_on_the_device_is_ok_with_a_census():
     model = _on_meta_except(TwoLayers(), keep_on_cpu=())
-    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta")))
+    check = placement_check(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta"))
     assert check["ok"] and check["parameters"]["by_device_dtype"] == {"meta/float32": 5}
     assert check["outputs"]["off_device"] == 0 and check["fallback_ops"] == []
 
 
 def test_a_planted_cpu_resident_parameter_is_caught_by_name():
     model = _on_meta_except(TwoLayers(), keep_on_cpu=("b.weight",))
-    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta")))
+    check = placement_check(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta"))
     assert not check["ok"] and check["parameters"]["off_device"] == 1
     assert "b.weight (cpu)" in check["findings"][0]
 
 
 def test_offloaded_models_keep_parameters_on_the_host_by_design():
     model = TwoLayers()
-    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta"),
-                                            offloaded=True))
+    check = placement_check(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta"),
+                            offloaded=True)
     assert check["ok"] and check["parameters_judged"] is False
 
 
 def test_an_output_left_on_the_host_is_a_finding():
     model = _on_meta_except(TwoLayers(), keep_on_cpu=())
-    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1)}, torch.device("meta")))
+    check = placement_check(model, {"out": torch.zeros(1)}, torch.device("meta"))
     assert not check["ok"] and "output(s) are not on meta" in check["findings"][0]
 
 
@@ -64,7 +64,7 @@ def test_fallback_warnings_are_parsed_for_operator_names():
                 "CANN: aclnnFoo not found, fallback to aten::nonzero on cpu", "an unrelated warning"]
     assert fallback_ops(messages) == ["aten::_unique2", "aten::nonzero"]
     model = _on_meta_except(TwoLayers(), keep_on_cpu=())
-    check = placement_check(PlacementInputs(model, {}, torch.device("meta"), messages=messages))
+    check = placement_check(model, {}, torch.device("meta"), messages=messages)
     assert not check["ok"] and "2 operator(s) fell back" in check["findings"][0]
 
 
@@ -74,7 +74,7 @@ def test_capture_records_every_repeat_and_re_emits_each_once():
         with capture_warnings() as capture:
             for _ in range(3):
                 warnings.warn("fall back to run on the CPU: 'aten::foo'", stacklevel=1)
-    assert len(capture.messages) == 3 and len(outer) == 1
+    assert len(capture) == 3 and len(outer) == 1
 
 
 # -- the same fault through a whole job (device=cpu: the planted parameter sits on `meta`, off the device) --
@@ -119,7 +119,7 @@ def test_capture_reads_lines_written_to_fd2_and_passes_them_on(capfd):
             "back to run on the CPU. This may have performance implications.\n")
     with capture_warnings() as capture:
         os.write(2, line.encode())  # what the C++ log does: no Python object sees it
-    assert fallback_ops(capture.messages) == ["aten::_unique2"]
+    assert fallback_ops(capture) == ["aten::_unique2"]
     assert capfd.readouterr().err == line, "the user still sees the line"
 
 
@@ -130,9 +130,9 @@ def test_only_npu_jobs_inherit_the_fallbacks_of_earlier_jobs_of_the_process(monk
     monkeypatch.setitem(__import__("sys").modules, "torch_npu", __import__("types").ModuleType("torch_npu"))
     model, seen = TwoLayers(), ["CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU "
                                 "backend and will fall back to run on the CPU."]
-    first = placement_check(PlacementInputs(model, {}, torch.device("cpu"), messages=seen, device_type="npu"))
-    cpu_job = placement_check(PlacementInputs(model, {}, torch.device("cpu")))
-    later = placement_check(PlacementInputs(model, {}, torch.device("cpu"), device_type="npu"))
+    first = placement_check(model, {}, torch.device("cpu"), messages=seen, device_type="npu")
+    cpu_job = placement_check(model, {}, torch.device("cpu"))
+    later = placement_check(model, {}, torch.device("cpu"), device_type="npu")
     assert first["fallback_ops"] == ["aten::_unique2"] and first["fallback_ops_earlier_in_process"] == []
     assert cpu_job["fallback_ops"] == [] and cpu_job["ok"], "a CPU job of the same process inherits nothing"
     assert later["fallback_ops_earlier_in_process"] == ["aten::_unique2"] and not later["ok"]

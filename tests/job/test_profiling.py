@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import torch
 
 from ascendbench.devices import DeviceAdapter
-from ascendbench.job.profiling import ProfileRun, ProfileSettings, profile_calls, top_operators
+from ascendbench.job.profiling import profile_calls, top_operators
 
 
 def _model_and_call():
@@ -31,7 +32,8 @@ def _median_ms(call, n=15):
 def test_top_operators_add_up_to_the_measured_call_and_the_trace_is_json(tmp_path):
     call = _model_and_call()
     median = _median_ms(call)
-    section = profile_calls(ProfileRun(call, DeviceAdapter("cpu"), ProfileSettings(calls=5, top=50), tmp_path, median))
+    settings = SimpleNamespace(calls=5, top=50, trace=True)  # profile.*
+    section = profile_calls(call, DeviceAdapter("cpu"), settings, tmp_path, median)
     names = [row["name"] for row in section["top"]]
     assert any("conv" in n for n in names) and section["clock"] == "cpu"
     convs = [row for row in section["top"] if row["name"].startswith("aten::") and "convolution" in row["name"]]
@@ -49,8 +51,8 @@ def test_top_operators_add_up_to_the_measured_call_and_the_trace_is_json(tmp_pat
 
 
 def test_no_trace_when_switched_off(tmp_path):
-    section = profile_calls(ProfileRun(_model_and_call(), DeviceAdapter("cpu"), ProfileSettings(calls=1, trace=False),
-                                       tmp_path))
+    settings = SimpleNamespace(calls=1, top=15, trace=False)
+    section = profile_calls(_model_and_call(), DeviceAdapter("cpu"), settings, tmp_path)
     assert "trace" not in section and section["ops_over_median"] is None and not list(tmp_path.iterdir())
     assert section["profiled_call_ms"] > 0 and section["profiled_over_median"] is None
 

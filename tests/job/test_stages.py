@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
-from omegaconf import OmegaConf
 
-from ascendbench.job import STAGES, Job, run_job
 from ascendbench.job import runner as runner_module
-from ascendbench.job.job import merge_sections
-from ascendbench.job.stages.base import build
-from ascendbench.job.stages.setup import build_adapter
+from ascendbench.job.job import Job, merge_sections
+from ascendbench.job.runner import run_job
+from ascendbench.job.stages import STAGES
 
 from helpers import TINY_RUN
 
@@ -120,16 +117,3 @@ def test_a_dry_run_on_a_missing_device_still_plans_the_rest(compose_cfg, tmp_pat
     assert "could not be set up" in record["plan"]["baseline"]["reason"]
     out = capsys.readouterr().out
     assert "dry run: tiny_flux2_decoder on npu (not set up)" in out and "PROBLEM" in out
-
-
-def _fields(adapter) -> dict:
-    return {f.name: getattr(adapter, f.name) for f in dataclasses.fields(adapter) if f.name != "peak"}
-
-
-def test_the_device_adapter_gets_its_peak_table_as_data_and_a_table_target_is_still_built(compose_cfg):
-    cfg = compose_cfg(["device=cpu"])
-    adapter, hydras = build_adapter(cfg.device), build(cfg.device, "device")  # the latter: Hydra's instantiation
-    assert isinstance(adapter.peak, dict) and adapter.peak == OmegaConf.to_container(hydras.peak)
-    assert adapter.peak["table"] and _fields(adapter) == _fields(hydras)
-    built = compose_cfg(["device=cpu", "+device.peak.table.Built={_target_: builtins.dict, match: [X], float32: 1}"])
-    assert build_adapter(built.device).peak["table"]["Built"] == {"match": ["X"], "float32": 1}, "instantiated"

@@ -16,12 +16,12 @@ from omegaconf import OmegaConf
 
 from ascendbench.compare.csvfile import output_rows, write_compare_csv
 from ascendbench.compare.divergence import compare_modules
+from ascendbench.compare.files import save_tensors
 from ascendbench.compare.hooks import capturing
 from ascendbench.compare.layers import compare_layers
 from ascendbench.compare.rules import hidden_rules
 from ascendbench.compare.saved_layers import save_device_layers, saved_layers
 from ascendbench.compare.select import normalize_spec, select_modules
-from ascendbench.job.artifacts import save_tensors
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
 from ascendbench.job.stages.replay_reference import compare_replay

@@ -6,7 +6,8 @@ import pytest
 from filelock import FileLock
 from omegaconf import OmegaConf
 
-from ascendbench.callbacks import CardPool, LaunchRefused, claim_card, release_card
+from ascendbench.callbacks.cards import CardPool, LaunchRefused
+from ascendbench.devices.cards import claim_card, release_card
 from ascendbench.errors import NoFreeCardError
 
 

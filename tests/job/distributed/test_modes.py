@@ -12,7 +12,7 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from ascendbench.job.distributed import modes
-from ascendbench.job.distributed.launcher import free_port
+from ascendbench.job.distributed.ranks import free_port
 
 
 class _Denoiser(nn.Module):

@@ -20,7 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ascendbench.job.distributed.gather import SYNC_CLOCK
+from ascendbench.job.distributed.ranks import SYNC_CLOCK
 
 from helpers.app import BASE_ENV, TINY_RUN, read_record
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ascendbench.errors import ConfigError, RankFailedError
-from ascendbench.job.distributed.gather import SYNC_CLOCK, combine, synchronized_samples
 from ascendbench.job.distributed.modes import context_parallel_refusal, slices
+from ascendbench.job.distributed.ranks import SYNC_CLOCK, combine, synchronized_samples
 from ascendbench.job.distributed.settings import BACKENDS, parallel_settings
 
 
