@@ -1,10 +1,10 @@
 """The Hydra application behind ``python -m ascendbench`` and the ``ascendbench`` script.
 
 The process exits 1 when any job of the run or sweep did not finish ``ok`` or failed ``fail_on``
-(the others still run and keep their records), a job skipped because another process holds its
-directory included; jobs run in other processes (joblib, Slurm) report through this launch's outcome
-files (:mod:`ascendbench.job.launch`). With an ``objective`` (a search), each job returns a number and
-the exit status is :func:`ascendbench.job.objective.search_exit_status`; Ctrl-C or SIGTERM exits 130.
+(the others still run), a job skipped because another process holds its directory included; jobs
+in other processes (joblib, Slurm) report through this launch's outcome files. With an
+``objective`` (a search) each job returns a number and the exit status is
+:func:`ascendbench.job.objective.search_exit_status`; Ctrl-C or SIGTERM exits 130.
 """
 
 from __future__ import annotations
@@ -27,13 +27,7 @@ from ascendbench.config.help_listing import memoise_group_options, wants_help
 from ascendbench.config.hydra_compose import faster_composition
 from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
-from ascendbench.job.launch import (
-    RefusedDirectory,
-    launch_outcomes,
-    note_outcome,
-    register_resolvers,
-    reset_outcomes,
-)
+from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers, reset_outcomes
 from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
 
@@ -57,7 +51,7 @@ def _app(cfg: DictConfig) -> str | float:
     try:
         record = run_job(cfg, job_dir)
         status = _gate(record, cfg.get("fail_on"))
-    except (JobDirBusyError, JobDirError) as exc:  # nothing of the job was written: say so, count it
+    except (JobDirBusyError, JobDirError) as exc:  # nothing of the job was written: say so
         log.error("job not run (%s): %s", exc.reason, exc)
         status = exc.reason
     outcome = job_outcome(status, record, cfg.get("objective"), cfg.get("fail_on"))
@@ -71,9 +65,10 @@ def _app(cfg: DictConfig) -> str | float:
 
 
 def _gate(record: dict, fail_on: str | None) -> str:
-    """The job's status, or ``verdict <V>`` when ``fail_on`` makes its verdict count as a failure."""
+    """The job's status, or ``verdict <V>`` when ``fail_on`` makes its verdict a failure."""
     verdict = record.get("verdict")
-    if record["status"] == "ok" and fail_on and verdict in ORDER and ORDER[verdict] >= ORDER[fail_on]:
+    failing = fail_on and verdict in ORDER and ORDER[verdict] >= ORDER[fail_on]
+    if record["status"] == "ok" and failing:
         return f"verdict {verdict}"
     return record["status"]
 
@@ -108,10 +103,7 @@ def main() -> None:
     reset_outcomes()
     signal.signal(signal.SIGTERM, _terminated)  # Slurm preemption, `kill`: record `interrupted`
     try:
-        _app()
-    except RefusedDirectory as exc:  # before Hydra wrote anything there: one paragraph, exit 1
-        print(exc.code, file=sys.stderr)
-        sys.exit(1)
+        _app()  # a refused directory or card pool: SystemExit, its paragraph on stderr, exit 1
     except KeyboardInterrupt as exc:
         cause = str(exc) if str(exc).startswith("signal ") else "Ctrl-C / SIGINT"
         print(f"ascendbench: interrupted ({cause}); a job still running then has a record saying "

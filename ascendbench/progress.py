@@ -1,7 +1,7 @@
-"""Progress of the phases that can take long: a live bar on a terminal, a heartbeat log line elsewhere.
+"""Progress of the long phases: a live bar on a terminal, a heartbeat log line elsewhere.
 
-On a terminal (stderr a TTY, in the main process) a :class:`Progress` draws a tqdm bar; anywhere else
-(CI, Slurm logs, joblib workers) it logs one line at most every 15 s, nothing for a shorter phase.
+On a terminal (stderr a TTY, in the main process) a :class:`Progress` draws a tqdm bar; anywhere
+else (CI, Slurm logs, joblib workers) it logs a line at most every 15 s, none for a shorter phase.
 Every line carries the job's name, so that interleaved workers can be told apart::
 
     [tiny_flux2_decoder/float32/mini] timing: 37 calls, 12.1 s of 60 s, median 31.2 ms
@@ -102,8 +102,7 @@ def is_quiet() -> bool:
     return _STATE["quiet"] > 0
 
 
-def resolve_mode(options: ProgressOptions) -> str:
-    """``bar``, ``log`` or ``off`` for a new :class:`Progress`."""
+def _mode(options: ProgressOptions) -> str:
     if is_quiet():
         return "off"
     mode = options.mode or os.environ.get(PROGRESS_ENV) or None
@@ -130,15 +129,15 @@ def format_seconds(value: float) -> str:
 
 
 class Progress:
-    """Progress of one phase (``label``): units done of ``total`` (an ETA when known; ``unit`` ``""``
-    for a phase only timed), time spent of ``budget_s``, and fields of the last update."""
+    """Progress of one phase (``label``): units done of ``total`` (an ETA when known; ``unit``
+    ``""`` for a phase only timed), time spent of ``budget_s``, and fields of the last update."""
 
     def __init__(self, label: str, total: int | None = None, unit: str = "it",
                  budget_s: float | None = None, options: ProgressOptions | None = None) -> None:
         self.label, self.total, self.unit, self.budget_s = label, total, unit, budget_s
         self.options = options or _STATE["defaults"] or ProgressOptions()
-        self.mode = resolve_mode(self.options)
-        self.done, self.lines = 0, 0
+        self.mode = _mode(self.options)
+        self.done = 0
         self.fields: dict[str, Any] = {}
         self._start = self._last_line = self.options.clock()
         self._lock = threading.Lock()
@@ -154,16 +153,12 @@ class Progress:
         count = "{n_fmt} {unit} " if self.unit else ""  # no unit: a phase timed, not counted
         fmt = None if self.total else "{desc}: " + count + "[{elapsed}" + budget + "{postfix}]"
         stream = self.options.stream if self.options.stream is not None else sys.stderr
-        return tqdm(total=self.total, desc=self.prefix, unit=f" {self.unit}" if self.total else self.unit,
-                    file=stream, mininterval=self.options.refresh_s, leave=False, dynamic_ncols=True,
-                    bar_format=fmt)
-
-    def elapsed(self) -> float:
-        """Seconds since the phase started."""
-        return self.options.clock() - self._start
+        unit = f" {self.unit}" if self.total else self.unit
+        return tqdm(total=self.total, desc=self.prefix, unit=unit, file=stream, leave=False,
+                    mininterval=self.options.refresh_s, dynamic_ncols=True, bar_format=fmt)
 
     def update(self, n: int = 1, **fields: Any) -> None:
-        """Advance by ``n`` units; ``fields`` (shown as ``name value``) replace those given before."""
+        """Advance by ``n`` units; ``fields`` (shown as ``name value``) replace the earlier ones."""
         if self.mode == "off":
             return
         self.done += n
@@ -188,7 +183,6 @@ class Progress:
             if now - self._last_line < self.options.interval_s:
                 return
             self._last_line = now
-            self.lines += 1
         if self.options.stream is None:
             log.info(self.line())
             return
@@ -200,7 +194,7 @@ class Progress:
 
     def line(self) -> str:
         """``[job] label: done[/total] unit, elapsed[ of budget][, ETA][, fields]``."""
-        elapsed = self.elapsed()
+        elapsed = self.options.clock() - self._start
         count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
         parts = [f"{count} {self.unit}".rstrip()] if self.done or self.total else []
         budget = f" of {format_seconds(self.budget_s)}" if self.budget_s else ""
@@ -218,7 +212,8 @@ class Progress:
         if self.mode == "off":
             yield self
             return
-        period = period_s or (self.options.refresh_s if self._bar is not None else self.options.interval_s)
+        bar = self._bar is not None
+        period = period_s or (self.options.refresh_s if bar else self.options.interval_s)
         stop = threading.Event()
 
         def loop() -> None:

@@ -34,17 +34,22 @@ def _raised(exc: BaseException) -> BaseException:
 
 
 def test_torch_out_of_memory_becomes_oom_with_device_and_stage():
-    original = _raised(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore lines"))
+    original = _raised(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 "
+                                              "GiB\nmore lines"))
     error, reason = classify(original, "npu", "the device run")
-    assert reason == "oom" and isinstance(error, DeviceOutOfMemoryError) and error.__cause__ is original
+    assert reason == "oom" and isinstance(error,
+                                          DeviceOutOfMemoryError) and error.__cause__ is original
     message = str(error)
     assert message.startswith("out of memory on npu during the device run")
     assert "Tried to allocate 2.00 GiB" in message and "more lines" not in message
     assert "preset.batch_size" in message and "PYTORCH_NPU_ALLOC_CONF" in message
 
 
-@pytest.mark.parametrize("exc", [RuntimeError("[enforce fail at alloc_cpu.cpp:121] DefaultCPUAllocator: can't "
-                                              "allocate memory: you tried to allocate 81604378624 bytes."),
+@pytest.mark.parametrize("exc",
+                         [RuntimeError("[enforce fail at alloc_cpu.cpp:121] DefaultCPUAllocator: "
+                                       "can't "
+                                              "allocate memory: you tried to allocate 81604378624 "
+                                              "bytes."),
                                  MemoryError()])
 def test_host_allocation_failures_are_oom_too(exc):
     assert classify(_raised(exc), "cpu")[1] == "oom"
@@ -87,7 +92,8 @@ def test_the_stage_the_job_names_is_the_one_said():
 
 def test_traceback_goes_to_a_file_even_without_a_job_log(tmp_path, monkeypatch):
     root = logging.getLogger()
-    monkeypatch.setattr(root, "handlers", [h for h in root.handlers if not isinstance(h, logging.FileHandler)])
+    monkeypatch.setattr(root, "handlers",
+                        [h for h in root.handlers if not isinstance(h, logging.FileHandler)])
     path = log_traceback(_raised(ValueError("kept")), tmp_path)
     assert path == tmp_path / "traceback.log"
     text = path.read_text()

@@ -15,17 +15,13 @@ from omegaconf import DictConfig, OmegaConf
 from ascendbench.devices.cards import claim_card, clear_refusal, refuse
 from ascendbench.errors import ConfigError, NoFreeCardError
 from ascendbench.fileio import write_atomic
+from ascendbench.job.launch import LaunchRefused
 
 log = logging.getLogger(__name__)
 
 VISIBLE_DEVICE_VARIABLES = ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 SCHEDULER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "SLURM_STEP_GPUS",
                        "SLURM_JOB_GPUS")
-
-
-class LaunchRefused(SystemExit):
-    """A sweep refused before any job runs: exit status 1 and one paragraph. A ``SystemExit``:
-    Hydra turns a callback's ordinary exception into a warning and launches the jobs anyway."""
 
 
 class CardPool(Callback):
@@ -103,8 +99,9 @@ class CardPool(Callback):
         os.environ.update(exported)
         job_dir = Path(str(OmegaConf.select(config, "hydra.runtime.output_dir") or "."))
         visible = {v: os.environ.get(v) for v in self.variables}
-        log.info("card pool: job %s runs on card %s (%s)", OmegaConf.select(config, "hydra.job.num"),
-                 card, ", ".join(f"{k}={v}" for k, v in visible.items()))
+        num = OmegaConf.select(config, "hydra.job.num")
+        log.info("card pool: job %s runs on card %s (%s)", num, card,
+                 ", ".join(f"{k}={v}" for k, v in visible.items()))
         info = {"card": card, "exported": exported, "pid": os.getpid(), "visible": visible}
         try:
             write_atomic(job_dir / "card.json", json.dumps(info, indent=2))

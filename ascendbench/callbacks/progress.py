@@ -64,7 +64,8 @@ def planned_jobs(config: DictConfig, task_overrides: Iterable[str]) -> int | Non
     trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
     if not isinstance(trials, int):
         return size
-    grid = str(OmegaConf.select(config, "hydra.sweeper.sampler._target_") or "").endswith("GridSampler")
+    sampler = str(OmegaConf.select(config, "hydra.sweeper.sampler._target_") or "")
+    grid = sampler.endswith("GridSampler")
     return min(trials, size) if grid and size else trials
 
 
@@ -81,7 +82,8 @@ def _job_status(job_return: Any) -> str:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return "ok" if math.isfinite(value) else "did not pass"
-    return "failed" if getattr(getattr(job_return, "status", None), "name", "") == "FAILED" else "unknown"
+    failed = getattr(getattr(job_return, "status", None), "name", "") == "FAILED"
+    return "failed" if failed else "unknown"
 
 
 class SweepProgress(Callback):
@@ -101,7 +103,7 @@ class SweepProgress(Callback):
             state = {"started": self.clock(), "total": total, "keys": sweep_keys(overrides)}
             (sweep_dir / SWEEP_STATE).write_text(json.dumps(state))
             (sweep_dir / SWEEP_ENDED).write_text("")
-            log.info("[sweep] %s job(s) to run", total if total is not None else "an unknown number of")
+            log.info("[sweep] %s job(s) to run", "an unknown number of" if total is None else total)
         except Exception:  # progress must never break a sweep
             log.debug("sweep progress: could not start", exc_info=True)
 
@@ -148,7 +150,7 @@ class SweepProgress(Callback):
         varied = [o for o in task if o.split("=", 1)[0].lstrip("+~") in keys]
         name = (",".join(varied) or OmegaConf.select(config, "hydra.job.override_dirname")
                 or "no overrides")
-        which = f"job {num + 1 if isinstance(num, int) else '?'}" + (f" of {total}" if total else "")
+        which = f"job {num + 1 if isinstance(num, int) else '?'}{f' of {total}' if total else ''}"
         counts: dict[str, int] = {}
         for entry in ended:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1

@@ -1,8 +1,8 @@
 """What a failed job tells the user, the record and the log; and the memory it gives back.
 
-An out-of-memory (``torch.OutOfMemoryError``, torch_npu's ``RuntimeError("NPU out of memory. ...")``,
-the CPU allocator's failure, ``MemoryError``) becomes :class:`DeviceOutOfMemoryError` (reason ``oom``)
-saying what to reduce; the console gets one paragraph, the job log the traceback.
+An out-of-memory (``torch.OutOfMemoryError``, torch_npu's ``RuntimeError("NPU out of memory.")``,
+the CPU allocator's failure, ``MemoryError``) becomes :class:`DeviceOutOfMemoryError` (reason
+``oom``) saying what to reduce; the console gets one paragraph, the job log the traceback.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def config_for_record(cfg: DictConfig) -> dict[str, Any]:
-    """The resolved config; unresolved where an interpolation is broken (the job then fails on it)."""
+    """The resolved config; unresolved where an interpolation is broken (the job fails on it)."""
     try:
         return OmegaConf.to_container(cfg, resolve=True)
     except OmegaConfBaseException:
@@ -73,7 +73,7 @@ def classify(exc: Exception, device: str | None = None,
 
 def interrupted(exc: BaseException, stage: str = "the job") -> KeyboardInterrupt:
     """The record's error for Ctrl-C or a terminating signal: which, where, and how to go on."""
-    cause = str(exc) if str(exc).startswith("signal ") else "Ctrl-C / SIGINT"  # cli: "signal SIGTERM"
+    cause = str(exc) if str(exc).startswith("signal ") else "Ctrl-C / SIGINT"  # "signal SIGTERM"
     return KeyboardInterrupt(f"interrupted ({cause}) during {stage}; run the same "
                              "command again to run this job again (finished jobs of a sweep are "
                              "kept and skipped)")
@@ -93,7 +93,8 @@ def log_traceback(exc: BaseException, job_dir: Path) -> Path:
     text = "".join(traceback.format_exception(exc))
     handlers = [h for h in logging.getLogger().handlers + logging.getLogger("ascendbench").handlers
                 if isinstance(h, logging.FileHandler) and h.baseFilename != os.devnull]
-    inside = [h for h in handlers if Path(job_dir).resolve() in Path(h.baseFilename).resolve().parents]
+    here = Path(job_dir).resolve()
+    inside = [h for h in handlers if here in Path(h.baseFilename).resolve().parents]
     handler = (inside or handlers or [None])[0]
     if handler is not None and handler.level <= logging.DEBUG and log.isEnabledFor(logging.DEBUG):
         log.debug("traceback of the failure:\n%s", text)

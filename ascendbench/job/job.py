@@ -20,7 +20,7 @@ from ascendbench.precision import Precision
 
 @dataclass
 class Job:
-    """One composed config on its way to a record; each attribute is set by the stage that learns it.
+    """One composed config on its way to a record; the stage that learns an attribute sets it.
 
     ``dry_run``: the stages' ``plan`` runs instead of ``run``; ``stage``: the label of the stage
     running now (for failures); ``found``: what a dry run's weights lookup found; ``model``: a

@@ -1,10 +1,10 @@
 """One launch of the CLI: where its jobs go, who may write there, what its exit status counts.
 
 A sweep job's directory is named by its overrides (resolver ``ascendbench.subdir``), plus a short
-hash of them where the name leaves one out, holds a separator or is too long: two jobs never share a
-directory, and a rerun finds its records. A launch token (resolver ``ascendbench.launch``, also in
-every job's ``ASCENDBENCH_LAUNCH``) lets jobs in worker processes (joblib, Slurm) report their outcome
-to the launch that started them, and to no other sweep's.
+hash of them where the name leaves one out, holds a separator or is too long: two jobs never share
+a directory, and a rerun finds its records. A launch token (resolver ``ascendbench.launch``, in
+every job's ``ASCENDBENCH_LAUNCH``) lets jobs in worker processes (joblib, Slurm) report their
+outcome to the launch that started them, and to no other sweep's.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ log = logging.getLogger(__name__)
 TOKEN_VARIABLE = "ASCENDBENCH_LAUNCH"
 OUTCOMES_DIR = ".ascendbench"
 MAX_NAME_BYTES = 240  # readable part of a sweep job's directory name (file systems allow 255)
-NOT_IDENTITY = ("resume.force", "resume.enabled", "tracking")  # how a job runs, not what it computes
+NOT_IDENTITY = ("resume.force", "resume.enabled", "tracking")  # how a job runs, not what it does
 _OUTCOMES: list[dict[str, Any]] = []  # outcomes of the jobs of this process's last multirun
 
 
-class RefusedDirectory(SystemExit):
-    """A job or sweep directory refused before Hydra writes there: exit status 1 and one paragraph.
-    A ``SystemExit``: Hydra turns a callback's ordinary exception into a warning and goes on."""
+class LaunchRefused(SystemExit):
+    """A run or sweep refused before Hydra writes anything or any job runs: exit status 1 and the
+    one-paragraph message. A ``SystemExit``: Hydra turns a callback's ordinary exception into a
+    warning and goes on (into the refused directory, or two workers on one card)."""
 
 
 def _override_key(override: str) -> str:
@@ -63,7 +64,7 @@ def _shortened(name: str) -> str:
 def job_subdir(readable: str, overrides: Any) -> str:
     """A sweep job's directory name: ``readable`` (Hydra's ``override_dirname``), plus ``_<hash>``
     of its overrides when ``readable`` leaves one out, holds a separator or is too long."""
-    identity = sorted(str(o) for o in (overrides or []) if _override_key(str(o)) not in NOT_IDENTITY)
+    identity = sorted(str(o) for o in overrides or [] if _override_key(str(o)) not in NOT_IDENTITY)
     safe = str(readable).replace(os.sep, "_").replace("\0", "_")
     if os.altsep:
         safe = safe.replace(os.altsep, "_")
@@ -76,7 +77,7 @@ def job_subdir(readable: str, overrides: Any) -> str:
 
 
 def register_resolvers() -> None:
-    """Register ``ascendbench.launch`` (6 random hex digits, one per launch) and ``ascendbench.subdir``."""
+    """Register ``ascendbench.launch`` (6 random hex digits per launch), ``ascendbench.subdir``."""
     OmegaConf.register_new_resolver("ascendbench.launch", lambda: secrets.token_hex(3),
                                     use_cache=True, replace=True)
     OmegaConf.register_new_resolver("ascendbench.subdir", job_subdir, replace=True)
@@ -124,7 +125,7 @@ class LaunchGuard(Callback):
         try:
             claim(check_job_dir(os.path.abspath(str(config.hydra.run.dir)), "hydra.run.dir"))
         except AscendBenchError as exc:
-            raise RefusedDirectory(f"ascendbench: {exc}") from None
+            raise LaunchRefused(f"ascendbench: {exc}") from None
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Give the run dir back (the job releases it itself; this covers Hydra failing first)."""
@@ -133,14 +134,14 @@ class LaunchGuard(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Refuse an unusable sweep dir; fix this launch's token before any job is composed."""
         reset_outcomes()
-        _token(config)  # resolved here, in the launching process: its cached value reaches every job
+        _token(config)  # resolved here, in the launching process: its cached value reaches all
         try:
             check_job_dir(os.path.abspath(str(config.hydra.sweep.dir)), "hydra.sweep.dir")
         except AscendBenchError as exc:
-            raise RefusedDirectory(f"ascendbench: {exc}") from None
+            raise LaunchRefused(f"ascendbench: {exc}") from None
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Collect the outcomes of this launch's jobs, and remove them (they served their purpose)."""
+        """Collect the outcomes of this launch's jobs, then remove them (their purpose served)."""
         if not (token := _token(config)):
             return
         directory = _outcomes_dir(str(config.hydra.sweep.dir), token)

@@ -29,7 +29,7 @@ def _median_ms_per_sample(record: Mapping[str, Any]) -> float | None:
 # objective name -> the value a passing record gives (None: not in the record, the trial counts inf)
 OBJECTIVES: dict[str, Callable[[Mapping[str, Any]], float | None]] = {
     "latency": _median_ms,                        # bench.latency.median_ms: one call
-    "latency_per_sample": _median_ms_per_sample,  # over preset.batch_size: batch sizes compared fairly
+    "latency_per_sample": _median_ms_per_sample,  # over preset.batch_size: compares batch sizes
 }
 
 
@@ -42,7 +42,7 @@ def passes(record: Mapping[str, Any], fail_on: str | None) -> bool:
 
 
 def objective_value(record: Mapping[str, Any], objective: str, fail_on: str | None) -> float:
-    """The trial's value of ``objective`` (ms, lower is better), ``inf`` unless it :func:`passes`."""
+    """The trial's ``objective`` (ms, lower is better), ``inf`` unless it :func:`passes`."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; one of {sorted(OBJECTIVES)}")
     value = OBJECTIVES[objective](record) if passes(record, fail_on) else None

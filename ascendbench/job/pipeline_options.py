@@ -1,7 +1,7 @@
 """The record's ``pipeline`` section: the options in force during the device run, read after
-placement from what the task applied and from the placed model itself (the VAE's slicing and tiling,
-the attention processors and the diffusers attention backend they dispatch to). ``vae_slicing`` /
-``vae_tiling`` are ``null`` without such a VAE, ``attention_backend`` without a dispatching processor.
+placement from what the task applied and from the placed model (the VAE's slicing and tiling, the
+attention processors and the diffusers attention backend they dispatch to); ``null`` where the
+model has no such VAE or no dispatching processor.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import torch
 from diffusers.models.attention_dispatch import _AttentionBackendRegistry
 
 
-def pipeline_options(task: Any, model: Any, patches: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+def pipeline_options(task: Any, model: Any,
+                     patches: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """The ``pipeline`` section for the task, the placed model and the patch entries applied."""
     applied = task.applied_options()
     components = getattr(model, "components", None)
@@ -48,7 +49,8 @@ def attention(model: Any) -> dict[str, Any]:
     and ``attention_processors`` (the processor classes found, sorted)."""
     processors = [m.processor for m in _modules(model) if getattr(m, "processor", None) is not None]
     active = _AttentionBackendRegistry.get_active_backend()[0]  # for a processor without its own
-    chosen = [p._attention_backend or active for p in processors if hasattr(p, "_attention_backend")]
+    chosen = [p._attention_backend or active for p in processors
+              if hasattr(p, "_attention_backend")]
     backends = sorted({str(getattr(backend, "value", backend)) for backend in chosen})
     backend = None if not backends else backends[0] if len(backends) == 1 else backends
     return {"attention_backend": backend,

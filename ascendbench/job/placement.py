@@ -31,7 +31,8 @@ _FALLBACK = re.compile(r"(?:operator\s+'?([\w:.]+)'?.*fall\s*back|fall\s*back.*?
                        re.I | re.S)
 _FALLBACKS_SEEN: set[str] = set()  # operators that fell back in an earlier NPU job of this process
 PLACEMENT_RULE_SOURCE = ("built in: a tensor off the device or an operator that fell back to the "
-                         "CPU is a WARN (model.thresholds.placement_findings={max: 0} makes it a FAIL)")
+                         "CPU is a WARN (model.thresholds.placement_findings={max: 0} makes it a "
+                         "FAIL)")
 
 
 def module_tensors(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
@@ -53,7 +54,8 @@ def _census(tensors: Iterator[tuple[str, torch.Tensor]], device: torch.device) -
         counts[f"{tensor.device.type}/{dtype_name(tensor.dtype)}"] += 1
         if tensor.device.type != device.type:
             off.append(f"{name} ({tensor.device})")
-    return {"by_device_dtype": dict(counts), "off_device": len(off), "off_device_names": off[:SHOWN]}
+    return {"by_device_dtype": dict(counts), "off_device": len(off),
+            "off_device_names": off[:SHOWN]}
 
 
 def fallback_ops(messages: list[str]) -> list[str]:
@@ -132,7 +134,7 @@ def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: tor
     outs = _census(((k, v) for k, v in outputs.items() if torch.is_tensor(v)), device)
     ops, earlier = fallback_ops(messages or []), []
     if (device_type or device.type) == "npu" and "torch_npu" in sys.modules:
-        earlier = sorted(_FALLBACKS_SEEN - set(ops))  # torch_npu warns once per operator per process
+        earlier = sorted(_FALLBACKS_SEEN - set(ops))  # torch_npu warns once per op per process
         _FALLBACKS_SEEN.update(ops)
     findings = []
     if params["off_device"] and not offloaded:
@@ -144,16 +146,17 @@ def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: tor
     if ops:
         findings.append(f"{len(ops)} operator(s) fell back to the CPU: " + ", ".join(ops[:SHOWN]))
     if earlier:
-        findings.append(f"{len(earlier)} operator(s) fell back to the CPU in an earlier job of this "
-                        f"process: {', '.join(earlier[:SHOWN])} (torch_npu warns once per operator "
-                        "per process, so this job cannot show whether it ran them again; run it "
-                        "alone to know)")
+        findings.append(f"{len(earlier)} operator(s) fell back to the CPU in an earlier job of "
+                        f"this process: {', '.join(earlier[:SHOWN])} (torch_npu warns once per "
+                        "operator per process, so this job cannot show whether it ran them again; "
+                        "run it alone to know)")
     return {"device": device.type, "parameters": params, "parameters_judged": not offloaded,
             "outputs": outs, "fallback_ops": sorted({*ops, *earlier}),
             "fallback_ops_earlier_in_process": earlier, "ok": not findings, "findings": findings}
 
 
-def placement_entry(check: Mapping[str, Any], rules: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def placement_entry(check: Mapping[str, Any],
+                    rules: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The judged entry ``placement_findings``: the number of findings, a WARN when any (a recorded
     fact, not a failure, unless the job's rules hold ``placement_findings``)."""
     findings = list(check.get("findings") or [])

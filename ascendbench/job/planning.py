@@ -14,7 +14,7 @@ from ascendbench.models.memory import DEFAULT_HEADROOM, available_host_bytes
 
 
 def declared_target(cfg: Any) -> dict[str, int | None]:
-    """``dry_run_target``: the declared free ``host`` and ``device`` bytes (``None``: measured here).
+    """``dry_run_target``: the declared free ``host`` and ``device`` bytes (``None``: measured).
 
     Raises:
         ConfigError: a declared size that is not a positive number of GB.
@@ -25,9 +25,9 @@ def declared_target(cfg: Any) -> dict[str, int | None]:
         value = target.get(f"{part}_memory_gb")
         if value is not None and not float(value) > 0:
             raise ConfigError(
-                f"dry_run_target.{part}_memory_gb={value!r} is not allowed: give the free memory of "
-                "the machine the job will run on in GB (a positive number, e.g. 256), or null to "
-                "plan with the memory measured on this host")
+                f"dry_run_target.{part}_memory_gb={value!r} is not allowed: give the free memory "
+                "of the machine the job will run on in GB (a positive number, e.g. 256), or null "
+                "to plan with the memory measured on this host")
         declared[part] = None if value is None else int(float(value) * 1e9)
     return declared
 
@@ -57,6 +57,7 @@ def memory_line(job: Any, what: str, need: RunMemory | int, free: int) -> dict[s
     if not entry["fits"]:
         job.problems.append(
             f"{what} needs about {entry['need_mb'] / 1e3:.1f} GB, more than the "
-            f"{DEFAULT_HEADROOM:.0%} planned for of the {entry['free_mb'] / 1e3:.1f} GB free: choose "
-            "a smaller preset, batch or dtype (or baseline.reference=float32 for the CPU reference)")
+            f"{DEFAULT_HEADROOM:.0%} planned for of the {entry['free_mb'] / 1e3:.1f} GB free: "
+            "choose a smaller preset, batch or dtype (or baseline.reference=float32 for the CPU "
+            "reference)")
     return entry

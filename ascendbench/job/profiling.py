@@ -47,12 +47,14 @@ def _row(name: str, shapes: list[list[int]], counts: tuple[float, int], calls: i
             "share": per_call_ms / total_ms if total_ms else None}
 
 
-def top_operators(averages: Any, clock: str, calls: int, top: int) -> tuple[list[dict[str, Any]], float]:
-    """The ``top`` rows by self time and the total self time of one call (ms), from ``key_averages``."""
-    rows = sorted((e for e in averages if _self_us(e, clock) > 0), key=lambda e: -_self_us(e, clock))
+def top_operators(averages: Any, clock: str, calls: int,
+                  top: int) -> tuple[list[dict[str, Any]], float]:
+    """The ``top`` rows by self time and the self time of one call (ms), from ``key_averages``."""
+    rows = sorted((e for e in averages if _self_us(e, clock) > 0),
+                  key=lambda e: -_self_us(e, clock))
     total_ms = sum(_self_us(e, clock) for e in rows) / 1000.0 / calls
-    return [_row(e.key, [list(s) for s in (e.input_shapes or [])][:4], (_self_us(e, clock), e.count),
-                 calls, total_ms) for e in rows[:top]], total_ms
+    return [_row(e.key, [list(s) for s in (e.input_shapes or [])][:4],
+                 (_self_us(e, clock), e.count), calls, total_ms) for e in rows[:top]], total_ms
 
 
 def _csv_rows(path: Path) -> list[dict[str, str]]:
@@ -76,13 +78,15 @@ def shapes(text: str) -> list[list[int]]:
     return [[int(d) for d in re.findall(r"-?\d+", part)] for part in parts][:4]
 
 
-def npu_section(run_dir: Path | None, job_dir: Path, calls: int, top: int) -> tuple[dict[str, Any], float]:
+def npu_section(run_dir: Path | None, job_dir: Path, calls: int,
+                top: int) -> tuple[dict[str, Any], float]:
     """The NPU part of the ``profile`` section and the operators' total per call (ms)."""
     output = run_dir / OUTPUT_DIR if run_dir is not None else None
     if output is None or not (output / "operator_details.csv").is_file():
-        return {"top": [], "missing": f"torch_npu's profiler wrote no {OUTPUT_DIR}/operator_details"
-                f".csv under {run_dir or Path(job_dir) / PROFILE_DIR} (its analysis failed: see the "
-                "plog and the job log)"}, 0.0
+        where = run_dir or Path(job_dir) / PROFILE_DIR
+        return {"top": [], "missing": f"torch_npu's profiler wrote no {OUTPUT_DIR}/operator_"
+                f"details.csv under {where} (its analysis failed: see the plog and the job "
+                "log)"}, 0.0
     groups: dict[tuple[str, str], list[float]] = defaultdict(list)
     for row in _csv_rows(output / "operator_details.csv"):
         groups[(row.get(NAME, ""), row.get(SHAPES, ""))].append(_number(row.get(DEVICE_SELF)))
@@ -95,7 +99,8 @@ def npu_section(run_dir: Path | None, job_dir: Path, calls: int, top: int) -> tu
                        "total_ms": _number(r.get(TOTAL_US)) / 1000.0 / calls}
                       for r in _csv_rows(output / "op_statistic.csv")),
                      key=lambda r: r["total_ms"], reverse=True)[:top]
-    section = {"top": table, "kernel_types": kernels, "ascend_pt": str(run_dir.relative_to(job_dir)),
+    section = {"top": table, "kernel_types": kernels,
+               "ascend_pt": str(run_dir.relative_to(job_dir)),
                "csv": {name: str((output / name).relative_to(job_dir)) for name in NPU_FILES
                        if (output / name).is_file()}}
     if (output / "trace_view.json").is_file():
@@ -115,8 +120,9 @@ def _timed_calls(call: Callable[[], Any], adapter: Any, calls: int) -> list[floa
     return wall_ms
 
 
-def _profile_npu(out_dir: Path, timed: Callable[[], list[float]]) -> tuple[list[float], Path | None]:
-    """Run ``timed`` under ``torch_npu.profiler.profile``; (its wall times, the ``*_ascend_pt`` dir)."""
+def _profile_npu(out_dir: Path,
+                 timed: Callable[[], list[float]]) -> tuple[list[float], Path | None]:
+    """Run ``timed`` under ``torch_npu.profiler.profile``: (its wall times, the run directory)."""
     npu_profiler = importlib.import_module("torch_npu.profiler")  # only on an NPU host
     root = Path(out_dir) / PROFILE_DIR
     root.mkdir(parents=True, exist_ok=True)
@@ -143,7 +149,8 @@ def profile_calls(call: Callable[[], Any], adapter: Any, settings: Any, out_dir:
         activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if clock == "device" else [])]
         with profile(activities=activities, record_shapes=True) as prof:
             wall_ms = _timed_calls(call, adapter, calls)
-        table, total_ms = top_operators(prof.key_averages(group_by_input_shape=True), clock, calls, top)
+        averages = prof.key_averages(group_by_input_shape=True)
+        table, total_ms = top_operators(averages, clock, calls, top)
         section = {"calls": calls, "clock": clock, "top": table}
         if settings.trace:
             prof.export_chrome_trace(str(Path(out_dir) / TRACE_NAME))

@@ -1,7 +1,7 @@
 """``record.json``: the one file a job leaves, rewritten atomically as each stage finishes.
 
-A job killed mid-way leaves ``status: running``, never a record that looks ``ok``. While the job runs
-the record is written compact (json's fast C encoder); the final record is indented.
+A job killed mid-way leaves ``status: running``, never a record that looks ``ok``. While the job
+runs the record is written compact (json's fast C encoder); the final record is indented.
 """
 
 from __future__ import annotations
@@ -60,9 +60,10 @@ class RecordWriter:
         self._t0 = time.time()
         timing = {"started_at": _iso(self._t0), "finished_at": None, "duration_s": None}
         self.data: dict[str, Any] = {
-            "schema": SCHEMA_VERSION, "status": "running", "error": None, "verdict": None, "job": {},
-            "config": config, "env": {}, "weights": None, "inputs": {}, "baseline": None,
-            "metrics": {}, "bench": None, "artifacts": {}, "warnings": [], "timing": timing,
+            "schema": SCHEMA_VERSION, "status": "running", "error": None, "verdict": None,
+            "job": {}, "config": config, "env": {}, "weights": None, "inputs": {},
+            "baseline": None, "metrics": {}, "bench": None, "artifacts": {}, "warnings": [],
+            "timing": timing,
         }
 
     def update(self, **fields: Any) -> None:
@@ -80,8 +81,8 @@ class RecordWriter:
         """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write.
 
         A job that did not end ``ok`` has no verdict (one reached before is kept as
-        ``error.verdict_before_failure``). When the final record cannot be written (a full disk), the
-        stale ``running`` record is removed and the write tried once more.
+        ``error.verdict_before_failure``). When the final record cannot be written (a full disk),
+        the stale ``running`` record is removed and the write tried once more.
 
         Raises:
             OutputWriteError: the final record could not be written either.
@@ -104,7 +105,7 @@ class RecordWriter:
             self.write()
 
     def write(self) -> None:
-        """Rewrite ``record.json`` atomically: compact while the job runs, indented once it ended."""
+        """Rewrite ``record.json`` atomically: compact while the job runs, indented after."""
         running = self.data.get("status") == "running"
         write_json_atomic(self.path, self.data, indent=None if running else 2)
 

@@ -47,7 +47,7 @@ def weights_files(cfg: DictConfig) -> tuple[Path, ...]:
 
 
 def files_stat(files: tuple[Path, ...]) -> list[list[Any]]:
-    """``[path, size, mtime_ns]`` of each file: the cheap first check that weights did not change."""
+    """``[path, size, mtime_ns]`` of each file: the cheap first check that weights are the same."""
     return [[str(path), Path(path).stat().st_size, Path(path).stat().st_mtime_ns] for path in files]
 
 
@@ -77,7 +77,8 @@ def untrustworthy(record: dict[str, Any]) -> str | None:
     claimed = record.get("verdict")
     if claimed != derived and not (claimed is None and derived == "PASS"):
         return f"its verdict {claimed!r} is not the one its metrics give ({derived!r})"
-    if "plan" not in record and (not isinstance(record.get("outputs"), dict) or not record["outputs"]):
+    outputs = record.get("outputs")
+    if "plan" not in record and (not isinstance(outputs, dict) or not outputs):
         return "it holds no outputs"
     return None
 

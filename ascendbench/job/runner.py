@@ -1,6 +1,7 @@
 """One job: the stages run (or planned, ``dry_run=true``) in order, a record whatever happens.
 
-    config -> device -> load -> inputs -> reference -> device run -> evaluate -> compare -> artifacts
+    config -> device -> load -> inputs -> reference -> device run -> evaluate -> compare
+    -> artifacts
 
 Each stage's section is written as soon as the stage returns, so a job killed mid-way never leaves a
 record that looks ``ok``; a failure anywhere writes a ``failed`` record naming the stage.
@@ -39,15 +40,10 @@ from ascendbench.models.memory import declared_host_memory
 log = logging.getLogger(__name__)
 
 
-class _EmptyKeepInFloat32Filter(logging.Filter):
-    """Drop diffusers' warning about modules to keep in float32 when that list is empty."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        return not message.startswith("There are modules in") or ": []." not in message
-
-
-logging.getLogger("diffusers.models.modeling_utils").addFilter(_EmptyKeepInFloat32Filter())
+# diffusers warns of the modules to keep in float32 even when that list is empty: drop those
+logging.getLogger("diffusers.models.modeling_utils").addFilter(
+    lambda record: ": []." not in record.getMessage()
+    or not record.getMessage().startswith("There are modules in"))
 
 
 def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
@@ -188,7 +184,8 @@ def _memory_lines(memory: Mapping[str, Any]) -> list[str]:
     for key in ("device_run", "cpu_reference"):
         entry = memory.get(key) or {}
         if "unavailable" in entry:
-            lines.append(f"            {key.replace('_', ' ')} not estimated: {entry['unavailable']}")
+            what = key.replace("_", " ")
+            lines.append(f"            {what} not estimated: {entry['unavailable']}")
         elif entry:  # a multi-card job: one line per rank (and the host's, on the CPU)
             ranks = [*entry.get("per_rank", []), *([entry["host"]] if entry.get("host") else [])]
             lines.extend(f"            {_memory_text(e)}" for e in ranks or [entry])
@@ -237,7 +234,8 @@ def _count(problems: int) -> str:
 def format_plan(plan: Mapping[str, Any]) -> str:
     """The plan as a few aligned lines (parts a failed stage could not plan are said missing)."""
     job = plan.get("job") or {}
-    inputs = "; ".join(f"{k} {v['shape']} {v['dtype']}" for k, v in (plan.get("inputs") or {}).items())
+    inputs = "; ".join(f"{k} {v['shape']} {v['dtype']}"
+                       for k, v in (plan.get("inputs") or {}).items())
     lines = [f"dry run: {job.get('model')} on {job.get('device')} ({job.get('device_name')}) in "
              f"{job.get('dtype')}, preset {job.get('preset')}, seed {job.get('seed')} -- nothing "
              "loaded, nothing downloaded",

@@ -110,7 +110,8 @@ def _metric_lines(metrics: Mapping[str, Any], verdict: str | None, declared: set
     bad = [f"{k} {judged_value(k, m)} {m['verdict']} ({judged_rule(k, m)})"
            for k, m in judged.items() if m.get("verdict") in ("FAIL", "WARN")]
     if bad:
-        lines.append(f"not pass  {len(bad)}: " + "; ".join(bad[:5]) + (" ..." if len(bad) > 5 else ""))
+        more = " ..." if len(bad) > 5 else ""
+        lines.append(f"not pass  {len(bad)}: " + "; ".join(bad[:5]) + more)
     by_reason: dict[str, list[str]] = {}
     for name, entry in metrics.items():
         if isinstance(entry, Mapping) and "skipped" in entry:

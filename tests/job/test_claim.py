@@ -1,4 +1,5 @@
-"""The job directory claim: one holder at a time, refusals in one paragraph (ascendbench.job.claim)."""
+"""The job directory claim: one holder at a time, refusals in one paragraph (ascendbench.job.claim).
+"""
 
 from __future__ import annotations
 
@@ -17,20 +18,25 @@ def test_claim_is_held_until_released_and_reentrant_in_one_process(tmp_path):
     job = tmp_path / "job"
     assert claim(job) is True and held(job)
     try:
-        assert claim(job) is False, "the holder may claim again (the CLI claims before Hydra, then the job)"
-        other = subprocess.run([sys.executable, "-c", TRY_CLAIM, str(job)], capture_output=True, text=True)
+        # the holder may claim again (the CLI claims before Hydra, then the job)
+        assert claim(job) is False
+        other = subprocess.run([sys.executable, "-c", TRY_CLAIM, str(job)], capture_output=True,
+                               text=True)
         assert other.returncode != 0 and "JobDirBusyError" in other.stderr
         assert f"pid {__import__('os').getpid()}" in holder_of(job)
     finally:
         release(job)
-    assert not held(job) and (job / LOCK_NAME).exists(), "the lock file stays (removing it would race)"
-    after = subprocess.run([sys.executable, "-c", TRY_CLAIM, str(job)], capture_output=True, text=True)
+    assert not held(job)
+    assert (job / LOCK_NAME).exists(), "the lock file stays (removing it would race)"
+    after = subprocess.run([sys.executable, "-c", TRY_CLAIM, str(job)], capture_output=True,
+                           text=True)
     assert after.returncode == 0, after.stderr
 
 
 def test_busy_message_names_the_directory_and_what_to_do(tmp_path):
     job = tmp_path / "job"
-    proc = subprocess.Popen([sys.executable, "-c", TRY_CLAIM + "; print('held', flush=True); sys.stdin.read()",
+    proc = subprocess.Popen([sys.executable, "-c",
+                             TRY_CLAIM + "; print('held', flush=True); sys.stdin.read()",
                              str(job)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"

@@ -22,7 +22,8 @@ class TwoLayers(torch.nn.Module):
 
 
 def _on_meta_except(model, keep_on_cpu):
-    """Every tensor on the meta device (a stand-in accelerator) except those named ``keep_on_cpu``."""
+    """Every tensor on the meta device (a stand-in accelerator) except those named ``keep_on_cpu``.
+    """
     for name, param in list(model.named_parameters()):
         if name not in keep_on_cpu:
             module_name, _, attr = name.rpartition(".")
@@ -59,9 +60,11 @@ def test_an_output_left_on_the_host_is_a_finding():
 
 
 def test_fallback_warnings_are_parsed_for_operator_names():
-    messages = ["The operator 'aten::_unique2' is not currently supported on the NPU backend and will fall back "
+    messages = ["The operator 'aten::_unique2' is not currently supported on the NPU backend and "
+                "will fall back "
                 "to run on the CPU. This may have performance implications.",
-                "CANN: aclnnFoo not found, fallback to aten::nonzero on cpu", "an unrelated warning"]
+                "CANN: aclnnFoo not found, fallback to aten::nonzero on cpu",
+                "an unrelated warning"]
     assert fallback_ops(messages) == ["aten::_unique2", "aten::nonzero"]
     model = _on_meta_except(TwoLayers(), keep_on_cpu=())
     check = placement_check(model, {}, torch.device("meta"), messages=messages)
@@ -77,9 +80,11 @@ def test_capture_records_every_repeat_and_re_emits_each_once():
     assert len(capture) == 3 and len(outer) == 1
 
 
-# -- the same fault through a whole job (device=cpu: the planted parameter sits on `meta`, off the device) --
+# -- the same fault through a whole job (device=cpu: the planted parameter sits on `meta`, off the
+# device) --
 
-JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process", "compare.visual.enabled=false",
+JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process",
+       "compare.visual.enabled=false",
        "artifacts.media=false"]
 
 
@@ -92,7 +97,8 @@ def planted_parameter(monkeypatch):
 
     def place_but_one(task, model, device, dtype):
         model = real_place(task, model, device, dtype)
-        model.decoder.conv_out.register_parameter("left_behind", torch.nn.Parameter(torch.zeros(2, device="meta")))
+        model.decoder.conv_out.register_parameter("left_behind",
+                                                  torch.nn.Parameter(torch.zeros(2, device="meta")))
         return model
 
     monkeypatch.setattr(device_run, "place", place_but_one)
@@ -105,7 +111,8 @@ def test_a_job_catches_a_planted_off_device_parameter_as_warn(cli, planted_param
     check = record["placement_check"]
     assert not check["ok"] and check["parameters"]["off_device"] == 1
     assert "decoder.conv_out.left_behind (meta)" in check["findings"][0]
-    assert record["metrics"]["placement_findings"]["verdict"] == "WARN" and record["verdict"] == "WARN"
+    assert record["metrics"]["placement_findings"]["verdict"] == "WARN"
+    assert record["verdict"] == "WARN"
 
 
 def test_a_rule_makes_the_planted_parameter_fail_the_job(cli, planted_parameter):
@@ -115,7 +122,8 @@ def test_a_rule_makes_the_planted_parameter_fail_the_job(cli, planted_parameter)
 
 
 def test_capture_reads_lines_written_to_fd2_and_passes_them_on(capfd):
-    line = ("CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU backend and will fall "
+    line = ("CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU backend "
+            "and will fall "
             "back to run on the CPU. This may have performance implications.\n")
     with capture_warnings() as capture:
         os.write(2, line.encode())  # what the C++ log does: no Python object sees it
@@ -127,12 +135,16 @@ def test_only_npu_jobs_inherit_the_fallbacks_of_earlier_jobs_of_the_process(monk
     from ascendbench.job import placement
 
     monkeypatch.setattr(placement, "_FALLBACKS_SEEN", set())
-    monkeypatch.setitem(__import__("sys").modules, "torch_npu", __import__("types").ModuleType("torch_npu"))
-    model, seen = TwoLayers(), ["CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU "
+    monkeypatch.setitem(__import__("sys").modules, "torch_npu",
+                        __import__("types").ModuleType("torch_npu"))
+    model, seen = TwoLayers(), ["CAUTION: The operator 'aten::_unique2' is not currently supported "
+                                "on the NPU "
                                 "backend and will fall back to run on the CPU."]
     first = placement_check(model, {}, torch.device("cpu"), messages=seen, device_type="npu")
     cpu_job = placement_check(model, {}, torch.device("cpu"))
     later = placement_check(model, {}, torch.device("cpu"), device_type="npu")
-    assert first["fallback_ops"] == ["aten::_unique2"] and first["fallback_ops_earlier_in_process"] == []
-    assert cpu_job["fallback_ops"] == [] and cpu_job["ok"], "a CPU job of the same process inherits nothing"
+    assert first["fallback_ops"] == ["aten::_unique2"]
+    assert first["fallback_ops_earlier_in_process"] == []
+    assert cpu_job["fallback_ops"] == []
+    assert cpu_job["ok"], "a CPU job of the same process inherits nothing"
     assert later["fallback_ops_earlier_in_process"] == ["aten::_unique2"] and not later["ok"]

@@ -3,8 +3,8 @@
 * ``cfg`` (:class:`CfgSplit`): the denoiser is called with both guidance branches
   ``[unconditional, conditional]``; a pre-hook keeps this rank's half of every batch-sized tensor
   argument, a hook all-gathers the halves of the prediction back (the xDiT / diffusers scheme).
-* ``device_map`` (:class:`BlockPlacement`): the largest block list cut into contiguous slices; a rank
-  frees the blocks it does not hold (before placement), runs its own and broadcasts their outputs.
+* ``device_map`` (:class:`BlockPlacement`): the largest block list cut into contiguous slices; a
+  rank frees the blocks it does not hold (before placement), runs its own, broadcasts their outputs.
 * ``context``: diffusers' ``enable_parallelism`` with a ``ContextParallelConfig`` on the denoiser.
 """
 
@@ -47,9 +47,9 @@ def denoiser_of(model: Any) -> nn.Module:
     for name in ("transformer", "unet"):
         if isinstance(module := getattr(model, name, None), nn.Module):
             return module
-    raise ConfigError(f"device.parallel=cfg and context need a diffusion pipeline with a denoiser "
-                      f"(transformer or unet); the model is a {type(model).__name__}. Use it with a "
-                      "text/image-to-video model (e.g. `model=tiny_ltx_t2v`), or "
+    raise ConfigError(f"device.parallel=cfg and context need a diffusion pipeline with a "
+                      f"denoiser (transformer or unet); the model is a {type(model).__name__}. Use "
+                      "it with a text/image-to-video model (e.g. `model=tiny_ltx_t2v`), or "
                       "`device.parallel=device_map`.")
 
 
@@ -61,7 +61,6 @@ class CfgSplit:
     rank: int
     pipe: Any
     calls: int = 0
-    _batch: int = field(default=0, repr=False)
 
     def install(self) -> CfgSplit:
         """Hook the pipeline's denoiser; returns self."""
@@ -77,12 +76,12 @@ class CfgSplit:
                             "tensor to split.")
         batch = int(first.shape[0])
         if not getattr(self.pipe, "do_classifier_free_guidance", True) or batch % 2:
+            scale = getattr(self.pipe, "guidance_scale", "?")
             raise ConfigError(
-                f"device.parallel=cfg: the denoiser was called with a batch of {batch}, not the two "
-                f"guidance branches (guidance_scale={getattr(self.pipe, 'guidance_scale', '?')}); "
-                "the split needs classifier-free guidance on. Set "
-                "`+model.task.call_kwargs.guidance_scale=3.0` (> 1), or run without device.parallel.")
-        self._batch = batch
+                f"device.parallel=cfg: the denoiser was called with a batch of {batch}, not the "
+                f"two guidance branches (guidance_scale={scale}); the split needs classifier-free "
+                "guidance on. Set `+model.task.call_kwargs.guidance_scale=3.0` (> 1), or run "
+                "without device.parallel.")
         part = CFG_PART[self.rank]
 
         def take(value: Any) -> Any:  # this rank's half of every batch-sized tensor
@@ -103,7 +102,7 @@ class CfgSplit:
 
 
 def _gather_halves(half: torch.Tensor) -> torch.Tensor:
-    """Both ranks' halves of a prediction, in the pipeline's ``[unconditional, conditional]`` order."""
+    """Both ranks' halves of a prediction, in the pipeline's ``[unconditional, conditional]``."""
     parts = [torch.empty_like(half) for _ in range(2)]
     dist.all_gather(parts, half.contiguous())
     return torch.cat([parts[UNCONDITIONAL_RANK], parts[CONDITIONAL_RANK]])
@@ -122,9 +121,10 @@ def largest_block_list(model: Any) -> tuple[str, nn.ModuleList]:
     """
     roots = ({"": model} if isinstance(model, nn.Module)
              else {name: m for name, m in vars(model).items() if isinstance(m, nn.Module)})
-    denoiser = [name for name in ("transformer", "unet") if name in roots and _has_blocks(roots[name])]
-    if denoiser:
-        roots = {denoiser[0]: roots[denoiser[0]]}
+    for name in ("transformer", "unet"):
+        if name in roots and _has_blocks(roots[name]):
+            roots = {name: roots[name]}
+            break
     best: tuple[int, str, nn.ModuleList] | None = None
     for root, module in roots.items():
         for name, sub in module.named_modules():
@@ -134,8 +134,8 @@ def largest_block_list(model: Any) -> tuple[str, nn.ModuleList]:
                     best = (size, ".".join(part for part in (root, name) if part), sub)
     if best is None:
         raise ConfigError(f"device.parallel=device_map places a block list (transformer_blocks, "
-                          f"layers...) over the ranks, but {type(model).__name__} has no module list "
-                          "of two or more blocks. Run it on one card (`device.world_size=1 "
+                          f"layers...) over the ranks, but {type(model).__name__} has no module "
+                          "list of two or more blocks. Run it on one card (`device.world_size=1 "
                           "device.parallel=none`).")
     return best[1], best[2]
 
@@ -167,7 +167,8 @@ class BlockPlacement:
     def install(self, model: Any) -> BlockPlacement:
         """Free the blocks other ranks hold, route each block's output through its owner."""
         self.path, blocks = largest_block_list(model)
-        self.owners = [r for r, part in enumerate(slices(len(blocks), self.world_size)) for _ in part]
+        cut = slices(len(blocks), self.world_size)
+        self.owners = [rank for rank, part in enumerate(cut) for _ in part]
         for block, owner in zip(blocks, self.owners, strict=True):
             if owner != self.rank:  # empty tensors of the same dtype: the module still casts, moves
                 for tensor in [*block.parameters(), *block.buffers()]:
@@ -200,7 +201,7 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
         items = [output] if isinstance(output, torch.Tensor) else list(output)
         if not all(isinstance(t, torch.Tensor) or t is None for t in items):
             raise TaskError("device.parallel=device_map: a block returned something other than "
-                            "tensors; only tensors and tuples of tensors can be sent between ranks.")
+                            "tensors; only tensors and tuples of tensors go between ranks.")
         kind = "tensor" if isinstance(output, torch.Tensor) else type(output).__name__
         layout = [(kind, [None if t is None else (tuple(t.shape), str(t.dtype).split(".")[-1])
                           for t in items])]
@@ -229,10 +230,10 @@ def context_parallel_refusal(device_type: str) -> str | None:
         return (f"the installed diffusers {version} has no ContextParallelConfig / "
                 "ModelMixin.enable_parallelism (added in diffusers 0.36)")
     if device_type == "cpu":
-        return (f"diffusers {version} builds its context-parallel device mesh on the accelerator "
-                "torch was built for (ModelMixin._resolve_parallel_config: "
-                "torch._C._get_accelerator(), device index rank % torch.accelerator.device_count()), "
-                "so it has no CPU path under gloo")
+        return (f"diffusers {version} builds its context-parallel device mesh on the "
+                "accelerator torch was built for (ModelMixin._resolve_parallel_config: "
+                "torch._C._get_accelerator(), device index rank % "
+                "torch.accelerator.device_count()), so it has no CPU path under gloo")
     return None
 
 
@@ -253,7 +254,8 @@ def check_mode(settings: ParallelSettings, model: Any, device_type: str) -> None
                           "`device.parallel=cfg` or `device_map` here.")
 
 
-def enable_context_parallel(model: Any, settings: ParallelSettings, device_type: str) -> dict[str, Any]:
+def enable_context_parallel(model: Any, settings: ParallelSettings,
+                            device_type: str) -> dict[str, Any]:
     """``enable_parallelism(ContextParallelConfig(ring_degree=world_size))`` on the denoiser."""
     check_mode(settings, model, device_type)
     denoiser = denoiser_of(model)
@@ -270,9 +272,10 @@ def rank_memory(settings: ParallelSettings, model: Any, single: RunMemory) -> li
         _, blocks = largest_block_list(model)
         counts = [sum(p.numel() for p in block.parameters()) for block in blocks]
         shared = single.num_params - sum(counts)
+        note = single.activation_note
         return [replace(single, num_params=shared + sum(counts[i] for i in part),
-                        activation_note=f"{single.activation_note}; blocks {part.start}:{part.stop} "
-                                        "of the placed list")
+                        activation_note=f"{note}; blocks {part.start}:{part.stop} of the placed "
+                                        "list")
                 for part in slices(len(counts), settings.world_size)]
     if settings.mode == "context" and single.activations is not None:
         split = replace(single, activations=single.activations // settings.world_size,

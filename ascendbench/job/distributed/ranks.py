@@ -1,12 +1,8 @@
-"""The device run as ``device.world_size`` ranks of one torch.distributed group, one record.
+"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group.
 
-The parent spawns one process per card (start method ``spawn``: no inherited device runtime),
-rendezvousing on ``MASTER_ADDR:MASTER_PORT``. Each rank rebuilds the device, the model (its weights
-digest checked against the parent's) and the seeded inputs, installs its mode (:mod:`.modes`), and
-times a fixed number of calls, each between two barriers. Rank 0 writes every rank's figures and its
-outputs to ``<job dir>/ranks/``; the job's latency is the per-call maximum over the ranks. When a rank
-fails, the others get ``device.dist.grace_s``, then SIGTERM, then SIGKILL, and the job fails naming
-it; no rank outlives the wait (nor its parent: ``PR_SET_PDEATHSIG``).
+Each rank rebuilds the device, the model (the parent's weights digest checked) and the seeded
+inputs, installs its mode and times a fixed number of calls between barriers; rank 0 leaves every
+rank's figures and outputs in ``<job dir>/ranks/``. A failed rank is named; none outlives the job.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ import os
 import shutil
 import signal
 import socket
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -53,19 +49,8 @@ SYNC_CLOCK = ("barrier-synchronized: each timed call starts after a barrier and 
               "on every rank; a call's time is the slowest rank's")
 
 
-@dataclass(frozen=True)
-class RankRequest:
-    """What the parent hands every rank (pickled by spawn): the resolved config as plain
-    containers, the job directory, the settings, and the digest of the parent's weights."""
-
-    cfg: dict[str, Any]
-    job_dir: str
-    settings: ParallelSettings
-    weights_digest: str | None = None
-
-
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` now (the rendezvous port when ``device.dist.master_port`` is 0)."""
+    """A TCP port free on ``host`` now (the rendezvous when ``device.dist.master_port`` is 0)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
@@ -84,10 +69,10 @@ def run_distributed(job: Any, settings: ParallelSettings) -> dict[str, Any]:
     ranks_dir.mkdir(parents=True)
     if not settings.master_port:
         settings = replace(settings, master_port=free_port(settings.master_addr))
-    request = RankRequest(cfg=OmegaConf.to_container(job.cfg, resolve=True), job_dir=str(job.dir),
-                          settings=settings, weights_digest=(job.weights or {}).get("digest"))
-    context = mp.start_processes(rank_main, args=(request,), nprocs=settings.world_size,
-                                 join=False, start_method="spawn")
+    request = (OmegaConf.to_container(job.cfg, resolve=True), str(job.dir), settings,
+               (job.weights or {}).get("digest"))  # pickled to each rank: no file read for it
+    context = mp.start_processes(rank_main, args=request, nprocs=settings.world_size, join=False,
+                                 start_method="spawn")  # spawn: no inherited device runtime
     pids = [p.pid for p in context.processes]
     log.info("%d ranks started (%s, %s, port %d): pids %s", settings.world_size, settings.mode,
              settings.backend, settings.master_port, pids)
@@ -156,9 +141,9 @@ def synchronized_samples(ranks: Sequence[Mapping[str, Any]]) -> list[float]:
     """
     counts = {int(r["rank"]): len(r["samples_ms"]) for r in ranks}
     if len(set(counts.values())) != 1:
-        raise RankFailedError(f"the ranks timed different numbers of calls ({counts}); a multi-card "
-                              "job needs the same fixed count on every rank (bench.iters). Run it "
-                              "again; if it repeats, report it.")
+        raise RankFailedError(f"the ranks timed different numbers of calls ({counts}); a "
+                              "multi-card job needs the same fixed count on every rank "
+                              "(bench.iters). Run it again; if it repeats, report it.")
     return [max(float(r["samples_ms"][i]) for r in ranks)
             for i in range(next(iter(counts.values())))]
 
@@ -171,8 +156,8 @@ def combine(bench: Mapping[str, Any], ranks: Sequence[Mapping[str, Any]],
     samples = synchronized_samples(ranks)
     latency = LatencyStats.from_ms(samples)
     keys = ("peak_allocated_mb", "peak_reserved_mb", "peak_rss_mb", "scope")
-    per_rank = [{"rank": int(r["rank"]), "device": r["device"], **{k: r["memory"].get(k) for k in keys}}
-                for r in ranks]
+    per_rank = [{"rank": int(r["rank"]), "device": r["device"],
+                 **{k: r["memory"].get(k) for k in keys}} for r in ranks]
     merged = {**bench, "latency": latency.to_dict(), "samples_ms": samples, "timer": SYNC_CLOCK,
               "memory_per_rank": per_rank, "rank0_latency": bench.get("latency")}
     merged["memory"] = {**dict(bench.get("memory") or {}),
@@ -185,7 +170,8 @@ def combine(bench: Mapping[str, Any], ranks: Sequence[Mapping[str, Any]],
     fields = ("pid", "device", "device_name", "median_ms", "cold_ms")
     section = {**settings.to_dict(), "clock": SYNC_CLOCK,
                "outputs_agree": all(d == digests[0] for d in digests),
-               "peak_allocated_mb_by_rank": {str(p["rank"]): p["peak_allocated_mb"] for p in per_rank},
+               "peak_allocated_mb_by_rank": {str(p["rank"]): p["peak_allocated_mb"]
+                                             for p in per_rank},
                "ranks": [{"rank": int(r["rank"]), **{k: r[k] for k in fields},
                           "peak_allocated_mb": p["peak_allocated_mb"],
                           "outputs_sha256": r["outputs_sha256"], "mode": r.get("mode")}
@@ -193,20 +179,21 @@ def combine(bench: Mapping[str, Any], ranks: Sequence[Mapping[str, Any]],
     return merged, section
 
 
-def rank_main(rank: int, request: RankRequest) -> None:
+def rank_main(rank: int, cfg: dict[str, Any], job_dir: str, settings: ParallelSettings,
+              weights_digest: str | None) -> None:
     """A spawned rank's entry point; its error goes to ``ranks/rank<N>.error.json`` (for the
     parent's paragraph) and is raised again, so the parent stops the other ranks."""
     try:  # Linux: SIGKILL when the parent dies, so no rank outlives a killed job
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         log.debug("PR_SET_PDEATHSIG unavailable; the parent's join still stops the ranks")
-    ranks = Path(request.job_dir) / RANKS_DIR
+    ranks = Path(job_dir) / RANKS_DIR
     handler = logging.FileHandler(ranks / f"rank{rank}.log")
     handler.setFormatter(logging.Formatter("[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"))
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.INFO)
     try:
-        _run_rank(rank, request, ranks)
+        _run_rank(rank, OmegaConf.create(cfg), settings, weights_digest, ranks)
     except BaseException as exc:
         log.exception("rank %d failed", rank)
         write_json_atomic(ranks / f"rank{rank}.error.json",
@@ -214,8 +201,8 @@ def rank_main(rank: int, request: RankRequest) -> None:
         raise
 
 
-def _run_rank(rank: int, request: RankRequest, ranks: Path) -> None:
-    settings, cfg = request.settings, OmegaConf.create(request.cfg)
+def _run_rank(rank: int, cfg: DictConfig, settings: ParallelSettings, digest: str | None,
+              ranks: Path) -> None:
     cfg.device.index = int(cfg.device.get("index") or 0) + rank
     if cfg.device.name == "cpu" and cfg.device.get("threads") is None:  # ranks share the cores
         cfg.device.threads = max(1, len(os.sched_getaffinity(0)) // settings.world_size)
@@ -224,7 +211,7 @@ def _run_rank(rank: int, request: RankRequest, ranks: Path) -> None:
     join_group(rank, adapter, settings)
     loaded = build(cfg.model.loader, "model.loader").load(
         cfg.model.source, cfg.model.weights, cfg.model.init_seed, cfg.model.get("revision"))
-    _check_digest(rank, loaded.weights.get("digest"), request.weights_digest)
+    _check_digest(rank, loaded.weights.get("digest"), digest)
     task = build(cfg.model.task, "model.task")
     inputs = task.make_inputs(cfg.preset, cfg.seed)
     info: dict[str, Any] = {"name": settings.mode}
@@ -255,15 +242,22 @@ def _run_rank(rank: int, request: RankRequest, ranks: Path) -> None:
     if compiled is not None:
         bench["compile"] = {**compiled,
                             "compile_ms": compiled["first_call_ms"] - bench["latency"]["median_ms"]}
-    outputs = {k: v.detach().to("cpu") for k, v in result.first_outputs.items()}
     mine = {"rank": rank, "pid": os.getpid(), "device": str(adapter.torch_device),
             "device_name": adapter.device_name(), "memory": bench["memory"],
             "cold_ms": bench["cold_ms"], "samples_ms": list(result.samples_ms),
-            "median_ms": bench["latency"]["median_ms"], "mode": info,
-            "outputs_sha256": {k: tensor_sha256(v) for k, v in outputs.items()}}
-    everyone: list[Any] = [None] * settings.world_size
+            "median_ms": bench["latency"]["median_ms"], "mode": info}
+    _share(mine, result.first_outputs, bench, settings.world_size, ranks)
+
+
+def _share(mine: dict[str, Any], outputs: Mapping[str, torch.Tensor], bench: dict[str, Any],
+           world_size: int, ranks: Path) -> None:
+    """Gather every rank's figures (with its outputs' digests); rank 0 writes them, its bench and
+    its outputs for the parent; then the group ends."""
+    outputs = {k: v.detach().to("cpu") for k, v in outputs.items()}
+    mine["outputs_sha256"] = {k: tensor_sha256(v) for k, v in outputs.items()}
+    everyone: list[Any] = [None] * world_size
     dist.all_gather_object(everyone, mine)
-    if rank == 0:
+    if mine["rank"] == 0:
         save_tensors(ranks / RESULT_TENSORS, outputs)
         write_json_atomic(ranks / RESULT_JSON, {"bench": bench, "ranks": everyone})
     dist.barrier()
@@ -275,7 +269,8 @@ def join_group(rank: int, adapter: Any, settings: ParallelSettings) -> None:
     group; gloo's collectives allocate on the CPU."""
     if adapter.runtime is not None and hasattr(adapter.runtime, "set_device"):
         adapter.runtime.set_device(adapter.index)
-    modes.set_rank_device(adapter.torch_device if settings.backend != "gloo" else torch.device("cpu"))
+    gloo = settings.backend == "gloo"
+    modes.set_rank_device(torch.device("cpu") if gloo else adapter.torch_device)
     os.environ.update(MASTER_ADDR=settings.master_addr, MASTER_PORT=str(settings.master_port),
                       RANK=str(rank), WORLD_SIZE=str(settings.world_size), LOCAL_RANK=str(rank))
     dist.init_process_group(settings.backend, rank=rank, world_size=settings.world_size,

@@ -67,8 +67,9 @@ def _refusal(world_size: int, mode: str) -> str | None:
         return (f"device.parallel={mode} needs several ranks but device.world_size=1. Set "
                 "`device.world_size=2` (one card per rank), or `device.parallel=none`.")
     if world_size > 1 and mode == "none":
-        return (f"device.world_size={world_size} needs a parallel mode saying what the ranks share; "
-                f"allowed: {', '.join(m for m in MODES if m != 'none')}, e.g. `device.parallel=cfg`.")
+        allowed = ", ".join(m for m in MODES if m != "none")
+        return (f"device.world_size={world_size} needs a parallel mode saying what the ranks "
+                f"share; allowed: {allowed}, e.g. `device.parallel=cfg`.")
     if mode == "cfg" and world_size != 2:
         return ("device.parallel=cfg splits the two guidance branches (conditional, unconditional) "
                 f"over exactly 2 ranks, but device.world_size={world_size}. Set "
@@ -90,12 +91,14 @@ def parallel_settings(device_cfg: Mapping[str, Any], device_type: str) -> Parall
         raise ConfigError(why)
     backend = str(dist.get("backend") or BACKENDS.get(device_type, "gloo"))
     if backend not in set(BACKENDS.values()):
+        allowed = ", ".join(sorted(set(BACKENDS.values())))
         raise ConfigError(f"device.dist.backend={backend!r} is not a torch.distributed backend "
-                          f"ascendbench drives; allowed: {', '.join(sorted(set(BACKENDS.values())))} "
-                          f"(null: {BACKENDS} by device type).")
+                          f"ascendbench drives; allowed: {allowed} (null: {BACKENDS} by device "
+                          "type).")
     grace = dist.get("grace_s")
     return ParallelSettings(world_size=world_size, mode=mode, backend=backend,
                             master_addr=str(dist.get("master_addr") or "127.0.0.1"),
-                            master_port=_int(dist.get("master_port") or 0, "device.dist.master_port"),
+                            master_port=_int(dist.get("master_port") or 0,
+                                             "device.dist.master_port"),
                             timeout_s=float(dist.get("timeout_s") or 300.0),
                             grace_s=float(grace if grace is not None else 5.0))

@@ -1,14 +1,13 @@
 """The files a job leaves beside its record: compared tensors (bounded), pictures and videos.
 
-Tensors as safetensors (up to ``artifacts.max_tensor_mb``), images as PNG, videos as chosen PNG frames
-and mp4 (``diffusers.utils.export_to_video``: imageio + ffmpeg). A failing picture or video encoder is
-recorded as ``media_skipped`` and loses nothing else.
+Tensors as safetensors (up to ``artifacts.max_tensor_mb``), images as PNG, videos as chosen PNG
+frames and mp4 (``diffusers.utils.export_to_video``: imageio + ffmpeg). A failing picture or video
+encoder is recorded as ``media_skipped`` and loses nothing else.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -65,37 +64,18 @@ def frame_indices(count: int, which: Sequence[Any]) -> list[int]:
     return chosen
 
 
-@dataclass(frozen=True)
-class VideoFormat:
-    """How a video tensor is read (``layout`` BCTHW or BTCHW, the ``value_range`` mapped to black
-    and white) and written (``frames`` saved as PNG, the mp4's ``fps``, whether to write ``mp4``)."""
-
-    layout: str = "BCTHW"
-    value_range: tuple[float, float] = (-1.0, 1.0)
-    frames: tuple[Any, ...] = ("first", "middle", "last")
-    fps: int = 24
-    mp4: bool = True
-
-    @classmethod
-    def of(cls, task: Any) -> VideoFormat:
-        """The format a task declares (its video attributes)."""
-        return cls(task.video_layout, tuple(task.value_range), tuple(task.video_frames),
-                   int(task.video_fps))
-
-
-def save_video(directory: Path, stem: str, video: torch.Tensor,
-               fmt: VideoFormat = VideoFormat()) -> dict[str, list[Path]]:
-    """Chosen frames as PNG (``<stem>_<b>_frame_<t>.png``) and each video as ``<stem>_<b>.mp4``."""
+def save_video(directory: Path, stem: str, video: torch.Tensor, task: Any) -> dict[str, list[Path]]:
+    """The frames ``task.video_frames`` as PNG (``<stem>_<b>_frame_<t>.png``) and each video as
+    ``<stem>_<b>.mp4`` at ``task.video_fps``, read in ``task.video_layout`` and ``value_range``."""
     directory.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[Path]] = {"png": [], "mp4": []}
-    for index, clip in enumerate(to_uint8_video(video, fmt.layout, fmt.value_range)):
+    for index, clip in enumerate(to_uint8_video(video, task.video_layout, task.value_range)):
         images = [Image.fromarray(frame) for frame in clip]
-        for t in frame_indices(len(images), fmt.frames):
+        for t in frame_indices(len(images), task.video_frames):
             out["png"].append(directory / f"{stem}_{index}_frame_{t:04d}.png")
             images[t].save(out["png"][-1])
-        if fmt.mp4:
-            out["mp4"].append(directory / f"{stem}_{index}.mp4")
-            export_to_video(images, str(out["mp4"][-1]), fps=int(fmt.fps))
+        out["mp4"].append(directory / f"{stem}_{index}.mp4")
+        export_to_video(images, str(out["mp4"][-1]), fps=int(task.video_fps))
     return out
 
 
@@ -106,7 +86,7 @@ def video_artifacts(job_dir: Path, side: str, outputs: Mapping[str, torch.Tensor
     for name, video in outputs.items():
         if video.dim() != 5 or not video.is_floating_point():
             continue
-        saved = save_video(job_dir / "videos", f"{name}_{side}", video, VideoFormat.of(task))
+        saved = save_video(job_dir / "videos", f"{name}_{side}", video, task)
         for kind in ("png", "mp4"):
             out[f"{name}_{side}_{kind}"] = [str(p.relative_to(job_dir)) for p in saved[kind]]
     return out
@@ -161,8 +141,9 @@ class ArtifactsStage(Stage):
         """Write the files."""
         settings = job.cfg.get("artifacts") or {}
         saved: dict[str, Any] = {}
-        tensor_sets = {k: v for k, v in {"inputs": job.inputs, "device_outputs": job.outputs,
-                                         "reference_outputs": job.reference}.items() if v is not None}
+        sets = {"inputs": job.inputs, "device_outputs": job.outputs,
+                "reference_outputs": job.reference}
+        tensor_sets = {k: v for k, v in sets.items() if v is not None}
         if skipped := tensor_budget_problem(tensor_sets, settings):
             saved["tensors_skipped"] = skipped
             log.warning("tensors not saved: %s", skipped)

@@ -11,7 +11,7 @@ class Stage:
     """``run`` does the step, ``plan`` says what it would do without loading or computing anything
     heavy (its findings go to ``job.plan``, its problems to ``job.problems``); each returns its own
     record section (top-level fields, merged one level deep) and keeps on the :class:`Job` what
-    later stages need. ``label`` names the stage in messages ("out of memory during the device run").
+    later stages need. ``label`` names the stage in messages ("... during the device run").
     """
 
     name = "stage"

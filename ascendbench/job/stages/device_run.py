@@ -63,7 +63,7 @@ class DeviceRunStage(Stage):
             section = {"patches": {"device": applied}, "placement_check": job.placement,
                        "pipeline": pipeline_options(job.task, job.model, applied)}
             if job.cfg.profile.enabled:  # profile.calls more calls, after the timed loop
-                log.info("profiling %d more call(s) under torch.profiler ...", job.cfg.profile.calls)
+                log.info("profiling %d more call(s) ...", job.cfg.profile.calls)
                 median = (bench.get("latency") or {}).get("median_ms")
                 section["profile"] = profile_calls(call, adapter, job.cfg.profile, job.dir, median)
         bench["placement"] = {**placement.to_dict(), "module_mb": tensor_bytes_mb(job.model)}
@@ -82,7 +82,8 @@ def _memory_plan(job: Job) -> dict[str, Any]:
     return memory_line(job, f"device run on {job.adapter.name} in {job.precision.name}", need, free)
 
 
-def _ranks_plan(job: Job, settings: ParallelSettings, single: RunMemory, free: int) -> dict[str, Any]:
+def _ranks_plan(job: Job, settings: ParallelSettings, single: RunMemory,
+                free: int) -> dict[str, Any]:
     """A multi-card plan: the rank that needs the most (the headline), a line per rank against its
     card (``per_rank``) and, on the CPU, the ranks together against the host (``host``)."""
     needs = rank_memory(settings, job.model, single)

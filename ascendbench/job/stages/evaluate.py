@@ -22,7 +22,7 @@ from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import Precision
 from ascendbench.tasks.checks import CheckContext
 
-SANITY = "reference_nonfinite"  # the suite's check of the reference itself: no judgement of the device
+SANITY = "reference_nonfinite"  # the suite's check of the reference itself, not of the device
 
 
 def evaluate(metric_cfg: DictConfig, precision: Precision, reference: Mapping[str, torch.Tensor],
@@ -82,7 +82,7 @@ class EvaluateStage(Stage):
         cfg, adapter, precision = job.cfg, job.adapter, job.precision
 
         @contextmanager
-        def control() -> Iterator[torch.nn.Module]:  # the architecture, randomly initialised, patched
+        def control() -> Iterator[torch.nn.Module]:  # the architecture, random-init, patched
             twin = job.loader.load(cfg.model.source, "random", cfg.model.init_seed,
                                    cfg.model.get("revision")).module
             with patches_applied(cfg.model.get("patches"), twin, adapter.name, precision.name):

@@ -72,8 +72,8 @@ def _on_meta(loader: Any, found: Any, seed: int) -> Any:
 
 
 def meta_model(job: Job) -> Any:
-    """The model as the job would build it, on the ``meta`` device. A model the job would refuse to
-    allocate is a problem of the plan, and is still built on meta so that the rest can be planned."""
+    """The model as the job would build it, on the ``meta`` device. A model the job would refuse
+    to allocate is a problem, and still built on meta so that the rest can be planned."""
     loader, seed = job.loader, int(job.cfg.model.init_seed)
     try:
         return _on_meta(loader, job.found, seed)
@@ -100,7 +100,8 @@ class LoadStage(Stage):
         job.loader = build(job.cfg.model.loader, "model.loader")
         weights, job.found = weights_plan(job)
         job.add_plan({"weights": weights})
-        unbuilt = {"unavailable": "the model could not be built on the meta device (see the problems)"}
+        unbuilt = {"unavailable": "the model could not be built on the meta device (see the "
+                                  "problems)"}
         model = job.attempt("model on the meta device", lambda: meta_model(job), unbuilt)
         if isinstance(model, dict):
             job.add_plan({"memory": model})
