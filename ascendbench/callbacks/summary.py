@@ -11,6 +11,8 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from ascendbench.fileio import write_atomic
+
 log = logging.getLogger(__name__)
 
 
@@ -34,7 +36,6 @@ class SweepSummary(Callback):
         """Write the summary into ``hydra.sweep.dir``; log where, and how many jobs were not ok."""
         # deferred: pandas, the report and torch load only when a sweep ends
         from ascendbench.env import COLLECT_ENV_FILE, collect_env_text
-        from ascendbench.fileio import write_atomic
         from ascendbench.report.search import append_search
         from ascendbench.report.summary import write_summary
 
