@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ascendbench.job.pipeline_options import pipeline_options
+from ascendbench.job.stages.device_run import pipeline_options
 
 from helpers import compose_config, run_job
 
