@@ -1,26 +1,13 @@
-"""Progress of the phases that can take long: a live bar on a terminal, a heartbeat log line elsewhere.
+"""Progress of the long phases: a live bar on a terminal, a heartbeat log line elsewhere.
 
-On a terminal (stderr is a TTY, in the main process) a :class:`Progress` draws a tqdm bar. Anywhere
-else -- CI, Slurm logs, parallel joblib workers -- it logs one heartbeat line at most every
-``interval_s`` seconds (15 s by default), and nothing for a phase shorter than that. Every line and
-every bar carries the current job's name, set once per job by the runner, so that interleaved workers
-can be told apart::
+On a terminal (stderr a TTY, in the main process) a :class:`Progress` draws a tqdm bar; anywhere
+else (CI, Slurm logs, joblib workers) it logs a line at most every 15 s, none for a shorter phase.
+Every line carries the job's name, so that interleaved workers can be told apart::
 
-    [tiny_flux2_decoder/float32/mini] timing: 37 calls, 12.1 s of 60 s, median 31.2 ms +- 0.4 ms (95% CI)
+    [tiny_flux2_decoder/float32/mini] timing: 37 calls, 12.1 s of 60 s, median 31.2 ms
 
-Typical use::
-
-    progress.job_name("tiny_flux2_decoder/float32/mini")         # once per job (the runner)
-    with Progress("denoising", total=50, unit="steps") as bar:
-        for step in steps:
-            ...
-            bar.update(1, timestep=int(t))
-    with Progress("model load", unit="").ticking():               # a single blocking call
-        model = load()
-
-``ASCENDBENCH_PROGRESS=bar|log|off`` forces the mode. Code that must not be disturbed (the timed calls
-of the bench loop) runs under :func:`quiet`: a :class:`Progress` made there does nothing, and
-:func:`is_quiet` tells hooks (a pipeline's step callback) not to install themselves at all.
+``ASCENDBENCH_PROGRESS=bar|log|off`` forces the mode. The timed calls run under :func:`quiet`: a
+:class:`Progress` made there does nothing, and :func:`is_quiet` tells hooks not to install at all.
 """
 
 from __future__ import annotations
@@ -35,30 +22,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
+from hydra.core.hydra_config import HydraConfig
+from tqdm.auto import tqdm
+
 from ascendbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 PROGRESS_ENV = "ASCENDBENCH_PROGRESS"
 MODES = ("bar", "log", "off")
-
-# The current job's name (one job at a time per process), the depth of nested quiet() blocks and the
-# options of a Progress made without any (see using()).
+# The current job's name, the depth of nested quiet() blocks, the options of using().
 _STATE: dict[str, Any] = {"job": None, "quiet": 0, "defaults": None}
 
 
 @dataclass(frozen=True)
 class ProgressOptions:
-    """How progress is shown (the defaults suit real runs; tests inject a clock and a stream).
-
-    Attributes:
-        interval_s: at most one heartbeat line per this many seconds (non-TTY mode).
-        refresh_s: smallest interval between two redraws of a bar (TTY mode).
-        mode: ``bar``, ``log`` or ``off``; ``None``: ``$ASCENDBENCH_PROGRESS``, else ``bar`` on a TTY.
-        stream: where bars and heartbeat lines are written; ``None``: bars on stderr, heartbeats through
-            the ``ascendbench.progress`` logger (so they land in the job's log file too).
-        clock: monotonic clock in seconds.
-    """
+    """How progress is shown: at most one heartbeat per ``interval_s`` (off a TTY), a bar redrawn at
+    most every ``refresh_s``; ``mode`` ``None``: ``$ASCENDBENCH_PROGRESS``, else ``bar`` on a TTY;
+    ``stream`` ``None``: bars on stderr, heartbeats through this module's logger (the job log)."""
 
     interval_s: float = 15.0
     refresh_s: float = 0.5
@@ -72,32 +53,15 @@ def job_name(name: str | None) -> None:
     _STATE["job"] = name
 
 
-def current_job_name() -> str | None:
-    """The name set by :func:`job_name`, or ``None``."""
-    return _STATE["job"]
-
-
 def job_label(cfg: Mapping[str, Any]) -> str:
-    """A short job name from a composed config: ``<model>/<dtype>/<preset>`` (what a sweep varies most),
-    followed by ``#<n>`` (Hydra's job number, from 1) inside a multirun, where jobs may share those three.
-
-    >>> job_label({"model": {"name": "tiny"}, "dtype": {"name": "float32"}, "preset": {"name": "mini"}})
-    'tiny/float32/mini'
-    """
+    """``<model>/<dtype>/<preset>``, with ``#<n>`` (Hydra's job number from 1) in a multirun."""
     parts = [(cfg.get(group) or {}).get("name") for group in ("model", "dtype", "preset")]
     label = "/".join(str(p) for p in parts if p is not None) or "job"
-    num = _multirun_job_num()
-    return label if num is None else f"{label}#{num + 1}"
-
-
-def _multirun_job_num() -> int | None:
-    """Hydra's ``job.num`` when this process runs a multirun job, else ``None``."""
-    from hydra.core.hydra_config import HydraConfig
-
     if not HydraConfig.initialized():
-        return None
+        return label
     hydra = HydraConfig.get()
-    return int(hydra.job.num) if getattr(hydra.mode, "name", str(hydra.mode)) == "MULTIRUN" else None
+    multirun = getattr(hydra.mode, "name", str(hydra.mode)) == "MULTIRUN"
+    return f"{label}#{int(hydra.job.num) + 1}" if multirun else label
 
 
 @contextmanager
@@ -112,9 +76,8 @@ def quiet() -> Iterator[None]:
 
 @contextmanager
 def quiet_logger(name: str) -> Iterator[None]:
-    """Within the block the logger ``name`` (and its children) logs errors only; its level is restored after.
-    For loops that would otherwise log the same line per round (a patch applied per block, a drift warning per
-    round of a check)."""
+    """Within the block the logger ``name`` logs errors only (a loop that would log one line per
+    round); its level is restored after."""
     logger = logging.getLogger(name)
     before = logger.level
     logger.setLevel(logging.ERROR)
@@ -126,7 +89,7 @@ def quiet_logger(name: str) -> Iterator[None]:
 
 @contextmanager
 def using(options: ProgressOptions) -> Iterator[None]:
-    """Within the block a :class:`Progress` made without options uses ``options`` (tests, embedding apps)."""
+    """Within the block a :class:`Progress` made without options uses ``options``."""
     previous, _STATE["defaults"] = _STATE["defaults"], options
     try:
         yield
@@ -139,28 +102,24 @@ def is_quiet() -> bool:
     return _STATE["quiet"] > 0
 
 
-def resolve_mode(options: ProgressOptions) -> str:
-    """``bar``, ``log`` or ``off`` for a new :class:`Progress` (see :class:`ProgressOptions`)."""
+def _mode(options: ProgressOptions) -> str:
     if is_quiet():
         return "off"
     mode = options.mode or os.environ.get(PROGRESS_ENV) or None
     if mode is not None:
         if mode not in MODES:
-            raise ConfigError(f"{PROGRESS_ENV}={mode!r} is not a progress mode: it must be one of {list(MODES)} "
-                              f"(bar: a live bar, log: a heartbeat line every 15 s, off). Fix or unset it.")
+            raise ConfigError(f"{PROGRESS_ENV}={mode!r} is not a progress mode: it must be one of "
+                              f"{list(MODES)} (bar: a live bar, log: a heartbeat line every 15 s, "
+                              "off). Fix or unset it.")
         return mode
     stream = options.stream if options.stream is not None else sys.stderr
     tty = bool(getattr(stream, "isatty", lambda: False)())
-    # a worker process (joblib, multiprocessing) shares the terminal with its siblings: bars would collide
+    # a worker process shares the terminal with its siblings: bars would collide
     return "bar" if tty and multiprocessing.current_process().name == "MainProcess" else "log"
 
 
 def format_seconds(value: float) -> str:
-    """A duration for people: ``12.1 s``, ``3 min 05 s``, ``1 h 02 min``.
-
-    >>> format_seconds(12.06), format_seconds(185), format_seconds(3720)
-    ('12.1 s', '3 min 05 s', '1 h 02 min')
-    """
+    """A duration for people: ``12.1 s``, ``3 min 05 s``, ``1 h 02 min``."""
     if value < 100:
         return f"{value:.1f} s"
     minutes, secs = divmod(int(round(value)), 60)
@@ -170,61 +129,46 @@ def format_seconds(value: float) -> str:
 
 
 class Progress:
-    """Progress of one phase: how much is done (of ``total``), time spent (of ``budget_s``), ETA, fields.
+    """Progress of one phase (``label``): units done of ``total`` (an ETA when known; ``unit``
+    ``""`` for a phase only timed), time spent of ``budget_s``, and fields of the last update."""
 
-    Args:
-        label: what the phase is (``timing``, ``denoising``, ``model load``).
-        total: number of units when known (an ETA is shown), else ``None``.
-        unit: the unit counted (``calls``, ``steps``); ``""`` for a phase only timed (a blocking call).
-        budget_s: a time budget shown as ``12.1 s of 60 s`` (the timing loop's ``max_time_s``).
-        options: :class:`ProgressOptions`.
-    """
-
-    def __init__(self, label: str, total: int | None = None, unit: str = "it", budget_s: float | None = None,
-                 options: ProgressOptions | None = None) -> None:
+    def __init__(self, label: str, total: int | None = None, unit: str = "it",
+                 budget_s: float | None = None, options: ProgressOptions | None = None) -> None:
         self.label, self.total, self.unit, self.budget_s = label, total, unit, budget_s
         self.options = options or _STATE["defaults"] or ProgressOptions()
-        self.mode = resolve_mode(self.options)
+        self.mode = _mode(self.options)
         self.done = 0
         self.fields: dict[str, Any] = {}
-        self.lines = 0
-        self._start = self.options.clock()
-        self._last_line = self._start
+        self._start = self._last_line = self.options.clock()
         self._lock = threading.Lock()
         self._bar = self._make_bar() if self.mode == "bar" else None
 
     @property
     def prefix(self) -> str:
         """``[job] label`` (just ``label`` before a job name is set)."""
-        job = current_job_name()
-        return f"[{job}] {self.label}" if job else self.label
+        return f"[{_STATE['job']}] {self.label}" if _STATE["job"] else self.label
 
     def _make_bar(self) -> Any:
-        from tqdm.auto import tqdm
-
         budget = f" of {format_seconds(self.budget_s)}" if self.budget_s else ""
-        count = "{n_fmt} {unit} " if self.unit else ""  # no unit: a phase timed, not counted (ticking())
+        count = "{n_fmt} {unit} " if self.unit else ""  # no unit: a phase timed, not counted
         fmt = None if self.total else "{desc}: " + count + "[{elapsed}" + budget + "{postfix}]"
-        return tqdm(total=self.total, desc=self.prefix, unit=f" {self.unit}" if self.total else self.unit,
-                    file=self.options.stream if self.options.stream is not None else sys.stderr,
-                    mininterval=self.options.refresh_s, leave=False, dynamic_ncols=True, bar_format=fmt)
-
-    def elapsed(self) -> float:
-        """Seconds since the phase started."""
-        return self.options.clock() - self._start
+        stream = self.options.stream if self.options.stream is not None else sys.stderr
+        unit = f" {self.unit}" if self.total else self.unit
+        return tqdm(total=self.total, desc=self.prefix, unit=unit, file=stream, leave=False,
+                    mininterval=self.options.refresh_s, dynamic_ncols=True, bar_format=fmt)
 
     def update(self, n: int = 1, **fields: Any) -> None:
-        """Advance by ``n`` units; ``fields`` (shown as ``name value``) replace those of the last update."""
+        """Advance by ``n`` units; ``fields`` (shown as ``name value``) replace the earlier ones."""
         if self.mode == "off":
             return
         self.done += n
         self.fields.update(fields)
-        if self._bar is not None:
-            if fields:
-                self._bar.set_postfix_str(self._fields_text(), refresh=False)
-            self._bar.update(n)
+        if self._bar is None:
+            self._heartbeat()
             return
-        self._heartbeat()
+        if fields:
+            self._bar.set_postfix_str(self._fields_text(), refresh=False)
+        self._bar.update(n)
 
     def tick(self) -> None:
         """Show the time spent without advancing (what :meth:`ticking`'s thread calls)."""
@@ -239,23 +183,22 @@ class Progress:
             if now - self._last_line < self.options.interval_s:
                 return
             self._last_line = now
-            self.lines += 1
-        line = self.line()
-        if self.options.stream is not None:
-            self.options.stream.write(line + "\n")
-            self.options.stream.flush()
-        else:
-            log.info(line)
+        if self.options.stream is None:
+            log.info(self.line())
+            return
+        self.options.stream.write(self.line() + "\n")
+        self.options.stream.flush()
 
     def _fields_text(self) -> str:
         return ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in self.fields.items())
 
     def line(self) -> str:
-        """The heartbeat text: ``[job] label: done[/total] unit, elapsed[ of budget][, ETA][, fields]``."""
-        elapsed = self.elapsed()
+        """``[job] label: done[/total] unit, elapsed[ of budget][, ETA][, fields]``."""
+        elapsed = self.options.clock() - self._start
         count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
         parts = [f"{count} {self.unit}".rstrip()] if self.done or self.total else []
-        parts.append(format_seconds(elapsed) + (f" of {format_seconds(self.budget_s)}" if self.budget_s else ""))
+        budget = f" of {format_seconds(self.budget_s)}" if self.budget_s else ""
+        parts.append(format_seconds(elapsed) + budget)
         if self.total and 0 < self.done < self.total:
             parts.append(f"ETA {format_seconds(elapsed / self.done * (self.total - self.done))}")
         if self.fields:
@@ -263,16 +206,14 @@ class Progress:
         return f"{self.prefix}: " + ", ".join(parts)
 
     @contextmanager
-    def ticking(self, period_s: float | None = None) -> Iterator["Progress"]:
-        """Refresh from a daemon thread while a single blocking call runs; closes the progress at the end.
-
-        Args:
-            period_s: seconds between refreshes; default ``refresh_s`` for a bar, ``interval_s`` for lines.
-        """
+    def ticking(self, period_s: float | None = None) -> Iterator[Progress]:
+        """Refresh from a daemon thread every ``period_s`` (default: the bar's refresh, the lines'
+        interval) while a single blocking call runs; closes the progress at the end."""
         if self.mode == "off":
             yield self
             return
-        period = period_s or (self.options.refresh_s if self._bar is not None else self.options.interval_s)
+        bar = self._bar is not None
+        period = period_s or (self.options.refresh_s if bar else self.options.interval_s)
         stop = threading.Event()
 
         def loop() -> None:
@@ -294,12 +235,8 @@ class Progress:
             self._bar.close()
             self._bar = None
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-__all__ = ["MODES", "PROGRESS_ENV", "Progress", "ProgressOptions", "current_job_name", "format_seconds", "is_quiet",
-           "job_label", "job_name", "quiet", "resolve_mode", "using"]

@@ -38,7 +38,7 @@ def wall_s(args: list[str]) -> float:
 
 def compose_to_first_call() -> tuple[float, float, float, float]:
     """Seconds: compose to the first task.run, the first call, all model calls, the whole job."""
-    from ascendbench.job import run_job
+    from ascendbench.job.runner import run_job
     from ascendbench.tasks.vae_decode import VaeDecodeTask
 
     stamps: list[float] = []

@@ -1,4 +1,5 @@
-"""Hydra callbacks: the sweep summary (never raises) and the card pool (one card per worker process)."""
+"""Hydra callbacks: the sweep summary (never raises) and the card pool (one card per worker
+process)."""
 
 from __future__ import annotations
 
@@ -14,17 +15,14 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from ascendbench import callbacks, env
-from ascendbench.callbacks import (
-    CardPool,
-    LaunchRefused,
-    SweepSummary,
-    claim_card,
-    multirun_statuses,
-    release_card,
-)
+from ascendbench import env
+from ascendbench.callbacks import progress as callbacks
+from ascendbench.callbacks.cards import CardPool
+from ascendbench.callbacks.summary import SweepSummary
 from ascendbench.devices import cards
+from ascendbench.devices.cards import claim_card, release_card
 from ascendbench.errors import ConfigError
+from ascendbench.job.launch import LaunchRefused
 from ascendbench.job.record import RecordWriter
 
 from helpers import run_app
@@ -32,7 +30,8 @@ from helpers import run_app
 
 def _record(job_dir, status, dtype="float32", error=None):
     writer = RecordWriter(job_dir, {"seed": 42})
-    writer.update(job={"model": "tiny_flux2_decoder", "device": "cpu", "dtype": dtype, "preset": "mini",
+    writer.update(job={"model": "tiny_flux2_decoder", "device": "cpu", "dtype": dtype,
+                       "preset": "mini",
                        "batch_size": 1, "height": 32, "width": 32})
     if status != "running":
         writer.finish(status, error, reason="task" if error else None)
@@ -40,37 +39,40 @@ def _record(job_dir, status, dtype="float32", error=None):
 
 
 def _hydra_cfg(sweep_dir, **extra):
-    return OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "mode": "MULTIRUN", **extra}})
+    return OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep_dir)}, "mode": "MULTIRUN",
+                                       **extra}})
 
 
-def test_summary_lists_every_job_and_a_broken_record(tmp_path):
+def test_summary_lists_every_job_and_a_broken_record(tmp_path, caplog):
     sweep = tmp_path / "sweep"
     _record(sweep / "dtype=float32", "ok")
     _record(sweep / "dtype=bfloat16", "failed", "bfloat16", ValueError("preset.height=31 is odd"))
     (sweep / "dtype=float16").mkdir(parents=True)
     (sweep / "dtype=float16" / "record.json").write_text("{truncated")
-    callback = SweepSummary()
+    callback = SweepSummary(collect_env_timeout_s=0)
     callback.on_multirun_start(_hydra_cfg(sweep))
-    callback.on_multirun_end(_hydra_cfg(sweep))
+    with caplog.at_level(logging.INFO, logger="ascendbench.callbacks"):
+        callback.on_multirun_end(_hydra_cfg(sweep))
     frame = pd.read_csv(sweep / "summary.csv")
     assert sorted(frame["status"]) == ["broken", "failed", "ok"]
     summary = (sweep / "summary.md").read_text()
     assert "3 job record(s): 1 broken, 1 failed, 1 ok." in summary
     assert "ValueError: preset.height=31 is odd" in summary
     assert "[dtype=float32](dtype=float32/record.json)" in summary
-    assert sorted(multirun_statuses()) == ["broken", "failed", "ok"]
+    assert "(3 record(s), 2 of this run not ok)" in caplog.text
 
 
-def test_exit_status_counts_only_records_written_by_this_sweep(tmp_path):
+def test_the_not_ok_count_is_of_records_written_by_this_sweep(tmp_path, caplog):
     sweep = tmp_path / "sweep"
     old = _record(sweep / "old", "failed", error=ValueError("from an earlier sweep"))
     past = time.time() - 3600
     os.utime(old, (past, past))
-    callback = SweepSummary()
+    callback = SweepSummary(collect_env_timeout_s=0)
     callback.on_multirun_start(_hydra_cfg(sweep))
     _record(sweep / "new", "ok")
-    callback.on_multirun_end(_hydra_cfg(sweep))
-    assert multirun_statuses() == ["ok"]
+    with caplog.at_level(logging.INFO, logger="ascendbench.callbacks"):
+        callback.on_multirun_end(_hydra_cfg(sweep))
+    assert "(2 record(s), 0 of this run not ok)" in caplog.text
     assert len(pd.read_csv(sweep / "summary.csv")) == 2, "the summary still shows every record"
 
 
@@ -84,7 +86,8 @@ def test_summary_never_raises(tmp_path, caplog):
 
 def test_empty_sweep_summary_says_so(tmp_path):
     SweepSummary().on_multirun_end(_hydra_cfg(tmp_path / "sweep"))
-    assert "No records found in this sweep directory" in (tmp_path / "sweep" / "summary.md").read_text()
+    summary = (tmp_path / "sweep" / "summary.md").read_text()
+    assert "No records found in this sweep directory" in summary
 
 
 def test_a_sweep_gets_one_collect_env_report_beside_its_summary(tmp_path):
@@ -93,7 +96,8 @@ def test_a_sweep_gets_one_collect_env_report_beside_its_summary(tmp_path):
     assert text.startswith("# torch.utils.collect_env, written by ascendbench")
     assert f"PyTorch version: {torch.__version__}" in text and "Python version:" in text
     SweepSummary(collect_env_timeout_s=0).on_multirun_end(_hydra_cfg(tmp_path / "off"))
-    assert (tmp_path / "off" / "summary.md").exists() and not (tmp_path / "off" / env.COLLECT_ENV_FILE).exists()
+    assert (tmp_path / "off" / "summary.md").exists()
+    assert not (tmp_path / "off" / env.COLLECT_ENV_FILE).exists()
 
 
 def test_a_collect_env_that_fails_or_hangs_leaves_its_reason_and_the_summary(tmp_path, monkeypatch):
@@ -102,14 +106,16 @@ def test_a_collect_env_that_fails_or_hangs_leaves_its_reason_and_the_summary(tmp
 
     monkeypatch.setattr(env, "_pretty_env_info", broken)
     SweepSummary().on_multirun_end(_hydra_cfg(tmp_path / "broken"))
-    assert "no report: OSError: lscpu: not found" in (tmp_path / "broken" / env.COLLECT_ENV_FILE).read_text()
+    broken = (tmp_path / "broken" / env.COLLECT_ENV_FILE).read_text()
+    assert "no report: OSError: lscpu: not found" in broken
     release = threading.Event()
     monkeypatch.setattr(env, "_pretty_env_info", lambda: release.wait(30) and "late")
     started = time.monotonic()
     SweepSummary(collect_env_timeout_s=0.2).on_multirun_end(_hydra_cfg(tmp_path / "hung"))
     release.set()
     assert time.monotonic() - started < 10, "a hanging probe does not hold the sweep"
-    assert "no report: still running after 0.2 s (timeout)" in (tmp_path / "hung" / env.COLLECT_ENV_FILE).read_text()
+    hung = (tmp_path / "hung" / env.COLLECT_ENV_FILE).read_text()
+    assert "no report: still running after 0.2 s (timeout)" in hung
     assert (tmp_path / "hung" / "summary.md").exists()
 
 
@@ -122,7 +128,8 @@ def test_each_process_claims_a_distinct_card(tmp_path):
     release_card()
     ctx = mp.get_context("fork")
     barrier, queue = ctx.Barrier(3), ctx.Queue()
-    procs = [ctx.Process(target=_claim_in_child, args=(["4", "5", "6"], tmp_path, barrier, queue)) for _ in range(3)]
+    procs = [ctx.Process(target=_claim_in_child, args=(["4", "5", "6"], tmp_path, barrier, queue))
+             for _ in range(3)]
     for p in procs:
         p.start()
     results = [queue.get(timeout=30) for _ in procs]
@@ -177,10 +184,12 @@ def test_slurm_mode_copies_the_assigned_card_into_unset_variables(tmp_path, monk
     monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES", raising=False)
     job_dir = tmp_path / "job"
     job_dir.mkdir()
-    CardPool(cards=None).on_job_start(_hydra_cfg(tmp_path, runtime={"output_dir": str(job_dir)}, job={"num": 1}),
+    CardPool(cards=None).on_job_start(_hydra_cfg(tmp_path, runtime={"output_dir": str(job_dir)},
+                                                 job={"num": 1}),
                                       task_function=None)
     assert os.environ["ASCEND_RT_VISIBLE_DEVICES"] == "3"
-    assert json.loads((job_dir / "card.json").read_text())["exported"] == {"ASCEND_RT_VISIBLE_DEVICES": "3"}
+    note = json.loads((job_dir / "card.json").read_text())
+    assert note["exported"] == {"ASCEND_RT_VISIBLE_DEVICES": "3"}
 
 
 def test_more_workers_than_cards_fails_before_any_job(tmp_path):
@@ -191,7 +200,8 @@ def test_more_workers_than_cards_fails_before_any_job(tmp_path):
         CardPool(cards=[])
 
 
-# --- sweep progress: job i of N, ok/failed so far, ETA from finished jobs --------------------------------------
+# --- sweep progress: job i of N, ok/failed so far, ETA from finished jobs
+# --------------------------------------
 
 
 class _Clock:
@@ -203,7 +213,8 @@ class _Clock:
 
 
 def _job_cfg(sweep, num, name, task=None):
-    """A job's hydra node: its own overrides (``name`` and a fixed one); ``task``: the sweep's, for the start."""
+    """A job's hydra node: its own overrides (``name`` and a fixed one); ``task``: the sweep's, for
+    the start."""
     task = task if task is not None else [name, "device=cpu"]
     return OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}, "mode": "MULTIRUN",
                                        "overrides": {"task": list(task)},
@@ -214,51 +225,61 @@ def test_sweep_progress_logs_job_i_of_n_the_counts_and_an_eta(tmp_path, caplog):
     from types import SimpleNamespace
 
     sweep, clock = tmp_path / "sweep", _Clock()
-    summary = SweepSummary()
-    summary.progress = callbacks.SweepProgress(clock=clock)
-    outcomes = [("dtype=float32", "ok", 10.0), ("dtype=float16", "failed", 20.0), ("dtype=bfloat16", "ok", 30.0)]
+    progress = callbacks.SweepProgress(clock=clock)
+    outcomes = [("dtype=float32", "ok", 10.0), ("dtype=float16", "failed", 20.0),
+                ("dtype=bfloat16", "ok", 30.0)]
     with caplog.at_level("INFO", logger="ascendbench.callbacks"):
-        summary.on_multirun_start(_job_cfg(sweep, 0, "", task=["dtype=float32,float16,bfloat16", "device=cpu"]))
+        progress.on_multirun_start(_job_cfg(sweep, 0, "",
+                                            task=["dtype=float32,float16,bfloat16", "device=cpu"]))
         for num, (name, status, seconds) in enumerate(outcomes):
             cfg = _job_cfg(sweep, num, name)
-            summary.on_job_start(cfg)
+            progress.on_job_start(cfg)
             clock.now += seconds
-            summary.on_job_end(cfg, job_return=SimpleNamespace(return_value=status))
+            progress.on_job_end(cfg, job_return=SimpleNamespace(return_value=status))
     lines = [m for m in caplog.messages if m.startswith("[sweep]")]
     assert lines == [
         "[sweep] 3 job(s) to run",
         "[sweep] job 1 of 3 (dtype=float32) started; 0 finished, elapsed 0.0 s",
-        "[sweep] job 1 of 3 (dtype=float32) ended ok in 10.0 s; 1 finished (1 ok), elapsed 10.0 s, ETA 20.0 s",
+        "[sweep] job 1 of 3 (dtype=float32) ended ok in 10.0 s; 1 finished (1 ok), elapsed 10.0 s, "
+        "ETA 20.0 s",
         "[sweep] job 2 of 3 (dtype=float16) started; 1 finished (1 ok), elapsed 10.0 s, ETA 20.0 s",
-        "[sweep] job 2 of 3 (dtype=float16) ended failed in 20.0 s; 2 finished (1 ok, 1 failed), elapsed 30.0 s, "
+        "[sweep] job 2 of 3 (dtype=float16) ended failed in 20.0 s; 2 finished (1 ok, 1 failed), "
+        "elapsed 30.0 s, "
         "ETA 15.0 s",
-        "[sweep] job 3 of 3 (dtype=bfloat16) started; 2 finished (1 ok, 1 failed), elapsed 30.0 s, ETA 15.0 s",
-        "[sweep] job 3 of 3 (dtype=bfloat16) ended ok in 30.0 s; 3 finished (2 ok, 1 failed), elapsed 60.0 s",
+        "[sweep] job 3 of 3 (dtype=bfloat16) started; 2 finished (1 ok, 1 failed), elapsed 30.0 s, "
+        "ETA 15.0 s",
+        "[sweep] job 3 of 3 (dtype=bfloat16) ended ok in 30.0 s; 3 finished (2 ok, 1 failed), "
+        "elapsed 60.0 s",
     ]
 
 
 def test_sweep_progress_counts_the_params_of_a_sweep_file(tmp_path, caplog):
-    """``+sweep=attention_backends`` sweeps through ``hydra.sweeper.params``: 2 jobs, not "job 2 of 1"."""
+    """``+sweep=attention_backends`` sweeps through ``hydra.sweeper.params``: 2 jobs, not "job 2 of
+    1"."""
     cfg = _job_cfg(tmp_path / "sweep", 0, "", task=["+sweep=attention_backends", "seed=1,2"])
     cfg.hydra.sweeper = {"params": {"model.patches.0.backend": "_native_npu,native", "seed": "7"}}
     with caplog.at_level("INFO", logger="ascendbench.callbacks"):
-        callbacks.SweepProgress().start(cfg)
-    assert "[sweep] 4 job(s) to run" in caplog.messages, "params x the command line's seed=1,2 (which wins)"
+        callbacks.SweepProgress().on_multirun_start(cfg)
+    # params x the command line's seed=1,2 (which wins)
+    assert "[sweep] 4 job(s) to run" in caplog.messages
 
 
 def test_sweep_progress_is_shared_by_worker_processes_through_the_sweep_dir(tmp_path, caplog):
-    """Each joblib worker has its own callback object: the counts come from the files in the sweep dir."""
+    """Each joblib worker has its own callback object: the counts come from the files in the sweep
+    dir."""
     from types import SimpleNamespace
 
     sweep, clock = tmp_path / "sweep", _Clock()
-    callbacks.SweepProgress(clock=clock).start(_job_cfg(sweep, 0, "", task=("seed=range(0,4)", "preset=mini")))
+    start = _job_cfg(sweep, 0, "", task=("seed=range(0,4)", "preset=mini"))
+    callbacks.SweepProgress(clock=clock).on_multirun_start(start)
     worker_a, worker_b = callbacks.SweepProgress(clock=clock), callbacks.SweepProgress(clock=clock)
-    worker_a.job_started(_job_cfg(sweep, 0, "seed=0"))
-    worker_b.job_started(_job_cfg(sweep, 1, "seed=1"))
+    worker_a.on_job_start(_job_cfg(sweep, 0, "seed=0"))
+    worker_b.on_job_start(_job_cfg(sweep, 1, "seed=1"))
     clock.now += 8.0
-    worker_a.job_ended(_job_cfg(sweep, 0, "seed=0"), SimpleNamespace(return_value="ok"))
+    worker_a.on_job_end(_job_cfg(sweep, 0, "seed=0"), SimpleNamespace(return_value="ok"))
     with caplog.at_level("INFO", logger="ascendbench.callbacks"):
-        worker_b.job_ended(_job_cfg(sweep, 1, "seed=1"), SimpleNamespace(return_value="verdict FAIL"))
+        worker_b.on_job_end(_job_cfg(sweep, 1, "seed=1"),
+                            SimpleNamespace(return_value="verdict FAIL"))
     assert caplog.messages[-1] == ("[sweep] job 2 of 4 (seed=1) ended verdict FAIL in 8.0 s; "
                                    "2 finished (1 ok, 1 verdict FAIL), elapsed 8.0 s, ETA 8.0 s")
 
@@ -267,17 +288,18 @@ def test_sweep_progress_stays_silent_in_a_single_run_and_never_raises(tmp_path, 
     cfg = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path / "nowhere")}, "mode": "RUN",
                                       "job": {"num": 0, "override_dirname": ""}}})
     with caplog.at_level("INFO", logger="ascendbench.callbacks"):
-        SweepSummary().on_job_start(cfg)
-        SweepSummary().on_job_end(cfg, job_return=None)
+        callbacks.SweepProgress().on_job_start(cfg)
+        callbacks.SweepProgress().on_job_end(cfg, job_return=None)
     assert not [m for m in caplog.messages if m.startswith("[sweep]")]
     unreadable = _job_cfg(tmp_path / "sweep", 0, "x")
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sweep" / callbacks.SWEEP_STATE).write_text("{not json")
-    callbacks.SweepProgress().job_started(unreadable)  # logged at debug level, no exception
+    callbacks.SweepProgress().on_job_start(unreadable)  # logged at debug level, no exception
 
 
 def test_sweep_size_of_grid_sweeps():
-    assert callbacks.sweep_size(["dtype=float32,float16", "preset=mini,balanced,quality", "seed=1"]) == 6
+    assert callbacks.sweep_size(["dtype=float32,float16", "preset=mini,balanced,quality",
+                                 "seed=1"]) == 6
     assert callbacks.sweep_size(["seed=range(0,5)"]) == 5
     assert callbacks.sweep_size([]) == 1
     assert callbacks.sweep_keys(["dtype=float32,float16", "seed=1", "+x=a,b"]) == ["dtype", "x"]
@@ -285,25 +307,32 @@ def test_sweep_size_of_grid_sweeps():
 
 def test_the_sweep_summary_says_why_each_timed_loop_stopped_and_how_precise_it_was(tmp_path):
     sweep = tmp_path / "sweep"
-    for dtype, stop in (("float32", {"reason": "precision", "ci_rel_half_width": 0.0081, "precision": 0.01}),
-                        ("float16", {"reason": "max_time_s", "ci_rel_half_width": 0.042, "precision": 0.01})):
+    for dtype, stop in (("float32",
+                         {"reason": "precision", "ci_rel_half_width": 0.0081, "precision": 0.01}),
+                        ("float16",
+                         {"reason": "max_time_s", "ci_rel_half_width": 0.042, "precision": 0.01})):
         writer = RecordWriter(sweep / f"dtype={dtype}", {"seed": 42})
-        writer.update(job={"model": "tiny_flux2_decoder", "device": "cpu", "dtype": dtype, "preset": "mini"},
+        writer.update(job={"model": "tiny_flux2_decoder", "device": "cpu", "dtype": dtype,
+                           "preset": "mini"},
                       bench={"latency": {"median_ms": 3.0}, "stop": stop})
         writer.finish("ok")
     SweepSummary().on_multirun_end(_hydra_cfg(sweep))
     summary = (sweep / "summary.md").read_text()
     assert "| stop |" in summary
-    assert "precision, CI +-0.8% (target 1%)" in summary and "max_time_s, CI +-4.2% (target 1%)" in summary
+    assert "precision, CI +-0.8% (target 1%)" in summary
+    assert "max_time_s, CI +-4.2% (target 1%)" in summary
     frame = pd.read_csv(sweep / "summary.csv")
     assert sorted(frame["bench.stop.reason"]) == ["max_time_s", "precision"]
 
 
 def test_a_sweep_with_two_workers_on_one_card_is_refused_before_any_job(tmp_path):
-    """Hydra turns a callback's exception into a warning: the refusal must still stop the launch (exit 1)."""
+    """Hydra turns a callback's exception into a warning: the refusal must still stop the launch
+    (exit 1)."""
     sweep = tmp_path / "sweep"
-    result = run_app(["-m", "hydra/launcher=joblib_cards", "hydra.launcher.n_jobs=2", "hydra.callbacks.cards.cards=[0]",
-                      "model=tiny_flux2_decoder", "device=cpu", "seed=1,2"], cwd=tmp_path, out_dir=sweep)
+    result = run_app(["-m", "hydra/launcher=joblib_cards", "hydra.launcher.n_jobs=2",
+                      "hydra.callbacks.cards.cards=[0]",
+                      "model=tiny_flux2_decoder", "device=cpu", "seed=1,2"], cwd=tmp_path,
+                      out_dir=sweep)
     assert result.returncode == 1
     assert "the card pool hydra.callbacks.cards.cards=['0'] has 1 card(s)" in result.stderr
     assert not list(sweep.rglob("record.json"))

@@ -1,4 +1,5 @@
-"""The card pool's locks interlock with the ``flock /tmp/npu_card<N>.lock`` scripts teams already run.
+"""The card pool's locks interlock with the ``flock /tmp/npu_card<N>.lock`` scripts teams already
+run.
 
 A real ``flock(1)`` process holds a card's lock file (as the VideoFlexTok seed's ``flock -w 7200
 /tmp/npu_card0.lock bash -c ...`` does); the pool, pointed at the same names, sees that card busy.
@@ -12,17 +13,20 @@ import time
 
 import pytest
 
-from ascendbench.callbacks import CardPool, NoFreeCardError, claim_card, release_card
-from ascendbench.errors import ConfigError
+from ascendbench.callbacks.cards import CardPool
+from ascendbench.devices.cards import claim_card, release_card
+from ascendbench.errors import ConfigError, NoFreeCardError
 
-pytestmark = pytest.mark.skipif(shutil.which("flock") is None, reason="util-linux flock(1) is not installed")
+pytestmark = pytest.mark.skipif(shutil.which("flock") is None,
+                                reason="util-linux flock(1) is not installed")
 
 
 @pytest.fixture
 def held(tmp_path):
     """``flock`` holding ``<tmp>/npu_card0.lock`` until the test ends."""
     path = tmp_path / "npu_card0.lock"
-    proc = subprocess.Popen(["flock", "-n", str(path), "-c", "echo held; sleep 60"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(["flock", "-n", str(path), "-c", "echo held; sleep 60"],
+                            stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
     yield path
     proc.kill()
@@ -42,7 +46,8 @@ def test_only_that_card_left_means_no_free_card(held):
 
 
 def test_the_default_names_do_not_see_the_script(held):
-    """The planted fault: with the pool's own names the flock script's card looks free (what lock_name fixes)."""
+    """The planted fault: with the pool's own names the flock script's card looks free (what
+    lock_name fixes)."""
     assert claim_card(["0"], held.parent, wait_s=0.5) == "0"
 
 

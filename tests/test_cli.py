@@ -1,9 +1,10 @@
 """The CLI end to end with tiny offline models.
 
 One job runs as users run it, ``python -m ascendbench`` in a subprocess with every default (its CPU
-reference in a child process); the others call the same entry point in this process (``cli`` fixture,
-``helpers.run_app``): Hydra's parsing, the app, the console and the exit code are the same, without an
-interpreter start per job. Where a test is not about the reference process, its reference runs in-process.
+reference in a child process); the others call the same entry point in this process (``cli``
+fixture, ``helpers.run_app``): Hydra's parsing, the app, the console and the exit code are the same,
+without an interpreter start per job. Where a test is not about the reference process, its reference
+runs in-process.
 """
 
 from __future__ import annotations
@@ -32,16 +33,19 @@ IN_PROCESS_REFERENCE = "baseline.process=in-process"
 
 @pytest.mark.slow
 def test_job_from_a_local_model_directory_records_metrics_that_recompute(tmp_path, tiny_flux2_dir):
-    result = run_cli(["model=tiny_flux2_decoder", f"model.source={tiny_flux2_dir}", "model.weights=required",
+    result = run_cli(["model=tiny_flux2_decoder", f"model.source={tiny_flux2_dir}",
+                      "model.weights=required",
                       *TINY_RUN], cwd=tmp_path)
     job = result.job_dir
     assert result.returncode == 0, result.stdout + result.stderr
     record = read_record(job)
     assert record["status"] == "ok" and record["error"] is None
-    assert record["weights"]["kind"] == "loaded" and record["weights"]["digest"].startswith("sha256:")
+    assert record["weights"]["kind"] == "loaded"
+    assert record["weights"]["digest"].startswith("sha256:")
     assert record["job"]["device"] == "cpu" and record["job"]["dtype"] == "float32"
     assert record["baseline"]["precision"] == "float64", "a float32 run is judged against float64"
-    assert record["baseline"]["process"] == "child", "the default: the reference in a clean child process"
+    # the default: the reference in a clean child process
+    assert record["baseline"]["process"] == "child"
     assert record["verdict"] == "PASS"
     assert record["metrics"]["mean_rel_err"]["threshold"] == 0.01
     assert "FLUX.2" in record["metrics"]["mean_rel_err"]["source"]
@@ -55,9 +59,11 @@ def test_job_from_a_local_model_directory_records_metrics_that_recompute(tmp_pat
     reference = load_file(job / record["artifacts"]["reference_outputs"])["image"]
     device = load_file(job / record["artifacts"]["device_outputs"])["image"]
     assert reference.dtype == torch.float64 and device.shape == (1, 3, 32, 32)
-    recomputed = regression_metrics(reference, device)  # the metrics below do not depend on atol/rtol
+    # the metrics below do not depend on atol/rtol
+    recomputed = regression_metrics(reference, device)
     for name in ("mae", "mse", "max_abs_err", "mean_rel_err", "cosine", "psnr_db"):
-        assert abs(recomputed[name] - record["metrics"][name]["value"]) <= 1e-12 * max(1.0, abs(recomputed[name]))
+        tolerance = 1e-12 * max(1.0, abs(recomputed[name]))
+        assert abs(recomputed[name] - record["metrics"][name]["value"]) <= tolerance
     for png in record["artifacts"]["image_device_png"] + record["artifacts"]["image_reference_png"]:
         assert (job / png).stat().st_size > 0
     assert "ascendbench summary" in result.stdout and "PASS" in result.stdout
@@ -80,12 +86,14 @@ def test_unavailable_device_fails_with_a_paragraph_and_a_failed_record(cli):
     assert "Traceback" not in output, "tracebacks belong in the job log only"
     record = read_record(job)
     assert record["status"] == "failed"
-    assert record["error"]["type"] == "DeviceUnavailableError" and record["error"]["reason"] == "device_unavailable"
+    assert record["error"]["type"] == "DeviceUnavailableError"
+    assert record["error"]["reason"] == "device_unavailable"
     assert "Traceback" in (job / "ascendbench.log").read_text()
 
 
 def test_required_weights_missing_fails_cleanly(cli, tmp_path):
-    result, job = cli("model=tiny_flux2_decoder", f"model.source={tmp_path}/absent", "model.weights=required",
+    result, job = cli("model=tiny_flux2_decoder", f"model.source={tmp_path}/absent",
+                      "model.weights=required",
                       *TINY_RUN)
     assert result.returncode == 1
     assert "model.weights=required but no weights were found" in result.stdout + result.stderr
@@ -93,7 +101,8 @@ def test_required_weights_missing_fails_cleanly(cli, tmp_path):
 
 
 def test_half_dtype_on_cpu_runs_with_the_measured_warning(cli):
-    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "dtype=bfloat16", IN_PROCESS_REFERENCE, "fail_on=null")
+    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "dtype=bfloat16", IN_PROCESS_REFERENCE,
+                      "fail_on=null")
     assert result.returncode == 0, result.stderr
     record = read_record(job)
     assert record["job"]["dtype"] == "bfloat16" and record["baseline"]["precision"] == "float64"
@@ -112,22 +121,28 @@ def test_help_lists_groups_and_options(tmp_path):
 def test_unknown_option_gets_hydras_list_of_options(tmp_path):
     result = run_app(["device=tpu"], cwd=tmp_path)
     assert result.returncode == 1
-    assert "Could not find 'device/tpu'" in result.stderr and "auto" in result.stderr and "npu" in result.stderr
+    assert "Could not find 'device/tpu'" in result.stderr
+    assert "auto" in result.stderr
+    assert "npu" in result.stderr
 
 
 def test_fail_on_turns_a_failed_verdict_into_exit_1(cli):
     strict = "+metric.thresholds.mean_rel_err={max:1e-12,source:test}"
     gated, job = cli("model=tiny_flux2_decoder", *TINY_RUN, strict, IN_PROCESS_REFERENCE)
-    assert gated.returncode == 1 and read_record(job)["verdict"] == "FAIL", "fail_on=FAIL is the default"
-    passed, _ = cli("model=tiny_flux2_decoder", *TINY_RUN, strict, IN_PROCESS_REFERENCE, "fail_on=null",
+    assert gated.returncode == 1
+    assert read_record(job)["verdict"] == "FAIL", "fail_on=FAIL is the default"
+    passed, _ = cli("model=tiny_flux2_decoder", *TINY_RUN, strict, IN_PROCESS_REFERENCE,
+                    "fail_on=null",
                     "resume.enabled=false")
     assert passed.returncode == 0, "fail_on=null: a FAIL verdict alone is a result, not an error"
     wrong, _ = cli("model=tiny_flux2_decoder", *TINY_RUN, "fail_on=maybe")
-    assert wrong.returncode == 1 and "Invalid value 'maybe', expected one of [WARN, FAIL]" in wrong.stderr
+    assert wrong.returncode == 1
+    assert "Invalid value 'maybe', expected one of [WARN, FAIL]" in wrong.stderr
 
 
 def test_tensor_artifacts_are_bounded_by_config(cli):
-    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "artifacts.max_tensor_mb=0", IN_PROCESS_REFERENCE)
+    result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "artifacts.max_tensor_mb=0",
+                      IN_PROCESS_REFERENCE)
     assert result.returncode == 0, result.stderr
     artifacts = read_record(job)["artifacts"]
     assert "exceed artifacts.max_tensor_mb=0;" in artifacts["tensors_skipped"]
@@ -140,14 +155,20 @@ def test_an_in_process_run_leaves_the_process_as_it_found_it(tmp_path):
 
     def state():
         root = logging.getLogger()
-        return (os.getcwd(), dict(os.environ), list(sys.path), list(sys.argv), list(root.handlers), root.level,
-                signal.getsignal(signal.SIGTERM), torch.are_deterministic_algorithms_enabled(), sys.stdout)
+        return (os.getcwd(), dict(os.environ), list(sys.path), list(sys.argv), list(root.handlers),
+                root.level,
+                signal.getsignal(signal.SIGTERM), torch.are_deterministic_algorithms_enabled(),
+                sys.stdout)
 
     before = state()
-    result = run_app(["model=tiny_flux2_decoder", *TINY_RUN, "device.deterministic=true", "model.weights=required",
-                      f"model.source={tmp_path}/absent"], cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
-    assert result.returncode == 1 and "model.weights=required but no weights were found" in result.output
-    assert read_record(result.job_dir)["env"]["device"]["deterministic"] is True, "the job switched it on"
+    result = run_app(["model=tiny_flux2_decoder", *TINY_RUN, "device.deterministic=true",
+                      "model.weights=required",
+                      f"model.source={tmp_path}/absent"], cwd=tmp_path,
+                      env={"PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 1
+    assert "model.weights=required but no weights were found" in result.output
+    # the job switched it on
+    assert read_record(result.job_dir)["env"]["device"]["deterministic"] is True
     assert "[ascendbench" in result.stdout, "the job's console log lines were captured"
     assert state() == before
     assert not GlobalHydra.instance().is_initialized() and not HydraConfig.initialized()
@@ -160,8 +181,10 @@ def test_version_prints_ascendbench_and_its_libraries_without_composing_a_job(cl
     assert lines[0] == f"ascendbench {ascendbench.__version__}"
     named = dict(line.split(" ", 1) for line in lines[1:])
     assert set(named) == {"torch", "torch_npu", "diffusers", "hydra-core"}
-    assert torch.__version__.startswith(named["torch"]) and named["diffusers"] == diffusers.__version__
-    assert named["hydra-core"] == hydra.__version__ and "Hydra" not in result.stdout, "ours, not Hydra's"
+    assert torch.__version__.startswith(named["torch"])
+    assert named["diffusers"] == diffusers.__version__
+    assert named["hydra-core"] == hydra.__version__
+    assert "Hydra" not in result.stdout, "ours, not Hydra's"
     npu_installed = importlib.util.find_spec("torch_npu") is not None
     assert (named["torch_npu"] != "not installed") == npu_installed
     assert not job.exists(), "no job composed, nothing written"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from helpers import TINY_RUN, read_record
 
 BREAKS_A_RULE = ["model=tiny_flux2_decoder", *TINY_RUN, "dtype=bfloat16", "metric=regression",
-                 "baseline.process=in-process", "+metric.thresholds.cosine={min:1.1,source:planted}"]
+                 "baseline.process=in-process",
+                 "+metric.thresholds.cosine={min:1.1,source:planted}"]
 
 
 def test_a_fail_verdict_exits_1_by_default(cli):

@@ -1,5 +1,6 @@
-"""Progress: a live bar on a terminal, a heartbeat line at most every 15 s elsewhere, the job's name in each,
-driven by a fake clock; the timing loop's and the pipeline's progress; quiet timed calls."""
+"""Progress: a live bar on a terminal, a heartbeat line at most every 15 s elsewhere, the job's name
+in each, driven by a fake clock; the timing loop's and the pipeline's progress; quiet timed
+calls."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def _lines(stream):
 
 def test_off_a_terminal_at_most_one_heartbeat_per_15_s_each_with_the_job_name():
     clock, stream = FakeClock(), io.StringIO()
-    bar = Progress("denoising", total=100, unit="steps", options=ProgressOptions(stream=stream, clock=clock))
+    bar = Progress("denoising", total=100, unit="steps",
+                   options=ProgressOptions(stream=stream, clock=clock))
     assert bar.mode == "log", "a plain stream is no terminal"
     emitted_at = []
     for _ in range(100):
@@ -84,17 +86,22 @@ def test_a_phase_shorter_than_the_interval_writes_nothing():
 
 def test_on_a_terminal_a_live_bar_with_the_job_name():
     stream = Terminal()
-    bar = Progress("denoising", total=4, unit="steps", options=ProgressOptions(stream=stream, refresh_s=0))
+    bar = Progress("denoising", total=4, unit="steps",
+                   options=ProgressOptions(stream=stream, refresh_s=0))
     assert bar.mode == "bar"
     for step in range(4):
         bar.update(1, timestep=999 - step)
     drawn = stream.getvalue()
     bar.close()
-    assert f"[{JOB}] denoising" in drawn and "4/4" in drawn and "timestep 996" in drawn and "\r" in drawn
+    assert f"[{JOB}] denoising" in drawn
+    assert "4/4" in drawn
+    assert "timestep 996" in drawn
+    assert "\r" in drawn
 
 
 def test_a_worker_process_never_draws_a_bar(monkeypatch):
-    monkeypatch.setattr(progress.multiprocessing, "current_process", lambda: SimpleNamespace(name="LokyProcess-1"))
+    monkeypatch.setattr(progress.multiprocessing, "current_process",
+                        lambda: SimpleNamespace(name="LokyProcess-1"))
     assert Progress("timing", options=ProgressOptions(stream=Terminal())).mode == "log"
 
 
@@ -105,7 +112,8 @@ def test_the_environment_forces_a_mode_and_a_bad_one_says_what_is_allowed(monkey
     bar.update(5)
     assert bar.mode == "off" and stream.getvalue() == "" and bar.done == 0
     monkeypatch.setenv(progress.PROGRESS_ENV, "loud")
-    with pytest.raises(ConfigError, match=r"ASCENDBENCH_PROGRESS='loud' .* one of \['bar', 'log', 'off'\]"):
+    with pytest.raises(ConfigError,
+                       match=r"ASCENDBENCH_PROGRESS='loud' .* one of \['bar', 'log', 'off'\]"):
         Progress("timing")
 
 
@@ -136,11 +144,13 @@ def test_quiet_blocks_turn_progress_off_and_nest():
 
 
 def test_job_label_of_a_config():
-    cfg = {"model": {"name": "tiny_flux2_decoder"}, "dtype": {"name": "float32"}, "preset": {"name": "mini"}}
+    cfg = {"model": {"name": "tiny_flux2_decoder"}, "dtype": {"name": "float32"},
+           "preset": {"name": "mini"}}
     assert progress.job_label(cfg) == JOB and progress.job_label({}) == "job"
 
 
-# --- the timing loop --------------------------------------------------------------------------------
+# --- the timing loop
+# --------------------------------------------------------------------------------
 
 
 def test_the_timed_loop_reports_calls_budget_and_median_ci_between_calls():
@@ -155,12 +165,14 @@ def test_the_timed_loop_reports_calls_budget_and_median_ci_between_calls():
     result = BenchLoop(HostOnlyAdapter(), budget, clock=clock, progress=options).run(call)
     assert result.stop["reason"] == "min_reached"  # 10 calls: far below 15 s, no line
     assert _lines(stream) == []
-    budget = BenchBudget(warmup=1, min_iters=10, max_iters=100_000, min_time_s=60.0, max_time_s=60.0)
+    budget = BenchBudget(warmup=1, min_iters=10, max_iters=100_000, min_time_s=60.0,
+                         max_time_s=60.0)
     result = BenchLoop(HostOnlyAdapter(), budget, clock=clock, progress=options).run(call)
     lines = _lines(stream)
     assert result.stop["timed_s"] >= 60.0 and len(lines) == 3, "one line at 15, 30 and 45 s"
     assert all(line.startswith(f"[{JOB}] timing: ") for line in lines)
-    assert re.search(r"timing: \d+ calls, 15\.\d s of 60\.0 s, median 31\.2 ms \+- 0 ms \(95% CI\)$", lines[0])
+    expected = r"timing: \d+ calls, 15\.\d s of 60\.0 s, median 31\.2 ms \+- 0 ms \(95% CI\)$"
+    assert re.search(expected, lines[0])
     seconds = [float(STAMP.search(line).group(1)) for line in lines]
     assert all(b - a >= 15.0 for a, b in zip(seconds, seconds[1:], strict=False))
 
@@ -174,15 +186,18 @@ def test_warmup_and_timed_calls_run_quiet_the_cold_call_does_not():
         return {}
 
     budget = BenchBudget(warmup=2, min_iters=3, max_iters=3)
-    BenchLoop(HostOnlyAdapter(), budget, clock=clock, progress=ProgressOptions(mode="off")).run(call)
+    BenchLoop(HostOnlyAdapter(), budget, clock=clock,
+              progress=ProgressOptions(mode="off")).run(call)
     assert seen == [False, True, True, True, True, True]
 
 
-# --- pipeline steps ---------------------------------------------------------------------------------
+# --- pipeline steps
+# ---------------------------------------------------------------------------------
 
 
 class FakePipe:
-    """A diffusers-like pipeline: calls ``callback_on_step_end`` after each of ``num_inference_steps``."""
+    """A diffusers-like pipeline: calls ``callback_on_step_end`` after each of
+    ``num_inference_steps``."""
 
     def __init__(self, clock, step_s):
         self.clock, self.step_s, self.callbacks = clock, step_s, []
@@ -201,7 +216,8 @@ class FakePipe:
 
 def _t2v(steps):
     task = TextToVideoTask(prompt="a cat", spatial_compression=8, temporal_compression=8)
-    inputs = task.make_inputs({"height": 32, "width": 32, "num_frames": 9, "batch_size": 1, "steps": steps}, 42)
+    inputs = task.make_inputs({"height": 32, "width": 32, "num_frames": 9, "batch_size": 1,
+                               "steps": steps}, 42)
     return task, inputs
 
 
@@ -216,7 +232,8 @@ def test_denoising_steps_report_progress_and_stay_out_of_quiet_calls():
     lines = _lines(stream)
     assert lines == [f"[{JOB}] denoising: 4/10 steps, 16.0 s, ETA 24.0 s, timestep 940",
                      f"[{JOB}] denoising: 8/10 steps, 32.0 s, ETA 8.0 s, timestep 860"]
-    assert pipe.callbacks[0] is not None and pipe.callbacks[1] is None, "no hook at all in a quiet (timed) call"
+    assert pipe.callbacks[0] is not None
+    assert pipe.callbacks[1] is None, "no hook at all in a quiet (timed) call"
 
 
 def test_the_real_tiny_pipeline_takes_the_step_progress_next_to_the_phase_timer():
@@ -231,8 +248,10 @@ def test_the_real_tiny_pipeline_takes_the_step_progress_next_to_the_phase_timer(
     with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
         cfg = compose(config_name="config", overrides=["model=tiny_ltx_t2v"])
     GlobalHydra.instance().clear()
-    pipe, task = instantiate(cfg.model.loader).load(None, "random", 42).module, instantiate(cfg.model.task)
-    inputs = task.make_inputs({"height": 32, "width": 32, "num_frames": 9, "batch_size": 1, "steps": 2}, 42)
+    pipe, task = instantiate(cfg.model.loader).load(None, "random",
+                                                    42).module, instantiate(cfg.model.task)
+    inputs = task.make_inputs({"height": 32, "width": 32, "num_frames": 9, "batch_size": 1,
+                               "steps": 2}, 42)
     place(task, pipe, "cpu", torch.float32)
     timer = PhaseTimer()
     task.attach_phase_timer(pipe, timer)
@@ -244,7 +263,8 @@ def test_the_real_tiny_pipeline_takes_the_step_progress_next_to_the_phase_timer(
     finally:
         timer.remove_hooks()
     lines = _lines(stream)
-    assert [line.split(",")[0] for line in lines] == [f"[{JOB}] denoising: 1/2 steps", f"[{JOB}] denoising: 2/2 steps"]
+    assert [line.split(",")[0] for line in lines] == [f"[{JOB}] denoising: 1/2 steps",
+                                                      f"[{JOB}] denoising: 2/2 steps"]
     assert len(timer.result()["step"]) == 2, "the phase timer still sees every step"
 
 
@@ -254,14 +274,16 @@ def test_job_label_numbers_the_jobs_of_a_multirun(monkeypatch):
     hydra = SimpleNamespace(mode=SimpleNamespace(name="MULTIRUN"), job=SimpleNamespace(num=4))
     monkeypatch.setattr(HydraConfig, "initialized", staticmethod(lambda: True))
     monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: hydra))
-    cfg = {"model": {"name": "tiny_flux2_decoder"}, "dtype": {"name": "float32"}, "preset": {"name": "mini"}}
+    cfg = {"model": {"name": "tiny_flux2_decoder"}, "dtype": {"name": "float32"},
+           "preset": {"name": "mini"}}
     assert progress.job_label(cfg) == f"{JOB}#5"
     hydra.mode = SimpleNamespace(name="RUN")
     assert progress.job_label(cfg) == JOB
 
 
 def test_quiet_logger_lets_errors_through_and_restores_the_level_even_after_an_error(caplog):
-    parent, child = logging.getLogger("ascendbench.patches"), logging.getLogger("ascendbench.patches.registry")
+    parent = logging.getLogger("ascendbench.patches")
+    child = logging.getLogger("ascendbench.patches.registry")
     with caplog.at_level(logging.INFO, logger="ascendbench.patches"):
         with pytest.raises(RuntimeError), quiet_logger("ascendbench.patches"):
             child.info("applied a patch")

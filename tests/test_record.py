@@ -8,7 +8,8 @@ from ascendbench.job.record import RecordWriter, load_record, write_json_atomic
 
 
 def test_nan_and_inf_become_valid_json(tmp_path):
-    write_json_atomic(tmp_path / "r.json", {"a": float("nan"), "b": [float("inf"), -float("inf")], "c": 1.5})
+    write_json_atomic(tmp_path / "r.json",
+                      {"a": float("nan"), "b": [float("inf"), -float("inf")], "c": 1.5})
     data = json.loads((tmp_path / "r.json").read_text())
     assert data == {"a": None, "b": ["inf", "-inf"], "c": 1.5}
     assert not list(tmp_path.glob(".*.tmp")), "temporary file left behind"
@@ -30,7 +31,8 @@ def test_a_failed_record_keeps_no_verdict(tmp_path):
     writer.update(verdict="PASS")
     writer.finish("failed", OSError("disk full while saving artifacts"), reason="write")
     record = load_record(tmp_path)
-    assert record["status"] == "failed" and record["verdict"] is None, "a failed job must not read as PASS"
+    assert record["status"] == "failed"
+    assert record["verdict"] is None, "a failed job must not read as PASS"
     assert record["error"]["verdict_before_failure"] == "PASS"
 
 

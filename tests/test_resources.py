@@ -1,4 +1,4 @@
-"""``ascendbench.job.resources``: live-tensor accounting on meta tensors and the CPU reference refusal."""
+"""Live-tensor accounting on meta tensors and the CPU reference refusal (the job's resources)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,18 @@ import pytest
 import torch
 
 from ascendbench.baseline.bounded import Bounds
-from ascendbench.baseline.service import ReferenceQuery
-from ascendbench.errors import InsufficientMemoryError
-from ascendbench.job.resources import (
+from ascendbench.baseline.memory import (
     CHILD_PROCESS_BYTES,
     HostBudget,
-    LiveTensorBytes,
-    activation_bytes,
     check_baseline_memory,
     choose_auto_reference,
     estimate_reference,
     guard_reference_memory,
     reference_memory,
-    run_memory,
 )
+from ascendbench.baseline.service import ReferenceQuery
+from ascendbench.errors import InsufficientMemoryError
+from ascendbench.models.memory import LiveTensorBytes, activation_bytes, run_memory
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 from helpers import build_tiny_flux2
@@ -60,7 +58,8 @@ def test_activation_estimate_leaves_the_real_module_untouched(decode):
     output_bytes = 1 * 3 * 64 * 64 * 8
     assert estimate > output_bytes
     after = model.state_dict()
-    assert all(after[k].device.type == "cpu" and after[k].dtype == before[k].dtype and torch.equal(after[k], before[k])
+    assert all(after[k].device.type == "cpu" and after[k].dtype == before[k].dtype
+               and torch.equal(after[k], before[k])
                for k in before)
 
 
@@ -68,7 +67,8 @@ def test_meta_and_real_modules_give_the_same_estimate(decode):
     task, inputs = decode
     with torch.device("meta"):
         meta = build_tiny_flux2()
-    assert activation_bytes(meta, task, inputs, torch.float32) == activation_bytes(build_tiny_flux2(), task, inputs,
+    assert activation_bytes(meta, task, inputs,
+                            torch.float32) == activation_bytes(build_tiny_flux2(), task, inputs,
                                                                                    torch.float32)
 
 
@@ -106,13 +106,15 @@ def test_guard_skips_cached_references_and_can_be_switched_off(compose_cfg, deco
 
     task, inputs = decode
     model = build_tiny_flux2()
-    cfg = compose_cfg(["model=tiny_flux2_decoder", f"baseline.cache_dir={tmp_path}", "+baseline.memory_check=true"])
+    cfg = compose_cfg(["model=tiny_flux2_decoder", f"baseline.cache_dir={tmp_path}",
+                       "+baseline.memory_check=true"])
     weights = {"kind": "random-init", "init_seed": 42}
     info = describe(inputs)
     query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, info, module=model)
     guarded = guard_reference_memory(query)
     assert guarded["fits"]
-    # the job's model is loaded when the guard runs: it is already out of the available memory, not counted again;
+    # the job's model is loaded when the guard runs: it is already out of the available memory, not
+    # counted again;
     # the child process's own imports are
     assert guarded["host_need_mb"] == pytest.approx(guarded["total_mb"] + CHILD_PROCESS_BYTES / 1e6)
     assert guarded["reference_process_mb"] == guarded["host_need_mb"]
@@ -135,7 +137,8 @@ def test_float64_reference_estimate_is_bounded_and_float32_is_unchanged(decode):
     bounded = reference_memory(model, task, inputs, torch.float64, small)
     unbounded = run_memory(model, task, inputs, torch.float64)
     assert bounded.activations < unbounded.activations / 2 and "bounded" in bounded.activation_note
-    assert reference_memory(model, task, inputs, torch.float32) == run_memory(model, task, inputs, torch.float32)
+    assert reference_memory(model, task, inputs, torch.float32) == run_memory(model, task, inputs,
+                                                                              torch.float32)
 
 
 def test_auto_reference_is_float64_when_it_fits_else_float32_with_both_estimates(decode):
@@ -148,20 +151,27 @@ def test_auto_reference_is_float64_when_it_fits_else_float32_with_both_estimates
     assert choose_auto_reference(model, task, inputs, roomy)[0] == torch.float64
     between = HostBudget(headroom=1.0, available=(_need(f32) + _need(f64)) // 2)
     precision, info = choose_auto_reference(model, task, inputs, between)
-    assert precision == torch.float32 and info["dtype"] == "float32" and info["float64"]["dtype"] == "float64"
+    assert precision == torch.float32
+    assert info["dtype"] == "float32"
+    assert info["float64"]["dtype"] == "float64"
     assert "float64 reference needs about" in info["choice"] and not info["float64"]["fits"]
     with pytest.raises(InsufficientMemoryError) as err:
-        choose_auto_reference(model, task, inputs, HostBudget(headroom=1.0, available=_need(f32) - 1, what="tiny"))
+        choose_auto_reference(model, task, inputs,
+                              HostBudget(headroom=1.0, available=_need(f32) - 1, what="tiny"))
     message = str(err.value)
-    assert "in float64 or float32" in message and "float64: about" in message and "float32: about" in message
+    assert "in float64 or float32" in message
+    assert "float64: about" in message
+    assert "float32: about" in message
     assert "\n" not in message
 
 
 def test_pipeline_activations_are_estimated(compose_cfg):
-    """A pipeline (not an nn.Module) with a seed input: estimated on meta, no "'dict' object is not callable"."""
+    """A pipeline (not an nn.Module) with a seed input: estimated on meta, no "'dict' object is not
+    callable"."""
     from hydra.utils import instantiate
 
-    cfg = compose_cfg(["model=tiny_ltx2_t2v", "model.weights=random", "preset.height=64", "preset.width=64",
+    cfg = compose_cfg(["model=tiny_ltx2_t2v", "model.weights=random", "preset.height=64",
+                       "preset.width=64",
                        "preset.num_frames=9", "preset.steps=2"])
     loader, task = instantiate(cfg.model.loader), instantiate(cfg.model.task)
     pipe = loader.load(None, "random", 0, None).module
@@ -169,4 +179,5 @@ def test_pipeline_activations_are_estimated(compose_cfg):
     before = {k: v.clone() for k, v in pipe.transformer.state_dict().items()}
     memory = run_memory(pipe, task, inputs, torch.float32)
     assert memory.activations is not None and memory.activations > 0, memory.activation_note
-    assert all(torch.equal(v, before[k]) and not v.is_meta for k, v in pipe.transformer.state_dict().items())
+    assert all(torch.equal(v, before[k])
+               and not v.is_meta for k, v in pipe.transformer.state_dict().items())

@@ -14,7 +14,8 @@ TINY = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.wi
 
 def _write(job_dir, cfg, status="ok"):
     writer = RecordWriter(job_dir, OmegaConf.to_container(cfg, resolve=True))
-    writer.data["outputs"] = {"image": {"shape": [1, 3, 32, 32], "dtype": "float32"}}  # an ok job kept its outputs
+    # an ok job kept its outputs
+    writer.data["outputs"] = {"image": {"shape": [1, 3, 32, 32], "dtype": "float32"}}
     if status == "running":
         writer.write()
     else:
@@ -66,13 +67,16 @@ def test_weights_identity_decides_with_stat_then_digest(compose_cfg, tmp_path, t
 
     source = tmp_path / "ckpt"
     shutil.copytree(tiny_flux2_dir, source)
-    cfg = compose_cfg(["model=tiny_flux2_decoder", f"model.source={source}", "model.weights=required"])
+    cfg = compose_cfg(["model=tiny_flux2_decoder", f"model.source={source}",
+                       "model.weights=required"])
     files = weights_files(cfg)
     assert files and all(f.suffix == ".safetensors" for f in files)
-    record = {"weights": {"kind": "loaded", "digest": files_digest(files), "files_stat": files_stat(files)}}
+    record = {"weights": {"kind": "loaded", "digest": files_digest(files),
+                          "files_stat": files_stat(files)}}
     assert weights_change(cfg, record) is None
     stale_stat = {"weights": {**record["weights"], "files_stat": []}}
-    assert weights_change(cfg, stale_stat) is None, "a touched but identical file: the digest decides"
+    assert weights_change(cfg,
+                          stale_stat) is None, "a touched but identical file: the digest decides"
     other = {"weights": {"kind": "loaded", "digest": "sha256:0", "files_stat": []}}
     assert "changed" in weights_change(cfg, other)
     assert "now found" in weights_change(cfg, {"weights": {"kind": "random-init"}})

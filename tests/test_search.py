@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from ascendbench.callbacks import SWEEP_STATE, SweepProgress, _job_status
+from ascendbench.callbacks.progress import SWEEP_STATE, SweepProgress, _job_status
 from ascendbench.config import group_options
 from ascendbench.config.schemas import Objective
 from ascendbench.job.objective import INF, OBJECTIVES, job_outcome, objective_value, passes, search_exit_status
@@ -136,7 +136,7 @@ def test_every_ready_made_search_composes_every_value_of_its_space(name):
 
 def test_progress_counts_the_trials_of_a_search(tmp_path):
     cfg = compose_config(["+search=tiny_cpu", f"hydra.sweep.dir={tmp_path}"], return_hydra_config=True)
-    SweepProgress(clock=lambda: 0.0).start(cfg)
+    SweepProgress(clock=lambda: 0.0).on_multirun_start(cfg)
     state = json.loads((tmp_path / SWEEP_STATE).read_text())
     assert state["total"] == 8 and set(state["keys"]) == {"dtype", "device.threads", "preset.batch_size"}
 

@@ -1,12 +1,13 @@
-"""`--help`, `--version` and `--cfg job` answer without importing torch, diffusers or the model code.
+"""`--help`, `--version` and `--cfg job` answer without importing torch, diffusers or the model
+code.
 
-The dry run does import the model's library: its memory plan runs the task on the ``meta`` device, which
-needs the model's class (see :mod:`ascendbench.job.planning`); it still imports none of the drawing and
-summary libraries a real job's artifacts need.
+The dry run does import the model's library: its memory plan runs the task on the ``meta`` device,
+which needs the model's class (see :mod:`ascendbench.job.planning`); it still imports none of the
+drawing and summary libraries a real job's artifacts need.
 
-Each command runs in a fresh interpreter as the console script does; an ``atexit`` hook reports which of
-the heavy packages ended up in ``sys.modules`` (Hydra exits through ``sys.exit``, so the hook is the only
-reliable place to look).
+Each command runs in a fresh interpreter as the console script does; an ``atexit`` hook reports
+which of the heavy packages ended up in ``sys.modules`` (Hydra exits through ``sys.exit``, so the
+hook is the only reliable place to look).
 """
 
 from __future__ import annotations
@@ -32,29 +33,35 @@ PROBE = (
 
 def loaded_after(args: list[str], tmp_path, heavy: tuple[str, ...] = HEAVY) -> list[str]:
     """The modules of ``heavy`` loaded by ``ascendbench <args>`` (which must exit 0)."""
-    done = subprocess.run([sys.executable, "-c", PROBE.format(heavy=heavy, args=args)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=180, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run([sys.executable, "-c", PROBE.format(heavy=heavy, args=args)],
+                          cwd=tmp_path,
+                          capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     line = next(x for x in done.stderr.splitlines() if x.startswith("LOADED="))
     return json.loads(line.removeprefix("LOADED="))
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--version"], ["--cfg", "job"]], ids=["help", "version", "cfg"])
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["--cfg", "job"]],
+                         ids=["help", "version", "cfg"])
 def test_answers_without_the_heavy_imports(args, tmp_path):
     assert loaded_after(args, tmp_path) == []
 
 
 def test_the_probe_sees_a_heavy_import(tmp_path):
     """The check can fail: a run that imports torch is reported as such."""
-    probe = PROBE.format(heavy=HEAVY, args=["--version"]).replace("main()\n", "import torch\nmain()\n")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    probe = PROBE.format(heavy=HEAVY, args=["--version"]).replace("main()\n",
+                                                                  "import torch\nmain()\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
     assert "LOADED=[\"torch\"]" in done.stderr
 
 
 @pytest.mark.slow
 def test_the_dry_run_imports_the_model_class_for_its_meta_run_and_no_drawing(tmp_path):
     flux2 = "diffusers.models.autoencoders.autoencoder_kl_flux2"  # the tiny twin's class
-    loaded = loaded_after(["model=tiny_flux2_decoder", "device=cpu", "dry_run=true", f"hydra.run.dir={tmp_path / 'j'}"],
+    loaded = loaded_after(["model=tiny_flux2_decoder", "device=cpu", "dry_run=true",
+                           f"hydra.run.dir={tmp_path / 'j'}"],
                           tmp_path, heavy=(flux2, "matplotlib", "pandas"))
     assert loaded == [flux2]
     plan = json.loads((tmp_path / "j" / "record.json").read_text())["plan"]

@@ -1,6 +1,6 @@
-"""Sweeps: the ready-made sweep and launcher configs compose; real Hydra multiruns of the tiny model give
-the summary, the report and resume (in this process: the basic launcher runs its jobs in the caller's
-process), and, in subprocesses (`slow`), joblib cards, submitit and a killed job.
+"""Sweeps: the ready-made sweep and launcher configs compose; real Hydra multiruns of the tiny model
+give the summary, the report and resume (in this process: the basic launcher runs its jobs in the
+caller's process), and, in subprocesses (`slow`), joblib cards, submitit and a killed job.
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from ascendbench.report.__main__ import main as report_main
 
 from helpers import Result, compose_config, run_app, run_cli
 
-TINY = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.width=32", "preset.warmup=0",
+TINY = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.width=32",
+        "preset.warmup=0",
         "preset.iters=2"]
-# What these tests are not about, turned off to keep each job near a second: the reference runs in the
+# What these tests are not about, turned off to keep each job near a second: the reference runs in
+# the
 # job's process (CPU only), no side-by-side pictures, no FLOP count.
 FAST = ["baseline.process=in-process", "compare.visual.enabled=false", "bench.flops.enabled=false"]
 
@@ -46,7 +48,8 @@ def test_every_ready_made_sweep_sweeps_real_keys(compose_hydra, name):
     for key, values in params.items():
         for value in str(values).split(","):
             job = compose_hydra([f"+sweep={name}", f"{key}={value}"])
-            chosen = job[key].name if key in group_options_of_config() else OmegaConf.select(job, key)
+            group = key in group_options_of_config()
+            chosen = job[key].name if group else OmegaConf.select(job, key)
             assert str(chosen) == value, (name, key, value)
 
 
@@ -60,14 +63,17 @@ def test_flux2_perf_is_the_seed_grid_of_square_images(compose_hydra):
     assert cfg.model.name == "flux2_small_decoder" and cfg.dtype.name == "float16"
     assert cfg.preset.width == 1024 and (cfg.preset.warmup, cfg.preset.iters) == (5, 20)
     assert cfg.baseline.enabled is False
-    assert dict(cfg.hydra.sweeper.params) == {"preset.batch_size": "1,2,4", "preset.height": "512,1024"}
-    assert compose_hydra(["+sweep=flux2_perf", "model=tiny_flux2_decoder"]).model.name == "tiny_flux2_decoder"
+    assert dict(cfg.hydra.sweeper.params) == {"preset.batch_size": "1,2,4",
+                                              "preset.height": "512,1024"}
+    assert compose_hydra(["+sweep=flux2_perf",
+                          "model=tiny_flux2_decoder"]).model.name == "tiny_flux2_decoder"
 
 
 def test_launcher_configs(compose_hydra):
     joblib = compose_hydra(["hydra/launcher=joblib_cards"]).hydra
     assert joblib.launcher.n_jobs == len(joblib.callbacks.cards.cards) == 2
-    assert list(joblib.callbacks) == ["cards", "summary", "guard"], "cards are claimed before anything else"
+    assert list(joblib.callbacks) == ["cards", "summary", "progress",
+                                      "guard"], "cards are claimed first"
     slurm = compose_hydra(["hydra/launcher=slurm_cards"]).hydra
     assert slurm.launcher._target_.endswith("SlurmLauncher")
     assert slurm.launcher.gpus_per_node == 1 and slurm.launcher.tasks_per_node == 1
@@ -79,7 +85,8 @@ def test_sweep_job_dirs_are_named_by_overrides_without_long_values(compose_hydra
     subdir = "${ascendbench.subdir:${hydra.job.override_dirname},${hydra.overrides.task}}"
     assert raw["hydra"]["sweep"]["subdir"] == subdir
     hydra = compose_hydra([]).hydra
-    assert {"model.source", "resume.force", "sweep"} <= set(hydra.job.config.override_dirname.exclude_keys)
+    assert {"model.source", "resume.force",
+            "sweep"} <= set(hydra.job.config.override_dirname.exclude_keys)
 
 
 def test_job_subdir_is_readable_unique_and_stable():
@@ -88,8 +95,11 @@ def test_job_subdir_is_readable_unique_and_stable():
     assert job_subdir("dtype=float16,seed=1", ["dtype=float16", "seed=1"]) == "dtype=float16,seed=1"
     a = job_subdir("seed=1", ["seed=1", "model.source=/ckpt/a"])
     b = job_subdir("seed=1", ["seed=1", "model.source=/ckpt/b"])
-    assert a.startswith("seed=1_") and b.startswith("seed=1_") and a != b, "a hidden override tells jobs apart"
-    assert a == job_subdir("seed=1", ["model.source=/ckpt/a", "seed=1"]), "stable: resume finds the record"
+    assert a.startswith("seed=1_")
+    assert b.startswith("seed=1_")
+    assert a != b, "a hidden override tells jobs apart"
+    assert a == job_subdir("seed=1",
+                           ["model.source=/ckpt/a", "seed=1"]), "stable: resume finds the record"
     forced = job_subdir("seed=1", ["seed=1", "resume.force=true"])
     assert forced == "seed=1", "resume.* say how a job is resumed, not which job it is"
     long = job_subdir("seed=1,model.name=" + "m" * 300, ["seed=1", "model.name=" + "m" * 300])
@@ -102,7 +112,8 @@ def _env(tmp_path: Path) -> dict:
 
 
 def _multirun(tmp_path: Path, sweep: Path, *overrides: str, run=run_app) -> Result:
-    """``python -m ascendbench -m`` of the tiny job with ``overrides``: ``run_app`` in this process or ``run_cli``."""
+    """``python -m ascendbench -m`` of the tiny job with ``overrides``: ``run_app`` in this process
+    or ``run_cli``."""
     return run(["-m", *TINY, *FAST, *overrides], cwd=tmp_path, env=_env(tmp_path), out_dir=sweep)
 
 
@@ -112,63 +123,78 @@ def _records(sweep: Path) -> dict[str, dict]:
 
 def test_multirun_summary_report_and_resume(tmp_path):
     sweep = tmp_path / "multirun" / "grid"
-    first = _multirun(tmp_path, sweep, "dtype=float32,bfloat16", "preset=mini,balanced", "fail_on=null")
+    first = _multirun(tmp_path, sweep, "dtype=float32,bfloat16", "preset=mini,balanced",
+                      "fail_on=null")
     assert first.returncode == 0, first.stderr[-3000:]
     records = _records(sweep)
     assert len(records) == 4 and {r["status"] for r in records.values()} == {"ok"}
-    assert all("dtype=" in name and "preset=" in name for name in records), "job dirs named by their overrides"
+    assert all("dtype=" in name
+               and "preset=" in name for name in records), "job dirs named by their overrides"
     for name in records:  # what Hydra and the job write beside each record, composed for this job
         hydra_dir = sweep / name / ".hydra"
         assert (sweep / name / "ascendbench.log").stat().st_size > 0
         assert set(OmegaConf.load(hydra_dir / "overrides.yaml")) == set(name.split(","))
-        job_cfg, hydra_cfg = OmegaConf.load(hydra_dir / "config.yaml"), OmegaConf.load(hydra_dir / "hydra.yaml")
+        job_cfg = OmegaConf.load(hydra_dir / "config.yaml")
+        hydra_cfg = OmegaConf.load(hydra_dir / "hydra.yaml")
         assert f"dtype={job_cfg.dtype.name}" in name and f"preset={job_cfg.preset.name}" in name
         assert hydra_cfg.hydra.runtime.output_dir == str(sweep / name)
     summary = pd.read_csv(sweep / "summary.csv")
     assert len(summary) == 4 and set(summary["job.dtype"]) == {"float32", "bfloat16"}
     assert "4 job record(s): 4 ok." in (sweep / "summary.md").read_text()
-    assert "PyTorch version:" in (sweep / "collect_env.txt").read_text(), "the sweep's environment, once"
+    # the sweep's environment, once
+    assert "PyTorch version:" in (sweep / "collect_env.txt").read_text()
     assert len(list(sweep.rglob("collect_env.txt"))) == 1, "not per job"
 
     assert report_main([str(sweep), "--out", str(tmp_path / "reports"), "--no-plots"]) == 0
     text = (tmp_path / "reports" / "report.md").read_text()
-    accuracy = text.split("\n## Accuracy\n", 1)[1].split("\n## ", 1)[0]  # the section alone, up to the next one
+    # the section alone, up to the next one
+    accuracy = text.split("\n## Accuracy\n", 1)[1].split("\n## ", 1)[0]
     assert accuracy.count("/record.json)") == 4
-    assert "| not recommended | bfloat16 †" in text, "bfloat16 fails mean_rel_err on the tiny model"
+    # bfloat16 fails mean_rel_err on the tiny model
+    assert "| not recommended | bfloat16 †" in text
 
     stamps = {p: p.stat().st_mtime_ns for p in sweep.rglob("record.json")}
-    again = _multirun(tmp_path, sweep, "dtype=float32,bfloat16", "preset=mini,balanced", "fail_on=null")
+    again = _multirun(tmp_path, sweep, "dtype=float32,bfloat16", "preset=mini,balanced",
+                      "fail_on=null")
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count("resume: skipped") == 4
-    assert {p: p.stat().st_mtime_ns for p in sweep.rglob("record.json")} == stamps, "no record rewritten"
+    assert {p: p.stat().st_mtime_ns
+            for p in sweep.rglob("record.json")} == stamps, "no record rewritten"
 
 
 @pytest.mark.slow
 def test_joblib_workers_get_distinct_cards_and_a_failed_job_fails_the_sweep(tmp_path):
     sweep = tmp_path / "multirun" / "cards"
-    result = _multirun(tmp_path, sweep, "hydra/launcher=joblib_cards", "preset.height=32,31", run=run_cli)
-    assert result.returncode == 1, "a failed job in another process still makes the exit status non-zero"
+    result = _multirun(tmp_path, sweep, "hydra/launcher=joblib_cards", "preset.height=32,31",
+                       run=run_cli)
+    # a failed job in another process still makes the exit status non-zero
+    assert result.returncode == 1
     records = _records(sweep)
-    statuses = {name.split("preset.height=")[1].split(",")[0]: r["status"] for name, r in records.items()}
+    statuses = {name.split("preset.height=")[1].split(",")[0]: r["status"]
+                for name, r in records.items()}
     assert statuses == {"32": "ok", "31": "failed"}
     failed = next(r for r in records.values() if r["status"] == "failed")
     assert failed["error"]["type"] == "TaskError"
     summary = (sweep / "summary.md").read_text()
-    assert "2 job record(s): 1 failed, 1 ok." in summary and "TaskError: preset.height=31" in summary
+    assert "2 job record(s): 1 failed, 1 ok." in summary
+    assert "TaskError: preset.height=31" in summary
     notes = [json.loads(p.read_text()) for p in sweep.rglob("card.json")]
     assert len(notes) == 2 and {n["card"] for n in notes} <= {"0", "1"}
     by_pid = {}
     for note in notes:
-        assert note["visible"] == {"ASCEND_RT_VISIBLE_DEVICES": note["card"], "CUDA_VISIBLE_DEVICES": note["card"]}
+        assert note["visible"] == {"ASCEND_RT_VISIBLE_DEVICES": note["card"],
+                                   "CUDA_VISIBLE_DEVICES": note["card"]}
         by_pid.setdefault(note["pid"], set()).add(note["card"])
     assert all(len(cards) == 1 for cards in by_pid.values()), "a worker keeps its card"
-    assert len({c for cards in by_pid.values() for c in cards}) == len(by_pid), "distinct workers, distinct cards"
+    assert len({c for cards in by_pid.values()
+                for c in cards}) == len(by_pid), "distinct workers, distinct cards"
 
 
 @pytest.mark.slow
 def test_submitit_local_executor(tmp_path):
     sweep = tmp_path / "multirun" / "submitit"
-    result = _multirun(tmp_path, sweep, "hydra/launcher=submitit_local", "dtype=float32", run=run_cli)
+    result = _multirun(tmp_path, sweep, "hydra/launcher=submitit_local", "dtype=float32",
+                       run=run_cli)
     assert result.returncode == 0, result.stderr[-3000:]
     assert list((sweep / ".submitit").iterdir()), "the job went through submitit"
     summary = pd.read_csv(sweep / "summary.csv")
@@ -178,13 +204,16 @@ def test_submitit_local_executor(tmp_path):
 @pytest.mark.slow
 def test_a_killed_job_never_leaves_an_ok_record(tmp_path):
     job_dir = tmp_path / "outputs" / "killed"
-    args = [sys.executable, "-m", "ascendbench", *TINY, *FAST, "preset.iters=1000000", "preset.max_time_s=600",
+    args = [sys.executable, "-m", "ascendbench", *TINY, *FAST, "preset.iters=1000000",
+            "preset.max_time_s=600",
             f"hydra.run.dir={job_dir}"]
-    proc = subprocess.Popen(args, cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1", **_env(tmp_path)},
+    proc = subprocess.Popen(args, cwd=tmp_path,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", **_env(tmp_path)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
-        while not (job_dir / "record.json").exists() and time.monotonic() < deadline and proc.poll() is None:
+        while (not (job_dir / "record.json").exists() and time.monotonic() < deadline
+               and proc.poll() is None):
             time.sleep(0.2)
         assert (job_dir / "record.json").exists(), "the job writes its record as soon as it starts"
         os.kill(proc.pid, signal.SIGKILL)
@@ -192,13 +221,15 @@ def test_a_killed_job_never_leaves_an_ok_record(tmp_path):
         proc.wait(timeout=60)
     record = json.loads((job_dir / "record.json").read_text())
     assert record["status"] == "running"
-    assert report_main([str(tmp_path / "outputs"), "--out", str(tmp_path / "reports"), "--no-plots"]) == 0
+    assert report_main([str(tmp_path / "outputs"), "--out", str(tmp_path / "reports"),
+                        "--no-plots"]) == 0
     assert "no final status: the job was killed" in (tmp_path / "reports" / "report.md").read_text()
 
 
 @pytest.mark.slow
 def test_a_worker_without_a_free_card_fails_its_job_instead_of_sharing_a_card(tmp_path):
-    """Another sweep holds card 0 of a shared lock dir: the job is `failed` (no_free_card), never run on it."""
+    """Another sweep holds card 0 of a shared lock dir: the job is `failed` (no_free_card), never
+    run on it."""
     from filelock import FileLock
 
     locks = tmp_path / "cards"
@@ -207,8 +238,10 @@ def test_a_worker_without_a_free_card_fails_its_job_instead_of_sharing_a_card(tm
     holder.acquire()
     try:
         sweep = tmp_path / "multirun" / "busy"
-        result = _multirun(tmp_path, sweep, "hydra/launcher=joblib_cards", "hydra.launcher.n_jobs=1",
-                           "hydra.callbacks.cards.cards=[0]", f"hydra.callbacks.cards.lock_dir={locks}",
+        result = _multirun(tmp_path, sweep, "hydra/launcher=joblib_cards",
+                           "hydra.launcher.n_jobs=1",
+                           "hydra.callbacks.cards.cards=[0]",
+                           f"hydra.callbacks.cards.lock_dir={locks}",
                            "hydra.callbacks.cards.wait_s=0.5", run=run_cli)
     finally:
         holder.release()
@@ -216,5 +249,6 @@ def test_a_worker_without_a_free_card_fails_its_job_instead_of_sharing_a_card(tm
     (record,) = _records(sweep).values()
     assert record["status"] == "failed" and record["error"]["reason"] == "no_free_card"
     assert "no free card in the pool ['0']" in record["error"]["message"]
-    assert "bench" not in record or not record["bench"], "nothing was timed on a card another sweep holds"
+    # nothing was timed on a card another sweep holds
+    assert "bench" not in record or not record["bench"]
     assert not list(sweep.rglob("card.json")), "no card noted for the job"

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import imageio.v3 as iio
 import numpy as np
 import torch
 from PIL import Image
 
-from ascendbench.job.artifacts import VideoFormat, frame_indices, save_video, to_uint8_video, video_artifacts
+from ascendbench.job.stages.artifacts import (
+    frame_indices,
+    save_video,
+    to_uint8_video,
+    video_artifacts,
+)
 from ascendbench.tasks.vae_decode import VideoDecodeTask
 
 
@@ -17,7 +24,8 @@ def test_layouts_and_ranges_map_to_the_same_pixels():
     b = to_uint8_video((video.permute(0, 2, 1, 3, 4) + 1) / 2, "BTCHW", (0.0, 1.0))
     assert a.shape == (1, 5, 8, 16, 3) and a.dtype == np.uint8
     assert np.abs(a.astype(int) - b.astype(int)).max() <= 1
-    assert to_uint8_video(torch.full((1, 1, 2, 4, 4), 3.0)).max() == 255, "clamped; grey becomes RGB"
+    assert to_uint8_video(torch.full((1, 1, 2, 4, 4),
+                                     3.0)).max() == 255, "clamped; grey becomes RGB"
 
 
 def test_frame_choice():
@@ -27,14 +35,18 @@ def test_frame_choice():
 
 def test_png_frames_and_a_playable_mp4(tmp_path):
     video = torch.linspace(-1, 1, 9).reshape(1, 1, 9, 1, 1).expand(2, 3, 9, 32, 32)
-    video_format = VideoFormat("BCTHW", (-1.0, 1.0), frames=("first", "last"), fps=8)
+    video_format = SimpleNamespace(video_layout="BCTHW", value_range=(-1.0, 1.0),
+                                   video_frames=("first", "last"), video_fps=8)  # a task's
     saved = save_video(tmp_path, "video_device", video, video_format)
-    assert [p.name for p in saved["png"]] == ["video_device_0_frame_0000.png", "video_device_0_frame_0008.png",
-                                              "video_device_1_frame_0000.png", "video_device_1_frame_0008.png"]
+    assert [p.name for p in saved["png"]] == ["video_device_0_frame_0000.png",
+                                              "video_device_0_frame_0008.png",
+                                              "video_device_1_frame_0000.png",
+                                              "video_device_1_frame_0008.png"]
     assert np.asarray(Image.open(saved["png"][1])).min() == 255
     frames = iio.imread(saved["mp4"][0], index=None)
     assert frames.shape[0] == 9 and frames.shape[1:3] == (32, 32)
-    assert frames[0].mean() < 30 and frames[-1].mean() > 225, "the brightness ramp survives encoding"
+    assert frames[0].mean() < 30
+    assert frames[-1].mean() > 225, "the brightness ramp survives encoding"
 
 
 def test_video_artifacts_skip_what_is_not_a_video(tmp_path):

@@ -1,15 +1,14 @@
 """The job as an object: the composed config and everything its stages learn, in one place.
 
-Stages (:mod:`ascendbench.job.stages`) read what earlier stages put on the :class:`Job` and set their own
-attributes; the record writer only receives the sections they return. Nothing is read back from the
-record.
+Stages read what earlier stages put on the :class:`Job` and set their own attributes; the record
+writer only receives the sections they return. Nothing is read back from the record.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from omegaconf import DictConfig
@@ -18,43 +17,16 @@ from ascendbench.errors import AscendBenchError
 from ascendbench.job.record import RecordWriter
 from ascendbench.precision import Precision
 
-if TYPE_CHECKING:  # the types of the stages' findings; the modules are loaded by the stages that need them
-    from ascendbench.baseline.service import Baseline
-    from ascendbench.devices.adapter import DeviceAdapter
-    from ascendbench.models.base import LoadedModel, ModelLoader
-    from ascendbench.models.sources import NotFound, ResolvedSource
-    from ascendbench.tasks.base import Task
-
 
 @dataclass
 class Job:
-    """One composed config on its way to a record.
+    """One composed config on its way to a record; the stage that learns an attribute sets it.
 
-    Attributes:
-        cfg: the composed job config.
-        dir: the job directory (``record.json`` and the artifacts are written below it).
-        writer: the record writer.
-        dry_run: plan only (``dry_run=true``): the stages' ``plan`` methods run instead of ``run``.
-        stage: the label of the stage running now (``the device run``...), for failures and interrupts.
-        env: the record's ``env`` section.
-        adapter: the device adapter (device stage).
-        precision: the device dtype, its tolerances and rules, and the reference dtype (device stage).
-        loader: the model loader built from ``model.loader`` (load stage).
-        loaded: the loaded model with its weights provenance (load stage; real runs).
-        weights: the record's ``weights`` section (load stage; real runs).
-        found: what the weights lookup found (load stage; dry runs).
-        model: the model (real runs) or the model on the ``meta`` device (dry runs), when it could be built.
-        task: the task built from ``model.task`` (inputs stage).
-        inputs: the task's CPU inputs (inputs stage).
-        inputs_info: shape, dtype and SHA256 of each input (inputs stage).
-        reference: the CPU reference outputs, a :class:`ascendbench.baseline.Baseline` (reference stage).
-        replay: the replay reference's plan (:class:`ascendbench.baseline.replay.ReplayPlan`), when it is one.
-        outputs: the device outputs, on the CPU (device-run stage).
-        metrics: metric entries by name (reference, evaluate and compare stages).
-        verdict: the worst verdict of ``metrics``.
-        artifacts: artifact paths relative to ``dir``.
-        plan: the dry run's plan, assembled from the stages' ``plan`` sections.
-        problems: what would make the real job fail (dry runs list them all).
+    ``dry_run``: the stages' ``plan`` runs instead of ``run``; ``stage``: the label of the stage
+    running now (for failures); ``found``: what a dry run's weights lookup found; ``model``: a
+    module, a pipeline, or the model on the ``meta`` device (dry runs); ``reference``: a
+    :class:`~ascendbench.baseline.Baseline`; ``replay``: the replay reference's plan; ``plan`` and
+    ``problems``: the dry run's findings and what would make the real job fail.
     """
 
     cfg: DictConfig
@@ -63,18 +35,18 @@ class Job:
     dry_run: bool = False
     stage: str = "the job"
     env: dict[str, Any] = field(default_factory=dict)
-    adapter: DeviceAdapter | None = None
+    adapter: Any = None  # ascendbench.devices.adapter.DeviceAdapter
     precision: Precision | None = None
-    loader: ModelLoader | None = None
-    loaded: LoadedModel | None = None
+    loader: Any = None  # ascendbench.models.base.ModelLoader or any loader with .load
+    loaded: Any = None  # ascendbench.models.loader.LoadedModel
     weights: dict[str, Any] | None = None
-    found: ResolvedSource | NotFound | None = None
-    model: Any = None  # a torch.nn.Module, or a diffusers pipeline (no Module), or the meta-device model
-    task: Task | None = None
+    found: Any = None
+    model: Any = None
+    task: Any = None  # ascendbench.tasks.base.Task
     inputs: dict[str, torch.Tensor] | None = None
     inputs_info: dict[str, Any] = field(default_factory=dict)
-    reference: Baseline | None = None  # a SourceBaseline for baseline.source
-    replay: Any = None  # the replay reference's capture of the device run (baseline.reference_mode=replay)
+    reference: Any = None
+    replay: Any = None
     outputs: dict[str, torch.Tensor] | None = None
     placement: dict[str, Any] | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -84,12 +56,12 @@ class Job:
     problems: list[str] = field(default_factory=list)
 
     def record(self, section: Mapping[str, Any]) -> None:
-        """Write a section to the record now (merged one level deep), e.g. before a long computation."""
+        """Write a section to the record now (merged one level deep)."""
         merge_sections(self.writer.data, section)
         self.writer.write()
 
     def add_plan(self, section: Mapping[str, Any]) -> None:
-        """Add a stage's findings to the dry run's plan (merged one level deep: ``memory`` gathers entries)."""
+        """Add a stage's findings to the dry run's plan (merged one level deep)."""
         merge_sections(self.plan, section)
 
     def warn(self, message: str) -> None:
@@ -97,15 +69,15 @@ class Job:
         self.writer.warn(message)
 
     def attempt(self, what: str, fn: Callable[[], Any], default: Any = None) -> Any:
-        """Run one part of a plan: an error the real job would also hit becomes a problem (``default`` is
-        returned); any other error becomes ``{"unavailable": ...}`` -- a plan is best effort beyond our own
-        errors, and says what it could not estimate."""
+        """Run one part of a plan: our own error (the real job would hit it too) becomes a problem
+        and ``default`` is returned; any other becomes ``{"unavailable": ...}`` (best effort)."""
         try:
             return fn()
         except AscendBenchError as exc:
             self.problems.append(str(exc))
         except Exception as exc:
-            return {"unavailable": f"{what}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"}
+            text = " ".join(str(exc).split())[:300]
+            return {"unavailable": f"{what}: {type(exc).__name__}: {text}"}
         return default
 
     def relative(self, path: Path | str) -> str:
@@ -114,7 +86,7 @@ class Job:
 
 
 def merge_sections(into: dict[str, Any], section: Mapping[str, Any]) -> None:
-    """Merge a stage's section into ``into``: mappings are merged one level deep, other values replaced."""
+    """Merge ``section`` into ``into``: mappings one level deep, other values replaced."""
     for key, value in section.items():
         if isinstance(value, Mapping) and isinstance(into.get(key), Mapping):
             into[key] = {**into[key], **value}

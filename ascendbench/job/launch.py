@@ -1,15 +1,10 @@
-"""One launch of the CLI: where its jobs go, who may write there, and what its exit status counts.
+"""One launch of the CLI: where its jobs go, who may write there, what its exit status counts.
 
-* :func:`job_subdir` (resolver ``ascendbench.subdir``, ``hydra.sweep.subdir``): a sweep job's directory is
-  named by its overrides, readable (``dtype=float16,preset=mini``) and unique whatever is swept: overrides
-  left out of the name (``model.source``...), a path separator or a name too long add a short hash of the
-  job's overrides, so that two jobs never share a directory and a rerun of the same sweep finds its records.
-* :func:`launch_token` (resolver ``ascendbench.launch``, cached per launch): a short random id, part of the
-  default sweep dir (two sweeps started in the same second get two dirs) and of every job's environment
-  (``ASCENDBENCH_LAUNCH``), so that a job run in a worker process (joblib, Slurm) reports its outcome to
-  the launch that started it (:func:`note_outcome`), and no other sweep's.
-* :class:`LaunchGuard`: before a single run, checks and claims its directory (:mod:`ascendbench.job.claim`);
-  before a sweep, checks the sweep dir; after it, collects the outcomes of this launch's jobs.
+A sweep job's directory is named by its overrides (resolver ``ascendbench.subdir``), plus a short
+hash of them where the name leaves one out, holds a separator or is too long: two jobs never share
+a directory, and a rerun finds its records. A launch token (resolver ``ascendbench.launch``, in
+every job's ``ASCENDBENCH_LAUNCH``) lets jobs in worker processes (joblib, Slurm) report their
+outcome to the launch that started them, and to no other sweep's.
 """
 
 from __future__ import annotations
@@ -36,36 +31,40 @@ log = logging.getLogger(__name__)
 
 TOKEN_VARIABLE = "ASCENDBENCH_LAUNCH"
 OUTCOMES_DIR = ".ascendbench"
-MAX_NAME_BYTES = 240  # readable part of a sweep job's directory name (file systems allow 255 bytes)
-NOT_IDENTITY = ("resume.force", "resume.enabled", "tracking")  # how a job is resumed or tracked, not what it computes
+MAX_NAME_BYTES = 240  # readable part of a sweep job's directory name (file systems allow 255)
+NOT_IDENTITY = ("resume.force", "resume.enabled", "tracking")  # how a job runs, not what it does
 _OUTCOMES: list[dict[str, Any]] = []  # outcomes of the jobs of this process's last multirun
 
 
-class RefusedDirectory(SystemExit):
-    """A job or sweep directory refused before Hydra writes anything there: the process ends with exit status 1
-    and the one-paragraph message. A ``SystemExit``: Hydra turns a callback's ordinary exception into a
-    warning and goes on, which would write into the refused directory."""
-
-
-def launch_token() -> str:
-    """A short random id of this launch (6 hex digits)."""
-    return secrets.token_hex(3)
+class LaunchRefused(SystemExit):
+    """A run or sweep refused before Hydra writes anything or any job runs: exit status 1 and the
+    one-paragraph message. A ``SystemExit``: Hydra turns a callback's ordinary exception into a
+    warning and goes on (into the refused directory, or two workers on one card)."""
 
 
 def _override_key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def job_subdir(readable: str, overrides: Any) -> str:
-    """The directory name of a sweep job: ``readable`` (Hydra's ``override_dirname``), plus ``_<hash>`` of the
-    job's overrides when ``readable`` leaves one out, holds a path separator or is too long.
+def _shortened(name: str) -> str:
+    """``name`` when it fits :data:`MAX_NAME_BYTES`, else its shortest overrides that fit, in order
+    (the long values go, the hash tells those jobs apart)."""
+    if len(name.encode()) <= MAX_NAME_BYTES:
+        return name
+    items = name.split(",")
+    kept, used = set(), 0
+    for index in sorted(range(len(items)), key=lambda i: len(items[i].encode())):
+        used += len(items[index].encode()) + 1
+        if used > MAX_NAME_BYTES:
+            break
+        kept.add(index)
+    return ",".join(items[i] for i in sorted(kept))
 
-    >>> job_subdir("dtype=float16", ["dtype=float16"])
-    'dtype=float16'
-    >>> job_subdir("", ["model.source=/ckpt/a"])
-    'job_5c209877'
-    """
-    identity = sorted(str(o) for o in (overrides or []) if _override_key(str(o)) not in NOT_IDENTITY)
+
+def job_subdir(readable: str, overrides: Any) -> str:
+    """A sweep job's directory name: ``readable`` (Hydra's ``override_dirname``), plus ``_<hash>``
+    of its overrides when ``readable`` leaves one out, holds a separator or is too long."""
+    identity = sorted(str(o) for o in overrides or [] if _override_key(str(o)) not in NOT_IDENTITY)
     safe = str(readable).replace(os.sep, "_").replace("\0", "_")
     if os.altsep:
         safe = safe.replace(os.altsep, "_")
@@ -77,25 +76,10 @@ def job_subdir(readable: str, overrides: Any) -> str:
     return f"{short.rstrip(',') or 'job'}_{digest}"
 
 
-def _shortened(name: str) -> str:
-    """``name`` when it fits :data:`MAX_NAME_BYTES`; else its shortest overrides (comma-separated items) that
-    fit, in their order: the long values go (the hash tells those jobs apart), ``seed=1`` stays readable."""
-    if len(name.encode()) <= MAX_NAME_BYTES:
-        return name
-    items = name.split(",")
-    kept, used = set(), 0
-    for index in sorted(range(len(items)), key=lambda i: len(items[i].encode())):
-        size = len(items[index].encode()) + 1
-        if used + size > MAX_NAME_BYTES:
-            break
-        kept.add(index)
-        used += size
-    return ",".join(items[i] for i in sorted(kept))
-
-
 def register_resolvers() -> None:
-    """Register ``ascendbench.launch`` and ``ascendbench.subdir`` (idempotent)."""
-    OmegaConf.register_new_resolver("ascendbench.launch", launch_token, use_cache=True, replace=True)
+    """Register ``ascendbench.launch`` (6 random hex digits per launch), ``ascendbench.subdir``."""
+    OmegaConf.register_new_resolver("ascendbench.launch", lambda: secrets.token_hex(3),
+                                    use_cache=True, replace=True)
     OmegaConf.register_new_resolver("ascendbench.subdir", job_subdir, replace=True)
 
 
@@ -109,14 +93,15 @@ def _outcomes_dir(sweep_dir: str | Path, token: str) -> Path:
 
 
 def note_outcome(status: str, job_dir: Path, **more: Any) -> None:
-    """In a sweep job (whatever process runs it): leave its gated status (and ``more``, e.g. its ``objective``
-    value) for the launch that started it."""
+    """In a sweep job, whatever process runs it: leave its gated status (and ``more``, e.g. its
+    ``objective``) for the launch that started it."""
     hydra = HydraConfig.get()
     if getattr(hydra.mode, "name", str(hydra.mode)) != "MULTIRUN" or not (token := _token()):
         return
     path = _outcomes_dir(hydra.sweep.dir, token) / f"{hydra.job.num}.json"
+    outcome = {"status": status, "job_dir": str(job_dir), "pid": os.getpid(), **more}
     try:
-        write_atomic(path, json.dumps({"status": status, "job_dir": str(job_dir), "pid": os.getpid(), **more}))
+        write_atomic(path, json.dumps(outcome))
     except AscendBenchError as exc:
         log.error("the outcome of this job could not be left for the sweep's exit status: %s", exc)
 
@@ -131,52 +116,41 @@ def reset_outcomes() -> None:
     _OUTCOMES.clear()
 
 
-def _read_outcomes(directory: Path) -> list[dict[str, Any]]:
-    outcomes = []
-    for path in sorted(directory.glob("*.json")):
-        try:
-            outcomes.append(json.loads(path.read_text()))
-        except (OSError, ValueError) as exc:
-            outcomes.append({"status": "unknown", "job_dir": str(path), "error": str(exc)})
-    return outcomes
-
-
-def _refused(exc: AscendBenchError) -> RefusedDirectory:
-    return RefusedDirectory(f"ascendbench: {exc}")
-
-
 class LaunchGuard(Callback):
-    """Check and claim the run dir before a single run; check the sweep dir before a sweep; after a sweep,
-    collect the outcomes its jobs left (:func:`launch_outcomes`), wherever they ran."""
+    """Check and claim the run dir before a single run; check the sweep dir before a sweep; after
+    it, collect the outcomes its jobs left (:func:`launch_outcomes`), wherever they ran."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Refuse (one paragraph, nothing written) a run dir that is unusable or held by another process."""
+        """Refuse (one paragraph, nothing written) a run dir unusable or held by another process."""
         try:
-            job_dir = check_job_dir(os.path.abspath(str(config.hydra.run.dir)), "hydra.run.dir")
-            claim(job_dir)
+            claim(check_job_dir(os.path.abspath(str(config.hydra.run.dir)), "hydra.run.dir"))
         except AscendBenchError as exc:
-            raise _refused(exc) from None
+            raise LaunchRefused(f"ascendbench: {exc}") from None
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Give the run dir back (the job itself releases it as it ends; this covers Hydra failing first)."""
+        """Give the run dir back (the job releases it itself; this covers Hydra failing first)."""
         release(os.path.abspath(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Refuse an unusable sweep dir; fix this launch's token before any job is composed."""
         reset_outcomes()
-        _token(config)  # resolved here, in the launching process: its cached value reaches every job
+        _token(config)  # resolved here, in the launching process: its cached value reaches all
         try:
             check_job_dir(os.path.abspath(str(config.hydra.sweep.dir)), "hydra.sweep.dir")
         except AscendBenchError as exc:
-            raise _refused(exc) from None
+            raise LaunchRefused(f"ascendbench: {exc}") from None
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        """Collect the outcomes of this launch's jobs (and remove them: they served their purpose)."""
-        token = _token(config)
-        if not token:
+        """Collect the outcomes of this launch's jobs, then remove them (their purpose served)."""
+        if not (token := _token(config)):
             return
         directory = _outcomes_dir(str(config.hydra.sweep.dir), token)
-        _OUTCOMES[:] = _read_outcomes(directory)
+        _OUTCOMES[:] = []
+        for path in sorted(directory.glob("*.json")):
+            try:
+                _OUTCOMES.append(json.loads(path.read_text()))
+            except (OSError, ValueError) as exc:
+                _OUTCOMES.append({"status": "unknown", "job_dir": str(path), "error": str(exc)})
         with contextlib.suppress(OSError):
             shutil.rmtree(directory)
             directory.parent.rmdir()  # only when no other launch's outcomes are left there

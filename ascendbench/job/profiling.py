@@ -1,125 +1,167 @@
-"""Where the time goes: a few extra calls under the profiler, after the timed loop, never inside it.
+"""Where the time goes: ``profile.calls`` more calls under the profiler, after the timed loop.
 
-``profile.enabled=true`` runs ``profile.calls`` more calls of the task under ``torch.profiler`` (CPU
-activity everywhere, CUDA activity on cuda), then records the top operators by self time on the device
-(self CPU time on the CPU): name, input shapes, calls per task call, total and mean time, and their share
-of the operators' total. The Chrome/Perfetto trace is written beside the record (``profile_trace.json``).
-On npu, ``torch_npu.profiler`` writes its own files and the table is read from them
-(:mod:`ascendbench.job.npu_profile`; the trace is its ``trace_view.json``).
-
-Each profiled call is also timed on the host clock (with a synchronize). The record then says how much of
-those very calls the operators explain (``ops_over_profiled_call``: the rest is Python between operators
-and the profiler's own cost) and how the operators compare with the timed median (``ops_over_median``);
-``profiled_over_median`` tells the two apart: far from 1, the host was busier (or the profiler costlier)
-during the profiled calls than during the timed loop, and ``ops_over_median`` moves with it.
+The record's ``profile`` lists the top operators by device self time (self CPU time on the CPU) with
+their share of the operators' total, and compares that total with the profiled calls (each timed on
+the host clock) and the timed median. The trace goes beside the record (``profile_trace.json``). On
+an NPU, ``torch_npu.profiler`` (no ``key_averages``) writes ``<job>/profile_npu/*_ascend_pt/``, kept
+for MindStudio Insight; the table is read from its ``ASCEND_PROFILER_OUTPUT`` CSV files.
 """
 
 from __future__ import annotations
 
+import csv
+import importlib
+import re
 import statistics
 import time
-from dataclasses import dataclass
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
-from ascendbench.job.npu_profile import npu_section, profile_npu
+from torch.profiler import ProfilerActivity, profile
 
 TRACE_NAME = "profile_trace.json"
-
-
-@dataclass(frozen=True)
-class ProfileSettings:
-    """``profile.*``: how many calls to profile, how many operators to list, whether to write the trace."""
-
-    calls: int = 3
-    top: int = 15
-    trace: bool = True
-
-
-def _profiler(device_type: str) -> tuple[Any, list[Any], str]:
-    """(profile context factory, activities, which time is 'device' time) for cpu and cuda."""
-    from torch.profiler import ProfilerActivity, profile
-
-    if device_type == "cuda":
-        return profile, [ProfilerActivity.CPU, ProfilerActivity.CUDA], "device"
-    return profile, [ProfilerActivity.CPU], "cpu"
+PROFILE_DIR = "profile_npu"  # inside the job dir: the *_ascend_pt run directories
+OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
+# torch_npu's columns (profiler/analysis/prof_view/_operator_view_parser.py, _op_statistic_bean.py)
+NAME, SHAPES, DEVICE_SELF = "Name", "Input Shapes", "Device Self Duration(us)"
+OP_TYPE, COUNT, TOTAL_US = "OP Type", "Count", "Total Time(us)"
+NPU_FILES = ("operator_details.csv", "kernel_details.csv", "op_statistic.csv")
 
 
 def _self_us(event: Any, clock: str) -> float:
-    """Self time of an averaged event in us; ``self_cuda_time_total`` on torch < 2.4 (no ``device`` name)."""
+    """Self time of an averaged event in us (``self_cuda_time_total`` on torch < 2.4)."""
     if clock != "device":
         return float(event.self_cpu_time_total)
     value = getattr(event, "self_device_time_total", None)
     return float(value if value is not None else event.self_cuda_time_total)
 
 
-def top_operators(averages: Any, clock: str, calls: int, top: int) -> tuple[list[dict[str, Any]], float]:
-    """The ``top`` rows by self time and the total self time of one call (ms), from ``key_averages``."""
-    rows = [e for e in averages if _self_us(e, clock) > 0]
+def _row(name: str, shapes: list[list[int]], counts: tuple[float, int], calls: int,
+         total_ms: float) -> dict[str, Any]:
+    """A table row from the operator's self time in us and its number of calls."""
+    self_us, count = counts
+    per_call_ms = self_us / 1000.0 / calls
+    return {"name": name, "input_shapes": shapes, "calls": count / calls, "total_ms": per_call_ms,
+            "mean_ms": self_us / 1000.0 / max(1, count),
+            "share": per_call_ms / total_ms if total_ms else None}
+
+
+def top_operators(averages: Any, clock: str, calls: int,
+                  top: int) -> tuple[list[dict[str, Any]], float]:
+    """The ``top`` rows by self time and the self time of one call (ms), from ``key_averages``."""
+    rows = sorted((e for e in averages if _self_us(e, clock) > 0),
+                  key=lambda e: -_self_us(e, clock))
     total_ms = sum(_self_us(e, clock) for e in rows) / 1000.0 / calls
-    rows.sort(key=lambda e: _self_us(e, clock), reverse=True)
-    table = []
-    for event in rows[:top]:
-        per_call_ms = _self_us(event, clock) / 1000.0 / calls
-        table.append({"name": event.key, "input_shapes": [list(s) for s in (event.input_shapes or [])][:4],
-                      "calls": event.count / calls, "total_ms": per_call_ms,
-                      "mean_ms": _self_us(event, clock) / 1000.0 / max(1, event.count),
-                      "share": per_call_ms / total_ms if total_ms else None})
-    return table, total_ms
+    return [_row(e.key, [list(s) for s in (e.input_shapes or [])][:4],
+                 (_self_us(e, clock), e.count), calls, total_ms) for e in rows[:top]], total_ms
 
 
-@dataclass
-class ProfileRun:
-    """One profiling run: the call, its device, the settings, where the trace goes, the measured median."""
-
-    call: Callable[[], Any]
-    adapter: Any
-    settings: ProfileSettings
-    out_dir: Path
-    median_ms: float | None = None
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
 
 
-def _ratio(num: float | None, den: float | None) -> float | None:
-    return num / den if num is not None and den else None
+def _number(value: str | None) -> float:
+    try:
+        return float(value or 0.0)
+    except ValueError:
+        return 0.0
 
 
-def _timed_calls(run: ProfileRun, calls: int) -> list[float]:
-    """``calls`` calls of the task, each timed on the host clock between two synchronizes (ms)."""
+def shapes(text: str) -> list[list[int]]:
+    """``[1, 16, 8, 8];\\r\\n[16]`` (torch_npu joins inputs with ``;`` and a line break) ->
+    ``[[1, 16, 8, 8], [16]]``, the first four inputs as the CPU table has."""
+    parts = [part.strip() for part in (text or "").split(";") if part.strip()]
+    return [[int(d) for d in re.findall(r"-?\d+", part)] for part in parts][:4]
+
+
+def npu_section(run_dir: Path | None, job_dir: Path, calls: int,
+                top: int) -> tuple[dict[str, Any], float]:
+    """The NPU part of the ``profile`` section and the operators' total per call (ms)."""
+    output = run_dir / OUTPUT_DIR if run_dir is not None else None
+    if output is None or not (output / "operator_details.csv").is_file():
+        where = run_dir or Path(job_dir) / PROFILE_DIR
+        return {"top": [], "missing": f"torch_npu's profiler wrote no {OUTPUT_DIR}/operator_"
+                f"details.csv under {where} (its analysis failed: see the plog and the job "
+                "log)"}, 0.0
+    groups: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for row in _csv_rows(output / "operator_details.csv"):
+        groups[(row.get(NAME, ""), row.get(SHAPES, ""))].append(_number(row.get(DEVICE_SELF)))
+    totals = {key: sum(values) for key, values in groups.items() if sum(values) > 0}
+    total_ms = sum(totals.values()) / 1000.0 / calls
+    ranked = sorted(totals.items(), key=lambda item: item[1], reverse=True)[:top]
+    table = [_row(name, shapes(text), (self_us, len(groups[(name, text)])), calls, total_ms)
+             for (name, text), self_us in ranked]
+    kernels = sorted(({"type": r.get(OP_TYPE, ""), "calls": _number(r.get(COUNT)) / calls,
+                       "total_ms": _number(r.get(TOTAL_US)) / 1000.0 / calls}
+                      for r in _csv_rows(output / "op_statistic.csv")),
+                     key=lambda r: r["total_ms"], reverse=True)[:top]
+    section = {"top": table, "kernel_types": kernels,
+               "ascend_pt": str(run_dir.relative_to(job_dir)),
+               "csv": {name: str((output / name).relative_to(job_dir)) for name in NPU_FILES
+                       if (output / name).is_file()}}
+    if (output / "trace_view.json").is_file():
+        section["trace"] = str((output / "trace_view.json").relative_to(job_dir))
+    return section, total_ms
+
+
+def _timed_calls(call: Callable[[], Any], adapter: Any, calls: int) -> list[float]:
+    """``calls`` calls, each timed on the host clock between two synchronizes (ms)."""
     wall_ms = []
     for _ in range(calls):
-        run.adapter.synchronize()
+        adapter.synchronize()
         start = time.perf_counter()
-        run.call()
-        run.adapter.synchronize()
+        call()
+        adapter.synchronize()
         wall_ms.append((time.perf_counter() - start) * 1000.0)
     return wall_ms
 
 
-def profile_calls(run: ProfileRun) -> dict[str, Any]:
-    """Profile ``settings.calls`` calls; the record's ``profile`` section (table, totals, trace path)."""
-    calls = max(1, int(run.settings.calls))
-    if run.adapter.name == "npu":
-        wall_ms, run_dir = profile_npu(run.out_dir, lambda: _timed_calls(run, calls))
-        found, total_ms = npu_section(run_dir, Path(run.out_dir), calls, run.settings.top)
-        return {"calls": calls, "clock": "device", **found, **_totals(run, wall_ms, total_ms)}
-    factory, activities, clock = _profiler(run.adapter.name)
-    with factory(activities=activities, record_shapes=True) as prof:
-        wall_ms = _timed_calls(run, calls)
-    table, total_ms = top_operators(prof.key_averages(group_by_input_shape=True), clock, calls, run.settings.top)
-    section: dict[str, Any] = {"calls": calls, "clock": clock, "top": table, **_totals(run, wall_ms, total_ms)}
-    if run.settings.trace:
-        path = Path(run.out_dir) / TRACE_NAME
-        prof.export_chrome_trace(str(path))
-        section["trace"] = TRACE_NAME
+def _profile_npu(out_dir: Path,
+                 timed: Callable[[], list[float]]) -> tuple[list[float], Path | None]:
+    """Run ``timed`` under ``torch_npu.profiler.profile``: (its wall times, the run directory)."""
+    npu_profiler = importlib.import_module("torch_npu.profiler")  # only on an NPU host
+    root = Path(out_dir) / PROFILE_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    before = set(root.glob("*_ascend_pt"))
+    activities = [npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU]
+    handler = npu_profiler.tensorboard_trace_handler(str(root))
+    with npu_profiler.profile(activities=activities, record_shapes=True, on_trace_ready=handler):
+        wall_ms = timed()
+    made = sorted(set(root.glob("*_ascend_pt")) - before)
+    return wall_ms, (made[-1] if made else None)
+
+
+def profile_calls(call: Callable[[], Any], adapter: Any, settings: Any, out_dir: Path,
+                  median_ms: float | None = None) -> dict[str, Any]:
+    """Profile ``settings.calls`` calls (``profile.*``: ``calls``, ``top``, ``trace``); the record's
+    ``profile`` section, against the timed ``median_ms``."""
+    calls, top = max(1, int(settings.calls)), int(settings.top)
+    if adapter.name == "npu":
+        wall_ms, run_dir = _profile_npu(out_dir, lambda: _timed_calls(call, adapter, calls))
+        found, total_ms = npu_section(run_dir, Path(out_dir), calls, top)
+        section = {"calls": calls, "clock": "device", **found}
+    else:
+        clock = "device" if adapter.name == "cuda" else "cpu"
+        activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if clock == "device" else [])]
+        with profile(activities=activities, record_shapes=True) as prof:
+            wall_ms = _timed_calls(call, adapter, calls)
+        averages = prof.key_averages(group_by_input_shape=True)
+        table, total_ms = top_operators(averages, clock, calls, top)
+        section = {"calls": calls, "clock": clock, "top": table}
+        if settings.trace:
+            prof.export_chrome_trace(str(Path(out_dir) / TRACE_NAME))
+            section["trace"] = TRACE_NAME
+    profiled_ms = statistics.fmean(wall_ms)  # a mean, as the operators' total is
+    section.update(ops_total_ms_per_call=total_ms, measured_median_ms=median_ms,
+                   ops_over_median=_ratio(total_ms, median_ms), profiled_call_ms=profiled_ms,
+                   ops_over_profiled_call=_ratio(total_ms, profiled_ms),
+                   profiled_over_median=_ratio(profiled_ms, median_ms))
     return section
 
 
-def _totals(run: ProfileRun, wall_ms: list[float], total_ms: float) -> dict[str, Any]:
-    """The operators' total against the profiled calls and the timed median."""
-    profiled_ms = statistics.fmean(wall_ms)  # a mean, as the operators' total is
-    return {
-        "ops_total_ms_per_call": total_ms,
-        "measured_median_ms": run.median_ms, "ops_over_median": _ratio(total_ms, run.median_ms),
-        "profiled_call_ms": profiled_ms, "ops_over_profiled_call": _ratio(total_ms, profiled_ms),
-        "profiled_over_median": _ratio(profiled_ms, run.median_ms),
-    }
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None

@@ -1,10 +1,7 @@
-"""``record.json``: the one file a job leaves behind, written atomically at every stage.
+"""``record.json``: the one file a job leaves, rewritten atomically as each stage finishes.
 
-The record is written when the job starts (``status: running``) and rewritten as stages finish, so a
-job killed mid-way never leaves a record that looks ``ok``. A running record, rewritten a dozen times a
-job, is written compact (one line: json's C encoder, about ten times faster than its indenting Python
-one); the final record, the one people read, is indented. Fields follow the user-facing contract of
-DESIGN.md: status, error, config, env, weights, metrics, verdict, bench, baseline, artifacts.
+A job killed mid-way leaves ``status: running``, never a record that looks ``ok``. While the job
+runs the record is written compact (json's fast C encoder); the final record is indented.
 """
 
 from __future__ import annotations
@@ -29,9 +26,7 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, float):
         if math.isnan(value):
             return None
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
+        return ("inf" if value > 0 else "-inf") if math.isinf(value) else value
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -42,17 +37,18 @@ def _jsonable(value: Any) -> Any:
 
 
 def write_json_atomic(path: Path, data: Any, indent: int | None = 2) -> None:
-    """Write JSON to ``path`` atomically (:func:`ascendbench.fileio.write_atomic`); NaN/inf made plain JSON.
-    ``indent=None``: one compact line."""
+    """Write JSON to ``path`` atomically, NaN/inf made plain JSON; ``indent=None``: one line."""
     write_atomic(path, json.dumps(_jsonable(data), indent=indent, allow_nan=False))
 
 
 def load_record(path: Path) -> dict[str, Any]:
     """Read a record (a directory containing ``record.json`` or the file itself)."""
     path = Path(path)
-    if path.is_dir():
-        path = path / RECORD_NAME
-    return json.loads(path.read_text())
+    return json.loads((path / RECORD_NAME if path.is_dir() else path).read_text())
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(ts))
 
 
 class RecordWriter:
@@ -62,22 +58,12 @@ class RecordWriter:
         self.job_dir = Path(job_dir)
         self.path = self.job_dir / RECORD_NAME
         self._t0 = time.time()
+        timing = {"started_at": _iso(self._t0), "finished_at": None, "duration_s": None}
         self.data: dict[str, Any] = {
-            "schema": SCHEMA_VERSION,
-            "status": "running",
-            "error": None,
-            "verdict": None,
-            "job": {},
-            "config": config,
-            "env": {},
-            "weights": None,
-            "inputs": {},
-            "baseline": None,
-            "metrics": {},
-            "bench": None,
-            "artifacts": {},
-            "warnings": [],
-            "timing": {"started_at": _iso(self._t0), "finished_at": None, "duration_s": None},
+            "schema": SCHEMA_VERSION, "status": "running", "error": None, "verdict": None,
+            "job": {}, "config": config, "env": {}, "weights": None, "inputs": {},
+            "baseline": None, "metrics": {}, "bench": None, "artifacts": {}, "warnings": [],
+            "timing": timing,
         }
 
     def update(self, **fields: Any) -> None:
@@ -90,18 +76,21 @@ class RecordWriter:
         self.data["warnings"].append(message)
         self.write()
 
-    def finish(self, status: str, error: BaseException | None = None, reason: str | None = None) -> None:
+    def finish(self, status: str, error: BaseException | None = None,
+               reason: str | None = None) -> None:
         """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write.
 
-        A job that did not end ``ok`` has no verdict: one reached before the failure (e.g. PASS, then the
-        disk filled while saving artifacts) is kept as ``error.verdict_before_failure`` only, so that no
-        reader counts a failed job as passed. When the final record cannot be written (a full disk), the
-        stale ``running`` record is removed to free its space and the write is tried once more; if that fails
-        too, :class:`OutputWriteError` is raised and no record claims the job is still running.
+        A job that did not end ``ok`` has no verdict (one reached before is kept as
+        ``error.verdict_before_failure``). When the final record cannot be written (a full disk),
+        the stale ``running`` record is removed and the write tried once more.
+
+        Raises:
+            OutputWriteError: the final record could not be written either.
         """
         self.data["status"] = status
         if error is not None:
-            self.data["error"] = {"type": type(error).__name__, "reason": reason, "message": str(error)}
+            self.data["error"] = {"type": type(error).__name__, "reason": reason,
+                                  "message": str(error)}
         if status != "ok" and self.data.get("verdict") is not None:
             if isinstance(self.data.get("error"), dict):
                 self.data["error"]["verdict_before_failure"] = self.data["verdict"]
@@ -111,28 +100,24 @@ class RecordWriter:
         try:
             self.write()
         except OutputWriteError:
-            with contextlib.suppress(OSError):  # never leave a record saying `running` for a job that ended
+            with contextlib.suppress(OSError):  # never leave `running` for a job that ended
                 self.path.unlink(missing_ok=True)
             self.write()
 
     def write(self) -> None:
-        """Rewrite ``record.json`` atomically: compact while the job runs, indented once it has ended."""
-        write_json_atomic(self.path, self.data, indent=None if self.data.get("status") == "running" else 2)
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(ts))
+        """Rewrite ``record.json`` atomically: compact while the job runs, indented after."""
+        running = self.data.get("status") == "running"
+        write_json_atomic(self.path, self.data, indent=None if running else 2)
 
 
 def instant(stamp: Any) -> float:
-    """Seconds since the epoch of a record's ``timing`` time (``2026-12-01T17:54:36+0800``), ``-inf`` when it is
-    absent or not such a time: records from hosts in different time zones order by the moment, never by their
-    local-time text (``...T09:00+0000`` is later than ``...T16:00+0800``).
+    """Seconds since the epoch of a record's ``timing`` time, ``-inf`` when it is not one: records
+    of hosts in different time zones order by the moment, not by their local-time text.
 
     >>> instant("2026-12-01T09:00:00+0000") > instant("2026-12-01T16:00:00+0800")
     True
     """
-    try:  # ISO 8601 as this tool writes it; a time without a zone is read as this host's local time
+    try:  # a time without a zone is read as this host's local time
         return datetime.fromisoformat(str(stamp)).timestamp()
     except (TypeError, ValueError, OverflowError, OSError):
         return float("-inf")

@@ -1,14 +1,8 @@
-"""Resume: a job whose directory already holds an ``ok`` record of the very same job is not re-run.
+"""Resume: a job whose directory holds an ``ok`` record of the very same job is not run again.
 
-The very same job: the same resolved config (ignoring ``resume.*``) *and* the same weights. A checkpoint
-replaced at the same ``model.source`` is a different job: the files found there now are compared with those
-the record loaded, first by size and modification time (:func:`files_stat`, cheap), then, where those differ,
-by content digest; weights that appeared where the record ran random-init, or vanished, also re-run it.
-
-Re-running a sweep into the same sweep directory therefore only runs the jobs that are missing, failed,
-were interrupted or killed (a killed job's record still says ``running``), or whose config or weights
-changed. ``resume.force=true`` runs everything again; ``resume.enabled=false`` turns the check off. A
-record that cannot be read (truncated, not JSON, nested too deeply) is not resumable: the job runs.
+The very same job: the same resolved config (ignoring ``resume.*``) and the same weights, compared
+by size and modification time first, by content digest where those differ. ``resume.force=true``
+runs it anyway; ``resume.enabled=false`` turns the check off. An unreadable record is not resumable.
 """
 
 from __future__ import annotations
@@ -21,14 +15,16 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ascendbench.config.targets import build
 from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME
+from ascendbench.metrics.verdict import worst
 from ascendbench.models.base import locate
 from ascendbench.models.sources import files_digest, hub_forced_offline
 
 log = logging.getLogger(__name__)
 
-IGNORED_KEYS = ("resume", "objective")  # how a job is resumed or reports to a search: not what it computes
+IGNORED_KEYS = ("resume", "objective")  # how a job is resumed or reports to a search
 
 
 def comparable(config: Any) -> Any:
@@ -41,10 +37,7 @@ def comparable(config: Any) -> Any:
 
 
 def weights_files(cfg: DictConfig) -> tuple[Path, ...]:
-    """The weight files ``model.source`` resolves to now (local paths and the hub cache only; nothing is
-    downloaded); empty when none are found or ``model.weights=random``."""
-    from ascendbench.job.stages.base import build
-
+    """The weight files ``model.source`` resolves to now (local paths and the hub cache only)."""
     if str(cfg.model.weights) == "random":
         return ()
     loader = build(cfg.model.loader, "model.loader")
@@ -54,21 +47,17 @@ def weights_files(cfg: DictConfig) -> tuple[Path, ...]:
 
 
 def files_stat(files: tuple[Path, ...]) -> list[list[Any]]:
-    """``[path, size, mtime_ns]`` of each file: the cheap first check that weights did not change."""
-    stats = []
-    for path in files:
-        info = Path(path).stat()
-        stats.append([str(path), info.st_size, info.st_mtime_ns])
-    return stats
+    """``[path, size, mtime_ns]`` of each file: the cheap first check that weights are the same."""
+    return [[str(path), Path(path).stat().st_size, Path(path).stat().st_mtime_ns] for path in files]
 
 
 def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
-    """Why the weights at ``model.source`` are not those the record ran with, or ``None`` when they are."""
+    """Why the weights at ``model.source`` are not those the record ran with, or ``None``."""
     weights = record.get("weights") if isinstance(record.get("weights"), dict) else {}
     files = weights_files(cfg)
     if weights.get("kind") != "loaded":
-        return f"weights are now found at model.source ({len(files)} file(s)); the record ran random-init" \
-            if files else None
+        return (f"weights are now found at model.source ({len(files)} file(s)); the record ran "
+                "random-init") if files else None
     if not files:
         return "the weights the record loaded are no longer found at model.source"
     if weights.get("files_stat") == files_stat(files):
@@ -76,64 +65,56 @@ def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
     digest = files_digest(files)
     if digest == weights.get("digest"):
         return None
-    return f"the weights at model.source changed (digest {digest} now, {weights.get('digest')} in the record)"
-
-
-def _read(path: Path) -> Any:
-    """The parsed record, or ``None`` (logged) when it is missing or cannot be read."""
-    try:
-        return json.loads(read_regular(path))  # a FIFO planted as record.json is refused, never waited on
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, RecursionError) as exc:
-        log.warning("resume: %s cannot be read (%s: %.200s); running the job again", path, type(exc).__name__, exc)
-        return None
+    return (f"the weights at model.source changed (digest {digest} now, {weights.get('digest')} "
+            "in the record)")
 
 
 def untrustworthy(record: dict[str, Any]) -> str | None:
-    """Why an ``ok`` record does not hold up on its own (``None`` when it does): its verdict is not the one its
-    metrics give (a hand edit), or it kept no outputs. A record is data; a skip must not rest on its word."""
-    from ascendbench.metrics.verdict import worst
-
+    """Why an ``ok`` record does not hold up on its own: a verdict its metrics do not give (a hand
+    edit), or no outputs. A record is data; a skip must not rest on its word."""
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
     derived = worst(m.get("verdict") for m in metrics.values() if isinstance(m, dict))
     claimed = record.get("verdict")
     if claimed != derived and not (claimed is None and derived == "PASS"):
         return f"its verdict {claimed!r} is not the one its metrics give ({derived!r})"
-    if "plan" not in record and (not isinstance(record.get("outputs"), dict) or not record["outputs"]):
+    outputs = record.get("outputs")
+    if "plan" not in record and (not isinstance(outputs, dict) or not outputs):
         return "it holds no outputs"
     return None
 
 
 def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | None:
-    """The existing record of ``job_dir`` when the job can be skipped, else ``None``.
-
-    A job is skipped when resume is enabled, not forced, and ``<job_dir>/record.json`` has status
-    ``ok``, the same resolved config (ignoring ``resume.*``) and the same weights (:func:`weights_change`), and
-    holds up on its own (:func:`untrustworthy`).
-    """
-    enabled = OmegaConf.select(cfg, "resume.enabled", default=True)
-    if not enabled or OmegaConf.select(cfg, "resume.force", default=False):
+    """The existing ``ok`` record of ``job_dir`` when the job can be skipped, else ``None``."""
+    if not OmegaConf.select(cfg, "resume.enabled", default=True) or OmegaConf.select(
+            cfg, "resume.force", default=False):
         return None
     path = Path(job_dir) / RECORD_NAME
-    record = _read(path)
+    try:
+        record = json.loads(read_regular(path))  # a FIFO planted as record.json is refused
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as exc:
+        log.warning("resume: %s cannot be read (%s: %.200s); running the job again", path,
+                    type(exc).__name__, exc)
+        return None
     if not isinstance(record, dict) or record.get("status") != "ok":
         return None
     try:
         current = OmegaConf.to_container(cfg, resolve=True)
-    except OmegaConfBaseException:  # a broken interpolation: let the job run and fail with its record
+    except OmegaConfBaseException:  # a broken interpolation: the job runs and fails with its record
         return None
     if comparable(record.get("config")) != comparable(current):
         log.info("resume: %s is ok but its config differs from this job's; running again", path)
         return None
     try:
         change = weights_change(cfg, record)
-    except Exception as exc:  # e.g. a loader that cannot be built: the job runs and reports it itself
-        change = f"its weights cannot be checked ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-    if change is None:
-        change = untrustworthy(record)
+    except Exception as exc:  # e.g. a loader that cannot be built: the job runs and reports it
+        text = " ".join(str(exc).split())[:200]
+        change = f"its weights cannot be checked ({type(exc).__name__}: {text})"
+    change = change or untrustworthy(record)
     if change is not None:
         log.info("resume: %s is ok but %s; running again", path, change)
         return None
-    log.info("resume: skipped, %s is ok with this same config and weights (resume.force=true runs it again)", path)
+    log.info("resume: skipped, %s is ok with this same config and weights (resume.force=true runs "
+             "it again)", path)
     return record

@@ -1,9 +1,10 @@
-"""One job: the list of stages, run (or planned, ``dry_run=true``) in order.
+"""One job: the stages run (or planned, ``dry_run=true``) in order, a record whatever happens.
 
-    config -> device -> load -> inputs -> reference -> device run -> evaluate -> compare -> artifacts
+    config -> device -> load -> inputs -> reference -> device run -> evaluate -> compare
+    -> artifacts
 
-Each stage's record section is written as soon as the stage returns, so a job killed mid-way never leaves
-a record that looks ``ok``; a failure anywhere writes a ``failed`` record naming the stage.
+Each stage's section is written as soon as the stage returns, so a job killed mid-way never leaves a
+record that looks ``ok``; a failure anywhere writes a ``failed`` record naming the stage.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from omegaconf import DictConfig
 
 from ascendbench import progress
+from ascendbench.baseline.replay_plan import plan_lines
 from ascendbench.env import environment
-from ascendbench.errors import AscendBenchError, OutputWriteError
+from ascendbench.errors import AscendBenchError, DryRunError, OutputWriteError
 from ascendbench.job.claim import check_job_dir, claim, release
 from ascendbench.job.failures import (
     classify,
@@ -28,7 +30,7 @@ from ascendbench.job.failures import (
     release_memory,
 )
 from ascendbench.job.job import Job
-from ascendbench.job.planning import declared_target, format_plan, raise_for_problems
+from ascendbench.job.planning import declared_target
 from ascendbench.job.record import RecordWriter
 from ascendbench.job.resume import files_stat, finished_record, weights_files
 from ascendbench.job.stages import STAGES
@@ -38,23 +40,17 @@ from ascendbench.models.memory import declared_host_memory
 log = logging.getLogger(__name__)
 
 
-class _EmptyKeepInFloat32Filter(logging.Filter):
-    """Drop diffusers' warning about modules to keep in float32 when that list is empty."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("There are modules in") or ": []." not in record.getMessage()
-
-
-logging.getLogger("diffusers.models.modeling_utils").addFilter(_EmptyKeepInFloat32Filter())
+# diffusers warns of the modules to keep in float32 even when that list is empty: drop those
+logging.getLogger("diffusers.models.modeling_utils").addFilter(
+    lambda record: ": []." not in record.getMessage()
+    or not record.getMessage().startswith("There are modules in"))
 
 
 def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
-    """Run one composed job and return its final record (also written to ``job_dir``).
-
-    The directory is checked and claimed first (:mod:`ascendbench.job.claim`), for the job's whole life.
+    """Run one composed job in ``job_dir`` (checked and claimed for its whole life); its record.
 
     Raises:
-        JobDirError: ``job_dir`` cannot hold a record (read-only, a file, full...); nothing was written.
+        JobDirError: ``job_dir`` cannot hold a record (read-only, a file, full...); nothing written.
         JobDirBusyError: another process holds ``job_dir``; its files were left as they are.
     """
     job_dir = Path(job_dir)
@@ -68,11 +64,10 @@ def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
 
 
 def _run_claimed(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
-    """The job in a directory this process holds: resume check, stages, and the record whatever happens."""
     writer = RecordWriter(job_dir, config_for_record(cfg))
     job = Job(cfg=cfg, dir=job_dir, writer=writer, dry_run=bool(cfg.get("dry_run", False)))
     try:
-        if (previous := finished_record(cfg, job_dir)) is not None:  # resume: ok record, same config and weights
+        if (previous := finished_record(cfg, job_dir)) is not None:  # resume: same config, weights
             return previous
         job.env = environment()
         writer.update(env=job.env)
@@ -81,17 +76,16 @@ def _run_claimed(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
         where = _finish_quietly(writer, "interrupted", interrupted(exc, job.stage))
         log.error("job interrupted; record (status interrupted): %s", where)
         raise
-    except Exception as exc:  # own errors keep their reason, out-of-memory -> oom, anything else 'unexpected'
+    except Exception as exc:  # own errors keep their reason, out-of-memory: oom, else 'unexpected'
         _fail(job, *classify(exc, job.adapter.name if job.adapter else None, job.stage))
     if writer.data["status"] == "failed":
-        release_memory()  # out of the except block: the traceback no longer holds the job's tensors
+        release_memory()  # out of the except block: the traceback no longer holds the tensors
     return writer.data
 
 
-def _finish_quietly(writer: RecordWriter, status: str, error: BaseException, reason: str | None = None) -> str:
-    """Finish the record; where it cannot be written (full or read-only disk) say so instead of raising.
-
-    Returns where the record is, or why there is none, for the console line."""
+def _finish_quietly(writer: RecordWriter, status: str, error: BaseException,
+                    reason: str | None = None) -> str:
+    """Finish the record; where it cannot be written say so: where it is, or why there is none."""
     try:
         writer.finish(status, error, reason=reason or status)
     except OutputWriteError as exc:
@@ -108,37 +102,41 @@ def _run(job: Job) -> None:
         section = stage.run(job)
         seconds[stage.name] = time.perf_counter() - start
         job.record({**section, "timing": {"stages_s": dict(seconds)}})
-    _note_weights_files(job)
+    if (job.weights or {}).get("kind") == "loaded":  # the cheap first check of a later resume
+        try:
+            job.record({"weights": {"files_stat": files_stat(weights_files(job.cfg))}})
+        except Exception as exc:  # the resume check then compares digests instead
+            log.debug("weights files not noted for resume: %s", exc)
     job.writer.finish("ok")
     print_summary(job.writer.data, job.writer.path)
 
 
-def _note_weights_files(job: Job) -> None:
-    """Size and modification time of the loaded weight files, the cheap first check of a later resume."""
-    if (job.weights or {}).get("kind") != "loaded":
-        return
+def _fail(job: Job, exc: BaseException, reason: str) -> None:
     try:
-        stats = files_stat(weights_files(job.cfg))
-    except Exception as exc:  # the resume check then compares digests instead
-        log.debug("weights files not noted for resume: %s", exc)
-        return
-    job.record({"weights": {"files_stat": stats}})
+        log_path: Path | str = log_traceback(exc, job.writer.job_dir)
+    except OSError as log_exc:  # the disk that failed the job may not take the traceback either
+        log_path = f"not written ({type(log_exc).__name__}: {log_exc})"
+    where = _finish_quietly(job.writer, "failed", exc, reason)
+    log.error("job failed (%s, reason %s): %s\n  %s", type(exc).__name__, reason,
+              console_paragraph(exc), f"record: {where}\n  full log with traceback: {log_path}")
 
 
 def _plan(job: Job) -> None:
-    """The same stages, planning: every problem is listed (a stage's own error is one), nothing is loaded
-    or downloaded; the plan is printed and kept in the record, and the dry run fails when the job would."""
+    """The same stages, planning: every problem is listed, nothing is loaded or downloaded; the
+    plan is printed and kept in the record, and the dry run fails when the job would."""
     cfg = job.cfg  # what was asked for, until the device stage says what was chosen
-    job.add_plan({"job": {"model": cfg.model.name, "device": cfg.device.name, "device_name": "not set up",
-                          "dtype": cfg.dtype.name, "preset": cfg.preset.name, "seed": int(cfg.seed)}})
+    job.add_plan({"job": {"model": cfg.model.name, "device": cfg.device.name,
+                          "device_name": "not set up", "dtype": cfg.dtype.name,
+                          "preset": cfg.preset.name, "seed": int(cfg.seed)}})
     by_stage: dict[str, int] = {}
+    declared: dict[str, int | None] = {"host": None, "device": None}
     try:
         declared = declared_target(cfg)
     except AscendBenchError as exc:
         job.problems.append(str(exc))
-        declared = {"host": None, "device": None}
     if any(v is not None for v in declared.values()):
-        job.add_plan({"target": {f"{k}_memory_gb": v / 1e9 for k, v in declared.items() if v is not None}})
+        job.add_plan({"target": {f"{k}_memory_gb": v / 1e9 for k, v in declared.items()
+                                 if v is not None}})
     with declared_host_memory(declared["host"]):
         for stage in STAGES:
             job.stage, before = stage.label, len(job.problems)
@@ -150,19 +148,109 @@ def _plan(job: Job) -> None:
     job.stage = "the dry run"
     plan = {**job.plan, "problems": job.problems, "problems_by_stage": by_stage}
     job.record({"plan": plan})
-    # one line instead of the ~330-line composed config per job (a 6-job sweep printed ~2,000 lines)
-    print(f"config    resolved config in {job.writer.path} (`config`); `--cfg job` prints it", flush=True)
+    # one line instead of the ~330-line composed config per job
+    print(f"config    resolved config in {job.writer.path} (`config`); `--cfg job` prints it",
+          flush=True)
     print(format_plan(plan), flush=True)
-    raise_for_problems(plan)
+    if plan["problems"]:
+        raise DryRunError(f"dry run: the job would fail ({len(plan['problems'])} problem(s)): "
+                          + " | ".join(plan["problems"]))
     job.writer.finish("ok")
 
 
-def _fail(job: Job, exc: BaseException, reason: str) -> None:
-    writer = job.writer
-    try:
-        log_path: Path | str = log_traceback(exc, writer.job_dir)
-    except OSError as log_exc:  # the disk that failed the job may not take the traceback either
-        log_path = f"not written ({type(log_exc).__name__}: {log_exc})"
-    where = _finish_quietly(writer, "failed", exc, reason)
-    log.error("job failed (%s, reason %s): %s\n  %s", type(exc).__name__, reason, console_paragraph(exc),
-              f"record: {where}\n  full log with traceback: {log_path}")
+def _gb(mb: float | None) -> str:
+    return "?" if mb is None else f"{mb / 1e3:.2f} GB"
+
+
+def _memory_text(entry: Mapping[str, Any]) -> str:
+    parts = (f"parameters {_gb(entry.get('parameters_mb'))} + activations "
+             f"{_gb(entry.get('activations_mb'))}")
+    if entry.get("activations_mb") is None:
+        parts += f" ({entry.get('activation_note')})"
+    if entry.get("reference_process_mb") is not None:  # a child process beside the job's copy
+        parts += " + the reference process's imports and the job's float32 copy"
+    verdict = "fits" if entry["fits"] else "DOES NOT FIT"
+    return (f"{entry['what']}: {parts} -> {_gb(entry['need_mb'])} of {_gb(entry['free_mb'])} "
+            f"free: {verdict}")
+
+
+def _memory_lines(memory: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if "num_params" in memory:
+        lines.append(f"  memory    {memory['num_params']:,} parameters and buffers "
+                     f"({memory['basis']})")
+    if "unavailable" in memory:
+        lines.append(f"  memory    not estimated: {memory['unavailable']}")
+    for key in ("device_run", "cpu_reference"):
+        entry = memory.get(key) or {}
+        if "unavailable" in entry:
+            what = key.replace("_", " ")
+            lines.append(f"            {what} not estimated: {entry['unavailable']}")
+        elif entry:  # a multi-card job: one line per rank (and the host's, on the CPU)
+            ranks = [*entry.get("per_rank", []), *([entry["host"]] if entry.get("host") else [])]
+            lines.extend(f"            {_memory_text(e)}" for e in ranks or [entry])
+    lines += plan_lines(memory.get("replay_reference"))
+    return lines or ["  memory    not estimated"]
+
+
+def _weights_text(weights: Mapping[str, Any]) -> str:
+    if not weights:
+        return "not planned (see the problems)"
+    seed = f"seed {weights.get('init_seed')}"
+    where = weights.get("path") or weights.get("endpoint") or (
+        seed if weights.get("action") == "random-init" else weights.get("source"))
+    detail = weights.get("origin") or weights.get("reason") or ""
+    files = (f", {len(weights['files'])} file(s), {weights['size_mb']:.1f} MB"
+             if weights.get("files") else "")
+    return f"{weights.get('action')}: {where} ({detail}){files}"
+
+
+def _baseline_text(baseline: Mapping[str, Any]) -> str:
+    source = baseline.get("source")
+    if source and not source.get("kind"):
+        return f"saved run {source.get('given')}: not usable (see the problems)"
+    if source and source["kind"] == "tensors":
+        return (f"saved outputs {source['tensors']} (no CPU reference computed; "
+                f"{source['limitation']})")
+    if source:
+        return (f"saved run of {source.get('device')} {source.get('dtype')} on "
+                f"{source.get('host')}: {source['tensors']} (no CPU reference computed; record "
+                f"{source.get('record')}, checked: {', '.join(source['checked'])})")
+    if baseline.get("mode") == "replay":
+        return (f"replay reference (per module, {baseline.get('precision')}): "
+                f"{baseline.get('reason')}")
+    if baseline.get("enabled"):
+        state = {True: "cache hit (reused)", False: "cache miss (computed once, then cached)",
+                 None: "unknown"}[baseline.get("cache_hit")]
+        where = f": {baseline['path']}" if baseline.get("path") else f" ({baseline.get('reason')})"
+        return f"{baseline['precision']} reference, {state}{where}"
+    return str(baseline.get("reason") or baseline.get("unavailable", "n/a"))
+
+
+def _count(problems: int) -> str:
+    return "ok" if not problems else f"{problems} problem{'s' * (problems > 1)}"
+
+
+def format_plan(plan: Mapping[str, Any]) -> str:
+    """The plan as a few aligned lines (parts a failed stage could not plan are said missing)."""
+    job = plan.get("job") or {}
+    inputs = "; ".join(f"{k} {v['shape']} {v['dtype']}"
+                       for k, v in (plan.get("inputs") or {}).items())
+    lines = [f"dry run: {job.get('model')} on {job.get('device')} ({job.get('device_name')}) in "
+             f"{job.get('dtype')}, preset {job.get('preset')}, seed {job.get('seed')} -- nothing "
+             "loaded, nothing downloaded",
+             f"  weights   {_weights_text(plan.get('weights') or {})}",
+             f"  inputs    {inputs or 'not built'}"]
+    if plan.get("target"):
+        free = ", ".join(f"{k.removesuffix('_memory_gb')} {v:.1f} GB free"
+                         for k, v in plan["target"].items())
+        lines.append(f"  target    planned for the machine declared in dry_run_target ({free}), "
+                     "not this host's measured memory")
+    lines += _memory_lines(plan.get("memory") or {})
+    lines.append(f"  baseline  {_baseline_text(plan.get('baseline') or {})}")
+    outputs = plan.get("outputs") or ["not planned"]
+    lines += ["  outputs   " + outputs[0]] + [f"            {o}" for o in outputs[1:]]
+    if by_stage := plan.get("problems_by_stage"):  # the device side and the reference told apart
+        lines.append("  stages    " + ", ".join(f"{k} {_count(n)}" for k, n in by_stage.items()))
+    lines += [f"  PROBLEM   {p}" for p in plan.get("problems", [])] or ["  problems  none"]
+    return "\n".join(lines)

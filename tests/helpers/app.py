@@ -1,11 +1,12 @@
-"""``python -m ascendbench ARGS`` run by a test: in this process (``run_app``) or in a subprocess (``run_cli``).
+"""``python -m ascendbench ARGS`` run by a test: in this process (``run_app``) or in a subprocess
+(``run_cli``).
 
-Both return the same :class:`Result`, so a test reads the same whichever way it ran. ``run_app`` calls the
-real entry point :func:`ascendbench.cli.main` with ``sys.argv`` set: Hydra's command-line parsing and
-composition, the app, the console paragraph and the exit code are the CLI's own; only the interpreter
-start (torch, diffusers: seconds per run) is saved. Everything a run changes in the process is put back
-afterwards: ``sys.argv``, ``sys.path``, the working directory, the environment, signal handlers, logging,
-Hydra's global state and torch's global switches.
+Both return the same :class:`Result`, so a test reads the same whichever way it ran. ``run_app``
+calls the real entry point :func:`ascendbench.cli.main` with ``sys.argv`` set: Hydra's command-line
+parsing and composition, the app, the console paragraph and the exit code are the CLI's own; only
+the interpreter start (torch, diffusers: seconds per run) is saved. Everything a run changes in the
+process is put back afterwards: ``sys.argv``, ``sys.path``, the working directory, the environment,
+signal handlers, logging, Hydra's global state and torch's global switches.
 
 Keep ``run_cli`` for what one process cannot show: signals, environment variables read before torch
 initialises, launchers that start processes, an installed copy of the package.
@@ -30,7 +31,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 
 # Overrides that make a job of the tiny model take about a second.
-TINY_RUN = ["preset.height=32", "preset.width=32", "preset.warmup=0", "preset.iters=2", "device=cpu"]
+TINY_RUN = ["preset.height=32", "preset.width=32", "preset.warmup=0", "preset.iters=2",
+            "device=cpu"]
 # What every run of the CLI by a test has: no hub access, unbuffered output.
 BASE_ENV = {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -65,26 +67,32 @@ def read_record(job_dir: Path) -> dict:
 
 def run_app(args: Iterable[str], cwd: Path, env: Mapping[str, str] | None = None,
             out_dir: Path | None = None) -> Result:
-    """Run ``python -m ascendbench ARGS`` in this process, in ``cwd``, offline; see the module docstring.
+    """Run ``python -m ascendbench ARGS`` in this process, in ``cwd``, offline; see the module
+    docstring.
 
     Args:
-        args: the command line after ``python -m ascendbench`` (``-m`` for a multirun).
-        cwd: working directory of the run.
-        env: extra environment variables for the run; ``PYTHONPATH`` entries are also put on ``sys.path``.
-        out_dir: job dir (sweep dir with ``-m``); default ``cwd/job`` (``cwd/sweep``), unless ``args``
+        args: the command line after ``python -m ascendbench`` (``-m`` for a multirun). cwd: working
+        directory of the run. env: extra environment variables for the run; ``PYTHONPATH`` entries
+        are also put on ``sys.path``. out_dir: job dir (sweep dir with ``-m``); default ``cwd/job``
+        (``cwd/sweep``), unless ``args``
             already sets ``hydra.run.dir`` / ``hydra.sweep.dir``.
     """
     args, out_dir = _with_out_dir(list(args), Path(cwd), out_dir)
     stdout, stderr = io.StringIO(), io.StringIO()
-    # The redirection comes first: Hydra's logging handlers bind sys.stdout when they are configured.
-    with _process_state(Path(cwd), {**BASE_ENV, **(env or {})}), redirect_stdout(stdout), redirect_stderr(stderr):
+    # The redirection comes first: Hydra's logging handlers bind sys.stdout when they are
+    # configured.
+    with _process_state(Path(cwd),
+                        {**BASE_ENV,
+                         **(env or {})}), redirect_stdout(stdout), redirect_stderr(stderr):
         returncode = _call_main(["ascendbench", *args])
     return Result(returncode, stdout.getvalue(), stderr.getvalue(), out_dir)
 
 
-def run_cli(args: Iterable[str], cwd: Path, env: Mapping[str, str] | None = None, out_dir: Path | None = None,
+def run_cli(args: Iterable[str], cwd: Path, env: Mapping[str, str] | None = None,
+            out_dir: Path | None = None,
             timeout: float = 600) -> Result:
-    """Run ``python -m ascendbench ARGS`` in a subprocess, in ``cwd``, offline (arguments as :func:`run_app`)."""
+    """Run ``python -m ascendbench ARGS`` in a subprocess, in ``cwd``, offline (arguments as
+    :func:`run_app`)."""
     args, out_dir = _with_out_dir(list(args), Path(cwd), out_dir)
     full_env = {**os.environ, **BASE_ENV, **(env or {})}
     done = subprocess.run([sys.executable, "-m", "ascendbench", *args], cwd=cwd, env=full_env,
@@ -119,7 +127,8 @@ def _call_main(argv: list[str]) -> int:
 
 @contextmanager
 def _process_state(cwd: Path, env: Mapping[str, str]) -> Iterator[None]:
-    """Run in ``cwd`` with ``env`` added; put back everything a run of the app changes in the process."""
+    """Run in ``cwd`` with ``env`` added; put back everything a run of the app changes in the
+    process."""
     with ExitStack() as stack:
         stack.callback(_clear_hydra)
         stack.enter_context(_kept_logging())
@@ -145,7 +154,8 @@ def _kept_interpreter_state() -> Iterator[None]:
     try:
         yield
     finally:
-        sys.argv, sys.path[:] = argv, path  # sys.path: the same list object, which importlib holds on to
+        # sys.path: the same list object, which importlib holds on to
+        sys.argv, sys.path[:] = argv, path
         os.chdir(cwd)
         for key in set(os.environ) - set(environ):
             del os.environ[key]
@@ -154,7 +164,8 @@ def _kept_interpreter_state() -> Iterator[None]:
 
 @contextmanager
 def _offline_hub() -> Iterator[None]:
-    """huggingface_hub reads ``HF_HUB_OFFLINE`` at import: set its constant too, as a fresh process would."""
+    """huggingface_hub reads ``HF_HUB_OFFLINE`` at import: set its constant too, as a fresh process
+    would."""
     from huggingface_hub import constants
 
     saved = constants.HF_HUB_OFFLINE
@@ -177,10 +188,12 @@ def _kept_signals(*signums: int) -> Iterator[None]:
 
 @contextmanager
 def _kept_torch_switches() -> Iterator[None]:
-    """The switches a device adapter sets for the process (``device.deterministic``, ``device.threads``)."""
+    """The switches a device adapter sets for the process (``device.deterministic``,
+    ``device.threads``)."""
     deterministic = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    threads, cudnn = torch.get_num_threads(), (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    threads, cudnn = torch.get_num_threads(), (torch.backends.cudnn.deterministic,
+                                               torch.backends.cudnn.benchmark)
     try:
         yield
     finally:
@@ -191,7 +204,8 @@ def _kept_torch_switches() -> Iterator[None]:
 
 @contextmanager
 def _kept_logging() -> Iterator[None]:
-    """Undo Hydra's ``logging.config.dictConfig`` of the job: handlers, levels and switches of every logger."""
+    """Undo Hydra's ``logging.config.dictConfig`` of the job: handlers, levels and switches of every
+    logger."""
     manager = logging.Logger.manager
     saved = {name: _logger_state(logger) for name, logger in manager.loggerDict.items()
              if isinstance(logger, logging.Logger)}

@@ -11,11 +11,7 @@ from omegaconf import DictConfig
 
 # Imported here, with the whole job, before any test runs: a module imported first inside a test that
 # patches e.g. ``safetensors.torch.load_file`` would keep the patched function for the rest of the session.
-# ``ascendbench.job`` since the job became a package, ``ascendbench.runner`` before.
-try:
-    from ascendbench.job import run_job as _package_run_job
-except ImportError:
-    from ascendbench.runner import run_job as _package_run_job
+from ascendbench.job.runner import run_job as _package_run_job
 
 CONFIG_MODULE = "ascendbench.conf"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ascendbench.job import Job
+from ascendbench.job.job import Job
 from ascendbench.job.record import RecordWriter
 from ascendbench.job.stages import ArtifactsStage
 from ascendbench.job.stages import artifacts as stage_module
@@ -28,7 +28,8 @@ def test_a_failing_encoder_is_recorded_and_the_tensors_are_kept(compose_cfg, tmp
     job.reference = dict(job.outputs)
     artifacts = ArtifactsStage().run(job)["artifacts"]
     assert artifacts["media_skipped"] == "RuntimeError: no ffmpeg here"
-    assert (tmp_path / artifacts["device_outputs"]).is_file() and (tmp_path / artifacts["reference_outputs"]).is_file()
+    assert (tmp_path / artifacts["device_outputs"]).is_file()
+    assert (tmp_path / artifacts["reference_outputs"]).is_file()
     assert "no ffmpeg here" in (tmp_path / "traceback.log").read_text()
 
 
@@ -44,4 +45,5 @@ def test_artifacts_of_earlier_stages_are_kept(compose_cfg, tmp_path):
     job.inputs, job.outputs = {"latent": torch.ones(2)}, {"video": torch.zeros(1, 3, 2, 8, 8)}
     job.artifacts = {"compare_csv": "compare.csv"}
     artifacts = ArtifactsStage().run(job)["artifacts"]
-    assert artifacts["compare_csv"] == "compare.csv" and artifacts["inputs"] == "tensors/inputs.safetensors"
+    assert artifacts["compare_csv"] == "compare.csv"
+    assert artifacts["inputs"] == "tensors/inputs.safetensors"

@@ -1,5 +1,5 @@
-"""What the device run adds to the record: the task's sizes, output summaries, the "ran on the device" check
-(with a planted CPU-fallback warning) and the opt-in profiler section."""
+"""What the device run adds to the record: the task's sizes, output summaries, the "ran on the
+device" check (with a planted CPU-fallback warning) and the opt-in profiler section."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ from ascendbench.tasks.vae_decode import VaeDecodeTask, VideoDecodeTask
 
 from helpers import TINY_RUN, read_record
 
-FAST = ["model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process", "compare.visual.enabled=false",
+FAST = ["model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process",
+        "compare.visual.enabled=false",
         "artifacts.media=false"]
-FALLBACK = ("The operator 'aten::_fake_op' is not currently supported on the NPU backend and will fall back "
+FALLBACK = ("The operator 'aten::_fake_op' is not currently supported on the NPU backend and will "
+            "fall back "
             "to run on the CPU. This may have performance implications.")
 
 
@@ -61,7 +63,8 @@ def test_a_rule_on_placement_findings_turns_a_fallback_into_fail_and_exit_1(cli,
     result, job = cli(*FAST, "+model.thresholds.placement_findings={max:0,source:test}")
     assert result.returncode == 1
     record = read_record(job)
-    assert record["metrics"]["placement_findings"]["verdict"] == "FAIL" and record["verdict"] == "FAIL"
+    assert record["metrics"]["placement_findings"]["verdict"] == "FAIL"
+    assert record["verdict"] == "FAIL"
 
 
 def test_profile_enabled_lists_top_operators_and_writes_the_trace(cli):

@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 
-from ascendbench.job.placement import PlacementInputs, capture_warnings, fallback_ops, placement_check
+from ascendbench.job.placement import capture_warnings, fallback_ops, placement_check
 
 from helpers import TINY_RUN, read_record
 
@@ -22,7 +22,8 @@ class TwoLayers(torch.nn.Module):
 
 
 def _on_meta_except(model, keep_on_cpu):
-    """Every tensor on the meta device (a stand-in accelerator) except those named ``keep_on_cpu``."""
+    """Every tensor on the meta device (a stand-in accelerator) except those named ``keep_on_cpu``.
+    """
     for name, param in list(model.named_parameters()):
         if name not in keep_on_cpu:
             module_name, _, attr = name.rpartition(".")
@@ -33,38 +34,40 @@ def _on_meta_except(model, keep_on_cpu):
 
 def test_all_on_the_device_is_ok_with_a_census():
     model = _on_meta_except(TwoLayers(), keep_on_cpu=())
-    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta")))
+    check = placement_check(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta"))
     assert check["ok"] and check["parameters"]["by_device_dtype"] == {"meta/float32": 5}
     assert check["outputs"]["off_device"] == 0 and check["fallback_ops"] == []
 
 
 def test_a_planted_cpu_resident_parameter_is_caught_by_name():
     model = _on_meta_except(TwoLayers(), keep_on_cpu=("b.weight",))
-    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta")))
+    check = placement_check(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta"))
     assert not check["ok"] and check["parameters"]["off_device"] == 1
     assert "b.weight (cpu)" in check["findings"][0]
 
 
 def test_offloaded_models_keep_parameters_on_the_host_by_design():
     model = TwoLayers()
-    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta"),
-                                            offloaded=True))
+    check = placement_check(model, {"out": torch.zeros(1, device="meta")}, torch.device("meta"),
+                            offloaded=True)
     assert check["ok"] and check["parameters_judged"] is False
 
 
 def test_an_output_left_on_the_host_is_a_finding():
     model = _on_meta_except(TwoLayers(), keep_on_cpu=())
-    check = placement_check(PlacementInputs(model, {"out": torch.zeros(1)}, torch.device("meta")))
+    check = placement_check(model, {"out": torch.zeros(1)}, torch.device("meta"))
     assert not check["ok"] and "output(s) are not on meta" in check["findings"][0]
 
 
 def test_fallback_warnings_are_parsed_for_operator_names():
-    messages = ["The operator 'aten::_unique2' is not currently supported on the NPU backend and will fall back "
+    messages = ["The operator 'aten::_unique2' is not currently supported on the NPU backend and "
+                "will fall back "
                 "to run on the CPU. This may have performance implications.",
-                "CANN: aclnnFoo not found, fallback to aten::nonzero on cpu", "an unrelated warning"]
+                "CANN: aclnnFoo not found, fallback to aten::nonzero on cpu",
+                "an unrelated warning"]
     assert fallback_ops(messages) == ["aten::_unique2", "aten::nonzero"]
     model = _on_meta_except(TwoLayers(), keep_on_cpu=())
-    check = placement_check(PlacementInputs(model, {}, torch.device("meta"), messages=messages))
+    check = placement_check(model, {}, torch.device("meta"), messages=messages)
     assert not check["ok"] and "2 operator(s) fell back" in check["findings"][0]
 
 
@@ -74,12 +77,14 @@ def test_capture_records_every_repeat_and_re_emits_each_once():
         with capture_warnings() as capture:
             for _ in range(3):
                 warnings.warn("fall back to run on the CPU: 'aten::foo'", stacklevel=1)
-    assert len(capture.messages) == 3 and len(outer) == 1
+    assert len(capture) == 3 and len(outer) == 1
 
 
-# -- the same fault through a whole job (device=cpu: the planted parameter sits on `meta`, off the device) --
+# -- the same fault through a whole job (device=cpu: the planted parameter sits on `meta`, off the
+# device) --
 
-JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process", "compare.visual.enabled=false",
+JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process",
+       "compare.visual.enabled=false",
        "artifacts.media=false"]
 
 
@@ -92,7 +97,8 @@ def planted_parameter(monkeypatch):
 
     def place_but_one(task, model, device, dtype):
         model = real_place(task, model, device, dtype)
-        model.decoder.conv_out.register_parameter("left_behind", torch.nn.Parameter(torch.zeros(2, device="meta")))
+        model.decoder.conv_out.register_parameter("left_behind",
+                                                  torch.nn.Parameter(torch.zeros(2, device="meta")))
         return model
 
     monkeypatch.setattr(device_run, "place", place_but_one)
@@ -105,7 +111,8 @@ def test_a_job_catches_a_planted_off_device_parameter_as_warn(cli, planted_param
     check = record["placement_check"]
     assert not check["ok"] and check["parameters"]["off_device"] == 1
     assert "decoder.conv_out.left_behind (meta)" in check["findings"][0]
-    assert record["metrics"]["placement_findings"]["verdict"] == "WARN" and record["verdict"] == "WARN"
+    assert record["metrics"]["placement_findings"]["verdict"] == "WARN"
+    assert record["verdict"] == "WARN"
 
 
 def test_a_rule_makes_the_planted_parameter_fail_the_job(cli, planted_parameter):
@@ -115,11 +122,12 @@ def test_a_rule_makes_the_planted_parameter_fail_the_job(cli, planted_parameter)
 
 
 def test_capture_reads_lines_written_to_fd2_and_passes_them_on(capfd):
-    line = ("CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU backend and will fall "
+    line = ("CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU backend "
+            "and will fall "
             "back to run on the CPU. This may have performance implications.\n")
     with capture_warnings() as capture:
         os.write(2, line.encode())  # what the C++ log does: no Python object sees it
-    assert fallback_ops(capture.messages) == ["aten::_unique2"]
+    assert fallback_ops(capture) == ["aten::_unique2"]
     assert capfd.readouterr().err == line, "the user still sees the line"
 
 
@@ -127,12 +135,16 @@ def test_only_npu_jobs_inherit_the_fallbacks_of_earlier_jobs_of_the_process(monk
     from ascendbench.job import placement
 
     monkeypatch.setattr(placement, "_FALLBACKS_SEEN", set())
-    monkeypatch.setitem(__import__("sys").modules, "torch_npu", __import__("types").ModuleType("torch_npu"))
-    model, seen = TwoLayers(), ["CAUTION: The operator 'aten::_unique2' is not currently supported on the NPU "
+    monkeypatch.setitem(__import__("sys").modules, "torch_npu",
+                        __import__("types").ModuleType("torch_npu"))
+    model, seen = TwoLayers(), ["CAUTION: The operator 'aten::_unique2' is not currently supported "
+                                "on the NPU "
                                 "backend and will fall back to run on the CPU."]
-    first = placement_check(PlacementInputs(model, {}, torch.device("cpu"), messages=seen, device_type="npu"))
-    cpu_job = placement_check(PlacementInputs(model, {}, torch.device("cpu")))
-    later = placement_check(PlacementInputs(model, {}, torch.device("cpu"), device_type="npu"))
-    assert first["fallback_ops"] == ["aten::_unique2"] and first["fallback_ops_earlier_in_process"] == []
-    assert cpu_job["fallback_ops"] == [] and cpu_job["ok"], "a CPU job of the same process inherits nothing"
+    first = placement_check(model, {}, torch.device("cpu"), messages=seen, device_type="npu")
+    cpu_job = placement_check(model, {}, torch.device("cpu"))
+    later = placement_check(model, {}, torch.device("cpu"), device_type="npu")
+    assert first["fallback_ops"] == ["aten::_unique2"]
+    assert first["fallback_ops_earlier_in_process"] == []
+    assert cpu_job["fallback_ops"] == []
+    assert cpu_job["ok"], "a CPU job of the same process inherits nothing"
     assert later["fallback_ops_earlier_in_process"] == ["aten::_unique2"] and not later["ok"]

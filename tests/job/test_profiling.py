@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import time
+from types import SimpleNamespace
 
 import torch
 
 from ascendbench.devices import DeviceAdapter
-from ascendbench.job.profiling import ProfileRun, ProfileSettings, profile_calls, top_operators
+from ascendbench.job.profiling import profile_calls, top_operators
 
 
 def _model_and_call():
@@ -31,32 +32,41 @@ def _median_ms(call, n=15):
 def test_top_operators_add_up_to_the_measured_call_and_the_trace_is_json(tmp_path):
     call = _model_and_call()
     median = _median_ms(call)
-    section = profile_calls(ProfileRun(call, DeviceAdapter("cpu"), ProfileSettings(calls=5, top=50), tmp_path, median))
+    settings = SimpleNamespace(calls=5, top=50, trace=True)  # profile.*
+    section = profile_calls(call, DeviceAdapter("cpu"), settings, tmp_path, median)
     names = [row["name"] for row in section["top"]]
     assert any("conv" in n for n in names) and section["clock"] == "cpu"
-    convs = [row for row in section["top"] if row["name"].startswith("aten::") and "convolution" in row["name"]]
-    assert convs and all(row["calls"] == 1.0 for row in convs), "calls per task call: each conv runs once"
-    # the operators run inside the profiled calls: they cannot add up to more than those calls' wall time
+    convs = [row for row in section["top"] if row["name"].startswith("aten::")
+             and "convolution" in row["name"]]
+    assert convs and all(row["calls"] == 1.0
+                         for row in convs), "calls per task call: each conv runs once"
+    # the operators run inside the profiled calls: they cannot add up to more than those calls' wall
+    # time
     assert 0.2 < section["ops_over_profiled_call"] <= 1.0 + 1e-6, section
-    # every operator listed (top=50 > ops of this model): the rows add up to the per-call total exactly
+    # every operator listed (top=50 > ops of this model): the rows add up to the per-call total
+    # exactly
     assert abs(sum(r["total_ms"] for r in section["top"]) - section["ops_total_ms_per_call"]) < 1e-9
     assert abs(sum(r["share"] for r in section["top"]) - 1.0) < 1e-9
     assert section["ops_over_median"] == section["ops_total_ms_per_call"] / median
-    # against the timed median the figure moves with this shared host's load (measured, not asserted: the
+    # against the timed median the figure moves with this shared host's load (measured, not
+    # asserted: the
     # record keeps it); against the profiled calls themselves it cannot: same calls, ms not us
     trace = json.loads((tmp_path / section["trace"]).read_text())
     assert trace["traceEvents"]
 
 
 def test_no_trace_when_switched_off(tmp_path):
-    section = profile_calls(ProfileRun(_model_and_call(), DeviceAdapter("cpu"), ProfileSettings(calls=1, trace=False),
-                                       tmp_path))
-    assert "trace" not in section and section["ops_over_median"] is None and not list(tmp_path.iterdir())
+    settings = SimpleNamespace(calls=1, top=15, trace=False)
+    section = profile_calls(_model_and_call(), DeviceAdapter("cpu"), settings, tmp_path)
+    assert "trace" not in section
+    assert section["ops_over_median"] is None
+    assert not list(tmp_path.iterdir())
     assert section["profiled_call_ms"] > 0 and section["profiled_over_median"] is None
 
 
 class _Averaged:
-    """One row of ``key_averages()`` as torch < 2.4 has it: ``self_cuda_time_total``, no ``device`` name."""
+    """One row of ``key_averages()`` as torch < 2.4 has it: ``self_cuda_time_total``, no ``device``
+    name."""
 
     def __init__(self, key, self_us, count=1):
         self.key, self.count, self.input_shapes = key, count, []

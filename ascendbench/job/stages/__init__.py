@@ -4,7 +4,7 @@
 """
 
 from ascendbench.job.stages.artifacts import ArtifactsStage
-from ascendbench.job.stages.base import Stage, build
+from ascendbench.job.stages.base import Stage
 from ascendbench.job.stages.compare import CompareStage
 from ascendbench.job.stages.device_run import DeviceRunStage
 from ascendbench.job.stages.evaluate import EvaluateStage
@@ -16,4 +16,4 @@ STAGES: tuple[Stage, ...] = (ConfigStage(), DeviceStage(), LoadStage(), InputsSt
                              DeviceRunStage(), EvaluateStage(), CompareStage(), ArtifactsStage())
 
 __all__ = ["STAGES", "ArtifactsStage", "CompareStage", "ConfigStage", "DeviceRunStage", "DeviceStage",
-           "EvaluateStage", "InputsStage", "LoadStage", "ReferenceStage", "Stage", "build"]
+           "EvaluateStage", "InputsStage", "LoadStage", "ReferenceStage", "Stage"]

@@ -15,10 +15,10 @@ import torch
 from omegaconf import OmegaConf
 
 from ascendbench.compare.csvfile import output_rows, write_compare_csv
+from ascendbench.compare.files import save_tensors
 from ascendbench.compare.hooks import capturing, save_device_layers, saved_layers
 from ascendbench.compare.layers import compare_layers, compare_modules, hidden_rules
 from ascendbench.compare.select import normalize_spec, select_modules
-from ascendbench.job.artifacts import save_tensors
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
 from ascendbench.job.stages.replay_reference import compare_replay
@@ -85,7 +85,7 @@ def _keep_only(job: Job, spec: Any) -> dict[str, Any]:
 
 
 def _pictures(job: Job) -> dict[str, list[str]]:
-    from ascendbench.compare.visual import render_output  # matplotlib: imported only when pictures are drawn
+    from ascendbench.compare.visual import render_output  # deferred: matplotlib is heavy
 
     options = OmegaConf.to_container(job.cfg.compare.visual, resolve=True)
     pictures = {}

@@ -1,25 +1,32 @@
-"""The device run: the model placed on the device in the job's dtype, timed, its outputs kept."""
+"""The device run: the model placed on the device in the job's dtype, timed, its outputs kept.
+
+The record's ``pipeline`` section says which options were in force, read after placement from what
+the task applied and from the placed model (the VAE's slicing and tiling, the attention processors
+and the diffusers attention backend they dispatch to; ``null`` where the model has none).
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Iterator, Sequence
 
-from ascendbench.bench import MemoryDelta, tensor_bytes_mb
+import torch
+from diffusers.models.attention_dispatch import _AttentionBackendRegistry
+
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
+from ascendbench.bench.memory import MemoryDelta, tensor_bytes_mb
 from ascendbench.graph import compile_model, first_call
 from ascendbench.job import ab
-from ascendbench.job.distributed import run as distributed  # the module: its ranks import these stages
-from ascendbench.job.distributed.plan import ranks_plan
-from ascendbench.job.distributed.settings import parallel_settings
+from ascendbench.job.distributed.modes import check_mode, rank_memory
+from ascendbench.job.distributed.ranks import run_distributed
+from ascendbench.job.distributed.settings import ParallelSettings, parallel_settings
 from ascendbench.job.history import run_history
 from ascendbench.job.job import Job
-from ascendbench.job.pipeline_options import PipelineState, pipeline_options
-from ascendbench.job.placement import PlacementInputs, capture_warnings, placement_check
+from ascendbench.job.placement import capture_warnings, placement_check
 from ascendbench.job.planning import free_device_bytes, memory_line
-from ascendbench.job.profiling import ProfileRun, ProfileSettings, profile_calls
-from ascendbench.job.resources import run_memory
+from ascendbench.job.profiling import profile_calls
 from ascendbench.job.stages.base import Stage
+from ascendbench.models.memory import RunMemory, run_memory
 from ascendbench.patches.registry import patches_applied
 from ascendbench.tasks.inputs import move_inputs, place, summarize
 
@@ -27,67 +34,89 @@ log = logging.getLogger(__name__)
 
 
 class DeviceRunStage(Stage):
-    """Place, cold call, warm-up, timed calls, FLOPs (:mod:`ascendbench.bench`), with the model's patches."""
+    """Place, cold call, warm-up, timed calls, FLOPs (:mod:`ascendbench.bench`), with the model's
+    patches; then the placement check, the pipeline options in force and, with ``profile.enabled``,
+    a few profiled calls."""
 
     name, label = "device_run", "the device run"
 
     def plan(self, job: Job) -> dict[str, Any]:
-        """Parameters and activation peak of the run against the device's free memory."""
+        """Parameters and activation peak of the run (per rank) against the device's free memory."""
         if job.model is None or not job.inputs or job.adapter is None:
-            job.add_plan({"memory": {"device_run": {"unavailable": "no model, inputs or device to size the run with"}}})
+            missing = {"unavailable": "no model, inputs or device to size the run with"}
+            job.add_plan({"memory": {"device_run": missing}})
             return {}
-        job.add_plan({"memory": {"device_run": job.attempt("memory", lambda: self._memory_plan(job))}})
-        job.attempt("bench.ab", lambda: ab.plan_check(job))  # bench.ab=unpatched: some patch must apply here
+        job.add_plan({"memory": {"device_run": job.attempt("memory", lambda: _memory_plan(job))}})
+        job.attempt("bench.ab", lambda: ab.plan_check(job))  # some patch must apply here
         return {}
 
-    def _memory_plan(self, job: Job) -> dict[str, Any]:
-        need = run_memory(job.model, job.task, job.inputs, job.precision.dtype)
-        if (ranks := parallel_settings(job.cfg.device, job.adapter.name)).multi:  # memory per rank
-            distributed.check_mode(ranks, job.model, job.adapter.name)
-            return ranks_plan(job, ranks, need, free_device_bytes(job.adapter, job.cfg))
-        return memory_line(job, f"device run on {job.adapter.name} in {job.precision.name}", need,
-                           free_device_bytes(job.adapter, job.cfg))
-
     def run(self, job: Job) -> dict[str, Any]:
-        """Run and time the task on the device; the cold call's outputs are kept (on the CPU). Then check that
-        the model and its outputs are on the device (and which operators fell back to the CPU), record the
-        pipeline options in force (``pipeline``), and, with ``profile.enabled``, profile a few more calls."""
+        """Run and time the task on the device; the cold call's outputs are kept (on the CPU)."""
         adapter = job.adapter
-        if (ranks := parallel_settings(job.cfg.device, adapter.name)).multi:  # device.world_size > 1
-            return distributed.run_distributed(job, ranks)
-        with patches_applied(job.cfg.model.get("patches"), job.model, adapter.name, job.precision.name) as applied:
+        if (ranks := parallel_settings(job.cfg.device, adapter.name)).multi:
+            return run_distributed(job, ranks)
+        patches = job.cfg.model.get("patches")
+        with patches_applied(patches, job.model, adapter.name, job.precision.name) as applied:
             ab.check_applied(job, applied)  # bench.ab=unpatched: some patch must apply here
             job.record({"patches": {"device": applied}})
             log.info("device run on %s in %s ...", adapter.torch_device, job.precision.name)
-            with MemoryDelta(adapter) as placement, capture_warnings() as caught:
+            with MemoryDelta(adapter) as placement, capture_warnings() as messages:
                 call, result, bench = _place_and_measure(job)
-            job.placement = placement_check(PlacementInputs(
-                model=job.model, outputs=result.first_outputs, device=adapter.torch_device,
-                offloaded=offloaded(job.task), messages=caught.messages, device_type=adapter.name))
+            job.placement = placement_check(
+                job.model, result.first_outputs, adapter.torch_device,
+                offloaded=bool(getattr(job.task, "cpu_offload", False)),  # on purpose: no fault
+                messages=messages, device_type=adapter.name)
             section = {"patches": {"device": applied}, "placement_check": job.placement,
-                       "pipeline": pipeline_options(PipelineState(job.task, job.model, applied))}
-            if job.cfg.profile.enabled:
-                section["profile"] = _profile(job, call, bench)
+                       "pipeline": pipeline_options(job.task, job.model, applied)}
+            if job.cfg.profile.enabled:  # profile.calls more calls, after the timed loop
+                log.info("profiling %d more call(s) ...", job.cfg.profile.calls)
+                median = (bench.get("latency") or {}).get("median_ms")
+                section["profile"] = profile_calls(call, adapter, job.cfg.profile, job.dir, median)
         bench["placement"] = {**placement.to_dict(), "module_mb": tensor_bytes_mb(job.model)}
-        if ab.wanted(job):  # the patches have been restored: the same call, unpatched against patched
+        if ab.wanted(job):  # the patches have been restored: the same call, unpatched vs patched
             section["ab"] = ab.run_ab(job, call)
         job.outputs = {k: v.detach().to("cpu") for k, v in result.first_outputs.items()}
         return {**section, "bench": bench, "outputs": summarize(job.outputs)}
 
 
+def _memory_plan(job: Job) -> dict[str, Any]:
+    need = run_memory(job.model, job.task, job.inputs, job.precision.dtype)
+    free = free_device_bytes(job.adapter, job.cfg)
+    if (ranks := parallel_settings(job.cfg.device, job.adapter.name)).multi:
+        check_mode(ranks, job.model, job.adapter.name)
+        return _ranks_plan(job, ranks, need, free)
+    return memory_line(job, f"device run on {job.adapter.name} in {job.precision.name}", need, free)
+
+
+def _ranks_plan(job: Job, settings: ParallelSettings, single: RunMemory,
+                free: int) -> dict[str, Any]:
+    """A multi-card plan: the rank that needs the most (the headline), a line per rank against its
+    card (``per_rank``) and, on the CPU, the ranks together against the host (``host``)."""
+    needs = rank_memory(settings, job.model, single)
+    where = f"({settings.mode}) on {job.adapter.name} in {job.precision.name}"
+    lines = [memory_line(job, f"rank {r} of {settings.world_size} {where}", need, free)
+             for r, need in enumerate(needs)]
+    plan = {**max(lines, key=lambda line: line["need_mb"]), **settings.to_dict(), "per_rank": lines}
+    if job.adapter.name == "cpu":
+        plan["host"] = memory_line(job, f"all {settings.world_size} ranks on the host",
+                                   sum(n.total for n in needs), free)
+    return plan
+
+
 def _place_and_measure(job: Job) -> tuple[Any, Any, dict[str, Any]]:
-    """The model and inputs on the device in the job's dtype, then :func:`measure`: (call, result, bench)."""
+    """The model and inputs on the device in the job's dtype, then :func:`measure`."""
     adapter, bench_cfg = job.adapter, job.cfg.bench
     job.model = place(job.task, job.model, adapter.torch_device, job.precision.dtype)
     moved = move_inputs(job.inputs, adapter.torch_device, job.precision.dtype)
-    timer = attach_phase_timer(job.task, job.model, adapter) if bench_cfg.enabled and bench_cfg.phases else None
-    workload = Workload(job.precision.name, job.task.items_per_call(job.inputs), job.task.unit, timer,
-                        history=run_history(job.cfg, adapter, job.precision.name))
+    phases = bench_cfg.enabled and bench_cfg.phases
+    timer = attach_phase_timer(job.task, job.model, adapter) if phases else None
+    workload = Workload(job.precision.name, job.task.items_per_call(job.inputs), job.task.unit,
+                        timer, history=run_history(job.cfg, adapter, job.precision.name))
 
     def call() -> Any:
         return job.task.run(job.model, moved)
 
-    compiled = compile_model(job.model, adapter.name, job.cfg.device)  # device.compile: None when eager
+    compiled = compile_model(job.model, adapter.name, job.cfg.device)  # None when eager
     if compiled is not None:  # compilation is its own phase, before the cold call
         compiled["first_call_ms"] = first_call(call, adapter)
     result, bench = measure(call, adapter, bench_cfg, workload)
@@ -97,14 +126,47 @@ def _place_and_measure(job: Job) -> tuple[Any, Any, dict[str, Any]]:
     return call, result, bench
 
 
-def offloaded(task: Any) -> bool:
-    """True when the task keeps parameters on the host on purpose (``cpu_offload``): not a placement fault."""
-    return bool(getattr(task, "cpu_offload", False))
+def pipeline_options(task: Any, model: Any,
+                     patches: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The ``pipeline`` section for the task, the placed model and the patch entries applied."""
+    applied = task.applied_options()
+    components = getattr(model, "components", None)
+    if isinstance(components, dict):
+        vae = components.get("vae")
+    else:
+        vae = model if hasattr(model, "use_slicing") or hasattr(model, "use_tiling") else None
+    return {
+        "cpu_offload": bool(applied.get("cpu_offload", False)),
+        "vae_slicing": _switch(vae, "use_slicing"),
+        "vae_tiling": _switch(vae, "use_tiling"),
+        "vae_tiling_options": dict((applied.get("vae") or {}).get("tiling") or {}),
+        **attention(model),
+        "patches_applied": [entry["name"] for entry in patches if "skipped" not in entry],
+    }
 
 
-def _profile(job: Job, call: Any, bench: dict[str, Any]) -> dict[str, Any]:
-    """``profile.calls`` more calls under the profiler (after the timed loop): the record's ``profile``."""
-    settings = ProfileSettings(int(job.cfg.profile.calls), int(job.cfg.profile.top), bool(job.cfg.profile.trace))
-    log.info("profiling %d more call(s) under torch.profiler ...", settings.calls)
-    median = ((bench.get("latency") or {}).get("median_ms"))
-    return profile_calls(ProfileRun(call, job.adapter, settings, job.dir, median))
+def _switch(vae: Any, name: str) -> bool | None:
+    value = getattr(vae, name, None) if vae is not None else None
+    return None if value is None else bool(value)
+
+
+def _modules(model: Any) -> Iterator[torch.nn.Module]:
+    """Every module of ``model``, or of each module component of a pipeline."""
+    components = getattr(model, "components", None)
+    for root in components.values() if isinstance(components, dict) else [model]:
+        if isinstance(root, torch.nn.Module):
+            yield from root.modules()
+
+
+def attention(model: Any) -> dict[str, Any]:
+    """``attention_backend`` (the dispatcher's backend in force: a name, a sorted list, or ``None``)
+    and ``attention_processors`` (the processor classes found, sorted)."""
+    processors = [m.processor for m in _modules(model) if getattr(m, "processor", None) is not None]
+    active = _AttentionBackendRegistry.get_active_backend()[0]  # for a processor without its own
+    chosen = [p._attention_backend or active for p in processors
+              if hasattr(p, "_attention_backend")]
+    backends = sorted({str(getattr(backend, "value", backend)) for backend in chosen})
+    backend = None if not backends else backends[0] if len(backends) == 1 else backends
+    return {"attention_backend": backend,
+            "attention_processors": sorted({type(p).__name__ for p in processors})}
+

@@ -1,5 +1,5 @@
-"""Evaluation: the metric suite against the reference, the task's own gates and the output validation, with
-verdicts."""
+"""Evaluation: the metric suite against the reference, the task's own gates and the output
+validation, with verdicts (rules: dtype < model < metric < evaluator)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from typing import Any, Iterator, Mapping
 import torch
 from omegaconf import DictConfig
 
-from ascendbench.baseline.source import Score, SourceBaseline, benchmark, check_outputs
+from ascendbench.baseline.source import SourceBaseline, benchmark, check_outputs
+from ascendbench.config.targets import build
 from ascendbench.job.job import Job
 from ascendbench.job.placement import placement_entry
-from ascendbench.job.stages.base import Stage, build
+from ascendbench.job.stages.base import Stage
 from ascendbench.metrics.clip import clip_entries
 from ascendbench.metrics.output_checks import identical_reference, output_checks
 from ascendbench.metrics.verdict import worst
@@ -20,49 +21,26 @@ from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import Precision
 from ascendbench.tasks.checks import CheckContext
 
-SANITY = "reference_nonfinite"  # the suite's check of the reference itself: no judgement of the device output
+SANITY = "reference_nonfinite"  # the suite's check of the reference itself, not of the device
 
 
 def evaluate(metric_cfg: DictConfig, precision: Precision, reference: Mapping[str, torch.Tensor],
              outputs: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-    """Entries of the metric option's evaluators; rules: dtype < model (``precision.rules``) < metric < evaluator."""
+    """Entries of the metric option's evaluators under the job's rules."""
     suite = build(metric_cfg, "metric")
     return suite.evaluate(reference, outputs, dict(precision.rules), **precision.allclose())
 
 
 def job_verdict(metrics: Mapping[str, Mapping[str, Any]], compared: bool) -> str | None:
-    """The worst metric verdict; without a reference or a task gate (``compared`` false) only a WARN or FAIL.
-
-    The output validation (:mod:`ascendbench.metrics.output_checks`) runs in every job and can only lower a
-    verdict: finite, in-range outputs alone are no evidence of correctness, so a performance-only job
-    (``baseline.enabled=false``) with clean outputs keeps verdict ``None``, one with NaN/Inf gets FAIL.
-
-    >>> job_verdict({"output_nonfinite": {"verdict": "PASS"}}, compared=False) is None
-    True
-    >>> job_verdict({"output_nonfinite": {"verdict": "FAIL"}}, compared=False)
-    'FAIL'
-    """
+    """The worst metric verdict; without a reference or a task gate (``compared`` false) only a
+    WARN or FAIL: finite, in-range outputs alone are no evidence of correctness."""
     verdict = worst(m.get("verdict") for m in metrics.values())
     return verdict if compared or verdict != "PASS" else None
 
 
-def _regression_score(job: Job) -> Score:
-    """Metric name -> value of the job's regression evaluator (the errors the cross-device limits name)."""
-    suite = build(job.cfg.metric, "metric")
-    evaluator = suite.evaluators.get("regression")
-
-    def score(reference: Mapping[str, torch.Tensor], outputs: Mapping[str, torch.Tensor]) -> dict[str, float]:
-        if evaluator is None:  # metric.evaluators.regression=null: nothing to divide
-            return {}
-        entries = evaluator.evaluate(reference, outputs, dict(job.precision.rules), **job.precision.allclose())
-        return {name: entry["value"] for name, entry in entries.items() if "value" in entry}
-
-    return score
-
-
 class EvaluateStage(Stage):
-    """``metric`` evaluators (rules: dtype < model < metric < evaluator), ``task.checks`` and the output
-    validation (NaN/Inf and the task's value range; with or without a reference)."""
+    """``metric`` evaluators, ``task.checks`` and the output validation (NaN/Inf and the task's
+    value range; with or without a reference)."""
 
     name, label = "evaluate", "the metrics"
 
@@ -72,11 +50,10 @@ class EvaluateStage(Stage):
         return {}
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Metrics, gates and the output validation into ``job.metrics``; the section carries them with the
-        job verdict (:func:`job_verdict`)."""
+        """Metrics, gates and the output validation into ``job.metrics``, with the job verdict."""
+        rules = dict(job.precision.rules)
         checks = self._checks(job)
-        validation = output_checks(job.outputs, job.task, job.weights, dict(job.precision.rules),
-                                   job.reference)
+        validation = output_checks(job.outputs, job.task, job.weights, rules, job.reference)
         validation.update(clip_entries(job.cfg.metric.get("clip"), job))
         saved = isinstance(job.reference, SourceBaseline)
         if saved:  # a saved reference (baseline.source): names and shapes first
@@ -88,26 +65,43 @@ class EvaluateStage(Stage):
                          for name, m in job.metrics.items())
             job.metrics.update(identical_reference(job.reference, job.outputs, job.precision.dtype))
         if job.placement is not None:
-            validation["placement_findings"] = placement_entry(job.placement, dict(job.precision.rules))
+            validation["placement_findings"] = placement_entry(job.placement, rules)
         job.metrics = {**job.metrics, **checks, **validation}
-        job.verdict = job_verdict(job.metrics, compared=judged or bool(checks))  # sanity checks alone: no PASS
+        job.verdict = job_verdict(job.metrics, compared=judged or bool(checks))
         section = {"metrics": job.metrics, "verdict": job.verdict}
         if saved:
-            section["baseline"] = {"benchmark": benchmark(job.reference, job.outputs, _regression_score(job))}
+            section["baseline"] = {"benchmark": benchmark(job.reference, job.outputs,
+                                                          _regression_score(job))}
         return section
 
     def _checks(self, job: Job) -> dict[str, Any]:
         """The task's own gates, run with the model's device patches (``{}`` for most tasks)."""
+        cfg, adapter, precision = job.cfg, job.adapter, job.precision
 
         @contextmanager
-        def control() -> Iterator[torch.nn.Module]:  # the same architecture, randomly initialised and patched
-            cfg = job.cfg
-            twin = job.loader.load(cfg.model.source, "random", cfg.model.init_seed, cfg.model.get("revision")).module
-            with patches_applied(cfg.model.get("patches"), twin, job.adapter.name, job.precision.name):
+        def control() -> Iterator[torch.nn.Module]:  # the architecture, random-init, patched
+            twin = job.loader.load(cfg.model.source, "random", cfg.model.init_seed,
+                                   cfg.model.get("revision")).module
+            with patches_applied(cfg.model.get("patches"), twin, adapter.name, precision.name):
                 yield twin
 
-        ctx = CheckContext(module=job.model, device=job.adapter.torch_device, dtype=job.precision.dtype,
+        ctx = CheckContext(module=job.model, device=adapter.torch_device, dtype=precision.dtype,
                            inputs=job.inputs, outputs=job.outputs, weights=job.weights,
-                           rules=dict(job.precision.rules), control=control)
-        with patches_applied(job.cfg.model.get("patches"), job.model, job.adapter.name, job.precision.name):
+                           rules=dict(precision.rules), control=control)
+        with patches_applied(cfg.model.get("patches"), job.model, adapter.name, precision.name):
             return job.task.checks(ctx)
+
+
+def _regression_score(job: Job) -> Any:
+    """Metric name -> value of the job's regression evaluator (what cross-device limits name)."""
+    evaluator = build(job.cfg.metric, "metric").evaluators.get("regression")
+
+    def score(reference: Mapping[str, torch.Tensor],
+              outputs: Mapping[str, torch.Tensor]) -> dict[str, float]:
+        if evaluator is None:  # metric.evaluators.regression=null: nothing to divide
+            return {}
+        entries = evaluator.evaluate(reference, outputs, dict(job.precision.rules),
+                                     **job.precision.allclose())
+        return {name: entry["value"] for name, entry in entries.items() if "value" in entry}
+
+    return score

@@ -17,11 +17,7 @@ from omegaconf import OmegaConf
 
 from ascendbench.baseline import ReferenceQuery, get_or_compute
 from ascendbench.baseline.child import reference_patches
-from ascendbench.baseline.source import JobWorkload, plan_source, reference_from_source, weights_identity
-from ascendbench.errors import InsufficientMemoryError
-from ascendbench.job.job import Job
-from ascendbench.job.planning import free_host_bytes, memory_line
-from ascendbench.job.resources import (
+from ascendbench.baseline.memory import (
     HostBudget,
     choose_auto_reference,
     estimate_reference,
@@ -29,6 +25,10 @@ from ascendbench.job.resources import (
     job_budget,
     memory_check_skipped,
 )
+from ascendbench.baseline.source import JobWorkload, plan_source, reference_from_source, weights_identity
+from ascendbench.errors import InsufficientMemoryError
+from ascendbench.job.job import Job
+from ascendbench.job.planning import free_host_bytes, memory_line
 from ascendbench.job.stages.base import Stage
 from ascendbench.job.stages.replay_reference import (
     WANTED,

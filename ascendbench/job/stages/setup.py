@@ -8,23 +8,27 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from ascendbench.config.rules import check_config
+from ascendbench.config.targets import build
 from ascendbench.devices.cards import card_refusal
 from ascendbench.job.job import Job
-from ascendbench.job.stages.base import Stage, build
+from ascendbench.job.stages.base import Stage
+from ascendbench.metrics.clip import check_clip_path
 from ascendbench.precision import Precision
 
 log = logging.getLogger(__name__)
 
 HALF_ON_CPU = (
-    "dtype={dtype} on cpu: half-precision convolutions on CPUs without AVX512-BF16/AMX run about 170x "
-    "slower than float32 (measured on a 2-core AVX2 host: one 384-channel 3x3 conv at 32x32 took 22 ms "
-    "in float32, 3.8 s in bfloat16, 4.3 s in float16); use a tiny model or dtype=float32 on CPU"
+    "dtype={dtype} on cpu: half-precision convolutions on CPUs without AVX512-BF16/AMX run about "
+    "170x slower than float32 (measured on a 2-core AVX2 host: one 384-channel 3x3 conv at 32x32 "
+    "took 22 ms in float32, 3.8 s in bfloat16, 4.3 s in float16); use a tiny model or "
+    "dtype=float32 on CPU"
 )
 
 
 class ConfigStage(Stage):
-    """Rules the config schemas cannot express (``max_iters >= min_iters``...) and the types of the
-    groups without a schema; the same check in a dry run and a real run."""
+    """Rules the config schemas cannot express (``max_iters >= min_iters``...); the same check in a
+    dry run and a real run."""
 
     name, label = "config", "the configuration check"
 
@@ -35,9 +39,6 @@ class ConfigStage(Stage):
 
     def run(self, job: Job) -> dict[str, Any]:
         """Raise one :class:`~ascendbench.errors.ConfigError` listing every problem."""
-        from ascendbench.config import check_config
-        from ascendbench.metrics.clip import check_clip_path
-
         check_config(job.cfg)
         clip = job.cfg.metric.get("clip") or {}
         if clip.get("path"):  # before the device run, not after it
@@ -46,63 +47,34 @@ class ConfigStage(Stage):
 
 
 class DeviceStage(Stage):
-    """The device adapter (``device=auto`` resolved) and the job's :class:`~ascendbench.precision.Precision`."""
+    """The device adapter (``device=auto`` resolved) and the job's precision."""
 
     name, label = "device", "the device setup"
 
     def plan(self, job: Job) -> dict[str, Any]:
         """The same as the run (choosing a device loads no model), plus the plan's ``job`` line."""
         section = self.run(job)
-        job.add_plan({"job": {"model": job.cfg.model.name, "device": job.adapter.name,
-                              "device_name": job.adapter.device_name(), "dtype": job.precision.name,
-                              "preset": job.cfg.preset.name, "seed": int(job.cfg.seed)}})
+        job.add_plan({"job": {"device": job.adapter.name, "device_name": job.adapter.device_name(),
+                              "dtype": job.precision.name}})
         return section
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Build the adapter and the precision; warn about half precision on a CPU. A job the card pool gave
-        no card fails here (:func:`ascendbench.devices.cards.card_refusal`)."""
+        """Build the adapter and the precision; a job the card pool gave no card fails here."""
         if (refusal := card_refusal()) is not None:
             raise refusal
         cfg = job.cfg
-        job.adapter = build_adapter(cfg.device)
+        job.adapter = build(cfg.device, "device")
         job.precision = Precision.build(cfg, job.adapter.name)
         if job.adapter.name == "cpu" and job.precision.dtype != torch.float32:
             log.warning(HALF_ON_CPU.format(dtype=job.precision.name))
             job.warn(HALF_ON_CPU.format(dtype=job.precision.name))
         job.env["device"] = job.adapter.info()
-        return {"job": _job_fields(job), "env": {"device": job.env["device"]}}
-
-
-def _has_target(value: Any) -> bool:
-    if isinstance(value, dict):
-        return "_target_" in value or any(_has_target(v) for v in value.values())
-    return isinstance(value, list) and any(_has_target(v) for v in value)
-
-
-def build_adapter(node: Any) -> Any:
-    """The device adapter from ``device``, its ``peak`` table handed over as plain data (resolved) rather
-    than instantiated: Hydra's recursive instantiation rebuilds a nested mapping node by node, about 15 ms
-    for the shipped table, every job. A table holding a ``_target_`` is instantiated with the rest."""
-    peak = OmegaConf.to_container(node.peak, resolve=True) if "peak" in node else None
-    if not isinstance(peak, dict) or _has_target(peak):
-        return build(node, "device")
-    adapter = build(OmegaConf.masked_copy(node, [key for key in node if key != "peak"]), "device")
-    adapter.peak = peak
-    return adapter
-
-
-def _job_fields(job: Job) -> dict[str, Any]:
-    cfg = job.cfg
-    return {
-        "model": cfg.model.name,
-        "task": OmegaConf.select(cfg, "model.task._target_"),
-        "device": job.adapter.name,
-        "device_requested": cfg.device.name,
-        "dtype": job.precision.name,
-        "dtype_requested": job.precision.requested,
-        "preset": cfg.preset.name,
-        "seed": int(cfg.seed),
-        "batch_size": int(cfg.preset.batch_size),
-        "height": int(cfg.preset.height),
-        "width": int(cfg.preset.width),
-    }
+        fields = {
+            "model": cfg.model.name, "task": OmegaConf.select(cfg, "model.task._target_"),
+            "device": job.adapter.name, "device_requested": cfg.device.name,
+            "dtype": job.precision.name, "dtype_requested": job.precision.requested,
+            "preset": cfg.preset.name, "seed": int(cfg.seed),
+            "batch_size": int(cfg.preset.batch_size), "height": int(cfg.preset.height),
+            "width": int(cfg.preset.width),
+        }
+        return {"job": fields, "env": {"device": job.env["device"]}}

@@ -6,8 +6,10 @@ import pytest
 from filelock import FileLock
 from omegaconf import OmegaConf
 
-from ascendbench.callbacks import CardPool, LaunchRefused, claim_card, release_card
+from ascendbench.callbacks.cards import CardPool
+from ascendbench.devices.cards import claim_card, release_card
 from ascendbench.errors import NoFreeCardError
+from ascendbench.job.launch import LaunchRefused
 
 
 @pytest.fixture(autouse=True)
@@ -44,14 +46,18 @@ def test_a_sweep_needing_more_cards_than_the_pool_is_refused():
     config = OmegaConf.create({"hydra": {"launcher": {"n_jobs": 2}}, "device": {"world_size": 2}})
     with pytest.raises(LaunchRefused, match="2 card\\(s\\) each"):
         pool.on_multirun_start(config)
-    pool.on_multirun_start(OmegaConf.create({"hydra": {"launcher": {"n_jobs": 1}}, "device": {"world_size": 2}}))
+    pool.on_multirun_start(OmegaConf.create({"hydra": {"launcher": {"n_jobs": 1}},
+                                             "device": {"world_size": 2}}))
 
 
 def test_slurm_gives_a_multi_card_job_its_cards_in_one_task():
     from helpers.config import compose_config
 
-    cfg = compose_config(["hydra/launcher=slurm_cards", "device=cpu", "device.world_size=2", "device.parallel=cfg"],
+    cfg = compose_config(["hydra/launcher=slurm_cards", "device=cpu", "device.world_size=2",
+                          "device.parallel=cfg"],
                          return_hydra_config=True)
     launcher = cfg.hydra.launcher
-    assert (launcher.gpus_per_node, launcher.tasks_per_node) == (2, 1)  # the job spawns its own ranks
-    assert compose_config(["hydra/launcher=slurm_cards"], return_hydra_config=True).hydra.launcher.gpus_per_node == 1
+    # the job spawns its own ranks
+    assert (launcher.gpus_per_node, launcher.tasks_per_node) == (2, 1)
+    assert compose_config(["hydra/launcher=slurm_cards"],
+                          return_hydra_config=True).hydra.launcher.gpus_per_node == 1

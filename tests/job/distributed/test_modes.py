@@ -1,5 +1,6 @@
-"""The cfg split and the block placement on a real 2-rank gloo group (127.0.0.1, a free port), in spawned
-processes: each gives the single-process outputs, and each is shown failing on a planted fault."""
+"""The cfg split and the block placement on a real 2-rank gloo group (127.0.0.1, a free port), in
+spawned processes: each gives the single-process outputs, and each is shown failing on a planted
+fault."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from ascendbench.job.distributed import modes
-from ascendbench.job.distributed.launcher import free_port
+from ascendbench.job.distributed.ranks import free_port
 
 
 class _Denoiser(nn.Module):
-    """A real module called like a diffusers denoiser: hidden_states, encoder_hidden_states, timestep."""
+    """A real module called like a diffusers denoiser: hidden_states, encoder_hidden_states,
+    timestep."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -50,7 +52,8 @@ class _Stack(nn.Module):
 
 def _inputs():
     generator = torch.Generator().manual_seed(1)
-    return (torch.randn(2, 4, generator=generator), torch.randn(2, 3, generator=generator), torch.tensor([3.0, 3.0]))
+    return (torch.randn(2, 4, generator=generator), torch.randn(2, 3, generator=generator),
+            torch.tensor([3.0, 3.0]))
 
 
 def _worker(rank: int, port: int, out_dir: str) -> None:
@@ -60,9 +63,12 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     split = modes.CfgSplit(rank, pipe).install()
     hidden, text, timestep = _inputs()
     with torch.inference_mode():
-        cfg_out = pipe.transformer(hidden_states=hidden, encoder_hidden_states=text, timestep=timestep)[0]
-        modes.CFG_PART.update({0: 1, 1: 1})  # planted fault: both ranks compute the conditional half
-        faulty = pipe.transformer(hidden_states=hidden, encoder_hidden_states=text, timestep=timestep)[0]
+        cfg_out = pipe.transformer(hidden_states=hidden, encoder_hidden_states=text,
+                                   timestep=timestep)[0]
+        # planted fault: both ranks compute the conditional half
+        modes.CFG_PART.update({0: 1, 1: 1})
+        faulty = pipe.transformer(hidden_states=hidden, encoder_hidden_states=text,
+                                  timestep=timestep)[0]
     stack = _Stack()
     placement = modes.BlockPlacement(rank, 2).install(stack)
     placed_out = stack(hidden)
@@ -75,7 +81,8 @@ def _single_process():
     pipe, stack = _Pipe(), _Stack()
     hidden, text, timestep = _inputs()
     with torch.inference_mode():
-        return pipe.transformer(hidden_states=hidden, encoder_hidden_states=text, timestep=timestep)[0], stack(hidden)
+        return pipe.transformer(hidden_states=hidden, encoder_hidden_states=text,
+                                timestep=timestep)[0], stack(hidden)
 
 
 def test_two_ranks_give_the_single_process_outputs_and_a_planted_fault_does_not(tmp_path):
@@ -83,9 +90,11 @@ def test_two_ranks_give_the_single_process_outputs_and_a_planted_fault_does_not(
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     cfg_ref, placed_ref = _single_process()
     for rank in ranks:
-        torch.testing.assert_close(rank["cfg"], cfg_ref)  # both ranks hold the full [uncond, cond] batch
+        # both ranks hold the full [uncond, cond] batch
+        torch.testing.assert_close(rank["cfg"], cfg_ref)
         torch.testing.assert_close(rank["placed"], placed_ref)
-        assert not torch.allclose(rank["faulty"], cfg_ref)  # the conditional half in the unconditional's place
+        # the conditional half in the unconditional's place
+        assert not torch.allclose(rank["faulty"], cfg_ref)
         assert rank["calls"] == 2
     assert ranks[0]["placement"]["by_rank"] == {"0": "blocks[0:2]", "1": "blocks[2:3]"}
     assert ranks[0]["placement"]["held_block_mb"] > ranks[1]["placement"]["held_block_mb"] > 0

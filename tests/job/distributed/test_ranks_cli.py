@@ -1,9 +1,10 @@
-"""Multi-card jobs through the real CLI on this host: 2 gloo ranks on 127.0.0.1, the tiny LTX-Video twin.
+"""Multi-card jobs through the real CLI on this host: 2 gloo ranks on 127.0.0.1, the tiny LTX-Video
+twin.
 
-The single-rank run, the cfg run and the device_map run start together (their reference is computed once and
-shared through the cache); each parallel run's outputs must equal the single-rank run's within float32
-rounding, and its record must carry both ranks' memory and the synchronized latency. A rank killed with SIGKILL
-must fail its job naming the rank, with no rank left alive.
+The single-rank run, the cfg run and the device_map run start together (their reference is computed
+once and shared through the cache); each parallel run's outputs must equal the single-rank run's
+within float32 rounding, and its record must carry both ranks' memory and the synchronized latency.
+A rank killed with SIGKILL must fail its job naming the rank, with no rank left alive.
 """
 
 from __future__ import annotations
@@ -20,20 +21,23 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ascendbench.job.distributed.gather import SYNC_CLOCK
+from ascendbench.job.distributed.ranks import SYNC_CLOCK
 
 from helpers.app import BASE_ENV, TINY_RUN, read_record
 
 pytestmark = pytest.mark.slow  # true CLI subprocesses that spawn ranks
 
-TINY_T2V = ["model=tiny_ltx_t2v", *TINY_RUN, "preset.steps=2", "artifacts.media=false", "bench.flops.enabled=false"]
+TINY_T2V = ["model=tiny_ltx_t2v", *TINY_RUN, "preset.steps=2", "artifacts.media=false",
+            "bench.flops.enabled=false"]
 RANKS = {"single": [], "cfg": ["device.world_size=2", "device.parallel=cfg"],
          "device_map": ["device.world_size=2", "device.parallel=device_map"]}
 
 
 def _start(job_dir: Path, extra: list[str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "ascendbench", *TINY_T2V, *extra, f"hydra.run.dir={job_dir}"],
-                            cwd=job_dir.parent, env={**os.environ, **BASE_ENV}, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "ascendbench", *TINY_T2V, *extra,
+                             f"hydra.run.dir={job_dir}"],
+                            cwd=job_dir.parent, env={**os.environ, **BASE_ENV},
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
 
@@ -56,15 +60,18 @@ def test_two_ranks_give_the_single_rank_outputs_and_one_record(runs, mode):
     single, parallel = _outputs(runs["single"]), _outputs(runs[mode])
     assert single.keys() == parallel.keys()
     for name in single:
-        torch.testing.assert_close(parallel[name], single[name])  # float32 tolerances: rounding only
+        # float32 tolerances: rounding only
+        torch.testing.assert_close(parallel[name], single[name])
     record = read_record(runs[mode])
-    assert record["status"] == "ok" and record["verdict"] == "PASS"  # the accuracy gate judged the ranks' outputs
+    # the accuracy gate judged the ranks' outputs
+    assert record["status"] == "ok" and record["verdict"] == "PASS"
     section = record["distributed"]
     assert (section["world_size"], section["backend"], section["mode"]) == (2, "gloo", mode)
     assert [r["rank"] for r in section["ranks"]] == [0, 1] and section["outputs_agree"] is True
     assert all(r["peak_allocated_mb"] > 0 for r in record["bench"]["memory_per_rank"])
     assert record["bench"]["timer"] == SYNC_CLOCK and record["bench"]["latency"]["median_ms"] > 0
-    assert record["bench"]["latency"]["median_ms"] >= max(r["median_ms"] for r in section["ranks"]) * 0.999
+    assert record["bench"]["latency"]["median_ms"] >= max(r["median_ms"]
+                                                          for r in section["ranks"]) * 0.999
     assert not (runs[mode] / "record.json").parent.joinpath("ranks", "rank0.error.json").exists()
 
 
@@ -99,8 +106,10 @@ def test_a_killed_rank_fails_the_job_naming_it_and_leaves_no_process(tmp_path):
     assert "rank 1 of 2" in output
     ranks = set(record["distributed"]["pids"])
     assert victim in ranks and ranks <= {c.pid for c in children}
-    assert not [p for p in ranks if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-    _, alive = psutil.wait_procs(children, timeout=15)  # multiprocessing's resource tracker exits after its parent
+    assert not [p for p in ranks if psutil.pid_exists(p)
+                and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    # multiprocessing's resource tracker exits after its parent
+    _, alive = psutil.wait_procs(children, timeout=15)
     assert not alive, alive
 
 
@@ -113,6 +122,8 @@ def test_the_report_shows_scaling_as_a_table_and_a_plot(runs, tmp_path):
     plots = report.make_plots(tmp_path / "plots")
     scaling = report.markdown(tmp_path).split("\n## Scaling over cards")[1].split("\n## ")[0]
     rows = [line for line in scaling.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert [row.split(" | ")[:2] for row in rows] == [["| 1", "none"], ["| 2", "cfg"], ["| 2", "device_map"]]
-    assert all("missing" not in row.split(" | ")[3] for row in rows)  # every median read from its record
+    assert [row.split(" | ")[:2] for row in rows] == [["| 1", "none"], ["| 2", "cfg"],
+                                                      ["| 2", "device_map"]]
+    # every median read from its record
+    assert all("missing" not in row.split(" | ")[3] for row in rows)
     assert any(p.name.startswith("scaling_tiny_ltx_t2v") and p.stat().st_size > 0 for p in plots)

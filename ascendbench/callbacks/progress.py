@@ -1,0 +1,165 @@
+"""One log line at each start and end of a multirun's jobs: job i of N, ok/failed so far, ETA::
+
+    [sweep] job 3 of 6 (dtype=float16) started; 2 finished (2 ok), elapsed 65.0 s, ETA 2 min 10 s
+
+The ETA is the elapsed time per finished job times the jobs left (parallel workers included). Worker
+processes share the counts through files in the sweep dir: the start and size, and a line per job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from ascendbench.progress import format_seconds
+
+log = logging.getLogger(__name__)
+
+SWEEP_STATE = ".progress.json"
+SWEEP_ENDED = ".progress-ended.jsonl"
+
+
+def sweep_overrides(config: DictConfig) -> list[str]:
+    """The overrides a basic sweep expands: ``hydra.sweeper.params`` (a ``+sweep=`` file) and the
+    command line's, which win for the same key."""
+    task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]
+    given = {o.split("=", 1)[0].lstrip("+~") for o in task}
+    params = OmegaConf.select(config, "hydra.sweeper.params") or {}
+    return [f"{key}={value}" for key, value in params.items() if key not in given] + task
+
+
+def _sweeps(task_overrides: Iterable[str]) -> list[Any]:
+    overrides = OverridesParser.create().parse_overrides(list(task_overrides))
+    return [override for override in overrides if override.is_sweep_override()]
+
+
+def sweep_size(task_overrides: Iterable[str]) -> int | None:
+    """Jobs of a grid sweep over ``task_overrides``, or ``None`` when they cannot be sized."""
+    try:
+        return math.prod(len(list(o.sweep_string_iterator())) for o in _sweeps(task_overrides))
+    except Exception:  # a sweeper of its own (optuna, ...) or an override this parser cannot size
+        return None
+
+
+def sweep_keys(task_overrides: Iterable[str]) -> list[str]:
+    """The keys a sweep varies (``dtype``, ``preset`` ...), ``[]`` when they cannot be parsed."""
+    try:
+        return [override.key_or_group for override in _sweeps(task_overrides)]
+    except Exception:  # the lines then name the job by its number only
+        return []
+
+
+def planned_jobs(config: DictConfig, task_overrides: Iterable[str]) -> int | None:
+    """The grid's size, or an Optuna search's ``n_trials`` (capped at the grid's size under its
+    grid sampler, as the sweeper caps it)."""
+    size = sweep_size(task_overrides)
+    trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
+    if not isinstance(trials, int):
+        return size
+    sampler = str(OmegaConf.select(config, "hydra.sweeper.sampler._target_") or "")
+    grid = sampler.endswith("GridSampler")
+    return min(trials, size) if grid and size else trials
+
+
+def _multirun(config: DictConfig) -> bool:
+    mode = OmegaConf.select(config, "hydra.mode")
+    return getattr(mode, "name", str(mode)) == "MULTIRUN"
+
+
+def _job_status(job_return: Any) -> str:
+    """What the app returned (with an objective: ``ok`` for a number, ``did not pass`` for inf),
+    else Hydra's job status."""
+    value = getattr(job_return, "return_value", None) if job_return is not None else None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "ok" if math.isfinite(value) else "did not pass"
+    failed = getattr(getattr(job_return, "status", None), "name", "") == "FAILED"
+    return "failed" if failed else "unknown"
+
+
+class SweepProgress(Callback):
+    """The sweep's progress lines; ``clock``: wall seconds shared by processes (a fake in tests)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._job_started: float | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Write the sweep's start time and size (before any job)."""
+        try:
+            sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            overrides = sweep_overrides(config)
+            total = planned_jobs(config, overrides)
+            state = {"started": self.clock(), "total": total, "keys": sweep_keys(overrides)}
+            (sweep_dir / SWEEP_STATE).write_text(json.dumps(state))
+            (sweep_dir / SWEEP_ENDED).write_text("")
+            log.info("[sweep] %s job(s) to run", "an unknown number of" if total is None else total)
+        except Exception:  # progress must never break a sweep
+            log.debug("sweep progress: could not start", exc_info=True)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Log ``job i of N ... started`` with the counts so far."""
+        self._job_started = self.clock()
+        self._log(config, "started")
+
+    def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
+        """Append this job's outcome to the shared file, then log it with the new counts."""
+        if not _multirun(config):
+            return
+        status = _job_status(job_return)
+        ended = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))) / SWEEP_ENDED
+        try:
+            with open(ended, "a") as handle:  # one short O_APPEND write per job
+                num = OmegaConf.select(config, "hydra.job.num")
+                handle.write(json.dumps({"num": num, "status": status}) + "\n")
+        except OSError:
+            log.debug("sweep progress: could not note the end of a job", exc_info=True)
+        took = ""
+        if self._job_started is not None:
+            took = f" in {format_seconds(self.clock() - self._job_started)}"
+        self._log(config, f"ended {status}{took}")
+
+    def _log(self, config: DictConfig, event: str) -> None:
+        if not _multirun(config):
+            return
+        try:
+            log.info(self.line(config, event))
+        except Exception:  # progress must never break a sweep
+            log.debug("sweep progress: no line", exc_info=True)
+
+    def line(self, config: DictConfig, event: str) -> str:
+        """``[sweep] job i of N (name) <event>; k finished (counts), elapsed, ETA``."""
+        sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
+        state_file, ended_file = sweep_dir / SWEEP_STATE, sweep_dir / SWEEP_ENDED
+        state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+        lines = ended_file.read_text().splitlines() if ended_file.is_file() else []
+        ended = [json.loads(line) for line in lines if line.strip()]
+        total, num = state.get("total"), OmegaConf.select(config, "hydra.job.num")
+        keys = set(state.get("keys") or [])
+        task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]
+        varied = [o for o in task if o.split("=", 1)[0].lstrip("+~") in keys]
+        name = (",".join(varied) or OmegaConf.select(config, "hydra.job.override_dirname")
+                or "no overrides")
+        which = f"job {num + 1 if isinstance(num, int) else '?'}{f' of {total}' if total else ''}"
+        counts: dict[str, int] = {}
+        for entry in ended:
+            counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        ordered = sorted(counts.items(), key=lambda kv: (kv[0] != "ok", kv[0]))  # ok first
+        done = ", ".join(f"{n} {s}" for s, n in ordered)
+        parts = [f"{len(ended)} finished" + (f" ({done})" if done else "")]
+        if "started" in state:
+            elapsed = self.clock() - state["started"]
+            parts.append(f"elapsed {format_seconds(elapsed)}")
+            if total and ended and len(ended) < total:
+                parts.append(f"ETA {format_seconds(elapsed / len(ended) * (total - len(ended)))}")
+        return f"[sweep] {which} ({name}) {event}; " + ", ".join(parts)
