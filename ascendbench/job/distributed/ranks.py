@@ -38,6 +38,7 @@ from ascendbench.job.record import write_json_atomic
 from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import Precision
 from ascendbench.tasks.inputs import move_inputs, place, summarize, tensor_sha256
+
 log = logging.getLogger(__name__)
 
 RANKS_DIR = "ranks"
