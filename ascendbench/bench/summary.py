@@ -44,31 +44,17 @@ def warmup_line(bench: Mapping[str, Any]) -> str | None:
 
 
 def interval_text(bench: Mapping[str, Any]) -> str:
-    """Which interval the CI is and the other half-widths: ``, between blocks (+-1.2%; within +-0.4%)``.
+    """What the interval holds: ``, from 8 blocks`` or ``, with 9 earlier runs (this run's calls +-0.4%)``.
 
-    Empty for records without ``bench.interval`` (written before the blocks existed).
-
-    >>> interval_text({"interval": {"used": "between", "within": {"rel_half_width": 0.004},
-    ...                              "between": {"rel_half_width": 0.012}}})
-    ', between blocks (+-1.2%; within +-0.4%)'
-    >>> interval_text({"interval": {"used": "between_runs", "within": {"rel_half_width": 0.004},
-    ...                              "between": {"rel_half_width": 0.006},
-    ...                              "between_runs": {"rel_half_width": 0.05, "earlier_ms": [1.0, 1.1]}}})
-    ', between runs, 2 earlier (+-5.0%; within +-0.4%; between +-0.6%)'
+    >>> interval_text({"interval": {"used": "runs", "own_rel_half_width": 0.004, "runs": {"earlier_ms": [1.0] * 9}}})
+    ', with 9 earlier runs (this run's calls +-0.4%)'
     """
     interval = bench.get("interval") or {}
-    used = interval.get("used")
-    labels = {"within": "within blocks", "between": "between blocks", "between_runs": "between runs"}
-    if used not in labels:
-        return ""
-    mine = interval.get(used) or {}
-    label = labels[used]
-    if used == "between_runs":
-        label += f", {len(mine.get('earlier_ms') or [])} earlier"
-    rest = "".join(f"; {other.replace('_', ' ')} +-{(interval.get(other) or {})['rel_half_width']:.1%}"
-                   for other in labels if other != used
-                   and (interval.get(other) or {}).get("rel_half_width") is not None)
-    return f", {label} (+-{mine['rel_half_width']:.1%}{rest})"
+    if interval.get("used") == "runs":
+        earlier = len((interval.get("runs") or {}).get("earlier_ms") or [])
+        return f", with {earlier} earlier runs (this run's calls +-{interval['own_rel_half_width']:.1%})"
+    calls = (interval.get("blocks") or {}).get("calls")
+    return f", from {len(calls)} blocks" if calls else ""
 
 
 def latency_line(bench: Mapping[str, Any]) -> str:
@@ -139,5 +125,5 @@ def bench_lines(bench: Mapping[str, Any]) -> list[str]:
     lines += [line for line in (warmup_line(bench), phases_line(bench)) if line]
     noise = bench.get("noise") or {}
     if noise.get("noisy"):
-        lines += [f"warning   {noise[key]}" for key in ("warning", "drift_warning", "runs_warning") if noise.get(key)]
+        lines += [f"warning   {noise[key]}" for key in ("warning", "runs_warning") if noise.get(key)]
     return lines

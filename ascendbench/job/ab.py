@@ -1,28 +1,20 @@
 """``bench.ab=unpatched``: does the model run faster with its ``model.patches`` than without them?
 
-Two runs timed one after the other meet a shared host in two states (the level of a 1 ms op moves by 5% to 40%
-from one second to the next), so they cannot tell a 5% speed-up from the host. After the device run, whose patch
-block has exited (the model is unpatched again), the same call is timed without the patches (side A) and with
-them (side B) in alternating blocks of one run (:mod:`ascendbench.bench.interleave`): the patches are applied
-and restored around every block of B. The sign test on the log ratios of neighbouring blocks
-(:mod:`ascendbench.bench.pairs`, the regression gate's ``paired`` method) says whether B is slower or faster
-than A: SLOWER (or FASTER) when one-sided ``p < ALPHA`` and the median shift is beyond ``MIN_EFFECT``, the
-gate's defaults (conf/report.yaml ``compare``).
-
-The record's ``ab`` section: ``against``, both sides' bench sections ``a`` (unpatched) and ``b`` (patched), each
-with its ``interleave`` evidence, the ``decision``, the ``speedup`` (A's median call over B's: above 1, the
-patches make it faster) and ``speedup_paired`` (the same from the median pair, ``1 / (1 + shift)``: what the test
-judged; the medians of all calls also hold the host's moves during the run).
+After the device run, the same call is timed without the patches (side A) and with them (side B, applied and
+restored around every block) in alternating blocks of one run (:mod:`ascendbench.bench.interleave`), and judged
+by the regression gate's rule on the paired block ratios with the gate's defaults, both ways: SLOWER or FASTER
+(docs/performance.md "Interleaved A/B"; the record's ``ab`` section).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, Callable, Mapping
 
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.interleave import Interleaved, InterleavedLoop, Side
-from ascendbench.bench.pairs import MIN_PAIRS, PAIRED_TEST, paired_shift
+from ascendbench.bench.stats import Shift
 from ascendbench.config.rules import AB_FIX
 from ascendbench.errors import ConfigError
 from ascendbench.job.record import write_json_atomic
@@ -35,7 +27,7 @@ log = logging.getLogger(__name__)
 # The regression gate's defaults (conf/report.yaml ``compare.alpha`` and ``compare.min_effect``).
 ALPHA = 0.05
 MIN_EFFECT = 0.03
-METHOD = PAIRED_TEST
+MIN_PAIRS = 6
 # The patch modules' loggers: quiet (errors only) while the patches are applied and restored around every block.
 PATCH_LOGGER = "ascendbench.patches"
 
@@ -115,24 +107,18 @@ def write_sides(job: Any, section: Mapping[str, Any]) -> dict[str, str]:
 
 
 def judge(run: Interleaved) -> dict[str, Any]:
-    """The decision on the interleaved run's pairs: B (patched) against A (unpatched), both ways one-sided."""
+    """The decision on the interleaved run's pairs: B (patched) against A (unpatched), both ways."""
     pairs = run.pairs
-    a, b = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
     if len(pairs) < MIN_PAIRS:
-        text = (f"{METHOD} underpowered: {len(pairs)} pairs < {MIN_PAIRS}; give the A/B more time "
+        text = (f"underpowered: {len(pairs)} pairs < {MIN_PAIRS}; give the A/B more time "
                 "(bench.max_time_s, bench.max_iters)")
         return {"verdict": "underpowered", "regressed": False, "faster": False, "pairs": len(pairs),
                 "effect": None, "text": text}
-    shift, low, high, p_slower = paired_shift(a, b)
-    p_faster = paired_shift(b, a)[3]
-    slower = p_slower < ALPHA and shift > MIN_EFFECT
-    faster = p_faster < ALPHA and 1.0 / (1.0 + shift) - 1.0 > MIN_EFFECT  # A slower than B by the minimum effect
+    shift = Shift.paired([a for a, _ in pairs], [b for _, b in pairs])
+    slower, faster = shift.slower(ALPHA, MIN_EFFECT), shift.faster(ALPHA, MIN_EFFECT)
     verdict = "SLOWER" if slower else "FASTER" if faster else "no significant difference"
-    ci = "" if low is None or high is None else f" (95% CI {low:+.1%} .. {high:+.1%})"
-    p = p_slower if shift >= 0 else p_faster  # the one-sided p in the direction of the shift
-    effect = f"{shift:+.1%}{ci}, p={p:.2g}, {METHOD}, pairs={len(pairs)}"
-    rule = f"p < {ALPHA:g} one-sided and a shift beyond {MIN_EFFECT:.0%}"
+    effect = shift.text(ALPHA)
+    rule = f"a one-sided {1 - ALPHA:.0%} bound beyond {MIN_EFFECT:.0%}"
     return {"verdict": verdict, "regressed": slower, "faster": faster, "pairs": len(pairs), "effect": effect,
-            "shift": shift, "ci95": [low, high], "p_slower": p_slower, "p_faster": p_faster,
-            "alpha": ALPHA, "min_effect": MIN_EFFECT, "text": f"{effect}: {verdict} ({rule})"}
-
+            "shift": math.expm1(shift.log), "bounds": list(shift.bounds(ALPHA)), "alpha": ALPHA,
+            "min_effect": MIN_EFFECT, "text": f"{effect}: {verdict} ({rule})"}

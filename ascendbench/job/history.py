@@ -1,9 +1,7 @@
 """The job's timing history: which earlier runs count as runs of the same workload on this host.
 
-The device run's median is kept per workload (:class:`ascendbench.bench.runs.RunHistory`, under
-``bench.history.dir``); the next run of the same workload gets the ``between_runs`` interval from it. The same
-workload: the same model, device, dtype and preset sizes (the timing budget is left out: it changes how long a
-run lasts, not what it times), on the same host and device, with the same torch, torch_npu and ascendbench.
+The same workload: the same model, device, dtype and preset sizes (the timing budget is left out: it changes how
+long a run lasts, not what it times), on the same host and device, with the same torch, torch_npu, ascendbench.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 import ascendbench
-from ascendbench.bench.runs import RunHistory
+from ascendbench.bench.history import RunHistory
 
 # preset keys that set the timing budget, not the workload
 BUDGET_KEYS = ("warmup", "iters", "min_iters", "max_iters", "min_time_s", "max_time_s", "stability")
@@ -31,8 +29,7 @@ def _version(package: str) -> str | None:
 
 
 def workload_material(cfg: DictConfig, adapter: Any, dtype: str) -> dict[str, Any]:
-    """What identifies the timed workload: the model, device and preset config (sizes), the dtype the run
-    resolved to (``dtype=auto`` picks one per device), host, device and versions (plain JSON values)."""
+    """What identifies the timed workload (plain JSON values); ``dtype`` is the one the run resolved to."""
     plain = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in ("model", "device", "preset")}
     plain["preset"] = {k: v for k, v in plain["preset"].items() if k not in BUDGET_KEYS}
     return {**plain, "dtype": dtype, "host": platform.node(), "device_name": adapter.device_name(),
@@ -40,7 +37,7 @@ def workload_material(cfg: DictConfig, adapter: Any, dtype: str) -> dict[str, An
 
 
 def run_history(cfg: DictConfig, adapter: Any, dtype: str) -> RunHistory | None:
-    """The workload's :class:`RunHistory` from ``bench.history``, or None when it is off (or timing is off)."""
+    """The workload's :class:`RunHistory` from ``bench.history``, or None when it (or timing) is off."""
     node = cfg.bench.get("history")
     if not cfg.bench.get("enabled", True) or node is None or not node.get("enabled", False):
         return None

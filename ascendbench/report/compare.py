@@ -1,16 +1,9 @@
-"""The regression gate: ``python -m ascendbench.report --compare OLD NEW``.
+"""The regression gate: ``python -m ascendbench.report --compare OLD NEW`` (docs/reports.md "Regression gate").
 
-Records of OLD and NEW line up by model, device, dtype, preset, batch, size, frames, steps and seed
-(the latest record per key on each side). A row regresses when NEW's status or accuracy verdict is
-worse than OLD's, or NEW is slower: significantly (a Welch t test on the per-block medians; for older records
-the per-call samples, else the medians' 95% CIs) and by more than ``compare.min_effect``
-(:mod:`ascendbench.report.significance`).
-Each compared workload gets one latency line: the effect with its confidence and the method that decided.
-The per-call samples stay out of the report's frame: they are read from the record files being compared.
-
-Silence is never a pass. The gate also fails when NEW measured nothing (no record, only broken ones,
-jobs that failed before their workload was known, dry runs), when nothing could be compared, and when
-an OLD workload is missing in NEW (unless ``compare.allow_missing``); every such workload is listed.
+Records line up by :data:`KEY` (the latest per key on each side); a row regresses when NEW's status or verdict got
+worse, or NEW is slower by the latency rule (:mod:`ascendbench.report.significance`), read from the record files
+(the per-call samples stay out of the report's frame). Silence is never a pass: NEW measuring nothing, nothing
+compared, or an OLD workload missing in NEW (unless ``compare.allow_missing``) fails the gate.
 """
 
 from __future__ import annotations
@@ -19,16 +12,15 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 import pandas as pd
 
-from ascendbench.bench.runs import runs_level_variance
+from ascendbench.bench.stats import Interval
 from ascendbench.report.fmt import get, num, short, size_label, table, text
 from ascendbench.report.gather import DRY_RUN
-from ascendbench.report.paired import Pairing
 from ascendbench.report.performance import latest, median_ms
-from ascendbench.report.significance import Latency, LatencyRule, decide
+from ascendbench.report.significance import Latency, LatencyRule, Pairing, decide
 
 KEY = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height", "job.width",
        "job.num_frames", "job.steps", "job.seed")
@@ -127,42 +119,25 @@ def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
     return {k: latest(v) for k, v in grouped.items()}
 
 
-class Evidence(NamedTuple):
-    """What a record's ``bench`` section holds for the latency decision, each part None (0 for the level) when
-    absent or not sensible (records are data: nothing is trusted)."""
-
-    samples: tuple[float, ...] | None  # per-call latencies, bench.samples_ms
-    blocks: tuple[float, ...] | None  # per-block medians, bench.interval.blocks.medians_ms
-    pairing: Pairing | None  # the interleaved run's pairing, bench.interleave
-    runs_level: float  # the level's variance between runs, bench.interval.between_runs
-
-
-NO_EVIDENCE = Evidence(None, None, None, 0.0)
-
-
-def record_samples(path: str | Path) -> tuple[float, ...] | None:
-    """The record's per-call latencies (``bench.samples_ms``), None when absent or not all finite and > 0."""
-    return record_evidence(path).samples
-
-
-def record_evidence(path: str | Path) -> Evidence:
-    """The :class:`Evidence` of a record file (nothing when it cannot be read)."""
+def record_latency(path: str | Path, median: float) -> Latency:
+    """The :class:`Latency` of a record file around ``median`` (no interval when it cannot be read)."""
     try:
         bench = json.loads(Path(path).read_text()).get("bench")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return NO_EVIDENCE
-    return section_evidence(bench)
+        bench = None
+    return section_latency(bench, median)
 
 
-def section_evidence(bench: Any) -> Evidence:
-    """:func:`record_evidence` of a ``bench`` section already read (a record's, or a side of its ``ab``)."""
+def section_latency(bench: Any, median: float) -> Latency:
+    """The interval and pairing of a ``bench`` section, recomputed from its own calls (``samples_ms``) and
+    earlier run medians (``interval.runs.earlier_ms``): a bound edited in the record is not believed."""
     if not isinstance(bench, Mapping):
-        return NO_EVIDENCE
-    interval = bench.get("interval")
-    blocks = interval.get("blocks") if isinstance(interval, Mapping) else None
-    samples = _positive(bench.get("samples_ms"))
-    return Evidence(samples, _positive(blocks.get("medians_ms") if isinstance(blocks, Mapping) else None),
-                    Pairing.from_section(bench.get("interleave"), samples), runs_level_variance(interval))
+        return Latency(median)
+    samples, interval = _positive(bench.get("samples_ms")), bench.get("interval")
+    runs = interval.get("runs") if isinstance(interval, Mapping) else None
+    earlier = _positive(runs.get("earlier_ms")) if isinstance(runs, Mapping) else None
+    return Latency(median, Interval.of(samples, earlier or ()) if samples else None,
+                   Pairing.from_section(bench.get("interleave"), samples))
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:
@@ -174,33 +149,21 @@ def _positive(values: Any) -> tuple[float, ...] | None:
 
 
 def latency_of(row: Mapping[str, Any]) -> Latency | None:
-    """A row's latency evidence (median, its 95% CI, the samples and block medians from its record file); None
-    without a median."""
+    """A row's latency evidence (its median, and the interval and pairing from its record file); None without
+    a finite median."""
     median = median_ms(row)
     if not median or not math.isfinite(median) or median < 0:  # NaN or Inf is no measurement
         return None
-    low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
-                                                                         "count"))
-    return _latency(median, (low, high, count), record_evidence(row["record"]))
+    return record_latency(row["record"], median)
 
 
 def latency_from_section(bench: Any) -> Latency | None:
-    """The latency evidence of a ``bench`` section in memory (a side of a record's ``ab``), as :func:`latency_of`
-    reads it from a record; None without a finite median."""
+    """:func:`latency_of` for a ``bench`` section in memory (a side of a record's ``ab``)."""
     latency = bench.get("latency") if isinstance(bench, Mapping) else None
     median = _float(latency.get("median_ms")) if isinstance(latency, Mapping) else None
-    if median is None or not math.isfinite(median) or median < 0:
+    if not median or not math.isfinite(median) or median < 0:
         return None
-    low, high, count = (_float(latency.get(k)) for k in ("median_ci95_low_ms", "median_ci95_high_ms", "count"))
-    return _latency(median, (low, high, count), section_evidence(bench))
-
-
-def _latency(median: float, recorded: tuple[float | None, float | None, float | None], found: Evidence) -> Latency:
-    """A side's :class:`Latency`: its median, its recorded (CI low, CI high, count) and the section's evidence."""
-    low, high, count = recorded
-    return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=found.samples,
-                   count=None if count is None else int(count), block_medians_ms=found.blocks,
-                   pairing=found.pairing, runs_level=found.runs_level)
+    return section_latency(bench, median)
 
 
 def _float(value: Any) -> float | None:

@@ -14,7 +14,7 @@ from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.interleave import InterleavedLoop, Side, paired_half_width
 from ascendbench.bench.loop import BenchLoop
 from ascendbench.report.compare import latency_of
-from ascendbench.report.significance import LatencyRule, decide
+from ascendbench.report.significance import PAIRED, LatencyRule, decide
 
 from helpers.timing import HostOnlyAdapter
 
@@ -119,16 +119,11 @@ def test_on_a_host_whose_level_moves_the_paired_gate_sees_5_percent_and_an_uncha
     flagged in at most 2 (alpha 5%), a planted 5% slowdown in all, and the gate's line names the paired test."""
     aa = [decide(*_as_records(_interleaved(Host(seed), 0.0), tmp_path), RULE) for seed in range(30)]
     slow = [decide(*_as_records(_interleaved(Host(seed), 0.05), tmp_path), RULE) for seed in range(30)]
-    assert all(d.method == interleave_test() for d in aa + slow)
+    assert all(d.method == PAIRED for d in aa + slow)
     assert sum(d.regressed for d in aa) <= 2, [d.text() for d in aa if d.regressed]
     assert all(d.regressed for d in slow), [d.text() for d in slow if not d.regressed]
     two = [decide(*_as_records(_interleaved(Host(seed), 0.02), tmp_path), RULE) for seed in range(10)]
     assert sum(d.regressed for d in two) >= 9
-
-
-def interleave_test() -> str:
-    from ascendbench.report.paired import PAIRED_TEST
-    return PAIRED_TEST
 
 
 def test_the_same_host_fools_two_runs_timed_one_after_the_other(tmp_path):
@@ -145,7 +140,7 @@ def test_the_same_host_fools_two_runs_timed_one_after_the_other(tmp_path):
             path.write_text(json.dumps({"bench": run.to_dict(1, "calls")}))
             sides.append(latency_of({"record": str(path), "bench.latency.median_ms": run.latency.median_ms}))
         decision = decide(*sides, RULE)
-        assert decision.method != interleave_test()
+        assert decision.method != PAIRED
         flagged += decision.regressed
     assert flagged <= 10, f"the sequential gate saw the 5% slowdown in {flagged} of 20 pairs"
 
@@ -208,9 +203,9 @@ def test_records_of_two_different_runs_or_the_same_side_twice_are_not_paired(tmp
     first = _as_records(_interleaved(Host(4), 0.0), tmp_path / "a" if (tmp_path / "a").mkdir() is None else None)
     second = _as_records(_interleaved(Host(5), 0.0), tmp_path / "b" if (tmp_path / "b").mkdir() is None else None)
     crossed = decide(first[0], second[1], RULE)
-    assert crossed.method != interleave_test() and "different interleaved runs" in crossed.why
+    assert crossed.method != PAIRED and "different interleaved runs" in crossed.why
     same = decide(first[0], first[0], RULE)
-    assert same.method != interleave_test() and "same side" in same.why
+    assert same.method != PAIRED and "same side" in same.why
 
 
 @pytest.mark.parametrize("tamper", [
@@ -245,8 +240,8 @@ def test_pairs_that_are_not_the_sides_own_calls_are_no_pairing(tmp_path):
         sides.append(latency_of({"record": str(path), "bench.latency.median_ms": section["latency"]["median_ms"]}))
     assert sides[0].pairing is not None and sides[3].pairing is not None
     assert sides[1].pairing is None and sides[2].pairing is None
-    assert decide(sides[0], sides[3], RULE).method == interleave_test()
-    assert decide(sides[0], sides[1], RULE).method != interleave_test()
+    assert decide(sides[0], sides[3], RULE).method == PAIRED
+    assert decide(sides[0], sides[1], RULE).method != PAIRED
 
 
 def test_the_half_width_is_the_sign_tests_interval_of_the_median_ratio():

@@ -28,7 +28,7 @@ def section(samples_ms, uncounted=None, phases=None, cpu=False):
 def test_quiet_run_prints_median_ci_cold_mfu_and_memory():
     lines = bench_lines(section([20.0, 20.1, 19.9, 20.0, 20.05, 20.02, 19.98]))
     text = "\n".join(lines)
-    assert lines[0].startswith("latency   median 20 ms [95% CI 19.9-20.1]") and "cold 105 ms" in lines[0]
+    assert lines[0].startswith("latency   median 20 ms [95% CI 19.95-20.05]") and "cold 105 ms" in lines[0]
     assert "stop: precision, CI +-0.5% (target 1%))" in lines[0] and "p99" in lines[0]
     assert "events median" in lines[1] and "MFU 40.7% of 245.8 (Ascend910B4)" in lines[1]
     assert "peak_reserved_mb 640" in lines[2] and "npu:0 caching allocator" in lines[2]

@@ -1,4 +1,5 @@
-"""Fakes for the timing loops: a clock that moves only when a fake call moves it, and a host-only adapter.
+"""Fakes for the timing loops: a clock that moves only when a fake call moves it, a host-only adapter, and a
+run of the bench loop on a fake host.
 
 The adapter has the surface :class:`ascendbench.bench.loop.BenchLoop` and
 :class:`ascendbench.bench.interleave.InterleavedLoop` use of :class:`ascendbench.devices.DeviceAdapter`
@@ -6,6 +7,10 @@ The adapter has the surface :class:`ascendbench.bench.loop.BenchLoop` and
 """
 
 from __future__ import annotations
+
+from typing import Iterable
+
+from ascendbench.bench.loop import BenchLoop
 
 
 class FakeClock:
@@ -37,3 +42,14 @@ class HostOnlyAdapter:
 
     def peak_memory_mb(self):
         return {"peak_rss_mb": 1.0, "scope": "fake"}
+
+
+def fake_run(durations_s: Iterable[float], budget, history=None, clock: FakeClock | None = None):
+    """The bench loop on a call whose n-th invocation takes ``durations_s[n]`` seconds of fake time."""
+    clock = clock or FakeClock()
+    durations = iter(durations_s)
+
+    def call():
+        clock.now += next(durations)
+
+    return BenchLoop(HostOnlyAdapter(), budget, clock=clock, history=history).run(call)

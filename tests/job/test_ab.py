@@ -18,7 +18,7 @@ from ascendbench.job.summary import ab_line
 from ascendbench.patches.registry import Patch, register_patch
 from ascendbench.report.__main__ import main as report_main
 from ascendbench.report.compare import latency_from_section
-from ascendbench.report.significance import LatencyRule, decide
+from ascendbench.report.significance import PAIRED, LatencyRule, decide
 
 from helpers import compose_config, read_record
 
@@ -129,13 +129,13 @@ def test_a_patch_that_slows_every_call_is_called_slower_by_the_paired_test(cli, 
     # the regression gate reads the two sides as it reads two records of one interleaved run, and agrees
     old, new = latency_from_section(section["a"]), latency_from_section(section["b"])
     gate = decide(old, new, LatencyRule())
-    assert gate.regressed and gate.method == ab.METHOD
-    assert gate.effect.split(", p=")[0] == section["decision"]["effect"].split(", p=")[0], "the same shift and CI"
+    assert gate.regressed and gate.method == PAIRED
+    assert gate.effect == section["decision"]["effect"], "the same shift and interval"
     # and so does the gate's command line on the two side files the job wrote
     unpatched, patched = (str(job / section["records"][key]) for key in ("a", "b"))
     capsys.readouterr()
     assert report_main(["--compare", unpatched, patched]) == 1
-    assert f"{ab.METHOD}, pairs={section['decision']['pairs']}: SLOWER" in capsys.readouterr().out
+    assert f"sign test on {section['decision']['pairs']} interleaved block pairs: SLOWER" in capsys.readouterr().out
     assert report_main(["--compare", patched, unpatched]) == 0, "the other way round it is faster: no regression"
 
 
@@ -238,9 +238,9 @@ def test_the_verdict_reads_both_ways_and_needs_enough_pairs():
     faster = ab.judge(_run([(x, 0.9 * x) for x in level]))
     assert faster["verdict"] == "FASTER" and not faster["regressed"] and round(faster["shift"], 6) == -0.1
     slower = ab.judge(_run([(x, 1.1 * x) for x in level]))
-    assert slower["verdict"] == "SLOWER" and slower["regressed"] and slower["p_slower"] < ab.ALPHA
+    assert slower["verdict"] == "SLOWER" and slower["regressed"] and slower["bounds"][0] > ab.MIN_EFFECT
     within = ab.judge(_run([(x, 1.02 * x) for x in level]))
-    assert within["verdict"] == "no significant difference", "significant, but inside the minimum effect"
+    assert within["verdict"] == "no significant difference", "a 2% shift, inside the minimum effect"
     few = ab.judge(_run([(x, 2 * x) for x in level[:5]]))
     assert few["verdict"] == "underpowered" and "5 pairs < 6" in few["text"]
 
