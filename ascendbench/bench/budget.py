@@ -1,8 +1,5 @@
-"""The timing budget (``bench.*``), the rule that ends the timed loop and the rule that ends the warm-up.
-
-Both rules are stated in docs/performance.md ("When the timed loop stops", "How one call is timed").
-``stability`` (the old IQR/median stop) is deprecated: accepted, logged, and ignored.
-"""
+"""The timing budget (``bench.*``), the rule that ends the timed loop and the rule that ends the
+warm-up (docs/performance.md "When the timed loop stops", "How one call is timed")."""
 
 from __future__ import annotations
 
@@ -16,20 +13,19 @@ from ascendbench.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-# The precision stop waits for BLOCKS blocks of this many calls: shorter blocks sit inside one level of a
-# drifting host and agree too well.
+# The precision stop waits for BLOCKS blocks of this many calls (shorter ones sit in one level).
 STOP_BLOCK_CALLS = 4
-# From this many samples on the precision is checked every n // CHECK_SPACING calls (its cost per call stays flat);
-# a check disturbs the next call's caches, so the loop runs one untimed call after it and checks are CHECK_GAP
-# calls apart at least.
+# Checks run every CHECK_GAP calls or every n // CHECK_SPACING (a flat cost per call); each one
+# disturbs the next call's caches, so the loop runs one untimed call after it.
 CHECK_SPACING = 50
 CHECK_GAP = 4
 PROTOCOLS = ("adaptive", "fixed")
+FIXED_EXAMPLE = "`bench.protocol=fixed preset.warmup=5 preset.iters=20`"
 
 
 @dataclass(frozen=True)
 class BenchBudget:
-    """How many calls are timed and for how long, and how long the warm-up lasts (all from ``bench.*``)."""
+    """How many calls are timed and for how long, and how long the warm-up lasts (``bench.*``)."""
 
     warmup: int = 1
     min_iters: int = 5
@@ -46,28 +42,32 @@ class BenchBudget:
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
             raise ConfigError(
-                f"bench.protocol={self.protocol!r} is not allowed: use one of {', '.join(PROTOCOLS)} (fixed: "
-                "exactly bench.warmup warm-ups and bench.iters timed calls, the seeds' protocol; adaptive: warm up "
-                "until calls stop getting faster, time until the median is precise). E.g. "
-                "`bench.protocol=fixed preset.warmup=5 preset.iters=20`.")
+                f"bench.protocol={self.protocol!r} is not allowed: use one of "
+                f"{', '.join(PROTOCOLS)} (fixed: exactly bench.warmup warm-ups and bench.iters "
+                "timed calls, the seeds' protocol; adaptive: warm up until calls stop getting "
+                f"faster, time until the median is precise). E.g. {FIXED_EXAMPLE}.")
         checks = (
             ("warmup", self.warmup >= 0, "an integer >= 0"),
             ("min_iters", self.min_iters >= 1, "an integer >= 1"),
-            ("max_iters", self.max_iters >= self.min_iters, f"an integer >= bench.min_iters ({self.min_iters})"),
+            ("max_iters", self.max_iters >= self.min_iters,
+             f"an integer >= bench.min_iters ({self.min_iters})"),
             ("min_time_s", self.min_time_s >= 0, "a number of seconds >= 0"),
             ("max_time_s", self.max_time_s > 0, "a number of seconds > 0"),
-            ("stability", self.stability is None or self.stability > 0, "a ratio > 0 (e.g. 0.05) or null"),
+            ("stability", self.stability is None or self.stability > 0,
+             "a ratio > 0 (e.g. 0.05) or null"),
             ("precision", self.precision is None or 0 < self.precision < 1,
              "a ratio in (0, 1) (e.g. 0.01) or null"),
-            ("warmup_max", self.warmup_max is None or self.warmup_max >= 0, "an integer >= 0 or null"),
+            ("warmup_max", self.warmup_max is None or self.warmup_max >= 0,
+             "an integer >= 0 or null"),
             ("warmup_tolerance", 0 <= self.warmup_tolerance < 1, "a ratio in [0, 1) (e.g. 0.05)"),
             ("warmup_patience", self.warmup_patience >= 1, "an integer >= 1"),
         )
         for key, ok, allowed in checks:
             if not ok:
                 raise ConfigError(
-                    f"bench.{key}={getattr(self, key)!r} is not allowed: it must be {allowed}. Fix the override, "
-                    f"e.g. `bench.{key}={getattr(BenchBudget, key)}` (the preset sets the defaults).")
+                    f"bench.{key}={getattr(self, key)!r} is not allowed: it must be {allowed}. Fix "
+                    f"the override, e.g. `bench.{key}={getattr(BenchBudget, key)}` (the preset "
+                    "sets the defaults).")
 
     @property
     def adaptive_warmup(self) -> bool:
@@ -79,26 +79,29 @@ class BenchBudget:
         """Read ``bench.*``; ``iters`` (when not null) fixes the number of timed calls."""
         iters, stability = node.get("iters"), node.get("stability")
         if stability is not None:
-            log.warning("bench.stability=%s is deprecated and ignored: IQR/median does not shrink with more "
-                        "samples, so on a noisy host it never stopped the loop early. The loop now stops once the "
-                        "median's 95%% interval is within bench.precision (e.g. `bench.precision=0.01`); drop "
-                        "bench.stability / preset.stability from your overrides.", stability)
+            log.warning("bench.stability=%s is deprecated and ignored: IQR/median does not shrink "
+                        "with more samples, so on a noisy host it never stopped the loop early. "
+                        "The loop now stops once the median's 95%% interval is within "
+                        "bench.precision (e.g. `bench.precision=0.01`); drop bench.stability / "
+                        "preset.stability from your overrides.", stability)
         budget = {key: kind(node.get(key, getattr(cls, key))) for key, kind in (
-            ("warmup", int), ("min_iters", int), ("max_iters", int), ("min_time_s", float), ("max_time_s", float),
-            ("warmup_tolerance", float), ("warmup_patience", int))}
-        budget.update({key: None if node.get(key) is None else kind(node.get(key)) for key, kind in (
-            ("stability", float), ("precision", float), ("warmup_max", int))})
+            ("warmup", int), ("min_iters", int), ("max_iters", int), ("min_time_s", float),
+            ("max_time_s", float), ("warmup_tolerance", float), ("warmup_patience", int))}
+        for key, kind in (("stability", float), ("precision", float), ("warmup_max", int)):
+            budget[key] = None if node.get(key) is None else kind(node.get(key))
         budget["protocol"] = str(node.get("protocol") or "adaptive")
         if budget["protocol"] == "fixed":
             if iters is None:
-                raise ConfigError("bench.protocol=fixed needs a count of timed calls: set `preset.iters=N` (or "
-                                  "`bench.iters=N`), e.g. `bench.protocol=fixed preset.warmup=5 preset.iters=20`.")
+                raise ConfigError("bench.protocol=fixed needs a count of timed calls: set "
+                                  f"`preset.iters=N` (or `bench.iters=N`), e.g. {FIXED_EXAMPLE}.")
             budget.update(warmup_max=None)
         if iters is not None:
             if int(iters) < 1:
-                raise ConfigError(f"bench.iters={iters!r} must be an integer >= 1, or null to let min_iters/"
-                                  "max_iters/min_time_s and the precision stop decide; e.g. `bench.iters=10`.")
-            budget.update(min_iters=int(iters), max_iters=int(iters), min_time_s=0.0, precision=None)
+                raise ConfigError(f"bench.iters={iters!r} must be an integer >= 1, or null to let "
+                                  "min_iters/max_iters/min_time_s and the precision stop decide; "
+                                  "e.g. `bench.iters=10`.")
+            count = int(iters)
+            budget.update(min_iters=count, max_iters=count, min_time_s=0.0, precision=None)
         return cls(**budget)
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,14 +110,14 @@ class BenchBudget:
 
 
 class StopRule:
-    """Keeps the timed samples (in call order) and answers "stop now?" after each (reasons: docs)."""
+    """Keeps the timed samples (in call order) and answers "stop now?" after each one."""
 
     def __init__(self, budget: BenchBudget, earlier_ms: Sequence[float] = ()) -> None:
         self.budget = budget
         self.earlier = tuple(earlier_ms)  # the workload's earlier run medians on this host
         self.samples: list[float] = []
         self._next_check = BLOCKS * STOP_BLOCK_CALLS
-        self.disturbed = False  # a check ran since the loop last looked: the next call is not timed
+        self.disturbed = False  # a check ran since the loop last looked: the next call is untimed
 
     def add(self, sample: float) -> None:
         """Record one timed sample."""
@@ -132,22 +135,22 @@ class StopRule:
         return Interval.of(self.samples, self.earlier)
 
     def judge(self) -> str | None:
-        """``precision`` (the interval is within it), ``runs`` (only the earlier runs' spread keeps it wider:
-        more calls would not narrow it), or None; only with ``precision`` set and every block full."""
+        """``precision`` (the interval is within it), ``runs`` (only the earlier runs' spread keeps
+        it wider), or None; only with ``precision`` set and every block full."""
         if self.budget.precision is None or len(self.samples) < BLOCKS * STOP_BLOCK_CALLS:
             return None
         self.disturbed = True
         found = self.interval()
         if found is None:
             return None
-        if found.rel_half_width <= self.budget.precision:
+        if found.rel_half_width() <= self.budget.precision:
             return "precision"
-        return "runs" if found.own_rel_half_width <= self.budget.precision else None
+        return "runs" if found.rel_half_width(own=True) <= self.budget.precision else None
 
     def reason(self, elapsed_s: float) -> str | None:
-        """Why the loop stops after ``len(self)`` calls and ``elapsed_s`` seconds, or ``None`` to go on."""
+        """Why the loop stops after ``len(self)`` calls and ``elapsed_s`` seconds, or None."""
         b, n = self.budget, len(self.samples)
-        timed_out = elapsed_s >= b.max_time_s and b.protocol != "fixed"  # a fixed count is never cut short
+        timed_out = elapsed_s >= b.max_time_s and b.protocol != "fixed"  # fixed: never cut short
         cap = "max_iters" if n >= b.max_iters else "max_time_s" if timed_out else None
         if cap is not None:
             return "precision" if n >= b.min_iters and self.judge() == "precision" else cap
@@ -184,7 +187,7 @@ class WarmupRule:
         self._best = min(self._best, ms)
 
     def reason(self) -> str | None:
-        """``fixed``, ``plateau``, ``warmup_max`` or ``max_time_s`` once the warm-up is over, else ``None``."""
+        """``fixed``, ``plateau``, ``warmup_max`` or ``max_time_s`` once the warm-up is over."""
         n, b = len(self.times_ms), self.budget
         if n < b.warmup:
             return None
@@ -199,5 +202,6 @@ class WarmupRule:
     def to_dict(self) -> dict[str, Any]:
         """The record's ``bench.warmup``: every warm-up call's time and why the warm-up ended."""
         b = self.budget
-        return {"calls": len(self.times_ms), "calls_ms": list(self.times_ms), "reason": self.reason(),
-                "min": b.warmup, "max": self.cap, "tolerance": b.warmup_tolerance, "patience": b.warmup_patience}
+        return {"calls": len(self.times_ms), "calls_ms": list(self.times_ms),
+                "reason": self.reason(), "min": b.warmup, "max": self.cap,
+                "tolerance": b.warmup_tolerance, "patience": b.warmup_patience}

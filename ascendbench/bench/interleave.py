@@ -1,9 +1,6 @@
-"""Two variants of one call timed in alternating blocks (``A B B A ...``), so the host's state cancels out.
-
-Neighbouring blocks of A and B share the host's state of the moment; the log ratio of each pair of block medians
-holds the difference between the variants and little of the host (docs/performance.md "Interleaved A/B"). Each
-side's record holds ``bench.interleave`` (the run's ``id``, ``position``, ``block_calls``, the per-pair
-``block_medians_ms``), which the regression gate pairs (:mod:`ascendbench.report.significance`).
+"""Two variants of one call timed in alternating blocks (``A B B A ...``): neighbouring blocks share
+the host's state of the moment, so their ratio holds the variants' difference and little of the
+host (docs/performance.md "Between runs"); each side's ``bench.interleave`` lets the gate pair them.
 """
 
 from __future__ import annotations
@@ -17,8 +14,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager
 
-from ascendbench.bench.budget import BenchBudget, WarmupRule
-from ascendbench.bench.loop import BenchResult, stop_fields, summarize, timed_call
+from ascendbench.bench.budget import BenchBudget
+from ascendbench.bench.loop import BenchResult, stop_fields, summarize, timed_call, warm_up
 from ascendbench.bench.stats import Shift
 from ascendbench.progress import Progress, ProgressOptions
 from ascendbench.progress import quiet as quiet_calls
@@ -28,22 +25,22 @@ log = logging.getLogger(__name__)
 PATTERN = (0, 1, 1, 0)  # one cycle of blocks (0: A, 1: B): each side first in half of the pairs
 BLOCK_S = 0.016  # a block lasts about this long: 1 to MAX_BLOCK_CALLS calls
 MAX_BLOCK_CALLS = 16
-# Untimed calls opening a block of more than one call: the first call after a switch pays for it (caches, a
-# patch applied) and would bias the side whose context costs more.
+# Untimed calls opening a block of more than one call: the first call after a switch pays for it
+# (caches, a patch applied) and would bias the side whose context costs more.
 LEAD_IN = 1
 MIN_PAIRS = 8  # fewest pairs before the precision stop may end the run
 
 
 @dataclass(frozen=True)
 class Side:
-    """One variant: its name, its call, and the context a block of it runs in (a patch applied and restored)."""
+    """One variant: its name, its call, and the context each of its blocks runs in."""
 
     name: str
     call: Callable[[], Any]
     context: Callable[[], ContextManager[Any]] | None = None
 
     def block(self) -> ContextManager[Any]:
-        """The context of one block of this side."""
+        """The context of one block of this side (a patch applied and restored)."""
         return self.context() if self.context is not None else nullcontext()
 
 
@@ -59,20 +56,26 @@ class Interleaved:
     id: str
 
     def relative_half_width(self) -> float | None:
-        """The paired shift's two-sided 95% half-width (relative), or None below 6 pairs."""
+        """:func:`paired_half_width` of the run's pairs."""
         return paired_half_width(self.pairs)
 
 
 def paired_half_width(pairs: list[tuple[float, float]]) -> float | None:
-    """The larger side of the sign test's 95% interval of the median log ratio B/A, relative; None below 6."""
+    """The larger side of the sign test's 95% interval of the median ratio B/A, relative; None
+    below 6 pairs."""
+    if not pairs:
+        return None
     shift = Shift.paired([a for a, _ in pairs], [b for _, b in pairs])
     low, high = shift.bounds(0.025)
-    return math.expm1(max(shift.log - math.log1p(low), math.log1p(high) - shift.log)) if low > -1.0 else None
+    if low <= -1.0:
+        return None
+    return math.expm1(max(shift.log - math.log1p(low), math.log1p(high) - shift.log))
 
 
 @dataclass
 class _Blocks:
-    """What the alternating blocks left: each side's calls (time order), the pairs' medians, why they stopped."""
+    """Each side's calls (in time order), the pairs' block medians, why and after how long the
+    blocks stopped."""
 
     samples: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
     pairs: list[tuple[float, float]] = field(default_factory=list)
@@ -82,7 +85,7 @@ class _Blocks:
 
 @dataclass
 class InterleavedLoop:
-    """The interleaved timing loop on one device (arguments as :class:`~ascendbench.bench.loop.BenchLoop`)."""
+    """The interleaved timing loop on one device (arguments as in ``BenchLoop``)."""
 
     adapter: Any
     budget: BenchBudget
@@ -91,48 +94,53 @@ class InterleavedLoop:
     progress: ProgressOptions | None = None
 
     def run(self, a: Side, b: Side) -> Interleaved:
-        """Cold call and warm-up of each side, then alternating blocks until the budget says stop."""
-        sides = (a, b)
-        cold, warm = [], []
+        """Cold call and warm-up of each side, then alternating blocks until the budget stops."""
+        sides, cold, warm = (a, b), [], []
         for side in sides:
-            with side.block(), Progress(f"cold call ({side.name})", unit="", options=self.progress).ticking():
+            label = f"cold call ({side.name})"
+            with side.block(), Progress(label, unit="", options=self.progress).ticking():
                 cold.append(timed_call(side.call, self.adapter, self.clock, keep=True)[:2])
         for side, (_, cold_ms) in zip(sides, cold, strict=True):
-            warm.append(WarmupRule(self.budget, cold_ms))
-            with side.block(), quiet_calls():
-                while warm[-1].reason() is None:
-                    warm[-1].add(timed_call(side.call, self.adapter, self.clock)[1])
-        median_s = max(statistics.median(r.times_ms or [c[1]]) for r, c in zip(warm, cold, strict=True)) / 1e3
-        calls = max(1, min(MAX_BLOCK_CALLS, int(BLOCK_S / median_s) if median_s > 0 else MAX_BLOCK_CALLS))
+            with side.block():
+                warm.append(warm_up(side.call, self, cold_ms, name=f" ({side.name})"))
+        median_s = max(statistics.median(r.times_ms or [c[1]])
+                       for r, c in zip(warm, cold, strict=True)) / 1e3
+        fit = int(BLOCK_S / median_s) if median_s > 0 else MAX_BLOCK_CALLS
+        calls = max(1, min(MAX_BLOCK_CALLS, fit))
         self.adapter.synchronize()
         self.adapter.reset_peak_memory()
         timed = self._blocks(sides, calls)
-        run_id, memory, width = uuid.uuid4().hex, self.adapter.peak_memory_mb(), paired_half_width(timed.pairs)
+        run_id, memory = uuid.uuid4().hex, self.adapter.peak_memory_mb()
+        width = paired_half_width(timed.pairs)
+        stop = {"reason": timed.reason, "timed_s": timed.seconds, "interleaved": True,
+                **stop_fields(width, self.budget, "paired"), **self.budget.to_dict()}
         results = []
         for i, side in enumerate(sides):
             latency, interval, noise = summarize(timed.samples[i], self.noise_threshold)
             results.append(BenchResult(
                 cold_ms=cold[i][1], latency=latency, memory=memory, samples_ms=timed.samples[i],
-                first_outputs=cold[i][0], interval=interval.to_dict() if interval else None, noise=noise,
-                warmup=warm[i].to_dict(),
-                stop={"reason": timed.reason, "iters": len(timed.samples[i]), "timed_s": timed.seconds,
-                      "interleaved": True, **stop_fields(width, self.budget, "paired"), **self.budget.to_dict()},
+                first_outputs=cold[i][0], interval=interval.to_dict() if interval else None,
+                noise=noise, warmup=warm[i].to_dict(),
+                stop={**stop, "iters": len(timed.samples[i])},
                 interleave={"id": run_id, "side": side.name, "position": "AB"[i],
                             "order": "".join("AB"[k] for k in PATTERN), "block_calls": calls,
-                            "untimed_lead_in": LEAD_IN if calls > 1 else 0, "pairs": len(timed.pairs),
+                            "untimed_lead_in": LEAD_IN if calls > 1 else 0,
+                            "pairs": len(timed.pairs),
                             "block_medians_ms": [pair[i] for pair in timed.pairs]}))
-        run = Interleaved((results[0], results[1]), timed.pairs, calls, timed.seconds, timed.reason or "", run_id)
-        log.info("interleaved %s | %s: %d pairs of %d-call blocks in %.3g s, stopped by %s (paired 95%% CI +-%s)",
-                 a.name, b.name, len(run.pairs), calls, run.seconds, run.reason,
-                 "n/a" if width is None else f"{width:.2%}")
+        run = Interleaved((results[0], results[1]), timed.pairs, calls, timed.seconds,
+                          timed.reason or "", run_id)
+        log.info("interleaved %s | %s: %d pairs of %d-call blocks in %.3g s, stopped by %s "
+                 "(paired 95%% CI +-%s)", a.name, b.name, len(run.pairs), calls, run.seconds,
+                 run.reason, "n/a" if width is None else f"{width:.2%}")
         return run
 
     def _blocks(self, sides: tuple[Side, Side], calls: int) -> _Blocks:
         timed = _Blocks()
-        bar = Progress("timing A/B", unit="pairs", budget_s=self.budget.max_time_s, options=self.progress)
+        bar = Progress("timing A/B", unit="pairs", budget_s=self.budget.max_time_s,
+                       options=self.progress)
         with quiet_calls():
             while timed.reason is None:
-                for k in range(0, len(PATTERN), 2):  # two pairs of neighbouring blocks: A B, then B A
+                for k in range(0, len(PATTERN), 2):  # two pairs of neighbouring blocks: AB, BA
                     medians = [0.0, 0.0]
                     for index in PATTERN[k:k + 2]:
                         medians[index] = self._block(sides[index], calls, timed, index)
@@ -143,8 +151,8 @@ class InterleavedLoop:
         return timed
 
     def _block(self, side: Side, calls: int, timed: _Blocks, index: int) -> float:
-        """One block of ``side``: ``calls`` timed calls in its context (whose entry and exit are not timed);
-        their median (ms)."""
+        """One block of ``side``: ``calls`` timed calls in its context (whose entry and exit are
+        not timed); their median (ms)."""
         into = timed.samples[index]
         start = len(into)
         with side.block():

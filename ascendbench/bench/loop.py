@@ -1,7 +1,5 @@
-"""The timing loop: cold call, warm-up, timed calls bracketed by device synchronize, stop rule.
-
-How a call is timed and what the record's ``bench`` section holds: docs/performance.md.
-"""
+"""The timing loop: cold call, warm-up, timed calls bracketed by device synchronize, the stop rule
+(docs/performance.md "How one call is timed"; the record's ``bench`` section)."""
 
 from __future__ import annotations
 
@@ -53,21 +51,20 @@ class BenchResult:
             "event_latency": self.event_latency.to_dict() if self.event_latency else None,
             "throughput": {"value": items_per_call * 1e3 / median_ms if median_ms > 0 else None,
                            "unit": f"{unit}/s", "items_per_call": items_per_call},
-            "memory": self.memory, "noise": self.noise, "interval": self.interval, "stop": self.stop,
-            "warmup": self.warmup, "samples_ms": self.samples_ms, "event_samples_ms": self.event_samples_ms,
-            "timer": self.timer, "event_timer": self.event_timer,
-        }
-        if self.phases:
-            section["phases"] = self.phases
-        if self.interleave:  # timed in alternating blocks with another variant (ascendbench.bench.interleave)
-            section["interleave"] = self.interleave
+            "memory": self.memory, "noise": self.noise, "interval": self.interval,
+            "stop": self.stop, "warmup": self.warmup, "samples_ms": self.samples_ms,
+            "event_samples_ms": self.event_samples_ms, "timer": self.timer,
+            "event_timer": self.event_timer}
+        extra = (("phases", self.phases), ("interleave", self.interleave))
+        section.update({key: value for key, value in extra if value})
         return section
 
 
 def timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float],
-               events: tuple[Any, Any] | None = None, keep: bool = False) -> tuple[Any, float, float | None]:
-    """One bracketed call: (outputs if ``keep`` else None, host ms, event ms or None). Outputs not kept are
-    freed before the next call, as in a plain loop (holding them raises the peak and slows the calls)."""
+               events: tuple[Any, Any] | None = None,
+               keep: bool = False) -> tuple[Any, float, float | None]:
+    """One bracketed call: (outputs if ``keep`` else None, host ms, event ms or None). Outputs not
+    kept are freed before the next call, as in a plain loop (holding them raises the peak)."""
     adapter.synchronize()
     t0 = clock()
     if events is not None:
@@ -77,34 +74,50 @@ def timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float]
         events[1].record()
     adapter.synchronize()
     host_ms = (clock() - t0) * 1e3
-    event_ms = float(events[0].elapsed_time(events[1])) if events is not None else None
+    event_ms = float(events[0].elapsed_time(events[1])) if events else None
     return (out if keep else None), host_ms, event_ms
 
 
-def summarize(samples_ms: list[float], threshold: float,
-              earlier_ms: tuple[float, ...] = ()) -> tuple[LatencyStats, Interval | None, dict[str, Any]]:
-    """The latency statistics, the interval and the noise verdict of one side's calls."""
-    latency, interval = LatencyStats.from_ms(samples_ms, earlier_ms), Interval.of(samples_ms, earlier_ms)
+def warm_up(call: Callable[[], Any], loop: Any, cold_ms: float,
+            reset: Callable[[], None] | None = None, name: str = "") -> WarmupRule:
+    """Warm-up calls (host-timed, quiet) until the :class:`WarmupRule` of ``loop.budget`` ends."""
+    rule = WarmupRule(loop.budget, cold_ms)
+    bar = Progress(f"warm-up{name}", total=rule.cap or None, unit="calls", options=loop.progress)
+    with quiet_calls():
+        while rule.reason() is None:
+            if reset is not None:
+                reset()
+            rule.add(timed_call(call, loop.adapter, loop.clock)[1])
+            bar.update(1, last=f"{rule.times_ms[-1]:.4g} ms")
+    bar.close()
+    log.info("warm-up%s: %d call(s), stopped by %s", name, len(rule.times_ms), rule.reason())
+    return rule
+
+
+def summarize(samples_ms: list[float], threshold: float, earlier_ms: tuple[float, ...] = ()
+              ) -> tuple[LatencyStats, Interval | None, dict[str, Any]]:
+    """The statistics, the interval and the noise verdict of one side's calls (warnings logged)."""
+    latency = LatencyStats.from_ms(samples_ms, earlier_ms)
+    interval = Interval.of(samples_ms, earlier_ms)
     noise = noise_verdict(latency, threshold, interval)
-    for warning in (noise["warning"], noise["runs_warning"]):
-        if warning:
-            log.warning(warning)
+    for warning in filter(None, (noise["warning"], noise["runs_warning"])):
+        log.warning(warning)
     return latency, interval, noise
+
+
+def stop_fields(interval: Any, budget: BenchBudget, source: str | None) -> dict[str, Any]:
+    """``ci_rel_half_width``, ``ci_source`` and ``precision_met`` of ``bench.stop`` (``interval``:
+    an :class:`Interval` or a relative half-width)."""
+    achieved = interval.rel_half_width() if isinstance(interval, Interval) else interval
+    met = None if budget.precision is None or achieved is None else achieved <= budget.precision
+    return {"ci_rel_half_width": achieved, "ci_source": source, "precision_met": met}
 
 
 @dataclass
 class BenchLoop:
-    """The timing loop on one device.
-
-    Attributes:
-        adapter: the device adapter (synchronize, events, peak memory).
-        budget: warm-up rule, iteration and time bounds, precision target.
-        noise_threshold: IQR/median above which the record carries a noise warning.
-        use_events: also time with device events where the device has them.
-        clock: host clock in seconds (a fake one in tests).
-        progress: how progress is shown (a test injects one).
-        history: the workload's :class:`~ascendbench.bench.history.RunHistory` (earlier medians widen the
-            interval; this run's median is added after it), or None.
+    """The timing loop on one device: adapter, budget, IQR/median noise threshold, whether device
+    events time the calls too, the host clock and progress options (fakes in tests), and the
+    workload's :class:`~ascendbench.bench.history.RunHistory` (earlier medians; this one is added).
     """
 
     adapter: Any
@@ -116,65 +129,48 @@ class BenchLoop:
     history: Any = None
 
     def run(self, call: Callable[[], Any], phase_timer: Any = None) -> BenchResult:
-        """Time ``call``: a cold call, the warm-up, then timed calls until the stop rule says stop.
-
-        ``phase_timer`` (a :class:`~ascendbench.bench.phases.PhaseTimer` or None) is reset before every call and
-        read after every timed one. Peak memory covers the timed calls only. The warm-up and timed calls run
-        under :func:`ascendbench.progress.quiet`; the loop reports its own progress between calls.
-        """
+        """Time ``call``: a cold call, the warm-up, then timed calls until the stop rule says stop;
+        ``phase_timer`` (or None) is reset before every call and read after every timed one."""
         adapter, budget = self.adapter, self.budget
         earlier = tuple(self.history.earlier()) if self.history is not None else ()
         events = None
         if self.use_events and (start := adapter.new_event()) is not None:
             events = (start, adapter.new_event())
-        if phase_timer is not None:
-            phase_timer.reset()
+        reset = phase_timer.reset if phase_timer is not None else None
+        if reset:
+            reset()
         with Progress("cold call", unit="", options=self.progress).ticking():
             first, cold_ms, cold_event_ms = timed_call(call, adapter, self.clock, events, keep=True)
         cold_phases = phase_timer.result() if phase_timer is not None else None
-        log.info("cold call: %.3f ms; warm-up %d call(s)%s, then %d-%d timed (%.3g-%.3g s, precision %s)",
-                 cold_ms, budget.warmup, f" (up to {budget.warmup_max})" if budget.adaptive_warmup else "",
-                 budget.min_iters, budget.max_iters, budget.min_time_s, budget.max_time_s, budget.precision)
-        warmup = self._warmup(call, cold_ms, phase_timer)
+        warmup = warm_up(call, self, cold_ms, reset)
         adapter.synchronize()
-        adapter.reset_peak_memory()
+        adapter.reset_peak_memory()  # peak memory covers the timed calls only
         rule = StopRule(budget, earlier)
         timed = self._timed(call, events, phase_timer, rule)
         latency, interval, noise = summarize(rule.samples, self.noise_threshold, earlier)
         if self.history is not None and len(rule) >= MIN_CALLS:
             self.history.add(latency.median_ms)
+        events_ms, phases = timed["events"], timed["phases"]
+        stop = {"reason": timed["reason"], "iters": len(rule), "timed_s": timed["seconds"],
+                "untimed_after_checks": timed["rewarm"],
+                **stop_fields(interval, budget, interval.term[0] if interval else None),
+                **budget.to_dict()}
         return BenchResult(
-            cold_ms=cold_ms, latency=latency, memory=adapter.peak_memory_mb(), samples_ms=rule.samples,
-            first_outputs=first, cold_event_ms=cold_event_ms, noise=noise, warmup=warmup.to_dict(),
+            cold_ms=cold_ms, latency=latency, memory=adapter.peak_memory_mb(),
+            samples_ms=rule.samples, first_outputs=first, cold_event_ms=cold_event_ms,
+            noise=noise, stop=stop, warmup=warmup.to_dict(),
             interval=interval.to_dict() if interval else None,
-            event_latency=LatencyStats.from_ms(timed["events"]) if timed["events"] else None,
-            event_samples_ms=timed["events"] or None,
-            event_timer=f"{adapter.name} events recorded around the call" if timed["events"] else None,
-            stop={"reason": timed["reason"], "iters": len(rule), "timed_s": timed["seconds"],
-                  "untimed_after_checks": timed["rewarm"], **stop_fields(interval, budget, interval and interval.used),
-                  **budget.to_dict()},
-            phases=summarize_phases(timed["phases"], latency.median_ms, cold_phases) if timed["phases"] else None,
-        )
-
-    def _warmup(self, call: Callable[[], Any], cold_ms: float, phase_timer: Any) -> WarmupRule:
-        """Warm-up calls (host-timed, each synchronized) until the :class:`WarmupRule` says they plateaued."""
-        rule = WarmupRule(self.budget, cold_ms)
-        bar = Progress("warm-up", total=rule.cap or None, unit="calls", options=self.progress)
-        with quiet_calls():
-            while rule.reason() is None:
-                if phase_timer is not None:
-                    phase_timer.reset()
-                rule.add(timed_call(call, self.adapter, self.clock)[1])
-                bar.update(1, last=f"{rule.times_ms[-1]:.4g} ms")
-        bar.close()
-        log.info("warm-up: %d call(s), stopped by %s", len(rule.times_ms), rule.reason())
-        return rule
+            event_latency=LatencyStats.from_ms(events_ms) if events_ms else None,
+            event_samples_ms=events_ms or None,
+            event_timer=f"{adapter.name} events recorded around the call" if events_ms else None,
+            phases=summarize_phases(phases, latency.median_ms, cold_phases) if phases else None)
 
     def _timed(self, call: Callable[[], Any], events: tuple[Any, Any] | None, phase_timer: Any,
                rule: StopRule) -> dict[str, Any]:
-        """The timed calls into ``rule``; progress is refreshed between calls, never inside the bracket."""
+        """The timed calls into ``rule``, quiet; progress is shown between calls only."""
         timed: dict[str, Any] = {"events": [], "phases": [], "reason": None, "rewarm": 0}
-        bar = Progress("timing", unit="calls", budget_s=self.budget.max_time_s, options=self.progress)
+        bar = Progress("timing", unit="calls", budget_s=self.budget.max_time_s,
+                       options=self.progress)
         with quiet_calls():
             start = self.clock()
             next_tick = start + TICK_S
@@ -189,7 +185,7 @@ class BenchLoop:
                     timed["phases"].append(phase_timer.result())
                 now = self.clock()
                 timed["reason"] = rule.reason(now - start)
-                if timed["reason"] is None and rule.disturbed:  # a check ran: one untimed call restores caches
+                if timed["reason"] is None and rule.disturbed:  # a check ran: one untimed call
                     rule.disturbed = False
                     timed_call(call, self.adapter, self.clock)
                     timed["rewarm"] += 1
@@ -198,17 +194,9 @@ class BenchLoop:
                     bar.update(len(rule) - bar.done, median=median_text(rule))
             timed["seconds"] = self.clock() - start
         bar.close()
-        log.info("timed %d call(s) in %.3g s, stopped by %s (median %s)", len(rule), timed["seconds"],
-                 timed["reason"], median_text(rule))
+        log.info("timed %d call(s) in %.3g s, stopped by %s (median %s)", len(rule),
+                 timed["seconds"], timed["reason"], median_text(rule))
         return timed
-
-
-def stop_fields(interval: Any, budget: BenchBudget, source: str | None) -> dict[str, Any]:
-    """``ci_rel_half_width``, ``ci_source`` and ``precision_met`` of ``bench.stop`` (``interval``: an
-    :class:`Interval` or a relative half-width)."""
-    achieved = interval.rel_half_width if isinstance(interval, Interval) else interval
-    met = None if budget.precision is None or achieved is None else achieved <= budget.precision
-    return {"ci_rel_half_width": achieved, "ci_source": source, "precision_met": met}
 
 
 def median_text(rule: StopRule) -> str:
@@ -216,11 +204,12 @@ def median_text(rule: StopRule) -> str:
     if not len(rule):
         return "n/a"
     median, found = rule.median(), rule.interval()
-    ci = f" +- {found.rel_half_width * median:.4g} ms (95% CI)" if found else " (CI from 6 calls)"
+    ci = f" +- {found.rel_half_width() * median:.4g} ms (95% CI)" if found else " (CI from 6 calls)"
     return f"{median:.4g} ms{ci}"
 
 
-def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget, noise_threshold: float = 0.10,
-              use_events: bool = True, phase_timer: Any = None) -> BenchResult:
+def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget,
+              noise_threshold: float = 0.10, use_events: bool = True,
+              phase_timer: Any = None) -> BenchResult:
     """Time ``call`` on ``adapter``'s device with the host clock (see :class:`BenchLoop`)."""
     return BenchLoop(adapter, budget, noise_threshold, use_events).run(call, phase_timer)

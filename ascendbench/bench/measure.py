@@ -1,6 +1,6 @@
 """The device run's measurement in one place: the bench loop, FLOPs and MFU, per-phase timing::
 
-    timer = attach_phase_timer(task, module, adapter)          # None unless the task supports phases
+    timer = attach_phase_timer(task, module, adapter)  # None unless the task supports phases
     result, section = measure(call, adapter, cfg.bench, Workload("bfloat16", 1, "images", timer))
 """
 
@@ -23,15 +23,17 @@ SINGLE_CALL = BenchBudget(warmup=0, min_iters=1, max_iters=1, min_time_s=0.0)
 
 
 def attach_phase_timer(task: Any, module: Any, adapter: Any) -> PhaseTimer | None:
-    """A :class:`PhaseTimer` on the device's events if ``task.attach_phase_timer(module, timer)`` takes it."""
+    """A :class:`PhaseTimer` on the device's events if ``task.attach_phase_timer(module, timer)``
+    takes it."""
     timer = PhaseTimer.for_adapter(adapter)
     return timer if task.attach_phase_timer(module, timer) else None
 
 
 @dataclass(frozen=True)
 class Workload:
-    """What one timed call does: the run's dtype (for the peak table), items per call and their unit (for
-    throughput), a phase timer and the workload's :class:`~ascendbench.bench.history.RunHistory` (or None)."""
+    """What one timed call does: the run's dtype (for the peak table), items per call and their unit
+    (for throughput), a phase timer and the workload's
+    :class:`~ascendbench.bench.history.RunHistory` (or None)."""
 
     dtype: str
     items_per_call: int = 1
@@ -42,8 +44,8 @@ class Workload:
 
 def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
             workload: Workload) -> tuple[BenchResult, dict[str, Any]]:
-    """Time ``call`` (one model call on inputs already on the device) and count its FLOPs; returns the raw
-    result and the record's ``bench`` section."""
+    """Time ``call`` (one model call on inputs already on the device) and count its FLOPs; returns
+    the raw result and the record's ``bench`` section."""
     enabled = bool(bench_cfg.get("enabled", True))
     budget = BenchBudget.from_config(bench_cfg) if enabled else SINGLE_CALL
     timer = workload.phase_timer if enabled and bench_cfg.get("phases", True) else None
@@ -52,12 +54,13 @@ def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
                      history=workload.history if enabled else None)
     result = loop.run(call, timer)
     section = result.to_dict(workload.items_per_call, workload.unit)
-    section["flops"] = _flops(call, adapter, bench_cfg, result.latency.median_ms, workload.dtype, enabled)
+    median = result.latency.median_ms
+    section["flops"] = _flops(call, adapter, bench_cfg, median, workload.dtype, enabled)
     return result, section
 
 
-def _flops(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any], median_ms: float, dtype: str,
-           enabled: bool) -> dict[str, Any]:
+def _flops(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any], median_ms: float,
+           dtype: str, enabled: bool) -> dict[str, Any]:
     peak = peak_tflops(getattr(adapter, "peak", None), adapter.device_name(), dtype,
                        reduced_fp32=bool(getattr(adapter, "allow_hf32", False)),
                        chip=getattr(adapter, "chip_options", None))
@@ -68,9 +71,10 @@ def _flops(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any], 
     try:
         count = count_flops(call, flops_cfg.get("heavy_ops") or DEFAULT_HEAVY_OPS)
     except Exception as exc:  # an exotic op's formula must not fail a finished measurement
-        log.warning("FLOP counting failed (%s: %s); the record says so and carries no MFU", type(exc).__name__, exc)
+        log.warning("FLOP counting failed (%s: %s); the record says so and carries no MFU",
+                    type(exc).__name__, exc)
         log.debug("FLOP counting traceback", exc_info=True)
-        return flops_section(None, median_ms, peak, dtype,
-                             error=f"FlopCounterMode failed: {type(exc).__name__}: {str(exc)[:200]}")
+        error = f"FlopCounterMode failed: {type(exc).__name__}: {str(exc)[:200]}"
+        return flops_section(None, median_ms, peak, dtype, error=error)
     adapter.synchronize()
     return flops_section(count, median_ms, peak, dtype)

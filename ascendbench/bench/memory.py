@@ -16,8 +16,8 @@ from ascendbench.devices.adapter import host_rss_mb
 
 
 class MemoryDelta:
-    """Seconds, host RSS (``VmRSS``) and device ``memory_allocated`` deltas of a block, in MiB (device figures
-    None on the CPU); the adapter is synchronized before and after it."""
+    """Seconds, host RSS (``VmRSS``) and device ``memory_allocated`` deltas of a block, in MiB
+    (device figures None on the CPU); the adapter is synchronized before and after it."""
 
     def __init__(self, adapter: Any, clock: Callable[[], float] = time.perf_counter) -> None:
         self.adapter, self.clock = adapter, clock
@@ -44,14 +44,17 @@ class MemoryDelta:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the record."""
-        return {key: getattr(self, key) for key in ("seconds", "host_rss_delta_mb", "host_rss_mb",
-                                                    "device_allocated_delta_mb", "device_allocated_mb")}
+        keys = ("seconds", "host_rss_delta_mb", "host_rss_mb", "device_allocated_delta_mb",
+                "device_allocated_mb")
+        return {key: getattr(self, key) for key in keys}
 
 
 def tensor_bytes_mb(module: Any) -> float:
-    """Parameters and buffers of a module in MiB; a pipeline counts the ``torch.nn.Module`` components it holds."""
+    """Parameters and buffers of a module in MiB; a pipeline counts the ``torch.nn.Module``
+    components it holds."""
     if not isinstance(module, torch.nn.Module):
         return sum(tensor_bytes_mb(c) for c in getattr(module, "components", {}).values()
                    if isinstance(c, torch.nn.Module))
-    total = sum(t.numel() * t.element_size() for t in list(module.parameters()) + list(module.buffers()))
+    tensors = list(module.parameters()) + list(module.buffers())
+    total = sum(t.numel() * t.element_size() for t in tensors)
     return total / (1024.0 * 1024.0)

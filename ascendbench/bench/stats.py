@@ -1,7 +1,5 @@
-"""Latency statistics of timed calls, the one 95% interval of their median, and the shift between two medians.
-
-What the interval covers and the regression gate's rule are stated in docs/performance.md ("The interval of the
-median") and docs/reports.md ("Regression gate"); quantiles are Student's t from scipy.
+"""Latency statistics of timed calls, the one 95% interval of their median, and the shift between
+two medians: docs/performance.md "The interval of the median", docs/reports.md "Regression gate".
 """
 
 from __future__ import annotations
@@ -17,18 +15,18 @@ from scipy.special import bdtr, stdtrit
 BLOCKS = 8  # the timed calls are cut into this many consecutive blocks (fewer below 16 calls)
 MIN_CALLS = 6  # fewest calls with an interval: 3 blocks of 2
 MIN_EARLIER = 3  # fewest earlier runs whose spread enters the interval
-RUNS_CAP = 10.0  # the earlier runs' spread counts up to this many times the spread of the run's own calls
+RUNS_CAP = 10.0  # the earlier runs' spread counts up to this many times the calls' spread
 
 
 def t_quantile(p: float, dof: float) -> float:
-    """Student's t quantile: ``scipy.special.stdtrit``, what ``scipy.stats.t.ppf`` evaluates (scipy.special is
-    loaded in every job already; scipy.stats would add 0.5 s of import to each)."""
+    """Student's t quantile by ``scipy.special.stdtrit``, what ``scipy.stats.t.ppf`` evaluates
+    (scipy.special is loaded in a job already; scipy.stats would add 0.5 s of import)."""
     return float(stdtrit(dof, p))
 
 
 def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
-    """1-based ranks ``(j, n + 1 - j)`` of the order statistics bounding the median of ``n`` values with
-    ``level`` (the sign test's interval, Binomial(n, 1/2)); None when even ``[min, max]`` falls short.
+    """1-based ranks ``(j, n + 1 - j)`` of the order statistics bounding the median of ``n`` values
+    with ``level`` (the sign test's, from Binomial(n, 1/2)); None when ``[min, max]`` falls short.
 
     >>> median_ci_ranks(10), median_ci_ranks(5)
     ((2, 9), None)
@@ -40,12 +38,9 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Interval:
-    """The 95% interval of a rerun's median: ``median * exp(+- t(0.975, dof) * sqrt(2) * se)``.
-
-    ``se`` is the standard error of one run's log median: Student's t on the logs of the block medians
-    (batch means), or the spread of the workload's earlier run medians where that is larger, counted up to
-    ``RUNS_CAP`` times the spread of the run's own calls (``calls_sd``: the IQR of their logs / 1.349).
-    """
+    """The 95% interval of a rerun's median, ``median * exp(+- t(0.975, dof) * sqrt(2) * se)``:
+    ``se`` from the log block medians (batch means), or the earlier runs' spread where larger, up to
+    ``RUNS_CAP`` times ``calls_sd`` (the IQR of the calls' logs / 1.349)."""
 
     median_ms: float
     calls_sd: float
@@ -55,8 +50,7 @@ class Interval:
 
     @classmethod
     def of(cls, samples_ms: Sequence[float], earlier_ms: Sequence[float] = ()) -> Interval | None:
-        """From the calls in the order they ran and the earlier runs' medians; None below 6 calls or for a
-        call that is not > 0."""
+        """From the calls in call order and earlier medians; None below 6 calls or a call <= 0."""
         if len(samples_ms) < MIN_CALLS or min(samples_ms) <= 0:
             return None
         ms = np.asarray(samples_ms, dtype=np.float64)
@@ -66,72 +60,58 @@ class Interval:
                    tuple(float(np.median(p)) for p in parts), tuple(earlier_ms))
 
     @property
-    def own_se(self) -> float:
-        """The run's own standard error: the spread of its log block medians over sqrt(blocks)."""
-        return statistics.stdev(np.log(self.block_medians_ms)) / math.sqrt(len(self.block_medians_ms))
+    def own(self) -> tuple[float, int]:
+        """``(se, dof)`` of this run's calls: sd of the log block medians / sqrt(blocks)."""
+        k = len(self.block_medians_ms)
+        return statistics.stdev(np.log(self.block_medians_ms)) / math.sqrt(k), k - 1
 
     @property
     def runs_sd(self) -> float | None:
-        """The spread of the earlier runs' log medians, before the cap; None with fewer than ``MIN_EARLIER``."""
-        return statistics.stdev(np.log(self.earlier_ms)) if len(self.earlier_ms) >= MIN_EARLIER else None
+        """The sd of the earlier runs' log medians (uncapped); None below ``MIN_EARLIER``."""
+        if len(self.earlier_ms) < MIN_EARLIER:
+            return None
+        return statistics.stdev(np.log(self.earlier_ms))
 
     @property
     def capped(self) -> bool:
-        """True when the earlier runs spread beyond ``RUNS_CAP`` times this run's calls (counted as that)."""
+        """True when the earlier runs spread beyond ``RUNS_CAP`` times this run's calls."""
         return self.runs_sd is not None and self.runs_sd > RUNS_CAP * self.calls_sd
 
     @property
-    def used(self) -> str:
-        """``runs`` when the earlier runs' spread is the larger term, else ``blocks``."""
-        runs = self.runs_sd
-        return "runs" if runs is not None and min(runs, RUNS_CAP * self.calls_sd) > self.own_se else "blocks"
+    def term(self) -> tuple[str, float, int]:
+        """``(used, se, dof)``: ``blocks`` (this run's calls) or ``runs`` (earlier runs, capped)."""
+        own, runs = self.own, self.runs_sd
+        if runs is not None and min(runs, RUNS_CAP * self.calls_sd) > own[0]:
+            return "runs", min(runs, RUNS_CAP * self.calls_sd), len(self.earlier_ms) - 1
+        return ("blocks", *own)
 
-    @property
-    def se(self) -> float:
-        """The standard error of one run's log median that the interval uses."""
-        return min(self.runs_sd, RUNS_CAP * self.calls_sd) if self.used == "runs" else self.own_se
+    def rel_half_width(self, own: bool = False) -> float:
+        """``exp(t * sqrt(2) * se) - 1`` of the interval, or (``own``) of this run's calls."""
+        se, dof = self.own if own else self.term[1:]
+        return math.expm1(t_quantile(0.975, dof) * math.sqrt(2.0) * se)
 
-    @property
-    def dof(self) -> int:
-        """Degrees of freedom of the term used."""
-        return len(self.earlier_ms) - 1 if self.used == "runs" else len(self.block_medians_ms) - 1
-
-    def half(self, se: float | None = None, dof: int | None = None) -> float:
-        """Half-width on the log scale (by default of the interval; else of the given term)."""
-        return t_quantile(0.975, self.dof if dof is None else dof) * math.sqrt(2.0) * (self.se if se is None else se)
-
-    @property
-    def rel_half_width(self) -> float:
-        """``exp(half) - 1``: the larger side of the interval relative to the median."""
-        return math.expm1(self.half())
-
-    @property
-    def own_rel_half_width(self) -> float:
-        """The relative half-width from this run's calls alone (the part more calls narrow)."""
-        return math.expm1(self.half(self.own_se, len(self.block_medians_ms) - 1))
-
-    @property
-    def low_ms(self) -> float:
-        return self.median_ms * math.exp(-self.half())
-
-    @property
-    def high_ms(self) -> float:
-        return self.median_ms * math.exp(self.half())
+    def limits(self) -> tuple[float, float]:
+        """``(low_ms, high_ms)``."""
+        factor = 1.0 + self.rel_half_width()
+        return self.median_ms / factor, self.median_ms * factor
 
     def to_dict(self) -> dict[str, Any]:
         """The record's ``bench.interval``."""
-        entry = {"low_ms": self.low_ms, "high_ms": self.high_ms, "rel_half_width": self.rel_half_width,
-                 "used": self.used, "se_log": self.se, "dof": self.dof,
-                 "own_rel_half_width": self.own_rel_half_width,
-                 "blocks": {"calls": list(self.block_calls), "medians_ms": list(self.block_medians_ms)}}
+        (used, se, dof), (low, high) = self.term, self.limits()
+        entry = {"low_ms": low, "high_ms": high, "rel_half_width": self.rel_half_width(),
+                 "used": used, "se_log": se, "dof": dof,
+                 "own_rel_half_width": self.rel_half_width(own=True),
+                 "blocks": {"calls": list(self.block_calls),
+                            "medians_ms": list(self.block_medians_ms)}}
         if self.runs_sd is not None:
-            entry["runs"] = {"earlier_ms": list(self.earlier_ms), "sd_log": self.runs_sd, "capped": self.capped}
+            entry["runs"] = {"earlier_ms": list(self.earlier_ms), "sd_log": self.runs_sd,
+                             "capped": self.capped}
         return entry
 
 
 @dataclass(frozen=True)
 class LatencyStats:
-    """Summary of per-call latencies in ms; ``median_ci95_*_ms`` are the :class:`Interval` (None under 6 calls)."""
+    """Per-call latencies in ms; ``median_ci95_*_ms`` is the :class:`Interval` (None below 6)."""
 
     count: int
     mean_ms: float
@@ -152,7 +132,7 @@ class LatencyStats:
 
     @classmethod
     def from_ms(cls, samples_ms: Sequence[float], earlier_ms: Sequence[float] = ()) -> LatencyStats:
-        """From samples in ms, in call order (at least one), and the workload's earlier run medians.
+        """From samples in ms in call order (at least one) and the earlier runs' medians.
 
         >>> s = LatencyStats.from_ms([1.0, 2.0, 3.0, 4.0])
         >>> s.median_ms, s.iqr_ms, round(s.p99_ms, 6)
@@ -161,47 +141,46 @@ class LatencyStats:
         if len(samples_ms) == 0:
             raise ValueError("LatencyStats needs at least one sample")
         ms = np.asarray(samples_ms, dtype=np.float64)
-        p25, median, p75, p90, p95, p99 = (float(v) for v in np.percentile(ms, [25, 50, 75, 90, 95, 99]))
-        mean = float(ms.mean())
-        std = float(ms.std(ddof=1)) if ms.size > 1 else 0.0
+        p25, median, p75, p90, p95, p99 = np.percentile(ms, [25, 50, 75, 90, 95, 99]).tolist()
+        mean, std = float(ms.mean()), float(ms.std(ddof=1)) if ms.size > 1 else 0.0
         found = Interval.of(samples_ms, earlier_ms)
-        return cls(
-            count=int(ms.size), mean_ms=mean, median_ms=median, min_ms=float(ms.min()), max_ms=float(ms.max()),
-            std_ms=std, p25_ms=p25, p75_ms=p75, iqr_ms=p75 - p25, p90_ms=p90, p95_ms=p95, p99_ms=p99,
-            cv=std / mean if mean > 0 else 0.0, iqr_over_median=(p75 - p25) / median if median > 0 else 0.0,
-            median_ci95_low_ms=found.low_ms if found else None,
-            median_ci95_high_ms=found.high_ms if found else None,
-        )
+        low, high = found.limits() if found else (None, None)
+        return cls(count=int(ms.size), mean_ms=mean, median_ms=median, min_ms=float(ms.min()),
+                   max_ms=float(ms.max()), std_ms=std, p25_ms=p25, p75_ms=p75, iqr_ms=p75 - p25,
+                   p90_ms=p90, p95_ms=p95, p99_ms=p99, cv=std / mean if mean > 0 else 0.0,
+                   iqr_over_median=(p75 - p25) / median if median > 0 else 0.0,
+                   median_ci95_low_ms=low, median_ci95_high_ms=high)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the record."""
         return asdict(self)
 
 
-def noise_verdict(stats: LatencyStats, threshold: float, interval: Interval | None = None) -> dict[str, Any]:
-    """The record's ``bench.noise``: ``noisy`` when IQR/median exceeds ``threshold`` (with a warning), and
-    ``runs_warning`` when the earlier runs' spread was capped."""
+def noise_verdict(stats: LatencyStats, threshold: float,
+                  interval: Interval | None = None) -> dict[str, Any]:
+    """The record's ``bench.noise``: ``noisy`` when IQR/median exceeds ``threshold`` (with a
+    warning), or when the earlier runs' spread was capped (``runs_warning``)."""
     ratio = stats.iqr_over_median
     noisy = stats.count >= 4 and ratio > threshold
     warning = runs = None
     if noisy:
-        warning = (f"noisy timing: IQR/median {ratio:.1%} > {threshold:.0%} over {stats.count} timed calls; "
-                   "the median is less trustworthy (close other work on the host/device, raise "
-                   "bench.min_time_s or bench.max_iters, or pin the device)")
+        warning = (f"noisy timing: IQR/median {ratio:.1%} > {threshold:.0%} over {stats.count} "
+                   "timed calls; the median is less trustworthy (close other work on the "
+                   "host/device, raise bench.min_time_s or bench.max_iters, or pin the device)")
     if interval is not None and interval.capped:
-        runs = (f"reruns move: the workload's {len(interval.earlier_ms)} earlier run medians on this host spread "
-                f"{interval.runs_sd:.1%} (sd of logs), beyond {RUNS_CAP:g}x the spread of this run's calls "
-                f"({interval.calls_sd:.1%}), and count as that (a host that switches state between runs, or a "
-                "history written by someone else: check bench.history.dir, or time two variants interleaved "
-                "with bench.ab)")
+        runs = (f"reruns move: the workload's {len(interval.earlier_ms)} earlier run medians on "
+                f"this host spread {interval.runs_sd:.1%} (sd of logs), beyond {RUNS_CAP:g}x the "
+                f"spread of this run's calls ({interval.calls_sd:.1%}), and count as that (a host "
+                "that switches state between runs, or a history written by someone else: check "
+                "bench.history.dir, or time two variants interleaved with bench.ab)")
     return {"iqr_over_median": ratio, "threshold": threshold, "noisy": noisy or runs is not None,
             "warning": warning, "runs_warning": runs}
 
 
 @dataclass(frozen=True)
 class Shift:
-    """NEW against OLD: ``log(median_NEW / median_OLD)`` estimated, and what its bounds come from: a standard
-    error with its degrees of freedom (Student's t), or the log ratios of interleaved pairs (the sign test)."""
+    """NEW against OLD, ``log(median_NEW / median_OLD)``, with what bounds it: a standard error and
+    its degrees of freedom (Student's t), or the log ratios of interleaved pairs (the sign test)."""
 
     log: float
     se: float = 0.0
@@ -211,30 +190,30 @@ class Shift:
 
     @classmethod
     def paired(cls, old: Sequence[float], new: Sequence[float]) -> Shift:
-        """From the block medians of an interleaved run, pair by pair: the median log ratio, bounded by the
-        order statistics the sign test gives (a pair that straddles a change of the host's state counts once).
+        """From the block medians of an interleaved run, pair by pair: the median log ratio, bounded
+        by the sign test's order statistics (a pair across a change of the host counts once).
 
         >>> s = Shift.paired([1.0] * 8, [1.05, 1.04, 1.06, 1.05, 1.05, 1.03, 1.07, 1.05])
         >>> [round(v, 3) for v in (math.expm1(s.log), *s.bounds(0.05))]
         [0.05, 0.04, 0.06]
         """
         logs = sorted(math.log(b / a) for a, b in zip(old, new, strict=True))
-        return cls(statistics.median(logs), how=f"sign test on {len(logs)} interleaved block pairs",
-                   pairs=tuple(logs))
+        how = f"sign test on {len(logs)} interleaved block pairs"
+        return cls(statistics.median(logs), how=how, pairs=tuple(logs))
 
     @classmethod
     def apart(cls, old: tuple[float, Interval | None], new: tuple[float, Interval | None]) -> Shift:
-        """From two runs timed apart: each ``(median, its Interval)``; the standard error holds both runs'
-        ``se`` (Welch-Satterthwaite degrees of freedom); a side without an interval adds nothing."""
-        terms = [(i.se ** 2, i.dof) for _, i in (old, new) if i is not None and i.se > 0]
-        var = sum(v for v, _ in terms)
-        dof = var ** 2 / sum(v ** 2 / d for v, d in terms) if terms else math.inf
+        """From two runs timed apart, each ``(median, Interval or None)``: both runs' ``se`` with
+        Welch-Satterthwaite degrees of freedom."""
+        terms = [i.term[1:] for _, i in (old, new) if i is not None and i.term[1] > 0]
+        var = sum(se ** 2 for se, _ in terms)
+        dof = var ** 2 / sum(se ** 4 / d for se, d in terms) if terms else math.inf
         sides = [name for name, (_, i) in (("OLD", old), ("NEW", new)) if i is not None]
         how = f"t on the intervals of {' and '.join(sides)}" if sides else "medians only"
         return cls(math.log(new[0] / old[0]), math.sqrt(var), dof, how)
 
     def bounds(self, alpha: float) -> tuple[float, float]:
-        """One-sided ``1 - alpha`` lower and upper bounds of NEW/OLD - 1 (together a ``1 - 2 alpha`` interval)."""
+        """One-sided ``1 - alpha`` lower and upper bounds of NEW/OLD - 1 (a ``1 - 2 alpha`` CI)."""
         if self.pairs:
             ranks = median_ci_ranks(len(self.pairs), 1.0 - 2.0 * alpha)
             if ranks is None:
@@ -253,6 +232,6 @@ class Shift:
 
     def text(self, alpha: float) -> str:
         """``+10.2% (90% CI +7.9% .. +12.4%), <how>``."""
-        low, high = self.bounds(alpha)
-        ci = f" ({1 - 2 * alpha:.0%} CI {low:+.1%} .. {high:+.1%})" if self.se > 0 or self.pairs else ""
+        (low, high), tested = self.bounds(alpha), self.se > 0 or self.pairs
+        ci = f" ({1 - 2 * alpha:.0%} CI {low:+.1%} .. {high:+.1%})" if tested else ""
         return f"{math.expm1(self.log):+.1%}{ci}, {self.how}"

@@ -1,9 +1,6 @@
-"""``bench.ab=unpatched``: does the model run faster with its ``model.patches`` than without them?
-
-After the device run, the same call is timed without the patches (side A) and with them (side B, applied and
-restored around every block) in alternating blocks of one run (:mod:`ascendbench.bench.interleave`), and judged
-by the regression gate's rule on the paired block ratios with the gate's defaults, both ways: SLOWER or FASTER
-(docs/performance.md "Interleaved A/B"; the record's ``ab`` section).
+"""``bench.ab=unpatched``: the device run's call timed without its ``model.patches`` (side A) and
+with them (B) in alternating blocks of one run, judged both ways by the regression gate's rule with
+its defaults (docs/performance.md "Interleaved A/B"; the record's ``ab`` section).
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ log = logging.getLogger(__name__)
 ALPHA = 0.05
 MIN_EFFECT = 0.03
 MIN_PAIRS = 6
-# The patch modules' loggers: quiet (errors only) while the patches are applied and restored around every block.
+# The patch modules' loggers: quiet while the patches are applied and restored around every block.
 PATCH_LOGGER = "ascendbench.patches"
 
 
@@ -38,34 +35,32 @@ def wanted(job: Any) -> bool:
 
 
 def check_applied(job: Any, applied: list[Mapping[str, Any]]) -> None:
-    """With ``bench.ab=unpatched``, raise a :class:`ConfigError` when no patch of ``model.patches`` applies on
-    this device and dtype (``applied``: the device run's ``patches.device`` entries): both sides would be the
-    same model."""
+    """With ``bench.ab=unpatched``, a :class:`ConfigError` when no entry of ``applied`` (the device
+    run's ``patches.device``) applied: both sides would be the same model."""
     if not wanted(job) or any("skipped" not in entry for entry in applied):
         return
-    skipped = "; ".join(f"{entry.get('name')}: {entry.get('skipped')}" for entry in applied) or "none named"
+    skipped = "; ".join(f"{e.get('name')}: {e.get('skipped')}" for e in applied) or "none named"
     raise ConfigError(
-        f"bench.ab=unpatched times the model with its model.patches against it without them, but no patch applies "
-        f"on {job.adapter.name} in {job.precision.name} ({skipped}), so both sides would be the same model; "
-        f"name a patch that applies here (its `devices`), or {AB_FIX}.")
+        "bench.ab=unpatched times the model with its model.patches against it without them, but "
+        f"no patch applies on {job.adapter.name} in {job.precision.name} ({skipped}), so both "
+        f"sides would be the same model; name a patch that applies here (its `devices`), or "
+        f"{AB_FIX}.")
 
 
 def plan_check(job: Any) -> None:
-    """:func:`check_applied` for the dry run, from ``model.patches`` without applying anything: which patches
-    would apply on this device and dtype."""
+    """:func:`check_applied` for the dry run: which of ``model.patches`` would apply here."""
     if not wanted(job):
         return
     entries: list[dict[str, Any]] = []
     for spec in parse_specs(job.cfg.model.get("patches")):
-        reason = (None if spec.applies_on(job.adapter.name) else f"not applied on {job.adapter.name}") or \
-            build_patch(spec).skip_reason(job.precision.name)
+        reason = None if spec.applies_on(job.adapter.name) else f"not applied on {job.adapter.name}"
+        reason = reason or build_patch(spec).skip_reason(job.precision.name)
         entries.append({"name": spec.name, **({"skipped": reason} if reason else {})})
     check_applied(job, entries)
 
 
 def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
-    """Time ``call`` (the device run's call, model unpatched) against itself with the patches, interleaved;
-    return the record's ``ab`` section and log the verdict."""
+    """Time ``call`` (model unpatched) against itself patched; the record's ``ab`` section."""
     specs, adapter, bench_cfg = job.cfg.model.get("patches"), job.adapter, job.cfg.bench
 
     def patched() -> Any:  # applied and restored around every block of B
@@ -73,30 +68,27 @@ def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
 
     log.info("A/B: the model without its patches (A) and with them (B), in alternating blocks ...")
     if (graph := str(job.cfg.device.get("compile") or "none")) != "none":
-        job.warn(f"bench.ab=unpatched with device.compile={graph}: the patches are applied and restored around "
-                 "every block, which a compiled graph may take as a change and recompile; the A/B then times "
-                 "compilation too (compare with device.compile=none)")
+        job.warn(f"bench.ab=unpatched with device.compile={graph}: the patches are applied and "
+                 "restored around every block, which a compiled graph may take as a change and "
+                 "recompile; the A/B then times compilation too (compare with device.compile=none)")
     loop = InterleavedLoop(adapter, BenchBudget.from_config(bench_cfg),
                            noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)))
     with quiet_logger(PATCH_LOGGER):
         run = loop.run(Side("unpatched", call), Side("patched", call, context=patched))
-    items, unit = job.task.items_per_call(job.inputs), job.task.unit
-    a, b = (result.to_dict(items, unit) for result in run.results)
+    items = job.task.items_per_call(job.inputs)
+    a, b = (result.to_dict(items, job.task.unit) for result in run.results)
     decision = judge(run)
-    medians = [side["latency"]["median_ms"] for side in (a, b)]
-    speedup = medians[0] / medians[1] if medians[1] > 0 else None
-    shift = decision.get("shift")
     log.info("patches vs none, interleaved: %s", decision["text"])
-    section = {"against": "unpatched", "a": a, "b": b, "decision": decision, "speedup": speedup,
+    shift = decision.get("shift")
+    section = {"against": "unpatched", "a": a, "b": b, "decision": decision,
+               "speedup": run.results[0].latency.median_ms / run.results[1].latency.median_ms,
                "speedup_paired": None if shift is None else 1.0 / (1.0 + shift)}
     return {**section, "records": write_sides(job, section)}
 
 
 def write_sides(job: Any, section: Mapping[str, Any]) -> dict[str, str]:
-    """Each side as a small record of its own next to ``record.json`` (the job's identity, ``bench`` = the side),
-    for ``python -m ascendbench.report --compare ab_unpatched.json ab_patched.json`` (the gate pairs them by their
-    ``bench.interleave.id``). Named ``ab_*.json``, not ``record.json``: a report over the job directory reads the
-    job's own record only. Returns side -> file name relative to the job directory."""
+    """Each side as a small record ``ab_<side>.json`` next to ``record.json`` (a report reads that
+    alone), for ``python -m ascendbench.report --compare``; side -> path in the job directory."""
     written = {}
     for key, side in (("a", "unpatched"), ("b", "patched")):
         path = job.dir / f"ab_{side}.json"
@@ -112,13 +104,12 @@ def judge(run: Interleaved) -> dict[str, Any]:
     if len(pairs) < MIN_PAIRS:
         text = (f"underpowered: {len(pairs)} pairs < {MIN_PAIRS}; give the A/B more time "
                 "(bench.max_time_s, bench.max_iters)")
-        return {"verdict": "underpowered", "regressed": False, "faster": False, "pairs": len(pairs),
-                "effect": None, "text": text}
+        return {"verdict": "underpowered", "regressed": False, "faster": False,
+                "pairs": len(pairs), "effect": None, "text": text}
     shift = Shift.paired([a for a, _ in pairs], [b for _, b in pairs])
     slower, faster = shift.slower(ALPHA, MIN_EFFECT), shift.faster(ALPHA, MIN_EFFECT)
     verdict = "SLOWER" if slower else "FASTER" if faster else "no significant difference"
-    effect = shift.text(ALPHA)
-    rule = f"a one-sided {1 - ALPHA:.0%} bound beyond {MIN_EFFECT:.0%}"
-    return {"verdict": verdict, "regressed": slower, "faster": faster, "pairs": len(pairs), "effect": effect,
-            "shift": math.expm1(shift.log), "bounds": list(shift.bounds(ALPHA)), "alpha": ALPHA,
-            "min_effect": MIN_EFFECT, "text": f"{effect}: {verdict} ({rule})"}
+    effect, rule = shift.text(ALPHA), f"a one-sided {1 - ALPHA:.0%} bound beyond {MIN_EFFECT:.0%}"
+    return {"verdict": verdict, "regressed": slower, "faster": faster, "pairs": len(pairs),
+            "effect": effect, "shift": math.expm1(shift.log), "bounds": list(shift.bounds(ALPHA)),
+            "alpha": ALPHA, "min_effect": MIN_EFFECT, "text": f"{effect}: {verdict} ({rule})"}

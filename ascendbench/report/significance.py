@@ -1,9 +1,7 @@
-"""Is NEW slower than OLD? The regression gate's one latency rule (docs/reports.md "Regression gate").
-
-NEW is slower when the one-sided ``1 - alpha`` lower bound of ``median_NEW / median_OLD - 1`` exceeds
-``min_effect``. The bound comes from the paired block ratios when OLD and NEW are the two sides of one interleaved
-run, else from the two runs' intervals (:class:`~ascendbench.bench.stats.Interval`, recomputed from each record's
-own calls, with the between-runs spread of OLD's earlier runs on both); records without calls leave the medians.
+"""Is NEW slower than OLD? The regression gate's one latency rule (docs/reports.md "Regression
+gate"): the one-sided ``1 - alpha`` lower bound of ``median_NEW / median_OLD - 1`` beyond
+``min_effect``, bounded by the paired block ratios of one interleaved run, else by both runs'
+intervals (recomputed from each record's own calls, with OLD's earlier runs' spread on both sides).
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ log = logging.getLogger(__name__)
 
 # compare.method's values before the one rule: accepted (validated), logged as deprecated, ignored.
 METHODS = ("paired", "blocks", "mann_whitney", "ci_overlap", "median")
-MIN_PAIRS = 6  # fewest interleaved pairs the paired standard error is taken from
+MIN_PAIRS = 6  # fewest interleaved pairs the sign test's bound is taken from
 PAIRED = "paired"
 INTERVALS = "intervals"
 MEDIANS = "medians only"
@@ -28,7 +26,7 @@ MEDIANS = "medians only"
 
 @dataclass(frozen=True)
 class Pairing:
-    """One side's share of an interleaved run: the run's id, the side's position, its block medians (ms)."""
+    """One side's share of an interleaved run: its id, the side's position, its block medians."""
 
     id: str
     position: str
@@ -36,19 +34,22 @@ class Pairing:
 
     @classmethod
     def from_section(cls, section: Any, samples: Sequence[float] | None) -> Pairing | None:
-        """From a record's ``bench.interleave`` and the side's own calls; None when absent, malformed, or when
-        the block medians are not the medians of the side's own calls block by block (a record is data)."""
+        """From a record's ``bench.interleave`` and the side's own calls; None when absent,
+        malformed, or when the block medians are not those of the side's own calls (a record is
+        data: pairs copied from another run are no evidence of neighbours)."""
         if not isinstance(section, Mapping) or not samples:
             return None
-        run, position, medians = section.get("id"), section.get("position"), section.get("block_medians_ms")
-        calls = section.get("block_calls")
+        run, position = section.get("id"), section.get("position")
+        medians, calls = section.get("block_medians_ms"), section.get("block_calls")
         if (not isinstance(run, str) or position not in ("A", "B") or not isinstance(medians, list)
                 or not isinstance(calls, int) or isinstance(calls, bool) or calls < 1
                 or len(samples) != calls * len(medians)):
             return None
         own = [statistics.median(samples[i * calls:(i + 1) * calls]) for i in range(len(medians))]
-        if not all(isinstance(m, (int, float)) and math.isclose(m, o, rel_tol=1e-9) for m, o in zip(medians, own, strict=True)):
-            return None
+        for stated, found in zip(medians, own, strict=True):
+            if not isinstance(stated, (int, float)) or not math.isclose(stated, found,
+                                                                        rel_tol=1e-9):
+                return None
         return cls(run, position, tuple(own))
 
 
@@ -70,7 +71,7 @@ def why_not_paired(old: Pairing | None, new: Pairing | None) -> str | None:
 
 @dataclass(frozen=True)
 class Latency:
-    """One side's latency evidence: its median, its interval (None without calls) and its pairing."""
+    """One side's evidence: its median, its interval (None without calls) and its pairing."""
 
     median_ms: float
     interval: Interval | None = None
@@ -86,23 +87,25 @@ class LatencyRule:
 
     @classmethod
     def from_options(cls, options: Any) -> LatencyRule:
-        """The rule from the validated ``compare`` options; ``method`` and ``min_samples`` are logged, ignored."""
+        """The rule from the validated ``compare`` options (``method``, ``min_samples``: logged,
+        ignored)."""
         for key in ("method", "min_samples"):
             if options.get(key) is not None:
-                log.warning("compare.%s=%s is deprecated and ignored: the gate has one rule (docs/reports.md "
-                            "\"Regression gate\"); drop it from your overrides", key, options.get(key))
+                log.warning("compare.%s=%s is deprecated and ignored: the gate has one rule "
+                            "(docs/reports.md \"Regression gate\"); drop it from your overrides",
+                            key, options.get(key))
         return cls(alpha=float(options.alpha), min_effect=float(options.min_effect))
 
     def describe(self) -> str:
         """The rule in one sentence, for the head of the gate's output."""
-        return (f"latency rule: NEW is slower when the one-sided {1 - self.alpha:.0%} lower bound of its median "
-                f"over OLD's exceeds +{self.min_effect:.1%} (the shift's error from the pairs of an interleaved "
-                "run, else from both runs' intervals)")
+        return (f"latency rule: NEW is slower when the one-sided {1 - self.alpha:.0%} lower bound "
+                f"of its median over OLD's exceeds +{self.min_effect:.1%} (from the pairs of an "
+                "interleaved run, else from both runs' intervals)")
 
 
 @dataclass(frozen=True)
 class Decision:
-    """The verdict on one workload's latency: did it regress, how the shift was measured, the effect, why."""
+    """The verdict on one workload's latency: regressed or not, how, the effect, and why."""
 
     regressed: bool
     method: str
@@ -119,7 +122,8 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
     interleaved = old.pairing is not None or new.pairing is not None
     note = why_not_paired(old.pairing, new.pairing) if interleaved else None
     if interleaved and note is None:
-        shift, method = Shift.paired(old.pairing.block_medians_ms, new.pairing.block_medians_ms), PAIRED
+        method = PAIRED
+        shift = Shift.paired(old.pairing.block_medians_ms, new.pairing.block_medians_ms)
     else:  # NEW's own history ends in NEW: a real slowdown there would count as the host's spread
         runs = old.interval.earlier_ms if old.interval else ()
         new_interval = replace(new.interval, earlier_ms=runs) if new.interval else None
@@ -127,9 +131,10 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
         method = INTERVALS if old.interval or new.interval else MEDIANS
     low = shift.bounds(rule.alpha)[0]
     regressed = shift.slower(rule.alpha, rule.min_effect)
-    why = [f"{'the shift' if method == MEDIANS else 'its lower bound'} {low:+.1%} {'>' if regressed else '<='} "
-           f"the minimum effect +{rule.min_effect:.1%}"]
+    why = [f"{'the shift' if method == MEDIANS else 'its lower bound'} {low:+.1%} "
+           f"{'>' if regressed else '<='} the minimum effect +{rule.min_effect:.1%}"]
     if method == MEDIANS:
         why[0] += ", untested"
         why.append("no per-call samples in OLD and NEW")
-    return Decision(regressed, method, shift.text(rule.alpha), "; ".join(why + ([note] if note else [])))
+    why += [note] if note else []
+    return Decision(regressed, method, shift.text(rule.alpha), "; ".join(why))

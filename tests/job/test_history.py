@@ -1,5 +1,6 @@
-"""The job's timing history: reruns of one workload leave their medians under ``bench.history.dir``, and from the
-fourth run on the record's interval weighs the spread between them (``bench.interval.runs``)."""
+"""The job's timing history: reruns of one workload leave their medians under ``bench.history.dir``,
+and from the fourth run on the record's interval weighs the spread between them
+(``bench.interval.runs``)."""
 
 from __future__ import annotations
 
@@ -7,15 +8,15 @@ import json
 
 from omegaconf import open_dict
 
-from ascendbench.bench.history import workload_key
-from ascendbench.job.history import run_history
+from ascendbench.bench.history import run_history, workload_key
 
 from helpers import run_job
 
 
 def _cfg(cfg, folder, **bench):
     with open_dict(cfg):
-        cfg.preset.iters = 8  # a fixed count of 8 timed calls (a run under 6 calls leaves no median)
+        # a fixed count of 8 timed calls (a run under 6 calls leaves no median)
+        cfg.preset.iters = 8
         cfg.bench.history.dir = str(folder)
         for key, value in bench.items():
             cfg.bench.history[key] = value
@@ -32,8 +33,10 @@ def test_reruns_of_a_job_give_the_between_runs_term(cfg_tiny, tmp_path):
     assert runs["earlier_ms"] == earlier and runs["sd_log"] >= 0
     files = list((tmp_path / "timing").iterdir())
     body = json.loads(files[0].read_text())
-    assert len(files) == 1 and files[0].name == f"{body['key']}.json" == f"{workload_key(body['material'])}.json"
-    assert [r["median_ms"] for r in body["runs"]] == earlier + [records[3]["bench"]["latency"]["median_ms"]]
+    assert len(files) == 1
+    assert files[0].name == f"{body['key']}.json" == f"{workload_key(body['material'])}.json"
+    last = records[3]["bench"]["latency"]["median_ms"]
+    assert [r["median_ms"] for r in body["runs"]] == [*earlier, last]
     assert body["material"]["dtype"] == "float32" and body["material"]["device_name"]
 
 
@@ -49,7 +52,8 @@ def test_the_workload_is_the_model_device_dtype_and_sizes_not_the_budget(cfg_tin
     key = run_history(cfg, _Adapter(), "float32").key
     with open_dict(cfg):
         cfg.preset.iters, cfg.preset.max_time_s, cfg.bench.precision = 20, 5.0, 0.02
-    assert run_history(cfg, _Adapter(), "float32").key == key, "the timing budget is not the workload"
+    assert run_history(cfg, _Adapter(),
+                       "float32").key == key, "the timing budget is not the workload"
     assert run_history(cfg, _Adapter(), "bfloat16").key != key
     for change in (("preset", "height", 64), ("preset", "batch_size", 2), ("device", "threads", 1)):
         other = _cfg(cfg.copy(), tmp_path)

@@ -6,13 +6,13 @@ import logging
 from typing import Any
 
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
+from ascendbench.bench.history import run_history
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.graph import compile_model, first_call
 from ascendbench.job import ab
 from ascendbench.job.distributed import run as distributed  # the module: its ranks import these stages
 from ascendbench.job.distributed.plan import ranks_plan
 from ascendbench.job.distributed.settings import parallel_settings
-from ascendbench.job.history import run_history
 from ascendbench.job.job import Job
 from ascendbench.job.pipeline_options import PipelineState, pipeline_options
 from ascendbench.job.placement import PlacementInputs, capture_warnings, placement_check
