@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import doctest
+
+from ascendbench.bench import summary
 from ascendbench.bench.flops import FlopCount, flops_section
 from ascendbench.bench.stats import LatencyStats, noise_verdict
 from ascendbench.bench.summary import bench_lines, stop_cell, stop_text
@@ -25,6 +28,10 @@ def section(samples_ms, uncounted=None, phases=None, cpu=False):
                                "bfloat16"),
         **({"phases": phases} if phases else {}),
     }
+
+
+def test_docstring_examples_hold():
+    assert doctest.testmod(summary).failed == 0
 
 
 def test_quiet_run_prints_median_ci_cold_mfu_and_memory():
