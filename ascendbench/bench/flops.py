@@ -1,12 +1,6 @@
-"""FLOPs of one call with ``torch.utils.flop_counter.FlopCounterMode``, and what it could not count.
-
-``FlopCounterMode`` knows matmul, convolution and the CUDA SDPA kernels. Two more formulas are added
-here: the CPU flash-attention kernel (``aten._scaled_dot_product_flash_attention_for_cpu``, what
-``F.scaled_dot_product_attention`` runs on a CPU) and Ascend's fused ``npu.npu_fusion_attention``
-(BSH/SBH/BSND/BNSD layouts). A second dispatch mode under the counter records every operator that
-actually ran; the heavy ones (matching ``bench.flops.heavy_ops``) without a formula are listed in the
-record as ``uncounted_ops``, so a low MFU from an uncounted fused kernel is never silent.
-"""
+"""FLOPs of one call with ``torch.utils.flop_counter.FlopCounterMode``, plus formulas for the CPU
+flash-attention kernel and Ascend's ``npu.npu_fusion_attention``; a dispatch mode under the counter
+lists the heavy operators that ran without a formula (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
 log = logging.getLogger(__name__)
-# torch's built-in formulas by operator packet: ``flop_registry`` from torch 2.2, ``flop_mapping`` in torch 2.1
-# (the floor, ascendbench.compat); same keys, and both call a formula with the arguments' shapes.
+# torch's formulas by operator packet: ``flop_registry`` from torch 2.2, ``flop_mapping`` before.
 BUILTIN_FORMULAS = getattr(flop_counter, "flop_registry", None) or flop_counter.flop_mapping
 
 # Operator-name patterns of compute-heavy kernels; if one of these runs without a formula, say so.
@@ -35,44 +28,24 @@ def _sdpa_cpu_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_s
     return sdpa_flop_count(query_shape, key_shape, value_shape)
 
 
-@dataclass(frozen=True)
-class FusionAttentionLayout:
-    """What the FLOP formula needs of ``npu_fusion_attention``'s arguments after the three tensors."""
-
-    head_num: int
-    input_layout: str
-
-    @classmethod
-    def bind(cls, args: Sequence[Any], kwargs: Mapping[str, Any]) -> "FusionAttentionLayout":
-        """Bind the operator's arguments after ``query, key, value`` (positional or by name).
-
-        Only ``head_num`` and ``input_layout`` are kept: the rest (masks, scale, keep_prob...) does not
-        change the count.
-        """
-        named = dict(zip(("head_num", "input_layout"), args, strict=False))
-        named.update({k: kwargs[k] for k in ("head_num", "input_layout") if k in kwargs})
-        return cls(int(named["head_num"]), str(named["input_layout"]))
-
-
-def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_shape: Sequence[int],
-                              *args: Any, **kwargs: Any) -> int:
-    """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA count).
-
-    ``FlopCounterMode`` calls a formula with the shapes of every operator argument, in the operator's
-    own call form, plus ``out_shape=``; so the tensors are taken explicitly and the rest is bound once
-    by :meth:`FusionAttentionLayout.bind`.
+def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[int],
+                              value_shape: Sequence[int], *args: Any, **kwargs: Any) -> int:
+    """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA
+    count); ``FlopCounterMode`` passes the shapes of every argument (``head_num``, ``input_layout``
+    after the tensors, positional or by name; the rest does not count).
 
     >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
     16777216
     """
-    layout = FusionAttentionLayout.bind(args, kwargs)
-    q = _bnsd(query_shape, layout.head_num, layout.input_layout, query_shape)
-    k = _bnsd(key_shape, layout.head_num, layout.input_layout, query_shape)
-    v = _bnsd(value_shape, layout.head_num, layout.input_layout, query_shape)
-    return sdpa_flop_count(q, k, v)
+    named = {**dict(zip(("head_num", "input_layout"), args, strict=False)),
+             **{k: kwargs[k] for k in ("head_num", "input_layout") if k in kwargs}}
+    heads, layout = int(named["head_num"]), str(named["input_layout"])
+    shapes = (query_shape, key_shape, value_shape)
+    return sdpa_flop_count(*(_bnsd(shape, heads, layout, query_shape) for shape in shapes))
 
 
-def _bnsd(shape: Sequence[int], head_num: int, layout: str, query_shape: Sequence[int]) -> tuple[int, ...]:
+def _bnsd(shape: Sequence[int], head_num: int, layout: str,
+          query_shape: Sequence[int]) -> tuple[int, ...]:
     """A tensor shape in ``layout`` as ``(batch, heads, seq, head_dim)``."""
     layout = str(layout).upper()
     if layout == "BNSD":
@@ -87,29 +60,22 @@ def _bnsd(shape: Sequence[int], head_num: int, layout: str, query_shape: Sequenc
     raise ValueError(f"input_layout {layout!r} has no FLOP formula (varlen TND is not counted)")
 
 
-# Extra formulas by operator name; entries whose operator does not exist here (npu without torch_npu)
-# are skipped.
+# Extra formulas by operator name; those whose operator is absent here (npu without torch_npu) skip.
 EXTRA_FORMULAS: dict[str, Callable[..., int]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_cpu_flop,
     "npu.npu_fusion_attention": npu_fusion_attention_flop,
 }
 
 
-def _resolve_op(name: str) -> Any | None:
-    namespace, _, op = name.partition(".")
-    try:
-        return getattr(getattr(torch.ops, namespace), op)
-    except (AttributeError, RuntimeError):
-        return None
-
-
 def extra_formulas() -> dict[Any, Callable[..., int]]:
     """:data:`EXTRA_FORMULAS` keyed by the operator packets that exist in this process."""
     resolved = {}
     for name, formula in EXTRA_FORMULAS.items():
-        op = _resolve_op(name)
-        if op is not None:
-            resolved[op] = formula
+        namespace, _, op = name.partition(".")
+        try:
+            resolved[getattr(getattr(torch.ops, namespace), op)] = formula
+        except (AttributeError, RuntimeError):
+            continue
     return resolved
 
 
@@ -140,13 +106,8 @@ class FlopCount:
 
 
 def count_flops(call: Callable[[], Any], heavy_ops: Iterable[str] = DEFAULT_HEAVY_OPS) -> FlopCount:
-    """Run ``call`` once under ``FlopCounterMode`` and return its FLOPs (the output is discarded).
-
-    Args:
-        call: the same zero-argument callable the bench times (inputs already on device and dtype).
-        heavy_ops: regex patterns of operator names that carry FLOPs; those that ran without a formula
-            are reported in ``uncounted_ops`` with how often they ran.
-    """
+    """Run ``call`` once under ``FlopCounterMode``; heavy operators (``heavy_ops`` regexes) that ran
+    without a formula are listed in ``uncounted_ops`` with how often they ran."""
     formulas = extra_formulas()
     recorder = _OpRecorder()
     with recorder, FlopCounterMode(display=False, custom_mapping=formulas) as counter:
@@ -163,25 +124,16 @@ def count_flops(call: Callable[[], Any], heavy_ops: Iterable[str] = DEFAULT_HEAV
 
 def flops_section(count: FlopCount | None, median_ms: float, peak: Mapping[str, Any],
                   dtype: str, error: str | None = None) -> dict[str, Any]:
-    """The record's ``bench.flops``: per-call FLOPs, achieved TFLOP/s from the median, peak and MFU."""
+    """The record's ``bench.flops``: per-call FLOPs, TFLOP/s from the median, peak and MFU."""
     if count is None:
         return {"skipped": error or "bench.flops.enabled=false", "peak_tflops": peak.get("tflops"),
                 "peak_source": peak.get("source"), "dtype": dtype}
     achieved = count.flops / (median_ms * 1e-3) / 1e12 if median_ms > 0 and count.flops else None
     peak_tflops = peak.get("tflops")
     mfu = achieved / peak_tflops if achieved is not None and peak_tflops else None
-    return {
-        "per_call": count.flops,
-        "per_call_tflop": count.flops / 1e12,
-        "achieved_tflops": achieved,
-        "peak_tflops": peak_tflops,
-        "peak_source": peak.get("source"),
-        "peak_entry": peak.get("entry"),
-        "peak_missing": peak.get("missing"),
-        "mfu": mfu,
-        "dtype": dtype,
-        "complete": count.complete,
-        "uncounted_ops": count.uncounted_ops,
-        "by_op": count.by_op,
-        "counter": "torch.utils.flop_counter.FlopCounterMode, one call outside the timed region",
-    }
+    return {"per_call": count.flops, "per_call_tflop": count.flops / 1e12,
+            "achieved_tflops": achieved, "peak_tflops": peak_tflops,
+            "peak_source": peak.get("source"), "peak_entry": peak.get("entry"),
+            "peak_missing": peak.get("missing"), "mfu": mfu, "dtype": dtype,
+            "complete": count.complete, "uncounted_ops": count.uncounted_ops, "by_op": count.by_op,
+            "counter": "torch.utils.flop_counter.FlopCounterMode, one call outside the timed loop"}

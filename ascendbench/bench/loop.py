@@ -1,43 +1,23 @@
-"""The timing loop: cold call, warmups, timed calls with host clock and device events, stop rule.
-
-Every call is bracketed the same way::
-
-    adapter.synchronize(); t0 = clock(); start.record(); call(); end.record(); adapter.synchronize(); t1 = clock()
-
-so the host sample ``t1 - t0`` is end-to-end wall time of finished device work, and the event sample
-``start.elapsed_time(end)`` is the device's own timeline (where the device has events: CUDA, NPU).
-Both are recorded; the host one is primary (throughput, stop rule). The first call is timed apart as
-``cold`` (it includes NPU operator compilation and CUDA context/kernel loading); warm-up calls follow
-(host-timed, kept in ``bench.warmup`` but in no statistic) until the
-:class:`~ascendbench.bench.budget.WarmupRule` says the calls stopped getting faster; then timed calls
-until the :class:`~ascendbench.bench.budget.StopRule` says stop (``bench.stop`` says why, and how
-close the median's CI came to ``bench.precision``). The stop rule's precision check, between two calls,
-disturbs the next call's caches: the call after a check runs untimed (``bench.stop.untimed_after_checks``).
-The median's interval allows for drift during the run: the
-timed calls are cut into consecutive blocks (:mod:`ascendbench.bench.blocks`), ``bench.interval`` keeps the
-interval from the calls (``within``) and from the block medians (``between``), and the wider is the one used.
-"""
+"""The timing loop: cold call, warm-up, timed calls bracketed by device synchronize, the stop rule
+(docs/performance.md "How one call is timed"; the record's ``bench`` section)."""
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
-from ascendbench.bench.blocks import drift_verdict, interval_section
 from ascendbench.bench.budget import BenchBudget, StopRule, WarmupRule
 from ascendbench.bench.phases import summarize_phases
-from ascendbench.bench.runs import PastRun, runs_interval, runs_verdict, sampling_half_width
-from ascendbench.bench.stats import MIN_CI_SAMPLES, LatencyStats, noise_verdict
+from ascendbench.bench.stats import MIN_CALLS, Interval, LatencyStats, noise_verdict
 from ascendbench.progress import Progress, ProgressOptions
 from ascendbench.progress import quiet as quiet_calls
 
 log = logging.getLogger(__name__)
 
 HOST_TIMER = "host perf_counter bracketed by device synchronize"
-# The timed loop refreshes its progress at most this often (a clock comparison per call otherwise).
-TICK_S = 0.5
+TICK_S = 0.5  # the timed loop refreshes its progress at most this often
 
 
 @dataclass
@@ -58,44 +38,33 @@ class BenchResult:
     stop: dict[str, Any] = field(default_factory=dict)
     warmup: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, Any] | None = None
-    interval: dict[str, Any] = field(default_factory=dict)
+    interval: dict[str, Any] | None = None
     interleave: dict[str, Any] | None = None
 
     def to_dict(self, items_per_call: int, unit: str) -> dict[str, Any]:
         """The record's ``bench`` section; throughput from the median host latency."""
-        median_s = self.latency.median_ms / 1e3
+        median_ms = self.latency.median_ms
         section = {
-            "cold_ms": self.cold_ms,
-            "cold_event_ms": self.cold_event_ms,
-            "cold_over_median": self.cold_ms / self.latency.median_ms if self.latency.median_ms > 0 else None,
+            "cold_ms": self.cold_ms, "cold_event_ms": self.cold_event_ms,
+            "cold_over_median": self.cold_ms / median_ms if median_ms > 0 else None,
             "latency": self.latency.to_dict(),
             "event_latency": self.event_latency.to_dict() if self.event_latency else None,
-            "throughput": {"value": items_per_call / median_s if median_s > 0 else None,
+            "throughput": {"value": items_per_call * 1e3 / median_ms if median_ms > 0 else None,
                            "unit": f"{unit}/s", "items_per_call": items_per_call},
-            "memory": self.memory,
-            "noise": self.noise,
-            "interval": self.interval,
-            "stop": self.stop,
-            "warmup": self.warmup,
-            "samples_ms": self.samples_ms,
-            "event_samples_ms": self.event_samples_ms,
-            "timer": self.timer,
-            "event_timer": self.event_timer,
-        }
-        if self.phases:
-            section["phases"] = self.phases
-        if self.interleave:  # timed in alternating blocks with another variant (ascendbench.bench.interleave)
-            section["interleave"] = self.interleave
+            "memory": self.memory, "noise": self.noise, "interval": self.interval,
+            "stop": self.stop, "warmup": self.warmup, "samples_ms": self.samples_ms,
+            "event_samples_ms": self.event_samples_ms, "timer": self.timer,
+            "event_timer": self.event_timer}
+        extra = (("phases", self.phases), ("interleave", self.interleave))
+        section.update({key: value for key, value in extra if value})
         return section
 
 
-def _timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float],
-                events: tuple[Any, Any] | None, keep: bool = False) -> tuple[Any, float, float | None]:
-    """One bracketed call: (outputs if ``keep`` else None, host ms, event ms or None).
-
-    Outputs not kept are freed before the next call starts, as in a plain loop: holding them would
-    make every call allocate fresh memory next to the previous outputs (slower, and a higher peak).
-    """
+def timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float],
+               events: tuple[Any, Any] | None = None,
+               keep: bool = False) -> tuple[Any, float, float | None]:
+    """One bracketed call: (outputs if ``keep`` else None, host ms, event ms or None). Outputs not
+    kept are freed before the next call, as in a plain loop (holding them raises the peak)."""
     adapter.synchronize()
     t0 = clock()
     if events is not None:
@@ -105,30 +74,50 @@ def _timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float
         events[1].record()
     adapter.synchronize()
     host_ms = (clock() - t0) * 1e3
-    return (out if keep else None), host_ms, (float(events[0].elapsed_time(events[1])) if events is not None else None)
+    event_ms = float(events[0].elapsed_time(events[1])) if events else None
+    return (out if keep else None), host_ms, event_ms
 
 
-def _event_pair(adapter: Any, use_events: bool) -> tuple[Any, Any] | None:
-    if not use_events:
-        return None
-    start = adapter.new_event()
-    return None if start is None else (start, adapter.new_event())
+def warm_up(call: Callable[[], Any], loop: Any, cold_ms: float,
+            reset: Callable[[], None] | None = None, name: str = "") -> WarmupRule:
+    """Warm-up calls (host-timed, quiet) until the :class:`WarmupRule` of ``loop.budget`` ends."""
+    rule = WarmupRule(loop.budget, cold_ms)
+    bar = Progress(f"warm-up{name}", total=rule.cap or None, unit="calls", options=loop.progress)
+    with quiet_calls():
+        while rule.reason() is None:
+            if reset is not None:
+                reset()
+            rule.add(timed_call(call, loop.adapter, loop.clock)[1])
+            bar.update(1, last=f"{rule.times_ms[-1]:.4g} ms")
+    bar.close()
+    log.info("warm-up%s: %d call(s), stopped by %s", name, len(rule.times_ms), rule.reason())
+    return rule
+
+
+def summarize(samples_ms: list[float], threshold: float, earlier_ms: tuple[float, ...] = ()
+              ) -> tuple[LatencyStats, Interval | None, dict[str, Any]]:
+    """The statistics, the interval and the noise verdict of one side's calls (warnings logged)."""
+    latency = LatencyStats.from_ms(samples_ms, earlier_ms)
+    interval = Interval.of(samples_ms, earlier_ms)
+    noise = noise_verdict(latency, threshold, interval)
+    for warning in filter(None, (noise["warning"], noise["runs_warning"])):
+        log.warning(warning)
+    return latency, interval, noise
+
+
+def stop_fields(interval: Any, budget: BenchBudget, source: str | None) -> dict[str, Any]:
+    """``ci_rel_half_width``, ``ci_source`` and ``precision_met`` of ``bench.stop`` (``interval``:
+    an :class:`Interval` or a relative half-width)."""
+    achieved = interval.rel_half_width() if isinstance(interval, Interval) else interval
+    met = None if budget.precision is None or achieved is None else achieved <= budget.precision
+    return {"ci_rel_half_width": achieved, "ci_source": source, "precision_met": met}
 
 
 @dataclass
 class BenchLoop:
-    """The timing loop on one device: what it runs on and how samples are judged.
-
-    Attributes:
-        adapter: the device adapter (synchronize, events, peak memory).
-        budget: warm-up rule, iteration and time bounds, precision target.
-        noise_threshold: IQR/median above which the record carries a noise warning.
-        use_events: also time with device events where the device has them.
-        clock: host clock in seconds (a fake one in tests).
-        progress: how progress is shown (:class:`~ascendbench.progress.ProgressOptions`; a test injects one).
-        history: the workload's earlier runs on this host (:class:`~ascendbench.bench.runs.RunHistory`):
-            their medians give the ``between_runs`` interval, and this run's median is added after it; None:
-            no history.
+    """The timing loop on one device: adapter, budget, IQR/median noise threshold, whether device
+    events time the calls too, the host clock and progress options (fakes in tests), and the
+    workload's :class:`~ascendbench.bench.history.RunHistory` (earlier medians; this one is added).
     """
 
     adapter: Any
@@ -138,177 +127,89 @@ class BenchLoop:
     clock: Callable[[], float] = time.perf_counter
     progress: ProgressOptions | None = None
     history: Any = None
-    _earlier: tuple[Any, ...] = field(default=(), init=False, repr=False)  # the history's runs, read per run
 
     def run(self, call: Callable[[], Any], phase_timer: Any = None) -> BenchResult:
-        """Time ``call``: a cold call, the warm-up, then timed calls until the stop rule says stop.
-
-        Args:
-            call: zero-argument callable running one model call on inputs already on the device.
-            phase_timer: object with ``reset()`` and ``result()`` (a :class:`PhaseTimer`) for per-phase
-                timing; reset before every call, read after every timed one.
-
-        Peak memory covers the timed calls only (reset right before them). The warm-up and the timed
-        calls run under :func:`ascendbench.progress.quiet` (no progress hook inside a call); the loop
-        reports its own progress between calls, at most every ``TICK_S`` seconds.
-        """
+        """Time ``call``: a cold call, the warm-up, then timed calls until the stop rule says stop;
+        ``phase_timer`` (or None) is reset before every call and read after every timed one."""
         adapter, budget = self.adapter, self.budget
-        self._earlier = tuple(self.history.earlier()) if self.history is not None else ()
-        events = _event_pair(adapter, self.use_events)
-        if phase_timer is not None:
-            phase_timer.reset()
+        earlier = tuple(self.history.earlier()) if self.history is not None else ()
+        events = None
+        if self.use_events and (start := adapter.new_event()) is not None:
+            events = (start, adapter.new_event())
+        reset = phase_timer.reset if phase_timer is not None else None
+        if reset:
+            reset()
         with Progress("cold call", unit="", options=self.progress).ticking():
-            first, cold_ms, cold_event_ms = _timed_call(call, adapter, self.clock, events, keep=True)
+            first, cold_ms, cold_event_ms = timed_call(call, adapter, self.clock, events, keep=True)
         cold_phases = phase_timer.result() if phase_timer is not None else None
-        adaptive = f" (up to {budget.warmup_max} until calls stop getting faster)" if budget.adaptive_warmup else ""
-        log.info("cold call: %.3f ms; warm-up %d call(s)%s, then %s", cold_ms, budget.warmup, adaptive,
-                 f"{budget.min_iters}-{budget.max_iters} timed ({budget.min_time_s:.3g}-{budget.max_time_s:.3g} s, "
-                 f"precision {budget.precision})")
-        warmup = self._warmup(call, cold_ms, phase_timer)
+        warmup = warm_up(call, self, cold_ms, reset)
         adapter.synchronize()
-        adapter.reset_peak_memory()
-        timed = self._timed(call, events, phase_timer)
-        memory = adapter.peak_memory_mb()
-        result = self._result(first, (cold_ms, cold_event_ms, cold_phases), warmup, timed, memory)
-        if self.history is not None and len(timed.samples) >= MIN_CI_SAMPLES:
-            own = PastRun(result.latency.median_ms, sampling_half_width(result.interval))
-            self.history.add(own, len(timed.samples))
-        return result
+        adapter.reset_peak_memory()  # peak memory covers the timed calls only
+        rule = StopRule(budget, earlier)
+        timed = self._timed(call, events, phase_timer, rule)
+        latency, interval, noise = summarize(rule.samples, self.noise_threshold, earlier)
+        if self.history is not None and len(rule) >= MIN_CALLS:
+            self.history.add(latency.median_ms)
+        events_ms, phases = timed["events"], timed["phases"]
+        stop = {"reason": timed["reason"], "iters": len(rule), "timed_s": timed["seconds"],
+                "untimed_after_checks": timed["rewarm"],
+                **stop_fields(interval, budget, interval.term[0] if interval else None),
+                **budget.to_dict()}
+        return BenchResult(
+            cold_ms=cold_ms, latency=latency, memory=adapter.peak_memory_mb(),
+            samples_ms=rule.samples, first_outputs=first, cold_event_ms=cold_event_ms,
+            noise=noise, stop=stop, warmup=warmup.to_dict(),
+            interval=interval.to_dict() if interval else None,
+            event_latency=LatencyStats.from_ms(events_ms) if events_ms else None,
+            event_samples_ms=events_ms or None,
+            event_timer=f"{adapter.name} events recorded around the call" if events_ms else None,
+            phases=summarize_phases(phases, latency.median_ms, cold_phases) if phases else None)
 
-    def _warmup(self, call: Callable[[], Any], cold_ms: float, phase_timer: Any) -> WarmupRule:
-        """Warm-up calls (host-timed, each synchronized) until the :class:`WarmupRule` says they plateaued."""
-        rule = WarmupRule(self.budget, cold_ms)
-        bar = Progress("warm-up", total=rule.cap or None, unit="calls", options=self.progress)
+    def _timed(self, call: Callable[[], Any], events: tuple[Any, Any] | None, phase_timer: Any,
+               rule: StopRule) -> dict[str, Any]:
+        """The timed calls into ``rule``, quiet; progress is shown between calls only."""
+        timed: dict[str, Any] = {"events": [], "phases": [], "reason": None, "rewarm": 0}
+        bar = Progress("timing", unit="calls", budget_s=self.budget.max_time_s,
+                       options=self.progress)
         with quiet_calls():
-            while rule.reason() is None:
-                if phase_timer is not None:
-                    phase_timer.reset()
-                _, ms, _ = _timed_call(call, self.adapter, self.clock, None)
-                rule.add(ms)
-                bar.update(1, last=f"{ms:.4g} ms")
-        bar.close()
-        log.info("warm-up: %d call(s), stopped by %s%s", len(rule.times_ms), rule.reason(),
-                 f" (ms: {', '.join(f'{t:.4g}' for t in rule.times_ms)})" if rule.times_ms else "")
-        return rule
-
-    def _timed(self, call: Callable[[], Any], events: tuple[Any, Any] | None, phase_timer: Any) -> "_Timed":
-        """The timed calls; progress is refreshed between calls, never inside the bracket."""
-        adapter, clock, rule = self.adapter, self.clock, StopRule(self.budget, self._earlier)
-        timed = _Timed(rule)
-        bar = Progress("timing", unit="calls", budget_s=self.budget.max_time_s, options=self.progress)
-        with quiet_calls():
-            start = clock()
+            start = self.clock()
             next_tick = start + TICK_S
-            while True:
+            while timed["reason"] is None:
                 if phase_timer is not None:
                     phase_timer.reset()
-                _, host_ms, event_ms = _timed_call(call, adapter, clock, events)
-                timed.samples.append(host_ms)
+                _, host_ms, event_ms = timed_call(call, self.adapter, self.clock, events)
                 rule.add(host_ms)
                 if event_ms is not None:
-                    timed.event_samples.append(event_ms)
+                    timed["events"].append(event_ms)
                 if phase_timer is not None:
-                    timed.phase_runs.append(phase_timer.result())
-                now = clock()
-                timed.reason = rule.reason(now - start)
-                if timed.reason is not None:
-                    break
-                if rule.disturbed:  # the precision check ran: one untimed call brings the caches back
+                    timed["phases"].append(phase_timer.result())
+                now = self.clock()
+                timed["reason"] = rule.reason(now - start)
+                if timed["reason"] is None and rule.disturbed:  # a check ran: one untimed call
                     rule.disturbed = False
-                    _timed_call(call, adapter, clock, None)
-                    timed.rewarm += 1
+                    timed_call(call, self.adapter, self.clock)
+                    timed["rewarm"] += 1
                 if now >= next_tick:
                     next_tick = now + TICK_S
-                    bar.update(len(timed.samples) - bar.done, median=_median_text(rule))
-            timed.seconds = clock() - start
+                    bar.update(len(rule) - bar.done, median=median_text(rule))
+            timed["seconds"] = self.clock() - start
         bar.close()
-        log.info("timed %d call(s) in %.3g s, stopped by %s (median %s)", len(timed.samples), timed.seconds,
-                 timed.reason, _median_text(rule))
+        log.info("timed %d call(s) in %.3g s, stopped by %s (median %s)", len(rule),
+                 timed["seconds"], timed["reason"], median_text(rule))
         return timed
 
-    def _result(self, first: Any, cold: tuple[float, float | None, Any], warmup: WarmupRule, timed: "_Timed",
-                memory: dict[str, Any]) -> BenchResult:
-        latency, interval = with_interval(timed.samples, self._earlier)
-        noise = {**noise_verdict(latency, self.noise_threshold), **drift_verdict(interval), **runs_verdict(interval)}
-        # spread within calls, between blocks, or between runs
-        noise["noisy"] = bool(noise["noisy"] or noise["drifting"] or noise["runs_warning"])
-        for warning in (noise["warning"], noise["drift_warning"], noise["runs_warning"]):
-            if warning:
-                log.warning(warning)
-        events_used = timed.event_samples or None
-        return BenchResult(
-            cold_ms=cold[0], latency=latency, memory=memory, samples_ms=timed.samples, first_outputs=first,
-            cold_event_ms=cold[1], interval=interval,
-            event_latency=with_interval(timed.event_samples)[0] if events_used else None,
-            event_samples_ms=events_used,
-            event_timer=f"{self.adapter.name} events recorded around the call" if events_used else None,
-            noise=noise,
-            stop=timed.stop_section(self.budget),
-            warmup=warmup_section(warmup),
-            phases=summarize_phases(timed.phase_runs, latency.median_ms, cold[2]) if timed.phase_runs else None,
-        )
 
-
-@dataclass
-class _Timed:
-    """What the timed calls left: samples, per-call phases, why they stopped and how long they took."""
-
-    rule: StopRule
-    samples: list[float] = field(default_factory=list)
-    event_samples: list[float] = field(default_factory=list)
-    phase_runs: list[dict[str, list[float]]] = field(default_factory=list)
-    reason: str | None = None
-    seconds: float = 0.0
-    rewarm: int = 0
-
-    def stop_section(self, budget: BenchBudget) -> dict[str, Any]:
-        """The record's ``bench.stop``: reason, count, seconds, achieved CI half-width, the budget."""
-        chosen = self.rule.interval()
-        achieved = None if chosen is None else float(chosen[1].rel_half_width)
-        return {"reason": self.reason, "iters": len(self.samples), "timed_s": float(self.seconds),
-                "untimed_after_checks": self.rewarm,
-                "ci_rel_half_width": achieved, "ci_source": None if chosen is None else chosen[0],
-                "precision_met": None if budget.precision is None or achieved is None
-                else achieved <= budget.precision,
-                **budget.to_dict()}
-
-
-def with_interval(samples_ms: list[float], earlier: Sequence[PastRun] = ()) -> tuple[LatencyStats, dict[str, Any]]:
-    """The latency statistics with the honest interval as their ``median_ci95_*``, and ``bench.interval``
-    (with ``between_runs`` from the workload's earlier runs, ``earlier``, where there are enough)."""
-    latency = LatencyStats.from_ms(samples_ms)
-    section = interval_section(samples_ms, latency.median_ms)
-    runs = runs_interval(earlier, latency.median_ms, sampling_half_width(section)) if section["used"] else None
-    if runs is not None:
-        section = interval_section(samples_ms, latency.median_ms, runs)
-        section["between_runs"]["earlier_ms"] = [float(r.median_ms) for r in earlier]
-        section["between_runs"]["earlier_rel_half_width"] = [float(r.own_rel_half_width) for r in earlier]
-    used = section[section["used"]] if section["used"] else None
-    if used is not None:
-        latency = replace(latency, median_ci95_low_ms=used["low_ms"], median_ci95_high_ms=used["high_ms"])
-    return latency, section
-
-
-def warmup_section(rule: WarmupRule) -> dict[str, Any]:
-    """The record's ``bench.warmup``: every warm-up call's time and why the warm-up ended."""
-    b = rule.budget
-    return {"calls": len(rule.times_ms), "calls_ms": list(rule.times_ms), "reason": rule.reason(),
-            "min": b.warmup, "max": rule.cap, "tolerance": b.warmup_tolerance, "patience": b.warmup_patience}
-
-
-def _median_text(rule: StopRule) -> str:
-    """``31.2 ms +- 0.4 ms (95% CI)`` from the samples so far (the larger side of the CI)."""
+def median_text(rule: StopRule) -> str:
+    """``31.2 ms +- 0.4 ms (95% CI)`` from the samples so far (the larger side of the interval)."""
     if not len(rule):
         return "n/a"
-    median, achieved = rule.median(), rule.ci_rel_half_width()
-    ci = f" +- {achieved * median:.4g} ms (95% CI)" if achieved is not None else " (CI from 6 calls)"
+    median, found = rule.median(), rule.interval()
+    ci = f" +- {found.rel_half_width() * median:.4g} ms (95% CI)" if found else " (CI from 6 calls)"
     return f"{median:.4g} ms{ci}"
 
 
-def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget, noise_threshold: float = 0.10,
-              use_events: bool = True, phase_timer: Any = None) -> BenchResult:
-    """Time ``call`` on ``adapter``'s device with the host clock: ``BenchLoop(...).run(call, phase_timer)``.
-
-    See :class:`BenchLoop` for the arguments (a test with a fake clock builds the loop itself).
-    """
+def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget,
+              noise_threshold: float = 0.10, use_events: bool = True,
+              phase_timer: Any = None) -> BenchResult:
+    """Time ``call`` on ``adapter``'s device with the host clock (see :class:`BenchLoop`)."""
     return BenchLoop(adapter, budget, noise_threshold, use_events).run(call, phase_timer)

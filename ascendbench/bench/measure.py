@@ -1,10 +1,7 @@
-"""The device run's measurement, as the runner uses it: bench loop, FLOPs and MFU, per-phase timing.
+"""The device run's measurement in one place: the bench loop, FLOPs and MFU, per-phase timing::
 
-Kept apart from the runner so the whole performance section of a record is built in one place::
-
-    timer = attach_phase_timer(task, module, adapter)          # None unless the task supports phases
-    result, section = measure(call, adapter, cfg.bench, Workload("bfloat16", items_per_call=1, unit="images",
-                                                                  phase_timer=timer))
+    timer = attach_phase_timer(task, module, adapter)  # None unless the task supports phases
+    result, section = measure(call, adapter, cfg.bench, Workload("bfloat16", 1, "images", timer))
 """
 
 from __future__ import annotations
@@ -22,34 +19,21 @@ from ascendbench.bench.phases import PhaseTimer
 log = logging.getLogger(__name__)
 
 # bench.enabled=false: one cold call plus one timed call (the outputs come from the cold one).
-SINGLE_CALL = BenchBudget(warmup=0, min_iters=1, max_iters=1, min_time_s=0.0, stability=None)
-
-
-def budget_of(bench_cfg: Mapping[str, Any]) -> BenchBudget:
-    """The budget in force: ``bench.*``, or a single timed call when ``bench.enabled`` is false."""
-    return BenchBudget.from_config(bench_cfg) if bench_cfg.get("enabled", True) else SINGLE_CALL
+SINGLE_CALL = BenchBudget(warmup=0, min_iters=1, max_iters=1, min_time_s=0.0)
 
 
 def attach_phase_timer(task: Any, module: Any, adapter: Any) -> PhaseTimer | None:
-    """A :class:`PhaseTimer` on the device's events, handed to ``task.attach_phase_timer(module, timer)``.
-
-    Returns ``None`` when the task does not time its phases (the :class:`~ascendbench.tasks.Task` default).
-    """
+    """A :class:`PhaseTimer` on the device's events if ``task.attach_phase_timer(module, timer)``
+    takes it."""
     timer = PhaseTimer.for_adapter(adapter)
     return timer if task.attach_phase_timer(module, timer) else None
 
 
 @dataclass(frozen=True)
 class Workload:
-    """What one timed call does, as the measurement needs it.
-
-    Attributes:
-        dtype: dtype name of the device run (``float32``/``float16``/``bfloat16``), for the peak table.
-        items_per_call: items (images, frames, clips, samples) one call produces, for throughput.
-        unit: the task's natural unit (``images``...).
-        phase_timer: a :class:`PhaseTimer` (or any object with ``reset``/``result``) or ``None``.
-        history: the workload's earlier runs on this host (:class:`~ascendbench.bench.runs.RunHistory`) or None.
-    """
+    """What one timed call does: the run's dtype (for the peak table), items per call and their unit
+    (for throughput), a phase timer and the workload's
+    :class:`~ascendbench.bench.history.RunHistory` (or None)."""
 
     dtype: str
     items_per_call: int = 1
@@ -60,40 +44,37 @@ class Workload:
 
 def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
             workload: Workload) -> tuple[BenchResult, dict[str, Any]]:
-    """Time ``call`` and count its FLOPs; returns the raw result and the record's ``bench`` section.
-
-    Args:
-        call: one model call on inputs already on the device.
-        adapter: the device adapter.
-        bench_cfg: the ``bench`` config node.
-        workload: the dtype, items per call, unit and phase timer of the call.
-    """
+    """Time ``call`` (one model call on inputs already on the device) and count its FLOPs; returns
+    the raw result and the record's ``bench`` section."""
     enabled = bool(bench_cfg.get("enabled", True))
-    budget = budget_of(bench_cfg)
+    budget = BenchBudget.from_config(bench_cfg) if enabled else SINGLE_CALL
     timer = workload.phase_timer if enabled and bench_cfg.get("phases", True) else None
     loop = BenchLoop(adapter, budget, float(bench_cfg.get("noise_threshold", 0.10)),
-                     use_events=bool(bench_cfg.get("events", True)), history=workload.history if enabled else None)
+                     use_events=bool(bench_cfg.get("events", True)),
+                     history=workload.history if enabled else None)
     result = loop.run(call, timer)
     section = result.to_dict(workload.items_per_call, workload.unit)
-    section["flops"] = _flops(call, adapter, bench_cfg, result, dtype=workload.dtype, enabled=enabled)
+    median = result.latency.median_ms
+    section["flops"] = _flops(call, adapter, bench_cfg, median, workload.dtype, enabled)
     return result, section
 
 
-def _flops(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any], result: BenchResult,
+def _flops(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any], median_ms: float,
            dtype: str, enabled: bool) -> dict[str, Any]:
     peak = peak_tflops(getattr(adapter, "peak", None), adapter.device_name(), dtype,
                        reduced_fp32=bool(getattr(adapter, "allow_hf32", False)),
                        chip=getattr(adapter, "chip_options", None))
     flops_cfg = bench_cfg.get("flops") or {}
     if not enabled or not flops_cfg.get("enabled", True):
-        return flops_section(None, result.latency.median_ms, peak, dtype,
-                             error="bench.enabled=false" if not enabled else "bench.flops.enabled=false")
+        why = "bench.enabled=false" if not enabled else "bench.flops.enabled=false"
+        return flops_section(None, median_ms, peak, dtype, error=why)
     try:
         count = count_flops(call, flops_cfg.get("heavy_ops") or DEFAULT_HEAVY_OPS)
     except Exception as exc:  # an exotic op's formula must not fail a finished measurement
-        log.warning("FLOP counting failed (%s: %s); the record says so and carries no MFU", type(exc).__name__, exc)
+        log.warning("FLOP counting failed (%s: %s); the record says so and carries no MFU",
+                    type(exc).__name__, exc)
         log.debug("FLOP counting traceback", exc_info=True)
-        return flops_section(None, result.latency.median_ms, peak, dtype,
-                             error=f"FlopCounterMode failed: {type(exc).__name__}: {str(exc)[:200]}")
+        error = f"FlopCounterMode failed: {type(exc).__name__}: {str(exc)[:200]}"
+        return flops_section(None, median_ms, peak, dtype, error=error)
     adapter.synchronize()
-    return flops_section(count, result.latency.median_ms, peak, dtype)
+    return flops_section(count, median_ms, peak, dtype)

@@ -1,21 +1,10 @@
-"""Peak dense TFLOP/s of a device for a dtype, from the table in ``conf/device/peak/``.
+"""Peak dense TFLOP/s of a device for a dtype, from ``conf/device/peak/`` (docs: "Peak table").
 
-The table maps entry names to ``{names | match, <dtype>: TFLOP/s | derive, source}``:
-
-* ``names``: exact device names (Ascend: ``torch.npu.get_device_name()`` returns the SoC name from torch_npu's
-  own table, ``torch_npu/csrc/core/npu/NpuVariables.cpp:13-41``, e.g. ``Ascend910B4``, ``Ascend910B4-1``,
-  ``Ascend910_9362``). An exact name wins over any substring; a name that is only a prefix of another
-  (``Ascend910B4`` of ``Ascend910B4-1``) never matches it.
-* ``match``: substrings, the longest occurring in the reported name wins (``torch.cuda.get_device_name``:
-  "NVIDIA H100 PCIe" takes ``H100 PCIe`` over ``H100``, whatever the order).
-* ``derive: {cube_cores, cube_clock_ghz, macs_per_cycle}``: float16/bfloat16 figures computed as
-  cores x MACs/cycle x 2 FLOP x clock (the DaVinci cube: 16x16x16 = 4096 FP16 MACs per cycle). The host's own CANN
-  ``platform_config/<SoC>.ini`` replaces the table's figures (:mod:`ascendbench.devices.platform_config`), and the
-  runtime's AI-core count (``get_device_properties(i).cube_core_num``, torch_npu 2.6.0.post3+) replaces the core count;
-  the source says which was used.
-
-``device.peak.override.<dtype>`` wins over the table. A float32 run with TF32/HF32 allowed uses the ``tf32``
-figure. A device no entry names gets no MFU, and ``missing`` names the device and how to supply a figure.
+An entry is ``{names | match, <dtype>: TFLOP/s | derive, source}``: ``names`` match exactly (Ascend
+SoC names from torch_npu's table; a name that is only a prefix of another never matches it), else
+the longest ``match`` substring wins. ``derive`` computes float16/bfloat16 as cube cores x
+MACs/cycle x 2 x clock, from the host's CANN platform file and the runtime's core count where
+present. ``device.peak.override.<dtype>`` wins over the table.
 """
 
 from __future__ import annotations
@@ -25,8 +14,10 @@ from typing import Any, Mapping
 DERIVED_DTYPES = ("float16", "bfloat16")
 
 
-def match_entry(table: Mapping[str, Mapping[str, Any]], device_name: str) -> tuple[str, Mapping[str, Any]] | None:
-    """The table entry for ``device_name``: an exact ``names`` entry, else the longest ``match`` substring."""
+def match_entry(table: Mapping[str, Mapping[str, Any]],
+                device_name: str) -> tuple[str, Mapping[str, Any]] | None:
+    """The table entry for ``device_name``: an exact ``names`` entry, else the longest ``match``
+    substring."""
     for key, entry in (table or {}).items():
         if device_name in [str(n) for n in entry.get("names") or []]:
             return key, entry
@@ -41,40 +32,38 @@ def match_entry(table: Mapping[str, Mapping[str, Any]], device_name: str) -> tup
     return (best[1], best[2]) if best else None
 
 
-def derived_figure(derive: Mapping[str, Any] | None, chip: Mapping[str, Any] | None) -> tuple[float | None, str]:
-    """float16/bfloat16 TFLOP/s from the cube figures, and how they were got.
-
-    The host's CANN platform file (``chip["platform_config"]``, :mod:`ascendbench.devices.platform_config`) wins
-    over the table's ``derive``; the runtime's ``cube_core_num`` (``chip["cube_core_num"]``) wins for the core count.
-    """
+def derived_figure(derive: Mapping[str, Any] | None,
+                   chip: Mapping[str, Any] | None) -> tuple[float | None, str]:
+    """float16/bfloat16 TFLOP/s from the cube figures and how they were got: the host's CANN
+    platform file (``chip["platform_config"]``) wins over the table's ``derive``, the runtime's
+    ``cube_core_num`` for the cores."""
     chip = chip or {}
     platform = chip.get("platform_config")
-    figures, told = (dict(platform), f"CANN {platform['path']}") if platform else (dict(derive or {}), "table")
+    figures, told = dict(derive or {}), "table"
+    if platform:
+        figures, told = dict(platform), f"CANN {platform['path']}"
     if chip.get("cube_core_num"):
-        figures["cube_cores"], told = chip["cube_core_num"], f"{told}; cores from get_device_properties().cube_core_num"
+        figures["cube_cores"] = chip["cube_core_num"]
+        told = f"{told}; cores from get_device_properties().cube_core_num"
     cores, clock = figures.get("cube_cores"), figures.get("cube_clock_ghz")
     if not cores or not clock:
         missing = [k for k, v in (("AI-core count", cores), ("cube clock", clock)) if not v]
-        return None, (f"the {' and '.join(missing)} of this chip is unknown: no CANN platform_config/<SoC>.ini found "
-                      f"on this host (set ASCEND_HOME_PATH, e.g. `source .../ascend-toolkit/set_env.sh`) and no "
-                      f"table figure")
+        return None, (f"the {' and '.join(missing)} of this chip is unknown: no CANN "
+                      "platform_config/<SoC>.ini found on this host (set ASCEND_HOME_PATH, e.g. "
+                      "`source .../ascend-toolkit/set_env.sh`) and no table figure")
     macs = int(figures.get("macs_per_cycle") or 4096)
     tflops = int(cores) * macs * 2 * float(clock) * 1e9 / 1e12
-    return tflops, (f"{cores} cube cores x {macs} MACs x 2 FLOP x {float(clock):g} GHz = {tflops:.2f} TFLOP/s "
-                    f"({told})")
+    return tflops, (f"{cores} cube cores x {macs} MACs x 2 FLOP x {float(clock):g} GHz = "
+                    f"{tflops:.2f} TFLOP/s ({told})")
 
 
 def peak_tflops(peak_cfg: Mapping[str, Any] | None, device_name: str, dtype: str,
-                reduced_fp32: bool = False, chip: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Peak TFLOP/s of ``device_name`` in ``dtype`` with its source; ``tflops`` is ``None`` if unknown.
-
-    Args:
-        peak_cfg: ``device.peak`` (``override`` and ``table``).
-        device_name: the name the device runtime reports.
-        dtype: ``float32``, ``float16`` or ``bfloat16``.
-        reduced_fp32: TF32/HF32 is allowed, so float32 matmuls run at the ``tf32`` rate.
-        chip: the adapter's ``chip_options`` (NPU: ``cube_core_num``, ``platform_config``), used by ``derive``
-            entries and, for a chip no entry names, on their own.
+                reduced_fp32: bool = False,
+                chip: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Peak TFLOP/s of ``device_name`` in ``dtype`` from ``peak_cfg`` (``device.peak``) with its
+    source; ``tflops`` None if unknown. ``reduced_fp32``: TF32/HF32 allowed (float32 runs at the
+    ``tf32`` rate); ``chip``: the adapter's ``chip_options``, for ``derive`` entries and for a chip
+    no entry names.
 
     >>> table = {"H200": {"match": ["H200"], "bfloat16": 989.4, "source": "NVIDIA datasheet"}}
     >>> peak_tflops({"table": table}, "NVIDIA H200", "bfloat16")["tflops"]
@@ -82,25 +71,26 @@ def peak_tflops(peak_cfg: Mapping[str, Any] | None, device_name: str, dtype: str
     """
     peak_cfg = peak_cfg or {}
     key = "tf32" if dtype == "float32" and reduced_fp32 else dtype
+    fix = f"set `device.peak.override.{key}=<TFLOP/s>` to get MFU"
     override = (peak_cfg.get("override") or {}).get(key)
     if override is not None:
         return {"tflops": float(override), "source": f"user override device.peak.override.{key}",
                 "entry": None, "key": key}
     found = match_entry(peak_cfg.get("table") or {}, device_name)
     if found is None and (chip or {}).get("platform_config"):
-        found = ("platform_config", {"derive": {}, "source": "no table entry; the host's CANN platform file"})
+        found = ("platform_config",
+                 {"derive": {}, "source": "no table entry; the host's CANN platform file"})
     if found is None:
         return {"tflops": None, "source": None, "entry": None, "key": key,
-                "missing": f"unknown device {device_name!r}: no entry of device.peak.table names it (Ascend chips "
-                           f"match by exact name); set `device.peak.override.{key}=<TFLOP/s>` to get MFU"}
+                "missing": f"unknown device {device_name!r}: no entry of device.peak.table names "
+                           f"it (Ascend chips match by exact name); {fix}"}
     entry_name, entry = found
-    value, source, why = entry.get(key), entry.get("source"), "it"
+    value, source, why = entry.get(key), entry.get("source"), "none listed"
     if value is None and "derive" in entry and key in DERIVED_DTYPES:
         value, why = derived_figure(entry["derive"], chip)
         source = f"{why}; {source}" if value is not None else source
     if value is None:
         return {"tflops": None, "source": source, "entry": entry_name, "key": key,
-                "missing": f"device.peak.table.{entry_name} has no {key} figure for {device_name!r} "
-                           f"({why if why != 'it' else 'none listed'}); set `device.peak.override.{key}=<TFLOP/s>` "
-                           f"to get MFU"}
+                "missing": f"device.peak.table.{entry_name} has no {key} figure for "
+                           f"{device_name!r} ({why}); {fix}"}
     return {"tflops": float(value), "source": source, "entry": entry_name, "key": key}

@@ -1,27 +1,6 @@
-"""Per-phase timing of one pipeline call: text encoding, each denoising step, VAE decode.
-
-A :class:`PhaseTimer` collects stamps while a call runs and turns them into per-phase durations after
-it. Stamps are device events where the device has them, so nothing inside the call waits for the
-device and the call's own latency is not disturbed; on the CPU (synchronous) they are host
-``perf_counter`` readings. Bookkeeping is per call: :meth:`PhaseTimer.reset` starts a new call and
-drops everything of the previous one, so gaps between calls never show up as steps.
-
-Typical use in a text-to-video task (``attach_phase_timer`` is called once by the runner, the bench
-resets the timer before every call and reads :meth:`PhaseTimer.result` after it)::
-
-    def attach_phase_timer(self, pipe, timer):
-        self._timer = timer
-        timer.watch(pipe.text_encoder, "text_encoding")
-        timer.watch(pipe.transformer, "denoiser")
-        timer.wrap(pipe.vae, "decode", "vae_decode")
-        return True
-
-    def run(self, pipe, inputs):
-        extra = {}
-        if self._timer is not None:
-            extra["callback_on_step_end"] = self._timer.step_callback(starts_with="denoiser")
-        return {"video": pipe(**inputs, **extra).frames}
-"""
+"""Per-phase timing of one pipeline call (text encoding, each denoising step, VAE decode): a
+:class:`PhaseTimer` stamps device events inside the call (host clock on the CPU), so nothing in the
+call waits for the device (docs/performance.md "Per-phase timing for pipelines")."""
 
 from __future__ import annotations
 
@@ -47,13 +26,9 @@ class _Handle:
 
 
 class PhaseTimer:
-    """Named phase durations of the current call, in milliseconds.
-
-    Args:
-        new_event: factory of timing events with ``record()`` and ``elapsed_time(other)`` in ms (the
-            device adapter's ``new_event``); ``None`` or a factory returning ``None`` means host clock.
-        clock: host clock in seconds, used when there are no events.
-    """
+    """Named phase durations of the current call in ms, from events of ``new_event`` (``record()``,
+    ``elapsed_time(other)``; the adapter's) or, when it is None or makes None, from the host
+    ``clock``."""
 
     def __init__(self, new_event: Callable[[], Any] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -121,7 +96,8 @@ class PhaseTimer:
         return handle
 
     def wrap(self, obj: Any, method: str, name: str) -> _Handle:
-        """Time every call of ``obj.<method>`` (e.g. ``vae.decode``, which is no ``forward``) as ``name``."""
+        """Time every call of ``obj.<method>`` (e.g. ``vae.decode``, which is no ``forward``) as
+        ``name``."""
         had_own = method in vars(obj)
         original = getattr(obj, method)
 
@@ -142,15 +118,11 @@ class PhaseTimer:
         self._handles.append(handle)
         return handle
 
-    def step_callback(self, name: str = "step", starts_with: str | None = None) -> Callable[..., Any]:
-        """A diffusers ``callback_on_step_end`` that closes one step span per call.
-
-        Args:
-            name: phase name of the steps.
-            starts_with: a watched phase (e.g. the denoiser) whose first ``begin`` after the previous
-                step starts the next step. Without it a step runs from the previous step's end, and the
-                first from the start of the call (so it includes whatever ran before the loop).
-        """
+    def step_callback(self, name: str = "step",
+                      starts_with: str | None = None) -> Callable[..., Any]:
+        """A diffusers ``callback_on_step_end`` closing one ``name`` span per step: from the first
+        ``begin(starts_with)`` after the previous step, else from the previous step's end (the
+        call's start)."""
         self._step_start_phase = starts_with
 
         def callback(pipe: Any, step_index: int, timestep: Any, callback_kwargs: Any) -> Any:
@@ -169,10 +141,8 @@ class PhaseTimer:
         self._handles.clear()
 
     def result(self) -> dict[str, list[float]]:
-        """Durations of the current call by phase name, in ms, in the order the phases ended.
-
-        Call it after the device is synchronized (the bench does): events must have completed.
-        """
+        """Durations (ms) of the current call by phase name, in the order they ended (call it after
+        a synchronize)."""
         out: dict[str, list[float]] = {}
         for name, start, end in self._spans:
             out.setdefault(name, []).append(self._elapsed_ms(start, end))
@@ -180,15 +150,8 @@ class PhaseTimer:
 
 
 def summarize_phases(per_call: Sequence[Mapping[str, Sequence[float]]], median_latency_ms: float,
-                     cold: Mapping[str, Sequence[float]] | None = None) -> dict[str, dict[str, Any]]:
-    """The record's ``bench.phases``: one entry per phase name over the timed calls.
-
-    Per phase: ``calls`` (timed calls where it ran), ``per_call`` (median occurrences per call),
-    ``total_median_ms`` (median over calls of the per-call sum), ``share`` (that over the median
-    latency), ``median_ms``/``min_ms``/``max_ms`` over single occurrences, ``cold_total_ms`` (sum in
-    the cold call) and, for repeated phases such as steps, ``by_index_median_ms`` (median of the
-    i-th occurrence across calls: a slow first step shows here).
-    """
+                     cold: Mapping[str, Sequence[float]] | None = None) -> dict[str, Any]:
+    """The record's ``bench.phases``: one entry per phase name over the timed calls."""
     names: list[str] = []
     for call in per_call:
         names += [n for n in call if n not in names]
@@ -200,18 +163,14 @@ def summarize_phases(per_call: Sequence[Mapping[str, Sequence[float]]], median_l
             continue
         totals = [sum(run) for run in runs if run]
         counts = [len(run) for run in runs if run]
+        total = float(np.median(totals))
         entry: dict[str, Any] = {
-            "calls": len(totals),
-            "per_call": float(np.median(counts)),
-            "total_median_ms": float(np.median(totals)),
-            "share": float(np.median(totals)) / median_latency_ms if median_latency_ms > 0 else None,
-            "median_ms": float(np.median(flat)),
-            "min_ms": float(min(flat)),
-            "max_ms": float(max(flat)),
-            "cold_total_ms": float(sum(cold[name])) if cold and cold.get(name) else None,
-        }
+            "calls": len(totals), "per_call": float(np.median(counts)), "total_median_ms": total,
+            "share": total / median_latency_ms if median_latency_ms > 0 else None,
+            "median_ms": float(np.median(flat)), "min_ms": min(flat), "max_ms": max(flat),
+            "cold_total_ms": float(sum(cold[name])) if cold and cold.get(name) else None}
         if max(counts) > 1:
-            depth = min(counts)
-            entry["by_index_median_ms"] = [float(np.median([run[i] for run in runs if run])) for i in range(depth)]
+            entry["by_index_median_ms"] = [float(np.median([run[i] for run in runs if run]))
+                                           for i in range(min(counts))]
         summary[name] = entry
     return summary

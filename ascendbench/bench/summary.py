@@ -1,4 +1,4 @@
-"""The performance lines of the end-of-job summary, built only from the record's ``bench`` section."""
+"""The performance lines of the end-of-job summary, built only from the record's ``bench``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def _g(value: Any, digits: int = 4) -> str:
 
 
 def stop_text(reason: Any, achieved: Any = None, target: Any = None) -> str:
-    """Why the timed loop stopped and how precise its median is: ``precision, CI +-0.8% (target 1%)``.
+    """Why the timed loop stopped and how precise its median is.
 
     >>> stop_text("max_time_s", 0.034, 0.01)
     'max_time_s, CI +-3.4% (target 1%)'
@@ -28,7 +28,7 @@ def stop_text(reason: Any, achieved: Any = None, target: Any = None) -> str:
 
 
 def stop_cell(row: Mapping[str, Any]) -> str:
-    """:func:`stop_text` of a flat record row (``bench.stop.*`` columns of the sweep summary / report)."""
+    """:func:`stop_text` of a flat record row (``bench.stop.*`` of the sweep summary / report)."""
     return stop_text(row.get("bench.stop.reason"), row.get("bench.stop.ci_rel_half_width"),
                      row.get("bench.stop.precision"))
 
@@ -44,52 +44,40 @@ def warmup_line(bench: Mapping[str, Any]) -> str | None:
 
 
 def interval_text(bench: Mapping[str, Any]) -> str:
-    """Which interval the CI is and the other half-widths: ``, between blocks (+-1.2%; within +-0.4%)``.
+    """Where the interval's error came from: ``, from 8 blocks`` or ``, with 9 earlier runs (...)``.
 
-    Empty for records without ``bench.interval`` (written before the blocks existed).
-
-    >>> interval_text({"interval": {"used": "between", "within": {"rel_half_width": 0.004},
-    ...                              "between": {"rel_half_width": 0.012}}})
-    ', between blocks (+-1.2%; within +-0.4%)'
-    >>> interval_text({"interval": {"used": "between_runs", "within": {"rel_half_width": 0.004},
-    ...                              "between": {"rel_half_width": 0.006},
-    ...                              "between_runs": {"rel_half_width": 0.05, "earlier_ms": [1.0, 1.1]}}})
-    ', between runs, 2 earlier (+-5.0%; within +-0.4%; between +-0.6%)'
+    >>> interval_text({"interval": {"used": "runs", "own_rel_half_width": 0.004,
+    ...                              "runs": {"earlier_ms": [1.0] * 9}}})
+    ", with 9 earlier runs (this run's calls +-0.4%)"
     """
     interval = bench.get("interval") or {}
-    used = interval.get("used")
-    labels = {"within": "within blocks", "between": "between blocks", "between_runs": "between runs"}
-    if used not in labels:
-        return ""
-    mine = interval.get(used) or {}
-    label = labels[used]
-    if used == "between_runs":
-        label += f", {len(mine.get('earlier_ms') or [])} earlier"
-    rest = "".join(f"; {other.replace('_', ' ')} +-{(interval.get(other) or {})['rel_half_width']:.1%}"
-                   for other in labels if other != used
-                   and (interval.get(other) or {}).get("rel_half_width") is not None)
-    return f", {label} (+-{mine['rel_half_width']:.1%}{rest})"
+    if interval.get("used") == "runs":
+        earlier = len((interval.get("runs") or {}).get("earlier_ms") or [])
+        own = interval["own_rel_half_width"]
+        return f", with {earlier} earlier runs (this run's calls +-{own:.1%})"
+    calls = (interval.get("blocks") or {}).get("calls")
+    return f", from {len(calls)} blocks" if calls else ""
 
 
 def latency_line(bench: Mapping[str, Any]) -> str:
     """Median with its 95% CI, tail, spread, cold call, count and why the loop stopped."""
-    lat = bench["latency"]
-    ci = ""
+    lat, stop = bench["latency"], bench.get("stop") or {}
+    ci = p99 = spread = ""
     if lat.get("median_ci95_low_ms") is not None:
-        ci = f" [95% CI {_g(lat['median_ci95_low_ms'])}-{_g(lat['median_ci95_high_ms'])}{interval_text(bench)}]"
-    spread = ""
+        low, high = _g(lat["median_ci95_low_ms"]), _g(lat["median_ci95_high_ms"])
+        ci = f" [95% CI {low}-{high}{interval_text(bench)}]"
+    if "p99_ms" in lat:
+        p99 = f"  p99 {_g(lat['p99_ms'])}"
     if lat.get("iqr_ms") is not None:
         spread = f"  IQR {_g(lat['iqr_ms'])} ms ({lat['iqr_over_median']:.1%})"
-    stop = bench.get("stop") or {}
     why = stop_text(stop.get("reason"), stop.get("ci_rel_half_width"), stop.get("precision"))
-    return (f"latency   median {_g(lat['median_ms'])} ms{ci}  p90 {_g(lat['p90_ms'])}"
-            + (f"  p99 {_g(lat['p99_ms'])}" if "p99_ms" in lat else "") + f" ms{spread}  "
-            f"cold {_g(bench['cold_ms'])} ms  ({lat['count']} timed" + (f", stop: {why})" if stop.get("reason")
-                                                                          else ")"))
+    timed = f"{lat['count']} timed" + (f", stop: {why}" if stop.get("reason") else "")
+    return (f"latency   median {_g(lat['median_ms'])} ms{ci}  p90 {_g(lat['p90_ms'])}{p99} ms"
+            f"{spread}  cold {_g(bench['cold_ms'])} ms  ({timed})")
 
 
 def compute_line(bench: Mapping[str, Any]) -> str:
-    """Throughput, device-event median, FLOPs per call, achieved TFLOP/s and MFU (or why it is missing)."""
+    """Throughput, device-event median, FLOPs per call, TFLOP/s and MFU (or why it is missing)."""
     thr = bench["throughput"]
     parts = [f"throughput {_g(thr['value'])} {thr['unit']}"]
     events = bench.get("event_latency")
@@ -97,12 +85,15 @@ def compute_line(bench: Mapping[str, Any]) -> str:
         parts.append(f"events median {_g(events['median_ms'])} ms")
     flops = bench.get("flops") or {}
     if flops.get("per_call") is not None:
-        parts.append(f"{_g(flops['per_call'] / 1e9)} GFLOP/call  {_g(flops['achieved_tflops'])} TFLOP/s")
+        gflop, tflops = _g(flops["per_call"] / 1e9), _g(flops["achieved_tflops"])
+        parts.append(f"{gflop} GFLOP/call  {tflops} TFLOP/s")
         bound = "" if flops.get("complete", True) else ">= "
+        missing = flops.get("peak_missing") or "no peak TFLOP/s for this device/dtype"
         if flops.get("mfu") is not None:
-            parts.append(f"MFU {bound}{flops['mfu']:.1%} of {_g(flops['peak_tflops'])} ({flops.get('peak_entry')})")
+            parts.append(f"MFU {bound}{flops['mfu']:.1%} of {_g(flops['peak_tflops'])} "
+                         f"({flops.get('peak_entry')})")
         else:
-            parts.append(f"MFU n/a ({flops.get('peak_missing') or 'no peak TFLOP/s for this device/dtype'})")
+            parts.append(f"MFU n/a ({missing})")
         if flops.get("uncounted_ops"):
             parts.append("not counted: " + ", ".join(sorted(flops["uncounted_ops"])))
     elif flops.get("skipped"):
@@ -114,9 +105,10 @@ def memory_line(bench: Mapping[str, Any]) -> str:
     """Peak device and host memory with the scope they were measured in."""
     memory = bench["memory"]
     mem = {k: v for k, v in memory.items() if k.endswith("_mb")}
-    if str(memory.get("scope", "")).startswith("cpu"):  # the device figures repeat the host's peak RSS
+    if str(memory.get("scope", "")).startswith("cpu"):  # the device figures repeat the host's RSS
         mem = {"peak_rss_mb": memory.get("peak_rss_mb")}
-    return "memory    " + "  ".join(f"{k} {_g(v)}" for k, v in mem.items()) + f"  ({memory.get('scope')})"
+    figures = "  ".join(f"{k} {_g(v)}" for k, v in mem.items())
+    return f"memory    {figures}  ({memory.get('scope')})"
 
 
 def phases_line(bench: Mapping[str, Any]) -> str | None:
@@ -135,9 +127,10 @@ def phases_line(bench: Mapping[str, Any]) -> str | None:
 
 def bench_lines(bench: Mapping[str, Any]) -> list[str]:
     """All performance lines of the summary, with the noise warning last."""
-    lines = [latency_line(bench), compute_line(bench)] + ([memory_line(bench)] if bench.get("memory") else [])
+    lines = [latency_line(bench), compute_line(bench)]
+    lines += [memory_line(bench)] if bench.get("memory") else []
     lines += [line for line in (warmup_line(bench), phases_line(bench)) if line]
     noise = bench.get("noise") or {}
     if noise.get("noisy"):
-        lines += [f"warning   {noise[key]}" for key in ("warning", "drift_warning", "runs_warning") if noise.get(key)]
+        lines += [f"warning   {noise[k]}" for k in ("warning", "runs_warning") if noise.get(k)]
     return lines

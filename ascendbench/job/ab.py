@@ -1,28 +1,17 @@
-"""``bench.ab=unpatched``: does the model run faster with its ``model.patches`` than without them?
-
-Two runs timed one after the other meet a shared host in two states (the level of a 1 ms op moves by 5% to 40%
-from one second to the next), so they cannot tell a 5% speed-up from the host. After the device run, whose patch
-block has exited (the model is unpatched again), the same call is timed without the patches (side A) and with
-them (side B) in alternating blocks of one run (:mod:`ascendbench.bench.interleave`): the patches are applied
-and restored around every block of B. The sign test on the log ratios of neighbouring blocks
-(:mod:`ascendbench.bench.pairs`, the regression gate's ``paired`` method) says whether B is slower or faster
-than A: SLOWER (or FASTER) when one-sided ``p < ALPHA`` and the median shift is beyond ``MIN_EFFECT``, the
-gate's defaults (conf/report.yaml ``compare``).
-
-The record's ``ab`` section: ``against``, both sides' bench sections ``a`` (unpatched) and ``b`` (patched), each
-with its ``interleave`` evidence, the ``decision``, the ``speedup`` (A's median call over B's: above 1, the
-patches make it faster) and ``speedup_paired`` (the same from the median pair, ``1 / (1 + shift)``: what the test
-judged; the medians of all calls also hold the host's moves during the run).
+"""``bench.ab=unpatched``: the device run's call timed without its ``model.patches`` (side A) and
+with them (B) in alternating blocks of one run, judged both ways by the regression gate's rule with
+its defaults (docs/performance.md "Interleaved A/B"; the record's ``ab`` section).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any, Callable, Mapping
 
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.interleave import Interleaved, InterleavedLoop, Side
-from ascendbench.bench.pairs import MIN_PAIRS, PAIRED_TEST, paired_shift
+from ascendbench.bench.stats import Shift
 from ascendbench.config.rules import AB_FIX
 from ascendbench.errors import ConfigError
 from ascendbench.job.record import write_json_atomic
@@ -34,8 +23,8 @@ log = logging.getLogger(__name__)
 # The regression gate's defaults (conf/report.yaml ``compare.alpha`` and ``compare.min_effect``).
 ALPHA = 0.05
 MIN_EFFECT = 0.03
-METHOD = PAIRED_TEST
-# The patch modules' loggers: quiet (errors only) while the patches are applied and restored around every block.
+MIN_PAIRS = 6
+# The patch modules' loggers: quiet while the patches are applied and restored around every block.
 PATCH_LOGGER = "ascendbench.patches"
 
 
@@ -45,34 +34,32 @@ def wanted(job: Any) -> bool:
 
 
 def check_applied(job: Any, applied: list[Mapping[str, Any]]) -> None:
-    """With ``bench.ab=unpatched``, raise a :class:`ConfigError` when no patch of ``model.patches`` applies on
-    this device and dtype (``applied``: the device run's ``patches.device`` entries): both sides would be the
-    same model."""
+    """With ``bench.ab=unpatched``, a :class:`ConfigError` when no entry of ``applied`` (the device
+    run's ``patches.device``) applied: both sides would be the same model."""
     if not wanted(job) or any("skipped" not in entry for entry in applied):
         return
-    skipped = "; ".join(f"{entry.get('name')}: {entry.get('skipped')}" for entry in applied) or "none named"
+    skipped = "; ".join(f"{e.get('name')}: {e.get('skipped')}" for e in applied) or "none named"
     raise ConfigError(
-        f"bench.ab=unpatched times the model with its model.patches against it without them, but no patch applies "
-        f"on {job.adapter.name} in {job.precision.name} ({skipped}), so both sides would be the same model; "
-        f"name a patch that applies here (its `devices`), or {AB_FIX}.")
+        "bench.ab=unpatched times the model with its model.patches against it without them, but "
+        f"no patch applies on {job.adapter.name} in {job.precision.name} ({skipped}), so both "
+        f"sides would be the same model; name a patch that applies here (its `devices`), or "
+        f"{AB_FIX}.")
 
 
 def plan_check(job: Any) -> None:
-    """:func:`check_applied` for the dry run, from ``model.patches`` without applying anything: which patches
-    would apply on this device and dtype."""
+    """:func:`check_applied` for the dry run: which of ``model.patches`` would apply here."""
     if not wanted(job):
         return
     entries: list[dict[str, Any]] = []
     for spec in parse_specs(job.cfg.model.get("patches")):
-        reason = (None if spec.applies_on(job.adapter.name) else f"not applied on {job.adapter.name}") or \
-            build_patch(spec).skip_reason(job.precision.name)
+        reason = None if spec.applies_on(job.adapter.name) else f"not applied on {job.adapter.name}"
+        reason = reason or build_patch(spec).skip_reason(job.precision.name)
         entries.append({"name": spec.name, **({"skipped": reason} if reason else {})})
     check_applied(job, entries)
 
 
 def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
-    """Time ``call`` (the device run's call, model unpatched) against itself with the patches, interleaved;
-    return the record's ``ab`` section and log the verdict."""
+    """Time ``call`` (model unpatched) against itself patched; the record's ``ab`` section."""
     specs, adapter, bench_cfg = job.cfg.model.get("patches"), job.adapter, job.cfg.bench
 
     def patched() -> Any:  # applied and restored around every block of B
@@ -80,30 +67,27 @@ def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
 
     log.info("A/B: the model without its patches (A) and with them (B), in alternating blocks ...")
     if (graph := str(job.cfg.device.get("compile") or "none")) != "none":
-        job.warn(f"bench.ab=unpatched with device.compile={graph}: the patches are applied and restored around "
-                 "every block, which a compiled graph may take as a change and recompile; the A/B then times "
-                 "compilation too (compare with device.compile=none)")
+        job.warn(f"bench.ab=unpatched with device.compile={graph}: the patches are applied and "
+                 "restored around every block, which a compiled graph may take as a change and "
+                 "recompile; the A/B then times compilation too (compare with device.compile=none)")
     loop = InterleavedLoop(adapter, BenchBudget.from_config(bench_cfg),
                            noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)))
     with quiet_logger(PATCH_LOGGER):
         run = loop.run(Side("unpatched", call), Side("patched", call, context=patched))
-    items, unit = job.task.items_per_call(job.inputs), job.task.unit
-    a, b = (result.to_dict(items, unit) for result in run.results)
+    items = job.task.items_per_call(job.inputs)
+    a, b = (result.to_dict(items, job.task.unit) for result in run.results)
     decision = judge(run)
-    medians = [side["latency"]["median_ms"] for side in (a, b)]
-    speedup = medians[0] / medians[1] if medians[1] > 0 else None
-    shift = decision.get("shift")
     log.info("patches vs none, interleaved: %s", decision["text"])
-    section = {"against": "unpatched", "a": a, "b": b, "decision": decision, "speedup": speedup,
+    shift = decision.get("shift")
+    section = {"against": "unpatched", "a": a, "b": b, "decision": decision,
+               "speedup": run.results[0].latency.median_ms / run.results[1].latency.median_ms,
                "speedup_paired": None if shift is None else 1.0 / (1.0 + shift)}
     return {**section, "records": write_sides(job, section)}
 
 
 def write_sides(job: Any, section: Mapping[str, Any]) -> dict[str, str]:
-    """Each side as a small record of its own next to ``record.json`` (the job's identity, ``bench`` = the side),
-    for ``python -m ascendbench.report --compare ab_unpatched.json ab_patched.json`` (the gate pairs them by their
-    ``bench.interleave.id``). Named ``ab_*.json``, not ``record.json``: a report over the job directory reads the
-    job's own record only. Returns side -> file name relative to the job directory."""
+    """Each side as a small record ``ab_<side>.json`` next to ``record.json`` (a report reads that
+    alone), for ``python -m ascendbench.report --compare``; side -> path in the job directory."""
     written = {}
     for key, side in (("a", "unpatched"), ("b", "patched")):
         path = job.dir / f"ab_{side}.json"
@@ -114,24 +98,17 @@ def write_sides(job: Any, section: Mapping[str, Any]) -> dict[str, str]:
 
 
 def judge(run: Interleaved) -> dict[str, Any]:
-    """The decision on the interleaved run's pairs: B (patched) against A (unpatched), both ways one-sided."""
+    """The decision on the interleaved run's pairs: B (patched) against A (unpatched), both ways."""
     pairs = run.pairs
-    a, b = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
     if len(pairs) < MIN_PAIRS:
-        text = (f"{METHOD} underpowered: {len(pairs)} pairs < {MIN_PAIRS}; give the A/B more time "
+        text = (f"underpowered: {len(pairs)} pairs < {MIN_PAIRS}; give the A/B more time "
                 "(bench.max_time_s, bench.max_iters)")
-        return {"verdict": "underpowered", "regressed": False, "faster": False, "pairs": len(pairs),
-                "effect": None, "text": text}
-    shift, low, high, p_slower = paired_shift(a, b)
-    p_faster = paired_shift(b, a)[3]
-    slower = p_slower < ALPHA and shift > MIN_EFFECT
-    faster = p_faster < ALPHA and 1.0 / (1.0 + shift) - 1.0 > MIN_EFFECT  # A slower than B by the minimum effect
+        return {"verdict": "underpowered", "regressed": False, "faster": False,
+                "pairs": len(pairs), "effect": None, "text": text}
+    shift = Shift.paired([a for a, _ in pairs], [b for _, b in pairs])
+    slower, faster = shift.slower(ALPHA, MIN_EFFECT), shift.faster(ALPHA, MIN_EFFECT)
     verdict = "SLOWER" if slower else "FASTER" if faster else "no significant difference"
-    ci = "" if low is None or high is None else f" (95% CI {low:+.1%} .. {high:+.1%})"
-    p = p_slower if shift >= 0 else p_faster  # the one-sided p in the direction of the shift
-    effect = f"{shift:+.1%}{ci}, p={p:.2g}, {METHOD}, pairs={len(pairs)}"
-    rule = f"p < {ALPHA:g} one-sided and a shift beyond {MIN_EFFECT:.0%}"
-    return {"verdict": verdict, "regressed": slower, "faster": faster, "pairs": len(pairs), "effect": effect,
-            "shift": shift, "ci95": [low, high], "p_slower": p_slower, "p_faster": p_faster,
+    effect, rule = shift.text(ALPHA), f"a one-sided {1 - ALPHA:.0%} bound beyond {MIN_EFFECT:.0%}"
+    return {"verdict": verdict, "regressed": slower, "faster": faster, "pairs": len(pairs),
+            "effect": effect, "shift": math.expm1(shift.log), "bounds": list(shift.bounds(ALPHA)),
             "alpha": ALPHA, "min_effect": MIN_EFFECT, "text": f"{effect}: {verdict} ({rule})"}
-

@@ -1,16 +1,6 @@
-"""The regression gate: ``python -m ascendbench.report --compare OLD NEW``.
-
-Records of OLD and NEW line up by model, device, dtype, preset, batch, size, frames, steps and seed
-(the latest record per key on each side). A row regresses when NEW's status or accuracy verdict is
-worse than OLD's, or NEW is slower: significantly (a Welch t test on the per-block medians; for older records
-the per-call samples, else the medians' 95% CIs) and by more than ``compare.min_effect``
-(:mod:`ascendbench.report.significance`).
-Each compared workload gets one latency line: the effect with its confidence and the method that decided.
-The per-call samples stay out of the report's frame: they are read from the record files being compared.
-
-Silence is never a pass. The gate also fails when NEW measured nothing (no record, only broken ones,
-jobs that failed before their workload was known, dry runs), when nothing could be compared, and when
-an OLD workload is missing in NEW (unless ``compare.allow_missing``); every such workload is listed.
+"""The regression gate, ``python -m ascendbench.report --compare OLD NEW`` (docs/reports.md): rows
+line up by :data:`KEY`; status, verdict or latency (:mod:`ascendbench.report.significance`, from
+the record files) got worse, or NEW measured nothing or misses an OLD workload: the gate fails.
 """
 
 from __future__ import annotations
@@ -19,19 +9,18 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping
 
 import pandas as pd
 
-from ascendbench.bench.runs import runs_level_variance
+from ascendbench.bench.stats import Interval
 from ascendbench.report.fmt import get, num, short, size_label, table, text
 from ascendbench.report.gather import DRY_RUN
-from ascendbench.report.paired import Pairing
 from ascendbench.report.performance import latest, median_ms
-from ascendbench.report.significance import Latency, LatencyRule, decide
+from ascendbench.report.significance import Latency, LatencyRule, Pairing, decide
 
-KEY = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height", "job.width",
-       "job.num_frames", "job.steps", "job.seed")
+KEY = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height",
+       "job.width", "job.num_frames", "job.steps", "job.seed")
 # Higher is worse. A record without a verdict (no rule, baseline skipped) is not judged on accuracy.
 VERDICT_RANK = {"PASS": 0, "WARN": 1, "FAIL": 2}
 
@@ -45,19 +34,19 @@ class Comparison:
     only_old: list[str]
     only_new: list[str]
     rule: LatencyRule
-    unmeasured: list[str] = field(default_factory=list)  # NEW records that measured nothing, with why
+    unmeasured: list[str] = field(default_factory=list)  # NEW records that measured nothing: why
     measured: int = 0  # NEW records that finished ok and are not dry runs
     new_records: int = 0
     allow_missing: bool = False
-    latency: list[str] = field(default_factory=list)  # one line per compared workload: effect, method, verdict
+    latency: list[str] = field(default_factory=list)  # one line per compared workload
 
     @property
     def reasons(self) -> list[str]:
         """Why the gate fails, one sentence each (empty when it passes)."""
         found = []
         if self.measured == 0:
-            found.append(f"NEW measured nothing: none of its {self.new_records} record(s) is a job that finished ok "
-                         "(a gate with nothing measured cannot pass)")
+            found.append(f"NEW measured nothing: none of its {self.new_records} record(s) is a "
+                         "job that finished ok (a gate with nothing measured cannot pass)")
         elif self.compared == 0:
             found.append("no workload of NEW matches one of OLD, so nothing was compared")
         if self.only_old and not self.allow_missing:
@@ -69,11 +58,11 @@ class Comparison:
 
     @property
     def failed(self) -> bool:
-        """True when a row regressed, NEW measured or matched nothing, or an OLD workload is missing."""
+        """True when a row regressed, NEW measured or matched nothing, or OLD has more."""
         return bool(self.reasons)
 
     def text(self) -> str:
-        """A human-readable account: the verdict and its reasons, the offending rows, what did not line up."""
+        """The latency lines, the offending rows, what did not line up, the verdict and why."""
         lines = [f"compared {self.compared} workload(s)", self.rule.describe()]
         if self.latency:
             lines += ["latency, NEW vs OLD:"] + [f"- {line}" for line in self.latency]
@@ -81,7 +70,8 @@ class Comparison:
             headers = ["model", "device", "dtype", "preset", "size", "batch", "what", "old", "new"]
             lines += [f"{len(self.regressions)} regression(s):", table(headers, self.regressions)]
         if self.only_old:
-            lines.append("missing in NEW (OLD workloads NEW does not hold): " + "; ".join(self.only_old))
+            missing = "; ".join(self.only_old)
+            lines.append(f"missing in NEW (OLD workloads NEW does not hold): {missing}")
         if self.unmeasured:
             lines.append("NEW records that measured nothing: " + "; ".join(self.unmeasured))
         if self.only_new:
@@ -95,8 +85,9 @@ def _key(row: Mapping[str, Any]) -> tuple:
 
 
 def _label(row: Mapping[str, Any]) -> str:
-    return " ".join(text(get(row, k)) for k in ("job.model", "job.device", "job.dtype", "job.preset")) + \
-        f" {size_label(row)} b{num(get(row, 'job.batch_size'))}"
+    names = " ".join(text(get(row, k)) for k in ("job.model", "job.device", "job.dtype",
+                                                 "job.preset"))
+    return f"{names} {size_label(row)} b{num(get(row, 'job.batch_size'))}"
 
 
 def measured(row: Mapping[str, Any]) -> bool:
@@ -127,42 +118,17 @@ def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
     return {k: latest(v) for k, v in grouped.items()}
 
 
-class Evidence(NamedTuple):
-    """What a record's ``bench`` section holds for the latency decision, each part None (0 for the level) when
-    absent or not sensible (records are data: nothing is trusted)."""
-
-    samples: tuple[float, ...] | None  # per-call latencies, bench.samples_ms
-    blocks: tuple[float, ...] | None  # per-block medians, bench.interval.blocks.medians_ms
-    pairing: Pairing | None  # the interleaved run's pairing, bench.interleave
-    runs_level: float  # the level's variance between runs, bench.interval.between_runs
-
-
-NO_EVIDENCE = Evidence(None, None, None, 0.0)
-
-
-def record_samples(path: str | Path) -> tuple[float, ...] | None:
-    """The record's per-call latencies (``bench.samples_ms``), None when absent or not all finite and > 0."""
-    return record_evidence(path).samples
-
-
-def record_evidence(path: str | Path) -> Evidence:
-    """The :class:`Evidence` of a record file (nothing when it cannot be read)."""
-    try:
-        bench = json.loads(Path(path).read_text()).get("bench")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        return NO_EVIDENCE
-    return section_evidence(bench)
-
-
-def section_evidence(bench: Any) -> Evidence:
-    """:func:`record_evidence` of a ``bench`` section already read (a record's, or a side of its ``ab``)."""
+def section_latency(bench: Any, median: float) -> Latency:
+    """The interval and pairing of a ``bench`` section, recomputed from its own calls
+    (``samples_ms``) and earlier run medians (``interval.runs.earlier_ms``): a bound edited in the
+    record is not believed."""
     if not isinstance(bench, Mapping):
-        return NO_EVIDENCE
-    interval = bench.get("interval")
-    blocks = interval.get("blocks") if isinstance(interval, Mapping) else None
-    samples = _positive(bench.get("samples_ms"))
-    return Evidence(samples, _positive(blocks.get("medians_ms") if isinstance(blocks, Mapping) else None),
-                    Pairing.from_section(bench.get("interleave"), samples), runs_level_variance(interval))
+        return Latency(median)
+    samples, interval = _positive(bench.get("samples_ms")), bench.get("interval")
+    runs = interval.get("runs") if isinstance(interval, Mapping) else None
+    earlier = _positive(runs.get("earlier_ms")) if isinstance(runs, Mapping) else None
+    return Latency(median, Interval.of(samples, earlier or ()) if samples else None,
+                   Pairing.from_section(bench.get("interleave"), samples))
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:
@@ -174,33 +140,24 @@ def _positive(values: Any) -> tuple[float, ...] | None:
 
 
 def latency_of(row: Mapping[str, Any]) -> Latency | None:
-    """A row's latency evidence (median, its 95% CI, the samples and block medians from its record file); None
-    without a median."""
+    """A row's median with the interval and pairing of its record file (None: no finite median)."""
     median = median_ms(row)
     if not median or not math.isfinite(median) or median < 0:  # NaN or Inf is no measurement
         return None
-    low, high, count = (_float(get(row, f"bench.latency.{k}")) for k in ("median_ci95_low_ms", "median_ci95_high_ms",
-                                                                         "count"))
-    return _latency(median, (low, high, count), record_evidence(row["record"]))
+    try:
+        bench = json.loads(Path(row["record"]).read_text()).get("bench")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        bench = None
+    return section_latency(bench, median)
 
 
 def latency_from_section(bench: Any) -> Latency | None:
-    """The latency evidence of a ``bench`` section in memory (a side of a record's ``ab``), as :func:`latency_of`
-    reads it from a record; None without a finite median."""
+    """:func:`latency_of` for a ``bench`` section in memory (a side of a record's ``ab``)."""
     latency = bench.get("latency") if isinstance(bench, Mapping) else None
     median = _float(latency.get("median_ms")) if isinstance(latency, Mapping) else None
-    if median is None or not math.isfinite(median) or median < 0:
+    if not median or not math.isfinite(median) or median < 0:
         return None
-    low, high, count = (_float(latency.get(k)) for k in ("median_ci95_low_ms", "median_ci95_high_ms", "count"))
-    return _latency(median, (low, high, count), section_evidence(bench))
-
-
-def _latency(median: float, recorded: tuple[float | None, float | None, float | None], found: Evidence) -> Latency:
-    """A side's :class:`Latency`: its median, its recorded (CI low, CI high, count) and the section's evidence."""
-    low, high, count = recorded
-    return Latency(median_ms=median, ci_low_ms=low, ci_high_ms=high, samples_ms=found.samples,
-                   count=None if count is None else int(count), block_medians_ms=found.blocks,
-                   pairing=found.pairing, runs_level=found.runs_level)
+    return section_latency(bench, median)
 
 
 def _float(value: Any) -> float | None:
@@ -209,18 +166,21 @@ def _float(value: Any) -> float | None:
 
 
 def row_verdict(row: Mapping[str, Any]) -> Any:
-    """The record's verdict, or the worst verdict of its metrics where that is worse: a record is data, and a
-    hand-edited ``verdict: PASS`` over a failing metric is not believed."""
+    """The record's verdict, or the worst verdict of its metrics where that is worse: a record is
+    data, and a hand-edited ``verdict: PASS`` over a failing metric is not believed."""
     claimed = get(row, "verdict")
-    found = [v for k, v in row.items() if k.startswith("metrics.") and k.endswith(".verdict") and v in VERDICT_RANK]
+    found = [v for k, v in row.items()
+             if k.startswith("metrics.") and k.endswith(".verdict") and v in VERDICT_RANK]
     derived = max(found, key=VERDICT_RANK.get) if found else None
-    if derived is not None and (claimed not in VERDICT_RANK or VERDICT_RANK[derived] > VERDICT_RANK[claimed]):
-        return derived
-    return claimed
+    rank = VERDICT_RANK.get
+    if derived is None or (claimed in VERDICT_RANK and rank(derived) <= rank(claimed)):
+        return claimed
+    return derived
 
 
-def _regressions(old: Mapping[str, Any], new: Mapping[str, Any], rule: LatencyRule) -> tuple[list, str | None]:
-    """(what got worse as (what, old, new) rows, the latency line or None when a side has no median)."""
+def _regressions(old: Mapping[str, Any], new: Mapping[str, Any],
+                 rule: LatencyRule) -> tuple[list, str | None]:
+    """(what got worse as (what, old, new) rows, the latency line or None without two medians)."""
     found = []
     if get(old, "status") == "ok" and get(new, "status") != "ok":
         found.append(("status", "ok", f"{get(new, 'status')}: {text(get(new, 'error.type'))}"))
@@ -244,10 +204,7 @@ def _regressions(old: Mapping[str, Any], new: Mapping[str, Any], rule: LatencyRu
 
 def compare_frames(old: pd.DataFrame, new: pd.DataFrame, rule: LatencyRule | None = None,
                    allow_missing: bool = False) -> Comparison:
-    """Line up OLD and NEW records, list every row that got worse and everything NEW did not measure.
-
-    ``rule`` decides latency regressions (default: :class:`LatencyRule`'s defaults, as in report.yaml).
-    """
+    """Line up OLD and NEW records: every row that got worse, everything NEW did not measure."""
     rule = rule or LatencyRule()
     old_rows, new_rows = _latest_by_key(old), _latest_by_key(new)
     common = [k for k in old_rows if k in new_rows]
@@ -256,12 +213,12 @@ def compare_frames(old: pd.DataFrame, new: pd.DataFrame, rule: LatencyRule | Non
         o, n = old_rows[key], new_rows[key]
         found, line = _regressions(o, n, rule)
         latency += [line] if line else []
+        names = [text(get(n, k)) for k in ("job.model", "job.device", "job.dtype", "job.preset")]
         for what, was, now in found:
-            offending.append([text(get(n, "job.model")), text(get(n, "job.device")), text(get(n, "job.dtype")),
-                              text(get(n, "job.preset")), size_label(n), num(get(n, "job.batch_size")), what, was, now])
+            offending.append([*names, size_label(n), num(get(n, "job.batch_size")), what, was, now])
     only = lambda a, b: sorted(_label(a[k]) for k in a if k not in b)  # noqa: E731
     new_list = [] if new.empty else new.to_dict("records")
     unmeasured = [why for row in new_list if (why := why_unmeasured(row))]
-    return Comparison(offending, len(common), only(old_rows, new_rows), only(new_rows, old_rows), rule,
-                      unmeasured=unmeasured, measured=sum(measured(r) for r in new_list), new_records=len(new_list),
-                      allow_missing=allow_missing, latency=latency)
+    return Comparison(offending, len(common), only(old_rows, new_rows), only(new_rows, old_rows),
+                      rule, unmeasured=unmeasured, measured=sum(measured(r) for r in new_list),
+                      new_records=len(new_list), allow_missing=allow_missing, latency=latency)

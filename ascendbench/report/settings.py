@@ -78,20 +78,18 @@ def check_html(settings: DictConfig) -> None:
 def check_compare(settings: DictConfig) -> None:
     """Validate the ``compare`` options of the regression gate and store them with their proper types.
 
-    ``method`` one of :data:`~ascendbench.report.significance.METHODS`, ``alpha`` in (0, 1), ``min_effect``
-    a finite fraction >= 0 (``noise``, its deprecated alias, replaces it when set), ``min_samples`` an
-    integer >= 2, ``allow_missing`` a boolean.
+    ``alpha`` in (0, 1), ``min_effect`` a finite fraction >= 0 (``noise``, its deprecated alias, replaces it
+    when set), ``allow_missing`` a boolean; the deprecated ``method`` (null or one of
+    :data:`~ascendbench.report.significance.METHODS`) and ``min_samples`` (null or an integer >= 2).
 
     Raises:
         ReportError: naming the key, the value, what is allowed and how to set it.
     """
     compare = settings.compare
-    if compare.method not in METHODS:
+    if compare.method is not None and compare.method not in METHODS:
         raise ReportError(
-            f"compare.method={compare.method!r} is not allowed: it is one of {', '.join(METHODS)} (where the "
-            "gate's chain of evidence starts: the paired test of an interleaved run, the test on the block medians, "
-            "the test on the per-call samples, the "
-            "medians' 95% CIs, the medians alone). Pass e.g. `--set compare.method=ci_overlap`.")
+            f"compare.method={compare.method!r} is not allowed: it is deprecated and ignored (the gate has one "
+            f"rule, docs/reports.md), and accepted as null or one of {', '.join(METHODS)}. Drop it.")
     compare.alpha = _number(compare.alpha, lambda v: 0 < v < 1, (
         "compare.alpha={raw!r} is not allowed: the significance level of the gate's test is a number strictly "
         "between 0 and 1 (0.05: a 5% chance of calling an unchanged workload slower). Pass e.g. `--alpha 0.01` "
@@ -134,8 +132,7 @@ def _alias_noise(compare: DictConfig) -> None:
 
 def _check_min_samples(compare: DictConfig) -> None:
     raw = compare.min_samples
-    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 2:
+    if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 2):
         raise ReportError(
-            f"compare.min_samples={raw!r} is not allowed: it is an integer >= 2, the fewest per-call samples a "
-            "side for the significance test (fewer: the test is underpowered and the CIs decide). Pass e.g. "
-            "`--set compare.min_samples=10`.")
+            f"compare.min_samples={raw!r} is not allowed: it is deprecated and ignored (the gate has one rule, "
+            "docs/reports.md), and accepted as null or an integer >= 2. Drop it.")

@@ -212,7 +212,7 @@ def _kernels(entry: Mapping[str, Any]) -> str:
 
 def ratio_cell(group: VariantGroup, variant: Variant, rule: LatencyRule | None = None) -> str:
     """``1x (baseline)``; ``1.23x slower`` / ``0.81x faster`` with the gate's evidence when the shift is
-    significant (Mann-Whitney U on the calls, else CI overlap, see :mod:`ascendbench.report.significance`);
+    significant (the regression gate's rule, :mod:`ascendbench.report.significance`);
     ``no significant difference`` otherwise: host noise is never sold as a speed-up."""
     if variant is group.baseline:
         return "1x (baseline)" if median_ms(variant.row) else "baseline (no latency)"

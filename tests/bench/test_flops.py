@@ -1,4 +1,5 @@
-"""FLOP counting: exact counts of known layers, the extra attention formulas, and uncounted kernels."""
+"""FLOP counting: exact counts of known layers, the extra attention formulas, and uncounted kernels.
+"""
 
 from __future__ import annotations
 
@@ -36,11 +37,14 @@ def test_cpu_scaled_dot_product_attention_is_counted():
 
 def test_a_fused_kernel_without_formula_is_listed_not_silently_zero():
     q = torch.randn(1, 2, 8, 4)
-    count = count_flops(lambda: (fused_attention(q, q, q), torch.nn.functional.linear(q, torch.randn(4, 4))))
+    count = count_flops(lambda: (fused_attention(q, q, q),
+                                 torch.nn.functional.linear(q, torch.randn(4, 4))))
     assert count.uncounted_ops == {"ascendbench_test.fused_attention": 1}
     assert not count.complete and count.flops > 0
-    section = flops_section(count, median_ms=1.0, peak={"tflops": 1.0, "source": "test"}, dtype="float32")
-    assert section["complete"] is False and "ascendbench_test.fused_attention" in section["uncounted_ops"]
+    section = flops_section(count, median_ms=1.0, peak={"tflops": 1.0, "source": "test"},
+                            dtype="float32")
+    assert section["complete"] is False
+    assert "ascendbench_test.fused_attention" in section["uncounted_ops"]
 
 
 def test_heavy_op_patterns_are_configurable():
@@ -51,7 +55,8 @@ def test_heavy_op_patterns_are_configurable():
 
 @pytest.mark.parametrize("layout", ["BNSD", "BSND", "BSH", "SBH"])
 def test_npu_fusion_attention_formula_matches_sdpa_in_every_layout(layout):
-    b, n, n_kv, sq, skv, d = 2, 8, 2, 64, 96, 16  # grouped-query attention: 8 query heads, 2 kv heads
+    # grouped-query attention: 8 query heads, 2 kv heads
+    b, n, n_kv, sq, skv, d = 2, 8, 2, 64, 96, 16
     q_bnsd, kv_bnsd = (b, n, sq, d), (b, n_kv, skv, d)
     as_layout = {
         "BNSD": lambda s: s,
@@ -59,7 +64,8 @@ def test_npu_fusion_attention_formula_matches_sdpa_in_every_layout(layout):
         "BSH": lambda s: (s[0], s[2], s[1] * s[3]),
         "SBH": lambda s: (s[2], s[0], s[1] * s[3]),
     }[layout]
-    got = npu_fusion_attention_flop(as_layout(q_bnsd), as_layout(kv_bnsd), as_layout(kv_bnsd), n, layout)
+    got = npu_fusion_attention_flop(as_layout(q_bnsd), as_layout(kv_bnsd), as_layout(kv_bnsd), n,
+                                    layout)
     assert got == sdpa_flop_count(q_bnsd, kv_bnsd, kv_bnsd) == 4 * b * n * sq * skv * d
 
 
@@ -69,13 +75,17 @@ def test_varlen_layout_has_no_formula():
 
 
 def test_flops_section_derives_tflops_and_mfu_from_the_median():
-    count = count_flops(lambda: torch.nn.functional.linear(torch.randn(64, 128), torch.randn(256, 128)))
-    section = flops_section(count, median_ms=2.0, peak={"tflops": 0.5, "source": "sheet", "entry": "X"},
-                            dtype="bfloat16")
+    a, b = torch.randn(64, 128), torch.randn(256, 128)
+    count = count_flops(lambda: torch.nn.functional.linear(a, b))
+    section = flops_section(count, median_ms=2.0,
+                            peak={"tflops": 0.5, "source": "sheet", "entry": "X"}, dtype="bfloat16")
     achieved = count.flops / 2e-3 / 1e12
-    assert section["per_call"] == 2 * 64 * 128 * 256 and section["achieved_tflops"] == pytest.approx(achieved)
+    assert section["per_call"] == 2 * 64 * 128 * 256
+    assert section["achieved_tflops"] == pytest.approx(achieved)
     assert section["mfu"] == pytest.approx(achieved / 0.5) and section["peak_entry"] == "X"
-    missing = flops_section(count, median_ms=2.0, peak={"tflops": None, "missing": "no entry"}, dtype="float32")
+    missing = flops_section(count, median_ms=2.0, peak={"tflops": None, "missing": "no entry"},
+                            dtype="float32")
     assert missing["mfu"] is None and missing["peak_missing"] == "no entry"
-    skipped = flops_section(None, median_ms=2.0, peak={}, dtype="float32", error="bench.flops.enabled=false")
+    skipped = flops_section(None, median_ms=2.0, peak={}, dtype="float32",
+                            error="bench.flops.enabled=false")
     assert skipped["skipped"] == "bench.flops.enabled=false"

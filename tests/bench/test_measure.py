@@ -29,21 +29,24 @@ def decode_call():
 
 
 def bench_cfg(compose_cfg, *overrides):
-    return compose_cfg(["device=cpu", "bench.min_iters=3", "bench.max_iters=4", "bench.min_time_s=0",
-                        *overrides]).bench
+    return compose_cfg(["device=cpu", "bench.min_iters=3", "bench.max_iters=4",
+                        "bench.min_time_s=0", *overrides]).bench
 
 
 def test_section_has_latency_flops_noise_and_stop(compose_cfg, decode_call):
-    adapter = DeviceAdapter("cpu", peak=compose_cfg(["device=cpu", "device.peak.override.float32=2.0"]).device.peak)
+    peak = compose_cfg(["device=cpu", "device.peak.override.float32=2.0"]).device.peak
+    adapter = DeviceAdapter("cpu", peak=peak)
     workload = Workload("float32", items_per_call=1, unit="images")
     result, section = measure(decode_call, adapter, bench_cfg(compose_cfg), workload)
-    assert 3 <= section["latency"]["count"] <= 4 and section["stop"]["reason"] in ("precision", "max_iters")
+    assert 3 <= section["latency"]["count"] <= 4
+    assert section["stop"]["reason"] in ("precision", "max_iters")
     for key in ("median_ms", "p99_ms", "iqr_ms", "cv", "median_ci95_low_ms"):
         assert key in section["latency"]
     assert section["noise"]["threshold"] == 0.10 and section["throughput"]["unit"] == "images/s"
     flops = section["flops"]
     assert flops["per_call"] > 0 and flops["complete"] and flops["by_op"]["aten.convolution"] > 0
-    assert flops["peak_tflops"] == 2.0 and flops["mfu"] == pytest.approx(flops["achieved_tflops"] / 2.0)
+    assert flops["peak_tflops"] == 2.0
+    assert flops["mfu"] == pytest.approx(flops["achieved_tflops"] / 2.0)
     seconds = section["latency"]["median_ms"] * 1e-3
     assert flops["achieved_tflops"] == pytest.approx(flops["per_call"] / seconds / 1e12)
     assert result.first_outputs["image"].shape == (1, 3, 16, 16)
@@ -53,11 +56,13 @@ def test_cpu_without_a_peak_figure_records_why_there_is_no_mfu(compose_cfg, deco
     adapter = DeviceAdapter("cpu", peak=compose_cfg(["device=cpu"]).device.peak)
     _, section = measure(decode_call, adapter, bench_cfg(compose_cfg, "bench.iters=1"),
                          Workload("float32", 1, "images"))
-    assert section["flops"]["mfu"] is None and "device.peak.override.float32" in section["flops"]["peak_missing"]
+    assert section["flops"]["mfu"] is None
+    assert "device.peak.override.float32" in section["flops"]["peak_missing"]
 
 
 def test_disabled_bench_times_one_call_and_counts_nothing(compose_cfg, decode_call):
-    _, section = measure(decode_call, DeviceAdapter("cpu"), bench_cfg(compose_cfg, "bench.enabled=false"),
+    _, section = measure(decode_call, DeviceAdapter("cpu"),
+                         bench_cfg(compose_cfg, "bench.enabled=false"),
                          Workload("float32", 1, "images"))
     assert section["latency"]["count"] == 1 and section["flops"]["skipped"] == "bench.enabled=false"
 
@@ -93,9 +98,9 @@ def test_phase_timer_is_attached_only_to_tasks_that_ask_for_it():
 
 
 def test_memory_delta_sees_a_host_allocation():
-    # A fresh anonymous mapping, every page written: new resident pages whatever the allocator kept from earlier
-    # tests in this worker (a torch tensor of the same size can land in memory a freed one left resident, and
-    # then the delta is rightly 0: seen once in CI).
+    # A fresh anonymous mapping, every page written: new resident pages whatever the allocator kept
+    # from earlier tests in this worker (a torch tensor of the same size can land in memory a freed
+    # one left resident, and then the delta is rightly 0: seen once in CI).
     size = 64 * 1024 * 1024
     with MemoryDelta(DeviceAdapter("cpu")) as delta:
         held = mmap.mmap(-1, size)
@@ -108,4 +113,5 @@ def test_memory_delta_sees_a_host_allocation():
 
 
 def test_tensor_bytes_of_a_module():
-    assert tensor_bytes_mb(torch.nn.Linear(1024, 256)) == pytest.approx((1024 * 256 + 256) * 4 / 2**20)
+    expected = (1024 * 256 + 256) * 4 / 2**20
+    assert tensor_bytes_mb(torch.nn.Linear(1024, 256)) == pytest.approx(expected)

@@ -1,11 +1,17 @@
-"""Fakes for the timing loops: a clock that moves only when a fake call moves it, and a host-only adapter.
+"""Fakes for the timing loops: a clock that moves only when a fake call moves it, a host-only
+adapter, and a run of the bench loop on a fake host.
 
 The adapter has the surface :class:`ascendbench.bench.loop.BenchLoop` and
-:class:`ascendbench.bench.interleave.InterleavedLoop` use of :class:`ascendbench.devices.DeviceAdapter`
-(synchronize, new_event, reset_peak_memory, peak_memory_mb), as the CPU adapter has it: no events.
+:class:`ascendbench.bench.interleave.InterleavedLoop` use of
+:class:`ascendbench.devices.DeviceAdapter` (synchronize, new_event, reset_peak_memory,
+peak_memory_mb), as the CPU adapter has it: no events.
 """
 
 from __future__ import annotations
+
+from typing import Iterable
+
+from ascendbench.bench.loop import BenchLoop
 
 
 class FakeClock:
@@ -19,7 +25,8 @@ class FakeClock:
 
 
 class HostOnlyAdapter:
-    """A CPU-like adapter: no events, synchronize is a no-op; ``log`` keeps what the loop asked of it."""
+    """A CPU-like adapter: no events, synchronize is a no-op; ``log`` keeps what the loop asked of
+    it."""
 
     name = "fake"
 
@@ -37,3 +44,15 @@ class HostOnlyAdapter:
 
     def peak_memory_mb(self):
         return {"peak_rss_mb": 1.0, "scope": "fake"}
+
+
+def fake_run(durations_s: Iterable[float], budget, history=None, clock: FakeClock | None = None):
+    """The bench loop on a call whose n-th invocation takes ``durations_s[n]`` seconds of fake time.
+    """
+    clock = clock or FakeClock()
+    durations = iter(durations_s)
+
+    def call():
+        clock.now += next(durations)
+
+    return BenchLoop(HostOnlyAdapter(), budget, clock=clock, history=history).run(call)

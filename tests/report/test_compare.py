@@ -1,7 +1,8 @@
-"""The regression gate: worse verdicts or slower medians beyond the minimum effect fail; identical inputs pass.
+"""The regression gate: worse verdicts or slower medians beyond the minimum effect fail; identical
+inputs pass.
 
-These records carry no per-call samples and no CIs: the medians alone decide (tests/report/test_significance.py
-covers the significance test and the CI-overlap fallback)."""
+These records carry no per-call samples and no CIs: the medians alone decide
+(tests/report/test_significance.py covers the significance test and the CI-overlap fallback)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,11 @@ def test_planted_latency_regression_is_flagged(write_record, tmp_path, capsys):
     assert main(["--compare", str(old), str(new)]) == 1
     out = capsys.readouterr().out
     assert "| median latency | 100 ms | 110 ms (+10.0%) |" in out
-    assert "medians only" in out, "no samples, no CIs: the printed line says the medians alone decided"
-    assert main(["--compare", str(old), str(new), "--min-effect", "0.2"]) == 0, "within a 20% minimum effect"
-    assert main(["--compare", str(old), str(new), "--noise", "0.2"]) == 0, "--noise: deprecated alias of --min-effect"
+    assert "medians only" in out, "no samples: the line says the medians alone decided"
+    assert main(["--compare", str(old), str(new), "--min-effect",
+                 "0.2"]) == 0, "within a 20% minimum effect"
+    assert main(["--compare", str(old), str(new), "--noise",
+                 "0.2"]) == 0, "--noise: deprecated alias of --min-effect"
 
 
 def test_changes_within_the_minimum_effect_are_noise(write_record, tmp_path):
@@ -58,7 +61,8 @@ def test_rows_only_on_one_side_are_listed_not_failed(write_record, tmp_path):
     old, new = _sides(write_record, tmp_path, {})
     write_record("c", root=new, dtype="bfloat16")
     result = compare_frames(records_frame([old]), records_frame([new]), RULE)
-    assert not result.failed and result.only_new == ["flux2_small_decoder npu bfloat16 mini 512x512 b1"]
+    assert not result.failed
+    assert result.only_new == ["flux2_small_decoder npu bfloat16 mini 512x512 b1"]
     assert "only in NEW (not compared)" in result.text()
 
 
@@ -80,7 +84,8 @@ def test_silence_in_new_is_no_pass(write_record, tmp_path, capsys):
         assert main(["--compare", str(old), str(new)]) == 1, what
         out = capsys.readouterr().out
         assert "gate FAILED" in out and "1 regression(s)" in out, what
-        assert ("none (accuracy not judged)" if what == "no accuracy verdict" else "not measured") in out, what
+        said = "none (accuracy not judged)" if what == "no accuracy verdict" else "not measured"
+        assert said in out, what
 
 
 def test_a_new_verdict_edited_to_pass_over_a_failing_metric_is_a_regression(write_record, tmp_path):

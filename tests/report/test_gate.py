@@ -40,7 +40,8 @@ def test_compare_fails_when_new_is_empty(old, tmp_path, capsys):
 
 
 def test_compare_fails_when_new_holds_only_broken_records(old, tmp_path, capsys):
-    for name, content in (("x", "{not json"), ("y", json.dumps({"status": "ok", "metrics": "oops"}))):
+    for name, content in (("x", "{not json"),
+                          ("y", json.dumps({"status": "ok", "metrics": "oops"}))):
         (tmp_path / "new" / name).mkdir(parents=True)
         (tmp_path / "new" / name / "record.json").write_text(content)
     status, out, _ = _gate(old, tmp_path / "new", capsys)
@@ -73,7 +74,8 @@ def test_compare_lists_every_old_workload_missing_in_new(old, write_record, tmp_
     _failed_early(tmp_path / "new" / "b")
     status, out, _ = _gate(old, tmp_path / "new", capsys)
     assert status == 1, "an OLD workload lost in NEW is not a pass"
-    assert "missing in NEW (OLD workloads NEW does not hold): flux2_small_decoder npu float32 mini 512x512 b1" in out
+    missing = "flux2_small_decoder npu float32 mini 512x512 b1"
+    assert f"missing in NEW (OLD workloads NEW does not hold): {missing}" in out
     assert "1 OLD workload(s) missing in NEW" in out
     status, out, _ = _gate(old, tmp_path / "new", capsys, "--set", "compare.allow_missing=true")
     assert status == 0 and "missing in NEW" in out and "no regression" in out
@@ -95,4 +97,6 @@ def test_compare_noise_abc_is_a_usage_error_exit_2_not_a_regression(old, capsys)
 
 def test_compare_of_identical_measured_sets_still_passes(old, capsys):
     status, out, _ = _gate(old, old, capsys)
-    assert status == 0 and "compared 2 workload(s)" in out and out.rstrip().endswith("no regression")
+    assert status == 0
+    assert "compared 2 workload(s)" in out
+    assert out.rstrip().endswith("no regression")

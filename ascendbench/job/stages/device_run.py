@@ -17,10 +17,10 @@ from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.bench.memory import MemoryDelta, tensor_bytes_mb
 from ascendbench.graph import compile_model, first_call
 from ascendbench.job import ab
+from ascendbench.bench.history import run_history
 from ascendbench.job.distributed.modes import check_mode, rank_memory
 from ascendbench.job.distributed.ranks import run_distributed
 from ascendbench.job.distributed.settings import ParallelSettings, parallel_settings
-from ascendbench.job.history import run_history
 from ascendbench.job.job import Job
 from ascendbench.job.placement import capture_warnings, placement_check
 from ascendbench.job.planning import free_device_bytes, memory_line
