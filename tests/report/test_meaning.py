@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ascendbench.report.plots import _error_points
-from ascendbench.report.resolution import resolution_table
+from ascendbench.report.seedlayouts import resolution_table
 
 PSNR, SSIM = ["psnr_db_mean", "psnr_db"], ["ssim_mean", "ssim"]
 

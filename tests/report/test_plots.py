@@ -31,9 +31,9 @@ def test_no_data_no_plot(write_record, tmp_path):
 
 
 def _axes():
-    from ascendbench.report.plots import _pyplot
+    from ascendbench.report.plots import pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots()
     return plt, fig, ax
 
@@ -100,7 +100,7 @@ def _below(fig):
 
 
 def test_one_measurement_is_no_plot_and_a_single_point_panel_says_so(write_record):
-    from ascendbench.report.plots import _pyplot, latency_figure
+    from ascendbench.report.plots import latency_figure, pyplot
 
     one = [load_row(write_record("only", median_ms=5.0))]
     assert latency_figure(one, "m") is None, "one measurement: the tables say it, no chart"
@@ -112,11 +112,11 @@ def test_one_measurement_is_no_plot_and_a_single_point_panel_says_so(write_recor
     assert "one measurement: no trend to read" in texts and any(t.endswith(" ms") for t in texts)
     assert not any("one measurement" in t.get_text() for t in fig.axes[0].texts), "two sizes: a trend"
     assert _below(fig), "the legend never covers the data"
-    _pyplot().close(fig)
+    pyplot().close(fig)
 
 
 def test_repeated_runs_are_drawn_not_collapsed(write_record):
-    from ascendbench.report.plots import _pyplot, latency_figure
+    from ascendbench.report.plots import latency_figure, pyplot
 
     rows = [load_row(write_record(f"r{i}", height=256, width=256, median_ms=m)) for i, m in enumerate((5.0, 6.0))]
     rows.append(load_row(write_record("big", height=512, width=512, median_ms=9.0)))
@@ -124,11 +124,11 @@ def test_repeated_runs_are_drawn_not_collapsed(write_record):
     earlier = [line for line in fig.axes[0].lines if "earlier runs" in line.get_label()]
     assert len(earlier) == 1 and earlier[0].get_label() == "float16: earlier runs (1)"
     assert sorted(earlier[0].get_ydata().tolist()) in ([5.0], [6.0]), "the run not shown as the series' point"
-    _pyplot().close(fig)
+    pyplot().close(fig)
 
 
 def test_error_plot_has_a_threshold_line_per_dtype_bound_and_the_legend_below(write_record):
-    from ascendbench.report.plots import _pyplot, error_figure
+    from ascendbench.report.plots import error_figure, pyplot
 
     rows = [load_row(write_record(d, dtype=d, mean_rel_err=e, rule_max=b))
             for d, e, b in (("float32", 0.002, 0.01), ("float16", 0.008, 0.01), ("bfloat16", 0.03, 0.05))]
@@ -137,4 +137,4 @@ def test_error_plot_has_a_threshold_line_per_dtype_bound_and_the_legend_below(wr
     assert lines == {"fail above 0.01 (float16, float32)": 0.01, "fail above 0.05 (bfloat16)": 0.05}
     assert len(fig.axes[0].patches) == 3, "one bar per run"
     assert _below(fig)
-    _pyplot().close(fig)
+    pyplot().close(fig)

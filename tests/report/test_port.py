@@ -73,7 +73,7 @@ def labels(text: str) -> list[str]:
 
 
 def test_the_chinese_port_report_has_no_english_heading_or_label(flux_records, tmp_path):
-    from ascendbench.report.words import WORDS
+    from ascendbench.report.fmt import WORDS
 
     seeds_own = {zh for _, zh in WORDS.values()}  # words the seeds themselves write in English (Batch, Dtype)
     english = {en.split("{")[0].strip() for en, zh in WORDS.values() if en != zh and en.split("{")[0].strip()
