@@ -1,8 +1,5 @@
-"""README back-fill: what sits between ``<!-- ascendbench:<section> -->`` and
-``<!-- /ascendbench:<section> -->`` (or the Sulphur-2 seed's ``ACCURACY_TABLE_BEGIN/END`` pair, its
-per-resolution table) becomes that section of the report; unknown names are left untouched, and a
-second run over its own output changes nothing.
-"""
+"""README back-fill: the body of ``<!-- ascendbench:<name> -->`` pairs (and the Sulphur-2 seed's
+``ACCURACY_TABLE`` pair) becomes that section; unknown names stay, a rerun changes nothing."""
 
 from __future__ import annotations
 
@@ -32,11 +29,7 @@ def marker_names(text: str) -> list[str]:
 
 
 def fill(text: str, render: Callable[[str], str]) -> tuple[str, list[str]]:
-    """Replace the body of each known marker pair with ``render(name)``; the text, unknown names.
-
-    Comment openers and closers in a body are made literal (``&lt;!--``): whatever a record held,
-    it never reads as a marker in the next back-fill.
-    """
+    """Each known marker pair's body replaced by ``render(name)``; the text, unknown names."""
     unknown: list[str] = []
 
     def replace(match: re.Match, name: str) -> str:

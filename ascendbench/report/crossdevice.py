@@ -1,9 +1,5 @@
-"""Cross-machine comparison: each device's error next to a reference device's error, their ratio.
-
-Records line up on model, preset, dtype, batch, size, seed, inputs and weights; both errors are
-against each machine's own CPU reference (msprobe's benchmark method). A job whose reference was a
-saved accelerator run carries both errors against that run's CPU reference (``baseline.benchmark``).
-"""
+"""Cross-machine comparison: each device's error over a reference device's error for the same
+workload, inputs and weights (msprobe's benchmark method), and their latency ratios."""
 
 from __future__ import annotations
 

@@ -244,12 +244,7 @@ def media_files(row: Row) -> list[tuple[str, Path]]:
 
 
 def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
-    """Write report.md, report.html, records.csv, layers.csv (hidden states), records.parquet
-    (pyarrow) and plots/; the files by kind.
-
-    Raises:
-        ReportError: ``out_dir`` is a file or cannot be written.
-    """
+    """Write report.md, report.html, records.csv, layers.csv, records.parquet, plots/."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ReportError(f"--out {str(out_dir)!r} is a file, not a directory. Pass a directory "

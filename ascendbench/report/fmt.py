@@ -38,8 +38,7 @@ def get(row: Row, key: str) -> Any:
 
 
 def latency(row: Row, stat: str = "median_ms") -> float | None:
-    """A latency statistic of the row's bench (``median_ms``, ``p90_ms``, ``median_ci95_low_ms``,
-    ``count`` ...) when recorded as a number: the one place reports read them."""
+    """A latency statistic (``median_ms``, ``p90_ms`` ...): the one place reports read it."""
     value = get(row, f"bench.latency.{stat}")
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -60,8 +59,7 @@ def num(value: Any, digits: int = 4) -> str:
 
 
 def md_escape(value: Any) -> str:
-    """Record text made inert in Markdown: ``\\ ` * [ ]`` and a ``<`` that could open a tag are
-    backslash-escaped, so ``![x](/abs.png)`` and ``<script>`` stay plain text (``<=`` stays)."""
+    """Record text made inert in Markdown (``\\ ` * [ ]`` and a ``<`` opening a tag escaped)."""
     return _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), str(value))
 
 
@@ -81,8 +79,7 @@ def short(message: Any, limit: int = 400) -> str:
 
 
 def judged(row: Row, prefix: str, metric: str) -> tuple[str, str | None, str]:
-    """``(value, verdict, rule)`` of the entry under ``prefix``: the value with the digits its rule
-    needs (never rounded across a bound), in % where the seeds use % (mean relative error)."""
+    """``(value, verdict, rule)`` under ``prefix``, the value with the digits its rule needs."""
     entry = {key: get(row, f"{prefix}.{key}") for key in ("value", "verdict", "rule", "threshold")}
     if entry["value"] is None:
         return MISSING, entry["verdict"], MISSING
@@ -129,8 +126,7 @@ def group(rows: Iterable[Row], key: Callable[[Row], Any]) -> dict[Any, list[Row]
 
 
 def metric_fields(row: Row, field: str = "value", layers: bool = False) -> dict[str, Any]:
-    """``{name: value}`` of the row's ``metrics.<name>.<field>`` cells that hold a value
-    (hidden-state ``layer/`` entries only with ``layers``)."""
+    """``{name: value}`` of ``metrics.<name>.<field>`` (``layer/`` ones with ``layers``)."""
     tail = f".{field}"
     return {k[8:-len(tail)]: v for k, v in row.items()
             if k.startswith("metrics.") and k.endswith(tail) and present(v)
@@ -138,8 +134,7 @@ def metric_fields(row: Row, field: str = "value", layers: bool = False) -> dict[
 
 
 def metric_matches(name: str, wanted: str) -> bool:
-    """True when ``name`` is metric ``wanted``, maybe namespaced (``image/x``, ``image_x``); never a
-    hidden-state ``layer/`` entry."""
+    """True when ``name`` is metric ``wanted``, maybe namespaced (``image/x``, ``image_x``)."""
     base = name.split("/")[-1]
     return not name.startswith("layer/") and (base == wanted or base.endswith("_" + wanted))
 
@@ -163,8 +158,7 @@ def record_link(row: Row, base_dir: Path) -> str:
 
 
 def inside(root: Path | str, rel: str) -> Path | None:
-    """``root / rel`` resolved when it stays inside ``root``; ``None`` when it leaves it (absolute,
-    ``../``, a link out): a path from a record points only into its own job dir."""
+    """``root / rel`` resolved, or None when it leaves ``root`` (absolute, ``../``, a link out)."""
     base = Path(root).resolve()
     path = (base / rel).resolve()
     return path if path == base or base in path.parents else None

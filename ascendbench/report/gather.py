@@ -1,8 +1,5 @@
-"""Records -> rows -> one pandas DataFrame (one row per ``record.json``, dotted column names).
-
-A record that cannot be read is a ``broken`` row saying why, so nothing found on disk disappears
-from a report; a dry run keeps its status and is labelled ``run: dry-run`` (it measured nothing).
-"""
+"""Records -> rows -> one DataFrame (dotted columns); an unreadable record is a ``broken`` row
+saying why, a dry run is labelled ``run: dry-run``."""
 
 from __future__ import annotations
 
@@ -89,8 +86,7 @@ def _bounded_int(literal: str) -> int:
 
 
 def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
-    """One row for the record at ``path`` (or its bytes ``data``); an unreadable or malformed record
-    gives a ``broken`` row saying why."""
+    """The row of the record at ``path`` (or its bytes); a ``broken`` row if unreadable."""
     path = Path(path)
     try:
         record = json.loads(read_regular(path) if data is None else data, parse_int=_bounded_int)
@@ -134,8 +130,7 @@ def _broken(path: Path, reason: str) -> dict[str, Any]:
 
 
 def derived_job_fields(record: Mapping[str, Any]) -> dict[str, Any]:
-    """``job.num_frames`` / ``job.steps`` from ``config.preset`` for tasks using them, when ``job``
-    lacks them."""
+    """``job.num_frames`` / ``job.steps`` from ``config.preset`` when ``job`` lacks them."""
     job, config = record.get("job") or {}, record.get("config") or {}
     preset = config.get("preset") if isinstance(config.get("preset"), Mapping) else {}
     task = str(job.get("task") or "").rsplit(".", 1)[-1]
@@ -184,8 +179,7 @@ def record_row(record: Mapping[str, Any], path: Path) -> dict[str, Any]:
 
 
 def ab_fields(section: Any) -> dict[str, Any]:
-    """``ab.verdict``, ``ab.effect`` (text) and ``ab.speedup_paired`` (a number) of the record's
-    ``ab`` section, those of the right type only (a record is data)."""
+    """``ab.verdict``, ``ab.effect``, ``ab.speedup_paired`` of ``ab``, when typed right."""
     decision = section.get("decision") if isinstance(section, Mapping) else None
     if not isinstance(decision, Mapping):
         return {}

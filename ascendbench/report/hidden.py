@@ -1,9 +1,5 @@
-"""Hidden states (``compare.layers``) folded into one worst value per check, and their per-layer
-detail; the replay reference's per-module local errors; the reference-free output checks.
-
-A record holds one ``layer/<module>#<call>/<output>/<metric>`` entry per hooked layer, call and
-output; the accuracy table shows the worst of each check, this module's sections the detail.
-"""
+"""Hidden states (``compare.layers``) folded to the worst value per check and their per-layer
+detail; the replay reference's per-module local errors; the reference-free output checks."""
 
 from __future__ import annotations
 
@@ -88,8 +84,7 @@ def first_divergent(metrics: Mapping[str, Any], compare: Any) -> str | None:
 
 
 def hidden_fields(metrics: Mapping[str, Any], compare: Any) -> dict[str, Any]:
-    """Row fields ``hidden.<metric>.{value,verdict,rule,at,layers}`` (the worst value of each check
-    over every layer entry) and ``hidden.first_divergent``."""
+    """``hidden.<check>.{value,verdict,rule,at,layers}`` (the worst entry), first divergent."""
     folded: dict[str, dict[str, Any]] = {}
     for name, entry in metrics.items():
         parts = split_layer_metric(name)
@@ -131,9 +126,7 @@ def hidden_cell(row: Row, metric: str) -> str:
 
 
 def layer_rows(row: Row) -> list[dict[str, Any]]:
-    """One dict per ``<module>#<call>/<output>`` entry of a row, in capture order: ``layer``,
-    ``module``, ``call``, ``output``, each metric's value and ``<metric>_verdict``, the worst as
-    ``result``."""
+    """One dict per ``<module>#<call>/<output>`` entry: values, verdicts, ``result``."""
     layers: dict[str, dict[str, Any]] = {}
     for key in row:
         is_value = key.startswith("metrics.") and key.endswith(".value")
@@ -212,8 +205,7 @@ def replay_entries(row: Row) -> list[dict[str, Any]]:
 
 
 def replay_hidden_cell(row: Row, metric: str) -> str | None:
-    """``worst replay (per-module)`` of ``max_abs_err`` (largest) or ``cosine`` (smallest) over the
-    replayed calls; ``None`` for a job without the replay reference."""
+    """The worst replayed ``max_abs_err`` / ``cosine``, labelled; None without a replay."""
     if not is_replay(row):
         return None
     values = [e[metric] for e in replay_entries(row) if isinstance(e.get(metric), (int, float))]
@@ -268,8 +260,7 @@ def _check_cell(row: Row, check: str) -> str | None:
 
 
 def output_checks_section(rows: Rows, base_dir: Path) -> str:
-    """Every job's reference-free checks: a check no job ran is no column, one a job did not run
-    says ``not run``."""
+    """Every job's reference-free checks (a check no job ran is no column)."""
     found = [(row, [_check_cell(row, check) for check, _ in OUTPUT_CHECKS]) for row in rows]
     found = [(row, checks) for row, checks in found if any(checks)]
     if not found:

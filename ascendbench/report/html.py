@@ -1,9 +1,5 @@
 """report.html: the very Markdown of report.md as one self-contained page (sortable tables,
-pictures embedded as ``data:`` URIs): the two cannot disagree, nothing is fetched when it opens.
-
-The converter knows the Markdown the report writes (``#`` headings, paragraphs, ``- `` lists, pipe
-tables, links, images, code spans, bold); the only script is the inline table sorter.
-"""
+pictures as ``data:`` URIs); the converter knows the Markdown the report writes."""
 
 from __future__ import annotations
 
@@ -42,8 +38,7 @@ class Pictures:
         self.max_bytes, self.left, self.linked = max_bytes, total_bytes, 0
 
     def data_uri(self, target: str) -> str | None:
-        """The picture at ``target`` as a ``data:`` URI; None when it is no picture, is missing,
-        lies outside the roots (``../``, a link), is too large or past the page's budget."""
+        """The picture at ``target`` as a ``data:`` URI, or None (outside, too large, no budget)."""
         if not relative_target(target):
             return None
         path = (self.base_dir / target).resolve()

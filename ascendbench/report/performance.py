@@ -134,8 +134,7 @@ def _flops_columns(rows: Rows) -> list[tuple[str, str]]:
 
 
 def speedup_cell(row: Row, cpu_rows: Rows, cpu_dtype: str, base_dir: Path) -> str:
-    """``123x`` over the CPU run of the same workload (in ``cpu_dtype`` if measured, else the row's
-    dtype; same host preferred, then the latest), with its dtype, latency and record."""
+    """``123x`` over the CPU run of this workload (in ``cpu_dtype`` when measured), or why not."""
     if get(row, "job.device") == "cpu":
         return "cpu run"
     same = [c for c in cpu_rows if point_key(c) == point_key(row) and median_ms(c)]

@@ -30,8 +30,7 @@ def pyplot() -> Any:
 
 
 def safe_name(text: str) -> str:
-    """A file-name-safe ``text``: itself when it is one, else its safe characters (60 at most) and a
-    digest of the whole text, so that two names never share a file."""
+    """``text`` as a file name: itself when safe, else its safe part and a digest of the whole."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).strip("_") or "model"
     if safe == str(text) and len(safe) <= 80 and not safe.startswith("."):
         return safe
@@ -55,8 +54,6 @@ def ci_errors(row: Row) -> tuple[float, float]:
 
 def _series(rows: Rows, x: Callable[[Row], float], fixed: Callable[[Row], bool]
             ) -> dict[str, list[Point]]:
-    """Series (dtype, or ``dtype preset`` where presets share a point) -> sorted (x, latest row)
-    points of the rows where ``fixed`` holds; the latest carries its earlier runs' medians."""
     chosen = [row for row in rows if fixed(row)]
     presets = group(chosen, lambda r: (str(get(r, "job.dtype")), x(r)))
     split = any(len({str(get(r, "job.preset")) for r in rs}) > 1 for rs in presets.values())
@@ -74,8 +71,7 @@ def _series(rows: Rows, x: Callable[[Row], float], fixed: Callable[[Row], bool]
 
 
 def draw_latency(ax: Any, series: dict[str, list[Point]], label: Callable[[Row], str]) -> bool:
-    """Median latency per series with 95% CI error bars, earlier runs as hollow markers; a numeric x
-    axis, or categorical (``label(row)`` names a slot) for few x values. True when categorical."""
+    """Medians with 95% CI bars and earlier runs; categorical for few x values (returned)."""
     xs = sorted({x for pts in series.values() for x, _ in pts})
     categorical = len(xs) <= CATEGORICAL_MAX
     width = 0.6 / max(len(series), 1)
@@ -110,8 +106,7 @@ def _legend_below(ax: Any) -> None:
 
 
 def _panels(rows: Rows, device: str) -> tuple[tuple, tuple]:
-    """(series, title, x labels (numeric, categorical), slot label) of a device's two panels: by
-    size at the smallest batch, by batch at the size with the most batch sizes (the largest)."""
+    """A device's two panels (series, title, x labels, slot label): by size and by batch."""
     mine = [r for r in rows if str(get(r, "job.device")) == device]
     batch = min(int(get(r, "job.batch_size")) for r in mine)
     batches = {px: {int(get(r, "job.batch_size")) for r in rs}
@@ -128,8 +123,7 @@ def _panels(rows: Rows, device: str) -> tuple[tuple, tuple]:
 
 
 def latency_figure(rows: Rows, model: str) -> Any | None:
-    """One row of two panels per device (by size, by batch), a series per dtype; ``None`` with
-    fewer than two measured points (the tables say it)."""
+    """Two panels per device, a series per dtype; None with fewer than two points."""
     rows = [r for r in rows if median_ms(r) and get(r, "job.height") and get(r, "job.width")
             and get(r, "job.batch_size")]
     if len(rows) < 2:
@@ -167,8 +161,7 @@ def _error_points(rows: Rows, metric: str) -> list[tuple[str, str, float]]:
 
 
 def error_figure(rows: Rows, model: str, metric: str) -> Any | None:
-    """A bar per judged run and dtype x preset x size, a panel per device (log scale), a dashed
-    line per fail bound (with its dtypes); ``None`` when no row holds the error metric."""
+    """A bar per judged run, a panel per device, a line per fail bound; None without values."""
     points = _error_points(rows, metric)
     if not points:
         return None

@@ -1,10 +1,5 @@
-"""The port report: one README-shaped document per model in the seeds' structure, every fact from a
-record (``--port``: ``<out>/port/<model>.md`` and ``.html``, in English or Chinese).
-
-Overview, environment, how to reproduce (each job's ``.hydra/overrides.yaml``), smoke, accuracy and
-performance (the seed layouts of the model's task), known issues and limitations; a section the
-records say nothing about states that as a fact.
-"""
+"""The port report (``--port``): one README-shaped document per model in the seeds' structure,
+every fact from a record: ``<out>/port/<model>.md`` and ``.html``, in English or Chinese."""
 
 from __future__ import annotations
 
@@ -88,8 +83,7 @@ def overview(rows: Rows, all_rows: Rows, lang: str) -> str:
 
 
 def environment(rows: Rows, lang: str) -> str:
-    """One row per machine (host, device, driver, CANN, libraries); a value a record lacks says
-    which key it did not record."""
+    """One row per machine; a value a record lacks names the key it did not record."""
     shown = [(h, k) for h, k in ENV_KEYS if any(get(r, k) is not None for r in rows)]
     body = {tuple(short(text(get(r, k)), 60) if get(r, k) is not None
                   else word("p_not_recorded", lang, field=k) for _, k in shown) for r in rows}
@@ -97,14 +91,12 @@ def environment(rows: Rows, lang: str) -> str:
 
 
 def code_item(line: str) -> str:
-    """A list item showing ``line`` as code; a line holding a backtick (which could close the span
-    and let the rest through as Markdown) is escaped text instead."""
+    """A list item showing ``line`` as code (escaped text when it holds a backtick)."""
     return f"- {md_escape(line)}" if "`" in line else f"- `{line}`"
 
 
 def reproduce(rows: Rows, sources: Sequence[str], lang: str) -> str:
-    """The exact command of each job (from ``.hydra/overrides.yaml``, read as data), then the
-    report's own command."""
+    """Each job's command (from ``.hydra/overrides.yaml``, read as data), then the report's."""
     lines: list[str] = []
     for row in rows:
         path = Path(str(row["record"])).parent / ".hydra" / "overrides.yaml"

@@ -1,8 +1,5 @@
-"""Where the time goes: the records' ``profile`` sections (``profile.enabled=true``) as tables.
-
-Per job the top operators by self time; per workload profiled in several dtypes, the operators as
-rows and the dtypes as columns, in ms per task call. Every number is the record's.
-"""
+"""Where the time goes: the records' ``profile`` sections as tables (per job the top operators;
+per workload profiled in several dtypes, the operators across dtypes)."""
 
 from __future__ import annotations
 

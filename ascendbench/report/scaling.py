@@ -112,8 +112,7 @@ def _graph_row(row: Row, base_dir: Path) -> list[Any]:
 
 
 def graph_section(rows: Rows, base_dir: Path, heading: str = "###") -> str:
-    """The graph-mode jobs beside their workload's eager job: compile ms, first call, cold,
-    median."""
+    """The graph-mode jobs beside their workload's eager job: compile cost and latency."""
     workloads = _workloads(rows, lambda members: any(get(r, "bench.compile.variant")
                                                      for r in members))
     if not workloads:

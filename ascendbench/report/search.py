@@ -1,8 +1,5 @@
-"""The best passing trial of an optimisation sweep (``objective`` set, ``+search=...``) for
-``summary.md``, computed from the records with the rule each job returned to the sampler
-(:func:`ascendbench.job.objective.objective_value`): a FAIL, unjudged or failed trial is never
-named.
-"""
+"""The best passing trial of an optimisation sweep for ``summary.md``, by the rule the jobs
+returned to the sampler (:func:`ascendbench.job.objective.objective_value`)."""
 
 from __future__ import annotations
 
@@ -33,8 +30,7 @@ class Trial(NamedTuple):
 
 
 def trials(frame: pd.DataFrame, objective: str, fail_on: str | None) -> list[Trial]:
-    """Every record of the sweep as a :class:`Trial` (its record read again: the value is computed
-    as the job computed it), with the overrides Hydra composed it with (else its dir name's)."""
+    """Every record of the sweep as a :class:`Trial`, its value computed as the job did."""
     found = []
     for row in frame.to_dict("records"):
         job_dir = Path(row["job_dir"])

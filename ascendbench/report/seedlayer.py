@@ -1,9 +1,5 @@
-"""The LTX VAE layer and VideoFlexTok seeds' layouts, and the section picking the layouts per task.
-
-Neither seed has a table: the layer seed logs lines ("首轮编译 105.24 ms", "稳定推理 ... 平均
-0.14", "已分配 7.79 MB"), the tokenizer seed its gates ("[Gate1] strict load ... missing=0"); here
-each is an item | value table whose labels are those words.
-"""
+"""The LTX VAE layer and VideoFlexTok seeds' layouts (item | value tables labelled with the seeds'
+own log words), and the section picking each model's seed layouts by its task."""
 
 from __future__ import annotations
 
@@ -55,8 +51,7 @@ Layout = Callable[[Rows, str, Path], "str | None"]
 
 
 def vae_layer(rows: Rows, lang: str, base_dir: Path) -> str | None:
-    """Item | Value: inputs, first call vs steady latency, throughput, memory, determinism, the
-    metrics and the verdict of the latest job of each workload."""
+    """Item | Value: inputs, first call, steady latency, memory, determinism, verdict."""
     parts = []
     for row in timing_rows([r for r in rows if median_ms(r)]):
         body = []
@@ -94,8 +89,7 @@ def vae_layer(rows: Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def videoflextok_gates(rows: Rows, lang: str, base_dir: Path) -> str | None:
-    """Gate | a column per job (device dtype weights): each gate's value, the verdict last; then a
-    perf line per job."""
+    """Gate | a column per job, the verdict last; then a perf line per job."""
     jobs = latest_per_workload(rows)
     if not jobs:
         return None

@@ -1,10 +1,5 @@
-"""The FLUX.2 and Sulphur-2 seeds' own tables, filled from records, in English or Chinese.
-
-FLUX.2 (image/video VAE decode): metrics x dtypes, batch x resolution performance, the speed-up
-over the CPU and the dtype advice. Sulphur-2 (text-to-video): resolution | frames | steps | hidden
-MaxDiff | hidden CosSim | PSNR | SSIM | verdict, and its performance reference. A row or column the
-records do not carry is left out, never filled; rules and record links are notes under the table.
-"""
+"""The FLUX.2 and Sulphur-2 seeds' own tables, filled from records, in English or Chinese (a row
+or column the records do not carry is left out; rules and record links are notes)."""
 
 from __future__ import annotations
 
@@ -67,8 +62,7 @@ def _judged(row: Row, prefix: str, metric: str, verdicts: bool) -> str:
 
 
 def hidden_value(row: Row, check: str, verdicts: bool = False) -> str:
-    """The worst hidden-state value of ``check`` (with its verdict); a replay job's worst local
-    value, labelled; ``not hooked`` in a table with verdicts for a job that compared no layer."""
+    """The worst hidden value of ``check`` (with its verdict), a replay's worst, or not hooked."""
     replayed = replay_hidden_cell(row, check)
     if replayed is not None:
         return replayed
@@ -104,8 +98,7 @@ def rules_note(rows: Rows, names: Sequence[str], lang: str) -> str | None:
 
 
 def variants_note(rows: Rows, lang: str) -> str | None:
-    """``variants: 1 k=a; 2 k=b``: rows that read alike (one preset, size and dtype) but ran other
-    declared variants, numbered as the records note numbers them; None when none look alike."""
+    """Rows that read alike but ran other declared variants, numbered as the records note."""
     numbered = [(n, row, variant_settings(row)) for n, row in enumerate(rows, 1)]
     parts = []
     for members in group(numbered, lambda m: (get(m[1], "job.preset"), size_label(m[1]),
@@ -119,8 +112,6 @@ def variants_note(rows: Rows, lang: str) -> str | None:
 
 
 def _accelerators(rows: Rows) -> list[Row]:
-    """The rows of devices other than the CPU when there are any (the seeds' columns are NPU runs;
-    the CPU run is the reference), else the CPU rows."""
     return [r for r in rows if get(r, "job.device") != "cpu"] or list(rows)
 
 
@@ -275,9 +266,7 @@ def _used(row: Row, key: str) -> str:
 
 
 def resolution_table(rows: Rows, psnr: Sequence[str], ssim: Sequence[str], base_dir: Path) -> str:
-    """The Sulphur-2 seed's table with verdicts over measured rows (the ``per_resolution`` section):
-    model/device/dtype/batch columns only where they vary; PSNR / SSIM the task's declared metrics,
-    else the one matching ``psnr`` / ``ssim``."""
+    """The Sulphur-2 seed's table with verdicts and records (the ``per_resolution`` section)."""
     if not rows:
         return ("No job finished ok, so there is no per-resolution accuracy to show (see the "
                 "failed jobs).")

@@ -1,8 +1,5 @@
-"""Which records feed which table: ``--select``, one row per workload, the metric of a section.
-
-A record's ``job.primary`` (the task's declaration) names the metric of each section; a record
-without it is matched by name, and an ambiguous match answers nothing (never the first by name).
-"""
+"""Which records feed which table (``--select``, one row per workload) and which metric answers a
+section (the task's declaration in ``job.primary``, else an unambiguous name)."""
 
 from __future__ import annotations
 
@@ -64,10 +61,7 @@ def perf_only(row: Row) -> bool:
 
 
 def latest_per_workload(rows: Iterable[Row], timing: bool = False) -> list[dict[str, Any]]:
-    """One row per workload and settings: the latest record, ``report.runs`` = how many there were.
-
-    With ``timing`` the settings of :data:`NOT_TIMED` do not split a workload.
-    """
+    """The latest record per workload and settings (``report.runs`` counts them)."""
     def key(row: Row) -> tuple:
         found = workload(row) + tuple(sorted(variant_settings(row).items()))
         return tuple(k for k in found if not (timing and isinstance(k, tuple)
@@ -103,8 +97,7 @@ def primary_output(row: Row) -> str | None:
 
 
 def section_metric(row: Row, section: str, wanted: Sequence[str] = ()) -> str | None:
-    """The metric answering ``section`` (``error``, ``psnr``, ``ssim``): the one the task declared
-    (a name without ``/`` belongs to the primary output), else the one unambiguous match."""
+    """The metric answering ``section``: the task's declared one, else the one unambiguous match."""
     names, output = list(metric_fields(row)), primary_output(row)
     declared = get(row, f"job.primary.{section}")
     if declared is not None:

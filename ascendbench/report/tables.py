@@ -1,8 +1,5 @@
-"""Accuracy, failed-job, dry-run and environment tables, one row per record, linking its record.
-
-Identity columns saying one thing in every row fold into one note; each judged metric's rule is said
-once under the table instead of in every cell.
-"""
+"""Accuracy, failed-job, dry-run and environment tables: a row per record linking it, columns
+saying one thing in every row and each metric's rule as notes."""
 
 from __future__ import annotations
 
@@ -88,8 +85,7 @@ def machines(rows: Rows) -> list[str]:
 
 
 def identity(rows: Rows, names: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(headers, keys) of the identity columns ``names`` of :data:`IDENTITY`: ``machine`` only with
-    several hosts, ``steps`` only when a row's task uses steps."""
+    """(headers, keys) of ``names`` (``machine`` with several hosts, ``steps`` if used)."""
     many = len(machines(rows)) > 1
     steps = any(get(r, "job.steps") is not None for r in rows)
     kept = [n for n in names if (n != "machine" or many) and (n != "steps" or steps)]
@@ -111,8 +107,7 @@ def reference_cell(row: Row) -> str:
 
 
 def verdict_cell(row: Row, shown: Sequence[str] | None = None) -> str:
-    """The job's verdict, or why it has none; with ``shown`` (the table's metric columns) a FAIL
-    names the failing metrics that are no column (``FAIL (ssim)``)."""
+    """The verdict (naming failing metrics not in ``shown``), or why there is none."""
     verdict = get(row, "verdict")
     if not verdict:
         skipped = get(row, "baseline.skipped") is not None
@@ -150,8 +145,7 @@ def metric_names(rows: Rows, show: Sequence[str]) -> list[str]:
 
 def fold_same(headers: list[str], body: list[list[str]], foldable: Sequence[str]
               ) -> tuple[list[str], list[list[str]], list[str]]:
-    """Drop the ``foldable`` columns holding one value in every row (two rows or more); the note
-    ``every row: batch 1`` says it once."""
+    """Drop the ``foldable`` columns saying one thing in every row; notes say it once."""
     if len(body) < 2:
         return headers, body, []
     drop = [i for i, h in enumerate(headers) if h in foldable and len({r[i] for r in body}) == 1]
@@ -162,8 +156,7 @@ def fold_same(headers: list[str], body: list[list[str]], foldable: Sequence[str]
 
 def rules_notes(rows: Rows, names: Sequence[str], prefix: str = "metrics",
                 label: str = "rule") -> list[str]:
-    """One note per judged metric: its rule(s) as the records state them, by dtype where they
-    differ, and the rule's source (``rule mean_rel_err: <= 1% (FLUX.2 seed)``)."""
+    """One note per judged metric: its rule(s), by dtype where they differ, and source."""
     notes = []
     for name in names:
         rules: dict[str, set[str]] = {}
@@ -212,8 +205,7 @@ def _output_groups(names: Sequence[str], rows: Rows) -> dict[str, list[str]]:
 
 
 def accuracy_table(rows: Rows, show: Sequence[str], base_dir: Path) -> str:
-    """The accuracy tables of one model, one per output (the most judged first, with the hidden
-    checks): identity, the ``show`` metrics, worst hidden values, verdict, record; rules below."""
+    """One model's accuracy tables, one per output; rules and shared columns as notes."""
     names = metric_names(rows, show)
     folded = [n for n in names if n.rsplit("/", 1)[-1].endswith(FOLDED_WHEN_CLEAN) and all(
         get(r, f"metrics.{n}.value") == 0 and get(r, f"metrics.{n}.verdict") == "PASS"

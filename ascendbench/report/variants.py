@@ -1,9 +1,5 @@
-"""A/B variants side by side: jobs of one workload that differ only in declared variant keys.
-
-A workload is what the regression gate lines up plus the task, weights, inputs, machine and every
-setting that is neither a variant key nor neutral; the baseline is the variant whose job started
-first (docs/reports.md, "A/B variants").
-"""
+"""A/B variants side by side: jobs of one workload differing only in declared variant keys
+(docs/reports.md, "A/B variants"); the baseline is the variant that started first."""
 
 from __future__ import annotations
 
@@ -90,8 +86,7 @@ def variant_settings(row: Row) -> dict[str, str]:
 
 
 def workload(row: Row) -> tuple:
-    """The workload identity of a row: :data:`WORKLOAD` plus every setting that is neither a variant
-    key nor :data:`NEUTRAL` (two jobs are A/B-compared only when nothing else tells them apart)."""
+    """A row's workload: :data:`WORKLOAD` and every setting neither variant nor neutral."""
     other = tuple(sorted((k, v) for k, v in settings(row).items()
                          if not _under(k, VARIANT_KEYS + NEUTRAL)))
     return tuple(get(row, k) for k in WORKLOAD) + other
@@ -153,8 +148,7 @@ def variant_groups(rows: Iterable[Row]) -> list[VariantGroup]:
 
 
 def workload_title(row: Row) -> str:
-    """``model (task) on device dtype, preset size, N steps, batch B, seed S, weights W, inputs I,
-    machine M``."""
+    """``model (task) on device dtype, preset size, steps, batch, seed, weights ...``."""
     steps = get(row, "job.steps")
     task = str(get(row, "job.task") or MISSING).rsplit(".", 1)[-1]
     return (f"{text(get(row, 'job.model'))} ({task}) on {text(get(row, 'job.device'))} "
@@ -166,8 +160,7 @@ def workload_title(row: Row) -> str:
 
 
 def patches_cell(row: Row) -> str:
-    """What each patch did on the device run: ``name backend=x applied [ran: kernel xN]`` or
-    ``name skipped: why``."""
+    """What each patch did on the device run (applied, skipped: why; kernels that ran)."""
     try:
         entries = json.loads(row.get("patches") or "{}").get("device") or []
     except (AttributeError, TypeError, json.JSONDecodeError):
@@ -185,8 +178,7 @@ def patches_cell(row: Row) -> str:
 
 
 def ratio_cell(group: VariantGroup, variant: Variant, rule: LatencyRule | None = None) -> str:
-    """``1x (baseline)``; ``1.23x slower`` / ``0.81x faster`` with the gate's evidence when the
-    shift is significant; ``no significant difference`` otherwise (noise is no speed-up)."""
+    """The latency ratio to the baseline with the gate's evidence, or no significant difference."""
     if variant is group.baseline:
         return "1x (baseline)" if median_ms(variant.row) else "baseline (no latency)"
     ratio, base = group.ratio(variant), latency_of(group.baseline.row)
@@ -206,8 +198,7 @@ def ratio_cell(group: VariantGroup, variant: Variant, rule: LatencyRule | None =
 
 def variants_section(rows: Rows, show: Sequence[str], base_dir: Path, heading: str = "###",
                      rule: LatencyRule | None = None) -> str:
-    """One table per workload measured in several variants (variant, device patches, accuracy,
-    verdict, latency and its ratio to the baseline), or why there is none."""
+    """One table per workload measured in several variants, or why there is none."""
     groups = variant_groups(rows)
     if not groups:
         return ("No A/B variants: no two jobs of one workload (model, task, device, dtype, "
