@@ -7,18 +7,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ascendbench.report.fmt import (
-    Row,
-    Rows,
-    cells,
-    get,
-    group,
-    link,
-    metric_matches,
-    num,
-    table,
-    text,
-)
+from ascendbench.report import fmt
 from ascendbench.report.performance import latest, median_ms, point_key
 
 IDENTITY = ["job.model", "job.preset", "job.dtype", "size", "job.batch_size", "job.device"]
@@ -32,59 +21,61 @@ def ratio(device: float, reference: float) -> float:
     return device / reference
 
 
-def _saved(row: Row) -> bool:
+def _saved(row: fmt.Row) -> bool:
     """True when the row's reference was a saved accelerator run: its metrics are against it."""
-    return get(row, "baseline.source.device") not in (None, "cpu")
+    return fmt.get(row, "baseline.source.device") not in (None, "cpu")
 
 
-def _value(row: Row, base: str, prefix: str = "metrics.", suffix: str = ".value") -> tuple:
+def _value(row: fmt.Row, base: str, prefix: str = "metrics.", suffix: str = ".value") -> tuple:
     for key in sorted(row):
         name = key[len(prefix):len(key) - len(suffix)]
-        if key.startswith(prefix) and key.endswith(suffix) and metric_matches(name, base) \
-                and isinstance(get(row, key), (int, float)):
+        if key.startswith(prefix) and key.endswith(suffix) and fmt.metric_matches(name, base) \
+                and isinstance(fmt.get(row, key), (int, float)):
             return name, float(row[key])
     return None, None
 
 
-def _latest_by_device(rows: Rows, key: Callable[[Row], Any]) -> list[dict[tuple, Row]]:
+def _latest_by_device(rows: fmt.Rows, key: Callable[[fmt.Row], Any]) -> list[dict[tuple, fmt.Row]]:
     """Per ``key`` (sorted): (device, host) -> the latest row."""
-    def place(row: Row) -> tuple:
-        return get(row, "job.device"), get(row, "env.hostname")
+    def place(row: fmt.Row) -> tuple:
+        return fmt.get(row, "job.device"), fmt.get(row, "env.hostname")
 
-    grouped = group(rows, key)
-    return [{d: latest(rs) for d, rs in group(grouped[k], place).items()}
+    grouped = fmt.group(rows, key)
+    return [{d: latest(rs) for d, rs in fmt.group(grouped[k], place).items()}
             for k in sorted(grouped, key=str)]
 
 
-def _ratio_row(row: Row, name: str, errors: tuple[float, float], limit: float, records: str
+def _ratio_row(row: fmt.Row, name: str, errors: tuple[float, float], limit: float, records: str
                ) -> list[str]:
     r = ratio(*errors)
-    return [*cells(row, IDENTITY), name, num(errors[0]), num(errors[1]), num(r, 3), num(limit),
+    return [*fmt.cells(row, IDENTITY), name, fmt.num(errors[0]), fmt.num(errors[1]), fmt.num(r, 3),
+            fmt.num(limit),
             "PASS" if r <= float(limit) else "FAIL", records]
 
 
-def _error_ratios(rows: Rows, reference: str, limits: Mapping[str, float], base_dir: Path
+def _error_ratios(rows: fmt.Rows, reference: str, limits: Mapping[str, float], base_dir: Path
                   ) -> tuple[list[list[str]], int]:
     """Error-ratio rows, and how many device runs have no matching reference run."""
     body, unmatched = [], 0
     for row in (r for r in rows if _saved(r)):  # judged against a saved run: its benchmark errors
-        if get(row, "baseline.source.device") != reference \
-                or get(row, "baseline.benchmark.cpu_reference") is None:
+        if fmt.get(row, "baseline.source.device") != reference \
+                or fmt.get(row, "baseline.benchmark.cpu_reference") is None:
             unmatched += 1
             continue
-        records = (f"{link('device', row['record'], base_dir)} {reference}: "
-                   f"{text(get(row, 'baseline.source.record'))}")
+        records = (f"{fmt.link('device', row['record'], base_dir)} {reference}: "
+                   f"{fmt.field(row, 'baseline.source.record')}")
         for base, limit in limits.items():
             name, mine = _value(row, base, "baseline.benchmark.device.", "")
             theirs = _value(row, base, "baseline.benchmark.reference.", "")[1]
             if mine is not None and theirs is not None:
                 body.append(_ratio_row(row, name, (mine, theirs), limit, records))
 
-    def same_inputs(row: Row) -> tuple:
-        weights = (f"random-init:{get(row, 'weights.init_seed')}"
-                   if get(row, "weights.kind") == "random-init" else get(row, "weights.digest"))
-        return point_key(row) + (get(row, "job.dtype"), get(row, "job.seed"),
-                                 get(row, "inputs.digest"), weights)
+    def same_inputs(row: fmt.Row) -> tuple:
+        weights = (f"random-init:{fmt.get(row, 'weights.init_seed')}"
+                   if fmt.get(row, "weights.kind") == "random-init"
+                   else fmt.get(row, "weights.digest"))
+        return point_key(row) + (fmt.get(row, "job.dtype"), fmt.get(row, "job.seed"),
+                                 fmt.get(row, "inputs.digest"), weights)
 
     for runs in _latest_by_device([r for r in rows if not _saved(r)], same_inputs):
         refs = [r for (dev, _), r in runs.items() if dev == reference]
@@ -95,8 +86,8 @@ def _error_ratios(rows: Rows, reference: str, limits: Mapping[str, float], base_
             continue
         ref = latest(refs)
         for row in others:
-            records = (f"{link('device', row['record'], base_dir)} "
-                       f"{link(reference, ref['record'], base_dir)}")
+            records = (f"{fmt.link('device', row['record'], base_dir)} "
+                       f"{fmt.link(reference, ref['record'], base_dir)}")
             for base, limit in limits.items():
                 name, mine = _value(row, base)
                 theirs = _value(ref, base)[1]
@@ -105,40 +96,40 @@ def _error_ratios(rows: Rows, reference: str, limits: Mapping[str, float], base_
     return body, unmatched
 
 
-def _latency_ratios(rows: Rows, reference: str, base_dir: Path) -> list[list[str]]:
+def _latency_ratios(rows: fmt.Rows, reference: str, base_dir: Path) -> list[list[str]]:
     body = []
     timed = [r for r in rows if median_ms(r)]
-    for runs in _latest_by_device(timed, lambda r: point_key(r) + (get(r, "job.dtype"),)):
+    for runs in _latest_by_device(timed, lambda r: point_key(r) + (fmt.get(r, "job.dtype"),)):
         refs = [r for (dev, _), r in runs.items() if dev == reference]
         if not refs:
             continue
         ref = latest(refs)
         for (dev, _), row in sorted(runs.items(), key=str):
             if dev != reference:
-                body.append([*cells(row, IDENTITY[:5]), text(dev), num(median_ms(row)),
-                             num(median_ms(ref)), num(median_ms(row) / median_ms(ref), 3),
-                             f"{link('device', row['record'], base_dir)} "
-                             f"{link(reference, ref['record'], base_dir)}"])
+                body.append([*fmt.cells(row, IDENTITY[:5]), fmt.text(dev), fmt.num(median_ms(row)),
+                             fmt.num(median_ms(ref)), fmt.num(median_ms(row) / median_ms(ref), 3),
+                             f"{fmt.link('device', row['record'], base_dir)} "
+                             f"{fmt.link(reference, ref['record'], base_dir)}"])
     return body
 
 
-def crossdevice_section(rows: Rows, reference: str, limits: Mapping[str, float],
+def crossdevice_section(rows: fmt.Rows, reference: str, limits: Mapping[str, float],
                         base_dir: Path) -> str:
     """Error ratios and latency ratios against ``reference``, or why there are none."""
-    devices = sorted({str(get(r, "job.device")) for r in rows}  # a saved reference run counts too
-                     | {str(get(r, "baseline.source.device")) for r in rows if _saved(r)})
+    devices = sorted({str(fmt.get(r, "job.device")) for r in rows}  # a saved reference counts
+                     | {str(fmt.get(r, "baseline.source.device")) for r in rows if _saved(r)})
     if reference not in devices:
         return (f"No record ran on the reference device `{reference}` (devices in the records: "
                 f"{', '.join(devices) or 'none'}); choose one with `--reference-device DEVICE`.")
     errors, unmatched = _error_ratios(rows, reference, limits, base_dir)
-    limits_text = ", ".join(f"{k} <= {num(v)}" for k, v in limits.items())
+    limits_text = ", ".join(f"{k} <= {fmt.num(v)}" for k, v in limits.items())
     parts = [f"Reference device: `{reference}`. Ratio = device error / {reference} error, both "
              f"against their own CPU reference of identical inputs (a job whose reference was a "
              f"saved {reference} run, `baseline.source`: both against that run's CPU reference); "
              f"limits: {limits_text} (conf/report.yaml `cross_device.limits`, msprobe benchmark "
              "method).",
-             table([*HEADERS, "metric", "device error", f"{reference} error", "ratio", "limit",
-                    "verdict", "records"], errors) if errors else
+             fmt.table([*HEADERS, "metric", "device error", f"{reference} error", "ratio", "limit",
+                        "verdict", "records"], errors) if errors else
              f"No accelerator run other than {reference} shares inputs and weights with a "
              f"{reference} run, so no error ratio can be formed."]
     if unmatched:
@@ -147,7 +138,7 @@ def crossdevice_section(rows: Rows, reference: str, limits: Mapping[str, float],
     latency = _latency_ratios(rows, reference, base_dir)
     headers = [*HEADERS, "median ms", f"{reference} median ms", f"latency / {reference}", "records"]
     parts.append("Latency ratios (below 1: faster than the reference device):\n\n"
-                 + table(headers, latency) if latency else
+                 + fmt.table(headers, latency) if latency else
                  f"No other device measured a workload that {reference} measured in the same "
                  "dtype.")
     return "\n\n".join(parts)

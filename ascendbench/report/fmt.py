@@ -112,9 +112,14 @@ def workload_label(row: Row) -> str:
 LABELS: dict[str, Callable[[Row], str]] = {"size": size_label, "workload": workload_label}
 
 
+def field(row: Row, key: str) -> str:
+    """The cell of record key ``key``: its value as :func:`text`."""
+    return text(get(row, key))
+
+
 def cells(row: Row, keys: Iterable[str]) -> list[str]:
-    """The row's ``keys`` as cells: ``size``/``workload`` labels, a record key as :func:`text`."""
-    return [LABELS[k](row) if k in LABELS else text(get(row, k)) for k in keys]
+    """The row's ``keys`` as cells: ``size``/``workload`` labels, a record key's :func:`field`."""
+    return [LABELS[k](row) if k in LABELS else field(row, k) for k in keys]
 
 
 def group(rows: Iterable[Row], key: Callable[[Row], Any]) -> dict[Any, list[Row]]:

@@ -8,19 +8,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from ascendbench.report.fmt import (
-    MISSING,
-    Row,
-    Rows,
-    cells,
-    get,
-    judged,
-    num,
-    record_link,
-    short,
-    table,
-    text,
-)
+from ascendbench.report import fmt
 
 LAYER = "layer/"
 _RANK = {"PASS": 0, "WARN": 1, "FAIL": 2}
@@ -108,38 +96,38 @@ def hidden_fields(metrics: Mapping[str, Any], compare: Any) -> dict[str, Any]:
     return fields
 
 
-def hidden_metrics(rows: Iterable[Row]) -> list[str]:
+def hidden_metrics(rows: Iterable[fmt.Row]) -> list[str]:
     """The hidden-state checks some row aggregates, ``max_abs_err`` and ``cosine`` first."""
     names = {k[7:-6] for r in rows for k in r
-             if k.startswith("hidden.") and k.endswith(".value") and get(r, k) is not None}
+             if k.startswith("hidden.") and k.endswith(".value") and fmt.get(r, k) is not None}
     first = ("max_abs_err", "cosine")
     return sorted(names, key=lambda n: (first.index(n) if n in first else len(first), n))
 
 
-def hidden_cell(row: Row, metric: str) -> str:
+def hidden_cell(row: fmt.Row, metric: str) -> str:
     """``worst VERDICT at <layer>`` of one check; ``missing`` when the job hooked nothing."""
-    if get(row, f"hidden.{metric}.value") is None:
-        return "no baseline" if get(row, "baseline.skipped") is not None else MISSING
-    value, verdict, _ = judged(row, f"hidden.{metric}", metric)
-    at = short(get(row, f"hidden.{metric}.at"), 60)
+    if fmt.get(row, f"hidden.{metric}.value") is None:
+        return "no baseline" if fmt.get(row, "baseline.skipped") is not None else fmt.MISSING
+    value, verdict, _ = fmt.judged(row, f"hidden.{metric}", metric)
+    at = fmt.short(fmt.get(row, f"hidden.{metric}.at"), 60)
     return f"{value} {verdict} at {at}" if verdict else f"{value} at {at}"
 
 
-def layer_rows(row: Row) -> list[dict[str, Any]]:
+def layer_rows(row: fmt.Row) -> list[dict[str, Any]]:
     """One dict per ``<module>#<call>/<output>`` entry: values, verdicts, ``result``."""
     layers: dict[str, dict[str, Any]] = {}
     for key in row:
         is_value = key.startswith("metrics.") and key.endswith(".value")
         parts = is_value and split_layer_metric(key[8:-6])
-        if not parts or get(row, key) is None:
+        if not parts or fmt.get(row, key) is None:
             continue
         layer, metric = parts
         module, _, rest = layer.partition("#")
         call, _, output = rest.partition("/")
         entry = layers.setdefault(layer, {"layer": layer, "module": module, "call": call or None,
                                           "output": output or None})
-        entry[metric] = get(row, key)
-        verdict = get(row, key[:-6] + ".verdict")
+        entry[metric] = fmt.get(row, key)
+        verdict = fmt.get(row, key[:-6] + ".verdict")
         if verdict in _RANK:
             entry[f"{metric}_verdict"] = verdict
             if _RANK[verdict] >= _RANK.get(entry.get("result"), -1):
@@ -147,9 +135,9 @@ def layer_rows(row: Row) -> list[dict[str, Any]]:
     return list(layers.values())
 
 
-def module_rows(row: Row) -> list[dict[str, Any]]:
+def module_rows(row: fmt.Row) -> list[dict[str, Any]]:
     """Per hooked module: entries (calls x outputs), worst value per check, failures, first one."""
-    checks = {m: lower_is_worse(m, get(row, f"hidden.{m}.rule")) for m in hidden_metrics([row])}
+    checks = {m: lower_is_worse(m, fmt.get(row, f"hidden.{m}.rule")) for m in hidden_metrics([row])}
     modules: dict[str, dict[str, Any]] = {}
     for entry in layer_rows(row):
         agg = modules.setdefault(entry["module"], {"module": entry["module"], "entries": 0,
@@ -165,20 +153,21 @@ def module_rows(row: Row) -> list[dict[str, Any]]:
     return list(modules.values())
 
 
-def layer_detail_table(rows: Rows, base_dir: Path) -> str:
+def layer_detail_table(rows: fmt.Rows, base_dir: Path) -> str:
     """One table over the rows' hooked modules: job identity, module, worst per check, failures."""
     checks = hidden_metrics(rows)
     headers = ["device", "dtype", "preset", "size", "steps", "module", "entries (calls x outputs)",
                *(f"worst {m}" for m in checks), "failed entries", "first failed entry", "record"]
     keys = ["job.device", "job.dtype", "job.preset", "size", "job.steps"]
-    body = [cells(r, keys) + [text(agg["module"]), num(agg["entries"])]
-            + [num(agg.get(m)) for m in checks]
-            + [num(agg["failed"]), text(agg["first_failure"] or "none"), record_link(r, base_dir)]
+    body = [fmt.cells(r, keys) + [fmt.text(agg["module"]), fmt.num(agg["entries"])]
+            + [fmt.num(agg.get(m)) for m in checks]
+            + [fmt.num(agg["failed"]), fmt.text(agg["first_failure"] or "none"),
+               fmt.record_link(r, base_dir)]
             for r in rows for agg in module_rows(r)]
-    return table(headers, body)
+    return fmt.table(headers, body)
 
 
-def layers_frame(rows: Rows) -> pd.DataFrame:
+def layers_frame(rows: fmt.Rows) -> pd.DataFrame:
     """Every hidden-state entry of every row (layer#call/output) with the job's identity."""
     keys = ("record", "job.model", "job.device", "job.dtype", "job.preset", "job.batch_size",
             "job.height", "job.width", "job.num_frames", "job.steps")
@@ -186,53 +175,54 @@ def layers_frame(rows: Rows) -> pd.DataFrame:
                          for row in rows for entry in layer_rows(row)])
 
 
-def is_replay(row: Row) -> bool:
+def is_replay(row: fmt.Row) -> bool:
     """Whether the row's job used the replay reference (no whole-model reference outputs)."""
-    return get(row, "baseline.mode") == "replay"
+    return fmt.get(row, "baseline.mode") == "replay"
 
 
-def replay_entries(row: Row) -> list[dict[str, Any]]:
+def replay_entries(row: fmt.Row) -> list[dict[str, Any]]:
     """The replay entries of one row, in the record's (completion) order."""
     head, tail = REPLAY
     found = []
     for key in row:
-        if key.startswith(head) and key.endswith(tail) and get(row, key) is not None:
+        if key.startswith(head) and key.endswith(tail) and fmt.get(row, key) is not None:
             base = key[:-6]
             found.append({"name": key[len(head):-len(tail)], "value": row[key],
-                          **{k: get(row, f"{base}.{k}")
+                          **{k: fmt.get(row, f"{base}.{k}")
                              for k in ("rule", "verdict", "max_abs_err", "cosine")}})
     return found
 
 
-def replay_hidden_cell(row: Row, metric: str) -> str | None:
+def replay_hidden_cell(row: fmt.Row, metric: str) -> str | None:
     """The worst replayed ``max_abs_err`` / ``cosine``, labelled; None without a replay."""
     if not is_replay(row):
         return None
     values = [e[metric] for e in replay_entries(row) if isinstance(e.get(metric), (int, float))]
     if not values:
         return f"missing {REPLAY_LABEL}"
-    return f"{num(max(values) if metric == 'max_abs_err' else min(values))} {REPLAY_LABEL}"
+    return f"{fmt.num(max(values) if metric == 'max_abs_err' else min(values))} {REPLAY_LABEL}"
 
 
-def _replay_job(row: Row, base_dir: Path, heading: str) -> str:
+def _replay_job(row: fmt.Row, base_dir: Path, heading: str) -> str:
     entries = replay_entries(row)
     first = next((e for e in entries if e["verdict"] == "FAIL"), None)
-    title = (f"{heading} {' '.join(cells(row, ['job.model', 'job.device', 'job.dtype', 'size']))}"
-             f" ({record_link(row, base_dir)})")
+    job = " ".join(fmt.cells(row, ["job.model", "job.device", "job.dtype", "size"]))
+    title = f"{heading} {job} ({fmt.record_link(row, base_dir)})"
     verdict = (f"First divergent module: **{first['name']}** (local rel err "
-               f"{num(first['value'])}, rule {text(first['rule'])})." if first
+               f"{fmt.num(first['value'])}, rule {fmt.text(first['rule'])})." if first
                else "No module breaks its local-error rule.")
     headers = ("module call / output", "local rel err", "rule", "max abs err", "cosine", "verdict")
-    body = table(headers, [(e["name"], num(e["value"]), text(e["rule"]), num(e["max_abs_err"]),
-                            num(e["cosine"]), text(e["verdict"])) for e in entries]
-                 ) if entries else "No replayed call was recorded."
-    precision = get(row, "compare.precision_choice")
-    why = short(get(row, "baseline.reason"), 300)
-    why += f" Precision: {short(precision, 200)}." if precision else ""
+    body = fmt.table(headers, [(e["name"], fmt.num(e["value"]), fmt.text(e["rule"]),
+                                fmt.num(e["max_abs_err"]), fmt.num(e["cosine"]),
+                                fmt.text(e["verdict"])) for e in entries])
+    body = body if entries else "No replayed call was recorded."
+    precision = fmt.get(row, "compare.precision_choice")
+    why = fmt.short(fmt.get(row, "baseline.reason"), 300)
+    why += f" Precision: {fmt.short(precision, 200)}." if precision else ""
     return f"{title}\n\nWhy a replay: {why}\n\n{verdict}\n\n{body}"
 
 
-def replay_section(rows: Rows, base_dir: Path, heading: str = "###") -> str:
+def replay_section(rows: fmt.Rows, base_dir: Path, heading: str = "###") -> str:
     """Per job with a replay reference: why, the first divergent module, each call's local error."""
     jobs = [r for r in rows if is_replay(r)]
     if not jobs:
@@ -245,21 +235,21 @@ def replay_section(rows: Rows, base_dir: Path, heading: str = "###") -> str:
             "accuracy table.\n\n" + "\n\n".join(_replay_job(r, base_dir, heading) for r in jobs))
 
 
-def _check_cell(row: Row, check: str) -> str | None:
+def _check_cell(row: fmt.Row, check: str) -> str | None:
     found = []
     for key in row:
         ends = key.startswith("metrics.") and key.endswith(f"{check}.value")
-        if ends and get(row, key) is not None:
+        if ends and fmt.get(row, key) is not None:
             base = key[:-6]
             output = base[8:-len(check)].rstrip("/")
-            verdict = get(row, f"{base}.verdict")
-            said = (text(verdict) if verdict
-                    else f"would be {text(get(row, f'{base}.would_be'))}, not judged")
-            found.append(f"{output + ': ' if output else ''}{num(get(row, key))} {said}")
+            verdict = fmt.get(row, f"{base}.verdict")
+            said = (fmt.text(verdict) if verdict
+                    else f"would be {fmt.field(row, f'{base}.would_be')}, not judged")
+            found.append(f"{output + ': ' if output else ''}{fmt.field(row, key)} {said}")
     return "; ".join(found) or None
 
 
-def output_checks_section(rows: Rows, base_dir: Path) -> str:
+def output_checks_section(rows: fmt.Rows, base_dir: Path) -> str:
     """Every job's reference-free checks (a check no job ran is no column)."""
     found = [(row, [_check_cell(row, check) for check, _ in OUTPUT_CHECKS]) for row in rows]
     found = [(row, checks) for row, checks in found if any(checks)]
@@ -267,11 +257,11 @@ def output_checks_section(rows: Rows, base_dir: Path) -> str:
         return "No job wrote image or video outputs, so no reference-free check ran."
     used = [i for i in range(len(OUTPUT_CHECKS)) if any(checks[i] for _, checks in found)]
     keys = ["job.model", "job.device", "job.dtype", "size", "weights.kind"]
-    body = [cells(row, keys) + [checks[i] or "not run" for i in used] + [record_link(row, base_dir)]
-            for row, checks in found]
+    body = [fmt.cells(row, keys) + [checks[i] or "not run" for i in used]
+            + [fmt.record_link(row, base_dir)] for row, checks in found]
     headers = ["model", "device", "dtype", "size", "weights", *(OUTPUT_CHECKS[i][1] for i in used),
                "record"]
     return ("Checks of the outputs themselves, with or without a reference (rules and sources in "
             "each record): flat, black or white frames, noise-like spectra (natural images: "
             "exponent ~2), frozen and flickering video. Random-init weights make noise: reported, "
-            "not judged.\n\n" + table(headers, body))
+            "not judged.\n\n" + fmt.table(headers, body))

@@ -10,21 +10,7 @@ from typing import Any, Iterable, Sequence
 
 from ascendbench.errors import ReportError
 from ascendbench.job.record import instant
-from ascendbench.report.fmt import (
-    MISSING,
-    Row,
-    Rows,
-    cells,
-    get,
-    group,
-    latency,
-    link,
-    num,
-    record_link,
-    table,
-    text,
-    times,
-)
+from ascendbench.report import fmt
 from ascendbench.report.gather import ORDER
 from ascendbench.report.tables import fold_same, identity, machines
 
@@ -41,28 +27,29 @@ PIVOT_NOTE = ("Cells: median latency in ms over the timed iterations, then [low,
               "counts when a workload ran more than once.")
 
 
-def median_ms(row: Row) -> float | None:
+def median_ms(row: fmt.Row) -> float | None:
     """The row's median latency in ms, when recorded."""
-    return latency(row)
+    return fmt.latency(row)
 
 
-def point_key(row: Row) -> tuple:
+def point_key(row: fmt.Row) -> tuple:
     """What two runs of one workload share: model, preset, batch, size, frames, steps."""
-    return tuple(get(row, k) for k in ("job.model", "job.preset", "job.batch_size", "job.height",
+    return tuple(fmt.get(row, k)
+                 for k in ("job.model", "job.preset", "job.batch_size", "job.height",
                                        "job.width", "job.num_frames", "job.steps"))
 
 
-def started_key(row: Row) -> tuple[bool, float]:
+def started_key(row: fmt.Row) -> tuple[bool, float]:
     """Sort key by when the job started (the moment, time zones included); unknown starts last."""
-    moment = instant(get(row, "timing.started_at"))
+    moment = instant(fmt.get(row, "timing.started_at"))
     return (moment == float("-inf"), moment)
 
 
-def latest(rows: Sequence[Row]) -> Row | None:
+def latest(rows: Sequence[fmt.Row]) -> fmt.Row | None:
     """The most recently finished of ``rows`` (by ``timing.finished_at``, then record path)."""
     if not rows:
         return None
-    return max(rows, key=lambda r: (instant(get(r, "timing.finished_at")), str(r["record"])))
+    return max(rows, key=lambda r: (instant(fmt.get(r, "timing.finished_at")), str(r["record"])))
 
 
 def perf_show(show: Iterable[Any]) -> list[str]:
@@ -83,48 +70,49 @@ def perf_show(show: Iterable[Any]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def memory_cell(row: Row) -> str:
+def memory_cell(row: fmt.Row) -> str:
     """Peak memory the record holds (allocated/reserved on accelerators, RSS on CPU), in MB."""
     head = "bench.memory.peak_"
-    parts = [f"{k[len(head):-3]} {num(row[k])}" for k in sorted(row)
-             if k.startswith(head) and k.endswith("_mb") and get(row, k) is not None]
-    if str(get(row, "bench.memory.scope") or "").startswith("cpu"):  # the device figures repeat RSS
+    parts = [f"{k[len(head):-3]} {fmt.num(row[k])}" for k in sorted(row)
+             if k.startswith(head) and k.endswith("_mb") and fmt.get(row, k) is not None]
+    if fmt.field(row, "bench.memory.scope").startswith("cpu"):  # device figures repeat RSS
         parts = [p for p in parts if p.startswith("rss ")] or parts
-    return ", ".join(parts) if parts else MISSING
+    return ", ".join(parts) if parts else fmt.MISSING
 
 
-def throughput_cell(row: Row) -> str:
+def throughput_cell(row: fmt.Row) -> str:
     """Throughput with its unit."""
-    value = get(row, "bench.throughput.value")
-    return MISSING if value is None else f"{num(value)} {text(get(row, 'bench.throughput.unit'))}"
+    value = fmt.get(row, "bench.throughput.value")
+    return (fmt.MISSING if value is None
+            else f"{fmt.num(value)} {fmt.field(row, 'bench.throughput.unit')}")
 
 
-def median_cell(row: Row) -> str:
+def median_cell(row: fmt.Row) -> str:
     """The median latency, flagged when the bench judged the timings noisy."""
-    cell = num(median_ms(row))
-    return f"{cell} (noisy)" if get(row, "bench.noise.noisy") is True else cell
+    cell = fmt.num(median_ms(row))
+    return f"{cell} (noisy)" if fmt.get(row, "bench.noise.noisy") is True else cell
 
 
-def _value_cell(row: Row, name: str) -> str:
+def _value_cell(row: fmt.Row, name: str) -> str:
     if name in ("median_ms", "throughput", "memory"):
         return {"median_ms": median_cell, "throughput": throughput_cell,
                 "memory": memory_cell}[name](row)
     if name == "load_s":  # the load stage's wall time, else the loader's own figure
-        seconds = [get(row, k) for k in ("weights.load.seconds", "weights.load_seconds")]
-        return num(next((s for s in seconds if isinstance(s, (int, float))), None))
+        seconds = [fmt.get(row, k) for k in ("weights.load.seconds", "weights.load_seconds")]
+        return fmt.num(next((s for s in seconds if isinstance(s, (int, float))), None))
     if name == "cold_ms":
-        return num(get(row, "bench.cold_ms"))
-    return num(latency(row, "count" if name == "timed" else name))
+        return fmt.field(row, "bench.cold_ms")
+    return fmt.num(fmt.latency(row, "count" if name == "timed" else name))
 
 
-def _flops_cell(row: Row, key: str) -> str:
-    value = get(row, key)
-    if value is None and key.endswith("mfu") and get(row, "bench.flops.peak_missing"):
+def _flops_cell(row: fmt.Row, key: str) -> str:
+    value = fmt.get(row, key)
+    if value is None and key.endswith("mfu") and fmt.get(row, "bench.flops.peak_missing"):
         return "missing (no peak TFLOP/s for this device in device.peak)"
-    return num(value)
+    return fmt.num(value)
 
 
-def _flops_columns(rows: Rows) -> list[tuple[str, str]]:
+def _flops_columns(rows: fmt.Rows) -> list[tuple[str, str]]:
     """(header, key) of the FLOPs / MFU fields some row carries under ``bench``."""
     keys = {k for r in rows for k in r if k.startswith("bench.")}
     known = [(h, k) for h, k in FLOPS if k in keys]
@@ -133,22 +121,23 @@ def _flops_columns(rows: Rows) -> list[tuple[str, str]]:
     return known + [(k[len("bench."):], k) for k in others]
 
 
-def speedup_cell(row: Row, cpu_rows: Rows, cpu_dtype: str, base_dir: Path) -> str:
+def speedup_cell(row: fmt.Row, cpu_rows: fmt.Rows, cpu_dtype: str, base_dir: Path) -> str:
     """``123x`` over the CPU run of this workload (in ``cpu_dtype`` when measured), or why not."""
-    if get(row, "job.device") == "cpu":
+    if fmt.get(row, "job.device") == "cpu":
         return "cpu run"
     same = [c for c in cpu_rows if point_key(c) == point_key(row) and median_ms(c)]
     cpu = None
-    for dtype in (cpu_dtype, get(row, "job.dtype")):
-        matches = [c for c in same if get(c, "job.dtype") == dtype]
-        local = [c for c in matches if get(c, "env.hostname") == get(row, "env.hostname")]
+    for dtype in (cpu_dtype, fmt.get(row, "job.dtype")):
+        matches = [c for c in same if fmt.get(c, "job.dtype") == dtype]
+        local = [c for c in matches if fmt.get(c, "env.hostname") == fmt.get(row, "env.hostname")]
         cpu = cpu or latest(local or matches)
     if cpu is None:
         return "no CPU run of this workload"
     if not median_ms(row):
-        return MISSING
-    return (f"{times(median_ms(cpu) / median_ms(row))} vs cpu {text(get(cpu, 'job.dtype'))} "
-            f"{num(median_ms(cpu))} ms ({link('cpu', cpu['record'], base_dir)})")
+        return fmt.MISSING
+    return (f"{fmt.times(median_ms(cpu) / median_ms(row))} vs cpu "
+            f"{fmt.field(cpu, 'job.dtype')} "
+            f"{fmt.num(median_ms(cpu))} ms ({fmt.link('cpu', cpu['record'], base_dir)})")
 
 
 def _number_first(value: str) -> bool:
@@ -159,7 +148,7 @@ def _number_first(value: str) -> bool:
     return True
 
 
-def performance_table(rows: Rows, cpu_rows: Rows, cpu_dtype: str, base_dir: Path,
+def performance_table(rows: fmt.Rows, cpu_rows: fmt.Rows, cpu_dtype: str, base_dir: Path,
                       show: Sequence[str] = ("median_ms", "p90_ms", "throughput", "memory",
                                              "speedup")) -> str:
     """One model's performance table: device x dtype x workload x batch, the ``show`` columns.
@@ -178,7 +167,7 @@ def performance_table(rows: Rows, cpu_rows: Rows, cpu_dtype: str, base_dir: Path
             values.append((PERF_VALUES[name], partial(_value_cell, name=name)))
     id_headers, keys = identity(rows, ["machine", "device", "dtype", "workload", "batch", "steps"])
     headers = [*id_headers, *(h for h, _ in values), "record"]
-    body = [cells(row, keys) + [fn(row) for _, fn in values] + [record_link(row, base_dir)]
+    body = [fmt.cells(row, keys) + [fn(row) for _, fn in values] + [fmt.record_link(row, base_dir)]
             for row in rows]
     foldable = [h for h, _ in _flops_columns(rows)] + ["speed-up vs CPU"]
     folded = {h: body[0][i] for i, h in enumerate(headers) if h in foldable and body
@@ -194,40 +183,42 @@ def performance_table(rows: Rows, cpu_rows: Rows, cpu_dtype: str, base_dir: Path
         "iterations; \"cold ms\" is the first call, timed apart; \"load s\" is the model load "
         f"(weights.load.seconds). Columns: report.yaml performance.show ({', '.join(PERF_VALUES)} "
         "or all). \"missing\": not in the record.")
-    return table(headers, body, notes)
+    return fmt.table(headers, body, notes)
 
 
-def _ci_cell(row: Row | None, base_dir: Path) -> str:
+def _ci_cell(row: fmt.Row | None, base_dir: Path) -> str:
     if row is None or median_ms(row) is None:
-        return MISSING
-    low, high = latency(row, "median_ci95_low_ms"), latency(row, "median_ci95_high_ms")
-    ci = f" [{num(low)}, {num(high)}]" if low is not None and high is not None else ""
-    return f"{num(median_ms(row))}{ci} ({record_link(row, base_dir)})"
+        return fmt.MISSING
+    low, high = fmt.latency(row, "median_ci95_low_ms"), fmt.latency(row, "median_ci95_high_ms")
+    ci = f" [{fmt.num(low)}, {fmt.num(high)}]" if low is not None and high is not None else ""
+    return f"{fmt.num(median_ms(row))}{ci} ({fmt.record_link(row, base_dir)})"
 
 
-def _pivot(rows: Rows, base_dir: Path) -> str:
-    found = {text(get(r, "job.dtype")) for r in rows}
+def _pivot(rows: fmt.Rows, base_dir: Path) -> str:
+    found = {fmt.field(r, "job.dtype") for r in rows}
     dtypes = [d for d in ORDER["job.dtype"] if d in found] + sorted(found - set(ORDER["job.dtype"]))
-    groups = group(rows, lambda r: tuple(cells(r, ["job.preset", "size", "job.batch_size"]))
-                   + ((num(get(r, "job.steps")),) if get(r, "job.steps") is not None else ()))
+    groups = fmt.group(rows, lambda r: tuple(fmt.cells(r, ["job.preset", "size", "job.batch_size"]))
+                       + ((fmt.field(r, "job.steps"),) if fmt.get(r, "job.steps") is not None
+                      else ()))
     steps = any(len(key) == 4 for key in groups)
     headers = ["preset", "size", "batch"] + (["steps"] if steps else [])
     body = [list(key) + (["-"] if steps and len(key) == 3 else [])
-            + [_ci_cell(latest([r for r in members if text(get(r, "job.dtype")) == d]), base_dir)
+            + [_ci_cell(latest([r for r in members if fmt.field(r, "job.dtype") == d]),
+                        base_dir)
                for d in dtypes] for key, members in groups.items()]
-    return table(headers + [f"{d} ms [95% CI]" for d in dtypes], body)
+    return fmt.table(headers + [f"{d} ms [95% CI]" for d in dtypes], body)
 
 
-def pivot_section(rows: Rows, models: Sequence[str], base_dir: Path, heading: str) -> str:
+def pivot_section(rows: fmt.Rows, models: Sequence[str], base_dir: Path, heading: str) -> str:
     """Per model and device (and host), workloads down, dtypes across, median [95% CI] ms."""
     parts = []
     for model in models:
-        mine = [r for r in rows if median_ms(r) is not None and get(r, "job.model") == model]
+        mine = [r for r in rows if median_ms(r) is not None and fmt.get(r, "job.model") == model]
         many = len(machines(mine)) > 1
-        places: dict[str, list[Row]] = {}
+        places: dict[str, list[fmt.Row]] = {}
         for row in mine:
-            host = f" ({text(get(row, 'env.hostname'))})" if many else ""
-            places.setdefault(text(get(row, "job.device")) + host, []).append(row)
+            host = f" ({fmt.field(row, 'env.hostname')})" if many else ""
+            places.setdefault(fmt.field(row, "job.device") + host, []).append(row)
         parts += [f"{heading} {model} on {place}\n\n" + _pivot(places[place], base_dir)
                   for place in sorted(places)]
     if not parts:

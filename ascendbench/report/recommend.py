@@ -5,18 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ascendbench.report.fmt import (
-    Rows,
-    cells,
-    get,
-    group,
-    judged,
-    link,
-    metric_fields,
-    metric_matches,
-    num,
-    table,
-)
+from ascendbench.report import fmt
 from ascendbench.report.performance import latest, median_ms, point_key
 from ascendbench.report.tables import RANDOM_LEGEND, RANDOM_MARK, random_init
 
@@ -30,15 +19,15 @@ RULE = (
 )
 
 
-def classify(rows: Rows) -> str:
+def classify(rows: fmt.Rows) -> str:
     """``pass``, ``fail`` or ``unjudged`` from the jobs' overall verdicts."""
-    verdicts = [get(r, "verdict") for r in rows if get(r, "verdict")]
+    verdicts = [fmt.get(r, "verdict") for r in rows if fmt.get(r, "verdict")]
     if "FAIL" in verdicts:
         return "fail"
     return "pass" if verdicts else "unjudged"
 
 
-def speed_scores(by_dtype: dict[str, Rows]) -> tuple[dict[str, float], int]:
+def speed_scores(by_dtype: dict[str, fmt.Rows]) -> tuple[dict[str, float], int]:
     """Geometric-mean median latency per dtype over the workloads all of them measured."""
     points = [{point_key(r) for r in rows if median_ms(r)} for rows in by_dtype.values()]
     common = set.intersection(*points) if points else set()
@@ -51,25 +40,25 @@ def speed_scores(by_dtype: dict[str, Rows]) -> tuple[dict[str, float], int]:
     return scores, len(common)
 
 
-def _links(rows: Rows, base_dir: Path, limit: int = 6) -> str:
-    shown = [link(str(i + 1), r["record"], base_dir) for i, r in enumerate(rows[:limit])]
+def _links(rows: fmt.Rows, base_dir: Path, limit: int = 6) -> str:
+    shown = [fmt.link(str(i + 1), r["record"], base_dir) for i, r in enumerate(rows[:limit])]
     return " ".join(shown) + (f" (+{len(rows) - limit})" if len(rows) > limit else "")
 
 
-def _failures(rows: Rows) -> list[str]:
+def _failures(rows: fmt.Rows) -> list[str]:
     found = []
     for row in rows:
-        verdicts = metric_fields(row, "verdict", True)
+        verdicts = fmt.metric_fields(row, "verdict", True)
         for name in sorted(n for n, v in verdicts.items() if v == "FAIL"):
-            value, _, rule = judged(row, f"metrics.{name}", name)
-            preset, size, batch = cells(row, ["job.preset", "size", "job.batch_size"])
+            value, _, rule = fmt.judged(row, f"metrics.{name}", name)
+            preset, size, batch = fmt.cells(row, ["job.preset", "size", "job.batch_size"])
             found.append(f"{name} {value} fails {rule} ({preset} {size} b{batch})")
     return found
 
 
-def recommend_device(rows: Rows, metric: str, base_dir: Path) -> str:
+def recommend_device(rows: fmt.Rows, metric: str, base_dir: Path) -> str:
     """The recommendation table for one model on one device."""
-    by_dtype = group(rows, lambda r: str(get(r, "job.dtype")))
+    by_dtype = fmt.group(rows, lambda r: str(fmt.get(r, "job.dtype")))
     marked = {d: f"{d} {RANDOM_MARK}" if any(random_init(r) for r in rs) else d
               for d, rs in by_dtype.items()}
     classes = {d: classify(rs) for d, rs in by_dtype.items()}
@@ -81,8 +70,8 @@ def recommend_device(rows: Rows, metric: str, base_dir: Path) -> str:
     scores, n_common = speed_scores(passing) if passing else ({}, 0)
     if scores:
         best = min(scores, key=scores.get)
-        others = ", ".join(f"{d} {num(s)} ms" for d, s in sorted(scores.items()) if d != best)
-        why = (f"passes every verdict; median {num(scores[best])} ms"
+        others = ", ".join(f"{d} {fmt.num(s)} ms" for d, s in sorted(scores.items()) if d != best)
+        why = (f"passes every verdict; median {fmt.num(scores[best])} ms"
                + (f" vs {others}" if others else "")
                + f" (geometric mean over {n_common} common workload(s))")
         choice = ("recommended (passes, fastest)" if len(scores) > 1
@@ -94,34 +83,35 @@ def recommend_device(rows: Rows, metric: str, base_dir: Path) -> str:
                      _links([r for rs in passing.values() for r in rs], base_dir)])
     errors = {}
     for dtype, rs in passing.items():
-        values = [float(v) for r in rs for n, v in metric_fields(r, layers=True).items()
-                  if metric_matches(n, metric) and isinstance(v, (int, float))]
+        values = [float(v) for r in rs for n, v in fmt.metric_fields(r, layers=True).items()
+                  if fmt.metric_matches(n, metric) and isinstance(v, (int, float))]
         if values:
             errors[dtype] = max(values)
     if errors:
         best = min(errors, key=errors.get)
         body.append(["most accurate", marked[best], f"lowest worst-case {metric} "
-                     f"{num(errors[best])} among passing dtypes", _links(passing[best], base_dir)])
+                     f"{fmt.num(errors[best])} among passing dtypes",
+                     _links(passing[best], base_dir)])
     for dtype in sorted(by_dtype):
         if classes[dtype] == "fail":
-            failed = [r for r in by_dtype[dtype] if get(r, "verdict") == "FAIL"]
+            failed = [r for r in by_dtype[dtype] if fmt.get(r, "verdict") == "FAIL"]
             body.append(["not recommended", marked[dtype],
                          "; ".join(_failures(by_dtype[dtype])[:3]), _links(failed, base_dir)])
         elif classes[dtype] == "unjudged":
             body.append(["not judged", marked[dtype], "no accuracy verdict in its records "
                          "(baseline skipped or no rule)", _links(by_dtype[dtype], base_dir)])
-    return table(["choice", "dtype", "why (from the records)", "records"], body)
+    return fmt.table(["choice", "dtype", "why (from the records)", "records"], body)
 
 
-def recommendation_section(rows: Rows, models: list[str], metric: str, base_dir: Path,
+def recommendation_section(rows: fmt.Rows, models: list[str], metric: str, base_dir: Path,
                            heading: str = "###") -> str:
     """The rule, then one table per model and device (random-init and loaded weights apart)."""
     parts = [RULE.format(metric=metric)]
     for model in models:
-        mine = [r for r in rows if get(r, "job.model") == model]
-        for device in sorted({str(get(r, "job.device")) for r in mine}):
-            on_device = [r for r in mine if str(get(r, "job.device")) == device]
-            kinds = group(on_device, lambda r: "random-init" if random_init(r) else "loaded")
+        mine = [r for r in rows if fmt.get(r, "job.model") == model]
+        for device in sorted({str(fmt.get(r, "job.device")) for r in mine}):
+            on_device = [r for r in mine if str(fmt.get(r, "job.device")) == device]
+            kinds = fmt.group(on_device, lambda r: "random-init" if random_init(r) else "loaded")
             kinds = sorted(kinds.items(), key=lambda kv: kv[0] != "loaded") if len(kinds) > 1 \
                 else [("", on_device)]
             for weights, kind in kinds:

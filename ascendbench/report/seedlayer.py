@@ -6,18 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ascendbench.report.fmt import (
-    Row,
-    Rows,
-    cells,
-    get,
-    latency,
-    num,
-    table,
-    text,
-    word,
-    workload_label,
-)
+from ascendbench.report import fmt
 from ascendbench.report.performance import median_ms
 from ascendbench.report.seedlayouts import (
     flux2_accuracy,
@@ -47,72 +36,75 @@ GATES = (("[Gate1] strict load: missing", "gate/load_missing_keys"),
          ("RANDOM-INIT: PSNR (dB)", "gate/control_psnr_db"),
          ("PSNR gap (dB)", "gate/control_psnr_gap_db"),
          ("recon in [-1,1]: not in range", "gate/recon_out_of_range"))
-Layout = Callable[[Rows, str, Path], "str | None"]
+Layout = Callable[[fmt.Rows, str, Path], "str | None"]
 
 
-def vae_layer(rows: Rows, lang: str, base_dir: Path) -> str | None:
+def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """Item | Value: inputs, first call, steady latency, memory, determinism, verdict."""
     parts = []
     for row in timing_rows([r for r in rows if median_ms(r)]):
         body = []
         for name in sorted({k.split(".")[1] for k in row
                             if k.startswith("inputs.") and k.endswith(".shape")}):
-            stats = ", ".join(f"{s} {num(get(row, f'inputs.{name}.{s}'))}"
+            stats = ", ".join(f"{s} {fmt.field(row, f'inputs.{name}.{s}')}"
                               for s in ("mean", "std", "min", "max")
-                              if get(row, f"inputs.{name}.{s}") is not None)
-            shape, dtype = cells(row, [f"inputs.{name}.shape", f"inputs.{name}.dtype"])
-            body.append([f"{word('input', lang)} {name}",
+                              if fmt.get(row, f"inputs.{name}.{s}") is not None)
+            shape, dtype = fmt.cells(row, [f"inputs.{name}.shape", f"inputs.{name}.dtype"])
+            body.append([f"{fmt.word('input', lang)} {name}",
                          f"shape {shape} {dtype}" + (f"; {stats}" if stats else "")])
-        body.append([word("first_run", lang), f"{num(get(row, 'bench.cold_ms'))} ms"])
-        body += [[f"{word('steady', lang)} "
-                  + (word(key, lang) if key else stat.split("_")[0].replace("median", "p50")),
-                  f"{num(latency(row, stat))} ms"]
-                 for key, stat in LATENCY if latency(row, stat) is not None]
-        unit = text(get(row, "bench.throughput.unit"))
-        body.append([word("thr", lang), f"{num(get(row, 'bench.throughput.value'))} {unit}"])
-        body += [[word(key, lang), f"{num(get(row, f'bench.memory.peak_{key}_mb'))} MB"]
+        body.append([fmt.word("first_run", lang), f"{fmt.field(row, 'bench.cold_ms')} ms"])
+        body += [[f"{fmt.word('steady', lang)} "
+                  + (fmt.word(key, lang) if key else stat.split("_")[0].replace("median", "p50")),
+                  f"{fmt.num(fmt.latency(row, stat))} ms"]
+                 for key, stat in LATENCY if fmt.latency(row, stat) is not None]
+        unit = fmt.field(row, "bench.throughput.unit")
+        body.append([fmt.word("thr", lang), f"{fmt.field(row, 'bench.throughput.value')} {unit}"])
+        body += [[fmt.word(key, lang), f"{fmt.field(row, f'bench.memory.peak_{key}_mb')} MB"]
                  for key in ("allocated", "reserved")
-                 if get(row, f"bench.memory.peak_{key}_mb") is not None]
-        checks = ((word("second_run", lang), "determinism/second_run_max_abs_diff"),
+                 if fmt.get(row, f"bench.memory.peak_{key}_mb") is not None]
+        checks = ((fmt.word("second_run", lang), "determinism/second_run_max_abs_diff"),
                   ("max_abs", "max_abs_err"), ("cosine", "cosine"),
                   ("mean_rel_err", "mean_rel_err"))
         body += [[label, value_cell(row, name)] for label, name in checks
-                 if get(row, f"metrics.{name}.value") is not None]
-        body.append([word("verdict", lang), text(get(row, "verdict"))])
-        device, dtype, protocol, scope = cells(row, ["job.device", "job.dtype",
-                                                     "bench.stop.protocol", "bench.memory.scope"])
-        notes = [f"{device} {dtype}; warm-up {num(get(row, 'bench.warmup.calls'))}, timed "
-                 f"{num(latency(row, 'count'))} ({protocol}); memory: {scope}",
+                 if fmt.get(row, f"metrics.{name}.value") is not None]
+        body.append([fmt.word("verdict", lang), fmt.field(row, "verdict")])
+        keys = ["job.device", "job.dtype", "bench.stop.protocol", "bench.memory.scope"]
+        device, dtype, protocol, scope = fmt.cells(row, keys)
+        notes = [f"{device} {dtype}; warm-up {fmt.field(row, 'bench.warmup.calls')}, timed "
+                 f"{fmt.num(fmt.latency(row, 'count'))} ({protocol}); memory: {scope}",
                  links_note([row], base_dir, lang)]
-        parts.append(table([word("item", lang), word("value", lang)], body, notes))
+        parts.append(fmt.table([fmt.word("item", lang), fmt.word("value", lang)], body, notes))
     return "\n\n".join(parts) or None
 
 
-def videoflextok_gates(rows: Rows, lang: str, base_dir: Path) -> str | None:
+def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """Gate | a column per job, the verdict last; then a perf line per job."""
     jobs = latest_per_workload(rows)
     if not jobs:
         return None
     # Several workloads (the recipe's preset sweep): each column and line names its preset and size.
-    which = {id(r): f" {workload_label(r)}" if len(jobs) > 1 else "" for r in jobs}
-    headers = [word("gate", lang)] + [" ".join(cells(r, ["job.device", "job.dtype",
-                                                         "weights.kind"])) + which[id(r)]
-                                      for r in jobs]
-    body = [[label] + [value_cell(r, name) if get(r, f"metrics.{name}.value") is not None
-                       else ("skipped" if get(r, f"metrics.{name}.skipped") else "-") for r in jobs]
+    which = {id(r): f" {fmt.workload_label(r)}" if len(jobs) > 1 else "" for r in jobs}
+    headers = [fmt.word("gate", lang)] + [" ".join(fmt.cells(r, ["job.device", "job.dtype",
+                                                                 "weights.kind"])) + which[id(r)]
+                                          for r in jobs]
+    body = [[label] + [value_cell(r, name) if fmt.get(r, f"metrics.{name}.value") is not None
+                       else ("skipped" if fmt.get(r, f"metrics.{name}.skipped") else "-")
+                       for r in jobs]
             for label, name in GATES
-            if any(get(r, f"metrics.{name}.value") is not None for r in jobs)]
-    body.append([word("verdict", lang)] + [text(get(r, "verdict")) for r in jobs])
-    perf = [f"PERF {text(get(r, 'job.device'))}{which[id(r)]}: avg={num(latency(r, 'mean_ms'))}ms "
-            f"p50={num(latency(r))} p90={num(latency(r, 'p90_ms'))} "
-            f"p95={num(latency(r, 'p95_ms'))} throughput={num(get(r, 'bench.throughput.value'))} "
-            f"{text(get(r, 'bench.throughput.unit'))} "
-            f"peak={num(get(r, 'bench.memory.peak_allocated_mb'))} MB"
+            if any(fmt.get(r, f"metrics.{name}.value") is not None for r in jobs)]
+    body.append([fmt.word("verdict", lang)] + [fmt.field(r, "verdict") for r in jobs])
+    perf = [f"PERF {fmt.field(r, 'job.device')}{which[id(r)]}: "
+            f"avg={fmt.num(fmt.latency(r, 'mean_ms'))}ms "
+            f"p50={fmt.num(fmt.latency(r))} p90={fmt.num(fmt.latency(r, 'p90_ms'))} "
+            f"p95={fmt.num(fmt.latency(r, 'p95_ms'))} "
+            f"throughput={fmt.field(r, 'bench.throughput.value')} "
+            f"{fmt.field(r, 'bench.throughput.unit')} "
+            f"peak={fmt.field(r, 'bench.memory.peak_allocated_mb')} MB"
             for r in jobs if median_ms(r)]
-    skipped = sorted({f"{name}: {get(r, f'metrics.{name}.skipped')}"
-                      for r in jobs for _, name in GATES if get(r, f"metrics.{name}.skipped")})
-    return table(headers, body, [*perf, "skipped: " + "; ".join(skipped) if skipped else None,
-                                 links_note(jobs, base_dir, lang)])
+    skipped = sorted({f"{name}: {fmt.get(r, f'metrics.{name}.skipped')}"
+                      for r in jobs for _, name in GATES if fmt.get(r, f"metrics.{name}.skipped")})
+    return fmt.table(headers, body, [*perf, "skipped: " + "; ".join(skipped) if skipped else None,
+                                     links_note(jobs, base_dir, lang)])
 
 
 # task class -> the seed's layouts, in the seed's order: (name, title en, title zh, layout)
@@ -136,12 +128,12 @@ PROFILE_SECTIONS = tuple(dict.fromkeys(name for layouts in PROFILES.values()
                                        for name, *_ in layouts))
 
 
-def task_of(row: Row) -> str:
+def task_of(row: fmt.Row) -> str:
     """The short task class name of a row (``TextToVideoTask``)."""
-    return str(get(row, "job.task") or "").rsplit(".", 1)[-1]
+    return str(fmt.get(row, "job.task") or "").rsplit(".", 1)[-1]
 
 
-def layout(name: str, rows: Rows, lang: str, base_dir: Path) -> str | None:
+def layout(name: str, rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """One named layout over the rows of the tasks that have it (None when no row has it)."""
     for task, layouts in PROFILES.items():
         mine = [r for r in rows if task_of(r) == task]
@@ -151,12 +143,12 @@ def layout(name: str, rows: Rows, lang: str, base_dir: Path) -> str | None:
     return None
 
 
-def seed_layouts_section(rows: Rows, models: list[str], lang: str, base_dir: Path,
+def seed_layouts_section(rows: fmt.Rows, models: list[str], lang: str, base_dir: Path,
                          heading: str = "###") -> str:
     """Per model, the layouts of its task's seed in the seed's order (empty ones left out)."""
     parts = []
     for model in models:
-        mine = [r for r in rows if get(r, "job.model") == model]
+        mine = [r for r in rows if fmt.get(r, "job.model") == model]
         for _, en, zh, render in PROFILES.get(task_of(mine[0]), ()) if mine else ():
             body = render(mine, lang, base_dir)
             if body:

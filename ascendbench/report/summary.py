@@ -9,29 +9,19 @@ import pandas as pd
 
 from ascendbench.bench.summary import stop_cell  # why the timed loop stopped, with the CI reached
 from ascendbench.fileio import write_atomic
-from ascendbench.report.fmt import (
-    Row,
-    cells,
-    get,
-    judged,
-    link,
-    num,
-    short,
-    table,
-    text,
-)
+from ascendbench.report import fmt
 from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN, records_frame
 from ascendbench.report.performance import median_ms, throughput_cell
 
 
-def judged_metrics(row: Row) -> str:
+def judged_metrics(row: fmt.Row) -> str:
     """``name value VERDICT`` of every judged metric; skipped ones with their reason."""
     parts = []
     for key in sorted(row):
         name, _, field = key[8:].rpartition(".")
-        if key.startswith("metrics.") and get(row, key) and field in ("verdict", "skipped"):
-            parts.append(f"{name} {judged(row, f'metrics.{name}', name)[0]} {row[key]}"
-                         if field == "verdict" else f"{name} skipped: {short(row[key], 80)}")
+        if key.startswith("metrics.") and fmt.get(row, key) and field in ("verdict", "skipped"):
+            parts.append(f"{name} {fmt.judged(row, f'metrics.{name}', name)[0]} {row[key]}"
+                         if field == "verdict" else f"{name} skipped: {fmt.short(row[key], 80)}")
     return "; ".join(parts) or "none"
 
 
@@ -65,19 +55,24 @@ def summary_markdown(frame: pd.DataFrame, sweep_dir: Path) -> str:
     labels = job_labels([r["job_dir"] for r in rows])
     body = []
     for label, row in zip(labels, rows, strict=True):
-        error = get(row, "error.type")
-        dry = " (dry run: nothing measured)" if get(row, "run") == DRY_RUN else ""
-        body.append([link(label, row["record"], sweep_dir), text(get(row, "status")) + dry,
-                     *cells(row, ["job.model", "job.device", "job.dtype", "job.preset", "size",
-                                  "job.batch_size", "verdict"]),
-                     judged_metrics(row), num(median_ms(row)), stop_cell(row), throughput_cell(row),
-                     f"{error}: {short(get(row, 'error.message'), 200)}" if error else "none"])
-    ab = [f"- {link(label, row['record'], sweep_dir)}: {short(get(row, 'ab.effect'), 300)}: "
-          f"{text(get(row, 'ab.verdict'))}"
-          for label, row in zip(labels, rows, strict=True) if get(row, "ab.verdict") is not None]
+        error = fmt.get(row, "error.type")
+        dry = " (dry run: nothing measured)" if fmt.get(row, "run") == DRY_RUN else ""
+        body.append([fmt.link(label, row["record"], sweep_dir),
+                     fmt.field(row, "status") + dry,
+                     *fmt.cells(row, ["job.model", "job.device", "job.dtype", "job.preset", "size",
+                                      "job.batch_size", "verdict"]),
+                     judged_metrics(row), fmt.num(median_ms(row)), stop_cell(row),
+                     throughput_cell(row),
+                     f"{error}: {fmt.short(fmt.get(row, 'error.message'), 200)}" if error
+                     else "none"])
+    ab = [f"- {fmt.link(label, row['record'], sweep_dir)}: "
+          f"{fmt.short(fmt.get(row, 'ab.effect'), 300)}: "
+          f"{fmt.field(row, 'ab.verdict')}"
+          for label, row in zip(labels, rows, strict=True)
+          if fmt.get(row, "ab.verdict") is not None]
     ab_text = ("Patches against none, interleaved (`bench.ab=unpatched`):\n\n" + "\n".join(ab)
                + "\n\n" if ab else "")
-    return (f"{head}{intro}\n\n{table(headers, body)}\n\n{ab_text}Full report with plots: "
+    return (f"{head}{intro}\n\n{fmt.table(headers, body)}\n\n{ab_text}Full report with plots: "
             f"`python -m ascendbench.report {sweep_dir}` (\"missing\": the record does not carry "
             "the value).\n")
 

@@ -10,25 +10,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 
 from ascendbench.digits import judged_rule
-from ascendbench.report.fmt import (
-    MISSING,
-    Row,
-    Rows,
-    bullets,
-    cells,
-    get,
-    group,
-    judged,
-    link,
-    md_escape,
-    metric_fields,
-    metric_matches,
-    num,
-    record_link,
-    short,
-    table,
-    text,
-)
+from ascendbench.report import fmt
 from ascendbench.report.gather import DRY_RUN
 from ascendbench.report.hidden import hidden_cell, hidden_metrics
 
@@ -61,86 +43,87 @@ def ok_rows(frame: pd.DataFrame, model: str | None = None) -> list[dict[str, Any
 
 def models(frame: pd.DataFrame) -> list[str]:
     """Models with at least one ``ok`` record, sorted."""
-    return sorted({str(r["job.model"]) for r in ok_rows(frame) if get(r, "job.model") is not None})
+    return sorted({str(r["job.model"]) for r in ok_rows(frame)
+                   if fmt.get(r, "job.model") is not None})
 
 
-def random_init(row: Row) -> bool:
+def random_init(row: fmt.Row) -> bool:
     """True when the job ran the architecture with seeded random weights."""
-    return get(row, "weights.kind") == "random-init"
+    return fmt.get(row, "weights.kind") == "random-init"
 
 
-def weights_label(row: Row) -> str:
+def weights_label(row: fmt.Row) -> str:
     """``loaded sha256:1234abcd…``, ``random-init (seed 42) †`` or ``missing``."""
-    kind, digest = get(row, "weights.kind"), get(row, "weights.digest")
+    kind, digest = fmt.get(row, "weights.kind"), fmt.get(row, "weights.digest")
     if kind == "random-init":
-        return f"random-init (seed {num(get(row, 'weights.init_seed'))}) {RANDOM_MARK}"
+        return f"random-init (seed {fmt.field(row, 'weights.init_seed')}) {RANDOM_MARK}"
     if kind is None:
-        return MISSING
-    return f"{text(kind)} {text(str(digest)[:19])}…" if digest else text(kind)
+        return fmt.MISSING
+    return f"{fmt.text(kind)} {fmt.text(str(digest)[:19])}…" if digest else fmt.text(kind)
 
 
-def machines(rows: Rows) -> list[str]:
+def machines(rows: fmt.Rows) -> list[str]:
     """Distinct host names among the rows."""
-    return sorted({str(get(r, "env.hostname")) for r in rows})
+    return sorted({str(fmt.get(r, "env.hostname")) for r in rows})
 
 
-def identity(rows: Rows, names: Sequence[str]) -> tuple[list[str], list[str]]:
+def identity(rows: fmt.Rows, names: Sequence[str]) -> tuple[list[str], list[str]]:
     """(headers, keys) of ``names`` (``machine`` with several hosts, ``steps`` if used)."""
     many = len(machines(rows)) > 1
-    steps = any(get(r, "job.steps") is not None for r in rows)
+    steps = any(fmt.get(r, "job.steps") is not None for r in rows)
     kept = [n for n in names if (n != "machine" or many) and (n != "steps" or steps)]
     return kept, [IDENTITY[n] for n in kept]
 
 
-def reference_cell(row: Row) -> str:
+def reference_cell(row: fmt.Row) -> str:
     """The CPU reference precision, a saved reference's origin (``baseline.source``), or why not."""
-    skipped, kind = get(row, "baseline.skipped"), get(row, "baseline.source.kind")
+    skipped, kind = fmt.get(row, "baseline.skipped"), fmt.get(row, "baseline.source.kind")
     if skipped is not None:
-        return f"skipped: {text(skipped)}"
+        return f"skipped: {fmt.text(skipped)}"
     if kind == "tensors":
-        return f"saved file {text(get(row, 'baseline.source.tensors'))}"
+        return f"saved file {fmt.field(row, 'baseline.source.tensors')}"
     if kind is not None:
-        device, dtype, host = cells(row, [f"baseline.source.{k}" for k in ("device", "dtype",
+        device, dtype, host = fmt.cells(row, [f"baseline.source.{k}" for k in ("device", "dtype",
                                                                             "host")])
         return f"saved {device} {dtype} run ({host})"
-    return text(get(row, "job.reference_dtype") or get(row, "baseline.precision"))
+    return fmt.text(fmt.get(row, "job.reference_dtype") or fmt.get(row, "baseline.precision"))
 
 
-def verdict_cell(row: Row, shown: Sequence[str] | None = None) -> str:
+def verdict_cell(row: fmt.Row, shown: Sequence[str] | None = None) -> str:
     """The verdict (naming failing metrics not in ``shown``), or why there is none."""
-    verdict = get(row, "verdict")
+    verdict = fmt.get(row, "verdict")
     if not verdict:
-        skipped = get(row, "baseline.skipped") is not None
-        return "not judged (baseline skipped)" if skipped else MISSING
+        skipped = fmt.get(row, "baseline.skipped") is not None
+        return "not judged (baseline skipped)" if skipped else fmt.MISSING
     elsewhere = []
     if shown is not None and verdict == "FAIL":
-        elsewhere = sorted(n for n, v in metric_fields(row, "verdict").items()
+        elsewhere = sorted(n for n, v in fmt.metric_fields(row, "verdict").items()
                            if v == "FAIL" and n not in shown)
-    cell = f"{text(verdict)} ({', '.join(elsewhere)})" if elsewhere else text(verdict)
+    cell = f"{fmt.text(verdict)} ({', '.join(elsewhere)})" if elsewhere else fmt.text(verdict)
     return f"{cell} {RANDOM_MARK}" if random_init(row) else cell
 
 
-def metric_cell(row: Row, name: str) -> str:
+def metric_cell(row: fmt.Row, name: str) -> str:
     """Value, then the verdict when judged; skipped/missing said so; random-init marked."""
-    skipped = get(row, f"metrics.{name}.skipped")
+    skipped = fmt.get(row, f"metrics.{name}.skipped")
     if skipped is not None:
-        return f"skipped: {text(skipped)}"
-    if get(row, f"metrics.{name}.value") is None:
-        return "no baseline" if get(row, "baseline.skipped") is not None else MISSING
-    value, verdict, _ = judged(row, f"metrics.{name}", name)
+        return f"skipped: {fmt.text(skipped)}"
+    if fmt.get(row, f"metrics.{name}.value") is None:
+        return "no baseline" if fmt.get(row, "baseline.skipped") is not None else fmt.MISSING
+    value, verdict, _ = fmt.judged(row, f"metrics.{name}", name)
     cell = f"{value} {verdict}" if verdict else value
     return f"{cell} {RANDOM_MARK}" if random_init(row) else cell
 
 
-def value_names(rows: Rows) -> list[str]:
+def value_names(rows: fmt.Rows) -> list[str]:
     """Every metric (not hidden-state entry) some row holds a value of, sorted."""
-    return sorted({n for r in rows for n in metric_fields(r)})
+    return sorted({n for r in rows for n in fmt.metric_fields(r)})
 
 
-def metric_names(rows: Rows, show: Sequence[str]) -> list[str]:
+def metric_names(rows: fmt.Rows, show: Sequence[str]) -> list[str]:
     """Metric columns: those matching ``show`` (by last name part, in that order) some row holds."""
     names = value_names(rows)
-    return list(dict.fromkeys(n for wanted in show for n in names if metric_matches(n, wanted)))
+    return list(dict.fromkeys(n for wanted in show for n in names if fmt.metric_matches(n, wanted)))
 
 
 def fold_same(headers: list[str], body: list[list[str]], foldable: Sequence[str]
@@ -154,7 +137,7 @@ def fold_same(headers: list[str], body: list[list[str]], foldable: Sequence[str]
     return [headers[i] for i in keep], [[r[i] for i in keep] for r in body], notes
 
 
-def rules_notes(rows: Rows, names: Sequence[str], prefix: str = "metrics",
+def rules_notes(rows: fmt.Rows, names: Sequence[str], prefix: str = "metrics",
                 label: str = "rule") -> list[str]:
     """One note per judged metric: its rule(s), by dtype where they differ, and source."""
     notes = []
@@ -162,53 +145,54 @@ def rules_notes(rows: Rows, names: Sequence[str], prefix: str = "metrics",
         rules: dict[str, set[str]] = {}
         source = None
         for row in rows:
-            entry = {k: get(row, f"{prefix}.{name}.{k}") for k in ("value", "rule", "threshold")}
+            entry = {k: fmt.get(row, f"{prefix}.{name}.{k}")
+                     for k in ("value", "rule", "threshold")}
             if entry["value"] is None or (entry["rule"] is None and entry["threshold"] is None):
                 continue
-            rules.setdefault(judged_rule(name, entry), set()).add(str(get(row, "job.dtype")))
-            source = source or get(row, f"{prefix}.{name}.source")
+            rules.setdefault(judged_rule(name, entry), set()).add(str(fmt.get(row, "job.dtype")))
+            source = source or fmt.get(row, f"{prefix}.{name}.source")
         if not rules:
             continue
-        said = (md_escape(next(iter(rules))) if len(rules) == 1 else
-                "; ".join(f"{md_escape(rule)} ({md_escape(', '.join(sorted(dtypes)))})"
+        said = (fmt.md_escape(next(iter(rules))) if len(rules) == 1 else
+                "; ".join(f"{fmt.md_escape(rule)} ({fmt.md_escape(', '.join(sorted(dtypes)))})"
                           for rule, dtypes in rules.items()))
-        notes.append(f"{label} {md_escape(name)}: {said}"
-                     + (f" ({md_escape(source)})" if source else ""))
+        notes.append(f"{label} {fmt.md_escape(name)}: {said}"
+                     + (f" ({fmt.md_escape(source)})" if source else ""))
     return notes
 
 
-def hidden_columns(rows: Rows) -> tuple[list[str], Callable[[Row], list[str]]]:
+def hidden_columns(rows: fmt.Rows) -> tuple[list[str], Callable[[fmt.Row], list[str]]]:
     """Headers and cells of the hidden-state checks (the worst of each), first divergent module."""
     def clean(m: str) -> bool:
         return m.endswith(FOLDED_WHEN_CLEAN) and all(
-            get(r, f"hidden.{m}.value") in (0, None)
-            and get(r, f"hidden.{m}.verdict") in ("PASS", None) for r in rows)
+            fmt.get(r, f"hidden.{m}.value") in (0, None)
+            and fmt.get(r, f"hidden.{m}.verdict") in ("PASS", None) for r in rows)
 
     checks = [m for m in hidden_metrics(rows) if not clean(m)]
 
-    def hidden_cells(row: Row) -> list[str]:
-        return [hidden_cell(row, m) for m in checks] + [text(get(row, "hidden.first_divergent"))]
+    def hidden_cells(row: fmt.Row) -> list[str]:
+        return [hidden_cell(row, m) for m in checks] + [fmt.field(row, "hidden.first_divergent")]
 
-    if not checks and not any(get(r, "hidden.first_divergent") for r in rows):
+    if not checks and not any(fmt.get(r, "hidden.first_divergent") for r in rows):
         return [], lambda row: []
     return [f"hidden {m} (worst)" for m in checks] + ["first divergent module"], hidden_cells
 
 
-def _output_groups(names: Sequence[str], rows: Rows) -> dict[str, list[str]]:
+def _output_groups(names: Sequence[str], rows: fmt.Rows) -> dict[str, list[str]]:
     """Metric names by output (before ``/``): the task's primary output first, then most judged."""
-    groups = group(names, lambda n: n.split("/", 1)[0] if "/" in n else "")
-    judged_count = {g: sum(1 for n in members for r in rows if get(r, f"metrics.{n}.verdict"))
+    groups = fmt.group(names, lambda n: n.split("/", 1)[0] if "/" in n else "")
+    judged_count = {g: sum(1 for n in members for r in rows if fmt.get(r, f"metrics.{n}.verdict"))
                     for g, members in groups.items()}
-    primary = {get(r, "job.primary.output") for r in rows}
+    primary = {fmt.get(r, "job.primary.output") for r in rows}
     order = sorted(groups, key=lambda g: (g not in primary, -judged_count[g], g))
     return {g: groups[g] for g in order}
 
 
-def accuracy_table(rows: Rows, show: Sequence[str], base_dir: Path) -> str:
+def accuracy_table(rows: fmt.Rows, show: Sequence[str], base_dir: Path) -> str:
     """One model's accuracy tables, one per output; rules and shared columns as notes."""
     names = metric_names(rows, show)
     folded = [n for n in names if n.rsplit("/", 1)[-1].endswith(FOLDED_WHEN_CLEAN) and all(
-        get(r, f"metrics.{n}.value") == 0 and get(r, f"metrics.{n}.verdict") == "PASS"
+        fmt.get(r, f"metrics.{n}.value") == 0 and fmt.get(r, f"metrics.{n}.verdict") == "PASS"
         for r in rows)]
     groups = _output_groups([n for n in names if n not in folded], rows)
     id_headers, id_keys = identity(rows, list(IDENTITY))
@@ -224,19 +208,20 @@ def accuracy_table(rows: Rows, show: Sequence[str], base_dir: Path) -> str:
         hid_headers, hid_cells = hidden_columns(rows) if index == 0 else ([], lambda row: [])
         headers = [*id_headers, *varying, *(n[len(output) + 1:] if output else n for n in members),
                    *hid_headers, "verdict", "record"]
-        body = [cells(row, id_keys) + [labels[v](row) for v in varying]
+        body = [fmt.cells(row, id_keys) + [labels[v](row) for v in varying]
                 + [metric_cell(row, n) for n in members] + hid_cells(row)
-                + [verdict_cell(row, members), record_link(row, base_dir)] for row in rows]
+                + [verdict_cell(row, members), fmt.record_link(row, base_dir)] for row in rows]
         headers, body, same = fold_same(headers, body, ACCURACY_FOLDED)
         notes += [n for n in same if n not in notes]
-        named = output or next((str(get(r, "job.primary.output")) for r in rows
-                                if get(r, "job.primary.output")), "the task's output")
-        parts.append((f"Output `{named}`:\n\n" if len(groups) > 1 else "") + table(headers, body))
+        named = output or next((str(fmt.get(r, "job.primary.output")) for r in rows
+                                if fmt.get(r, "job.primary.output")), "the task's output")
+        parts.append((f"Output `{named}`:\n\n" if len(groups) > 1 else "") + fmt.table(headers,
+                                                                                       body))
     shown = [n for members in groups.values() for n in members]
     hidden = [n for n in value_names(rows) if n not in shown
-              and any(get(r, f"metrics.{n}.verdict") for r in rows)]
-    skipped = Counter(f"{name}: {short(reason, 120)}" for row in rows
-                      for name, reason in sorted(metric_fields(row, "skipped", True).items()))
+              and any(fmt.get(r, f"metrics.{n}.verdict") for r in rows)]
+    skipped = Counter(f"{name}: {fmt.short(reason, 120)}" for row in rows
+                      for name, reason in sorted(fmt.metric_fields(row, "skipped", True).items()))
     notes = ["Cells: the value, then the verdict as the record states it; each rule once below "
              "(its source is in the record's metrics). Columns: report.yaml accuracy.show.",
              "\"missing\": the record does not carry the value.",
@@ -252,7 +237,7 @@ def accuracy_table(rows: Rows, show: Sequence[str], base_dir: Path) -> str:
              *(f"skipped ({'every row' if n == len(rows) else f'{n} of {len(rows)} rows'})"
                f" {entry}" for entry, n in skipped.items()),
              RANDOM_LEGEND if any(random_init(r) for r in rows) else None]
-    return "\n\n".join(parts) + "\n\n" + bullets(notes)
+    return "\n\n".join(parts) + "\n\n" + fmt.bullets(notes)
 
 
 def failures_table(frame: pd.DataFrame, base_dir: Path) -> str:
@@ -262,22 +247,24 @@ def failures_table(frame: pd.DataFrame, base_dir: Path) -> str:
         return "No failed, interrupted, unfinished or unreadable records."
     body = []
     for row in rows:
-        error, reason = get(row, "error.type"), get(row, "error.reason")
+        error, reason = fmt.get(row, "error.type"), fmt.get(row, "error.reason")
         log_file = Path(row["job_dir"]) / "ascendbench.log"
-        message = short(get(row, "error.message"))
-        if get(row, "status") == "running":
+        message = fmt.short(fmt.get(row, "error.message"))
+        if fmt.get(row, "status") == "running":
             message = ("no final status: the job was killed or is still running "
-                       f"(started {text(get(row, 'timing.started_at'))})")
-        dry = " (dry run)" if get(row, "run") == DRY_RUN else ""
-        body.append([text(get(row, "status")) + dry,
-                     *cells(row, ["job.model", "job.device", "job.dtype", "job.preset", "size"]),
-                     f"{text(error)} ({text(reason)})" if error and reason else text(error),
+                       f"(started {fmt.field(row, 'timing.started_at')})")
+        dry = " (dry run)" if fmt.get(row, "run") == DRY_RUN else ""
+        body.append([fmt.field(row, "status") + dry,
+                     *fmt.cells(row,
+                                ["job.model", "job.device", "job.dtype", "job.preset", "size"]),
+                     f"{fmt.text(error)} ({fmt.text(reason)})" if error and reason
+                     else fmt.text(error),
                      message,
-                     record_link(row, base_dir),
-                     link("log", log_file, base_dir) if log_file.is_file() else "none"])
+                     fmt.record_link(row, base_dir),
+                     fmt.link("log", log_file, base_dir) if log_file.is_file() else "none"])
     headers = ["status", "model", "device", "dtype", "preset", "size", "error", "message", "record",
                "log"]
-    return table(headers, body)
+    return fmt.table(headers, body)
 
 
 def dry_runs_table(frame: pd.DataFrame, base_dir: Path) -> str:
@@ -288,11 +275,11 @@ def dry_runs_table(frame: pd.DataFrame, base_dir: Path) -> str:
         return "No dry-run records."
     keys = ["status", "job.model", "job.device", "job.dtype", "job.preset", "size",
             "job.batch_size"]
-    body = [cells(r, keys) + [record_link(r, base_dir)] for r in rows]
-    return table(["status", "model", "device", "dtype", "preset", "size", "batch", "record"], body,
-                 ["A dry run (`dry_run=true`) plans the job and loads nothing: it has no accuracy "
-                  "or performance values, so it appears in no other table. Its plan is in the "
-                  "record."])
+    body = [fmt.cells(r, keys) + [fmt.record_link(r, base_dir)] for r in rows]
+    headers = ["status", "model", "device", "dtype", "preset", "size", "batch", "record"]
+    return fmt.table(headers, body, [
+        "A dry run (`dry_run=true`) plans the job and loads nothing: it has no accuracy or "
+        "performance values, so it appears in no other table. Its plan is in the record."])
 
 
 def environment_table(frame: pd.DataFrame, base_dir: Path) -> str:
@@ -301,12 +288,12 @@ def environment_table(frame: pd.DataFrame, base_dir: Path) -> str:
     if not rows:
         return "No readable records, so no environment to show."
     libraries = sorted({k for r in rows for k in r if k.startswith("env.libraries.")})
-    groups = group(rows, lambda row: (
-        text(get(row, "env.hostname")),
-        f"{text(get(row, 'env.device.type'))}: {text(get(row, 'env.device.name'))}",
-        *cells(row, [key for _, key in ENV_FIELDS] + libraries)))
+    groups = fmt.group(rows, lambda row: (
+        fmt.field(row, "env.hostname"),
+        f"{fmt.field(row, 'env.device.type')}: {fmt.field(row, 'env.device.name')}",
+        *fmt.cells(row, [key for _, key in ENV_FIELDS] + libraries)))
     headers = ["machine", "device", *(h for h, _ in ENV_FIELDS),
                *(k.split(".")[-1] for k in libraries)]
-    body = [[*key, f"{len(members)} ({record_link(members[0], base_dir)})"]
+    body = [[*key, f"{len(members)} ({fmt.record_link(members[0], base_dir)})"]
             for key, members in groups.items()]
-    return table([*headers, "records (first)"], body)
+    return fmt.table([*headers, "records (first)"], body)

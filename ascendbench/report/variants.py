@@ -8,22 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from ascendbench.report import fmt
 from ascendbench.report.compare import KEY, latency_of, measured
-from ascendbench.report.fmt import (
-    MISSING,
-    Row,
-    Rows,
-    bullets,
-    get,
-    group,
-    metric_matches,
-    num,
-    record_link,
-    size_label,
-    table,
-    text,
-    times,
-)
+from ascendbench.report.fmt import group
 from ascendbench.report.gather import CONFIG_COLUMN, flatten
 from ascendbench.report.hidden import hidden_metrics
 from ascendbench.report.performance import latest, median_cell, median_ms, started_key
@@ -69,7 +56,7 @@ def _under(key: str, names: Sequence[str]) -> bool:
     return any(key == name or key.startswith(name + ".") for name in names)
 
 
-def settings(row: Row) -> dict[str, str]:
+def settings(row: fmt.Row) -> dict[str, str]:
     """The row's resolved config as ``{dotted key: value text}``, but the :data:`IGNORED` keys."""
     try:
         config = json.loads(row.get(CONFIG_COLUMN) or "{}")
@@ -80,23 +67,23 @@ def settings(row: Row) -> dict[str, str]:
             if not _under(k, IGNORED)}
 
 
-def variant_settings(row: Row) -> dict[str, str]:
+def variant_settings(row: fmt.Row) -> dict[str, str]:
     """The row's settings under a declared variant key (:data:`VARIANT_KEYS`)."""
     return {k: v for k, v in settings(row).items() if _under(k, VARIANT_KEYS)}
 
 
-def workload(row: Row) -> tuple:
+def workload(row: fmt.Row) -> tuple:
     """A row's workload: :data:`WORKLOAD` and every setting neither variant nor neutral."""
     other = tuple(sorted((k, v) for k, v in settings(row).items()
                          if not _under(k, VARIANT_KEYS + NEUTRAL)))
-    return tuple(get(row, k) for k in WORKLOAD) + other
+    return tuple(fmt.get(row, k) for k in WORKLOAD) + other
 
 
 @dataclass
 class Variant:
     """One variant of a workload: its latest record and the values of the keys telling it apart."""
 
-    row: Row
+    row: fmt.Row
     values: dict[str, str]
 
     def label(self, keys: Sequence[str]) -> str:
@@ -122,7 +109,7 @@ class VariantGroup:
         return mine / base if mine is not None and base else None
 
 
-def _group(rows: Rows) -> VariantGroup:
+def _group(rows: fmt.Rows) -> VariantGroup:
     """One workload's rows as variants by their settings, first started first."""
     order = {id(r): i for i, r in enumerate(rows)}
     by_settings = group(rows, lambda r: tuple(sorted(variant_settings(r).items())))
@@ -139,32 +126,33 @@ def _group(rows: Rows) -> VariantGroup:
     return VariantGroup(variants, [k for k in differing if k not in mirrored])
 
 
-def variant_groups(rows: Iterable[Row]) -> list[VariantGroup]:
+def variant_groups(rows: Iterable[fmt.Row]) -> list[VariantGroup]:
     """Workloads measured in two or more variants, in row order (a repeat keeps its latest)."""
-    by_workload = group((r for r in rows if measured(r) and get(r, "job.model") is not None),
+    by_workload = group((r for r in rows if measured(r) and fmt.get(r, "job.model") is not None),
                         workload)
     groups = [_group(members) for members in by_workload.values()]
     return [g for g in groups if len(g.variants) > 1]
 
 
-def workload_title(row: Row) -> str:
+def workload_title(row: fmt.Row) -> str:
     """``model (task) on device dtype, preset size, steps, batch, seed, weights ...``."""
-    steps = get(row, "job.steps")
-    task = str(get(row, "job.task") or MISSING).rsplit(".", 1)[-1]
-    return (f"{text(get(row, 'job.model'))} ({task}) on {text(get(row, 'job.device'))} "
-            f"{text(get(row, 'job.dtype'))}, {text(get(row, 'job.preset'))} {size_label(row)}"
-            + (f", {num(steps)} steps" if steps is not None else "")
-            + f", batch {num(get(row, 'job.batch_size'))}, seed {num(get(row, 'job.seed'))}, "
-            f"weights {weights_label(row)}, inputs {text(get(row, 'inputs.digest'))}, machine "
-            f"{text(get(row, 'env.hostname'))}")
+    steps = fmt.get(row, "job.steps")
+    task = str(fmt.get(row, "job.task") or fmt.MISSING).rsplit(".", 1)[-1]
+    model, device, dtype, preset, size, batch, seed, inputs, host = fmt.cells(row, [
+        "job.model", "job.device", "job.dtype", "job.preset", "size", "job.batch_size", "job.seed",
+        "inputs.digest", "env.hostname"])
+    return (f"{model} ({task}) on {device} {dtype}, {preset} {size}"
+            + (f", {fmt.num(steps)} steps" if steps is not None else "")
+            + f", batch {batch}, seed {seed}, weights {weights_label(row)}, inputs {inputs}, "
+            f"machine {host}")
 
 
-def patches_cell(row: Row) -> str:
+def patches_cell(row: fmt.Row) -> str:
     """What each patch did on the device run (applied, skipped: why; kernels that ran)."""
     try:
         entries = json.loads(row.get("patches") or "{}").get("device") or []
     except (AttributeError, TypeError, json.JSONDecodeError):
-        return MISSING
+        return fmt.MISSING
     found = []
     for entry in (e for e in entries if isinstance(e, Mapping)):
         options = " ".join(f"{k}={v}" for k, v in sorted((entry.get("options") or {}).items())
@@ -184,19 +172,19 @@ def ratio_cell(group: VariantGroup, variant: Variant, rule: LatencyRule | None =
     ratio, base = group.ratio(variant), latency_of(group.baseline.row)
     mine = latency_of(variant.row)
     if ratio is None or base is None or mine is None:
-        return MISSING
+        return fmt.MISSING
     rule = rule or LatencyRule()
     slower, faster = decide(base, mine, rule), decide(mine, base, rule)
     if slower.method == "medians only":  # no samples or CIs: nothing says the shift is not noise
-        return f"{times(ratio)} (untested: {slower.why.split('; ', 1)[-1]})"
+        return f"{fmt.times(ratio)} (untested: {slower.why.split('; ', 1)[-1]})"
     if slower.regressed:
-        return f"{times(ratio)} slower ({slower.effect})"
+        return f"{fmt.times(ratio)} slower ({slower.effect})"
     if faster.regressed:
-        return f"{times(ratio)} faster ({faster.effect})"
-    return f"no significant difference ({times(ratio)}; {slower.effect})"
+        return f"{fmt.times(ratio)} faster ({faster.effect})"
+    return f"no significant difference ({fmt.times(ratio)}; {slower.effect})"
 
 
-def variants_section(rows: Rows, show: Sequence[str], base_dir: Path, heading: str = "###",
+def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, heading: str = "###",
                      rule: LatencyRule | None = None) -> str:
     """One table per workload measured in several variants, or why there is none."""
     groups = variant_groups(rows)
@@ -207,17 +195,19 @@ def variants_section(rows: Rows, show: Sequence[str], base_dir: Path, heading: s
     parts = []
     for g in groups:
         members = [v.row for v in g.variants]
-        names = [n for n in metric_names(members, show) if any(metric_matches(n, w) for w in show)]
+        names = [n for n in metric_names(members, show)
+                 if any(fmt.metric_matches(n, w) for w in show)]
         hid_headers, hid_cells = hidden_columns(members)
         headers = ["variant", "device patches", *names, *hid_headers, "verdict", "median ms",
                    "latency / baseline", "record"]
         body = [[v.label(g.keys), patches_cell(v.row), *(metric_cell(v.row, n) for n in names),
                  *hid_cells(v.row), verdict_cell(v.row, names), median_cell(v.row),
-                 ratio_cell(g, v, rule), record_link(v.row, base_dir)] for v in g.variants]
+                 ratio_cell(g, v, rule), fmt.record_link(v.row, base_dir)] for v in g.variants]
         notes = (rules_notes(members, names)
                  + rules_notes(members, hidden_metrics(members), "hidden", "rule hidden"))
         parts.append(f"{heading} {workload_title(g.baseline.row)}\n\nVariants differ in: "
-                     + ", ".join(f"`{k}`" for k in g.keys) + "\n\n" + table(headers, body, notes))
+                     + ", ".join(f"`{k}`" for k in g.keys) + "\n\n" + fmt.table(headers, body,
+                                                                                notes))
     notes = ["latency / baseline: the variant's median latency over the first variant's, with "
              "the regression gate's evidence (report.yaml `compare`); \"no significant "
              "difference\" when the shift is within the noise or the minimum effect.",
@@ -228,4 +218,4 @@ def variants_section(rows: Rows, show: Sequence[str], base_dir: Path, heading: s
              "so `native` and `_native_npu` can be the same kernel).",
              "A variant is the latest record of its settings; each row links to it.",
              RANDOM_LEGEND if any(random_init(v.row) for g in groups for v in g.variants) else None]
-    return "\n\n".join(parts) + "\n\n" + bullets(notes)
+    return "\n\n".join(parts) + "\n\n" + fmt.bullets(notes)

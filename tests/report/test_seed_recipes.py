@@ -30,7 +30,7 @@ from helpers.recipes import (
     section,
     shows,
     tiny,
-    )
+)
 from helpers.seeds import SEEDS, seed_column, seed_header, seed_text, tables
 
 STANDINS = ROOT / "tests" / "standins"
