@@ -1,4 +1,5 @@
-"""Cell formatting and Markdown tables: every absent value prints as ``missing``, never a guess."""
+"""Cell formatting, Markdown tables and the seed layouts' words: an absent value prints as
+``missing``, never a guess."""
 
 from __future__ import annotations
 
@@ -6,22 +7,40 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
+import yaml
 
 from ascendbench.digits import judged_rule, judged_value
 
 MISSING = "missing"
+Row = Mapping[str, Any]
+Rows = Sequence[Row]
+LANGS = ("en", "zh")
+# key -> (English, Chinese): the Chinese words are the seeds' own headers (words.yaml)
+WORDS: dict[str, tuple[str, str]] = {key: tuple(pair) for key, pair in yaml.safe_load(
+    Path(__file__).with_name("words.yaml").read_text(encoding="utf-8")).items()}
+_MD_ACTIVE = re.compile(r"[\\`*\[\]]|<(?=[A-Za-z/!?])")  # links, images, code, bold, tags
 
 
 def present(value: Any) -> bool:
     """True when a cell holds a value (not ``None``/``NaN``/absent)."""
-    if value is None:
+    if value is None or value is pd.NA or value is pd.NaT:
         return False
-    if isinstance(value, float) and math.isnan(value):
-        return False
-    return not (value is pd.NA or value is pd.NaT)
+    return not (isinstance(value, float) and math.isnan(value))
+
+
+def get(row: Row, key: str) -> Any:
+    """``row[key]`` or ``None`` when the column is absent or the cell is empty."""
+    value = row.get(key)
+    return value if present(value) else None
+
+
+def latency(row: Row, stat: str = "median_ms") -> float | None:
+    """A latency statistic (``median_ms``, ``p90_ms`` ...): the one place reports read it."""
+    value = get(row, f"bench.latency.{stat}")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def num(value: Any, digits: int = 4) -> str:
@@ -30,131 +49,99 @@ def num(value: Any, digits: int = 4) -> str:
         return MISSING
     if isinstance(value, bool):
         return str(value).lower()
-    if isinstance(value, int):
+    if not isinstance(value, float):
         return str(value)
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        if value.is_integer() and abs(value) < 1e15:
-            return str(int(value))
-        if 1e4 <= abs(value) < 1e15:
-            return f"{value:.0f}"
-        return f"{value:.{digits}g}"
-    return str(value)
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.0f}" if 1e4 <= abs(value) < 1e15 else f"{value:.{digits}g}"
 
 
-def entry_of(row: Mapping[str, Any], prefix: str) -> dict[str, Any]:
-    """The metric entry a flat row holds under ``prefix`` (``metrics.<name>``, ``hidden.<check>``)."""
-    return {key: get(row, f"{prefix}.{key}") for key in ("value", "verdict", "rule", "threshold")}
-
-
-def judged(row: Mapping[str, Any], prefix: str, metric: str) -> tuple[str, str | None, str]:
-    """``(value text, verdict, rule text)`` of the entry under ``prefix``: the value printed with the digits
-    its rule needs (never rounded across a bound), in % where the seeds use % (mean relative error)."""
-    entry = entry_of(row, prefix)
-    if entry["value"] is None:
-        return MISSING, entry["verdict"], MISSING
-    rule = judged_rule(metric, entry) if entry["rule"] is not None or entry["threshold"] is not None else MISSING
-    verdict = entry["verdict"] if entry["verdict"] is None else md_escape(entry["verdict"])
-    return md_escape(judged_value(metric, entry)), verdict, md_escape(rule)  # record text: inert in Markdown
-
-
-_MD_ACTIVE = re.compile(r"[\\`*\[\]]|<(?=[A-Za-z/!?])")  # links, images, code, bold, an HTML tag or comment
-
-
-def md_escape(value: str) -> str:
-    """Record text made inert in Markdown: ``\\ ` * [ ]`` and a ``<`` that could open a tag or comment are
-    backslash-escaped, so ``![x](/abs.png)``, ``[a](//evil)`` and ``<script>`` stay plain text (``<=`` stays).
-
-    >>> print(md_escape("<script> ![a](b) <= 2"))
-    \\<script> !\\[a\\](b) <= 2
-    """
+def md_escape(value: Any) -> str:
+    """Record text made inert in Markdown (``\\ ` * [ ]`` and a ``<`` opening a tag escaped)."""
     return _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), str(value))
 
 
 def text(value: Any) -> str:
-    """Any cell as text (Markdown-escaped: see :func:`md_escape`); ``missing`` when absent."""
-    return num(value) if isinstance(value, (int, float)) else (md_escape(value) if present(value) else MISSING)
+    """Any cell as text (Markdown-escaped); ``missing`` when absent."""
+    if isinstance(value, (int, float)):
+        return num(value)
+    return md_escape(value) if present(value) else MISSING
 
 
-def get(row: Mapping[str, Any], key: str) -> Any:
-    """``row[key]`` or ``None`` when the column is absent or the cell is empty."""
-    value = row.get(key)
-    return value if present(value) else None
+def short(message: Any, limit: int = 400) -> str:
+    """First ``limit`` characters of a message on one line (the record keeps the whole text)."""
+    if not present(message):
+        return MISSING
+    line = " ".join(str(message).split())
+    return md_escape(line if len(line) <= limit else line[: limit - 1] + "…")
 
 
-def size_label(row: Mapping[str, Any]) -> str:
-    """``HxW``, or ``HxWxF`` when the task uses frames (``job.num_frames``), from the record's job fields; a layer
-    task's ``input [1,128,2,8,8]`` (``job.sizes.input_shape``)."""
+def judged(row: Row, prefix: str, metric: str) -> tuple[str, str | None, str]:
+    """``(value, verdict, rule)`` under ``prefix``, the value with the digits its rule needs."""
+    entry = {key: get(row, f"{prefix}.{key}") for key in ("value", "verdict", "rule", "threshold")}
+    if entry["value"] is None:
+        return MISSING, entry["verdict"], MISSING
+    ruled = entry["rule"] is not None or entry["threshold"] is not None
+    rule = judged_rule(metric, entry) if ruled else MISSING
+    verdict = None if entry["verdict"] is None else md_escape(entry["verdict"])
+    return md_escape(judged_value(metric, entry)), verdict, md_escape(rule)
+
+
+def size_label(row: Row) -> str:
+    """``HxW``, ``HxWxF`` when the task uses frames, or a layer's ``input [1,128,2,8,8]``."""
     shape = get(row, "job.sizes.input_shape")
-    if shape is not None and get(row, "job.sizes.height") is None:  # one layer: its input, not the preset's image
+    if shape is not None and get(row, "job.sizes.height") is None:
         return f"input {shape}".replace(", ", ",")
-    height, width, frames = get(row, "job.height"), get(row, "job.width"), get(row, "job.num_frames")
+    height, width, frames = (get(row, f"job.{k}") for k in ("height", "width", "num_frames"))
     if height is None or width is None:
         return MISSING
     label = f"{num(height)}x{num(width)}"
     return f"{label}x{num(frames)}" if frames is not None else label
 
 
-def workload_label(row: Mapping[str, Any]) -> str:
-    """``mini @ 1024x1024``: the preset's name with the size the job ran, from the record's job fields (a size
-    override such as ``preset.height=1024`` on ``preset=mini`` shows as what ran, not as the preset's default)."""
+def workload_label(row: Row) -> str:
+    """``mini @ 1024x1024``: the preset with the size that ran (an override shows as what ran)."""
     preset, size = get(row, "job.preset"), size_label(row)
     if preset is None:
         return size
-    return str(md_escape(preset)) if size == MISSING else f"{md_escape(preset)} @ {size}"
+    return md_escape(preset) if size == MISSING else f"{md_escape(preset)} @ {size}"
 
 
-def relative(target: Path | str, base_dir: Path | str) -> str:
-    """Path of ``target`` relative to ``base_dir`` with forward slashes (for Markdown links)."""
-    return Path(os.path.relpath(Path(target).resolve(), Path(base_dir).resolve())).as_posix()
+LABELS: dict[str, Callable[[Row], str]] = {"size": size_label, "workload": workload_label}
 
 
-def link(label: str, target: Path | str, base_dir: Path | str) -> str:
-    """A Markdown link to ``target`` relative to ``base_dir``."""
-    rel = relative(target, base_dir)
-    if any(c in rel for c in " ()<>"):
-        rel = f"<{rel}>"
-    return f"[{label}]({rel})"
+def field(row: Row, key: str) -> str:
+    """The cell of record key ``key``: its value as :func:`text`."""
+    return text(get(row, key))
 
 
-def inside(root: Path | str, rel: str) -> Path | None:
-    """``root / rel`` resolved (links followed) when it stays inside ``root``; ``None`` when it leaves it (an
-    absolute path, ``../``, a symbolic link out): a path from a record points only into its own job dir."""
-    base = Path(root).resolve()
-    path = (base / rel).resolve()
-    return path if path == base or base in path.parents else None
+def cells(row: Row, keys: Iterable[str]) -> list[str]:
+    """The row's ``keys`` as cells: ``size``/``workload`` labels, a record key's :func:`field`."""
+    return [LABELS[k](row) if k in LABELS else field(row, k) for k in keys]
 
 
-def escape(cell: str) -> str:
-    """Make text safe inside a Markdown table cell."""
-    return str(cell).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+def group(rows: Iterable[Row], key: Callable[[Row], Any]) -> dict[Any, list[Row]]:
+    """Rows by ``key(row)``, groups and rows in first-seen order."""
+    groups: dict[Any, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(key(row), []).append(row)
+    return groups
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A GitHub-flavoured Markdown table (cells already formatted as text)."""
-    lines = ["| " + " | ".join(escape(h) for h in headers) + " |",
-             "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(escape(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def short(message: Any, limit: int = 400) -> str:
-    """First ``limit`` characters of a message on one line (the record keeps the whole text)."""
-    one_line = " ".join(str(message).split()) if present(message) else MISSING
-    cut = one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
-    return md_escape(cut) if present(message) else cut
+def metric_fields(row: Row, field: str = "value", layers: bool = False) -> dict[str, Any]:
+    """``{name: value}`` of ``metrics.<name>.<field>`` (``layer/`` ones with ``layers``)."""
+    tail = f".{field}"
+    return {k[8:-len(tail)]: v for k, v in row.items()
+            if k.startswith("metrics.") and k.endswith(tail) and present(v)
+            and (layers or not k.startswith("metrics.layer/"))}
 
 
 def metric_matches(name: str, wanted: str) -> bool:
-    """True when metric ``name`` is the metric ``wanted``, maybe namespaced (``image/x``, ``image_x``).
-
-    Hidden-state entries (``layer/...``) never match: they are folded per check (see ``report.hidden``).
-    """
-    if name.startswith("layer/"):
-        return False
+    """True when ``name`` is metric ``wanted``, maybe namespaced (``image/x``, ``image_x``)."""
     base = name.split("/")[-1]
-    return base == wanted or base.endswith("_" + wanted)
+    return not name.startswith("layer/") and (base == wanted or base.endswith("_" + wanted))
 
 
 def times(ratio: float) -> str:
@@ -162,3 +149,45 @@ def times(ratio: float) -> str:
     if math.isinf(ratio):
         return "infx"
     return f"{ratio:.0f}x" if abs(ratio) >= 100 else f"{ratio:.3g}x"
+
+
+def link(label: str, target: Path | str, base_dir: Path | str) -> str:
+    """A Markdown link to ``target``, relative to ``base_dir`` with forward slashes."""
+    rel = Path(os.path.relpath(Path(target).resolve(), Path(base_dir).resolve())).as_posix()
+    return f"[{label}](<{rel}>)" if any(c in rel for c in " ()<>") else f"[{label}]({rel})"
+
+
+def record_link(row: Row, base_dir: Path) -> str:
+    """Link named ``record`` to the row's record file."""
+    return link("record", row["record"], base_dir)
+
+
+def inside(root: Path | str, rel: str) -> Path | None:
+    """``root / rel`` resolved, or None when it leaves ``root`` (absolute, ``../``, a link out)."""
+    base = Path(root).resolve()
+    path = (base / rel).resolve()
+    return path if path == base or base in path.parents else None
+
+
+def _cell(value: Any) -> str:
+    return str(value).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], notes: Iterable[str] = ()) -> str:
+    """A GitHub-flavoured Markdown table (cells already text), then ``notes`` as a list under it."""
+    lines = ["| " + " | ".join(_cell(h) for h in headers) + " |",
+             "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    notes = bullets(notes)
+    return "\n".join(lines) + (f"\n\n{notes}" if notes else "")
+
+
+def bullets(notes: Iterable[str | None]) -> str:
+    """The notes that are not None as a Markdown list."""
+    return "\n".join(f"- {n}" for n in notes if n)
+
+
+def word(key: str, lang: str, **fill: str) -> str:
+    """The word ``key`` in ``lang`` (``en`` or ``zh``), its ``{placeholders}`` filled."""
+    text = WORDS[key][LANGS.index(lang)] if lang in LANGS else WORDS[key][0]
+    return text.format(**fill) if fill else text

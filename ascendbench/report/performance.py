@@ -1,187 +1,226 @@
-"""Performance tables: latency stats, throughput, memory, FLOPs/MFU when recorded, speed-up over CPU."""
+"""Performance tables (latency, throughput, memory, FLOPs/MFU, speed-up over the CPU) and the
+latency pivot: workloads down, dtypes across, in the spirit of ``torch.utils.benchmark.Compare``."""
 
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Sequence
 
+from ascendbench.errors import ReportError
 from ascendbench.job.record import instant
-from ascendbench.report.columns import PERF_VALUES, fold_same, perf_show
-from ascendbench.report.fmt import MISSING, get, link, num, table, text, times, workload_label
-from ascendbench.report.tables import machines, record_link
+from ascendbench.report import fmt
+from ascendbench.report.gather import ORDER
+from ascendbench.report.tables import fold_same, identity, machines
 
-PERF_DEFAULT = ("median_ms", "p90_ms", "throughput", "memory", "speedup")  # the seed's Mean | P90 | Throughput | Mem
-# Model load time: the load stage's wall time (weights.load.seconds), else the loader's own figure.
-LOAD_KEYS = ("weights.load.seconds", "weights.load_seconds")
-# FLOPs and MFU as the bench records them; any other ``bench.*mfu*`` field is shown as well.
-FLOPS = (("TFLOP/call", "bench.flops.per_call_tflop"), ("achieved TFLOP/s", "bench.flops.achieved_tflops"),
-         ("MFU", "bench.flops.mfu"))
-_MFU = re.compile(r"mfu", re.IGNORECASE)
+# performance.show names -> headers
+PERF_VALUES = {"median_ms": "median ms", "min_ms": "min ms", "p90_ms": "p90 ms", "p95_ms": "p95 ms",
+               "max_ms": "max ms", "mean_ms": "mean ms", "std_ms": "std ms", "timed": "timed",
+               "cold_ms": "cold ms", "throughput": "throughput", "memory": "peak memory MB",
+               "load_s": "load s", "flops": "FLOPs / MFU", "speedup": "speed-up vs CPU"}
+FLOPS = (("TFLOP/call", "bench.flops.per_call_tflop"),
+         ("achieved TFLOP/s", "bench.flops.achieved_tflops"), ("MFU", "bench.flops.mfu"))
+PIVOT_NOTE = ("Cells: median latency in ms over the timed iterations, then [low, high] of its "
+              "95% confidence interval as the record states it (none: fewer timed iterations than "
+              "a CI needs); \"missing\": no ok run of that dtype for the workload. The latest run "
+              "counts when a workload ran more than once.")
 
 
-def point_key(row: Mapping[str, Any]) -> tuple:
-    """What must match for two runs to be the same workload: model, preset, batch, size, frames, steps."""
-    return tuple(get(row, k) for k in ("job.model", "job.preset", "job.batch_size", "job.height",
+def median_ms(row: fmt.Row) -> float | None:
+    """The row's median latency in ms, when recorded."""
+    return fmt.latency(row)
+
+
+def point_key(row: fmt.Row) -> tuple:
+    """What two runs of one workload share: model, preset, batch, size, frames, steps."""
+    return tuple(fmt.get(row, k)
+                 for k in ("job.model", "job.preset", "job.batch_size", "job.height",
                                        "job.width", "job.num_frames", "job.steps"))
 
 
-def median_ms(row: Mapping[str, Any]) -> float | None:
-    """The row's median latency in ms, when recorded."""
-    value = get(row, "bench.latency.median_ms")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def started_key(row: Mapping[str, Any]) -> tuple[bool, float]:
-    """Sort key of a row by when its job started (the moment, time zones included); rows without a readable
-    start time sort last."""
-    moment = instant(get(row, "timing.started_at"))
+def started_key(row: fmt.Row) -> tuple[bool, float]:
+    """Sort key by when the job started (the moment, time zones included); unknown starts last."""
+    moment = instant(fmt.get(row, "timing.started_at"))
     return (moment == float("-inf"), moment)
 
 
-def latest(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def latest(rows: Sequence[fmt.Row]) -> fmt.Row | None:
     """The most recently finished of ``rows`` (by ``timing.finished_at``, then record path)."""
     if not rows:
         return None
-    return max(rows, key=lambda r: (instant(get(r, "timing.finished_at")), str(r["record"])))
+    return max(rows, key=lambda r: (instant(fmt.get(r, "timing.finished_at")), str(r["record"])))
 
 
-def cpu_counterpart(row: Mapping[str, Any], cpu_rows: Sequence[Mapping[str, Any]],
-                    cpu_dtype: str) -> Mapping[str, Any] | None:
-    """The CPU run of the same workload: in ``cpu_dtype`` if measured, else in the row's dtype.
+def perf_show(show: Iterable[Any]) -> list[str]:
+    """The ``performance.show`` names in order (``all``: every column of :data:`PERF_VALUES`).
 
-    Among several candidates, one from the same host is preferred, then the latest.
+    Raises:
+        ReportError: a name is not one of :data:`PERF_VALUES` (nor ``all``), or the list is empty.
     """
-    same = [c for c in cpu_rows if point_key(c) == point_key(row) and median_ms(c)]
-    for dtype in (cpu_dtype, get(row, "job.dtype")):
-        matches = [c for c in same if get(c, "job.dtype") == dtype]
-        local = [c for c in matches if get(c, "env.hostname") == get(row, "env.hostname")]
-        if local or matches:
-            return latest(local or matches)
-    return None
+    names = [str(n) for n in show]
+    if "all" in names:
+        return list(PERF_VALUES)
+    unknown = [n for n in names if n not in PERF_VALUES]
+    if unknown or not names:
+        raise ReportError(
+            f"report option performance.show={names!r} names {', '.join(unknown) or 'no column'}: "
+            f"give a list of {', '.join(PERF_VALUES)} (or [all]), e.g. "
+            "`--set 'performance.show=[median_ms,p90_ms,throughput,memory]'`.")
+    return list(dict.fromkeys(names))
 
 
-def speedup_cell(row: Mapping[str, Any], cpu_rows: Sequence[Mapping[str, Any]], cpu_dtype: str,
-                 base_dir: Path) -> str:
-    """``123x`` over the matching CPU run with its dtype, latency and record; why not, otherwise."""
-    if get(row, "job.device") == "cpu":
-        return "cpu run"
-    mine = median_ms(row)
-    cpu = cpu_counterpart(row, cpu_rows, cpu_dtype)
-    if cpu is None:
-        return "no CPU run of this workload"
-    if not mine:
-        return MISSING
-    ratio = median_ms(cpu) / mine
-    return (f"{times(ratio)} vs cpu {text(get(cpu, 'job.dtype'))} {num(median_ms(cpu))} ms "
-            f"({link('cpu', cpu['record'], base_dir)})")
-
-
-def memory_cell(row: Mapping[str, Any]) -> str:
-    """Peak memory values the record holds (allocated/reserved on accelerators, RSS on CPU), in MB."""
-    parts = [f"{k[len('bench.memory.peak_'):-len('_mb')]} {num(row[k])}" for k in sorted(row)
-             if k.startswith("bench.memory.peak_") and k.endswith("_mb") and get(row, k) is not None]
-    if str(get(row, "bench.memory.scope") or "").startswith("cpu"):  # CPU: the device figures repeat the RSS
+def memory_cell(row: fmt.Row) -> str:
+    """Peak memory the record holds (allocated/reserved on accelerators, RSS on CPU), in MB."""
+    head = "bench.memory.peak_"
+    parts = [f"{k[len(head):-3]} {fmt.num(row[k])}" for k in sorted(row)
+             if k.startswith(head) and k.endswith("_mb") and fmt.get(row, k) is not None]
+    if fmt.field(row, "bench.memory.scope").startswith("cpu"):  # device figures repeat RSS
         parts = [p for p in parts if p.startswith("rss ")] or parts
-    return ", ".join(parts) if parts else MISSING
+    return ", ".join(parts) if parts else fmt.MISSING
 
 
-def throughput_cell(row: Mapping[str, Any]) -> str:
+def throughput_cell(row: fmt.Row) -> str:
     """Throughput with its unit."""
-    value = get(row, "bench.throughput.value")
-    return MISSING if value is None else f"{num(value)} {text(get(row, 'bench.throughput.unit'))}"
+    value = fmt.get(row, "bench.throughput.value")
+    return (fmt.MISSING if value is None
+            else f"{fmt.num(value)} {fmt.field(row, 'bench.throughput.unit')}")
 
 
-def extra_columns(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """(header, key) of the FLOPs / MFU fields some record of these rows carries under ``bench``."""
+def median_cell(row: fmt.Row) -> str:
+    """The median latency, flagged when the bench judged the timings noisy."""
+    cell = fmt.num(median_ms(row))
+    return f"{cell} (noisy)" if fmt.get(row, "bench.noise.noisy") is True else cell
+
+
+def _value_cell(row: fmt.Row, name: str) -> str:
+    if name in ("median_ms", "throughput", "memory"):
+        return {"median_ms": median_cell, "throughput": throughput_cell,
+                "memory": memory_cell}[name](row)
+    if name == "load_s":  # the load stage's wall time, else the loader's own figure
+        seconds = [fmt.get(row, k) for k in ("weights.load.seconds", "weights.load_seconds")]
+        return fmt.num(next((s for s in seconds if isinstance(s, (int, float))), None))
+    if name == "cold_ms":
+        return fmt.field(row, "bench.cold_ms")
+    return fmt.num(fmt.latency(row, "count" if name == "timed" else name))
+
+
+def _flops_cell(row: fmt.Row, key: str) -> str:
+    value = fmt.get(row, key)
+    if value is None and key.endswith("mfu") and fmt.get(row, "bench.flops.peak_missing"):
+        return "missing (no peak TFLOP/s for this device in device.peak)"
+    return fmt.num(value)
+
+
+def _flops_columns(rows: fmt.Rows) -> list[tuple[str, str]]:
+    """(header, key) of the FLOPs / MFU fields some row carries under ``bench``."""
     keys = {k for r in rows for k in r if k.startswith("bench.")}
     known = [(h, k) for h, k in FLOPS if k in keys]
-    seen = {k for _, k in known}
-    others = sorted(k for k in keys if k not in seen and _MFU.search(k.split(".")[-1]))
+    others = sorted(k for k in keys - {k for _, k in known}
+                    if re.search("mfu", k.split(".")[-1], re.IGNORECASE))
     return known + [(k[len("bench."):], k) for k in others]
 
 
-def extra_cell(row: Mapping[str, Any], key: str) -> str:
-    """A FLOPs / MFU value; an absent MFU says why when the record explains it."""
-    value = get(row, key)
-    if value is None and key.endswith("mfu") and get(row, "bench.flops.peak_missing"):
-        return "missing (no peak TFLOP/s for this device in device.peak)"
-    return num(value)
+def speedup_cell(row: fmt.Row, cpu_rows: fmt.Rows, cpu_dtype: str, base_dir: Path) -> str:
+    """``123x`` over the CPU run of this workload (in ``cpu_dtype`` when measured), or why not."""
+    if fmt.get(row, "job.device") == "cpu":
+        return "cpu run"
+    same = [c for c in cpu_rows if point_key(c) == point_key(row) and median_ms(c)]
+    cpu = None
+    for dtype in (cpu_dtype, fmt.get(row, "job.dtype")):
+        matches = [c for c in same if fmt.get(c, "job.dtype") == dtype]
+        local = [c for c in matches if fmt.get(c, "env.hostname") == fmt.get(row, "env.hostname")]
+        cpu = cpu or latest(local or matches)
+    if cpu is None:
+        return "no CPU run of this workload"
+    if not median_ms(row):
+        return fmt.MISSING
+    return (f"{fmt.times(median_ms(cpu) / median_ms(row))} vs cpu "
+            f"{fmt.field(cpu, 'job.dtype')} "
+            f"{fmt.num(median_ms(cpu))} ms ({fmt.link('cpu', cpu['record'], base_dir)})")
 
 
-def load_cell(row: Mapping[str, Any]) -> str:
-    """Seconds the job spent loading the model (``weights.load.seconds``), ``missing`` when not recorded."""
-    for key in LOAD_KEYS:
-        value = get(row, key)
-        if isinstance(value, (int, float)):
-            return num(value)
-    return MISSING
+def _number_first(value: str) -> bool:
+    try:
+        float(value.split()[0])
+    except (ValueError, IndexError):
+        return False
+    return True
 
 
-def median_cell(row: Mapping[str, Any]) -> str:
-    """The median latency, flagged when the bench judged the timings noisy."""
-    cell = num(get(row, "bench.latency.median_ms"))
-    return f"{cell} (noisy)" if get(row, "bench.noise.noisy") is True else cell
+def performance_table(rows: fmt.Rows, cpu_rows: fmt.Rows, cpu_dtype: str, base_dir: Path,
+                      show: Sequence[str] = ("median_ms", "p90_ms", "throughput", "memory",
+                                             "speedup")) -> str:
+    """One model's performance table: device x dtype x workload x batch, the ``show`` columns.
 
-
-def fold_constant(headers: list[str], body: list[list[str]], foldable: Sequence[str]
-                  ) -> tuple[list[str], list[list[str]], list[tuple[str, str]]]:
-    """Drop the ``foldable`` columns whose cells are one and the same text that is no number (``missing (no peak
-    TFLOP/s ...)``, ``cpu run``): the note says it once instead of every row."""
-    drop = []
-    for index, header in enumerate(headers):
-        values = {row[index] for row in body}
-        if header in foldable and len(values) == 1 and body:
-            value = next(iter(values))
-            try:
-                float(value.split()[0])
-            except (ValueError, IndexError):
-                drop.append((index, header, value))
-    keep = [i for i in range(len(headers)) if i not in {d[0] for d in drop}]
-    return ([headers[i] for i in keep], [[row[i] for i in keep] for row in body],
-            [(header, value) for _, header, value in drop])
-
-
-def value_columns(rows: Sequence[Mapping[str, Any]], show: Sequence[str], speedup) -> list[tuple[str, Any]]:
-    """(header, row -> cell) of the ``show`` value columns (``performance.show`` names, see
-    :data:`~ascendbench.report.columns.PERF_VALUES`); ``flops`` expands to the FLOPs / MFU fields recorded."""
-    built = {"median_ms": median_cell, "throughput": throughput_cell, "memory": memory_cell, "load_s": load_cell,
-             "speedup": speedup}
-    out: list[tuple[str, Any]] = []
-    for name in show:
-        header, key = PERF_VALUES[name]
-        if name == "flops":
-            out += [(h, lambda row, k=k: extra_cell(row, k)) for h, k in extra_columns(rows)]
-        else:
-            out.append((header, built.get(name) or (lambda row, k=key: num(get(row, k)))))
-    return out
-
-
-def performance_table(rows: Sequence[Mapping[str, Any]], cpu_rows: Sequence[Mapping[str, Any]],
-                      cpu_dtype: str, base_dir: Path, show: Sequence[str] = PERF_DEFAULT) -> str:
-    """The performance table of one model: device x dtype x workload x batch, the ``show`` value columns.
-
-    ``workload`` is the preset with the size that ran (``mini @ 1024x1024``); ``steps`` the same in every
-    row, and the FLOPs / speed-up columns saying one non-number in every row, fold into notes.
+    ``steps`` the same in every row, and a FLOPs / speed-up column saying one non-number in every
+    row, fold into notes.
     """
-    many_hosts = len(machines(rows)) > 1
-    steps = any(get(r, "job.steps") is not None for r in rows)
-    values = value_columns(rows, perf_show(show), lambda row: speedup_cell(row, cpu_rows, cpu_dtype, base_dir))
-    headers = (["machine"] if many_hosts else []) + ["device", "dtype", "workload", "batch"]
-    headers += (["steps"] if steps else []) + [h for h, _ in values] + ["record"]
-    body = []
-    for row in rows:
-        cells = [text(get(row, "env.hostname"))] if many_hosts else []
-        cells += [text(get(row, "job.device")), text(get(row, "job.dtype")), workload_label(row),
-                  num(get(row, "job.batch_size"))] + ([num(get(row, "job.steps"))] if steps else [])
-        body.append(cells + [fn(row) for _, fn in values] + [record_link(row, base_dir)])
-    headers, body, folded = fold_constant(headers, body, [h for h, _ in extra_columns(rows)] + ["speed-up vs CPU"])
+    values: list[tuple[str, Any]] = []
+    for name in perf_show(show):
+        if name == "flops":
+            values += [(h, partial(_flops_cell, key=k)) for h, k in _flops_columns(rows)]
+        elif name == "speedup":
+            values.append((PERF_VALUES[name], partial(speedup_cell, cpu_rows=cpu_rows,
+                                                      cpu_dtype=cpu_dtype, base_dir=base_dir)))
+        else:
+            values.append((PERF_VALUES[name], partial(_value_cell, name=name)))
+    id_headers, keys = identity(rows, ["machine", "device", "dtype", "workload", "batch", "steps"])
+    headers = [*id_headers, *(h for h, _ in values), "record"]
+    body = [fmt.cells(row, keys) + [fn(row) for _, fn in values] + [fmt.record_link(row, base_dir)]
+            for row in rows]
+    foldable = [h for h, _ in _flops_columns(rows)] + ["speed-up vs CPU"]
+    folded = {h: body[0][i] for i, h in enumerate(headers) if h in foldable and body
+              and len({r[i] for r in body}) == 1 and not _number_first(body[0][i])}
+    kept = [i for i, h in enumerate(headers) if h not in folded]
+    headers, body = [headers[i] for i in kept], [[r[i] for i in kept] for r in body]
     headers, body, same = fold_same(headers, body, ("device", "steps"))
-    rule = "".join(f"- {h}: {v} in every row.\n" for h, v in folded) + "".join(f"- {n}.\n" for n in same)
-    rule += (f"- Speed-up vs CPU = median latency of the CPU run of the same model, preset, batch and size "
-            f"(in {cpu_dtype} when measured, else in the device's dtype; same host preferred, then the "
-            f"latest) / this row's median latency.\n- Latency statistics are over the timed iterations; "
-            f"\"cold ms\" is the first call, timed apart; \"load s\" is the model load (weights.load.seconds). "
-            f"Columns: report.yaml performance.show ({', '.join(PERF_VALUES)} or all). \"missing\": not in "
-            "the record.")
-    return table(headers, body) + "\n\n" + rule
+    notes = [f"{h}: {v} in every row." for h, v in folded.items()] + [f"{n}." for n in same]
+    notes.append(
+        f"Speed-up vs CPU = median latency of the CPU run of the same model, preset, batch and "
+        f"size (in {cpu_dtype} when measured, else in the device's dtype; same host preferred, "
+        "then the latest) / this row's median latency.\n- Latency statistics are over the timed "
+        "iterations; \"cold ms\" is the first call, timed apart; \"load s\" is the model load "
+        f"(weights.load.seconds). Columns: report.yaml performance.show ({', '.join(PERF_VALUES)} "
+        "or all). \"missing\": not in the record.")
+    return fmt.table(headers, body, notes)
+
+
+def _ci_cell(row: fmt.Row | None, base_dir: Path) -> str:
+    if row is None or median_ms(row) is None:
+        return fmt.MISSING
+    low, high = fmt.latency(row, "median_ci95_low_ms"), fmt.latency(row, "median_ci95_high_ms")
+    ci = f" [{fmt.num(low)}, {fmt.num(high)}]" if low is not None and high is not None else ""
+    return f"{fmt.num(median_ms(row))}{ci} ({fmt.record_link(row, base_dir)})"
+
+
+def _pivot(rows: fmt.Rows, base_dir: Path) -> str:
+    found = {fmt.field(r, "job.dtype") for r in rows}
+    dtypes = [d for d in ORDER["job.dtype"] if d in found] + sorted(found - set(ORDER["job.dtype"]))
+    groups = fmt.group(rows, lambda r: tuple(fmt.cells(r, ["job.preset", "size", "job.batch_size"]))
+                       + ((fmt.field(r, "job.steps"),) if fmt.get(r, "job.steps") is not None
+                      else ()))
+    steps = any(len(key) == 4 for key in groups)
+    headers = ["preset", "size", "batch"] + (["steps"] if steps else [])
+    body = [list(key) + (["-"] if steps and len(key) == 3 else [])
+            + [_ci_cell(latest([r for r in members if fmt.field(r, "job.dtype") == d]),
+                        base_dir)
+               for d in dtypes] for key, members in groups.items()]
+    return fmt.table(headers + [f"{d} ms [95% CI]" for d in dtypes], body)
+
+
+def pivot_section(rows: fmt.Rows, models: Sequence[str], base_dir: Path, heading: str) -> str:
+    """Per model and device (and host), workloads down, dtypes across, median [95% CI] ms."""
+    parts = []
+    for model in models:
+        mine = [r for r in rows if median_ms(r) is not None and fmt.get(r, "job.model") == model]
+        many = len(machines(mine)) > 1
+        places: dict[str, list[fmt.Row]] = {}
+        for row in mine:
+            host = f" ({fmt.field(row, 'env.hostname')})" if many else ""
+            places.setdefault(fmt.field(row, "job.device") + host, []).append(row)
+        parts += [f"{heading} {model} on {place}\n\n" + _pivot(places[place], base_dir)
+                  for place in sorted(places)]
+    if not parts:
+        return "No ok record carries a median latency, so there is no pivot to show."
+    return "\n\n".join(parts) + "\n\n- " + PIVOT_NOTE

@@ -1,87 +1,87 @@
-"""The port report: one README-shaped document per model, in the seeds' structure, every fact from a record.
-
-``python -m ascendbench.report --port [PATHS] [--lang zh]`` (``make report PORT=1``) writes
-``<out>/port/<model>.md`` and ``.html``: overview (task, architecture, parameters, weights and their digest),
-environment (versions, device, driver, CANN), how to reproduce (the exact command lines, from each job's
-``.hydra/overrides.yaml``), smoke (the first job's summary, from its record), accuracy and performance (the
-seed layouts of the model's task, :mod:`ascendbench.report.seedlayer`), known issues (failed jobs, FAIL
-verdicts, skipped metrics, warnings, placement findings, random-init weights) and limitations (what the
-records do not cover: devices, dtypes, reference, hidden states). Sentences are templates filled from records;
-a section the records say nothing about states that as a fact.
-"""
+"""The port report (``--port``): one README-shaped document per model in the seeds' structure,
+every fact from a record: ``<out>/port/<model>.md`` and ``.html``, in English or Chinese."""
 
 from __future__ import annotations
 
 import json
 import shlex
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import yaml
 
 from ascendbench.fileio import read_regular, write_atomic
 from ascendbench.job.summary import summary_lines
-from ascendbench.report.fmt import MISSING, get, link, md_escape, num, short, table, text, workload_label
+from ascendbench.report import fmt
 from ascendbench.report.html import html_document
 from ascendbench.report.performance import started_key
 from ascendbench.report.plots import safe_name
 from ascendbench.report.seedlayer import PROFILES, task_of
+from ascendbench.report.seedlayouts import flux2_performance
 from ascendbench.report.select import perf_only
-from ascendbench.report.words import WORDS, word
 
-Rows = Sequence[Mapping[str, Any]]
 PERFORMANCE_LAYOUTS = ("flux2_performance", "flux2_speedup", "sulphur2_performance")
-DTYPES = ("float32", "float16", "bfloat16")
-
-
-def overview(rows: Rows, all_rows: Rows, lang: str) -> str:
-    """Task, architecture, parameters, weights, their digest and each file's sha256sum (from the latest ok record)."""
-    row = rows[-1]
-    config = _config(row)
-    loader = (config.get("model") or {}).get("loader") or {}
-    items = [("p_model", text(get(row, "job.model"))), ("p_task", text(task_of(row))),
-             ("p_architecture", text(loader.get("class_path") or loader.get("_target_"))),
-             ("p_parameters", num(get(row, "weights.num_params"))),
-             ("p_weights", f"{text(get(row, 'weights.kind'))} {text(get(row, 'weights.source') or '')}".strip()),
-             *digest_items(row, lang), ("records", f"{len(all_rows)} ({len(rows)} ok)")]
-    check = get(row, "weights.digest_check")
-    if check:
-        items.append(("p_expected", f"{text(get(row, 'weights.expected_digest'))}: {check}"))
-    body = [[word(k, lang) if k in WORDS else k, v] for k, v in items if v not in (MISSING, "")]
-    return table([word("p_item", lang), word("p_value", lang)], body)
-
-
-def digest_items(row: Mapping[str, Any], lang: str) -> list[tuple[str, str]]:
-    """The weights' identity: ``weights.digest`` labelled with what it covers, then each file's ``sha256sum``
-    (``<hex>  <file>``, what a model card or a seed quotes) with its size, when the loader recorded them."""
-    digest = get(row, "weights.digest")
-    if digest is None:
-        return [("weights.digest", word("p_no_digest", lang, seed=num(get(row, "weights.init_seed"))))]
-    label = "p_tensor_digest" if get(row, "weights.prefix") is not None else "p_digest"
-    lines, sizes = _json_list(get(row, "weights.sha256sum")), _json_list(get(row, "weights.file_bytes"))
-    items = [(label, text(digest))]
-    for i, line in enumerate(lines):
-        size = f" ({num(sizes[i])} {word('p_bytes', lang)})" if i < len(sizes) and isinstance(sizes[i], int) else ""
-        items.append(("sha256sum", f"{md_escape(str(line))}{size}"))
-    return items
-
-
-def environment(rows: Rows, lang: str) -> str:
-    """One row per machine: host, device, driver, CANN, python, torch, torch_npu, diffusers, transformers; a
-    value one record lacks says which key it did not record."""
-    keys = (("p_host", "env.hostname"), ("p_chip", "env.device.name"), ("p_driver", "env.drivers"),
+ENV_KEYS = (("p_host", "env.hostname"), ("p_chip", "env.device.name"), ("p_driver", "env.drivers"),
             ("CANN", "env.cann"), ("Python", "env.python"), ("torch", "env.libraries.torch"),
             ("torch_npu", "env.libraries.torch_npu"), ("diffusers", "env.libraries.diffusers"),
             ("transformers", "env.libraries.transformers"))
-    present = [(h, k) for h, k in keys if any(get(r, k) is not None for r in rows)]
-    body = {tuple(short(text(get(r, k)), 60) if get(r, k) is not None else word("p_not_recorded", lang, field=k)
-                  for _, k in present) for r in rows}
-    return table([word(h, lang) if h in WORDS else h for h, _ in present], sorted(body))
 
 
-def commands(rows: Rows) -> list[str]:
-    """The command line of each job, from its ``.hydra/overrides.yaml`` (read as data), without repeats."""
-    found: list[str] = []
+def _json(value: Any, kind: type) -> Any:
+    """A value the flat row holds as JSON text, when it is of ``kind`` (else an empty one)."""
+    try:
+        found = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        found = None
+    return found if isinstance(found, kind) else kind()
+
+
+def overview(rows: fmt.Rows, all_rows: fmt.Rows, lang: str) -> str:
+    """Task, architecture, parameters, weights, their digest and each file's sha256sum."""
+    row = rows[-1]
+    loader = (_json(row.get("config"), dict).get("model") or {}).get("loader") or {}
+    digest = fmt.get(row, "weights.digest")
+    items = [("p_model", fmt.field(row, "job.model")), ("p_task", fmt.text(task_of(row))),
+             ("p_architecture", fmt.text(loader.get("class_path") or loader.get("_target_"))),
+             ("p_parameters", fmt.field(row, "weights.num_params")),
+             ("p_weights", " ".join(fmt.cells(row, ["weights.kind"])
+                                    + [fmt.text(fmt.get(row, "weights.source") or "")]).strip())]
+    if digest is None:
+        no_digest = fmt.word("p_no_digest", lang, seed=fmt.field(row, "weights.init_seed"))
+        items.append(("weights.digest", no_digest))
+    else:
+        label = "p_tensor_digest" if fmt.get(row, "weights.prefix") is not None else "p_digest"
+        items.append((label, fmt.text(digest)))
+        sizes = _json(fmt.get(row, "weights.file_bytes"), list)
+        for i, line in enumerate(_json(fmt.get(row, "weights.sha256sum"), list)):
+            size = (f" ({fmt.num(sizes[i])} {fmt.word('p_bytes', lang)})"
+                    if i < len(sizes) and isinstance(sizes[i], int) else "")
+            items.append(("sha256sum", f"{fmt.md_escape(str(line))}{size}"))
+    items.append(("records", f"{len(all_rows)} ({len(rows)} ok)"))
+    if fmt.get(row, "weights.digest_check"):
+        items.append(("p_expected", f"{fmt.field(row, 'weights.expected_digest')}: "
+                                    f"{fmt.get(row, 'weights.digest_check')}"))
+    body = [[fmt.word(k, lang) if k in fmt.WORDS else k, v] for k, v in items
+            if v not in (fmt.MISSING, "")]
+    return fmt.table([fmt.word("p_item", lang), fmt.word("p_value", lang)], body)
+
+
+def environment(rows: fmt.Rows, lang: str) -> str:
+    """One row per machine; a value a record lacks names the key it did not record."""
+    shown = [(h, k) for h, k in ENV_KEYS if any(fmt.get(r, k) is not None for r in rows)]
+    body = {tuple(fmt.short(fmt.field(r, k), 60) if fmt.get(r, k) is not None
+                  else fmt.word("p_not_recorded", lang, field=k) for _, k in shown) for r in rows}
+    return fmt.table([fmt.word(h, lang) if h in fmt.WORDS else h for h, _ in shown], sorted(body))
+
+
+def code_item(line: str) -> str:
+    """A list item showing ``line`` as code (escaped text when it holds a backtick)."""
+    return f"- {fmt.md_escape(line)}" if "`" in line else f"- `{line}`"
+
+
+def reproduce(rows: fmt.Rows, sources: Sequence[str], lang: str) -> str:
+    """Each job's command (from ``.hydra/overrides.yaml``, read as data), then the report's."""
+    lines: list[str] = []
     for row in rows:
         path = Path(str(row["record"])).parent / ".hydra" / "overrides.yaml"
         try:
@@ -90,157 +90,117 @@ def commands(rows: Rows) -> list[str]:
             overrides = None
         if isinstance(overrides, list) and all(isinstance(o, str) for o in overrides):
             line = "python -m ascendbench " + " ".join(shlex.quote(o) for o in overrides)
-            if line not in found:
-                found.append(line)
-    return found
-
-
-def code_item(line: str) -> str:
-    """A list item showing ``line`` as code; a line holding a backtick (record text could close the code span
-    and let the rest through as Markdown) is Markdown-escaped text instead."""
-    return f"- {md_escape(line)}" if "`" in line else f"- `{line}`"
-
-
-def reproduce(rows: Rows, sources: Sequence[str], lang: str) -> str:
-    """The exact commands (a code block), then the report's own command."""
-    lines = commands(rows)
-    report = f"python -m ascendbench.report --port {' '.join(shlex.quote(s) for s in sources)} --lang {lang}"
+            lines += [line] if line not in lines else []
+    report = (f"python -m ascendbench.report --port {' '.join(shlex.quote(s) for s in sources)} "
+              f"--lang {lang}")
     if not lines:
-        return f"{word('p_no_commands', lang)} {word('p_report_cmd', lang)}: `{report}`"
+        return f"{fmt.word('p_no_commands', lang)} {fmt.word('p_report_cmd', lang)}: `{report}`"
     return "\n".join(code_item(line) for line in lines + [report])
 
 
-def smoke(rows: Rows, base_dir: Path, lang: str) -> str:
+def smoke(rows: fmt.Rows, base_dir: Path, lang: str) -> str:
     """The first job's end-of-job summary, rebuilt from its record."""
-    first = min(rows, key=started_key)
+    first = Path(str(min(rows, key=started_key)["record"]))
     try:
-        record = json.loads(read_regular(Path(str(first["record"]))))  # a regular file only: never a FIFO
+        record = json.loads(read_regular(first))  # a regular file only: never a FIFO
     except (OSError, ValueError):
-        return word("p_reread", lang, link=link("record", first["record"], base_dir))
-    lines = [line for line in summary_lines(record, Path(str(first["record"])).name) if not line.startswith("record")]
-    return "\n".join(code_item(line) for line in lines) + "\n- " + link("record", first["record"], base_dir)
+        return fmt.word("p_reread", lang, link=fmt.link("record", first, base_dir))
+    lines = [line for line in summary_lines(record, first.name) if not line.startswith("record")]
+    items = [code_item(line) for line in lines] + ["- " + fmt.link("record", first, base_dir)]
+    return "\n".join(items)
 
 
-def layouts(rows: Rows, lang: str, base_dir: Path, performance: bool) -> str:
-    """The model's seed layouts of one kind (accuracy or performance), each under its seed title."""
+def layouts(rows: fmt.Rows, lang: str, base_dir: Path, performance: bool) -> str:
+    """The model's seed layouts of one kind (accuracy or performance), each under its title."""
     parts = []
     for name, en, zh, render in PROFILES.get(task_of(rows[-1]), ()):
         if (name in PERFORMANCE_LAYOUTS) == performance and (body := render(rows, lang, base_dir)):
             parts.append(f"### {zh if lang == 'zh' else en}\n\n{body}")
     if performance and not parts:
-        from ascendbench.report.seedlayouts import flux2_performance
-
-        body = flux2_performance(rows, lang, base_dir)
-        parts = [body] if body else []
+        parts = [body] if (body := flux2_performance(rows, lang, base_dir)) else []
     if parts:
         return "\n\n".join(parts)
-    return word("p_no_latency" if performance else "p_perf_only", lang)
+    return fmt.word("p_no_latency" if performance else "p_perf_only", lang)
 
 
-def known_issues(rows: Rows, failed: Rows, lang: str) -> list[str]:
-    """Failed jobs, FAIL verdicts, skipped metrics, warnings, placement findings and random-init weights."""
-    issues = [f"{word('p_failed_job', lang)} ({text(get(r, 'job.dtype'))} {workload_label(r)}): "
-              f"{text(get(r, 'error.type'))}: {short(get(r, 'error.message'), 200)}" for r in failed]
-    for row in rows:
-        label = f"{text(get(row, 'job.device'))} {text(get(row, 'job.dtype'))} {workload_label(row)}"
-        bad = [k[len("metrics."):-len(".verdict")] for k in row if k.startswith("metrics.") and k.endswith(".verdict")
-               and get(row, k) == "FAIL"]
-        if bad:
-            issues.append(f"{label}: {word('p_fail_on', lang, n=str(len(bad)))}: {', '.join(bad[:6])}"
-                          + (" ..." if len(bad) > 6 else ""))
-        found = get(row, "metrics.placement_findings.value")
-        if found:
-            issues.append(f"{label}: {word('p_placement', lang, n=num(found))}")
+def known_issues(rows: fmt.Rows, failed: fmt.Rows, lang: str) -> list[str]:
+    """Failed jobs, FAIL verdicts, skipped metrics, warnings, placement findings."""
+    issues = [f"{fmt.word('p_failed_job', lang)} ({fmt.field(r, 'job.dtype')} "
+              f"{fmt.workload_label(r)}): "
+              f"{fmt.field(r, 'error.type')}: {fmt.short(fmt.get(r, 'error.message'), 200)}"
+              for r in failed]
     skipped: dict[str, set[str]] = {}
     for row in rows:
-        for key in (k for k in row if k.startswith("metrics.") and k.endswith(".skipped") and get(row, k)):
-            skipped.setdefault(str(get(row, key)), set()).add(key[len("metrics."):-len(".skipped")])
-    issues += [f"{word('p_skipped', lang)} {', '.join(sorted(names))}: {short(reason, 300)}"
+        label = f"{' '.join(fmt.cells(row, ['job.device', 'job.dtype']))} {fmt.workload_label(row)}"
+        bad = [n for n, v in fmt.metric_fields(row, "verdict", True).items() if v == "FAIL"]
+        if bad:
+            issues.append(f"{label}: {fmt.word('p_fail_on', lang, n=str(len(bad)))}: "
+                          f"{', '.join(bad[:6])}" + (" ..." if len(bad) > 6 else ""))
+        if fmt.get(row, "metrics.placement_findings.value"):
+            found = fmt.field(row, "metrics.placement_findings.value")
+            issues.append(f"{label}: {fmt.word('p_placement', lang, n=found)}")
+        for name, reason in fmt.metric_fields(row, "skipped", True).items():
+            if reason:
+                skipped.setdefault(str(reason), set()).add(name)
+    issues += [f"{fmt.word('p_skipped', lang)} {', '.join(sorted(names))}: {fmt.short(reason, 300)}"
                for reason, names in skipped.items()]
-    warnings = {w for row in rows for w in _list(get(row, "warnings"))}
-    issues += [f"{word('p_warning', lang)}: {short(w, 200)}" for w in sorted(warnings)]
-    return issues or [word("p_no_issues", lang)]
+    warnings = {w for row in rows for w in str(fmt.get(row, "warnings") or "").split(" | ")
+                if w.strip()}
+    issues += [f"{fmt.word('p_warning', lang)}: {fmt.short(w, 200)}" for w in sorted(warnings)]
+    return issues or [fmt.word("p_no_issues", lang)]
 
 
-def limitations(rows: Rows, lang: str) -> list[str]:
+def limitations(rows: fmt.Rows, lang: str) -> list[str]:
     """What the records do not cover, each said from the records."""
-    devices = sorted({text(get(r, "job.device")) for r in rows})
-    dtypes = sorted({text(get(r, "job.dtype")) for r in rows})
-    notes = [word("p_measured_on", lang, devices=", ".join(devices), dtypes=", ".join(dtypes))]
-    if devices == ["cpu"]:
-        notes.append(word("p_cpu_only", lang))
-    missing = [d for d in DTYPES if d not in dtypes]
-    if missing:
-        notes.append(word("p_dtypes_missing", lang, dtypes=", ".join(missing)))
-    random = sum(1 for r in rows if get(r, "weights.kind") == "random-init")
-    if random:
-        notes.append(word("p_random", lang, n=str(random), total=str(len(rows))))
+    devices = sorted({fmt.field(r, "job.device") for r in rows})
+    dtypes = sorted({fmt.field(r, "job.dtype") for r in rows})
+    missing = [d for d in ("float32", "float16", "bfloat16") if d not in dtypes]
+    random = sum(1 for r in rows if fmt.get(r, "weights.kind") == "random-init")
     perf = sum(1 for r in rows if perf_only(r))
-    if perf:
-        notes.append(word("p_perf_records", lang, n=str(perf)))
-    references = sorted({text(get(r, "job.reference_dtype")) for r in rows if not perf_only(r)})
-    if references:
-        notes.append(word("p_reference", lang, dtypes=", ".join(references)))
-    if not any(k.startswith("hidden.") for r in rows for k in r if get(r, k) is not None):
-        notes.append(word("p_no_hidden", lang))
-    return notes
+    references = sorted({fmt.field(r, "job.reference_dtype") for r in rows if not perf_only(r)})
+    hidden = any(k.startswith("hidden.") for r in rows for k in r if fmt.get(r, k) is not None)
+    return [n for n in (
+        fmt.word("p_measured_on", lang, devices=", ".join(devices), dtypes=", ".join(dtypes)),
+        fmt.word("p_cpu_only", lang) if devices == ["cpu"] else None,
+        fmt.word("p_dtypes_missing", lang, dtypes=", ".join(missing)) if missing else None,
+        fmt.word("p_random", lang, n=str(random), total=str(len(rows))) if random else None,
+        fmt.word("p_perf_records", lang, n=str(perf)) if perf else None,
+        fmt.word("p_reference", lang, dtypes=", ".join(references)) if references else None,
+        None if hidden else fmt.word("p_no_hidden", lang)) if n]
 
 
-def _list(value: Any) -> list[str]:
-    """The row's ``warnings`` (joined by `` | `` in the flat row) as a list."""
-    return [w for w in str(value).split(" | ") if w.strip()] if value else []
-
-
-def _json_list(value: Any) -> list[Any]:
-    """A list the flat row holds as JSON text (``weights.sha256sum``), ``[]`` when absent or not a list."""
-    try:
-        found = json.loads(value) if isinstance(value, str) else value
-    except ValueError:
-        return []
-    return found if isinstance(found, list) else []
-
-
-def no_bare_missing(markdown: str, lang: str) -> str:
-    """A table cell the layouts left ``missing`` says, in the document's language, that the record lacks it."""
-    return markdown.replace(f"| {MISSING} |", f"| {word('p_not_in_record', lang)} |").replace(
-        f"| {MISSING} |", f"| {word('p_not_in_record', lang)} |")
-
-
-def _config(row: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        config = json.loads(row.get("config") or "{}")
-    except (TypeError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
-def port_markdown(model: str, ok: Rows, failed: Rows, context: Mapping[str, Any]) -> str:
+def port_markdown(model: str, ok: fmt.Rows, failed: fmt.Rows, context: dict[str, Any]) -> str:
     """The whole document of one model (``context``: ``lang``, ``base_dir``, ``sources``)."""
-    lang, base_dir = context["lang"], Path(context["base_dir"])
-    sections = {"overview": overview(ok, [*ok, *failed], lang), "environment": environment([*ok, *failed], lang),
-                "reproduce": reproduce([*ok, *failed], context["sources"], lang), "smoke": smoke(ok, base_dir, lang),
+    lang, base_dir, every = context["lang"], Path(context["base_dir"]), [*ok, *failed]
+    sections = {"overview": overview(ok, every, lang), "environment": environment(every, lang),
+                "reproduce": reproduce(every, context["sources"], lang),
+                "smoke": smoke(ok, base_dir, lang),
                 "accuracy": layouts(ok, lang, base_dir, performance=False),
                 "performance": layouts(ok, lang, base_dir, performance=True),
-                "issues": "\n".join(f"- {i}" for i in known_issues(ok, failed, lang)),
-                "limits": "\n".join(f"- {n}" for n in limitations(ok, lang))}
-    head = f"# {md_escape(model)}\n\n" + word("p_head", lang, ok=str(len(ok)), failed=str(len(failed)))
-    body = "\n\n".join(f"## {word('p_' + k, lang)}\n\n{v}" for k, v in sections.items())
-    return no_bare_missing(head + "\n\n" + body + "\n", lang)
+                "issues": fmt.bullets(known_issues(ok, failed, lang)),
+                "limits": fmt.bullets(limitations(ok, lang))}
+    head = f"# {fmt.md_escape(model)}\n\n" + fmt.word("p_head", lang, ok=str(len(ok)),
+                                               failed=str(len(failed)))
+    body = "\n\n".join(f"## {fmt.word('p_' + k, lang)}\n\n{v}" for k, v in sections.items())
+    # a table cell the layouts left ``missing`` says, in the document's language, what it lacks
+    bare, said = f"| {fmt.MISSING} |", f"| {fmt.word('p_not_in_record', lang)} |"
+    return (head + "\n\n" + body + "\n").replace(bare, said).replace(bare, said)
 
 
 def write_port(report: Any, out_dir: Path) -> list[Path]:
-    """``<out>/port/<model>.md`` and ``.html`` for every model with an ok record; returns the files."""
+    """``<out>/port/<model>.md`` and ``.html`` for every model with an ok record; the files."""
     port_dir = Path(out_dir) / "port"
     port_dir.mkdir(parents=True, exist_ok=True)
-    rows = report.frame.to_dict("records") if not report.frame.empty else []
+    rows: list[fmt.Row] = report.frame.to_dict("records") if not report.frame.empty else []
     context = {"lang": str(report.settings.lang), "base_dir": port_dir, "sources": report.sources}
+    html = report.settings.html
     written = []
     for model in report.models:
-        ok = [r for r in report.rows if get(r, "job.model") == model]
-        failed = [r for r in rows if get(r, "job.model") == model and get(r, "status") == "failed"]
+        ok = [r for r in report.rows if fmt.get(r, "job.model") == model]
+        failed = [r for r in rows
+                  if fmt.get(r, "job.model") == model and fmt.get(r, "status") == "failed"]
         markdown = port_markdown(model, ok, failed, context)
-        md = write_atomic(port_dir / f"{safe_name(model)}.md", markdown)  # whole or not at all, as every report file
-        page = html_document(markdown, port_dir, report.settings.html.embed_max_mb, report.settings.html.embed_total_mb)
-        write_atomic(port_dir / f"{safe_name(model)}.html", page)
-        written += [md, port_dir / f"{safe_name(model)}.html"]
+        page = html_document(markdown, port_dir, html.embed_max_mb, html.embed_total_mb)
+        written += [write_atomic(port_dir / f"{safe_name(model)}{suffix}", content)
+                    for suffix, content in ((".md", markdown), (".html", page))]
     return written

@@ -1,39 +1,32 @@
-"""Where the time goes: the records' ``profile`` sections (``profile.enabled=true``) as report tables.
-
-Per job, the top operators by self time (device time on an accelerator, CPU time on the CPU) with their
-input shapes, calls and milliseconds per task call and share, under one sentence saying how much of the
-measured call they explain. Per workload swept over dtypes, one table compares the operators: operators
-as rows (their shapes summed), dtypes as columns, milliseconds per task call. Every number is the record's.
-"""
+"""Where the time goes: the records' ``profile`` sections as tables (per job the top operators;
+per workload profiled in several dtypes, the operators across dtypes)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
-from ascendbench.report.fmt import MISSING, get, link, num, size_label, table, text
+from ascendbench.report import fmt
 
 COMPARED_OPS = 15  # operators in a dtype comparison (the slowest first)
-_TOP = "profile.top"
 _CLOCKS = {"device": "self device time", "cpu": "self CPU time"}
 
 
 def profile_fields(section: Any) -> dict[str, Any]:
-    """The row fields of a record's ``profile``: its numbers as ``profile.<key>``, the table as JSON text."""
+    """A record's ``profile`` as row fields: its numbers as ``profile.<key>``, the table as JSON."""
     if not isinstance(section, Mapping):
         return {}
     fields = {f"profile.{k}": v for k, v in section.items()
               if isinstance(v, (str, int, float, bool)) or v is None}
-    top = section.get("top")
-    if isinstance(top, list):
-        fields[_TOP] = json.dumps([r for r in top if isinstance(r, Mapping)])
+    if isinstance(section.get("top"), list):
+        fields["profile.top"] = json.dumps([r for r in section["top"] if isinstance(r, Mapping)])
     return fields
 
 
-def top_rows(row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The record's top-operator rows (empty when the job was not profiled or the text is not a list)."""
-    raw = get(row, _TOP)
+def top_rows(row: fmt.Row) -> list[dict[str, Any]]:
+    """The record's top-operator rows (empty when not profiled or not a list)."""
+    raw = fmt.get(row, "profile.top")
     try:
         rows = json.loads(raw) if isinstance(raw, str) else []
     except json.JSONDecodeError:
@@ -42,99 +35,75 @@ def top_rows(row: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def shapes_label(shapes: Any) -> str:
-    """``1x16x8x8, 16x16x3x3, 16``; ``[]`` for an argument without a shape (a scalar, a list)."""
+    """``1x16x8x8, 16x16x3x3, 16``; ``[]`` for an argument without a shape."""
     if not isinstance(shapes, list) or not shapes:
         return "none recorded"
-    return ", ".join("x".join(str(d) for d in s) if isinstance(s, list) and s else "[]" for s in shapes)
+    return ", ".join("x".join(str(d) for d in s) if isinstance(s, list) and s else "[]"
+                     for s in shapes)
 
 
-def job_label(row: Mapping[str, Any]) -> str:
-    """``flux2_small_decoder cuda bfloat16, quality 1024x1024, batch 1``."""
-    return (f"{text(get(row, 'job.model'))} {text(get(row, 'job.device'))} {text(get(row, 'job.dtype'))}, "
-            f"{text(get(row, 'job.preset'))} {size_label(row)}, batch {num(get(row, 'job.batch_size'))}")
-
-
-def _share(value: Any) -> str:
-    return f"{100 * value:.1f} %" if isinstance(value, (int, float)) else MISSING
-
-
-def coverage_sentence(row: Mapping[str, Any], base_dir: Path) -> str:
-    """How many calls were profiled, on which clock, and how much of the call the operators explain."""
-    clock = _CLOCKS.get(str(get(row, "profile.clock")), text(get(row, "profile.clock")))
-    sentence = (f"{num(get(row, 'profile.calls'))} profiled call(s) after the timed loop ({clock}); the operators "
-                f"add up to {num(get(row, 'profile.ops_total_ms_per_call'))} ms per call: "
-                f"{num(get(row, 'profile.ops_over_median'), 3)} of the timed median "
-                f"{num(get(row, 'bench.latency.median_ms'))} ms (`ops_over_median`)")
-    if get(row, "profile.profiled_call_ms") is not None:
-        sentence += (f", {num(get(row, 'profile.ops_over_profiled_call'), 3)} of the profiled calls' own "
-                     f"{num(get(row, 'profile.profiled_call_ms'))} ms (`ops_over_profiled_call`)")
-    trace = get(row, "profile.trace")
+def _job(row: fmt.Row, base_dir: Path, heading: str) -> str:
+    """Heading, coverage sentence and top-operator table of one profiled job."""
+    model, device, dtype, preset, size, batch = fmt.cells(
+        row, ["job.model", "job.device", "job.dtype", "job.preset", "size", "job.batch_size"])
+    clock = _CLOCKS.get(str(fmt.get(row, "profile.clock")), fmt.field(row, "profile.clock"))
+    total = fmt.field(row, "profile.ops_total_ms_per_call")
+    sentence = (f"{fmt.field(row, 'profile.calls')} profiled call(s) after the timed loop "
+                f"({clock}); the operators add up to {total} ms per call: "
+                f"{fmt.num(fmt.get(row, 'profile.ops_over_median'), 3)} of the timed median "
+                f"{fmt.num(fmt.latency(row))} ms (`ops_over_median`)")
+    if fmt.get(row, "profile.profiled_call_ms") is not None:
+        share = fmt.num(fmt.get(row, "profile.ops_over_profiled_call"), 3)
+        sentence += (f", {share} of the profiled calls' own "
+                     f"{fmt.field(row, 'profile.profiled_call_ms')} ms (`ops_over_profiled_call`)")
+    trace = fmt.get(row, "profile.trace")
     if trace:
         path = Path(row["job_dir"]) / str(trace)
-        sentence += ". Trace: " + (link(str(trace), path, base_dir) if path.is_file()
+        sentence += ". Trace: " + (fmt.link(str(trace), path, base_dir) if path.is_file()
                                    else f"{trace} (listed in the record, file not found)")
-    return sentence + "."
-
-
-def job_table(row: Mapping[str, Any], base_dir: Path) -> str:
-    """The coverage sentence and the top-operator table of one profiled job."""
+    body = [[fmt.text(r.get("name")), shapes_label(r.get("input_shapes")), fmt.num(r.get("calls")),
+             fmt.num(r.get("total_ms")), fmt.num(r.get("mean_ms")),
+             f"{100 * r['share']:.1f} %" if isinstance(r.get("share"), (int, float))
+             else fmt.MISSING]
+            for r in top_rows(row)]
     headers = ["operator", "input shapes", "calls per call", "ms per call", "mean ms", "share"]
-    body = [[text(r.get("name")), shapes_label(r.get("input_shapes")), num(r.get("calls")), num(r.get("total_ms")),
-             num(r.get("mean_ms")), _share(r.get("share"))] for r in top_rows(row)]
-    return coverage_sentence(row, base_dir) + "\n\n" + table(headers, body)
+    return (f"{heading} {model} {device} {dtype}, {preset} {size}, batch {batch}\n\n{sentence}.\n\n"
+            + fmt.table(headers, body))
 
 
-def per_operator_ms(row: Mapping[str, Any]) -> dict[str, float]:
-    """Milliseconds per task call by operator name, its input shapes summed (the record's top rows only)."""
-    totals: dict[str, float] = {}
-    for entry in top_rows(row):
-        value = entry.get("total_ms")
-        if isinstance(value, (int, float)):
-            totals[str(entry.get("name"))] = totals.get(str(entry.get("name")), 0.0) + float(value)
-    return totals
-
-
-def workload_key(row: Mapping[str, Any]) -> tuple[str, ...]:
-    """What must be equal for two profiled jobs to be compared: everything but the dtype."""
-    return tuple(text(get(row, k)) for k in ("job.model", "job.device", "job.preset", "job.batch_size",
-                                             "job.steps")) + (size_label(row),)
-
-
-def dtype_comparison(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Operators as rows, the rows' dtypes as columns, ms per task call; the slowest operators first."""
-    columns = [per_operator_ms(r) for r in rows]
-    ops = sorted({op for c in columns for op in c}, key=lambda op: -max(c.get(op, 0.0) for c in columns))
-    headers = ["operator"] + [f"{text(get(r, 'job.dtype'))} ms" for r in rows]
-    body = [[op] + [num(c[op]) if op in c else f"not in top {len(top_rows(r))}" for c, r in zip(columns, rows,
-                                                                                               strict=True)]
-            for op in ops[:COMPARED_OPS]]
-    body.append(["all operators"] + [num(get(r, "profile.ops_total_ms_per_call")) for r in rows])
-    body.append(["timed median"] + [num(get(r, "bench.latency.median_ms")) for r in rows])
-    return table(headers, body)
-
-
-def comparisons(rows: Sequence[Mapping[str, Any]], heading: str) -> list[str]:
-    """One dtype comparison per workload profiled in two or more dtypes."""
-    groups: dict[tuple[str, ...], list[Mapping[str, Any]]] = {}
+def dtype_comparison(rows: fmt.Rows) -> str:
+    """Operators as rows, the rows' dtypes as columns, ms per task call; the slowest first."""
+    columns = []
     for row in rows:
-        groups.setdefault(workload_key(row), []).append(row)
-    parts = []
-    for members in groups.values():
-        if len({get(r, "job.dtype") for r in members}) > 1:
-            first = members[0]
-            title = (f"{heading} {text(get(first, 'job.model'))} on {text(get(first, 'job.device'))}, "
-                     f"{text(get(first, 'job.preset'))} {size_label(first)}: operators across dtypes")
-            parts.append(f"{title}\n\n{dtype_comparison(members)}")
-    return parts
+        totals: dict[str, float] = {}
+        for entry in top_rows(row):
+            if isinstance(entry.get("total_ms"), (int, float)):
+                name = str(entry.get("name"))
+                totals[name] = totals.get(name, 0.0) + float(entry["total_ms"])
+        columns.append(totals)
+    ops = sorted({op for c in columns for op in c},
+                 key=lambda op: -max(c.get(op, 0.0) for c in columns))
+    body = [[op] + [fmt.num(c[op]) if op in c else f"not in top {len(top_rows(r))}"
+                    for c, r in zip(columns, rows, strict=True)] for op in ops[:COMPARED_OPS]]
+    body.append(["all operators"] + [fmt.field(r, "profile.ops_total_ms_per_call") for r in rows])
+    body.append(["timed median"] + [fmt.num(fmt.latency(r)) for r in rows])
+    return fmt.table(["operator"] + [f"{fmt.field(r, 'job.dtype')} ms" for r in rows], body)
 
 
-def profile_section(rows: Sequence[Mapping[str, Any]], base_dir: Path, heading: str) -> str:
-    """The report section: the dtype comparisons, then each profiled job's top operators."""
+def profile_section(rows: fmt.Rows, base_dir: Path, heading: str) -> str:
+    """The dtype comparisons (a workload profiled in two or more dtypes), then each job's top."""
     profiled = [r for r in rows if top_rows(r)]
     if not profiled:
         return "No job ran with `profile.enabled=true`, so there is no operator profile to show."
-    jobs = [f"{heading} {job_label(r)}\n\n{job_table(r, base_dir)}" for r in profiled]
-    note = ("Operators by self time over the profiled calls, per task call (`profile.*` of each record; "
-            "docs/performance.md). In a comparison, an operator's shapes are summed; \"not in top N\": the "
-            "record lists only its N slowest operators.")
-    return "\n\n".join([note, *comparisons(profiled, heading), *jobs])
+    keys = ["job.model", "job.device", "job.preset", "job.batch_size", "job.steps", "size"]
+    workloads = fmt.group(profiled, lambda r: tuple(fmt.cells(r, keys)))
+    parts = ["Operators by self time over the profiled calls, per task call (`profile.*` of each "
+             "record; docs/performance.md). In a comparison, an operator's shapes are summed; "
+             "\"not in top N\": the record lists only its N slowest operators."]
+    for members in workloads.values():
+        if len({fmt.get(r, "job.dtype") for r in members}) > 1:
+            model, device, preset, size = fmt.cells(members[0], ["job.model", "job.device",
+                                                                 "job.preset", "size"])
+            parts.append(f"{heading} {model} on {device}, {preset} {size}: operators across "
+                         f"dtypes\n\n{dtype_comparison(members)}")
+    return "\n\n".join(parts + [_job(r, base_dir, heading) for r in profiled])

@@ -1,6 +1,7 @@
-"""The seed recipes of the README run by the tests: the recipe's lines checked against the README, a command
-turned into the tiny twin's arguments, run in this process, then the report as ``make report`` runs it; and the
-readers of what came out (a section's linked records, a cell's digits against a record's value)."""
+"""The seed recipes of the README run by the tests: the recipe's lines checked against the README, a
+command turned into the tiny twin's arguments, run in this process, then the report as ``make
+report`` runs it; and the readers of what came out (a section's linked records, a cell's digits
+against a record's value)."""
 
 from __future__ import annotations
 
@@ -21,15 +22,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def readme_recipe(lines: list[str]) -> None:
     """Each line is in the README's recipe section as written (line continuations joined)."""
-    section = (ROOT / "README.md").read_text().split("## Reproducing the seed reports", 1)[1].split("\n## ", 1)[0]
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Reproducing the seed reports", 1)[1].split("\n## ", 1)[0]
     flat = " ".join(section.replace("\\\n", " ").split())
     for line in lines:
-        assert " ".join(line.split()) in flat, f"the README recipe changed: {line!r} is no longer in it"
+        assert " ".join(line.split()) in flat, \
+            f"the README recipe changed: {line!r} is no longer in it"
 
 
 def tiny(command: str, places: dict[str, str], overrides: list[str]) -> list[str]:
-    """The README command's arguments after ``python -m ascendbench``, placeholders filled; each override
-    replaces the argument of the same key, or is added (``?key=value``: added only where the key is absent)."""
+    """The README command's arguments after ``python -m ascendbench``, placeholders filled; each
+    override replaces the argument of the same key, or is added (``?key=value``: added only where
+    the key is absent)."""
     for placeholder, value in places.items():
         command = command.replace(placeholder, value)
     args = shlex.split(command.split("#", 1)[0])
@@ -47,20 +51,24 @@ def tiny(command: str, places: dict[str, str], overrides: list[str]) -> list[str
 
 
 def run_recipe(tmp_path: Path, name: str, args: list[str], env: dict | None = None) -> None:
-    """One README command as ``python -m ascendbench`` in this process (Hydra's own multirun for ``-m``), its
-    jobs under multirun/<name> or outputs/<name>; exit 1 (a FAIL verdict of a random-init twin) is a result."""
+    """One README command as ``python -m ascendbench`` in this process (Hydra's own multirun for
+    ``-m``), its jobs under multirun/<name> or outputs/<name>; exit 1 (a FAIL verdict of a
+    random-init twin) is a result."""
     multirun = "-m" in args
     out = f"hydra.sweep.dir=multirun/{name}" if multirun else f"hydra.run.dir=outputs/{name}"
-    result = run_app([*args, out, f"baseline.cache_dir={tmp_path / 'cache'}"], cwd=tmp_path, env=env)
+    result = run_app([*args, out, f"baseline.cache_dir={tmp_path / 'cache'}"], cwd=tmp_path,
+                     env=env)
     assert result.returncode in (0, 1), result.output[-4000:]
     done = list((tmp_path / ("multirun" if multirun else "outputs") / name).glob("**/record.json"))
-    assert done and all(json.loads(p.read_text())["status"] == "ok" for p in done), result.output[-4000:]
+    assert done and all(json.loads(p.read_text())["status"] == "ok"
+                        for p in done), (result.output[-4000:])
 
 
 def make_report(tmp_path: Path, monkeypatch, readme: Path | None = None) -> dict[str, str]:
-    """``make report [README=...]`` and ``make report REPORT_LANG=zh``: ``python -m ascendbench.report --port
-    [--lang zh] [--readme ...]`` in the directory of the runs (records from outputs/ and multirun/, into
-    reports/); report.md per language (the README is back-filled by each, Chinese last)."""
+    """``make report [README=...]`` and ``make report REPORT_LANG=zh``: ``python -m
+    ascendbench.report --port [--lang zh] [--readme ...]`` in the directory of the runs (records
+    from outputs/ and multirun/, into reports/); report.md per language (the README is back-filled
+    by each, Chinese last)."""
     monkeypatch.chdir(tmp_path)
     texts = {}
     for lang, flags in (("en", []), ("zh", ["--lang", "zh"])):
@@ -77,13 +85,16 @@ def section(text: str, title: str) -> str:
 
 
 def linked(text: str, title: str, reports: Path) -> list[dict]:
-    """The records the notes under the section's table link to (``records: [1](...), ...``), in order."""
+    """The records the notes under the section's table link to (``records: [1](...), ...``), in
+    order."""
     line = next(x for x in section(text, title).splitlines() if re.match(r"- (records|记录): ", x))
-    return [json.loads((reports / t).resolve().read_text()) for t in re.findall(r"\]\(<?([^)>]+)>?\)", line)]
+    return [json.loads((reports / t).resolve().read_text())
+            for t in re.findall(r"\]\(<?([^)>]+)>?\)", line)]
 
 
 def shows(cell: str, value: float, percent: bool = False) -> bool:
-    """The cell's number is ``value`` (x100 for %) rounded to the significant digits the cell prints."""
+    """The cell's number is ``value`` (x100 for %) rounded to the significant digits the cell
+    prints."""
     token = re.match(r"-?[0-9.]+(e[-+]?[0-9]+)?", cell)
     assert token, f"no number in cell {cell!r}"
     mantissa = token.group(0).split("e")[0].lstrip("-").replace(".", "").lstrip("0") or "0"
@@ -92,8 +103,10 @@ def shows(cell: str, value: float, percent: bool = False) -> bool:
 
 
 def ok_records(tmp_path: Path, under: str = "") -> list[dict]:
-    """Every job record of the runs (not the report's own files), optionally only those under ``under``."""
-    paths = [p for p in sorted(tmp_path.glob(f"{under or '*'}/**/record.json")) if "reports" not in p.parts]
+    """Every job record of the runs (not the report's own files), optionally only those under
+    ``under``."""
+    paths = [p for p in sorted(tmp_path.glob(f"{under or '*'}/**/record.json"))
+             if "reports" not in p.parts]
     return [r for r in (json.loads(p.read_text()) for p in paths) if r["status"] == "ok"]
 
 

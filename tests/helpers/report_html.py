@@ -1,8 +1,9 @@
-"""Reading report.md and report.html back as tables of visible cell text, to check that they say the same.
+"""Reading report.md and report.html back as tables of visible cell text, to check that they say the
+same.
 
-The Markdown side undoes ``fmt.table``'s escaping and keeps a link's or image's label, a code span's text;
-the HTML side is Python's own ``html.parser`` collecting the text of every ``<th>``/``<td>``. Independent of
-the converter in ``ascendbench.report.html`` on purpose.
+The Markdown side undoes ``fmt.table``'s escaping and keeps a link's or image's label, a code span's
+text; the HTML side is Python's own ``html.parser`` collecting the text of every ``<th>``/``<td>``.
+Independent of the converter in ``ascendbench.report.html`` on purpose.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\((?:<[^>]+>|[^)\s]+)\)")  # labels may hold name[0]
+# a link or image; labels may hold name[0]
+_LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\[\]]*\])*)\]\((?:<[^>]+>|[^)\s]+)\)")
 _CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?", re.IGNORECASE)
@@ -23,7 +25,8 @@ def visible(markdown_cell: str) -> str:
 
 
 def markdown_tables(text: str) -> list[list[list[str]]]:
-    """Every pipe table of ``text``: rows of visible cells, header first, the ``|---|`` line left out."""
+    """Every pipe table of ``text``: rows of visible cells, header first, the ``|---|`` line left
+    out."""
     tables: list[list[list[str]]] = []
     previous = ""
     for line in text.splitlines():
@@ -61,7 +64,8 @@ class _Tables(HTMLParser):
 
 
 def html_tables(text: str) -> list[list[list[str]]]:
-    """Every ``<table>`` of an HTML page: rows of cell text (whitespace collapsed), header row first."""
+    """Every ``<table>`` of an HTML page: rows of cell text (whitespace collapsed), header row
+    first."""
     parser = _Tables()
     parser.feed(text)
     return parser.tables

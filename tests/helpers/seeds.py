@@ -1,5 +1,6 @@
-"""The seed reports (../shared/seeds/, beside the repository) read by the tests: their header rows and first
-columns, and the Markdown tables of a report section, to hold the report's seed layouts against them."""
+"""The seed reports (../shared/seeds/, beside the repository) read by the tests: their header rows
+and first columns, and the Markdown tables of a report section, to hold the report's seed layouts
+against them."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ def seed_text(prefix: str) -> str:
 
 def seed_header(prefix: str, first: str) -> list[str]:
     """The seed's tab-separated header row whose first cell is ``first``."""
-    rows = [line.split("\t") for line in seed_text(prefix).splitlines() if line.startswith(first + "\t")]
+    rows = [line.split("\t") for line in seed_text(prefix).splitlines()
+            if line.startswith(first + "\t")]
     assert rows, f"seed {prefix} has no table starting with {first!r}"
     return rows[0]
 
@@ -33,7 +35,8 @@ def seed_column(prefix: str, first: str) -> list[str]:
 
 
 def tables(text: str, title: str) -> list[list[list[str]]]:
-    """The Markdown tables of the section ``### <model>: <title>``, as lists of cell rows (header first)."""
+    """The Markdown tables of the section ``### <model>: <title>``, as lists of cell rows (header
+    first)."""
     section = text.split(f": {title}\n", 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
     found, current = [], []
     for line in section.splitlines() + [""]:

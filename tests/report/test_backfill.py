@@ -1,4 +1,5 @@
-"""README back-fill: known markers replaced, unknown ones untouched, idempotent, seed markers understood."""
+"""README back-fill: known markers replaced, unknown ones untouched, idempotent, seed markers
+understood."""
 
 from __future__ import annotations
 
@@ -36,8 +37,10 @@ def test_fill_replaces_known_and_keeps_unknown():
     assert unknown == ["mystery"]
     assert "old accuracy text" not in text and "to be filled" not in text
     assert "<!-- ascendbench:accuracy -->\nNEW accuracy\n<!-- /ascendbench:accuracy -->" in text
-    assert "<!-- ACCURACY_TABLE_BEGIN -->\nNEW per_resolution\n<!-- ACCURACY_TABLE_END -->" in text, "the seed table"
-    assert "<!-- ascendbench:performance -->\nNEW performance\n<!-- /ascendbench:performance -->" in text
+    assert ("<!-- ACCURACY_TABLE_BEGIN -->\nNEW per_resolution\n<!-- ACCURACY_TABLE_END -->"
+            in text), "the seed table"
+    assert ("<!-- ascendbench:performance -->\nNEW performance\n<!-- /ascendbench:performance -->"
+            in text)
     assert "keep me" in text
     for kept in ("Intro stays.", "Between stays.", "Outro stays."):
         assert kept in text
@@ -56,7 +59,8 @@ def test_backfill_file_with_real_records_twice_is_stable(write_record, tmp_path)
     readme = tmp_path / "docs" / "README.md"
     readme.parent.mkdir()
     readme.write_text(README)
-    args = [str(tmp_path / "records"), "--out", str(tmp_path / "reports"), "--readme", str(readme), "--no-plots"]
+    args = [str(tmp_path / "records"), "--out", str(tmp_path / "reports"), "--readme", str(readme),
+            "--no-plots"]
     assert main(args) == 0
     first = readme.read_text()
     assert "| 7% FAIL |" in first and "rule mean_rel_err: <= 1%" in first
@@ -75,8 +79,8 @@ def test_backfill_needs_an_existing_file_with_markers(tmp_path):
 
 
 def test_a_readme_that_is_a_link_is_filled_where_it_lives_and_stays_a_link(tmp_path):
-    """The atomic rewrite replaces a file by rename: done at the link's path it would turn the user's link into
-    a regular copy and leave the file it pointed at unfilled."""
+    """The atomic rewrite replaces a file by rename: done at the link's path it would turn the
+    user's link into a regular copy and leave the file it pointed at unfilled."""
     target = tmp_path / "repo" / "README.md"
     target.parent.mkdir()
     target.write_text(README)
@@ -84,4 +88,5 @@ def test_a_readme_that_is_a_link_is_filled_where_it_lives_and_stays_a_link(tmp_p
     link.symlink_to(target)
     backfill_file(link, lambda base: lambda name: f"filled {name} from {base.name}")
     assert link.is_symlink() and link.resolve() == target.resolve()
-    assert "filled accuracy from repo" in target.read_text() and "Intro stays." in target.read_text()
+    assert ("filled accuracy from repo" in target.read_text() and "Intro stays."
+            in target.read_text())

@@ -17,8 +17,10 @@ def test_ratio_edge_cases():
 
 
 def test_npu_error_is_judged_against_the_gpu_error(write_record, tmp_path):
-    rows = [load_row(write_record("npu", device="npu", host="npu-box", mean_rel_err=0.006, rmse=3e-4, median_ms=20.0)),
-            load_row(write_record("gpu", device="cuda", host="gpu-box", mean_rel_err=0.002, rmse=2e-4, median_ms=10.0)),
+    rows = [load_row(write_record("npu", device="npu", host="npu-box", mean_rel_err=0.006,
+                                  rmse=3e-4, median_ms=20.0)),
+            load_row(write_record("gpu", device="cuda", host="gpu-box", mean_rel_err=0.002,
+                                  rmse=2e-4, median_ms=10.0)),
             load_row(write_record("cpu", device="cpu", host="npu-box", median_ms=9000.0))]
     text = crossdevice_section(rows, "cuda", LIMITS, tmp_path)
     lines = text.splitlines()
@@ -35,10 +37,12 @@ def test_runs_on_other_inputs_do_not_line_up(write_record, tmp_path):
             load_row(write_record("gpu", device="cuda", inputs="sha256:bb"))]
     text = crossdevice_section(rows, "cuda", LIMITS, tmp_path)
     assert "no error ratio can be formed" in text
-    assert "1 accelerator run(s) have no cuda run with the same workload, inputs and weights" in text
+    assert ("1 accelerator run(s) have no cuda run with the same workload, inputs and weights"
+            in text)
 
 
 def test_missing_reference_device_is_said(write_record, tmp_path):
     rows = [load_row(write_record("npu", device="npu"))]
     text = crossdevice_section(rows, "cuda", LIMITS, tmp_path)
-    assert text.startswith("No record ran on the reference device `cuda` (devices in the records: npu)")
+    assert text.startswith("No record ran on the reference device `cuda` (devices in the records: "
+                           "npu)")

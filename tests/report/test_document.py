@@ -1,4 +1,5 @@
-"""The report from records: tables with one linked row per record, labels, speed-ups, failures, environment."""
+"""The report from records: tables with one linked row per record, labels, speed-ups, failures,
+environment."""
 
 from __future__ import annotations
 
@@ -24,19 +25,25 @@ def seed_records(write_record):
         "fp32": write_record("npu_fp32", dtype="float32", mean_rel_err=0.0024, median_ms=350.0),
         "fp16": write_record("npu_fp16", dtype="float16", mean_rel_err=0.0078, median_ms=92.0),
         "bf16": write_record("npu_bf16", dtype="bfloat16", mean_rel_err=0.0733, median_ms=90.0),
-        "cpu": write_record("cpu_fp32", device="cpu", dtype="float32", mean_rel_err=4e-6, median_ms=325000.0),
-        "perf": write_record("npu_fp16_perf", dtype="float16", batch=4, baseline="skipped", median_ms=360.0),
-        "tiny": write_record("tiny", model="tiny_flux2_decoder", device="cpu", dtype="float32", weights="random",
+        "cpu": write_record("cpu_fp32", device="cpu", dtype="float32", mean_rel_err=4e-6,
+                            median_ms=325000.0),
+        "perf": write_record("npu_fp16_perf", dtype="float16", batch=4, baseline="skipped",
+                             median_ms=360.0),
+        "tiny": write_record("tiny", model="tiny_flux2_decoder", device="cpu", dtype="float32",
+                             weights="random",
                              height=32, width=32, mean_rel_err=4e-6, median_ms=11.0),
-        "failed": write_record("npu_fail", dtype="float16", status="failed", height=1024, width=1024),
-        "killed": write_record("npu_killed", dtype="float16", status="running", height=2048, width=2048),
+        "failed": write_record("npu_fail", dtype="float16", status="failed", height=1024,
+                               width=1024),
+        "killed": write_record("npu_killed", dtype="float16", status="running", height=2048,
+                               width=2048),
     }
     return paths
 
 
 def _report(tmp_path, *extra, plots=False):
     out = tmp_path / "reports"
-    assert main([str(tmp_path / "records"), "--out", str(out), *extra, *([] if plots else ["--no-plots"])]) == 0
+    assert main([str(tmp_path / "records"), "--out", str(out), *extra,
+                 *([] if plots else ["--no-plots"])]) == 0
     return out, (out / "report.md").read_text()
 
 
@@ -48,7 +55,8 @@ def test_every_row_links_an_existing_record_and_counts_match(seed_records, tmp_p
     out, text = _report(tmp_path, plots=True)
     accuracy = _section(text, "Accuracy")
     record_links = [m for m in LINK.findall(accuracy) if m.endswith("record.json")]
-    assert len(record_links) == 5, "one accuracy row per judged ok record (the perf-only run has none)"
+    assert len(record_links) == 5, \
+        "one accuracy row per judged ok record (the perf-only run has none)"
     assert not any("npu_fp16_perf" in link for link in record_links)
     for target in LINK.findall(text):
         assert (out / target).resolve().exists(), f"dangling link {target}"
@@ -64,7 +72,8 @@ def test_cells_carry_verdicts_and_labels(seed_records, tmp_path):
     assert "| 7.33% FAIL |" in bf16, "the verdict once per cell"
     assert "- rule mean_rel_err: <= 1% (FLUX.2 seed)" in accuracy, "the rule once, under the table"
     assert "image_lpips" not in bf16, "a skipped metric is a note under the table, not a column"
-    assert "skipped (every row) image_lpips: LPIPS backbone weights not available offline" in accuracy, "skipped metric"
+    assert ("skipped (every row) image_lpips: LPIPS backbone weights not available offline"
+            in accuracy), "skipped metric"
     assert "npu_fp16_perf" not in accuracy, "a perf-only run has no accuracy row"
     tiny = _section(text, "Accuracy").split("### tiny_flux2_decoder", 1)[1]
     assert "random-init (seed 42) †" in tiny and "0.0004% PASS †" in tiny
@@ -74,11 +83,12 @@ def test_cells_carry_verdicts_and_labels(seed_records, tmp_path):
 def test_speed_up_over_cpu_and_flops(seed_records, tmp_path):
     _, text = _report(tmp_path, "--set", "performance.show=[median_ms,flops,speedup]")
     performance = _section(text, "Performance")
-    fp16 = next(line for line in performance.splitlines() if "| float16 | mini @ 512x512 | 1 |" in line
+    lines = performance.splitlines()
+    fp16 = next(line for line in lines if "| float16 | mini @ 512x512 | 1 |" in line
                 and "npu" in line)
     assert "3533x vs cpu float32 325000 ms" in fp16
     assert "| 0.12 |" in fp16, "MFU from bench.flops.mfu"
-    batch4 = next(line for line in performance.splitlines() if "| float16 | mini @ 512x512 | 4 |" in line)
+    batch4 = next(line for line in lines if "| float16 | mini @ 512x512 | 4 |" in line)
     assert "no CPU run of this workload" in batch4
     assert "Speed-up vs CPU = median latency of the CPU run" in performance
 
@@ -96,7 +106,8 @@ def test_environment_per_machine(seed_records, write_record, tmp_path):
     environment = _section(text, "Environment per machine")
     rows = [line for line in environment.splitlines() if line.startswith("| host-")]
     assert {r.split(" | ")[0] for r in rows} == {"| host-a", "| host-b"}
-    assert any("npu: Ascend910B4" in r and "| 8.0 |" in r for r in rows), "CANN version of the NPU host"
+    assert any("npu: Ascend910B4" in r and "| 8.0 |" in r
+               for r in rows), "CANN version of the NPU host"
 
 
 def test_no_filler_text_and_no_nan_anywhere(seed_records, tmp_path):
@@ -139,7 +150,8 @@ def test_bad_path_and_bad_option_exit_2(tmp_path, capsys):
 
 
 def test_write_report_returns_what_it_wrote(seed_records, tmp_path):
-    report = Report(records_frame([tmp_path / "records"]), load_settings(["plots=false"]), ["records"])
+    report = Report(records_frame([tmp_path / "records"]), load_settings(["plots=false"]),
+                    ["records"])
     written = write_report(report, tmp_path / "out")
     assert written["markdown"].read_text().startswith("# ascendbench report")
     assert not report.plot_files and "No plots" in report.section("plots", tmp_path)

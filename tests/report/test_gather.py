@@ -33,7 +33,8 @@ def test_row_is_flat_with_dotted_keys(write_record):
     assert row["metrics.mean_rel_err.verdict"] == "PASS"
     assert row["metrics.image_lpips.skipped"].startswith("LPIPS")
     assert row["env.device.name"] == "Ascend910B4"
-    assert row["env.torch_cuda"] == "none", "an explicit null in env reads as 'none', not as missing"
+    assert row["env.torch_cuda"] == "none", \
+        "an explicit null in env reads as 'none', not as missing"
     assert row["inputs.digest"].startswith("sha256:")
     assert json.loads(row["artifacts"])["heatmap_png"] == "images/heatmap.png"
 
@@ -41,7 +42,8 @@ def test_row_is_flat_with_dotted_keys(write_record):
 def test_inf_strings_of_the_record_become_floats(tmp_path):
     path = tmp_path / "r" / "record.json"
     path.parent.mkdir()
-    path.write_text(json.dumps({"status": "ok", "metrics": {"psnr_db": {"value": "inf"}}, "job": {"model": "m"}}))
+    path.write_text(json.dumps({"status": "ok", "metrics": {"psnr_db": {"value": "inf"}},
+                                "job": {"model": "m"}}))
     assert load_row(path)["metrics.psnr_db.value"] == math.inf
 
 
@@ -62,7 +64,8 @@ def test_frame_rows_in_sweep_order_batch_before_dtype(write_record, tmp_path):
     write_record("x", dtype="float16", batch=2)
     write_record("w", dtype="float16", batch=1)
     frame = records_frame([tmp_path / "records"])
-    assert list(frame["job.dtype"]) == ["float32", "float16", "bfloat16", "float16"], "dtype order of a dtype sweep"
+    assert list(frame["job.dtype"]) == ["float32", "float16", "bfloat16",
+                                        "float16"], "dtype order of a dtype sweep"
     assert list(frame["job.batch_size"]) == [1, 1, 1, 2]
 
 
@@ -76,14 +79,16 @@ def test_the_sweep_summary_counts_computed_and_cached_references():
 
     from ascendbench.report.summary import references_line
 
-    frame = pd.DataFrame({"baseline.computed": [True, False, False], "baseline.cache_hit": [False, True, True]})
+    frame = pd.DataFrame({"baseline.computed": [True, False, False],
+                          "baseline.cache_hit": [False, True, True]})
     assert references_line(frame) == " CPU references: 1 computed, 2 from the cache."
     assert references_line(pd.DataFrame({"status": ["ok"]})) == "", "no reference section: no line"
 
 
 def test_a_record_linked_from_outside_the_directory_is_left_out(tmp_path, caplog):
-    """A ``record.json`` planted as a link to a file elsewhere (another user's private file, say) is never read
-    from a directory scan; a link to a record inside the directory is read once; the file named itself is read."""
+    """A ``record.json`` planted as a link to a file elsewhere (another user's private file, say) is
+    never read from a directory scan; a link to a record inside the directory is read once; the file
+    named itself is read."""
     outside = tmp_path / "private" / "record.json"
     outside.parent.mkdir()
     outside.write_text(json.dumps({"status": "ok", "secret": "x"}))

@@ -1,4 +1,5 @@
-"""report.html: the same tables and numbers as report.md, self-contained, pictures embedded, --no-plots too."""
+"""report.html: the same tables and numbers as report.md, self-contained, pictures embedded,
+--no-plots too."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def _report(records, out, *extra):
 def test_html_tables_hold_the_cells_and_numbers_of_the_markdown(dtype_preset_records, tmp_path):
     markdown, page = _report(dtype_preset_records, tmp_path / "reports")
     md_tables, page_tables = markdown_tables(markdown), html_tables(page)
-    assert len(md_tables) >= 8, "accuracy, performance, pivots, recommendation, failures, environment"
+    assert len(md_tables) >= 8, \
+        "accuracy, performance, pivots, recommendation, failures, environment"
     assert page_tables == md_tables
     assert numbers(page_tables) == numbers(md_tables) and len(numbers(md_tables)) > 200
 
@@ -35,17 +37,20 @@ def test_html_is_one_self_contained_file(dtype_preset_records, tmp_path, capsys)
     images = re.findall(r'<img src="([^"]*)"', page)
     assert images and all(s.startswith("data:image/png;base64,") for s in images)
     plots = [p.name for p in (tmp_path / "reports" / "plots").iterdir()]
-    assert len(images) == len(plots) + 4, "every plot and the four npu heatmaps on disk are embedded"
+    assert len(images) == len(plots) + 4, \
+        "every plot and the four npu heatmaps on disk are embedded"
 
 
 def test_no_plots_still_writes_the_html(dtype_preset_records, tmp_path):
     markdown, page = _report(dtype_preset_records, tmp_path / "reports", "--no-plots")
-    assert 'class="plot"' not in page and 'class="picture"' in page, "no plot; the jobs' pictures still embedded"
+    assert 'class="plot"' not in page and 'class="picture"' in page, \
+        "no plot; the jobs' pictures still embedded"
     assert html_tables(page) == markdown_tables(markdown)
 
 
 def test_a_picture_over_the_limit_stays_a_link(dtype_preset_records, tmp_path):
-    _, page = _report(dtype_preset_records, tmp_path / "reports", "--no-plots", "--set", "html.embed_max_mb=0.00001")
+    _, page = _report(dtype_preset_records, tmp_path / "reports", "--no-plots", "--set",
+                      "html.embed_max_mb=0.00001")
     assert "<img" not in page
     assert '<a href="../records/npu_float16_mini/images/heatmap.png">heatmap_png</a>' in page
 
@@ -56,7 +61,8 @@ def test_inline_markdown_becomes_escaped_html(tmp_path):
         "0.0733 FAIL (&lt;= 0.01) &amp; <code>a|b</code> <strong>passes</strong>"
     assert inline("[record](<dir with space/record.json>)", pictures) == \
         '<a href="dir%20with%20space/record.json">record</a>'
-    assert inline("[image_png[0]](a/b.png) [x](y)", pictures) == '<a href="a/b.png">image_png[0]</a> <a href="y">x</a>'
+    assert (inline("[image_png[0]](a/b.png) [x](y)", pictures)
+            == '<a href="a/b.png">image_png[0]</a> <a href="y">x</a>')
     assert table_cells(r"| a \| b | c |") == ["a | b", "c"]
 
 
@@ -71,7 +77,8 @@ def test_every_link_of_the_page_resolves_to_a_file_or_a_section(dtype_preset_rec
             assert (out / unquote(href)).is_file(), f"dangling link {href}"
 
 
-def test_past_the_page_budget_pictures_stay_links_and_the_page_says_how_many(dtype_preset_records, tmp_path):
+def test_past_the_page_budget_pictures_stay_links_and_the_page_says_how_many(dtype_preset_records,
+                                                                             tmp_path):
     heatmap = next(dtype_preset_records.rglob("heatmap.png")).stat().st_size
     budget_mb = (2.5 * heatmap) / 2**20  # room for two of the four heatmaps
     _, page = _report(dtype_preset_records, tmp_path / "reports", "--no-plots", "--set",
@@ -82,8 +89,11 @@ def test_past_the_page_budget_pictures_stay_links_and_the_page_says_how_many(dty
     assert unlimited.count("<img") == 4 and "are links, not embedded" not in unlimited
 
 
-@pytest.mark.parametrize("option", ["html.embed_total_mb=0", "html.embed_max_mb=-1", "html.embed_total_mb=lots"])
-def test_a_bad_embedding_limit_is_a_usage_error_naming_the_key(option, dtype_preset_records, tmp_path, capsys):
+@pytest.mark.parametrize("option",
+                         ["html.embed_total_mb=0", "html.embed_max_mb=-1",
+                          "html.embed_total_mb=lots"])
+def test_a_bad_embedding_limit_is_a_usage_error_naming_the_key(option, dtype_preset_records,
+                                                               tmp_path, capsys):
     assert main([str(dtype_preset_records), "--out", str(tmp_path / "r"), "--set", option]) == 2
     error = capsys.readouterr().err
     assert option.split("=")[0] in error and "number > 0" in error and "Traceback" not in error

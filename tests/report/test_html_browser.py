@@ -1,8 +1,9 @@
-"""report.html in a real headless Chromium: nothing fetched, no script error, every picture drawn, tables sort.
+"""report.html in a real headless Chromium: nothing fetched, no script error, every picture drawn,
+tables sort.
 
-Runs the system's Chromium (Debian's ``chromium``; CI installs it) through Playwright's sync API, offline: the
-flags below keep Chromium from reaching for the network on its own. The screenshot is a test artifact, kept
-in ``tmp_path`` and copied to ``$ASCENDBENCH_TEST_ARTIFACTS`` when set.
+Runs the system's Chromium (Debian's ``chromium``; CI installs it) through Playwright's sync API,
+offline: the flags below keep Chromium from reaching for the network on its own. The screenshot is a
+test artifact, kept in ``tmp_path`` and copied to ``$ASCENDBENCH_TEST_ARTIFACTS`` when set.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def browser():
 
 @pytest.fixture
 def page(browser, dtype_preset_records, tmp_path):
-    """report.html of the 2 dtype x 2 preset records, loaded; ``page.events`` holds errors and requests."""
+    """report.html of the 2 dtype x 2 preset records, loaded; ``page.events`` holds errors and
+    requests."""
     out = tmp_path / "reports"
     assert main([str(dtype_preset_records), "--out", str(out)]) == 0
     tab = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -69,9 +71,11 @@ def _screenshot(page, tmp_path: Path, name: str) -> Path:
 
 
 def test_the_page_loads_offline_with_every_picture_drawn(page, tmp_path):
-    images = page.evaluate("() => [...document.images].map(i => [i.complete, i.naturalWidth, i.src.slice(0, 15)])")
+    images = page.evaluate("() => [...document.images].map(i => [i.complete, i.naturalWidth, "
+                           "i.src.slice(0, 15)])")
     assert len(images) == 4 + 2, "four npu heatmaps and two plots (latency, error) of the one model"
-    assert all(done and width > 0 and src.startswith("data:image/png") for done, width, src in images)
+    assert all(done and width > 0 and src.startswith("data:image/png")
+               for done, width, src in images)
     assert page.events["errors"] == []
     assert [u for u in page.events["requests"] if not u.startswith(LOCAL)] == []
     assert _screenshot(page, tmp_path, "report_html_records").stat().st_size > 0
@@ -92,10 +96,12 @@ def test_clicking_a_header_sorts_its_table_by_number(page):
 
 @pytest.mark.slow
 def test_the_page_of_a_real_tiny_sweep_loads_and_says_what_report_md_says(browser, tmp_path):
-    """A real 2 dtype x 2 preset sweep of the tiny twin (CLI subprocess, 32x32 px): its report.html in Chromium."""
+    """A real 2 dtype x 2 preset sweep of the tiny twin (CLI subprocess, 32x32 px): its report.html
+    in Chromium."""
     sweep = tmp_path / "sweep"
     result = run_cli(["-m", "model=tiny_flux2_decoder", "device=cpu", "dtype=float32,bfloat16",
-                      "preset=mini,balanced", "preset.height=32", "preset.width=32", "preset.warmup=0",
+                      "preset=mini,balanced", "preset.height=32", "preset.width=32",
+                      "preset.warmup=0",
                       "preset.iters=3", "fail_on=null"], cwd=tmp_path, out_dir=sweep, timeout=300)
     assert result.returncode == 0, result.output[-3000:]
     out = tmp_path / "reports"
@@ -111,31 +117,36 @@ def test_the_page_of_a_real_tiny_sweep_loads_and_says_what_report_md_says(browse
     tab.on("pageerror", lambda e: errors.append(str(e)))
     tab.on("request", lambda r: requests.append(r.url))
     tab.goto((out / "report.html").as_uri(), wait_until="load")
-    images = tab.evaluate("() => [...document.images].map(i => [i.complete, i.naturalWidth, i.src.slice(0, 15)])")
+    images = tab.evaluate("() => [...document.images].map(i => [i.complete, i.naturalWidth, "
+                          "i.src.slice(0, 15)])")
     assert len(images) >= 2 + 4, "the latency and error plots and one side-by-side picture per job"
-    assert all(done and width > 0 and src.startswith("data:image/png") for done, width, src in images)
+    assert all(done and width > 0 and src.startswith("data:image/png")
+               for done, width, src in images)
     assert errors == [] and [u for u in requests if not u.startswith(LOCAL)] == []
     assert _screenshot(tab, tmp_path, "report_html_real_sweep").stat().st_size > 0
     tab.close()
 
 
-def test_the_port_report_of_each_seed_model_renders_offline(browser, write_record, write_t2v_record, tmp_path):
-    """The README-shaped port documents (an image decoder and a T2V model) in Chromium: every section's table
-    drawn, nothing fetched, no script error; a screenshot of each is kept."""
+def test_the_port_report_of_each_seed_model_renders_offline(browser, write_record,
+                                                            write_t2v_record, tmp_path):
+    """The README-shaped port documents (an image decoder and a T2V model) in Chromium: every
+    section's table drawn, nothing fetched, no script error; a screenshot of each is kept."""
     for dtype, err in (("float32", 0.0024), ("float16", 0.0078), ("bfloat16", 0.0733)):
         write_record(f"flux_{dtype}", dtype=dtype, mean_rel_err=err)
     write_t2v_record("t2v_mini", calls=2)
     out = tmp_path / "reports"
-    assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", "--port", "--lang", "zh"]) == 0
+    assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", "--port", "--lang",
+                 "zh"]) == 0
     for model in ("flux2_small_decoder", "tiny_ltx2_t2v"):
         tab = browser.new_page(viewport={"width": 1200, "height": 900})
         errors, requests = [], []
         tab.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
         tab.on("request", lambda r, requests=requests: requests.append(r.url))
         tab.goto((out / "port" / f"{model}.html").as_uri(), wait_until="load")
-        headings = tab.evaluate("() => [...document.querySelectorAll('h2')].map(h => h.textContent)")
-        assert [h for h in ("模型概述", "适配环境", "复现方法", "精度评测", "性能测试", "已知问题", "限制")
-                if not any(h in x for x in headings)] == []
+        headings = tab.evaluate("() => [...document.querySelectorAll('h2')]"
+                                ".map(h => h.textContent)")
+        wanted = ("模型概述", "适配环境", "复现方法", "精度评测", "性能测试", "已知问题", "限制")
+        assert [h for h in wanted if not any(h in x for x in headings)] == []
         assert tab.evaluate("() => document.querySelectorAll('table').length") >= 4
         assert errors == [] and [u for u in requests if not u.startswith(LOCAL)] == []
         assert _screenshot(tab, tmp_path, f"port_report_{model}").stat().st_size > 0

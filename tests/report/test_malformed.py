@@ -14,10 +14,11 @@ from ascendbench.report.summary import write_summary
 DEEP = "[" * 100_000 + "]" * 100_000
 MALFORMED = {
     "metrics_is_a_string": json.dumps({"status": "ok", "job": {"model": "m"}, "metrics": "oops"}),
-    "number_too_large_for_float": '{"status": "ok", "job": {"model": "m"}, "bench": {"cold_ms": 1' + "0" * 400 + "}}",
+    "number_too_large_for_float":
+    '{"status": "ok", "job": {"model": "m"}, "bench": {"cold_ms": 1' + "0" * 400 + "}}",
     "deeply_nested_json": '{"status": "ok", "job": {"model": "m"}, "metrics": ' + DEEP + "}",
     "status_is_a_list": json.dumps({"status": ["ok"], "job": {"model": "m"}}),
-}
+    }
 
 
 def _write(tmp_path, name, content):
@@ -36,9 +37,11 @@ def test_malformed_record_becomes_a_broken_row(tmp_path, case):
 
 @pytest.mark.parametrize("depth", [200, 900, 980])
 def test_deeply_nested_section_never_raises(tmp_path, depth):
-    content = '{"status": "ok", "job": {"model": "m"}, "env": ' + '{"a":' * depth + "1" + "}" * depth + "}"
+    nested = '{"a":' * depth + "1" + "}" * depth
+    content = '{"status": "ok", "job": {"model": "m"}, "env": ' + nested + "}"
     row = load_row(_write(tmp_path, f"d{depth}", content))
-    assert row["status"] in ("ok", "broken"), "read, or a broken row saying why: never a RecursionError"
+    assert row["status"] in ("ok",
+                             "broken"), "read, or a broken row saying why: never a RecursionError"
 
 
 def test_record_whose_metrics_is_a_string_is_broken_with_the_reason(tmp_path):
@@ -51,7 +54,8 @@ def test_number_too_large_for_float_is_broken_with_the_reason(tmp_path):
     assert "too large for a float" in row["error.message"]
 
 
-def test_report_over_every_malformed_record_is_written_with_broken_rows(write_record, tmp_path, capsys):
+def test_report_over_every_malformed_record_is_written_with_broken_rows(write_record, tmp_path,
+                                                                        capsys):
     write_record("good")
     for case, content in MALFORMED.items():
         _write(tmp_path, case, content)
@@ -62,7 +66,8 @@ def test_report_over_every_malformed_record_is_written_with_broken_rows(write_re
     assert failures.count("| broken |") == len(MALFORMED)
     assert f"{len(MALFORMED) + 1} record(s): {len(MALFORMED)} broken, 1 ok" in text
     _, md = write_summary(tmp_path / "records")[1:]
-    assert md.read_text().count("| broken |") == len(MALFORMED), "the sweep summary survives them too"
+    assert md.read_text().count("| broken |") == len(MALFORMED), \
+        "the sweep summary survives them too"
 
 
 def test_out_pointing_at_a_file_is_a_usage_error(write_record, tmp_path, capsys):

@@ -1,9 +1,10 @@
-"""The metric a report section shows is the one the task declares, never the first name in sort order."""
+"""The metric a report section shows is the one the task declares, never the first name in sort
+order."""
 
 from __future__ import annotations
 
 from ascendbench.report.plots import _error_points
-from ascendbench.report.resolution import resolution_table
+from ascendbench.report.seedlayouts import resolution_table
 
 PSNR, SSIM = ["psnr_db_mean", "psnr_db"], ["ssim_mean", "ssim"]
 
@@ -16,8 +17,10 @@ def _metric(row: dict, name: str, value: float, rule: str | None = None) -> None
 
 def _tokenizer_row(tmp_path) -> dict:
     """A pretrained tokenizer job: reconstruction PSNR 22.4 dB, its random-init control 12.72 dB."""
-    row = {"record": str(tmp_path / "r" / "record.json"), "job.task": "ascendbench.tasks.VideoTokenizerTask",
-           "job.height": 32, "job.width": 32, "job.num_frames": 9, "job.steps": 2, "verdict": "PASS",
+    row = {"record": str(tmp_path / "r" / "record.json"),
+           "job.task": "ascendbench.tasks.VideoTokenizerTask",
+           "job.height": 32, "job.width": 32, "job.num_frames": 9, "job.steps": 2,
+           "verdict": "PASS",
            "job.primary.output": "reconstruction", "job.primary.psnr": "gate/recon_psnr_db"}
     _metric(row, "gate/control_psnr_db", 12.72)
     _metric(row, "gate/recon_psnr_db", 22.4, ">= 15")
@@ -30,7 +33,8 @@ def test_the_tokenizer_row_shows_the_reconstruction_psnr_not_the_random_init_con
 
 
 def _t2v_row(declared: bool) -> dict:
-    row = {"job.device": "cpu", "job.dtype": "bfloat16", "job.preset": "mini", "job.height": 32, "job.width": 32,
+    row = {"job.device": "cpu", "job.dtype": "bfloat16", "job.preset": "mini", "job.height": 32,
+           "job.width": 32,
            "job.num_frames": 9}
     if declared:
         row.update({"job.primary.output": "video", "job.primary.error": "mean_rel_err"})

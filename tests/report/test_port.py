@@ -9,15 +9,18 @@ import yaml
 
 from ascendbench.report.__main__ import main
 
-SECTIONS = {"en": ("Overview", "Environment", "How to reproduce", "Smoke run", "Accuracy", "Performance",
+SECTIONS = {"en": ("Overview", "Environment", "How to reproduce", "Smoke run", "Accuracy",
+                   "Performance",
                    "Known issues", "Limitations"),
-            "zh": ("模型概述", "适配环境", "复现方法", "Smoke 验证", "精度评测", "性能测试", "已知问题", "限制")}
+            "zh": ("模型概述", "适配环境", "复现方法", "Smoke 验证", "精度评测", "性能测试",
+                   "已知问题", "限制")}
 PLACEHOLDERS = ("待实测填充", "TODO", "TBD", "placeholder", "to be filled", "⏳")
 
 
 @pytest.fixture
 def flux_records(write_record, tmp_path):
-    """An accuracy sweep of three dtypes, a perf-only run and a failed job, with their Hydra overrides."""
+    """An accuracy sweep of three dtypes, a perf-only run and a failed job, with their Hydra
+    overrides."""
     paths = {dtype: write_record(f"acc_{dtype}", dtype=dtype, mean_rel_err=err)
              for dtype, err in (("float32", 0.0024), ("float16", 0.0078), ("bfloat16", 0.0733))}
     paths["perf"] = write_record("perf_b2", dtype="float16", batch=2, baseline="skipped")
@@ -32,13 +35,16 @@ def flux_records(write_record, tmp_path):
 
 def sections(text: str) -> dict[str, str]:
     parts = re.split(r"^## (.+)$", text, flags=re.MULTILINE)
-    return {title.strip(): body.strip() for title, body in zip(parts[1::2], parts[2::2], strict=True)}
+    return {title.strip(): body.strip()
+            for title, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_every_section_is_there_filled_from_records_without_placeholders(flux_records, tmp_path, lang):
+def test_every_section_is_there_filled_from_records_without_placeholders(flux_records, tmp_path,
+                                                                         lang):
     out = tmp_path / "reports"
-    assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", "--port", "--lang", lang]) == 0
+    assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", "--port", "--lang",
+                 lang]) == 0
     text = (out / "port" / "flux2_small_decoder.md").read_text()
     found = sections(text)
     assert list(found) == list(SECTIONS[lang])
@@ -46,7 +52,8 @@ def test_every_section_is_there_filled_from_records_without_placeholders(flux_re
     assert not any(p in text for p in PLACEHOLDERS)
     reproduce = found[SECTIONS[lang][2]]
     for dtype in ("float32", "float16", "bfloat16"):
-        assert f"python -m ascendbench model=flux2_small_decoder device=npu dtype={dtype}" in reproduce
+        command = f"python -m ascendbench model=flux2_small_decoder device=npu dtype={dtype}"
+        assert command in reproduce
     assert "sha256:" + "ab" * 32 in found[SECTIONS[lang][0]], "the weights digest of the record"
     assert "7.33%" in found[SECTIONS[lang][4]] and "FAIL" in found[SECTIONS[lang][4]]
     issues = found[SECTIONS[lang][6]]
@@ -56,7 +63,8 @@ def test_every_section_is_there_filled_from_records_without_placeholders(flux_re
 
 def _port(tmp_path, lang):
     out = tmp_path / f"reports_{lang}"
-    assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", "--port", "--lang", lang]) == 0
+    assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", "--port", "--lang",
+                 lang]) == 0
     return (out / "port" / "flux2_small_decoder.md").read_text()
 
 
@@ -73,14 +81,16 @@ def labels(text: str) -> list[str]:
 
 
 def test_the_chinese_port_report_has_no_english_heading_or_label(flux_records, tmp_path):
-    from ascendbench.report.words import WORDS
+    from ascendbench.report.fmt import WORDS
 
-    seeds_own = {zh for _, zh in WORDS.values()}  # words the seeds themselves write in English (Batch, Dtype)
-    english = {en.split("{")[0].strip() for en, zh in WORDS.values() if en != zh and en.split("{")[0].strip()
-               and en.split("{")[0].strip() not in zh} - seeds_own
+    seeds_own = {zh for _, zh in WORDS.values()}  # words the seeds write in English (Batch, Dtype)
+    english = {en.split("{")[0].strip() for en, zh in WORDS.values() if en != zh
+               and en.split("{")[0].strip() and en.split("{")[0].strip() not in zh} - seeds_own
     zh_labels, en_labels = labels(_port(tmp_path, "zh")), labels(_port(tmp_path, "en"))
-    assert not [label for label in zh_labels if label in english], "an English label in the Chinese report"
-    assert [label for label in en_labels if label in english], "the check sees the English labels where they are"
+    assert not [label for label in zh_labels if label in english], \
+        "an English label in the Chinese report"
+    assert [label for label in en_labels if label in english], \
+        "the check sees the English labels where they are"
     zh_text = _port(tmp_path, "zh")
     assert "条成功记录" in zh_text.splitlines()[2] and "测试设备" in zh_text
 
@@ -88,29 +98,37 @@ def test_the_chinese_port_report_has_no_english_heading_or_label(flux_records, t
 def test_no_bare_missing_cell_a_value_a_record_lacks_says_so(flux_records, write_record, tmp_path):
     import json
 
-    path = write_record("acc_old_env", dtype="float16", mean_rel_err=0.0078, height=1024, width=1024)
+    path = write_record("acc_old_env", dtype="float16", mean_rel_err=0.0078, height=1024,
+                        width=1024)
     record = json.loads(path.read_text())
     del record["env"]["libraries"]["diffusers"]  # an older record that did not note diffusers
     path.write_text(json.dumps(record))
-    for lang, absent in (("en", "not recorded (env.libraries.diffusers)"), ("zh", "未记录（env.libraries.diffusers）")):
+    for lang, absent in (("en", "not recorded (env.libraries.diffusers)"),
+                         ("zh", "未记录（env.libraries.diffusers）")):
         text = _port(tmp_path, lang)
-        cells = [c.strip() for line in text.splitlines() if line.startswith("|") for c in line.strip("|").split("|")]
+        cells = [c.strip() for line in text.splitlines() if line.startswith("|")
+                 for c in line.strip("|").split("|")]
         assert "missing" not in cells, [line for line in text.splitlines() if "| missing" in line]
         assert absent in cells
 
 
-def test_the_overview_shows_each_files_sha256sum_and_the_size_that_ran(flux_records, write_record, tmp_path):
+def test_the_overview_shows_each_files_sha256sum_and_the_size_that_ran(flux_records, write_record,
+                                                                       tmp_path):
     import json
 
     write_record("acc_1024", dtype="float16", mean_rel_err=0.0078, height=1024, width=1024)
     for path in (tmp_path / "records").glob("*/record.json"):  # as the loader records them
         record = json.loads(path.read_text())
-        record["weights"].update(sha256sum=["d54e" + "0" * 60 + "  model.safetensors"], file_bytes=[10779872388])
+        record["weights"].update(sha256sum=["d54e" + "0" * 60 + "  model.safetensors"],
+                                 file_bytes=[10779872388])
         path.write_text(json.dumps(record))
     overview = sections(_port(tmp_path, "en"))["Overview"]
     assert "| sha256sum | d54e" + "0" * 60 + "  model.safetensors (10779872388 bytes) |" in overview
-    assert "| weights.digest (names and bytes of the files) | sha256:" in overview, "the digest says what it covers"
+    assert "| weights.digest (names and bytes of the files) | sha256:" in overview, \
+        "the digest says what it covers"
     issues = sections(_port(tmp_path, "en"))["Known issues"]
-    assert "npu bfloat16 mini @ 512x512: FAIL on 1 metric(s): mean_rel_err" in issues, "the workload, not the preset"
+    assert "npu bfloat16 mini @ 512x512: FAIL on 1 metric(s): mean_rel_err" in issues, \
+        "the workload, not the preset"
     accuracy = (tmp_path / "reports_en" / "report.md").read_text()
-    assert "| mini @ 1024x1024 |" in accuracy and "| mini @ 512x512 |" in accuracy, "the size that ran"
+    assert "| mini @ 1024x1024 |" in accuracy and "| mini @ 512x512 |" in accuracy, \
+        "the size that ran"

@@ -13,7 +13,8 @@ CONV = "aten::_slow_conv2d_forward"
 
 
 def _op(name, total_ms, shapes=((1, 16, 8, 8),), calls=1.0, share=None):
-    return {"name": name, "input_shapes": [list(s) for s in shapes], "calls": calls, "total_ms": total_ms,
+    return {"name": name, "input_shapes": [list(s) for s in shapes], "calls": calls,
+            "total_ms": total_ms,
             "mean_ms": total_ms / calls, "share": share}
 
 
@@ -45,7 +46,8 @@ def test_a_profiled_job_shows_its_top_operators_and_what_they_explain(write_reco
                       _op("aten::native_group_norm", 6.0, share=0.3)], total_ms=20.0)
     out, section = _section(tmp_path, tmp_path / "records")
     assert "### flux2_small_decoder cuda float16, mini 512x512, batch 1" in section
-    assert "self device time" in section and "add up to 20 ms per call: 1 of the timed median 20 ms" in section
+    assert ("self device time" in section
+            and "add up to 20 ms per call: 1 of the timed median 20 ms" in section)
     assert "0.909 of the profiled calls' own 22 ms" in section
     assert f"| {CONV} | 1x16x8x8, 16x16x3x3, 16 | 8 | 12 | 1.5 | 60.0 % |" in section
     trace_link = section.split("[profile_trace.json](")[1].split(")")[0]
@@ -54,10 +56,13 @@ def test_a_profiled_job_shows_its_top_operators_and_what_they_explain(write_reco
 
 
 def test_a_sweep_compares_the_operators_across_dtypes(write_record, tmp_path):
-    for dtype, conv, norm in (("float32", 30.0, 8.0), ("float16", 10.0, None), ("bfloat16", 11.0, 5.0)):
-        top = [_op(CONV, conv / 2), _op(CONV, conv / 2, shapes=((1, 32, 4, 4),))]  # two shapes, summed
+    for dtype, conv, norm in (("float32", 30.0, 8.0), ("float16", 10.0, None),
+                              ("bfloat16", 11.0, 5.0)):
+        top = [_op(CONV, conv / 2),
+               _op(CONV, conv / 2, shapes=((1, 32, 4, 4),))]  # two shapes, summed
         top += [_op("aten::native_group_norm", norm)] if norm else []
-        _profiled(write_record(dtype, dtype=dtype, median_ms=40.0), top, total_ms=conv + (norm or 0) + 1, trace=False)
+        _profiled(write_record(dtype, dtype=dtype, median_ms=40.0), top,
+                  total_ms=conv + (norm or 0) + 1, trace=False)
     write_record("unprofiled", dtype="float16", height=1024, width=1024)
     _, section = _section(tmp_path, tmp_path / "records")
     title = "### flux2_small_decoder on npu, mini 512x512: operators across dtypes"
@@ -66,7 +71,8 @@ def test_a_sweep_compares_the_operators_across_dtypes(write_record, tmp_path):
     assert "| operator | float32 ms | float16 ms | bfloat16 ms |" in table
     assert f"| {CONV} | 30 | 10 | 11 |" in table
     assert "| aten::native_group_norm | 8 | not in top 2 | 5 |" in table
-    assert "| all operators | 39 | 11 | 17 |" in table and "| timed median | 40 | 40 | 40 |" in table
+    assert "| all operators | 39 | 11 | 17 |" in table
+    assert "| timed median | 40 | 40 | 40 |" in table
     assert "1024x1024" not in section, "a job without a profile has no table"
     assert "profile_trace.json (listed" not in section and "Trace:" not in section
 
@@ -89,8 +95,10 @@ def test_row_fields_survive_odd_sections():
 
 def test_a_real_tiny_sweep_is_profiled_and_reported(cli, tmp_path):
     sweep = tmp_path / "sweep"
-    result, _ = cli("-m", "model=tiny_flux2_decoder", *TINY_RUN, "dtype=float32,bfloat16", "profile.enabled=true",
-                    "baseline.process=in-process", "compare.visual.enabled=false", "artifacts.media=false",
+    result, _ = cli("-m", "model=tiny_flux2_decoder", *TINY_RUN, "dtype=float32,bfloat16",
+                    "profile.enabled=true",
+                    "baseline.process=in-process", "compare.visual.enabled=false",
+                    "artifacts.media=false",
                     f"hydra.sweep.dir={sweep}")
     assert result.returncode in (0, 1), result.stderr[-2000:]  # bfloat16 may FAIL its accuracy rule
     records = [read_record(p.parent) for p in sorted(sweep.rglob("record.json"))]
@@ -98,8 +106,9 @@ def test_a_real_tiny_sweep_is_profiled_and_reported(cli, tmp_path):
     for record in records:
         profile = record["profile"]
         assert profile["top"] and profile["clock"] == "cpu" and profile["profiled_call_ms"] > 0
-        # operators run inside the profiled calls: they explain at most all of them (the figure against the
-        # timed median, ops_over_median, is measured on a quiet host: docs/performance.md)
+        # operators run inside the profiled calls: they explain at most all of them (the figure
+        # against the timed median, ops_over_median, is measured on a quiet host:
+        # docs/performance.md)
         assert 0.2 < profile["ops_over_profiled_call"] <= 1.0 + 1e-6, profile
     _, section = _section(tmp_path, sweep)
     assert "### tiny_flux2_decoder on cpu, mini 32x32: operators across dtypes" in section

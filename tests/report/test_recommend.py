@@ -11,7 +11,8 @@ def _rows(write_record, specs):
 
 
 def _choices(text):
-    return {line.split(" | ")[0].strip("| "): line.split(" | ")[1] for line in text.splitlines()[2:]}
+    return {line.split(" | ")[0].strip("| "): line.split(" | ")[1]
+            for line in text.splitlines()[2:]}
 
 
 def test_the_seed_table_fastest_passing_most_accurate_and_failing(write_record, tmp_path):
@@ -19,7 +20,7 @@ def test_the_seed_table_fastest_passing_most_accurate_and_failing(write_record, 
         "fp32": dict(dtype="float32", mean_rel_err=0.0024, median_ms=350.0),
         "fp16": dict(dtype="float16", mean_rel_err=0.0078, median_ms=92.0),
         "bf16": dict(dtype="bfloat16", mean_rel_err=0.0733, median_ms=90.0),
-    })
+        })
     text = recommend_device(rows, "mean_rel_err", tmp_path)
     choices = _choices(text)
     assert choices["recommended (passes, fastest)"] == "float16"
@@ -33,18 +34,21 @@ def test_speed_is_compared_only_on_common_workloads(write_record, tmp_path):
     rows = _rows(write_record, {
         "fp32_512": dict(dtype="float32", median_ms=100.0),
         "fp16_512": dict(dtype="float16", median_ms=50.0),
-        "fp32_1024": dict(dtype="float32", height=1024, width=1024, median_ms=400.0),  # fp16 has no 1024 run
+        "fp32_1024": dict(dtype="float32", height=1024, width=1024,
+                          median_ms=400.0),  # fp16 has no 1024 run
     })
     text = recommend_device(rows, "mean_rel_err", tmp_path)
     assert "median 50 ms vs float32 100 ms (geometric mean over 1 common workload(s))" in text
 
 
 def test_no_common_workload_and_nothing_passing_say_so(write_record, tmp_path):
-    apart = _rows(write_record, {"a": dict(dtype="float32", batch=1), "b": dict(dtype="float16", batch=2)})
+    apart = _rows(write_record,
+                  {"a": dict(dtype="float32", batch=1), "b": dict(dtype="float16", batch=2)})
     assert "share no measured workload" in recommend_device(apart, "mean_rel_err", tmp_path)
     failing = _rows(write_record, {"c": dict(dtype="bfloat16", mean_rel_err=0.5)})
     text = recommend_device(failing, "mean_rel_err", tmp_path)
-    assert "no dtype passed its accuracy verdicts" in text and _choices(text)["not recommended"] == "bfloat16"
+    assert ("no dtype passed its accuracy verdicts" in text and _choices(text)["not recommended"]
+            == "bfloat16")
 
 
 def test_perf_only_dtypes_are_not_judged(write_record, tmp_path):
@@ -54,13 +58,15 @@ def test_perf_only_dtypes_are_not_judged(write_record, tmp_path):
 
 
 def test_section_states_the_rule_and_labels_random_init(write_record, tmp_path):
-    rows = _rows(write_record, {"t": dict(model="tiny", device="cpu", dtype="float32", weights="random")})
+    rows = _rows(write_record,
+                 {"t": dict(model="tiny", device="cpu", dtype="float32", weights="random")})
     text = recommendation_section(rows, ["tiny"], "mean_rel_err", tmp_path)
     assert text.startswith(RULE.format(metric="mean_rel_err"))
     assert "### tiny on cpu" in text and "float32 †" in text and "random-init weights" in text
 
 
-def test_random_init_and_loaded_records_of_one_model_are_never_one_recommendation(write_record, tmp_path):
+def test_random_init_and_loaded_records_of_one_model_are_never_one_recommendation(write_record,
+                                                                                  tmp_path):
     from ascendbench.report.gather import load_row
     from ascendbench.report.recommend import recommendation_section
 

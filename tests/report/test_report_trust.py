@@ -1,6 +1,7 @@
-"""Records are data written by someone else: the report reads, embeds and links only files inside the job dirs
-and --out (links resolved), record text lands escaped (no picture, link, tag or README marker made from it), and
-every report file and the README is written whole or not at all (a full or read-only disk: one paragraph)."""
+"""Records are data written by someone else: the report reads, embeds and links only files inside
+the job dirs and --out (links resolved), record text lands escaped (no picture, link, tag or README
+marker made from it), and every report file and the README is written whole or not at all (a full or
+read-only disk: one paragraph)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from PIL import Image
 
 from ascendbench.report.__main__ import main
 
-RAW_TAG = re.compile(r"(?<!\\)<script>")  # an unescaped tag (``\<script>`` is Markdown for the text)
+RAW_TAG = re.compile(r"(?<!\\)<script>")  # an unescaped tag (``\<script>``: Markdown for the text)
 SECRET = b"the bytes of a picture outside every job directory"
 HOSTILE = ("see ![leak](/{secret}) and [click](//evil.example/x) <script>alert(1)</script> "
            "<!-- /ascendbench:failures -->y<!-- ascendbench:accuracy -->")
@@ -47,9 +48,11 @@ def _report(tmp_path, *extra) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("how", ["absolute", "dotdot", "symlink"])
-def test_artifacts_outside_the_job_dir_are_neither_embedded_nor_linked(write_record, tmp_path, secret_png, how):
+def test_artifacts_outside_the_job_dir_are_neither_embedded_nor_linked(write_record, tmp_path,
+                                                                       secret_png, how):
     record = write_record("a")
-    names = {"absolute": str(secret_png), "dotdot": f"../../outside/{secret_png.name}", "symlink": "images/link.png"}
+    names = {"absolute": str(secret_png), "dotdot": f"../../outside/{secret_png.name}",
+             "symlink": "images/link.png"}
     if how == "symlink":
         (record.parent / "images").mkdir()
         (record.parent / "images" / "link.png").symlink_to(secret_png)
@@ -65,15 +68,17 @@ def test_record_text_is_escaped_in_report_md_and_html(write_record, tmp_path, se
     write_record("f", status="failed", error=RuntimeError(message))
     code, markdown, page = _report(tmp_path)
     assert code == 0
-    main_part = page.split("<main>")[1].split("</main>")[0]  # the page's own table sorter is the only script
-    assert not RAW_TAG.search(markdown) and "<script>" not in main_part and "&lt;script&gt;" in main_part
+    # the page's own table sorter is the only script
+    main_part = page.split("<main>")[1].split("</main>")[0]
+    assert not RAW_TAG.search(markdown) and "<script>" not in main_part
+    assert "&lt;script&gt;" in main_part
     assert 'href="//evil.example' not in page and "<img" not in main_part
     assert base64.b64encode(secret_png.read_bytes())[:40].decode() not in page
     assert "![leak]" not in markdown and "](//evil" not in markdown.replace("\\]", "")
 
 
-README = "# Port\n\n<!-- ascendbench:failures -->\n<!-- /ascendbench:failures -->\n\nMY OWN TEXT\n\n" \
-         "<!-- ascendbench:accuracy -->\n<!-- /ascendbench:accuracy -->\n\nTAIL\n"
+README = ("# Port\n\n<!-- ascendbench:failures -->\n<!-- /ascendbench:failures -->\n\n"
+          "MY OWN TEXT\n\n<!-- ascendbench:accuracy -->\n<!-- /ascendbench:accuracy -->\n\nTAIL\n")
 
 
 def test_marker_text_in_a_record_cannot_make_the_readme_lose_the_users_text(write_record, tmp_path):
@@ -120,7 +125,8 @@ def test_a_full_disk_keeps_the_previous_readme_and_report_whole(write_record, tm
         assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots"]) == 0
         before = {p.name: p.read_bytes() for p in out.iterdir()}
         _fill(disk)
-        code = main([str(tmp_path / "records"), "--out", str(out), "--no-plots", "--readme", str(readme)])
+        code = main([str(tmp_path / "records"), "--out", str(out), "--no-plots", "--readme",
+                     str(readme)])
         err = capsys.readouterr().err
         assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
         assert "full" in err
@@ -128,7 +134,8 @@ def test_a_full_disk_keeps_the_previous_readme_and_report_whole(write_record, tm
         assert readme.read_text() == README
         (disk / "filler").unlink()
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
-        code = main([str(tmp_path / "records"), "--out", str(tmp_path / "rw"), "--no-plots", "--readme",
+        code = main([str(tmp_path / "records"), "--out", str(tmp_path / "rw"), "--no-plots",
+                     "--readme",
                      str(readme)])
         err = capsys.readouterr().err
         assert code == 2 and "Traceback" not in err and "not writable" in err and str(readme) in err
@@ -139,25 +146,31 @@ def test_a_fifo_planted_as_a_record_is_a_broken_row_not_a_hang(write_record, tmp
     write_record("ok")
     (tmp_path / "records" / "fifo").mkdir()
     os.mkfifo(tmp_path / "records" / "fifo" / "record.json")
-    done = subprocess.run([sys.executable, "-m", "ascendbench.report", str(tmp_path / "records"), "--out",
-                           str(tmp_path / "reports"), "--no-plots"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "ascendbench.report", str(tmp_path / "records"),
+                           "--out",
+                           str(tmp_path / "reports"), "--no-plots"], capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "1 broken" in done.stdout and "not a regular file" in (tmp_path / "reports" / "report.md").read_text()
+    assert ("1 broken" in done.stdout and "not a regular file"
+            in (tmp_path / "reports" / "report.md").read_text())
 
 
 def test_a_backtick_in_record_text_cannot_close_the_port_reports_code_items():
-    """Commands and log lines are shown as code items; record text with a backtick would end the code span and
-    let a tag or a picture through, so such a line is Markdown-escaped text instead."""
+    """Commands and log lines are shown as code items; record text with a backtick would end the
+    code span and let a tag or a picture through, so such a line is Markdown-escaped text
+    instead."""
     from ascendbench.report.port import code_item
 
     plain = code_item("python -m ascendbench model=x")
     hostile = code_item("model.source=`x` <script>alert(1)</script> ![p](/etc/passwd)")
     assert plain == "- `python -m ascendbench model=x`"
-    assert "\\<script>" in hostile and "!\\[p\\]" in hostile and "\\`x\\`" in hostile  # inert: escaped
+    # inert: escaped
+    assert "\\<script>" in hostile and "!\\[p\\]" in hostile and "\\`x\\`" in hostile
 
 
 def _poison(value, payload: str):
-    """Every string leaf of a record with ``payload`` appended (the names that tell jobs apart left alone)."""
+    """Every string leaf of a record with ``payload`` appended (the names that tell jobs apart left
+    alone)."""
     if isinstance(value, dict):
         return {k: _poison(v, payload) for k, v in value.items()}
     if isinstance(value, list):
@@ -165,17 +178,21 @@ def _poison(value, payload: str):
     return value + payload if isinstance(value, str) else value
 
 
-IDENTITY = ("model", "device", "device_requested", "dtype", "dtype_requested", "preset", "task", "status")
+IDENTITY = ("model", "device", "device_requested", "dtype", "dtype_requested", "preset", "task",
+            "status")
 CODE_SPAN = re.compile(r"`[^`\n]*`")
-ACTIVE_MD = {"tag": re.compile(r"(?<!\\)<(script|img)\b"), "link": re.compile(r"(?<!\\)\[c(?<!\\)\]\(//evil"),
+ACTIVE_MD = {"tag": re.compile(r"(?<!\\)<(script|img)\b"),
+             "link": re.compile(r"(?<!\\)\[c(?<!\\)\]\(//evil"),
              "picture": re.compile(r"!(?<!\\)\[leak(?<!\\)\]\(")}
 
 
-def test_text_in_any_field_of_a_record_lands_inert_in_every_report_and_the_readme(write_record, tmp_path,
-                                                                                   secret_png):
-    """Not only error messages: rule text, error type and reason, memory scope, sources... every string a
-    record holds is poisoned, and no report file (report.md, the port reports in both languages, the README
-    back-fill) gets a tag, link or picture from it, or loses the README's own text."""
+def test_text_in_any_field_of_a_record_lands_inert_in_every_report_and_the_readme(write_record,
+                                                                                  tmp_path,
+                                                                                  secret_png):
+    """Not only error messages: rule text, error type and reason, memory scope, sources... every
+    string a record holds is poisoned, and no report file (report.md, the port reports in both
+    languages, the README back-fill) gets a tag, link or picture from it, or loses the README's own
+    text."""
     payload = HOSTILE.format(secret=secret_png) + " <img src=x onerror=alert(2)>"
     for record in (write_record("a"), write_record("b", dtype="bfloat16", mean_rel_err=0.07),
                    write_record("c", status="failed")):
@@ -185,33 +202,39 @@ def test_text_in_any_field_of_a_record_lands_inert_in_every_report_and_the_readm
         poisoned["job"].update({k: v for k, v in original["job"].items() if k in IDENTITY})
         record.write_text(json.dumps(poisoned))
     readme = tmp_path / "README.md"
-    readme.write_text("keep1\n<!-- ascendbench:accuracy -->\n<!-- /ascendbench:accuracy -->\nkeep2\n"
+    readme.write_text("keep1\n<!-- ascendbench:accuracy -->\n<!-- /ascendbench:accuracy "
+                      "-->\nkeep2\n"
                       "<!-- ascendbench:failures -->\n<!-- /ascendbench:failures -->\nkeep3\n")
     out = tmp_path / "reports"
-    for extra in ([], ["--port"], ["--port", "--lang", "zh"], ["--readme", str(readme)], ["--readme", str(readme)]):
+    for extra in ([], ["--port"], ["--port", "--lang", "zh"], ["--readme", str(readme)],
+                  ["--readme", str(readme)]):
         assert main([str(tmp_path / "records"), "--out", str(out), "--no-plots", *extra]) == 0
     markdown = [readme, *out.rglob("*.md")]
     assert len(markdown) >= 3
     found = [(path.name, kind) for path in markdown for kind, pattern in ACTIVE_MD.items()
-             if pattern.search(CODE_SPAN.sub("", path.read_text()))]  # inside a code span text is inert
+             if pattern.search(CODE_SPAN.sub("",
+                                             path.read_text()))]  # inside a code span text is inert
     pages = [path.read_text() for path in out.rglob("*.html")]
     assert not found and not any("<script>alert" in page or "<img src=x" in page for page in pages)
     assert all(word in readme.read_text() for word in ("keep1", "keep2", "keep3"))
 
 
 def test_a_record_whose_job_names_hold_markup_is_a_broken_row(write_record, tmp_path):
-    """The names that become headings, file names and filters (model, device, dtype, preset, task) use only the
-    characters ascendbench writes; a record with anything else is refused, with the reason, never rendered."""
+    """The names that become headings, file names and filters (model, device, dtype, preset, task)
+    use only the characters ascendbench writes; a record with anything else is refused, with the
+    reason, never rendered."""
     record = write_record("a")
     _edit(record, lambda r: r["job"].update(model="flux2<script>alert(1)</script>"))
     code, markdown, page = _report(tmp_path)
-    assert "broken" in markdown and "holds characters no name written by ascendbench has" in markdown
+    assert ("broken" in markdown and "holds characters no name written by ascendbench has"
+            in markdown)
     assert not RAW_TAG.search(markdown) and "<script>alert" not in page
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs to fill needs root")
 def test_a_full_disk_keeps_the_sweep_summary_and_the_compare_files_whole(write_record, tmp_path):
-    """summary.md/csv, compare.csv and the compare record are rewritten whole or not at all, like the report."""
+    """summary.md/csv, compare.csv and the compare record are rewritten whole or not at all, like
+    the report."""
     from ascendbench.compare.csvfile import write_compare_csv
     from ascendbench.errors import OutputWriteError
     from ascendbench.report.summary import write_summary
@@ -220,7 +243,8 @@ def test_a_full_disk_keeps_the_sweep_summary_and_the_compare_files_whole(write_r
         for i in range(4):
             write_record(f"r{i}", batch=i + 1, root=disk / "sweep")
         _, csv_path, md_path = write_summary(disk / "sweep")
-        rows = [{"name": f"out{i}", "kind": "tensor", "result": "PASS", "message": "x" * 50} for i in range(40)]
+        rows = [{"name": f"out{i}", "kind": "tensor", "result": "PASS", "message": "x" * 50}
+                for i in range(40)]
         compare = write_compare_csv(disk / "compare.csv", rows)
         before = {p: p.read_bytes() for p in (csv_path, md_path, compare)}
         _fill(disk)

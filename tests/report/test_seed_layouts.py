@@ -1,5 +1,6 @@
-"""Each seed's tables, rebuilt from records: the column set is the seed's own header row (../shared/seeds/),
-in Chinese as the seed wrote it and in English, and every value is the record's."""
+"""Each seed's tables, rebuilt from records: the column set is the seed's own header row
+(../shared/seeds/), in Chinese as the seed wrote it and in English, and every value is the
+record's."""
 
 from __future__ import annotations
 
@@ -31,19 +32,22 @@ def close(cell: str, value: float, percent: bool = False) -> bool:
     return number(cell) == pytest.approx(value * (100 if percent else 1), rel=1e-3)
 
 
-# -- FLUX.2 (003) ---------------------------------------------------------------------------------------------
+# -- FLUX.2 (003) ----------------------------------------------------------------------------------
 
 @pytest.fixture
 def flux(write_record, tmp_path):
-    paths = {dtype: write_record(f"acc_{dtype}", dtype=dtype, mean_rel_err=err, height=1024, width=1024,
+    paths = {dtype: write_record(f"acc_{dtype}", dtype=dtype, mean_rel_err=err, height=1024,
+                                 width=1024,
                                  median_ms=ms)
              for dtype, err, ms in (("float32", 0.0024, 350.0), ("float16", 0.0078, 92.0),
                                     ("bfloat16", 0.0733, 90.0))}
-    write_record("cpu_f32", device="cpu", dtype="float32", height=1024, width=1024, median_ms=325000.0,
+    write_record("cpu_f32", device="cpu", dtype="float32", height=1024, width=1024,
+                 median_ms=325000.0,
                  mean_rel_err=1e-6)
     for batch in (1, 2, 4):
         for side in (512, 1024):
-            write_record(f"perf_b{batch}_{side}", dtype="float16", batch=batch, height=side, width=side,
+            write_record(f"perf_b{batch}_{side}", dtype="float16", batch=batch, height=side,
+                         width=side,
                          baseline="skipped", median_ms=batch * side / 50)
     return paths
 
@@ -52,18 +56,21 @@ def test_flux2_accuracy_is_the_seeds_metrics_by_dtypes_table(flux, tmp_path):
     for lang in ("zh", "en"):
         text = report(tmp_path, lang)
         [acc] = tables(text, "精度评测" if lang == "zh" else "Accuracy (metrics x dtypes)")
-        assert "mini @ 1024x1024" in text.split("Accuracy (metrics x dtypes)" if lang == "en" else "精度评测", 1)[1], \
+        title = "Accuracy (metrics x dtypes)" if lang == "en" else "精度评测"
+        assert "mini @ 1024x1024" in text.split(title, 1)[1], \
             "preset mini with a 1024 px override: the size that ran, not the preset's"
         if lang == "zh":
             assert acc[0] == seed_header("003", "指标")
             labels, seed_labels = [r[0] for r in acc[1:]], seed_column("003", "指标")[:8]
-            assert labels == [label for label in seed_labels if label in labels], "the seed's rows, in its order"
+            assert labels == [label for label in seed_labels if label
+                              in labels], "the seed's rows, in its order"
             assert labels[-1] == seed_labels[-1] == "结果" and len(labels) >= 3
         assert len(acc[0]) == 4 and len(acc[0]) <= 10
         for column, dtype in enumerate(("float32", "float16", "bfloat16"), start=1):
             record = json.loads(flux[dtype].read_text())
             cells = {r[0]: r[column] for r in acc[1:]}
-            assert close(cells["Mean Rel Error"], record["metrics"]["mean_rel_err"]["value"], percent=True)
+            assert close(cells["Mean Rel Error"], record["metrics"]["mean_rel_err"]["value"],
+                         percent=True)
             assert close(cells["RMSE"], record["metrics"]["rmse"]["value"])
             assert cells[acc[-1][0]] == record["verdict"]
 
@@ -74,13 +81,15 @@ def test_flux2_performance_speedup_and_dtype_advice_are_the_seeds_tables(flux, t
     assert perf[0] == seed_header("003", "Batch")
     b4 = next(r for r in perf[1:] if r[0] == "4" and r[1] == "1024x1024")
     record = json.loads((tmp_path / "records" / "perf_b4_1024" / "record.json").read_text())
-    assert close(b4[3], record["bench"]["latency"]["mean_ms"]) and close(b4[4], record["bench"]["latency"]["p90_ms"])
+    assert (close(b4[3], record["bench"]["latency"]["mean_ms"])
+            and close(b4[4], record["bench"]["latency"]["p90_ms"]))
     assert close(b4[5], record["bench"]["throughput"]["value"]) and close(b4[6], 133.4)
     [speed] = tables(text, "加速比")
     assert speed[0] == seed_header("003", "设备")
     assert speed[1][:2] == ["CPU", "float32"] and speed[1][3] == "1x"
     npu16 = next(r for r in speed[1:] if r[:2] == ["NPU", "float16"])
-    latest = json.loads((tmp_path / "records" / "perf_b1_1024" / "record.json").read_text())  # the latest fp16 run
+    # the latest fp16 run
+    latest = json.loads((tmp_path / "records" / "perf_b1_1024" / "record.json").read_text())
     assert npu16[3] == f"{325000.0 / latest['bench']['latency']['median_ms']:.0f}x"
     [advice] = tables(text, "数据类型选择")
     assert advice[0] == seed_header("003", "场景")
@@ -88,10 +97,12 @@ def test_flux2_performance_speedup_and_dtype_advice_are_the_seeds_tables(flux, t
     assert advice[1][1] == "`float16`" and "0.78%" in advice[1][2] and advice[-1][1] == "`bfloat16`"
 
 
-# -- Sulphur-2 (000) ------------------------------------------------------------------------------------------
+# -- Sulphur-2 (000) -------------------------------------------------------------------------------
 
-def test_sulphur2_per_resolution_and_perf_reference_are_the_seeds_tables(write_t2v_record, tmp_path):
-    worst = {"layer": "transformer.transformer_blocks.1#0/0", "max_abs_err": 0.0021, "cosine": 0.99989}
+def test_sulphur2_per_resolution_and_perf_reference_are_the_seeds_tables(write_t2v_record,
+                                                                         tmp_path):
+    worst = {"layer": "transformer.transformer_blocks.1#0/0", "max_abs_err": 0.0021,
+             "cosine": 0.99989}
     paths = [write_t2v_record(p, preset=p, height=h, width=w, frames=f, calls=2, worst=worst)
              for p, h, w, f in (("mini", 256, 256, 9), ("balanced", 512, 320, 65))]
     for lang in ("zh", "en"):
@@ -103,34 +114,50 @@ def test_sulphur2_per_resolution_and_perf_reference_are_the_seeds_tables(write_t
         for row, path in zip(acc[1:], paths, strict=True):
             record = json.loads(path.read_text())
             assert row[:3] == [f"{record['job']['height']}x{record['job']['width']}",
-                               str(record["config"]["preset"]["num_frames"]), str(record["config"]["preset"]["steps"])]
-            assert row[3] == "0.0021" and row[4] == "0.99989", "the worst hidden values, not rounded onto the bound"
-            assert close(row[5], record["metrics"]["video/video_psnr_db_mean"]["value"]) and row[7] == record["verdict"]
+                               str(record["config"]["preset"]["num_frames"]),
+                               str(record["config"]["preset"]["steps"])]
+            assert row[3] == "0.0021" and row[4] == "0.99989", \
+                "the worst hidden values, not rounded onto the bound"
+            assert (close(row[5], record["metrics"]["video/video_psnr_db_mean"]["value"])
+                    and row[7] == record["verdict"])
     [perf] = tables(report(tmp_path, "zh"), "性能参考")
     assert perf[0] == seed_header("000", "指标")
     seed_rows = seed_column("000", "指标")
     labels = {r[0] for r in perf[1:]}
-    assert {"模型加载时间", "首帧编译时间"} <= labels <= set(seed_rows) | {r for r in labels if r.endswith(" 生成时间")}
-    assert any(label.endswith(" 生成时间") for label in labels) and any("生成时间" in r for r in seed_rows)
+    assert {"模型加载时间",
+            "首帧编译时间"} <= labels <= set(seed_rows) | {r for r in labels
+                                                     if r.endswith(" 生成时间")}
+    assert (any(label.endswith(" 生成时间") for label in labels)
+            and any("生成时间" in r for r in seed_rows))
 
 
-# -- LTX VAE layer (001) and VideoFlexTok (004): no tables in the seeds; the labels are the seeds' words ------
+# -- LTX VAE layer (001) and VideoFlexTok (004): no tables in the seeds; the labels are the seeds' w
 
 def _layer_record(tmp_path: Path) -> Path:
     writer = RecordWriter(tmp_path / "records" / "conv_in", {"seed": 42})
-    writer.update(job={"model": "ltx_video_vae_conv_in", "task": "ascendbench.tasks.LayerForwardTask",
-                       "device": "npu", "dtype": "bfloat16", "preset": "mini", "seed": 42, "batch_size": 1,
+    writer.update(job={"model": "ltx_video_vae_conv_in",
+                       "task": "ascendbench.tasks.LayerForwardTask",
+                       "device": "npu", "dtype": "bfloat16", "preset": "mini", "seed": 42,
+                       "batch_size": 1,
                        "primary": {"output": "output", "error": "mean_rel_err"}},
-                  inputs={"latent": {"shape": [1, 128, 2, 8, 8], "dtype": "bfloat16", "sha256": "sha256:fb",
-                                     "mean": -0.005879, "std": 0.991035, "min": -3.3125, "max": 3.3125}},
-                  metrics={"max_abs_err": {"value": 0.001953, "verdict": "PASS", "threshold": 0.01, "rule": "<= 0.01"},
-                           "cosine": {"value": 0.999998, "verdict": "PASS", "threshold": 0.99, "rule": ">= 0.99"},
-                           "determinism/second_run_max_abs_diff": {"value": 0.0, "verdict": "PASS", "rule": "<= 0"}},
+                  inputs={"latent": {"shape": [1, 128, 2, 8, 8], "dtype": "bfloat16",
+                                     "sha256": "sha256:fb",
+                                     "mean": -0.005879, "std": 0.991035, "min": -3.3125,
+                                     "max": 3.3125}},
+                  metrics={"max_abs_err": {"value": 0.001953, "verdict": "PASS", "threshold": 0.01,
+                                           "rule": "<= 0.01"},
+                           "cosine": {"value": 0.999998, "verdict": "PASS", "threshold": 0.99,
+                                      "rule": ">= 0.99"},
+                           "determinism/second_run_max_abs_diff": {"value": 0.0, "verdict": "PASS",
+                                                                   "rule": "<= 0"}},
                   verdict="PASS", weights={"kind": "loaded", "digest": "sha256:ab"},
-                  bench={"cold_ms": 105.24, "latency": {"count": 10, "mean_ms": 0.14, "min_ms": 0.13, "max_ms": 0.16,
-                                                       "median_ms": 0.13, "p90_ms": 0.16, "p95_ms": 0.16},
+                  bench={"cold_ms": 105.24,
+                         "latency": {"count": 10, "mean_ms": 0.14, "min_ms": 0.13, "max_ms": 0.16,
+                                                       "median_ms": 0.13, "p90_ms": 0.16,
+                                                       "p95_ms": 0.16},
                          "throughput": {"value": 7356.5, "unit": "calls/s"}, "warmup": {"calls": 3},
-                         "memory": {"peak_allocated_mb": 7.79, "peak_reserved_mb": 80.0, "scope": "npu:0"},
+                         "memory": {"peak_allocated_mb": 7.79, "peak_reserved_mb": 80.0,
+                                    "scope": "npu:0"},
                          "stop": {"protocol": "fixed"}})
     writer.finish("ok")
     return writer.path
@@ -144,7 +171,8 @@ def test_the_layer_layout_labels_are_the_seeds_words_and_values_the_records(tmp_
         [layer] = tables(report(tmp_path, lang), title)
         cells = {r[0]: r[1] for r in layer[1:]}
         if lang == "zh":
-            assert all(part in seed for label in cells for part in label.split() if part != "判定"), cells
+            assert all(part in seed for label in cells for part in label.split() if part
+                       != "判定"), cells
             assert close(cells["首轮编译"], record["bench"]["cold_ms"])
             assert close(cells["稳定推理 p95"], 0.16) and close(cells["已预留"], 80.0)
             assert cells["第二轮 最大差异"] == "0"
@@ -153,14 +181,21 @@ def test_the_layer_layout_labels_are_the_seeds_words_and_values_the_records(tmp_
 
 def test_the_tokenizer_gates_table_shows_each_gates_value_from_its_record(tmp_path):
     writer = RecordWriter(tmp_path / "records" / "vft", {"seed": 42})
-    gates = {"gate/load_missing_keys": 0, "gate/load_unexpected_keys": 0, "gate/recon_psnr_db": 24.898,
-             "gate/control_psnr_db": 11.085, "gate/control_psnr_gap_db": 13.813, "gate/rerun_token_agreement": 0.9961}
-    writer.update(job={"model": "videoflextok_d18_d28", "task": "ascendbench.tasks.tokenizer.VideoTokenizerTask",
-                       "device": "npu", "dtype": "float32", "preset": "mini", "seed": 42, "batch_size": 1},
-                  metrics={k: {"value": v, "verdict": "PASS"} for k, v in gates.items()}, verdict="PASS",
+    gates = {"gate/load_missing_keys": 0, "gate/load_unexpected_keys": 0,
+             "gate/recon_psnr_db": 24.898,
+             "gate/control_psnr_db": 11.085, "gate/control_psnr_gap_db": 13.813,
+             "gate/rerun_token_agreement": 0.9961}
+    writer.update(job={"model": "videoflextok_d18_d28",
+                       "task": "ascendbench.tasks.tokenizer.VideoTokenizerTask",
+                       "device": "npu", "dtype": "float32", "preset": "mini", "seed": 42,
+                       "batch_size": 1},
+                  metrics={k: {"value": v, "verdict": "PASS"} for k, v in gates.items()},
+                  verdict="PASS",
                   weights={"kind": "loaded", "digest": "sha256:ab"},
-                  bench={"latency": {"count": 20, "mean_ms": 9938.2, "median_ms": 9934.8, "p90_ms": 9955.5,
-                                     "p95_ms": 9956.7}, "throughput": {"value": 0.101, "unit": "clips/s"}})
+                  bench={"latency": {"count": 20, "mean_ms": 9938.2, "median_ms": 9934.8,
+                                     "p90_ms": 9955.5,
+                                     "p95_ms": 9956.7},
+                         "throughput": {"value": 0.101, "unit": "clips/s"}})
     writer.finish("ok")
     seed = seed_text("004").lower()
     [gate] = tables(report(tmp_path, "zh"), "精度评测（Gate）")
@@ -168,15 +203,18 @@ def test_the_tokenizer_gates_table_shows_each_gates_value_from_its_record(tmp_pa
     for label in cells:
         words = re.findall(r"[a-z0-9-]+", label.lower())
         assert all(w in seed for w in words), label
-    assert cells["reconstruction: PSNR (dB)"] == "24.9" and cells["RANDOM-INIT: PSNR (dB)"] == "11.09"
+    assert cells["reconstruction: PSNR (dB)"] == "24.9"
+    assert cells["RANDOM-INIT: PSNR (dB)"] == "11.09"
     assert cells["PSNR gap (dB)"] == "13.81" and cells["[Gate1] strict load: missing"] == "0"
 
 
 def test_the_back_filled_accuracy_table_keeps_the_seeds_chinese_headers(write_t2v_record, tmp_path):
     write_t2v_record("mini", calls=2)
     readme = tmp_path / "README.md"
-    readme.write_text("6.2 精度对比结果\n\n<!-- ACCURACY_TABLE_BEGIN -->\n待实测填充\n<!-- ACCURACY_TABLE_END -->\n")
-    assert main([str(tmp_path / "records"), "--out", str(tmp_path / "r"), "--no-plots", "--lang", "zh",
+    readme.write_text("6.2 精度对比结果\n\n<!-- ACCURACY_TABLE_BEGIN -->\n待实测填充\n<!-- "
+                      "ACCURACY_TABLE_END -->\n")
+    assert main([str(tmp_path / "records"), "--out", str(tmp_path / "r"), "--no-plots", "--lang",
+                 "zh",
                  "--readme", str(readme)]) == 0
     header = next(line for line in readme.read_text().splitlines() if line.startswith("| 分辨率"))
     assert [c.strip() for c in header.strip("|").split(" | ")] == seed_header("000", "分辨率")

@@ -1,13 +1,14 @@
-"""Each seed's README recipe ("Reproducing the seed reports") run as real Hydra jobs of the tiny twins on the
-CPU, then the report as ``make report`` runs it (``python -m ascendbench.report --port``, in English and in
-Chinese): the seed's tables have the seed's own header row (../shared/seeds/), one row per workload, and each
-cell is the value of the record behind it.
+"""Each seed's README recipe ("Reproducing the seed reports") run as real Hydra jobs of the tiny
+twins on the CPU, then the report as ``make report`` runs it (``python -m ascendbench.report
+--port``, in English and in Chinese): the seed's tables have the seed's own header row
+(../shared/seeds/), one row per workload, and each cell is the value of the record behind it.
 
-The commands are the README's, word for word (a drift of the README breaks the test); only the tiny-twin
-and size overrides are added: the twin and its saved directory for ``<dir>``, ``device=cpu`` for
-``device=npu``, 16-32 px, 2 steps, ``bench.protocol=fixed preset.warmup=1 preset.iters=2`` and the reference
-in this process. Each recipe runs whole (every command, every sweep value) but the FLUX.2 performance grid,
-cut to batch 1,2 x 16,32 px. About 50 s for the four on two idle cores.
+The commands are the README's, word for word (a drift of the README breaks the test); only the
+tiny-twin and size overrides are added: the twin and its saved directory for ``<dir>``,
+``device=cpu`` for ``device=npu``, 16-32 px, 2 steps, ``bench.protocol=fixed preset.warmup=1
+preset.iters=2`` and the reference in this process. Each recipe runs whole (every command, every
+sweep value) but the FLUX.2 performance grid, cut to batch 1,2 x 16,32 px. About 50 s for the four
+on two idle cores.
 """
 
 from __future__ import annotations
@@ -40,33 +41,40 @@ QUICK = ["bench.protocol=fixed", "preset.warmup=1", "preset.iters=2", "bench.flo
          "baseline.process=in-process"]
 
 
-# -- FLUX.2 (003) ---------------------------------------------------------------------------------------------
+# -- FLUX.2 (003) ----------------------------------------------------------------------------------
 
-FLUX2 = ["python -m ascendbench -m +sweep=flux2_accuracy device=npu model.source=<dir> model.weights=required",
-         "python -m ascendbench -m +sweep=flux2_perf device=npu model.source=<dir> model.weights=required",
+FLUX2 = ["python -m ascendbench -m +sweep=flux2_accuracy device=npu model.source=<dir> "
+         "model.weights=required",
+         "python -m ascendbench -m +sweep=flux2_perf device=npu model.source=<dir> "
+         "model.weights=required",
          "python -m ascendbench -m +sweep=flux2_perf_cpu model.source=<dir>"]
 FLUX2_METRICS = {"MAE": "mae", "MSE": "mse", "RMSE": "rmse", "Max Abs Error": "max_abs_err",
                  "Mean Rel Error": "mean_rel_err", "PSNR": "psnr_db", "Cosine Similarity": "cosine"}
 
 
-def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny_flux2_dir, tmp_path, monkeypatch):
+def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny_flux2_dir,
+                                                                            tmp_path, monkeypatch):
     readme_recipe(FLUX2)
     places = {"<dir>": str(tiny_flux2_dir)}
-    # The twin (random init by default: the real model's weights=auto loads what model.source holds), the CPU,
-    # 32 px; the performance grid cut to batch 1,2 x 16,32 px (the seed: 1,2,4 x 512,1024; batch 4 adds 9 s).
+    # The twin (random init by default: the real model's weights=auto loads what model.source
+    # holds), the CPU, 32 px; the performance grid cut to batch 1,2 x 16,32 px (the seed: 1,2,4 x
+    # 512,1024; batch 4 adds 9 s).
     twin = ["model=tiny_flux2_decoder", "device=cpu", "?model.weights=auto", *QUICK]
-    run_recipe(tmp_path, "flux2_accuracy", tiny(FLUX2[0], places, [*twin, "preset.height=32", "preset.width=32"]))
+    run_recipe(tmp_path, "flux2_accuracy",
+               tiny(FLUX2[0], places, [*twin, "preset.height=32", "preset.width=32"]))
     grid = ["preset.height=16,32", "preset.batch_size=1,2"]
     run_recipe(tmp_path, "flux2_perf", tiny(FLUX2[1], places, [*twin, *grid]))
     run_recipe(tmp_path, "flux2_perf_cpu", tiny(FLUX2[2], places, [*twin, *grid]))
     texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
     zh = texts["zh"]
 
-    [acc] = tables(zh, "精度评测")  # metrics x dtypes; the device that ran (CPU) where the seed ran the NPU
+    # metrics x dtypes; the device that ran (CPU) where the seed ran the NPU
+    [acc] = tables(zh, "精度评测")
     assert acc[0] == [c.replace("NPU", "CPU") for c in seed_header("003", "指标")]
     judged = linked(zh, "精度评测", reports)
     accuracy = ok_records(tmp_path, "multirun/flux2_accuracy")
-    assert sorted(r["job"]["dtype"] for r in judged) == sorted(r["job"]["dtype"] for r in accuracy), \
+    assert sorted(r["job"]["dtype"] for r in judged) == sorted(r["job"]["dtype"]
+                                                               for r in accuracy), \
         "one column per accuracy workload, perf-only runs left out"
     labels, seed_labels = [r[0] for r in acc[1:]], seed_column("003", "指标")
     assert labels == [label for label in seed_labels if label in labels] and labels[-1] == "结果"
@@ -75,8 +83,10 @@ def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny
         cells = {row[0]: row[column] for row in acc[1:]}
         for label, name in FLUX2_METRICS.items():
             if label in cells:
-                assert shows(cells[label], record["metrics"][name]["value"], percent=name == "mean_rel_err"), label
-        assert {"Mean Rel Error", "RMSE", "PSNR"} <= set(cells) and cells["结果"] == record["verdict"]
+                assert shows(cells[label], record["metrics"][name]["value"],
+                             percent=name == "mean_rel_err"), label
+        assert {"Mean Rel Error", "RMSE",
+                "PSNR"} <= set(cells) and cells["结果"] == record["verdict"]
 
     [perf] = tables(zh, "性能测试")
     assert perf[0] == seed_header("003", "Batch")
@@ -87,9 +97,11 @@ def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny
     for row, record in zip(perf[1:], rows, strict=True):
         job, bench = record["job"], record["bench"]
         assert row[:3] == [str(job["batch_size"]), f"{job['height']}x{job['width']}", job["dtype"]]
-        assert shows(row[3], bench["latency"]["mean_ms"]) and shows(row[4], bench["latency"]["p90_ms"])
+        assert (shows(row[3], bench["latency"]["mean_ms"])
+                and shows(row[4], bench["latency"]["p90_ms"]))
         assert shows(row[5], bench["throughput"]["value"])
-        assert shows(row[6], bench["memory"].get("peak_allocated_mb") or bench["memory"]["peak_rss_mb"])
+        assert shows(row[6],
+                     bench["memory"].get("peak_allocated_mb") or bench["memory"]["peak_rss_mb"])
 
     [advice] = tables(zh, "数据类型选择")
     assert advice[0] == seed_header("003", "场景")
@@ -100,7 +112,8 @@ def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny
         [record] = [r for r in accuracy if r["job"]["dtype"] == row[1].strip("`")]
         err = re.search(r"[（(]([^）)]+)[）)]", row[2]).group(1)
         assert shows(err, record["metrics"]["mean_rel_err"]["value"], percent=True), row
-    assert ": 加速比\n" not in zh, "the speed-up needs an accelerator run; these records are all CPU"
+    assert ": 加速比\n" not in zh, \
+        "the speed-up needs an accelerator run; these records are all CPU"
 
     en = texts["en"]
     assert tables(en, "Accuracy (metrics x dtypes)")[0][0][0] == "Metric"
@@ -111,96 +124,116 @@ def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny
         assert bodies(en, title_en) == bodies(zh, title_zh)
 
 
-# -- LTX VAE layer (001) --------------------------------------------------------------------------------------
+# -- LTX VAE layer (001) ---------------------------------------------------------------------------
 
-LAYER = ("python -m ascendbench model=ltx_video_vae_conv_in model.source=<LTX-2 dir> model.weights=required \\\n"
-         "    device=npu dtype=bfloat16 preset=mini preset.warmup=3 preset.iters=10 baseline.reference=float32")
-LATENCY = {"平均": "mean_ms", "最小": "min_ms", "最大": "max_ms", "p50": "median_ms", "p90": "p90_ms", "p95": "p95_ms"}
+LAYER = ("python -m ascendbench model=ltx_video_vae_conv_in model.source=<LTX-2 dir> "
+         "model.weights=required \\\n"
+         "    device=npu dtype=bfloat16 preset=mini preset.warmup=3 preset.iters=10 "
+         "baseline.reference=float32")
+LATENCY = {"平均": "mean_ms", "最小": "min_ms", "最大": "max_ms", "p50": "median_ms",
+           "p90": "p90_ms", "p95": "p95_ms"}
 
 
 @pytest.fixture
 def tiny_ltx2_dir(tmp_path) -> Path:
-    """An LTX-2-style directory whose vae/ holds the tiny video VAE in bfloat16 (decoder.conv_in: Conv3d 8 -> 32)."""
+    """An LTX-2-style directory whose vae/ holds the tiny video VAE in bfloat16 (decoder.conv_in:
+    Conv3d 8 -> 32)."""
     import torch
     from diffusers import AutoencoderKLLTX2Video
 
     torch.manual_seed(0)
     vae = AutoencoderKLLTX2Video(latent_channels=8, block_out_channels=(8, 16, 32, 64),
-                                 decoder_block_out_channels=(8, 16, 32), layers_per_block=(1, 1, 1, 1, 1),
+                                 decoder_block_out_channels=(8, 16, 32),
+                                 layers_per_block=(1, 1, 1, 1, 1),
                                  decoder_layers_per_block=(1, 1, 1, 1))
     vae.to(torch.bfloat16).save_pretrained(tmp_path / "ltx2" / "vae")
     return tmp_path / "ltx2"
 
 
-def test_the_layer_recipe_gives_the_seeds_consistency_and_performance_lines(tiny_ltx2_dir, tmp_path, monkeypatch):
+def test_the_layer_recipe_gives_the_seeds_consistency_and_performance_lines(tiny_ltx2_dir,
+                                                                            tmp_path, monkeypatch):
     readme_recipe([LAYER.replace("\\\n", "")])
     twin = ["model=tiny_ltx_video_vae_conv_in", "model.loader.subfolder=vae", "device=cpu", *QUICK]
-    run_recipe(tmp_path, "conv_in", tiny(LAYER.replace("\\\n", ""), {"<LTX-2 dir>": str(tiny_ltx2_dir)}, twin))
+    run_recipe(tmp_path, "conv_in",
+               tiny(LAYER.replace("\\\n", ""), {"<LTX-2 dir>": str(tiny_ltx2_dir)}, twin))
     texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
     [record] = ok_records(tmp_path)
     seed = seed_text("001")
     cells = {}
     for lang, title in (("zh", "一致性与性能"), ("en", "Layer: consistency and performance")):
         [layer] = tables(texts[lang], title)
-        assert len(layer[0]) == 2 and linked(texts[lang], title, reports) == [record], "one table per workload"
+        assert len(layer[0]) == 2 and linked(texts[lang], title,
+                                             reports) == [record], "one table per workload"
         cells[lang] = {row[0]: row[1] for row in layer[1:]}
     zh, bench = cells["zh"], record["bench"]
     assert list(cells["en"].values()) == list(zh.values()), "the same values in both languages"
-    # The labels are the seed's words, but for the verdict and mean_rel_err (the job's primary error; the seed
-    # printed max_abs and cosine only).
-    assert all(part in seed for label in zh for part in label.split() if part not in ("判定", "mean_rel_err")), zh
+    # The labels are the seed's words, but for the verdict and mean_rel_err (the job's primary
+    # error; the seed printed max_abs and cosine only).
+    assert all(part in seed for label in zh for part in label.split()
+               if part not in ("判定", "mean_rel_err")), zh
     latent = record["inputs"]["latent"]
-    shape = re.sub(r"\\(.)", r"\1", zh["input latent"])  # the seed's "input latent shape ... dtype ... mean ..."
+    shape = re.sub(r"\\(.)", r"\1",
+                   zh["input latent"])  # the seed's "input latent shape ... dtype ... mean ..."
     assert shape.startswith(f"shape {json.dumps(latent['shape'])} {latent['dtype']}"), shape
     for stat in ("mean", "std", "min", "max"):
         assert shows(re.search(rf"{stat} (\S+?)(,|$)", shape).group(1), latent[stat]), stat
     assert shows(zh["首轮编译"], bench["cold_ms"])
     for word, field in LATENCY.items():
         assert shows(zh[f"稳定推理 {word}"], bench["latency"][field]), word
-    assert shows(zh["吞吐"], bench["throughput"]["value"]) and zh["吞吐"].endswith(bench["throughput"]["unit"])
+    assert shows(zh["吞吐"],
+                 bench["throughput"]["value"]) and zh["吞吐"].endswith(bench["throughput"]["unit"])
     memory = bench["memory"]
-    assert shows(zh["已分配"], memory["peak_allocated_mb"]) and shows(zh["已预留"], memory["peak_reserved_mb"])
+    assert (shows(zh["已分配"], memory["peak_allocated_mb"])
+            and shows(zh["已预留"], memory["peak_reserved_mb"]))
     metrics = record["metrics"]
     assert shows(zh["第二轮 最大差异"], metrics["determinism/second_run_max_abs_diff"]["value"])
-    assert shows(zh["max_abs"], metrics["max_abs_err"]["value"]) and shows(zh["cosine"], metrics["cosine"]["value"])
+    assert (shows(zh["max_abs"], metrics["max_abs_err"]["value"])
+            and shows(zh["cosine"], metrics["cosine"]["value"]))
     assert shows(zh["mean_rel_err"], metrics["mean_rel_err"]["value"], percent=True)
     assert zh["判定"] == record["verdict"]
-    assert bench["warmup"]["calls"] == 1 and bench["latency"]["count"] == 2, "bench.protocol=fixed: exactly as asked"
+    assert bench["warmup"]["calls"] == 1 and bench["latency"]["count"] == 2, \
+        "bench.protocol=fixed: exactly as asked"
 
 
-# -- Sulphur-2 (000) ------------------------------------------------------------------------------------------
+# -- Sulphur-2 (000) -------------------------------------------------------------------------------
 
 SULPHUR_S = ('S="model=sulphur2_base model.source=<Sulphur-2 dir> model.weights=required '
-             'model.loader.config=<LTX-2 dir> model.loader.text_encoder.source=<LTX-2 dir> model.loader.offline=true"')
+             'model.loader.config=<LTX-2 dir> model.loader.text_encoder.source=<LTX-2 dir> '
+             'model.loader.offline=true"')
 SULPHUR = ["python -m ascendbench $S device=npu dtype=bfloat16 preset=mini baseline.enabled=false",
-           "python -m ascendbench -m $S device=npu dtype=bfloat16 preset=balanced,quality baseline.enabled=false "
+           "python -m ascendbench -m $S device=npu dtype=bfloat16 preset=balanced,quality "
+           "baseline.enabled=false "
            "model.task.cpu_offload=true",
            "python -m ascendbench -m $S device=npu dtype=bfloat16 preset=mini,balanced,quality "
            "baseline.reference=float32",
-           "python -m ascendbench -m +sweep=attention_backends $S device=npu dtype=bfloat16 preset=mini "
+           "python -m ascendbench -m +sweep=attention_backends $S device=npu dtype=bfloat16 "
+           "preset=mini "
            "baseline.reference=float32   # fused attention vs SDPA",
            "make report README=path/to/README.md     # fills <!-- ACCURACY_TABLE_BEGIN --> ... "
            "<!-- ACCURACY_TABLE_END -->"]
 
 
 def _workload(record: dict) -> tuple:
-    """What makes a row of the seed's tables: the preset and dtype (one size here), and the declared variants
-    (the attention backend of the A/B sweep, CPU offload)."""
+    """What makes a row of the seed's tables: the preset and dtype (one size here), and the declared
+    variants (the attention backend of the A/B sweep, CPU offload)."""
     model = record["config"]["model"]
-    return (record["job"]["preset"], record["job"]["dtype"], json.dumps(model["patches"], sort_keys=True),
+    return (record["job"]["preset"], record["job"]["dtype"],
+            json.dumps(model["patches"], sort_keys=True),
             model["task"].get("cpu_offload"))
 
 
 def _variants(text: str, title: str, records: list[dict]) -> None:
-    """Rows that read alike (the mini rows: fused attention and SDPA; the offload runs) are told apart in the
-    section's variants note by the record's own config values, numbered as its records note."""
+    """Rows that read alike (the mini rows: fused attention and SDPA; the offload runs) are told
+    apart in the section's variants note by the record's own config values, numbered as its records
+    note."""
     line = next(x for x in section(text, title).splitlines() if re.match(r"- (variants|变体): ", x))
     named = dict(part.split(" ", 1) for part in line.split(": ", 1)[1].split("; "))
     for number, record in enumerate(records, 1):
         model = record["config"]["model"]
         if str(number) in named:
-            assert f"model.patches.0.backend={model['patches'][0]['backend']}" in named[str(number)] or \
-                f"model.task.cpu_offload={json.dumps(model['task']['cpu_offload'])}" in named[str(number)], line
+            backend = f"model.patches.0.backend={model['patches'][0]['backend']}"
+            offload = f"model.task.cpu_offload={json.dumps(model['task']['cpu_offload'])}"
+            assert backend in named[str(number)] or offload in named[str(number)], line
     backends = {model["patches"][0]["backend"] for r in records if (model := r["config"]["model"])}
     assert len(named) >= len(backends) == 2, f"both attention backends named: {line}"
 
@@ -213,13 +246,15 @@ def _latest(records: list[dict], record: dict) -> bool:
 
 @pytest.fixture
 def tiny_ltx2_pipeline_dir(tmp_path) -> Path:
-    """The tiny LTX-2 pipeline (the Sulphur-2 twin) saved as a diffusers directory: weights, configs, the text
-    encoder and tokenizer in one place (the twin has no original-layout single file)."""
+    """The tiny LTX-2 pipeline (the Sulphur-2 twin) saved as a diffusers directory: weights,
+    configs, the text encoder and tokenizer in one place (the twin has no original-layout single
+    file)."""
     from hydra.utils import instantiate
 
     from helpers import compose_config
 
-    pipe = instantiate(compose_config(["model=tiny_ltx2_t2v"]).model.loader).load(None, "random", 42).module
+    pipe = instantiate(compose_config(["model=tiny_ltx2_t2v"]).model.loader).load(None, "random",
+                                                                                  42).module
     pipe.save_pretrained(tmp_path / "sulphur2")
     return tmp_path / "sulphur2"
 
@@ -231,18 +266,21 @@ def _expanded(command: str) -> str:
 def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_tables(
         tiny_ltx2_pipeline_dir, tmp_path, monkeypatch):
     readme_recipe([SULPHUR_S, *SULPHUR])
-    places = {"<Sulphur-2 dir>": str(tiny_ltx2_pipeline_dir), "<LTX-2 dir>": str(tiny_ltx2_pipeline_dir)}
+    places = {"<Sulphur-2 dir>": str(tiny_ltx2_pipeline_dir),
+              "<LTX-2 dir>": str(tiny_ltx2_pipeline_dir)}
     # 32x32, 9 frames, 2 steps for every preset (so the presets differ in name only).
-    twin = ["model=tiny_ltx2_t2v", "device=cpu", "preset.height=32", "preset.width=32", "preset.num_frames=9",
+    twin = ["model=tiny_ltx2_t2v", "device=cpu", "preset.height=32", "preset.width=32",
+            "preset.num_frames=9",
             "preset.steps=2", *QUICK]
     for name, command in zip(("smoke", "offload", "accuracy", "attention"), SULPHUR, strict=False):
         run_recipe(tmp_path, name, tiny(_expanded(command), places, twin))
-    # The seed's accuracy table as its author left it ("to be filled" rows), between the markers its README has.
+    # The seed's accuracy table as its author left it ("to be filled" rows), between the markers its
+    # README has.
     placeholders = ["| " + " | ".join(cells) + " |" for cells in [seed_header("000", "分辨率")] + [
         line.split("\t") for line in seed_text("000").splitlines() if "\t待实测填充" in line]]
     readme = tmp_path / "README.md"
-    readme.write_text("### 6.2 精度对比结果\n\n<!-- ACCURACY_TABLE_BEGIN -->\n" + "\n".join(placeholders)
-                      + "\n<!-- ACCURACY_TABLE_END -->\n")
+    readme.write_text("### 6.2 精度对比结果\n\n<!-- ACCURACY_TABLE_BEGIN -->\n"
+                      + "\n".join(placeholders) + "\n<!-- ACCURACY_TABLE_END -->\n")
     assert len(placeholders) == 4
     texts, reports = make_report(tmp_path, monkeypatch, readme), tmp_path / "reports"
     zh, everything = texts["zh"], ok_records(tmp_path)
@@ -251,62 +289,81 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
     [acc] = tables(zh, "精度对比结果")
     assert acc[0] == seed_header("000", "分辨率")
     judged = linked(zh, "精度对比结果", reports)
-    assert len(judged) == len({_workload(r) for r in judged}) == len({_workload(r) for r in accuracy}) == 4, \
+    assert len(judged) == len({_workload(r) for r in judged}) == len({_workload(r)
+                                                                      for r in accuracy}) == 4, \
         "one row per accuracy workload (3 presets, the SDPA variant); perf-only runs are none"
     assert all(_latest(accuracy, r) for r in judged), "each row the latest record of its workload"
     _variants(zh, "精度对比结果", judged)
     for row, record in zip(acc[1:], judged, strict=True):
         job, preset, metrics = record["job"], record["config"]["preset"], record["metrics"]
-        assert row[:3] == [f"{job['height']}x{job['width']}", str(preset["num_frames"]), str(preset["steps"])]
-        hidden = {check: [e["value"] for k, e in metrics.items() if k.startswith("layer/") and k.endswith("/" + check)]
+        assert (row[:3]
+                == [f"{job['height']}x{job['width']}", str(preset["num_frames"]),
+                    str(preset["steps"])])
+        hidden = {check: [e["value"] for k, e in metrics.items() if k.startswith("layer/")
+                          and k.endswith("/" + check)]
                   for check in ("max_abs_err", "cosine")}
-        assert hidden["max_abs_err"] and hidden["cosine"], "hidden states of the first and last blocks compared"
-        assert shows(row[3], max(hidden["max_abs_err"])) and shows(row[4], min(hidden["cosine"])), "the worst"
+        assert hidden["max_abs_err"] and hidden["cosine"], \
+            "hidden states of the first and last blocks compared"
+        assert shows(row[3], max(hidden["max_abs_err"])), "the worst"
+        assert shows(row[4], min(hidden["cosine"])), "the worst"
         assert shows(row[5], metrics["video/video_psnr_db_mean"]["value"])
-        assert shows(row[6], metrics["video/video_ssim_mean"]["value"]) and row[7] == record["verdict"]
+        assert shows(row[6], metrics["video/video_ssim_mean"]["value"])
+        assert row[7] == record["verdict"]
 
     filled = readme.read_text()
-    assert "待实测填充" not in filled and "⏳" not in filled, "no placeholder left between the markers"
+    assert "待实测填充" not in filled and "⏳" not in filled, \
+        "no placeholder left between the markers"
     assert [[c.strip() for c in line.strip("|").split(" | ")] for line in filled.splitlines()
-            if line.startswith("|") and not line.startswith("|---")] == acc, "the back-fill is the table above"
+            if line.startswith("|")
+            and not line.startswith("|---")] == acc, "the back-fill is the table above"
 
     [perf] = tables(zh, "性能参考")
     assert perf[0] == seed_header("000", "指标")
     timed = linked(zh, "性能参考", reports)
-    assert len(timed) == len({_workload(r) for r in timed}) == len({_workload(r) for r in everything}) == 6, \
-        "one entry per workload (the smoke run and the accuracy mini run are one; offload and SDPA are variants)"
-    assert all(_latest(everything, r) for r in timed), "each entry the latest record of its workload"
+    workloads = len({_workload(r) for r in everything})
+    assert len(timed) == len({_workload(r) for r in timed}) == workloads == 6, \
+        "one entry per workload (the smoke and accuracy mini runs are one; offload, SDPA variants)"
+    assert all(_latest(everything, r) for r in timed), \
+        "each entry the latest record of its workload"
     _variants(zh, "性能参考", timed)
     cells = {row[0]: row[1:] for row in perf[1:]}
     seed_rows = seed_column("000", "指标")
-    assert set(cells) - set(seed_rows) == {f"{job['height']}x{job['width']}x{job['num_frames']} 生成时间"
-                                           for job in (r["job"] for r in timed)} - set(seed_rows)
+    sizes = {f"{job['height']}x{job['width']}x{job['num_frames']} 生成时间"
+             for job in (r["job"] for r in timed)}
+    assert set(cells) - set(seed_rows) == sizes - set(seed_rows)
     assert shows(cells["模型加载时间"][0], max(r["weights"]["load_seconds"] for r in timed))
     firsts = [row[1] for row in perf[1:] if row[0] == "首帧编译时间"]
     gens = [row[1] for row in perf[1:] if row[0].endswith(" 生成时间")]
     for first, gen, record in zip(firsts, gens, timed, strict=True):
-        assert shows(first, record["bench"]["cold_ms"]) and shows(gen, record["bench"]["latency"]["median_ms"])
-    assert shows(cells["峰值显存占用"][0], max(r["bench"]["memory"]["peak_allocated_mb"] for r in timed))
+        assert shows(first, record["bench"]["cold_ms"])
+        assert shows(gen, record["bench"]["latency"]["median_ms"])
+    assert shows(cells["峰值显存占用"][0],
+                 max(r["bench"]["memory"]["peak_allocated_mb"] for r in timed))
 
     en = texts["en"]
     assert len(tables(en, "Accuracy per resolution")[0][0]) == 8
     assert bodies(en, "Accuracy per resolution") == bodies(zh, "精度对比结果")
 
 
-# -- VideoFlexTok (004) ---------------------------------------------------------------------------------------
+# -- VideoFlexTok (004) ----------------------------------------------------------------------------
 
-VIDEOFLEXTOK = ("python -m ascendbench -m model=videoflextok_d18_d28 model.source=<dir> model.weights=required \\\n"
-                "    device=npu dtype=float32 preset=mini,balanced,quality preset.warmup=5 preset.iters=20 "
+VIDEOFLEXTOK = ("python -m ascendbench -m model=videoflextok_d18_d28 model.source=<dir> "
+                "model.weights=required \\\n"
+                "    device=npu dtype=float32 preset=mini,balanced,quality preset.warmup=5 "
+                "preset.iters=20 "
                 "baseline.enabled=false")
-GATES = {"[Gate1] strict load: missing": "gate/load_missing_keys", "[Gate2] config: not OK": "gate/config_mismatches",
-         "reconstruction: PSNR (dB)": "gate/recon_psnr_db", "RANDOM-INIT: PSNR (dB)": "gate/control_psnr_db",
-         "PSNR gap (dB)": "gate/control_psnr_gap_db", "[Gate3-b] stability: agreement": "gate/rerun_token_agreement"}
+GATES = {"[Gate1] strict load: missing": "gate/load_missing_keys",
+         "[Gate2] config: not OK": "gate/config_mismatches",
+         "reconstruction: PSNR (dB)": "gate/recon_psnr_db",
+         "RANDOM-INIT: PSNR (dB)": "gate/control_psnr_db",
+         "PSNR gap (dB)": "gate/control_psnr_gap_db",
+         "[Gate3-b] stability: agreement": "gate/rerun_token_agreement"}
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 def test_the_videoflextok_recipe_gives_the_seeds_gates_with_their_values(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(STANDINS))
-    from videoflextok_standin import build_pretrained  # the tests' stand-in of the videoflextok package
+    from videoflextok_standin import build_pretrained  # the tests' stand-in of videoflextok
 
     build_pretrained().save_pretrained(tmp_path / "standin")
     command = VIDEOFLEXTOK.replace("\\\n", "")
@@ -325,8 +382,10 @@ def test_the_videoflextok_recipe_gives_the_seeds_gates_with_their_values(tmp_pat
         bodies_by_lang[lang] = [row[1:] for row in gate[1:]]
         for column, record in enumerate(jobs, start=1):
             job = record["job"]
-            which = f"{job['preset']} @ {job['height']}x{job['width']}x{record['config']['preset']['num_frames']}"
-            assert gate[0][column] == f"{job['device']} {job['dtype']} {record['weights']['kind']} {which}"
+            which = (f"{job['preset']} @ "
+                     f"{job['height']}x{job['width']}x{record['config']['preset']['num_frames']}")
+            assert (gate[0][column]
+                    == f"{job['device']} {job['dtype']} {record['weights']['kind']} {which}")
             cells = {row[0]: row[column] for row in gate[1:]}
             for label in list(cells)[:-1]:  # the seed's words (the last row: the job's verdict)
                 assert all(w in seed for w in re.findall(r"[a-z0-9-]+", label.lower())), label
@@ -335,9 +394,11 @@ def test_the_videoflextok_recipe_gives_the_seeds_gates_with_their_values(tmp_pat
                 assert shows(cells[label], record["metrics"][name]["value"]), label
             assert cells[gate[-1][0]] == record["verdict"]
             bench = record["bench"]
-            perf = re.search(rf"- PERF {job['device']} {re.escape(which)}: avg=(\S+)ms p50=(\S+) p90=(\S+) "
+            perf = re.search(rf"- PERF {job['device']} {re.escape(which)}: avg=(\S+)ms p50=(\S+) "
+                             rf"p90=(\S+) "
                              r"p95=(\S+) throughput=(\S+) ", section(texts[lang], title)).groups()
-            for cell, field in zip(perf[:4], ("mean_ms", "median_ms", "p90_ms", "p95_ms"), strict=True):
+            for cell, field in zip(perf[:4], ("mean_ms", "median_ms", "p90_ms", "p95_ms"),
+                                   strict=True):
                 assert shows(cell, bench["latency"][field]), field
             assert shows(perf[4], bench["throughput"]["value"])
     assert bodies_by_lang["en"] == bodies_by_lang["zh"]
