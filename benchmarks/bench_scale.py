@@ -28,8 +28,8 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import instantiate
 
+from ascendbench.baseline.memory import HostBudget, estimate_reference
 from ascendbench.baseline.service import ReferenceQuery, get_or_compute
-from ascendbench.job.resources import HostBudget, estimate_reference
 from ascendbench.precision import REFERENCE_DTYPES
 from ascendbench.tasks import describe
 

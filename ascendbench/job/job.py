@@ -49,7 +49,7 @@ class Job:
         task: the task built from ``model.task`` (inputs stage).
         inputs: the task's CPU inputs (inputs stage).
         inputs_info: shape, dtype and SHA256 of each input (inputs stage).
-        reference: the CPU reference outputs, a :class:`ascendbench.baseline.Baseline` (reference stage).
+        reference: the CPU reference outputs, a :class:`ascendbench.baseline.service.Baseline` (reference stage).
         replay: the replay reference's plan (:class:`ascendbench.baseline.replay.ReplayPlan`), when it is one.
         outputs: the device outputs, on the CPU (device-run stage).
         metrics: metric entries by name (reference, evaluate and compare stages).

@@ -218,7 +218,7 @@ def _memory_lines(memory: Mapping[str, Any]) -> list[str]:
         elif entry:  # a multi-card job: one line per rank (and the host's, on the CPU)
             ranks = [*entry.get("per_rank", []), *([entry["host"]] if entry.get("host") else [])]
             lines.extend(f"            {_memory_text(e)}" for e in ranks or [entry])
-    from ascendbench.baseline.replay_plan import plan_lines  # the replay reference's plan, when there is one
+    from ascendbench.baseline.replay_memory import plan_lines  # the replay reference's plan, when there is one
 
     lines += plan_lines(memory.get("replay_reference"))
     return lines or ["  memory    not estimated"]

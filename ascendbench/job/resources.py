@@ -5,7 +5,6 @@ use, from where they live (the estimator in :mod:`ascendbench.models.activations
 from ascendbench.baseline.memory import (  # noqa: F401
     CHILD_PROCESS_BYTES,
     HostBudget,
-    baseline_host_bytes,
     check_baseline_memory,
     choose_auto_reference,
     estimate_reference,
@@ -13,7 +12,6 @@ from ascendbench.baseline.memory import (  # noqa: F401
     job_budget,
     memory_check_skipped,
     reference_memory,
-    reference_process_bytes,
 )
 from ascendbench.models.activations import (  # noqa: F401
     LiveTensorBytes,

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ascendbench.baseline.bounded import Bounds, bounded_float64, conv_unfold_bytes, tile_shape
+from ascendbench.baseline.bounded import Bounds, BoundedFloat64, conv_unfold_bytes, tile_shape
 from ascendbench.tasks import VaeDecodeTask, VideoDecodeTask
 
 from helpers import build_tiny_flux2
@@ -36,7 +36,7 @@ def test_tiled_conv2d_equals_the_untiled_one(cin, cout, kernel, kwargs):
     x, conv = _rand(2, cin, 19, 23), torch.nn.Conv2d(cin, cout, kernel, **kwargs).double()
     with torch.no_grad():
         expected = conv(x)
-        with bounded_float64(TINY) as mode:
+        with BoundedFloat64(TINY) as mode:
             got = conv(x)
     assert mode.stats.tiled_convolutions == 1 and mode.stats.conv_tiles > 4
     torch.testing.assert_close(got, expected, rtol=1e-13, atol=1e-13)
@@ -45,7 +45,7 @@ def test_tiled_conv2d_equals_the_untiled_one(cin, cout, kernel, kwargs):
 @pytest.mark.parametrize("padding_mode", ["reflect", "replicate", "circular"])
 def test_non_zero_padding_modes_are_tiled_after_their_pad(padding_mode):
     x, conv = _rand(1, 4, 17, 17), torch.nn.Conv2d(4, 4, 3, padding=1, padding_mode=padding_mode).double()
-    with torch.no_grad(), bounded_float64(TINY) as mode:
+    with torch.no_grad(), BoundedFloat64(TINY) as mode:
         got = conv(x)
     torch.testing.assert_close(got, conv(x).detach(), rtol=1e-13, atol=1e-13)
     assert mode.stats.conv_tiles > 1
@@ -58,7 +58,7 @@ def test_tiled_conv3d_and_conv1d_equal_the_untiled_ones(kwargs):
     y, conv1 = _rand(4, 50), torch.nn.Conv1d(4, 3, 5, padding=2).double()  # unbatched input
     with torch.no_grad():
         expected = conv3(x), conv1(y)
-        with bounded_float64(Bounds(conv_bytes=4096)) as mode:
+        with BoundedFloat64(Bounds(conv_bytes=4096)) as mode:
             got = conv3(x), conv1(y)
     assert mode.stats.tiled_convolutions == 2
     for a, b in zip(got, expected, strict=True):
@@ -68,10 +68,10 @@ def test_tiled_conv3d_and_conv1d_equal_the_untiled_ones(kwargs):
 
 def test_other_dtypes_and_small_convolutions_pass_through():
     conv = torch.nn.Conv2d(2, 2, 3, padding=1)
-    with torch.no_grad(), bounded_float64(Bounds(conv_bytes=1)) as mode:
+    with torch.no_grad(), BoundedFloat64(Bounds(conv_bytes=1)) as mode:
         conv(torch.ones(1, 2, 8, 8))
         conv.double()(torch.ones(1, 2, 8, 8, dtype=torch.float64))
-    with torch.no_grad(), bounded_float64() as untouched:
+    with torch.no_grad(), BoundedFloat64() as untouched:
         conv(torch.ones(1, 2, 8, 8, dtype=torch.float64))
     assert (mode.stats.convolutions, mode.stats.tiled_convolutions) == (1, 1)
     assert (untouched.stats.convolutions, untouched.stats.tiled_convolutions) == (1, 0)
@@ -90,7 +90,7 @@ def test_chunked_attention_equals_the_whole_one(mask):
     q, k, v = _rand(2, 3, 37, 8, seed=1), _rand(2, 3, 29, 8, seed=2), _rand(2, 3, 29, 8, seed=3)
     attn_mask = {None: None, "bool": _rand(37, 29, seed=4) > 0, "float": _rand(2, 1, 37, 29, seed=5)}[mask]
     expected = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
-    with bounded_float64(TINY) as mode:
+    with BoundedFloat64(TINY) as mode:
         got = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
         causal = F.scaled_dot_product_attention(q, q, q, is_causal=True)
     assert (mode.stats.attentions, mode.stats.chunked_attentions) == (2, 1)
@@ -102,7 +102,7 @@ def test_tiny_flux2_decoder_decodes_the_same_bounded():
     model, task = build_tiny_flux2().double(), VaeDecodeTask(4, 2)
     inputs = {k: v.double() for k, v in task.make_inputs({"height": 48, "width": 40, "batch_size": 2}, 3).items()}
     expected = task.run(model, inputs)["image"]
-    with bounded_float64(TINY) as mode:
+    with BoundedFloat64(TINY) as mode:
         got = task.run(model, inputs)["image"]
     assert mode.stats.tiled_convolutions >= 10 and mode.stats.chunked_attentions == 1
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
@@ -120,7 +120,7 @@ def test_tiny_ltx_video_vae_decodes_the_same_bounded():
     inputs = {k: v.double() for k, v in task.make_inputs({"height": 64, "width": 64, "num_frames": 9,
                                                           "batch_size": 1}, 0).items()}
     expected = task.run(vae, inputs)["video"]
-    with bounded_float64(Bounds(conv_bytes=64 << 10)) as mode:
+    with BoundedFloat64(Bounds(conv_bytes=64 << 10)) as mode:
         got = task.run(vae, inputs)["video"]
     assert mode.stats.tiled_convolutions >= 5
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
@@ -129,6 +129,6 @@ def test_tiny_ltx_video_vae_decodes_the_same_bounded():
 def test_meta_tensors_are_tiled_too():
     """The memory estimate runs the same tiles on the meta device."""
     conv = torch.nn.Conv2d(4, 4, 3, padding=1, device="meta", dtype=torch.float64)
-    with bounded_float64(TINY) as mode:
+    with BoundedFloat64(TINY) as mode:
         out = conv(torch.empty(1, 4, 30, 30, device="meta", dtype=torch.float64))
     assert out.shape == (1, 4, 30, 30) and out.is_meta and mode.stats.conv_tiles > 1

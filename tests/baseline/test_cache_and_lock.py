@@ -10,7 +10,8 @@ import torch
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 
-from ascendbench.baseline import ReferenceQuery, get_or_compute, service
+from ascendbench.baseline import service
+from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.errors import ConfigError
 from ascendbench.tasks import describe
 

@@ -7,14 +7,9 @@ import json
 
 import torch
 
-from ascendbench.baseline.child import (
-    PROGRESS_PREFIX,
-    BlockProgress,
-    count_blocks,
-    progress_modules,
-    reference_patches,
-)
-from ascendbench.baseline.service import ChildExit, ProgressWait, follow_child_progress
+from ascendbench.baseline.compute import BlockProgress, count_blocks, progress_modules
+from ascendbench.baseline.key import reference_patches
+from ascendbench.baseline.process import PROGRESS_PREFIX, ChildExit, ProgressWait, follow_child_progress
 from ascendbench.progress import ProgressOptions, job_name
 from ascendbench.tasks import VaeDecodeTask
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from hydra.utils import instantiate
 
-from ascendbench.baseline import ReferenceQuery, get_or_compute
+from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.tasks import describe
 
 from helpers import TINY_RUN, build_tiny_flux2

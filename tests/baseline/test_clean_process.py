@@ -10,7 +10,8 @@ import sys
 import torch
 from hydra.utils import instantiate
 
-from ascendbench.baseline import ReferenceQuery, get_or_compute, run_reference
+from ascendbench.baseline.compute import run_reference
+from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.tasks import describe
 
 from helpers import TINY_RUN, run_job

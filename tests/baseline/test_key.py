@@ -8,7 +8,8 @@ import shutil
 import torch
 from hydra.utils import instantiate
 
-from ascendbench.baseline import cache_key, key_material, reference_dtype
+from ascendbench.baseline.key import cache_key, key_material
+from ascendbench.precision import reference_dtype
 from ascendbench.tasks import describe
 
 from helpers import TINY_RUN

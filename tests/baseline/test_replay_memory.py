@@ -10,6 +10,7 @@ import torch
 
 from ascendbench.baseline import replay_child
 from ascendbench.baseline.replay_memory import choose_precision, memory_check
+from ascendbench.compare.capture import call_file
 
 GB = 1e9
 
@@ -50,7 +51,7 @@ def test_the_chunked_local_error_equals_the_whole_tensor_formula(monkeypatch) ->
 @pytest.mark.parametrize("name", ["../0.safetensors", "/etc/passwd", "0.json", ".hidden.safetensors", None])
 def test_a_call_file_outside_the_calls_folder_is_refused(tmp_path, name) -> None:
     with pytest.raises(ValueError, match="not a file of"):
-        replay_child.call_file(str(tmp_path), {"key": "decoder.conv_in#0", "file": name})
+        call_file(str(tmp_path), {"key": "decoder.conv_in#0", "file": name})
 
 
 def test_the_peak_rss_check_flags_a_planted_under_estimate() -> None:

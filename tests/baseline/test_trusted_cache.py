@@ -12,7 +12,7 @@ import torch
 from hydra.utils import instantiate
 from safetensors.torch import load_file, save_file
 
-from ascendbench.baseline import ReferenceQuery, get_or_compute
+from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.baseline.store import BaselineStore, DamagedEntry, file_digest
 from ascendbench.errors import BaselineError
 from ascendbench.tasks import describe

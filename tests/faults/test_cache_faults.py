@@ -1,7 +1,7 @@
 """Trusted caches: a baseline cache entry that was replaced, truncated, edited or written by an older
 version is rejected (one log line naming the file and why), recorded and recomputed; the job still ends ok
 with the right numbers. A kill -9 of a job during its reference takes the reference process with it, and the
-request file it left is cleaned by the next job."""
+next job computes the reference."""
 
 from __future__ import annotations
 
@@ -131,8 +131,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_kill_9_during_the_reference_takes_the_child_with_it_and_its_request_is_cleaned(popen, fast, tmp_path,
-                                                                                        cache_dir):
+def test_kill_9_during_the_reference_takes_the_child_with_it(popen, fast, tmp_path, cache_dir):
     child_mode = [a for a in fast if not a.startswith("baseline.process=")]
     common = ["model=slow_tiny", *child_mode, "model.task.pause_in=reference", "model.task.pause_s=120",
               "model.task.marker=paused", "model.task.once=true"]
@@ -145,13 +144,8 @@ def test_kill_9_during_the_reference_takes_the_child_with_it_and_its_request_is_
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     _wait_for(lambda: not _alive(child), 10, f"the reference process {child} to die with its job")
-    stale = cache_dir / ("0" * 32) / f"request-{proc.pid}.json"  # as an older version left it
-    stale.parent.mkdir()
-    stale.write_text("{}")
 
     rerun = popen(*common, "baseline.process=in-process", f"hydra.run.dir={tmp_path / 'b'}")  # no second child start
     output, _ = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, output[-3000:]
-    assert not stale.exists(), "the next job removed the stale request file"
-    assert "removed the stale baseline request" in output
     assert load_record(tmp_path / "b")["baseline"]["computed"] is True

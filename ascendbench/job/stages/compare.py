@@ -1,10 +1,6 @@
-"""The job stage after the metrics: layer comparison, compare.csv and side-by-side pictures.
-
-With ``compare.layers`` set, :class:`CompareStage` runs the model once more on the device with forward
-hooks (outside the timed loop, with the same device patches), compares the captures with the baseline's,
-adds the judged layer metrics to the record (pattern mode, ``compare.verdict``) or locates the first
-divergent module (``all``), and writes ``compare.csv``, the layer tensors as safetensors and the PNGs.
-"""
+"""The layer comparison, ``compare.csv`` and side-by-side pictures. With ``compare.layers`` the model
+runs once more on the device, hooked (untimed, device patches on); the captures are judged against the
+reference's (patterns) or the first divergent module is located (``all``)."""
 
 from __future__ import annotations
 
@@ -24,7 +20,6 @@ from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.job.artifacts import save_tensors
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
-from ascendbench.job.stages.replay_reference import compare_replay
 from ascendbench.metrics.verdict import worst
 from ascendbench.patches import patches_applied
 from ascendbench.tasks.placement import move_inputs, place
@@ -115,8 +110,11 @@ class CompareStage(Stage):
     def run(self, job: Job) -> dict[str, Any]:
         """Compare; the section carries ``compare``, the merged metrics and verdict, and the artifacts."""
         spec = normalize_spec(job.cfg.compare.get("layers"))
-        if job.replay is not None:  # the replay reference (baseline.reference_mode): per-module local errors
-            return compare_replay(job)
+        if job.replay is not None:  # the replay stage judged the modules: their rows
+            if job.cfg.compare.get("csv", True):
+                csv = write_compare_csv(job.dir / "compare.csv", job.replay.rows)
+                job.artifacts["compare_csv"] = job.relative(csv)
+            return {"artifacts": job.artifacts}
         if job.reference is None:
             return _keep_only(job, spec) if spec is not None else {}
         rows = output_rows(job.reference, job.outputs, job.metrics)
