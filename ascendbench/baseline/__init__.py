@@ -1,3 +1,3 @@
-"""The CPU reference ("baseline") of a job: computed once in a clean process, cached by content hash.
+"""A job's CPU reference ("baseline"): computed once in a clean process, cached by content hash.
 
-Imports nothing, so that the reference process can block torch_npu before torch is first imported."""
+Imports nothing: the reference process blocks torch_npu before torch is first imported."""

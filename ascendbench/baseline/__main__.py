@@ -1,7 +1,7 @@
-"""``python -m ascendbench.baseline -`` (the reference) or ``replay`` (the replay reference): a job's
-clean CPU process. It ties its life to the job, then blocks torch_npu before anything imports torch
-(``ascendbench`` and ``ascendbench.baseline`` import nothing heavy); importing this module does neither.
-"""
+"""``python -m ascendbench.baseline - | replay``: a job's clean CPU process (the reference, or the
+replay reference), its request on stdin. It ties its life to the job, then blocks torch_npu before
+anything imports torch (``ascendbench`` and this package import nothing heavy; nor does this
+module)."""
 
 from __future__ import annotations
 
@@ -19,26 +19,14 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ORPHANED = 3  # exit status when the job is gone before this process could start
 USAGE = """usage: python -m ascendbench.baseline - | replay
 
-The clean CPU process of an ascendbench job: `-` computes its reference (baseline.process=child),
-`replay` re-runs its recorded modules (baseline.reference_mode=replay). It reads the job's request on
-stdin (never from a file) and runs without torch_npu. Jobs start it; there is no need to run it by hand."""
-
-
-def _parent_death_signal() -> bool:
-    """Ask Linux to SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
+The clean CPU process of an ascendbench job: `-` computes its reference, `replay` re-runs its
+recorded modules (baseline.reference_mode=replay). It reads the job's request on stdin (never from a
+file) and runs without torch_npu. Jobs start it; there is no need to run it by hand."""
 
 
 def watch_parent(parent: int, getppid: Callable[[], int] = os.getppid, interval_s: float = 1.0,
                  on_orphaned: Callable[[], None] = lambda: os._exit(ORPHANED)) -> threading.Thread:
-    """A daemon thread calling ``on_orphaned`` once ``getppid()`` is no longer ``parent``: the
-    fallback where ``PR_SET_PDEATHSIG`` does not exist."""
+    """A daemon thread calling ``on_orphaned`` once ``getppid()`` is no longer ``parent``."""
 
     def watch() -> None:
         while getppid() == parent:
@@ -51,34 +39,36 @@ def watch_parent(parent: int, getppid: Callable[[], int] = os.getppid, interval_
 
 
 def hold_lifeline(environ: dict[str, str] | None = None) -> str:
-    """Die with the job whose pid is in ``ASCENDBENCH_PARENT_PID``; returns how: ``pdeathsig``,
-    ``watch`` or ``none`` (started by hand). Exits with status 3 when the job is already gone."""
+    """Die with the job whose pid is in ``ASCENDBENCH_PARENT_PID``: ``pdeathsig`` (Linux), a
+    ``watch`` thread elsewhere, ``none`` when started by hand; exit 3 when the job is gone."""
     value = (os.environ if environ is None else environ).get(PARENT_PID_ENV, "")
     if not value.isdigit():
         return "none"
-    parent = int(value)
-    how = "pdeathsig" if _parent_death_signal() else "watch"
-    if os.getppid() != parent:  # the job died before the death signal was armed
-        print(f"the job (pid {parent}) that started this reference process is gone; exiting",
+    how = "watch"
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+            if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0:
+                how = "pdeathsig"
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != int(value):  # the job died before the death signal was armed
+        print(f"the job (pid {value}) that started this reference process is gone; exiting",
               file=sys.stderr)
         raise SystemExit(ORPHANED)
     if how == "watch":
-        watch_parent(parent)
+        watch_parent(int(value))
     return how
 
 
 def block_torch_npu() -> None:
-    """Make torch_npu unimportable here: diffusers swaps in its kernels whenever it is importable,
-    whatever the tensors' device. ``find_spec("torch_npu")`` is then ``None`` too.
-
-    Raises:
-        RuntimeError: torch_npu (or torch) was imported already, so the process is not clean.
-    """
+    """Make torch_npu unimportable (diffusers uses its kernels whenever it is importable);
+    a ``RuntimeError`` where torch or torch_npu is imported already (the process is not clean)."""
     loaded = [name for name in ("torch_npu", "torch") if sys.modules.get(name) is not None]
     if loaded:
-        raise RuntimeError(f"the reference process is not clean: {', '.join(loaded)} already imported")
+        raise RuntimeError(f"the reference process is not clean: {', '.join(loaded)} is imported")
     os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    sys.modules["torch_npu"] = None  # type: ignore[assignment]
+    sys.modules["torch_npu"] = None  # type: ignore[assignment]  # find_spec then says None too
 
 
 def start(argv: list[str] | None = None) -> int:

@@ -1,11 +1,6 @@
-"""A float64 CPU reference whose memory is bounded without changing its math.
-
-float64 convolutions on CPU take the im2col path (a ``C_in/groups x kernel x positions`` buffer: 3.6 GB for
-one 192-channel 3x3 convolution at 512x512). :class:`BoundedFloat64` runs them in tiles of output positions,
-each from its own input window (halo included, zero padding only where the window leaves the input): the
-same sums, so the same result. Attention runs in chunks of query rows (each row's softmax reads its own
-scores). The reference and its memory estimate (on ``meta`` tensors) run under it; other dtypes pass.
-"""
+"""A float64 CPU reference whose memory is bounded without changing its math: convolutions (whose
+im2col buffer is 3.6 GB for one 192-channel 3x3 at 512x512) in tiles of output positions, each from
+its own input window, and attention in chunks of query rows: the same sums, so the same result."""
 
 from __future__ import annotations
 
@@ -20,7 +15,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 _MB = 1 << 20
-_CONVS: dict[Callable, int] = {torch.conv1d: 1, torch.conv2d: 2, torch.conv3d: 3}
+_CONVS = (torch.conv1d, torch.conv2d, torch.conv3d)
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 _CONV_ARGS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
 _CONV_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
@@ -50,7 +45,7 @@ def _tuple(value: Any, n: int) -> tuple[int, ...]:
 
 
 def _padding(padding: Any, kernel: Sequence[int], dilation: Sequence[int]) -> list[tuple[int, int]]:
-    """Per spatial dim (before, after) zero padding, ``"same"``/``"valid"`` as torch computes them."""
+    """Per spatial dim (before, after) zero padding, ``"same"``/``"valid"`` as torch has them."""
     if padding == "valid":
         return [(0, 0)] * len(kernel)
     if padding == "same":
@@ -70,8 +65,8 @@ class _ConvGeometry:
     @property
     def out(self) -> tuple[int, ...]:
         """Output extent per spatial dim."""
-        return tuple((s + lo + hi - d * (k - 1) - 1) // st + 1 for s, (lo, hi), k, d, st
-                     in zip(self.size, self.pads, self.kernel, self.dilation, self.stride, strict=True))
+        dims = zip(self.size, self.pads, self.kernel, self.dilation, self.stride, strict=True)
+        return tuple((s + lo + hi - d * (k - 1) - 1) // st + 1 for s, (lo, hi), k, d, st in dims)
 
     def window(self, dim: int, start: int, stop: int) -> tuple[int, int, int, int]:
         """Input rows ``[a, b)`` of output rows ``[start, stop)`` and the zero rows before/after."""
@@ -83,8 +78,8 @@ class _ConvGeometry:
 
 
 def tile_shape(out: Sequence[int], positions: int) -> tuple[int, ...]:
-    """Output tile extents of at most ``positions`` positions (at least one row): trailing dims whole
-    while they fit, the first that does not is split, leading dims cut to 1.
+    """Output tile extents of at most ``positions`` positions (at least one row): trailing dims
+    whole while they fit, the first that does not is split, leading dims cut to 1.
 
     >>> tile_shape((8, 16, 16), 600), tile_shape((8, 16, 16), 40)
     ((2, 16, 16), (1, 2, 16))
@@ -99,8 +94,8 @@ def tile_shape(out: Sequence[int], positions: int) -> tuple[int, ...]:
 
 
 def _corners(starts: Sequence[range], meta: bool) -> list[tuple[int, ...]]:
-    """Every tile; on meta tensors (an estimate) only the first, an interior and the last of each dim:
-    every other tile allocates as one of them, and 4096^2 would take minutes for nothing."""
+    """Every tile; on meta tensors (an estimate) the first, an interior and the last of each dim:
+    every other tile allocates as one of them, and all of 4096^2 would take minutes."""
     if not meta:
         return list(itertools.product(*starts))
     return list(itertools.product(*[sorted({r[0], r[len(r) // 2], r[-1]}) for r in starts]))
@@ -114,7 +109,8 @@ def _tiled_conv(func: Callable, call: dict[str, Any], geometry: _ConvGeometry,
     corners = _corners(starts, x.is_meta)
     for corner in corners:
         stops = [min(c + t, n) for c, t, n in zip(corner, tile, geometry.out, strict=True)]
-        windows = [geometry.window(d, c, s) for d, (c, s) in enumerate(zip(corner, stops, strict=True))]
+        windows = [geometry.window(d, c, s)
+                   for d, (c, s) in enumerate(zip(corner, stops, strict=True))]
         piece = x[(..., *(slice(a, b) for a, b, _, _ in windows))]
         zeros = [n for _, _, before, after in reversed(windows) for n in (before, after)]
         if any(zeros):
@@ -127,11 +123,13 @@ def _tiled_conv(func: Callable, call: dict[str, Any], geometry: _ConvGeometry,
 
 
 def conv_unfold_bytes(x: torch.Tensor, weight: torch.Tensor, positions: int, groups: int) -> int:
-    """Bytes of the im2col buffer of a CPU convolution of ``x`` over ``positions`` output positions."""
-    return x.shape[0] * (x.shape[1] // groups) * math.prod(weight.shape[2:]) * positions * x.element_size()
+    """Bytes of the im2col buffer of a CPU convolution of ``x`` over ``positions`` positions."""
+    per_position = x.shape[0] * (x.shape[1] // groups) * math.prod(weight.shape[2:])
+    return per_position * positions * x.element_size()
 
 
-def _bounded_conv(func: Callable, call: dict[str, Any], limit: int, stats: BoundedStats) -> torch.Tensor:
+def _bounded_conv(func: Callable, call: dict[str, Any], limit: int,
+                  stats: BoundedStats) -> torch.Tensor:
     x, weight = call["input"], call["weight"]
     nd = weight.dim() - 2
     batched = x.dim() == nd + 2
@@ -168,7 +166,7 @@ def _bounded_attention(func: Callable, call: dict[str, Any], limit: int,
             piece["attn_mask"] = mask[..., start:start + chunk, :]
         return func(**piece)
 
-    if query.is_meta and chunk < rows:  # an estimate: the rows done, then one chunk's transient peak
+    if query.is_meta and chunk < rows:  # an estimate: the rows done, one chunk's transient peak
         done = query.new_empty((*query.shape[:-2], rows - chunk, call["value"].shape[-1]))
         return torch.cat([done, part(0)], dim=-2)
     return torch.cat([part(start) for start in range(0, rows, chunk)], dim=-2)
@@ -205,7 +203,8 @@ class BoundedFloat64(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def bounded_if_float64(dtype: torch.dtype, bounds: Bounds | None = None) -> Iterator[dict[str, Any]]:
+def bounded_if_float64(dtype: torch.dtype,
+                       bounds: Bounds | None = None) -> Iterator[dict[str, Any]]:
     """:class:`BoundedFloat64` for float64 (the dict it yields gets its statistics and limits on
     exit); nothing for other dtypes."""
     stats: dict[str, Any] = {}

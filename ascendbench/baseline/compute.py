@@ -1,9 +1,7 @@
-"""The reference run (the task on CPU in the reference precision, float64 bounded, layers hooked) and
-the reference process's work: ``python -m ascendbench.baseline -`` rebuilds the model from the job's
-request (read from stdin), checks it sees the job's weights and inputs, runs the model's own code
-(``model.patches`` only where declared ``reference: true``), prints progress lines and writes the cache.
-Exit status: 0 done, 2 an ascendbench error (on stderr), 1 anything else (a traceback).
-"""
+"""The reference run (the task on CPU in the reference precision, float64 bounded, layers hooked),
+and the work of ``python -m ascendbench.baseline -``: rebuild the model from the job's request,
+check it sees the job's weights and inputs, run it with progress lines, write the cache.
+Exit status: 0 done, 2 an ascendbench error (on stderr), 1 anything else (a traceback)."""
 
 from __future__ import annotations
 
@@ -39,8 +37,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ReferenceRun:
-    """Outputs (CPU, reference precision), the layer capture (or ``None``), the seconds, and what the
-    bounded float64 evaluation split (``{}`` in other precisions)."""
+    """Outputs (CPU, reference precision), the layer capture (or ``None``), the seconds, and what
+    the bounded float64 evaluation split (``{}`` in other precisions)."""
 
     outputs: dict[str, torch.Tensor]
     capture: Any
@@ -51,12 +49,14 @@ class ReferenceRun:
 def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
                   precision: torch.dtype, layers: str | list[str] | None = None,
                   max_capture_bytes: int = 4 << 30) -> ReferenceRun:
-    """Cast ``module`` (in place) and the floating-point inputs to ``precision``, run ``task`` on CPU."""
+    """Cast ``module`` (in place) and the float inputs to ``precision``, run ``task`` on CPU."""
     log.info("CPU reference run in %s ...", dtype_name(precision))
     start = time.perf_counter()
-    module = place(task, module, "cpu", precision)  # task.to() when defined (pipelines, VAE options)
-    cast = {k: v.to("cpu", precision) if v.is_floating_point() else v.to("cpu") for k, v in inputs.items()}
-    with capturing(module, layers, max_capture_bytes) as capture, bounded_if_float64(precision) as bounded:
+    module = place(task, module, "cpu", precision)  # task.to() where defined (pipelines, VAEs)
+    cast = {k: v.to("cpu", precision) if v.is_floating_point() else v.to("cpu")
+            for k, v in inputs.items()}
+    with capturing(module, layers, max_capture_bytes) as capture, \
+            bounded_if_float64(precision) as bounded:
         outputs = {k: v.detach().to("cpu") for k, v in task.run(module, cast).items()}
     seconds = time.perf_counter() - start
     tiled = (f" ({bounded['tiled_convolutions']} of {bounded['convolutions']} convolutions tiled)"
@@ -67,10 +67,10 @@ def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch
 
 def write_entry(store: BaselineStore, request: Mapping[str, Any], run: ReferenceRun,
                 extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Write what ``request`` asked for (outputs, layers) into the cache; returns its ``meta.json``."""
-    meta = {"key": request["key"], "material": request["material"], "precision": request["precision"],
-            "seconds": run.seconds, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "bounded": run.bounded, **extra}
+    """Write what ``request`` asked for (outputs, layers) into the cache; returns its meta."""
+    meta = {"key": request["key"], "material": request["material"],
+            "precision": request["precision"], "seconds": run.seconds,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "bounded": run.bounded, **extra}
     if request["want_outputs"]:
         store.write_outputs(request["key"], run.outputs, meta)
     if request["layers"] is not None:
@@ -79,15 +79,17 @@ def write_entry(store: BaselineStore, request: Mapping[str, Any], run: Reference
 
 
 def progress_modules(model: Any) -> list[Any]:
-    """The blocks progress counts: entries of module lists named ``*blocks`` and ``mid_block``s (of
-    the model, or of each module component of a pipeline)."""
+    """The blocks progress counts: entries of ``*blocks`` module lists and ``mid_block``s (of the
+    model, or of each module component of a pipeline)."""
+    components = (getattr(model, "components", None) or {}).values()
     roots = [model] if isinstance(model, torch.nn.Module) else [
-        m for m in (getattr(model, "components", None) or {}).values() if isinstance(m, torch.nn.Module)]
+        m for m in components if isinstance(m, torch.nn.Module)]
     found = []
     for root in roots:
         for name, module in root.named_modules():
             parent, _, last = name.rpartition(".")
-            if last == "mid_block" or (last.isdigit() and parent.rpartition(".")[2].endswith("blocks")):
+            in_blocks = last.isdigit() and parent.rpartition(".")[2].endswith("blocks")
+            if last == "mid_block" or in_blocks:
                 found.append(module)
     return found
 
@@ -119,27 +121,9 @@ class BlockProgress:
             self.write(PROGRESS_PREFIX + json.dumps(payload))
 
 
-def count_blocks(model: Any, task: Any, inputs: Mapping[str, Any], blocks: list[Any]) -> int | None:
-    """How many block calls ``task.run`` makes, counted on the meta device (``None``: not countable)."""
-    counter = BlockProgress(None, lambda line: None, interval_s=float("inf"))
-    handles = [block.register_forward_hook(counter) for block in blocks]
-    try:
-        activation_bytes(model, task, inputs, torch.float32)
-    except Exception as exc:  # pipelines and data-dependent tasks cannot run on meta: no total
-        log.info("progress without a total (%s: %s)", type(exc).__name__, str(exc)[:120])
-        return None
-    finally:
-        for handle in handles:
-            handle.remove()
-    return counter.done or None
-
-
 @contextlib.contextmanager
-def _reporting_progress(model: Any, task: Any, inputs: Mapping[str, Any]) -> Iterator[None]:
-    blocks = progress_modules(model)
-    total = count_blocks(model, task, inputs, blocks) if blocks else None
-    progress = BlockProgress(total, lambda line: print(line, flush=True))
-    handles = [block.register_forward_hook(progress) for block in blocks]
+def _hooked(blocks: list[Any], hook: Callable[..., None]) -> Iterator[None]:
+    handles = [block.register_forward_hook(hook) for block in blocks]
     try:
         yield
     finally:
@@ -147,10 +131,16 @@ def _reporting_progress(model: Any, task: Any, inputs: Mapping[str, Any]) -> Ite
             handle.remove()
 
 
-def _check_same(what: str, job: Any, here: Any, hint: str) -> None:
-    if job != here:
-        raise BaselineError(f"the reference process sees different {what} than the job: job {job!r}, "
-                            f"reference process {here!r}. {hint}")
+def count_blocks(model: Any, task: Any, inputs: Mapping[str, Any], blocks: list[Any]) -> int | None:
+    """How many block calls ``task.run`` makes, counted on the meta device (``None``: not known)."""
+    counter = BlockProgress(None, lambda line: None, interval_s=float("inf"))
+    try:
+        with _hooked(blocks, counter):
+            activation_bytes(model, task, inputs, torch.float32)
+    except Exception as exc:  # pipelines and data-dependent tasks cannot run on meta: no total
+        log.info("progress without a total (%s: %s)", type(exc).__name__, str(exc)[:120])
+        return None
+    return counter.done or None
 
 
 def _rss_mb() -> float:
@@ -161,8 +151,14 @@ def _rss_mb() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+def _check_same(what: str, job: Any, here: Any, hint: str) -> None:
+    if job != here:
+        raise BaselineError(f"the reference process sees different {what} than the job: job "
+                            f"{job!r}, reference process {here!r}. {hint}")
+
+
 def compute(request: Mapping[str, Any]) -> dict[str, Any]:
-    """Do what ``request`` asks and write the results into the cache; returns ``meta.json``."""
+    """Do what ``request`` asks and write the results into the cache; returns the meta."""
     cfg = OmegaConf.create(request["config"])
     memory = {"imports_rss_mb": _rss_mb()}
     weights = request["weights"]
@@ -174,21 +170,23 @@ def compute(request: Mapping[str, Any]) -> dict[str, Any]:
                     "The files at model.source changed while the job ran; run the job again.")
     task = instantiate(cfg.model.task)
     inputs = task.make_inputs(cfg.preset, cfg.seed)
-    _check_same("inputs", request["inputs"], describe(inputs), "The task's inputs must be deterministic "
-                "(drawn from a CPU torch.Generator seeded with `seed`).")
+    _check_same("inputs", request["inputs"], describe(inputs), "The task's inputs must be "
+                "deterministic (drawn from a CPU torch.Generator seeded with `seed`).")
     memory["loaded_rss_mb"] = _rss_mb()
+    blocks = progress_modules(loaded.module)
+    total = count_blocks(loaded.module, task, inputs, blocks) if blocks else None
     specs = reference_patches(cfg.model.get("patches"))
     with patches_applied(specs, loaded.module, "cpu") as patches, \
-            _reporting_progress(loaded.module, task, inputs):
+            _hooked(blocks, BlockProgress(total, lambda line: print(line, flush=True))):
         run = run_reference(loaded.module, task, inputs, getattr(torch, request["precision"]),
                             request["layers"], int(request["max_capture_bytes"]))
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     memory["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
     blocked = "torch_npu" in sys.modules and sys.modules["torch_npu"] is None
-    process = {"kind": "child", "pid": os.getpid(), "torch_npu_blocked": blocked, "python": sys.executable,
-               **memory}
-    return write_entry(BaselineStore(request["cache_dir"]), request, run,
-                       {"process": process, "patches": patches, "load_seconds": loaded.load_seconds})
+    process = {"kind": "child", "pid": os.getpid(), "torch_npu_blocked": blocked,
+               "python": sys.executable, **memory}
+    extra = {"process": process, "patches": patches, "load_seconds": loaded.load_seconds}
+    return write_entry(BaselineStore(request["cache_dir"]), request, run, extra)
 
 
 def _not_empty_keep_in_float32(record: logging.LogRecord) -> bool:
@@ -202,9 +200,9 @@ def main(args: list[str]) -> int:
                         format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     logging.getLogger("diffusers.models.modeling_utils").addFilter(_not_empty_keep_in_float32)
     if args != ["-"]:
-        print("usage: python -m ascendbench.baseline - (the request of an ascendbench job on stdin; a "
-              "request file is not accepted: nothing read from a file another user could write is "
-              "instantiated)", file=sys.stderr)
+        print("usage: python -m ascendbench.baseline - (the request of an ascendbench job on "
+              "stdin; a request file is not accepted: nothing read from a file another user could "
+              "write is instantiated)", file=sys.stderr)
         return 2
     try:
         meta = compute(json.loads(sys.stdin.read()))
@@ -212,7 +210,8 @@ def main(args: list[str]) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     process = meta["process"]
-    log.info("reference written (%.1f s, torch_npu blocked: %s; resident memory: %.0f MB after imports, "
-             "%.0f MB loaded, %.0f MB peak)", meta["seconds"], process["torch_npu_blocked"],
-             process["imports_rss_mb"], process["loaded_rss_mb"], process["peak_rss_mb"])
+    log.info("reference written (%.1f s, torch_npu blocked: %s; resident memory: %.0f MB after "
+             "imports, %.0f MB loaded, %.0f MB peak)", meta["seconds"],
+             process["torch_npu_blocked"], process["imports_rss_mb"], process["loaded_rss_mb"],
+             process["peak_rss_mb"])
     return 0

@@ -1,11 +1,5 @@
-"""The content hash naming a cached reference: everything that changes its outputs, nothing else.
-
-In it: loader and task config, the patches the reference applies, the weights (digest and the
-``config.json`` beside them, or the random-init seed), the preset (minus ``baseline.key_ignore_preset``),
-the seed, each input's shape/dtype/SHA256, the reference precision, the library versions and the SHA256 of
-the task, loader and model class sources. Out of it: device, device dtype, bench/metric/compare settings
-and the model's name, so a sweep over devices or half dtypes shares one reference.
-"""
+"""The content hash naming a cached reference: all that changes its outputs (docs/accuracy.md,
+"Cache key"), never the device, the device dtype, run settings or the model's name."""
 
 from __future__ import annotations
 
@@ -38,9 +32,10 @@ def _sha256(path: Path) -> str:
 
 
 def reference_patches(specs: Any) -> list[Any]:
-    """The ``model.patches`` entries declared ``reference: true`` (that key removed); the others belong
-    to the device run, and never reach the reference."""
-    return [{k: v for k, v in entry.items() if k != REFERENCE_PATCH_KEY} for entry in _plain(specs) or []
+    """The ``model.patches`` entries declared ``reference: true`` (that key removed); the others
+    belong to the device run, and never reach the reference."""
+    return [{k: v for k, v in entry.items() if k != REFERENCE_PATCH_KEY}
+            for entry in _plain(specs) or []
             if isinstance(entry, Mapping) and entry.get(REFERENCE_PATCH_KEY) is True]
 
 
@@ -59,7 +54,8 @@ def source_digest(dotted_paths: list[str | None]) -> dict[str, str | None]:
 
 
 def weights_identity(weights: Mapping[str, Any], subfolder: str | None = None) -> dict[str, Any]:
-    """What identifies the weights: digest (+ config.json) when loaded, the seed when random-init."""
+    """What identifies the weights: digest (+ config.json) when loaded, the seed when
+    random-init."""
     if weights.get("kind") != "loaded":
         return {"kind": "random-init", "init_seed": weights.get("init_seed")}
     source = weights.get("source")
@@ -74,7 +70,8 @@ def weights_identity(weights: Mapping[str, Any], subfolder: str | None = None) -
 
 def key_material(cfg: DictConfig, weights: Mapping[str, Any], inputs: Mapping[str, Any],
                  precision: torch.dtype) -> dict[str, Any]:
-    """What the cache key hashes (kept in ``meta.json``): ``weights`` and ``inputs`` are the record's."""
+    """What the cache key hashes (kept in ``meta.json``): ``weights`` and ``inputs`` are the
+    record's."""
     ignore = set(cfg.baseline.get("key_ignore_preset") or ())
     loader = _plain(cfg.model.loader)
     spec = loader or {}

@@ -1,5 +1,5 @@
-"""The CPU reference's memory: its estimate (float64 bounded, as it runs), the host bytes it needs, and
-the refusal of a reference that would not fit, before anything is allocated."""
+"""The CPU reference's memory: its estimate (float64 bounded, as it runs), the host bytes it needs,
+and the refusal of a reference that would not fit, before anything is allocated."""
 
 from __future__ import annotations
 
@@ -13,23 +13,17 @@ from ascendbench.errors import InsufficientMemoryError
 from ascendbench.models.activations import RunMemory, run_memory
 from ascendbench.models.memory import DEFAULT_HEADROOM, available_host_bytes
 
-_GB = 1e9
+Inputs = Mapping[str, torch.Tensor]
 # Peak resident memory of `python -m ascendbench.baseline` for a model of negligible size
 # (tiny_flux2_decoder: 0.56 GB after importing torch, 1.0 GB peak; torch 2.14 + diffusers 0.42).
-CHILD_PROCESS_BYTES = int(1.0 * _GB)
+CHILD_PROCESS_BYTES = int(1e9)
 
 
 @dataclass(frozen=True)
 class HostBudget:
-    """How much host memory a CPU reference may plan for.
-
-    Attributes:
-        child_process: it runs in a child process (its imports; the job's float32 copy stays here).
-        parent_loaded: the job's float32 copy is loaded already, so out of the available memory.
-        headroom: the share of the available memory that may be planned for.
-        available: bytes available (``None``: measured now).
-        what: the workload, as the refusal names it.
-    """
+    """How much host memory a CPU reference may plan for: ``headroom`` x ``available`` (``None``:
+    measured now); in a child process its imports count, and the job's float32 copy unless
+    ``parent_loaded``; ``what`` names the workload in the refusal."""
 
     child_process: bool = True
     parent_loaded: bool = False
@@ -38,8 +32,8 @@ class HostBudget:
     what: str = "the model"
 
 
-def reference_memory(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
-                     dtype: torch.dtype, bounds: Bounds | None = None) -> RunMemory:
+def reference_memory(module: torch.nn.Module, task: Any, inputs: Inputs, dtype: torch.dtype,
+                     bounds: Bounds | None = None) -> RunMemory:
     """:func:`run_memory` of the CPU reference, a float64 one bounded as it runs."""
     with bounded_if_float64(dtype, bounds):
         memory = run_memory(module, task, inputs, dtype)
@@ -49,11 +43,11 @@ def reference_memory(module: torch.nn.Module, task: Any, inputs: Mapping[str, to
     return memory
 
 
-def estimate_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
-                       precision: torch.dtype, budget: HostBudget = HostBudget()) -> dict[str, Any]:
-    """The record's view of a reference in ``precision``: the estimate, the host bytes it needs
-    (``host_need_mb``; in a child process its imports, and the job's float32 copy unless loaded already)
-    against those available, and ``fits``. Never raises for memory."""
+def estimate_reference(module: torch.nn.Module, task: Any, inputs: Inputs, precision: torch.dtype,
+                       budget: HostBudget = HostBudget()) -> dict[str, Any]:
+    """The record's view of a reference in ``precision``: the host bytes it needs
+    (``host_need_mb``: in a child process with its imports, and the job's float32 copy unless
+    loaded already) against those available, and ``fits``. Never raises for memory."""
     reference = reference_memory(module, task, inputs, precision)
     need = reference.total
     if budget.child_process:
@@ -66,71 +60,66 @@ def estimate_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, 
     return info
 
 
-def _estimate_text(info: Mapping[str, Any]) -> str:
-    activations = info.get("activation_note")
-    if info.get("activations_mb") is not None:
-        activations = (f"activations peaking at about {info['activations_mb'] / 1e3:.1f} GB (estimated on "
-                       "the meta device)")
-    return (f"{info['dtype']}: about {info['host_need_mb'] / 1e3:.1f} GB (parameters "
-            f"{info['num_params']:,} = {info['parameters_mb'] / 1e3:.1f} GB, {activations})")
-
-
 def _refusal(estimates: list[Mapping[str, Any]], budget: HostBudget) -> InsufficientMemoryError:
+    needs = []
+    for info in estimates:
+        activations = info.get("activation_note")
+        if info.get("activations_mb") is not None:
+            activations = (f"activations peaking at about {info['activations_mb'] / 1e3:.1f} GB "
+                           "(estimated on the meta device)")
+        needs.append(f"{info['dtype']}: about {info['host_need_mb'] / 1e3:.1f} GB (parameters "
+                     f"{info['num_params']:,} = {info['parameters_mb'] / 1e3:.1f} GB, "
+                     f"{activations})")
     process = (" in a child process (its imports and, unless loaded already, the job's own float32 "
                "copy included)" if budget.child_process else "")
     available = estimates[-1]["host_available_mb"] / 1e3
     return InsufficientMemoryError(
-        f"refusing the CPU reference of {budget.what} in {' or '.join(i['dtype'] for i in estimates)}: "
-        f"it needs {'; '.join(_estimate_text(i) for i in estimates)} of host memory{process}, but "
-        f"{available:.1f} GB is available and at most {budget.headroom:.0%} of it is planned for. "
-        "Nothing was allocated. Use a smaller preset (`preset=mini`, or lower `preset.height`/"
-        "`preset.width`/`preset.num_frames`/`preset.batch_size`), `baseline.reference=float32` (half the "
-        "bytes of float64), `baseline.enabled=false` for a performance-only run, or compute the reference "
-        "once on a host with more memory (it is cached under baseline.cache_dir and reused).")
+        f"refusing the CPU reference of {budget.what} in "
+        f"{' or '.join(i['dtype'] for i in estimates)}: it needs {'; '.join(needs)} of host "
+        f"memory{process}, but {available:.1f} GB is available and at most "
+        f"{budget.headroom:.0%} of it is planned for. Nothing was allocated. Use a smaller preset "
+        "(`preset=mini`, or lower `preset.height`/`preset.width`/`preset.num_frames`/"
+        "`preset.batch_size`), `baseline.reference=float32` (half the bytes of float64), "
+        "`baseline.enabled=false` for a performance-only run, or compute the reference once on a "
+        "host with more memory (it is cached under baseline.cache_dir and reused).")
 
 
-def check_baseline_memory(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
-                          precision: torch.dtype, budget: HostBudget = HostBudget()) -> dict[str, Any]:
-    """:func:`estimate_reference`, refused when it does not fit.
-
-    Raises:
-        InsufficientMemoryError: the estimate exceeds ``budget.headroom`` x the available memory.
-    """
+def check_baseline_memory(module: torch.nn.Module, task: Any, inputs: Inputs,
+                          precision: torch.dtype,
+                          budget: HostBudget = HostBudget()) -> dict[str, Any]:
+    """:func:`estimate_reference`, or :class:`InsufficientMemoryError` when it does not fit."""
     info = estimate_reference(module, task, inputs, precision, budget)
     if not info["fits"]:
         raise _refusal([info], budget)
     return info
 
 
-def choose_auto_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
+def choose_auto_reference(module: torch.nn.Module, task: Any, inputs: Inputs,
                           budget: HostBudget = HostBudget()) -> tuple[torch.dtype, dict[str, Any]]:
-    """``baseline.reference=auto``: float64 whenever its bounded estimate fits, else float32; the
-    record's view carries ``choice`` (the reason) and, for float32, the float64 estimate.
-
-    Raises:
-        InsufficientMemoryError: neither fits (the message gives both estimates).
-    """
+    """``baseline.reference=auto``: float64 wherever its bounded estimate fits, else float32 (the
+    reason in ``choice``, the float64 estimate beside it); refused with both when neither fits."""
     f64 = estimate_reference(module, task, inputs, torch.float64, budget)
     if f64["fits"]:
-        return torch.float64, {**f64, "choice": "auto: float64, its bounded estimate fits in host memory"}
+        return torch.float64, {**f64, "choice": "auto: float64, its bounded estimate fits in host "
+                                                "memory"}
     f32 = estimate_reference(module, task, inputs, torch.float32, budget)
     if not f32["fits"]:
         raise _refusal([f64, f32], budget)
-    reason = (f"auto: float32, because the float64 reference needs about {f64['host_need_mb'] / 1e3:.1f} "
-              f"GB even bounded, more than {budget.headroom:.0%} of the "
-              f"{f64['host_available_mb'] / 1e3:.1f} GB available; float32 needs about "
+    reason = (f"auto: float32, because the float64 reference needs about "
+              f"{f64['host_need_mb'] / 1e3:.1f} GB even bounded, more than "
+              f"{budget.headroom:.0%} of the {f64['host_available_mb'] / 1e3:.1f} GB available; "
+              "float32 needs about "
               f"{f32['host_need_mb'] / 1e3:.1f} GB")
     return torch.float32, {**f32, "choice": reason, "float64": f64}
 
 
 def job_budget(query: Any) -> HostBudget:
-    """The budget of a job's reference (a :class:`~ascendbench.baseline.service.ReferenceQuery`),
-    its float32 copy loaded already."""
+    """The budget of a job's reference query (its float32 model is loaded already)."""
     cfg = query.cfg
     shapes = ", ".join(f"{name} {list(t.shape)}" for name, t in query.inputs.items())
     return HostBudget(child_process=str(cfg.baseline.get("process", "child")) == "child",
-                      parent_loaded=True, what=f"{cfg.model.name} at preset {cfg.preset.name} "
-                                               f"(inputs {shapes})")
+                      parent_loaded=True,
+                      what=f"{cfg.model.name} at preset {cfg.preset.name} (inputs {shapes})")
 
 
 def memory_check_skipped(query: Any) -> str | None:
@@ -141,9 +130,9 @@ def memory_check_skipped(query: Any) -> str | None:
 
 
 def guard_reference_memory(query: Any) -> dict[str, Any]:
-    """The job's check before computing its reference: skipped (:func:`memory_check_skipped`), or
-    :func:`check_baseline_memory`, which raises when it does not fit."""
+    """The check before computing a job's reference: skipped, or :func:`check_baseline_memory`."""
     skipped = memory_check_skipped(query)
     if skipped:
         return {"skipped": skipped}
-    return check_baseline_memory(query.module, query.task, query.inputs, query.precision, job_budget(query))
+    budget = job_budget(query)
+    return check_baseline_memory(query.module, query.task, query.inputs, query.precision, budget)

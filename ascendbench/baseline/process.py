@@ -1,5 +1,5 @@
-"""A job's clean CPU process (``python -m ascendbench.baseline``): started with its request on stdin,
-followed while it runs (its progress lines become the job's heartbeat), explained when it ends badly."""
+"""A job's clean CPU process (``python -m ascendbench.baseline``): started with its request on
+stdin, followed while it runs (its progress lines are the job's heartbeat), explained on failure."""
 
 from __future__ import annotations
 
@@ -40,17 +40,6 @@ class ChildExit:
             return f"signal {-self.code}"
 
 
-@dataclass
-class ProgressWait:
-    """How the job follows its process: the heartbeat's label, the poll period and (for tests) the
-    sleep function and the :class:`ascendbench.progress.ProgressOptions`."""
-
-    label: str
-    poll_s: float = 0.5
-    sleep: Callable[[float], None] = time.sleep
-    options: Any = None
-
-
 def _progress_lines(log_path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     """The progress payloads of the complete lines after byte ``offset``, and the new offset."""
     try:
@@ -70,22 +59,24 @@ def _progress_lines(log_path: Path, offset: int) -> tuple[list[dict[str, Any]], 
     return payloads, offset + len(complete)
 
 
-def follow_child_progress(poll: Callable[[], Any], log_path: Path, wait: ProgressWait) -> Any:
-    """``poll()`` (the exit, ``None`` while running) every ``wait.poll_s`` until it returns, the
-    child's progress shown as a bar (terminal) or a heartbeat line at most every 15 s:
-    ``[job] reference (cpu float64): 3/8 blocks, 41.0 s, ETA 60.0 s``."""
-    progress, offset = Progress(wait.label, unit="blocks", options=wait.options), 0
+def follow_child_progress(poll: Callable[[], Any], log_path: Path, label: str, options: Any = None,
+                          sleep: Callable[[float], None] = time.sleep) -> Any:
+    """``poll()`` (the exit, ``None`` while running) every 0.5 s until it returns, the child's
+    progress shown as a bar (terminal) or a heartbeat line at most every 15 s:
+    ``[job] reference (cpu float64): 3/8 blocks, 41.0 s, ETA 60.0 s`` (``options``: a
+    :class:`ascendbench.progress.ProgressOptions`, and ``sleep``, for tests)."""
+    progress, offset = Progress(label, unit="blocks", options=options), 0
     try:
         while (ended := poll()) is None:
             payloads, offset = _progress_lines(log_path, offset)
             for payload in payloads:
-                if payload.get("total") and progress.total is None:  # the count starts: ETA from here
+                if payload.get("total") and progress.total is None:  # counting starts: an ETA
                     progress.close()
-                    progress = Progress(wait.label, total=int(payload["total"]),
-                                        unit=str(payload.get("unit")), options=wait.options)
+                    progress = Progress(label, total=int(payload["total"]),
+                                        unit=str(payload.get("unit")), options=options)
                 progress.update(max(int(payload.get("done", 0)) - progress.done, 0))
             progress.tick()
-            wait.sleep(wait.poll_s)
+            sleep(0.5)
     finally:
         progress.close()
     return ended
@@ -101,7 +92,7 @@ def _wait(proc: subprocess.Popen, log_path: Path, label: str) -> ChildExit:
         return ChildExit(proc.returncode, int(usage.ru_maxrss) * _RSS_SCALE)
 
     try:
-        return follow_child_progress(poll, log_path, ProgressWait(label))
+        return follow_child_progress(poll, log_path, label)
     except BaseException:
         proc.kill()
         proc.wait()
@@ -117,33 +108,29 @@ def _failure(ended: ChildExit, log_path: Path, what: str, estimate: float | None
     lines = log_path.read_text(errors="replace").splitlines()[-25:] if log_path.is_file() else []
     last = " Last lines of its log:\n" + "\n".join(lines) + "\n" if lines else " Its log is empty. "
     if ended.signal_name is None:
-        return (f"{what} exited with status {ended.code}; its log is {log_path}.{last}Fix the cause "
-                "above, or run with baseline.enabled=false for a performance-only run.")
-    oom = ", possibly the out-of-memory killer (see `dmesg` or `journalctl -k`)" if ended.code == -9 else ""
-    need = f"; the reference needed about {_size(estimate)} (estimate)" if estimate is not None else ""
+        return (f"{what} exited with status {ended.code}; its log is {log_path}.{last}Fix the "
+                "cause above, or run with baseline.enabled=false for a performance-only run.")
+    oom = ", possibly the out-of-memory killer (see `dmesg` or `journalctl -k`)"
+    need = f"; the reference needed about {_size(estimate)} (estimate)" if estimate else ""
     peak = ended.peak_rss_bytes
     reached = f", and the process had reached {_size(peak)} resident" if peak else ""
-    return (f"{what} was killed by {ended.signal_name}{oom}{need}{reached}. Its log is {log_path}.{last}"
-            "Free host memory, choose a smaller preset, or a lower reference precision "
-            "(baseline.reference=float32, baseline.replay.precision=float32); baseline.enabled=false runs "
-            "performance only.")
+    return (f"{what} was killed by {ended.signal_name}{oom if ended.code == -9 else ''}{need}"
+            f"{reached}. Its log is {log_path}.{last}Free host memory, choose a smaller preset, or "
+            "a lower reference precision (baseline.reference=float32, "
+            "baseline.replay.precision=float32); baseline.enabled=false runs performance only.")
 
 
 def run_child(mode: str, request: Mapping[str, Any], log_path: Path, label: str,
               estimate: Callable[[], float | None] = lambda: None) -> dict[str, Any]:
-    """Run ``python -m ascendbench.baseline <mode>`` with ``request`` on its stdin (never a file another
-    user could swap), following its progress; its wall time, log and peak RSS.
-
-    Raises:
-        BaselineError: it did not exit 0 (its status or signal, the estimate, the end of its log).
-    """
+    """Run ``python -m ascendbench.baseline <mode>``, ``request`` on its stdin (never a file another
+    user could swap); its wall time, log and peak RSS, or a :class:`BaselineError` paragraph."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
            "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())}
     start = time.perf_counter()
     with open(log_path, "w") as handle:
-        proc = subprocess.Popen([sys.executable, "-m", "ascendbench.baseline", mode],
-                                stdin=subprocess.PIPE, stdout=handle, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen([sys.executable, "-m", "ascendbench.baseline", mode], env=env,
+                                stdin=subprocess.PIPE, stdout=handle, stderr=subprocess.STDOUT)
         try:
             proc.stdin.write(json.dumps(request, default=str).encode())
             proc.stdin.close()

@@ -1,13 +1,7 @@
-"""The replay reference (``baseline.reference_mode=replay``): each chosen module re-run alone on the CPU
-on the inputs the device gave it, for models whose whole-model reference does not fit.
-
-msprobe's ``run_ut`` re-runs dumped *APIs*; this re-runs *modules*. The reference stage chooses them and
-exports what the checkpoint cannot serve (:func:`prepare_replay`); after the device run one hooked run
-records a bounded sample of calls to disk (:func:`record_calls`), the replay process reports each call's
-**local error** ``||dev - ref|| / ||ref||`` given the device's own inputs, judged by
-``baseline.replay.margin`` x the unit roundoff of the device dtype; the **first divergent module** is the
-first call, in completion order, that breaks it (:func:`run_replay`).
-"""
+"""The replay reference (``baseline.reference_mode=replay``): each chosen module re-run alone on the
+CPU on the inputs the device gave it (msprobe's ``run_ut`` does this per API). Its **local error**
+``||dev - ref|| / ||ref||`` is judged by ``baseline.replay.margin`` x the unit roundoff of the
+device dtype; the **first divergent module** is the first call, in completion order, to break it."""
 
 from __future__ import annotations
 
@@ -37,18 +31,19 @@ from ascendbench.tasks.placement import move_inputs, place
 
 log = logging.getLogger(__name__)
 
-UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float64": 2.0 ** -53}
-RULE_SOURCE = ("unit roundoff u of the device dtype x baseline.replay.margin: the rounding error of a "
-               "length-n inner product grows like sqrt(n) u in practice (Higham & Mary 2019, SIAM J. Sci. "
-               "Comput. 41(5)); a margin of 32 = sqrt(1024) per module")
+UNIT_ROUNDOFF = {"float32": 2.0 ** -24, "float16": 2.0 ** -11, "bfloat16": 2.0 ** -8,
+                 "float64": 2.0 ** -53}
+RULE_SOURCE = ("unit roundoff u of the device dtype x baseline.replay.margin: the rounding error "
+               "of a length-n inner product grows like sqrt(n) u in practice (Higham & Mary 2019, "
+               "SIAM J. Sci. Comput. 41(5)); a margin of 32 = sqrt(1024) per module")
 LOG_NAME = "replay_child.log"
-ROW_KEYS = ("module", "local_rel_err", "max_abs_err", "cosine", "result", "message")
+ERRORS = ("local_rel_err", "max_abs_err", "cosine")
 
 
 @dataclass
 class ReplayPlan:
-    """What the reference stage decided (modules, their weights, why a replay), and the judged rows
-    once the replay stage ran."""
+    """What the reference stage decided (the modules, their weights, why a replay), and the judged
+    rows once the replay stage ran."""
 
     reason: str
     patterns: list[str]
@@ -59,9 +54,10 @@ class ReplayPlan:
 
     def summary(self) -> dict[str, Any]:
         """The record's ``baseline`` section of a replay reference."""
+        modules = [{"name": s.name, "num_params": s.num_params, "weights": s.weights, "why": s.why}
+                   for s in self.specs]
         return {"mode": "replay", "reason": self.reason, "patterns": self.patterns,
-                "modules": [{"name": s.name, "num_params": s.num_params, "weights": s.weights, "why": s.why}
-                            for s in self.specs], **self.settings}
+                "modules": modules, **self.settings}
 
 
 def prepare_replay(job: Any, reason: str) -> ReplayPlan:
@@ -74,17 +70,18 @@ def prepare_replay(job: Any, reason: str) -> ReplayPlan:
 
 
 def record_calls(job: Any, plan: ReplayPlan) -> CallRecorder:
-    """One extra run on the device (untimed, with the device patches) recording the sampled calls."""
-    adapter, task = job.adapter, job.task
+    """One more run on the device (untimed, device patches on) recording the sampled calls."""
+    adapter, task, settings = job.adapter, job.task, plan.settings
     module = place(task, job.model, adapter.torch_device, job.precision.dtype)
     moved = move_inputs(job.inputs, adapter.torch_device, job.precision.dtype)
     named = named_modules(module)
-    log.info("replay capture run on %s (%d modules, calls %s) ...", adapter.torch_device, len(plan.specs),
-             plan.settings["calls"])
+    log.info("replay capture run on %s (%d modules, calls %s) ...", adapter.torch_device,
+             len(plan.specs), settings["calls"])
     with patches_applied(job.cfg.model.get("patches"), module, adapter.name, job.precision.name):
-        # hooked after the patches: what a patch changes in a module's output is what is recorded
-        recorder = CallRecorder({s.name: named[s.name] for s in plan.specs}, plan.settings["calls"],
-                                int(plan.settings["max_capture_mb"] * (1 << 20)), spill=plan.folder / "calls")
+        # hooked after the patches: what a patch changes in a module's output is recorded
+        hooked = {s.name: named[s.name] for s in plan.specs}
+        cap = int(settings["max_capture_mb"] * (1 << 20))
+        recorder = CallRecorder(hooked, settings["calls"], cap, spill=plan.folder / "calls")
         try:
             task.run(module, moved)
             adapter.synchronize()
@@ -98,11 +95,13 @@ def _results(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise BaselineError(f"the replay results {path} cannot be read ({exc}); run the job again") from exc
+        raise BaselineError(f"the replay results {path} cannot be read ({exc}); run the job "
+                            "again") from exc
     modules = data.get("modules") if isinstance(data, dict) else None
-    if not isinstance(modules, list) or not all(isinstance(m, dict) and isinstance(m.get("module"), str)
-                                                for m in modules):
-        raise BaselineError(f"the replay results {path} are not a list of modules; run the job again")
+    if not isinstance(modules, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("module"), str) for m in modules):
+        raise BaselineError(f"the replay results {path} are not a list of modules; run the job "
+                            "again")
     return data
 
 
@@ -111,67 +110,81 @@ def judge_rows(results: list[dict[str, Any]], order: list[str],
     """Rows in the device's completion order, each judged; the first divergent one (or ``None``)."""
     rows = []
     for module in results:
+        name = module["module"]
         if "error" in module:
-            rows.append({"name": module["module"], "kind": "replay", "result": "", "message": module["error"]})
+            rows.append({"name": name, "kind": "replay", "result": "", "message": module["error"]})
         for row in module.get("rows", []):
-            entry = {"name": row["output"], "kind": "replay", "module": module["module"], "key": row.get("key")}
+            entry = {"name": row["output"], "kind": "replay", "module": name, "key": row.get("key")}
             if "error" in row:
                 rows.append({**entry, "result": "", "message": row["error"]})
                 continue
             decided = judge(row["local_rel_err"], rule)
             broken = f"local rel err {row['local_rel_err']:.3g} {decided['rule']} broken"
-            rows.append({**entry, **{k: row[k] for k in ("local_rel_err", "max_abs_err", "cosine", "shape")},
+            rows.append({**entry, **{k: row[k] for k in (*ERRORS, "shape")},
                          "result": decided["verdict"], "threshold": decided["threshold"],
-                         "rule": decided["rule"], "message": "" if decided["verdict"] == "PASS" else broken})
+                         "rule": decided["rule"],
+                         "message": "" if decided["verdict"] == "PASS" else broken})
     position = {key: i for i, key in enumerate(order)}
     rows.sort(key=lambda r: (position.get(r.get("key"), len(order)), str(r["name"])))
     first = next((r for r in rows if r.get("result") == "FAIL"), None)
-    return rows, first and {"module": first["module"], "call": first["key"], "output": first["name"],
-                            "local_rel_err": first["local_rel_err"], "rule": first["rule"]}
+    return rows, first and {"module": first["module"], "call": first["key"],
+                            "output": first["name"], "local_rel_err": first["local_rel_err"],
+                            "rule": first["rule"]}
+
+
+def _peak_mb(results: dict[str, Any], check: dict[str, Any]) -> float | None:
+    """The largest per-module peak and the imports' (the process resets its peak per module)."""
+    imports = results.get("imports_peak_rss_mb")
+    peaks = [r["measured_peak_rss_mb"] for r in check.get("modules", [])]
+    if isinstance(imports, (int, float)) and not isinstance(imports, bool):
+        peaks.append(float(imports))
+    return max(peaks) if peaks else None
 
 
 def run_replay(job: Any, plan: ReplayPlan) -> dict[str, Any]:
-    """Record, replay, judge (rows kept on ``plan``); the replay stage's record section."""
+    """Record, replay, judge (the rows kept on ``plan``); the replay stage's record section."""
     recorder = record_calls(job, plan)  # each call on disk as soon as it finished
     manifest, calls_dir = recorder.manifest(), plan.folder / "calls"
+    calls = manifest["calls"]
     write_atomic(plan.folder / "manifest.json", json.dumps(manifest))
-    memory = recorded_plan(plan.specs, str(calls_dir), manifest["calls"], plan.settings["precision"])
+    memory = recorded_plan(plan.specs, str(calls_dir), calls, plan.settings["precision"])
     results_path = plan.folder / "results.json"
-    request = {"modules": [asdict(s) for s in plan.specs], "manifest": manifest, "calls_dir": str(calls_dir),
-               "results": str(results_path), "precision": memory["precision"]}
-    ran = run_child("replay", request, job.dir / LOG_NAME, f"replay reference (cpu {memory['precision']})")
+    request = {"modules": [asdict(s) for s in plan.specs], "manifest": manifest,
+               "calls_dir": str(calls_dir), "results": str(results_path),
+               "precision": memory["precision"]}
+    label = f"replay reference (cpu {memory['precision']})"
+    ran = run_child("replay", request, job.dir / LOG_NAME, label)
     results = _results(results_path)
     check = memory_check(memory, results["modules"])
-    imports = results.get("imports_peak_rss_mb")  # the process resets its peak between modules
-    peaks = [r["measured_peak_rss_mb"] for r in check.get("modules", [])]
-    peaks += [float(imports)] if isinstance(imports, (int, float)) and not isinstance(imports, bool) else []
-    ran["peak_rss_mb"] = max(peaks) if peaks else None
+    ran["peak_rss_mb"] = _peak_mb(results, check)
     if check["under_estimated"]:
-        job.warn(f"replay reference: the measured peak of {', '.join(check['under_estimated'])} is above "
-                 f"{check['rule']} (compare.memory.check): the plan under-estimates, so a larger preset "
-                 "may not fit")
+        job.warn(f"replay reference: the measured peak of {', '.join(check['under_estimated'])} "
+                 f"is above {check['rule']} (compare.memory.check): the plan under-estimates, so a "
+                 "larger preset may not fit")
     device = dtype_name(job.precision.dtype)
     rule = {"max": plan.settings["margin"] * UNIT_ROUNDOFF[device],
             "source": f"{RULE_SOURCE}; {device}: u = {UNIT_ROUNDOFF[device]:.3g}"}
-    plan.rows, first = judge_rows(results["modules"], [c["key"] for c in manifest["calls"]], rule)
-    entries = {f"replay/{r['name']}/local_rel_err": {
-        "value": r["local_rel_err"], "verdict": r["result"], "threshold": r["threshold"], "rule": r["rule"],
-        "source": rule["source"], "max_abs_err": r["max_abs_err"], "cosine": r["cosine"]}
-        for r in plan.rows if "local_rel_err" in r}
+    plan.rows, first = judge_rows(results["modules"], [c["key"] for c in calls], rule)
     info = {"mode": "replay", "reason": plan.reason, "modules": len(plan.specs),
-            "calls": len(manifest["calls"]), "precision": memory["precision"],
+            "calls": len(calls), "precision": memory["precision"],
             "precision_choice": memory["choice"], "first_divergent": first, "rule": rule,
-            "verdict": worst(r.get("result") or None for r in plan.rows), "dropped": manifest["dropped"],
-            "unreplayable": manifest["unreplayable"],
-            "recorded_mb": sum(c["nbytes"] for c in manifest["calls"]) / 1e6,
+            "verdict": worst(r.get("result") or None for r in plan.rows),
+            "dropped": manifest["dropped"], "unreplayable": manifest["unreplayable"],
+            "recorded_mb": sum(c["nbytes"] for c in calls) / 1e6,
             "job_held_call_mb": recorder.peak_call_bytes / 1e6, "process": ran,
             "memory": {**memory, "check": check},
-            "results": {r["name"]: {k: r.get(k) for k in ROW_KEYS} for r in plan.rows}}
+            "results": {r["name"]: {k: r.get(k) for k in ("module", *ERRORS, "result", "message")}
+                        for r in plan.rows}}
     if job.cfg.compare.get("verdict", True):
+        entries = {f"replay/{r['name']}/local_rel_err": {
+            "value": r["local_rel_err"], "verdict": r["result"], "threshold": r["threshold"],
+            "rule": r["rule"], "source": rule["source"], "max_abs_err": r["max_abs_err"],
+            "cosine": r["cosine"]} for r in plan.rows if "local_rel_err" in r}
         job.metrics = {**job.metrics, **entries}
     job.verdict = worst(m.get("verdict") for m in job.metrics.values() if isinstance(m, dict))
     job.artifacts.update(replay_calls=job.relative(calls_dir),
                          replay_results=job.relative(results_path),
                          replay_manifest=job.relative(plan.folder / "manifest.json"))
-    return {"compare": info, "metrics": job.metrics, "verdict": job.verdict, "artifacts": job.artifacts,
+    return {"compare": info, "metrics": job.metrics, "verdict": job.verdict,
+            "artifacts": job.artifacts,
             "job": {"reference_dtype": f"{memory['precision']} (replay)"}}

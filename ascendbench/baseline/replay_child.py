@@ -1,8 +1,6 @@
-"""The replay process's work (``python -m ascendbench.baseline replay``, torch_npu blocked): one module
-at a time, rebuilt from its weights, run in float64 (bounded) or float32 on each recorded device input
-and compared with the recorded device output: its **local error**. One module and one call's tensors are
-in memory at once; the results go to the JSON file the request names.
-"""
+"""The replay process's work (``python -m ascendbench.baseline replay``): one module at a time,
+rebuilt from its weights, run on each recorded device input and compared with the recorded device
+output (its local error); one module and one call's tensors in memory at once."""
 
 from __future__ import annotations
 
@@ -50,24 +48,26 @@ def local_error(reference: torch.Tensor, device: torch.Tensor) -> dict[str, Any]
         return {"local_rel_err": math.inf, "max_abs_err": math.inf, "cosine": math.nan,
                 "ref_l2": ref_norm, "nonfinite": nonfinite, "numel": numel}
     return {"local_rel_err": math.sqrt(diff2) / max(ref_norm, 1e-300), "max_abs_err": biggest,
-            "cosine": dot / max(ref_norm * math.sqrt(dev2), 1e-300), "ref_l2": ref_norm, "nonfinite": 0,
-            "numel": numel}
+            "cosine": dot / max(ref_norm * math.sqrt(dev2), 1e-300), "ref_l2": ref_norm,
+            "nonfinite": 0, "numel": numel}
 
 
 def _read(path: str, key: str, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """One tensor of a safetensors file, floating-point ones cast to ``dtype``; the file is mapped only
-    while it is read (an open mapping keeps every page read so far resident)."""
+    """One tensor of a safetensors file, floating-point ones cast to ``dtype``; the file is mapped
+    only while it is read (an open mapping keeps every page read so far resident)."""
     with safe_open(path, framework="pt") as handle:
         value = handle.get_tensor(key)
     return value.to(dtype) if dtype is not None and value.is_floating_point() else value
 
 
 def build_module(spec: Mapping[str, Any], dtype: torch.dtype) -> torch.nn.Module:
-    """The module of ``spec`` in ``dtype``: built on ``meta``, its tensors read and cast key by key."""
+    """The module of ``spec`` in ``dtype``: built on ``meta``, its tensors read and cast key by
+    key."""
     module = meta_module(spec)
     params: dict[str, torch.Tensor] = {}
     for entry in spec["files"]:
-        params.update({key: _read(entry["file"], name, dtype) for key, name in entry["keys"].items()})
+        for key, name in entry["keys"].items():
+            params[key] = _read(entry["file"], name, dtype)
     with safe_open(spec["exported"], framework="pt") as handle:
         names = list(handle.keys())
     for key in names:
@@ -87,22 +87,23 @@ def build_module(spec: Mapping[str, Any], dtype: torch.dtype) -> torch.nn.Module
 
 def replay_call(module: torch.nn.Module, call: Mapping[str, Any], path: str,
                 dtype: torch.dtype) -> list[dict[str, Any]]:
-    """Run one recorded call (tensors in ``path``) in ``dtype``; each output against the device's."""
+    """Run one recorded call (tensors in ``path``) in ``dtype``; each output against the
+    device's."""
     args = decode(call["args"], lambda name: _read(path, name, dtype))
     kwargs = decode(call["kwargs"], lambda name: _read(path, name, dtype))
     with torch.no_grad(), bounded_if_float64(dtype):
         produced = flatten_tensors(module(*args, **kwargs))
     del args, kwargs  # the inputs go before the device outputs are read: one of the two at a time
     if len(produced) != len(call["outputs"]):
-        return [{"output": call["key"], "error": f"the module returned {len(produced)} tensors, the "
-                                                 f"device {len(call['outputs'])}"}]
+        why = f"the module returned {len(produced)} tensors, the device {len(call['outputs'])}"
+        return [{"output": call["key"], "error": why}]
     rows = []
     for index, (ref, name) in enumerate(zip(produced, call["outputs"], strict=True)):
         dev = _read(path, name)  # as stored: local_error casts it chunk by chunk
         label = call["key"] if len(produced) == 1 else f"{call['key']}/{index}"
         if tuple(dev.shape) != tuple(ref.shape):
-            rows.append({"output": label, "error": f"shape differs: replay {list(ref.shape)}, device "
-                                                   f"{list(dev.shape)}"})
+            why = f"shape differs: replay {list(ref.shape)}, device {list(dev.shape)}"
+            rows.append({"output": label, "error": why})
         else:
             rows.append({"output": label, "shape": list(dev.shape), **local_error(ref, dev)})
         del dev
@@ -125,7 +126,8 @@ def peak_rss_mb(reset: bool = False) -> float | None:
 
 def replay_module(spec: Mapping[str, Any], calls: list[Mapping[str, Any]], calls_dir: str,
                   dtype: torch.dtype) -> dict[str, Any]:
-    """Every recorded call of one module: ``{module, seconds, rows, peak_rss_mb}`` or ``{module, error}``."""
+    """Every recorded call of one module: ``{module, seconds, rows, peak_rss_mb}`` or ``{module,
+    error}``."""
     gc.collect()
     peak_rss_mb(reset=True)
     start = time.perf_counter()

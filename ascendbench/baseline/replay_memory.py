@@ -1,12 +1,8 @@
-"""The replay process's memory: its plan (the dry run's, on the meta model; the job's, on the recorded
-shapes), the precision it runs in, and the check of its measured peak. It holds its imports, one module
-and one call: during the forward the call's inputs beside the activations, after it the device outputs
-beside the replay's, compared in chunks. With ``s`` the replay precision's item size::
+"""The replay process's memory: its plan (the dry run's on the meta model, the job's on the recorded
+shapes), its precision and the check of its measured peak. With ``s`` the replay item size::
 
     module need = s x parameters + max(s x inputs + activation peak, s x outputs + device outputs)
     process     = imports + max over modules (module need)
-
-The activation peak is measured on the ``meta`` device (bounded in float64, as the process runs).
 """
 
 from __future__ import annotations
@@ -38,23 +34,25 @@ PRECISIONS = {"float64": torch.float64, "float32": torch.float32}
 # process also holds the allocator's free lists (the tiny twins measure 0.8-1.05x their plan).
 RSS_SLACK = 1.25
 Plan = dict[str, Any]
+Calls = list[Mapping[str, Any]]
+Tensors = Mapping[str, torch.Tensor]
 
 
-def _bytes(call: Mapping[str, Any], tensors: Mapping[str, torch.Tensor], part: str,
-           size: int | None) -> int:
-    """Bytes of the call's ``in`` or ``out`` tensors, floating-point ones at ``size`` (``None``: stored)."""
-    return sum(t.numel() * (size if size is not None and t.is_floating_point() else t.element_size())
-               for name, t in tensors.items() if name.startswith(f"{call['key']}/{part}/"))
+def _bytes(call: Mapping[str, Any], tensors: Tensors, part: str, size: int | None) -> int:
+    """Bytes of a call's ``in`` or ``out`` tensors, floats at ``size`` (``None``: as stored)."""
+    prefix = f"{call['key']}/{part}/"
+    return sum(t.numel() * (size if size and t.is_floating_point() else t.element_size())
+               for name, t in tensors.items() if name.startswith(prefix))
 
 
-def _module_need(module: torch.nn.Module, calls: list[Mapping[str, Any]],
-                 tensors: Mapping[str, torch.Tensor], precision: str) -> dict[str, Any]:
+def _module_need(module: torch.nn.Module, calls: Calls, tensors: Tensors,
+                 precision: str) -> dict[str, Any]:
     """One module's need in ``precision`` with its largest recorded call."""
     dtype = PRECISIONS[precision]
     size = dtype.itemsize
-    largest = max(calls, key=lambda c: _bytes(c, tensors, "in", size) + _bytes(c, tensors, "out", size))
+    sizes = [(_bytes(c, tensors, "in", size), _bytes(c, tensors, "out", size), c) for c in calls]
+    inputs, outputs, largest = max(sizes, key=lambda found: found[0] + found[1])
     params = sum(t.numel() for t in [*module.parameters(), *module.buffers()])
-    inputs, outputs = _bytes(largest, tensors, "in", size), _bytes(largest, tensors, "out", size)
 
     def tensor(name: str) -> torch.Tensor:
         value = tensors[name]
@@ -63,25 +61,28 @@ def _module_need(module: torch.nn.Module, calls: list[Mapping[str, Any]],
     try:
         module.to(dtype)
         args, kwargs = decode(largest["args"], tensor), decode(largest["kwargs"], tensor)
-        with torch.inference_mode(), quiet(), bounded_if_float64(dtype), LiveTensorBytes() as tracker:
+        with torch.inference_mode(), quiet(), bounded_if_float64(dtype), \
+                LiveTensorBytes() as tracker:
             module(*args, **kwargs)
         peak, note = tracker.peak, f"meta {precision} run" + (", bounded" if size == 8 else "")
     except Exception as exc:  # a module meta tensors cannot run: its tensors still count
         peak, note = 0, f"activation peak not estimated ({type(exc).__name__}: {str(exc)[:120]})"
     need = size * params + max(inputs + peak, outputs + _bytes(largest, tensors, "out", None))
     return {"num_params": int(params), "calls": len(calls), "call": largest["key"],
-            "inputs_mb": inputs / 1e6, "outputs_mb": outputs / 1e6, "activation_peak_mb": peak / 1e6,
-            "need_mb": need / 1e6, "note": note}
+            "inputs_mb": inputs / 1e6, "outputs_mb": outputs / 1e6,
+            "activation_peak_mb": peak / 1e6, "need_mb": need / 1e6, "note": note}
 
 
-def process_plan(modules: Mapping[str, Callable[[], torch.nn.Module]], calls: list[Mapping[str, Any]],
-                 tensors: Mapping[str, torch.Tensor], precision: str) -> Plan:
-    """Every module's need in ``precision`` (``modules``: name -> a builder of its meta module) and the
-    process's."""
+def process_plan(modules: Mapping[str, Callable[[], torch.nn.Module]], calls: Calls,
+                 tensors: Tensors, precision: str) -> Plan:
+    """Each module's need in ``precision`` (``modules``: name -> builder of its meta module) and
+    the process's."""
     per_module = []
     for name, build in modules.items():
         mine = [c for c in calls if c["module"] == name]
-        need = _module_need(build(), mine, tensors, precision) if mine else {"calls": 0, "need_mb": 0.0}
+        need = {"calls": 0, "need_mb": 0.0}
+        if mine:
+            need = _module_need(build(), mine, tensors, precision)
         per_module.append({"name": name, **need})
     largest = max(per_module, key=lambda m: m["need_mb"])
     return {"precision": precision, "per_module": per_module, "largest_module": largest,
@@ -90,8 +91,8 @@ def process_plan(modules: Mapping[str, Callable[[], torch.nn.Module]], calls: li
 
 
 def choose_precision(setting: str, plan_in: Callable[[str], Plan], available: int) -> Plan:
-    """The plan in ``baseline.replay.precision``; ``auto``: float64 where it fits in host memory, else
-    float32, with the reason (``choice``). ``fits``: whether the chosen one fits."""
+    """The plan in ``baseline.replay.precision``; ``auto``: float64 where it fits in host memory,
+    else float32, with the reason (``choice``). ``fits``: whether the chosen one fits."""
     def fits(plan: Plan) -> bool:
         return plan["reference_process_mb"] * 1e6 <= DEFAULT_HEADROOM * available
 
@@ -99,56 +100,55 @@ def choose_precision(setting: str, plan_in: Callable[[str], Plan], available: in
     if setting != "auto":
         return {**first, "choice": f"baseline.replay.precision={setting}", "fits": fits(first)}
     if fits(first):
-        return {**first, "choice": "auto: float64 (the largest module with its call fits in host memory)",
-                "fits": True}
+        why = "auto: float64 (the largest module with its call fits in host memory)"
+        return {**first, "choice": why, "fits": True}
     second = plan_in("float32")
-    return {**second, "fits": fits(second),
-            "choice": f"auto: float32, because in float64 the process needs about "
-                      f"{first['reference_process_mb'] / 1e3:.1f} GB (largest module "
-                      f"{first['largest_module']['name']}), more than {DEFAULT_HEADROOM:.0%} of the "
-                      f"{available / 1e9:.1f} GB available; float32 halves the tensors"}
+    why = (f"auto: float32, because in float64 the process needs about "
+           f"{first['reference_process_mb'] / 1e3:.1f} GB (largest module "
+           f"{first['largest_module']['name']}), more than {DEFAULT_HEADROOM:.0%} of the "
+           f"{available / 1e9:.1f} GB available; float32 halves the tensors")
+    return {**second, "fits": fits(second), "choice": why}
 
 
-def recorded_plan(specs: list[ModuleSpec], calls_dir: str, calls: list[Mapping[str, Any]],
-                  setting: str) -> Plan:
-    """The process's plan on the recorded shapes (the calls' file headers), its precision chosen.
-
-    Raises:
-        InsufficientMemoryError: it does not fit; nothing was started.
-    """
+def recorded_plan(specs: list[ModuleSpec], calls_dir: str, calls: Calls, setting: str) -> Plan:
+    """The process's plan on the recorded shapes (the calls' file headers), its precision chosen;
+    refused (:class:`InsufficientMemoryError`) before anything starts where it does not fit."""
     tensors: dict[str, torch.Tensor] = {}
     for call in calls:
         tensors.update(header_tensors(call_file(calls_dir, call)))
     builders = {s.name: (lambda spec=s: meta_module(vars(spec))) for s in specs}
     available = available_host_bytes()
-    memory = choose_precision(setting, lambda p: process_plan(builders, calls, tensors, p), available)
+    memory = choose_precision(setting, lambda p: process_plan(builders, calls, tensors, p),
+                              available)
     memory["host_available_mb"] = available / 1e6
     if not memory["fits"]:
         raise InsufficientMemoryError(
-            f"the replay reference process needs about {memory['reference_process_mb'] / 1e3:.1f} GB in "
-            f"{memory['precision']} (largest module {memory['largest_module']['name']} with its recorded "
-            f"call, plus imports), more than {DEFAULT_HEADROOM:.0%} of the {available / 1e9:.1f} GB "
-            f"available ({memory['choice']}). Nothing was started. Replay smaller modules "
-            "(baseline.replay.layers, e.g. a block's resnets), lower the preset sizes, or free host memory.")
+            f"the replay reference process needs about {memory['reference_process_mb'] / 1e3:.1f} "
+            f"GB in {memory['precision']} (largest module {memory['largest_module']['name']} with "
+            f"its recorded call, plus imports), more than {DEFAULT_HEADROOM:.0%} of the "
+            f"{available / 1e9:.1f} GB available ({memory['choice']}). Nothing was started. Replay "
+            "smaller modules (baseline.replay.layers, e.g. a block's resnets), lower the preset "
+            "sizes, or free host memory.")
     return memory
 
 
 def memory_check(plan: Plan, results: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Each module's measured peak RSS against its plan (imports + its need); ``under_estimated``: the
-    modules above :data:`RSS_SLACK` x the plan."""
+    """Each module's measured peak RSS against its plan (imports + its need); ``under_estimated``:
+    the modules above :data:`RSS_SLACK` x the plan."""
     planned = {m["name"]: plan["child_imports_mb"] + m["need_mb"] for m in plan["per_module"]
                if m.get("calls")}
     rows = [{"module": r["module"], "planned_mb": planned[r["module"]],
-             "measured_peak_rss_mb": r["peak_rss_mb"], "ratio": r["peak_rss_mb"] / planned[r["module"]]}
+             "measured_peak_rss_mb": r["peak_rss_mb"],
+             "ratio": r["peak_rss_mb"] / planned[r["module"]]}
             for r in results if r.get("peak_rss_mb") is not None and r["module"] in planned]
-    rule = (f"measured peak RSS <= {RSS_SLACK} x planned (imports + module need; the plan counts tensors "
-            "only, the process also holds the allocator's free lists)")
+    rule = (f"measured peak RSS <= {RSS_SLACK} x planned (imports + module need; the plan counts "
+            "tensors only, the process also holds the allocator's free lists)")
     if not rows:
         return {"rule": rule, "modules": [], "under_estimated": [],
-                "skipped": "no peak RSS measured (the process reads /proc/self/status; not on this system)"}
-    return {"rule": rule, "modules": rows, "under_estimated": [r["module"] for r in rows
-                                                               if r["ratio"] > RSS_SLACK],
-            "planned_mb": plan["reference_process_mb"],
+                "skipped": "no peak RSS measured (the process reads /proc/self/status; not on "
+                           "this system)"}
+    return {"rule": rule, "modules": rows, "planned_mb": plan["reference_process_mb"],
+            "under_estimated": [r["module"] for r in rows if r["ratio"] > RSS_SLACK],
             "measured_peak_rss_mb": max(r["measured_peak_rss_mb"] for r in rows)}
 
 
@@ -158,8 +158,8 @@ class _EnoughShapes(Exception):
 
 @contextmanager
 def _meta_run_hooks(model: Any, modules: Mapping[str, torch.nn.Module]) -> Iterator[None]:
-    """Stop the meta run at the second call of a replayed module, and switch transformers' ``sdpa``
-    attention to ``eager`` meanwhile (the sdpa mask reads a value, which meta tensors lack)."""
+    """Stop the meta run at a replayed module's second call; transformers' ``sdpa`` attention is
+    ``eager`` meanwhile (the sdpa mask reads a value, which meta tensors lack)."""
     seen: set[str] = set()
 
     def hook(name: str) -> Callable[..., None]:
@@ -184,10 +184,21 @@ def _meta_run_hooks(model: Any, modules: Mapping[str, torch.nn.Module]) -> Itera
             handle.remove()
 
 
-def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: Any, dtype: torch.dtype,
+def _dropped(calls: Calls, cap_mb: float) -> list[str]:
+    """The calls the job's cap on recorded bytes would drop, in completion order."""
+    dropped, kept = [], 0
+    for call in calls:
+        if kept + call["nbytes"] > cap_mb * (1 << 20):
+            dropped.append(call["key"])
+        else:
+            kept += call["nbytes"]
+    return dropped
+
+
+def plan_replay(model: Any, task: Any, inputs: Tensors, cfg: Any, dtype: torch.dtype,
                 available: int) -> Plan:
-    """The dry run's plan: the task once on meta tensors in the device ``dtype`` (``model`` on meta or
-    real, untouched) recording the sampled calls, then each module on its largest call."""
+    """The dry run's plan: the task once on meta tensors in the device ``dtype`` recording the
+    sampled calls (``model``, meta or real, untouched), then each module on its largest call."""
     settings, patterns = replay_settings(cfg), replay_patterns(cfg)
     specs = module_specs(model, patterns)
     named = named_modules(model)
@@ -202,41 +213,39 @@ def plan_replay(model: Any, task: Any, inputs: Mapping[str, torch.Tensor], cfg: 
         stopped = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
     finally:
         recorder.close()
-    manifest = recorder.manifest()
-    if not manifest["calls"]:
-        raise RuntimeError(f"the meta run of the task recorded no call of the replayed modules ({stopped})")
+    calls = recorder.manifest()["calls"]
+    if not calls:
+        raise RuntimeError(f"the meta run of the task recorded no call of the replayed modules "
+                           f"({stopped})")
     recorded = sum(t.numel() * t.element_size() for t in recorder.tensors.values())
     if stopped:  # the other sampled calls of a module have the shapes of its first
         recorded *= len(set(settings["calls"]))
     builders = {name: (lambda module=module: module) for name, module in hooked.items()}
     memory = choose_precision(settings["precision"], lambda p: process_plan(
-        builders, manifest["calls"], recorder.tensors, p), available)
-    dropped, kept = [], 0  # the job's cap on the recorded bytes, in completion order
-    for call in manifest["calls"]:
-        if kept + call["nbytes"] > settings["max_capture_mb"] * (1 << 20):
-            dropped.append(call["key"])
-        else:
-            kept += call["nbytes"]
+        builders, calls, recorder.tensors, p), available)
     meta_run = "complete" if stopped is None else (
-        f"stopped by {stopped} after the first calls; the other sampled calls are counted with the first "
-        "call's shapes")
+        f"stopped by {stopped} after the first calls; the other sampled calls are counted with "
+        "the first call's shapes")
     return {"mode": "replay", **memory, "patterns": patterns, "modules": len(specs),
-            "calls": len(manifest["calls"]), "sampled_calls": settings["calls"],
-            "recorded_mb": recorded / 1e6, "job_held_call_mb": max(c["nbytes"] for c in manifest["calls"]) / 1e6,
-            "meta_run": meta_run, "host_available_mb": available / 1e6, "headroom": DEFAULT_HEADROOM,
-            "dropped": dropped, "unreplayable": manifest["unreplayable"]}
+            "calls": len(calls), "sampled_calls": settings["calls"],
+            "recorded_mb": recorded / 1e6,
+            "job_held_call_mb": max(c["nbytes"] for c in calls) / 1e6, "meta_run": meta_run,
+            "host_available_mb": available / 1e6, "headroom": DEFAULT_HEADROOM,
+            "dropped": _dropped(calls, settings["max_capture_mb"]),
+            "unreplayable": recorder.unreplayable}
 
 
 def plan_lines(entry: Mapping[str, Any] | None) -> list[str]:
     """The dry run's printed lines of a replay plan (``[]`` when there is none)."""
-    pad = " " * 12
+    pad, gb = " " * 12, 1e3
     if not entry:
         return []
     if "unavailable" in entry:
         return [f"{pad}replay reference not estimated: {entry['unavailable']}"]
-    largest, cut, gb = entry["largest_module"], entry.get("dropped") or [], 1e3
-    lines = [f"{pad}replay: {len(cut)} call(s) beyond baseline.replay.max_capture_mb would not be "
-             f"recorded, so not replayed: {', '.join(cut[:6])} (raise it: the calls go to disk)"] if cut else []
+    largest, cut = entry["largest_module"], entry.get("dropped") or []
+    lines = [f"{pad}replay: {len(cut)} call(s) beyond baseline.replay.max_capture_mb would not "
+             f"be recorded, so not replayed: {', '.join(cut[:6])} (raise it: the calls go to "
+             "disk)"] if cut else []
     beside = ""
     if entry.get("job_holds_mb"):
         beside = f" beside the job's own {entry['job_holds_mb'] / gb:.2f} GB (its model on the CPU)"
@@ -247,10 +256,11 @@ def plan_lines(entry: Mapping[str, Any] | None) -> list[str]:
         here = (f" (this host: {entry['this_host_available_mb'] / gb:.1f} GB free, "
                 f"{'fits' if entry['fits_this_host'] else 'does not fit'})")
     return lines + [
-        f"{pad}replay reference ({entry['precision']}, {entry['modules']} modules, {entry['calls']} calls "
-        f"recorded at {entry['recorded_mb'] / gb:.2f} GB on disk, the job holding one call of at most "
-        f"{entry['job_held_call_mb'] / gb:.2f} GB at a time; {entry['choice']}): largest module "
-        f"{largest['name']} ({largest['num_params']:,} parameters, {largest.get('need_mb', 0) / gb:.2f} GB "
-        f"with its call and activations) + imports {entry['child_imports_mb'] / gb:.1f} GB -> "
-        f"{entry['reference_process_mb'] / gb:.2f} GB of {entry['host_available_mb'] / gb:.1f} GB free"
-        f"{beside}: {'fits' if entry['fits'] else 'DOES NOT FIT'}{here}"]
+        f"{pad}replay reference ({entry['precision']}, {entry['modules']} modules, "
+        f"{entry['calls']} calls recorded at {entry['recorded_mb'] / gb:.2f} GB on disk, the job "
+        f"holding one call of at most {entry['job_held_call_mb'] / gb:.2f} GB at a time; "
+        f"{entry['choice']}): largest module {largest['name']} ({largest['num_params']:,} "
+        f"parameters, {largest.get('need_mb', 0) / gb:.2f} GB with its call and activations) + "
+        f"imports {entry['child_imports_mb'] / gb:.1f} GB -> "
+        f"{entry['reference_process_mb'] / gb:.2f} GB of {entry['host_available_mb'] / gb:.1f} GB "
+        f"free{beside}: {'fits' if entry['fits'] else 'DOES NOT FIT'}{here}"]

@@ -1,12 +1,7 @@
-"""Which modules the replay reference re-runs and from which weights the replay process rebuilds each.
-
-A module is named as ``compare.layers`` names them (``decoder.up_blocks.0``). Its *component* (the
-model, or a pipeline component such as ``transformer``) is built from class and config on the ``meta``
-device, the module taken out, and its tensors read key by key: from the checkpoint (``original``) when
-every tensor is there under its name and shape, else (``exported``: random init, keys converted on load)
-from the float32 copy the job writes to ``replay/weights/<n>.safetensors`` before the device run casts
-them. Non-persistent buffers (rotary tables) are in no checkpoint: always exported.
-"""
+"""Which modules the replay re-runs, and how its process rebuilds each: the module's component built
+from class and config on ``meta``, its tensors read from the checkpoint (``original``, every tensor
+there under its name and shape) or from the float32 copy the job exported before the device run
+(``exported``: random init, converted keys, and always the non-persistent buffers)."""
 
 from __future__ import annotations
 
@@ -31,20 +26,22 @@ ALLOWED_PACKAGES = ("diffusers", "transformers", "torch", "ascendbench")
 
 
 def replay_settings(cfg: Any) -> dict[str, Any]:
-    """``baseline.replay`` with its defaults: ``calls``, ``max_capture_mb``, ``margin``, ``precision``."""
+    """``baseline.replay`` with its defaults: ``calls``, ``max_capture_mb``, ``margin``,
+    ``precision``."""
     replay = cfg.baseline.get("replay") or {}
     precision = str(replay.get("precision") or "auto")
     if precision not in ("auto", "float64", "float32"):
-        raise ConfigError(f"baseline.replay.precision={precision!r} is not allowed; use auto (default: "
-                          "float64 where the largest module with its recorded call fits in host memory, "
-                          "else float32), float64 or float32 (half the memory)")
+        raise ConfigError(f"baseline.replay.precision={precision!r} is not allowed; use auto "
+                          "(default: float64 where the largest module with its recorded call fits "
+                          "in host memory, else float32), float64 or float32 (half the memory)")
     return {"calls": list(replay.get("calls") or ["first", "last"]),
             "max_capture_mb": float(replay.get("max_capture_mb") or 8192),
             "margin": float(replay.get("margin") or 32), "precision": precision}
 
 
 def replay_patterns(cfg: Any) -> list[str]:
-    """``baseline.replay.layers``, else ``compare.layers`` (patterns), else the model's ``replay_layers``."""
+    """``baseline.replay.layers``, else ``compare.layers`` (patterns), else the model's
+    ``replay_layers``."""
     replay = cfg.baseline.get("replay") or {}
     for where, value in (("baseline.replay.layers", replay.get("layers")),
                          ("compare.layers", cfg.compare.get("layers")),
@@ -53,27 +50,21 @@ def replay_patterns(cfg: Any) -> list[str]:
         if isinstance(spec, list):
             return spec
         if spec == "all" and where == "baseline.replay.layers":
-            raise ConfigError("baseline.replay.layers=all is not allowed: the replay re-runs chosen modules "
-                              "one at a time; name them, e.g. baseline.replay.layers='[decoder.up_blocks.*]'.")
+            raise ConfigError("baseline.replay.layers=all is not allowed: the replay re-runs "
+                              "chosen modules one at a time; name them, e.g. "
+                              "baseline.replay.layers='[decoder.up_blocks.*]'.")
     raise ConfigError(
-        f"the replay reference of {cfg.model.name} has no modules to re-run: set baseline.replay.layers "
-        "(or compare.layers) to module name patterns, e.g. '[transformer.transformer_blocks.*]' or "
-        "'[decoder.mid_block,decoder.up_blocks.*]', or give the model a replay_layers list.")
+        f"the replay reference of {cfg.model.name} has no modules to re-run: set "
+        "baseline.replay.layers (or compare.layers) to module name patterns, e.g. "
+        "'[transformer.transformer_blocks.*]' or '[decoder.mid_block,decoder.up_blocks.*]', or "
+        "give the model a replay_layers list.")
 
 
 @dataclass
 class ModuleSpec:
-    """How the replay process rebuilds one module (plain data: it travels as JSON).
-
-    Attributes:
-        name: the module's name in the job.
-        component: the pipeline component holding it (``""``: the model); ``path``: inside it.
-        class_path: the component's class; ``config``: its constructor config.
-        num_params: elements of the module's parameters and buffers.
-        weights: ``original`` or ``exported``, and ``why``.
-        files: checkpoint files and the keys to read: ``[{file, keys: {module key: file key}}]``.
-        exported: the job's file of the module's exported tensors (non-persistent buffers at least).
-    """
+    """How the replay process rebuilds one module (plain data, sent as JSON): its ``component``
+    (``""``: the model) built from ``class_path`` and ``config``, the submodule at ``path``, its
+    tensors from ``files`` (``[{file, keys: {module key: file key}}]``) and ``exported``."""
 
     name: str
     component: str
@@ -93,8 +84,8 @@ def _component(model: Any, name: str) -> tuple[str, torch.nn.Module, str]:
     component, _, inner = name.partition(".")
     module = (getattr(model, "components", None) or {}).get(component)
     if not isinstance(module, torch.nn.Module):
-        raise ConfigError(f"replayed module {name!r}: {component!r} is not a module component of the "
-                          "pipeline")
+        raise ConfigError(f"replayed module {name!r}: {component!r} is not a module component of "
+                          "the pipeline")
     return component, module, inner
 
 
@@ -117,7 +108,8 @@ def module_specs(model: Any, patterns: list[str]) -> list[ModuleSpec]:
 
 
 def _checkpoint_files(weights: Mapping[str, Any] | None, component: str) -> list[Path]:
-    if not weights or weights.get("kind") != "loaded" or weights.get("format", "safetensors") != "safetensors":
+    weights = weights or {}
+    if weights.get("kind") != "loaded" or weights.get("format", "safetensors") != "safetensors":
         return []
     source = Path(str(weights.get("source")))
     if source.is_file():
@@ -139,8 +131,8 @@ def _match_original(spec: ModuleSpec, module: torch.nn.Module, files: list[Path]
     for key, tensor in module.state_dict(keep_vars=True).items():
         found = index.get(prefix + key)
         if found is None or found[1] != tuple(tensor.shape):
-            return (f"the checkpoint has no tensor {prefix + key!r} of shape {list(tensor.shape)} (its "
-                    "keys are converted on load)")
+            return (f"the checkpoint has no tensor {prefix + key!r} of shape "
+                    f"{list(tensor.shape)} (its keys are converted on load)")
         keys.setdefault(found[0], {})[key] = prefix + key
     spec.files = [{"file": str(path), "keys": mapping} for path, mapping in keys.items()]
     return None
@@ -155,14 +147,16 @@ def prepare_weights(model: Any, specs: list[ModuleSpec], weights: Mapping[str, A
     for index, spec in enumerate(specs):
         module = modules[spec.name]
         why = _match_original(spec, module, _checkpoint_files(weights, spec.component))
-        spec.weights, spec.why = ("exported", why) if why else ("original", "every tensor found in the "
-                                                                            "checkpoint")
+        spec.weights, spec.why = "original", "every tensor found in the checkpoint"
+        if why:
+            spec.weights, spec.why = "exported", why
         persistent = module.state_dict(keep_vars=True)
         tensors = {f"buffer:{k}": v for k, v in module.named_buffers() if k not in persistent}
         if why:
             tensors.update({f"param:{k}": v for k, v in persistent.items()})
-        plain = {k: v.detach().to("cpu", torch.float32 if v.is_floating_point() else v.dtype).clone()
+        plain = {k: v.detach().to("cpu", torch.float32 if v.is_floating_point() else v.dtype)
                  for k, v in tensors.items()}
+        plain = {k: v.clone() for k, v in plain.items()}
         spec.exported = str(folder / f"{index}.safetensors")
         with atomic_path(Path(spec.exported)) as tmp:
             save_file(plain, str(tmp))
@@ -170,12 +164,13 @@ def prepare_weights(model: Any, specs: list[ModuleSpec], weights: Mapping[str, A
 
 
 def meta_module(spec: Mapping[str, Any]) -> torch.nn.Module:
-    """The module of ``spec`` on the ``meta`` device: its component built from class and config, taken
-    out. Only classes of :data:`ALLOWED_PACKAGES` are built."""
+    """The module of ``spec`` on the ``meta`` device: its component built from class and config,
+    taken out. Only classes of :data:`ALLOWED_PACKAGES` are built."""
     if spec["class_path"].split(".", 1)[0] not in ALLOWED_PACKAGES:
         raise ConfigError(f"the replay request names class {spec['class_path']!r}; only classes of "
                           f"{', '.join(ALLOWED_PACKAGES)} are built by the reference process")
     cls = import_class(spec["class_path"])
     with torch.device("meta"):
-        component = cls.from_config(spec["config"]) if hasattr(cls, "from_config") else cls(**spec["config"])
+        config = spec["config"]
+        component = cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)
     return component.get_submodule(spec["path"]) if spec["path"] else component

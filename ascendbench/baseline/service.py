@@ -1,10 +1,7 @@
-"""Get a job's CPU reference: from the cache (verified), or computed once under a file lock.
-
-``baseline.process=child`` computes it in ``python -m ascendbench.baseline -`` (torch_npu blocked, no
-device patch); ``in-process`` casts the job's own float32 model and back (CPU-only hosts; refused where
-torch_npu is importable). A higher-precision entry serves a lower-precision request of the same workload;
-an entry that does not verify is logged, recorded under ``rejected`` and recomputed, never used.
-"""
+"""Get a job's CPU reference: from the cache (verified), or computed once under a file lock, in a
+clean child process (``baseline.process=child``) or by casting the job's own model (``in-process``).
+A higher-precision entry serves a lower-precision request of the same workload; an entry that does
+not verify is logged, recorded under ``rejected`` and recomputed, never used."""
 
 from __future__ import annotations
 
@@ -37,8 +34,8 @@ PROCESSES = ("child", "in-process")
 
 
 class Baseline(dict):
-    """The reference outputs (name -> tensor), with ``info`` (the record's ``baseline``) and ``layers``
-    (``None``, module statistics, or ``{tensors, order, dropped}``)."""
+    """The reference outputs (name -> tensor), with ``info`` (the record's ``baseline``) and
+    ``layers`` (``None``, module statistics, or ``{tensors, order, dropped}``)."""
 
     def __init__(self, outputs: Mapping[str, torch.Tensor], info: dict[str, Any],
                  layers: Any = None) -> None:
@@ -49,18 +46,9 @@ class Baseline(dict):
 
 @dataclass
 class ReferenceQuery:
-    """What one job's reference is computed from, and where it is cached.
-
-    Attributes:
-        cfg: the job config (``baseline``, ``model``, ``preset``, ``seed``, ``compare`` are read).
-        task: the job's task.
-        inputs: the job's inputs (used in-process; the child rebuilds and checks them).
-        precision: the reference dtype.
-        weights: the record's ``weights`` entry.
-        inputs_info: the record's ``inputs`` entry.
-        module: the job's float32 model on CPU (in-process, the memory estimate).
-        log_dir: where the child process writes its log (the job directory).
-    """
+    """What one job's reference is computed from (``weights`` and ``inputs_info``: the record's;
+    ``module``: the job's float32 model, for in-process and the estimate), and where it is cached;
+    the child process logs to ``log_dir``."""
 
     cfg: DictConfig
     task: Any
@@ -83,15 +71,16 @@ class ReferenceQuery:
 
     @cached_property
     def candidates(self) -> list[tuple[str, str]]:
-        """``(precision, key)`` of every entry that may serve, highest precision first, the requested
-        last; a half-precision request (``baseline.reference=same``) is served by its own only."""
+        """``(precision, key)`` of every entry that may serve, highest precision first; a half
+        precision (``baseline.reference=same``) is served by its own only."""
         own = (dtype_name(self.precision), self.key)
         if self.precision not in REFERENCE_DTYPES.values():
             return [own]
-        higher = sorted((d for d in REFERENCE_DTYPES.values() if d.itemsize > self.precision.itemsize),
+        size = self.precision.itemsize
+        higher = sorted((d for d in REFERENCE_DTYPES.values() if d.itemsize > size),
                         key=lambda d: d.itemsize, reverse=True)
-        found = [(dtype_name(d), cache_key({**self.material, "precision": dtype_name(d)})) for d in higher]
-        return [*found, own]
+        names = [dtype_name(d) for d in higher]
+        return [(n, cache_key({**self.material, "precision": n})) for n in names] + [own]
 
     @cached_property
     def store(self) -> BaselineStore:
@@ -109,9 +98,10 @@ class ReferenceQuery:
         return bool(self.cfg.baseline.get("cache", True))
 
     def cached(self) -> bool:
-        """An entry looks able to serve (outputs complete, layer captures present; the digests are
-        checked when it is read)."""
-        return self.use_cache and any(self.store.has_outputs(k) and self.store.has_layers(k, self.spec)
+        """An entry looks able to serve (complete outputs, the layer captures; digests are checked
+        when it is read)."""
+        store = self.store
+        return self.use_cache and any(store.has_outputs(k) and store.has_layers(k, self.spec)
                                       for _, k in self.candidates)
 
 
@@ -139,7 +129,8 @@ def _read_entry(store: BaselineStore, key: str, precision: str, spec: Any) -> _E
     try:
         meta = store.read_meta(key)
         if meta.get("precision") != precision:
-            raise DamagedEntry(path, f"records precision {meta.get('precision')!r} for a {precision} key")
+            why = f"records precision {meta.get('precision')!r} for a {precision} key"
+            raise DamagedEntry(path, why)
         if meta.get("material") is not None and cache_key(meta["material"]) != key:
             raise DamagedEntry(path, "records key material that does not hash to its key (edited)")
         entry.meta = meta
@@ -168,12 +159,12 @@ def _served(entry: _Entry, query: ReferenceQuery, info: dict[str, Any], start: f
     path = query.store.entry(entry.key)
     info.update(cache_key=entry.key, path=str(path), precision=meta["precision"],
                 seconds=meta.get("seconds"), process=process.get("kind"),
-                torch_npu_blocked=process.get("torch_npu_blocked"), computed_at=meta.get("created_at"),
-                load_s=time.perf_counter() - start)
+                torch_npu_blocked=process.get("torch_npu_blocked"),
+                computed_at=meta.get("created_at"), load_s=time.perf_counter() - start)
     if entry.key != query.key:
         info["requested_key"] = query.key
-        log.info("CPU reference: the cached %s reference serves this %s request (%s)", entry.precision,
-                 info["requested_precision"], path)
+        log.info("CPU reference: the cached %s reference serves this %s request (%s)",
+                 entry.precision, info["requested_precision"], path)
     return Baseline(entry.outputs, info, entry.layers)
 
 
@@ -186,7 +177,8 @@ def _lookup(query: ReferenceQuery, info: dict[str, Any]) -> tuple[Baseline | Non
         if key == query.key:
             own = entry
         elif entry.problem is not None:
-            _reject(info, entry.problem, f"not used; the {own.precision} reference is used instead")
+            action = f"not used; the {own.precision} reference is used instead"
+            _reject(info, entry.problem, action)
         if entry.complete:
             return _served(entry, query, info, start), own
     return None, own
@@ -196,19 +188,20 @@ def _request(query: ReferenceQuery, layers: Any, want_outputs: bool) -> dict[str
     cfg = query.cfg
     config = {"model": OmegaConf.to_container(cfg.model, resolve=True),
               "preset": OmegaConf.to_container(cfg.preset, resolve=True), "seed": int(cfg.seed)}
+    capture_bytes = int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20))
     return {"config": config, "key": query.key, "material": dict(query.material),
             "cache_dir": str(query.store.root), "weights": dict(query.weights),
             "inputs": {k: dict(v) for k, v in query.inputs_info.items()},
-            "precision": dtype_name(query.precision), "layers": layers, "want_outputs": want_outputs,
-            "max_capture_bytes": int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20)),
+            "precision": dtype_name(query.precision), "layers": layers,
+            "want_outputs": want_outputs, "max_capture_bytes": capture_bytes,
             "owner": {"pid": os.getpid(), "host": socket.gethostname()}}
 
 
 def _run_in_process(request: Mapping[str, Any], query: ReferenceQuery) -> dict[str, Any]:
     if "torch_npu" in sys.modules or importlib.util.find_spec("torch_npu") is not None:
-        raise ConfigError("baseline.process=in-process is refused here: torch_npu is importable, and "
-                          "diffusers then runs NPU kernels even for CPU tensors, which would contaminate "
-                          "the reference. Use baseline.process=child.")
+        raise ConfigError("baseline.process=in-process is refused here: torch_npu is importable, "
+                          "and diffusers then runs NPU kernels even for CPU tensors, which would "
+                          "contaminate the reference. Use baseline.process=child.")
     start, module = time.perf_counter(), query.module
     try:
         run = run_reference(module, query.task, query.inputs, query.precision, request["layers"],
@@ -222,6 +215,8 @@ def _run_in_process(request: Mapping[str, Any], query: ReferenceQuery) -> dict[s
 
 def _estimate_bytes(query: ReferenceQuery) -> float | None:
     """The reference's estimated host memory, for a failure message (``None``: not estimable)."""
+    if query.module is None:
+        return None
     try:
         return reference_memory(query.module, query.task, query.inputs, query.precision).total
     except Exception as exc:  # an estimate must not hide the failure it explains
@@ -231,57 +226,55 @@ def _estimate_bytes(query: ReferenceQuery) -> float | None:
 
 def _compute(query: ReferenceQuery, own: _Entry, info: dict[str, Any]) -> Baseline:
     """Under the lock: drop what did not verify, compute what the cache lacks, read it back."""
-    outputs_ok = query.use_cache and own.outputs is not None
+    store, outputs_ok = query.store, query.use_cache and own.outputs is not None
     if own.problem is not None:
         _reject(info, own.problem, "recomputed")
     if not outputs_ok:  # damaged or stale files, leftover temporaries of a killed writer
-        query.store.discard(query.key)
+        store.discard(query.key)
     elif own.problem is not None:
-        query.store.discard(query.key, [own.problem.path.name])
+        store.discard(query.key, [own.problem.path.name])
     layers = None if outputs_ok and own.has_layers else query.spec
     request = _request(query, layers, not outputs_ok)
     if str(query.cfg.baseline.get("process", "child")) == "child":
-        query.store.entry(query.key).mkdir(parents=True, exist_ok=True)
-        log.info("CPU reference in a clean child process (torch_npu blocked); log: %s",
-                 Path(query.log_dir) / CHILD_LOG)
-        ran = run_child("-", request, Path(query.log_dir) / CHILD_LOG,
-                        f"reference (cpu {request['precision']})",
-                        lambda: None if query.module is None else _estimate_bytes(query))
+        log_path = Path(query.log_dir) / CHILD_LOG
+        store.entry(query.key).mkdir(parents=True, exist_ok=True)
+        log.info("CPU reference in a clean child process (torch_npu blocked); log: %s", log_path)
+        label = f"reference (cpu {request['precision']})"
+        ran = run_child("-", request, log_path, label, lambda: _estimate_bytes(query))
     else:
         ran = _run_in_process(request, query)
     info.update(cache_hit=False, computed=not outputs_ok, computed_layers=layers is not None, **ran)
     start = time.perf_counter()
-    entry = _read_entry(query.store, query.key, own.precision, query.spec)
+    entry = _read_entry(store, query.key, own.precision, query.spec)
     if not entry.complete:
         why = f"{entry.problem.path} {entry.problem.why}" if entry.problem else "a file is missing"
-        raise BaselineError(f"the CPU reference just written to {query.store.entry(query.key)} does not "
-                            f"read back: {why}. Check the disk of baseline.cache_dir (full, read-only, or "
-                            "shared with a process that rewrites it), then run the job again.")
+        raise BaselineError(f"the CPU reference just written to {store.entry(query.key)} does not "
+                            f"read back: {why}. Check the disk of baseline.cache_dir (full, "
+                            "read-only, or shared with a process that rewrites it), then run the "
+                            "job again.")
     return _served(entry, query, info, start)
 
 
 def get_or_compute(query: ReferenceQuery) -> Baseline:
-    """The reference outputs of this job (and its layer captures), cached and verified on read.
-
-    Raises:
-        ConfigError: ``baseline.process`` is not allowed, or a layer pattern matches nothing.
-        BaselineError: the reference could not be computed, or the cache lock timed out.
-    """
+    """The reference outputs of this job (and its layer captures), cached and verified on read;
+    a :class:`BaselineError` when it cannot be computed or the lock times out."""
     cfg, key = query.cfg, query.key
     process = str(cfg.baseline.get("process", "child"))
     if process not in PROCESSES:
-        raise ConfigError(f"baseline.process={process!r} is not allowed; use child (default: a clean "
-                          "process without torch_npu) or in-process (CPU-only hosts).")
+        raise ConfigError(f"baseline.process={process!r} is not allowed; use child (default: a "
+                          "clean process without torch_npu) or in-process (CPU-only hosts).")
     if isinstance(query.spec, list) and query.module is not None:
-        select_modules(query.module, query.spec)  # a pattern matching nothing fails here, not in the child
-    info: dict[str, Any] = {"cache_key": key, "path": str(query.store.entry(key)), "cache_hit": True,
-                            "waited_s": 0.0, "requested_precision": dtype_name(query.precision),
-                            "computed": False, "computed_layers": False}
+        select_modules(query.module, query.spec)  # no pattern matching nothing reaches the child
+    info: dict[str, Any] = {"cache_key": key, "path": str(query.store.entry(key)),
+                            "cache_hit": True, "waited_s": 0.0, "computed": False,
+                            "requested_precision": dtype_name(query.precision),
+                            "computed_layers": False}
     found = _lookup(query, info)[0] if query.use_cache else None
     if found is not None:
         log.info("CPU reference from the cache: %s", found.info["path"])
         return found
-    with query.store.lock(key, float(cfg.baseline.lock_timeout_s), {"job": str(query.log_dir)}) as wait:
+    owner = {"job": str(query.log_dir)}
+    with query.store.lock(key, float(cfg.baseline.lock_timeout_s), owner) as wait:
         info["waited_s"] = wait.seconds
         if wait.holder:
             info["waited_for"] = wait.holder

@@ -1,18 +1,6 @@
-"""The on-disk cache of references: one directory per key, written atomically, verified on read, locked.
-
-::
-
-    <cache_dir>/<key>.lock                       held while a job computes the reference of <key>
-    <cache_dir>/<key>.owner.json                 who holds it: pid, host, since when, job dir
-    <cache_dir>/<key>/outputs.safetensors        the outputs, in the reference precision
-    <cache_dir>/<key>/meta.json                  key material, precision, timings, process, and the
-                                                 SHA256, size and shapes of every file of the entry
-    <cache_dir>/<key>/layers-<spec>.safetensors  layer outputs of one compare.layers pattern list
-    <cache_dir>/<key>/modules-all.json           per-module statistics (compare.layers=all)
-
-Nothing is trusted on read: each file is checked against ``meta.json`` and anything damaged, replaced or
-written without digests raises :class:`DamagedEntry` (the file and what is wrong); the caller recomputes.
-"""
+"""The on-disk cache of references (its layout: docs/accuracy.md): one directory per key, each file
+written atomically and checked on read against the digests in ``meta.json``; ``<key>.lock`` with
+``<key>.owner.json`` saying who holds it."""
 
 from __future__ import annotations
 
@@ -75,12 +63,13 @@ def header_tensors(path: Path | str) -> dict[str, torch.Tensor]:
     """Meta tensors of a safetensors file's shapes and dtypes (its header only is read)."""
     with safe_open(str(path), framework="pt") as handle:
         slices = {k: handle.get_slice(k) for k in sorted(handle.keys())}
-        return {k: torch.empty(s.get_shape(), dtype=SAFETENSORS_DTYPES[s.get_dtype()], device="meta")
-                for k, s in slices.items()}
+        return {k: torch.empty(s.get_shape(), dtype=SAFETENSORS_DTYPES[s.get_dtype()],
+                               device="meta") for k, s in slices.items()}
 
 
 def _shapes(described: Mapping[str, Mapping[str, Any]]) -> str:
-    return ", ".join(f"{k} {v.get('dtype')} {v.get('shape')}" for k, v in described.items()) or "nothing"
+    text = ", ".join(f"{k} {v.get('dtype')} {v.get('shape')}" for k, v in described.items())
+    return text or "nothing"
 
 
 def _unreadable(path: Path, what: str, exc: Exception) -> DamagedEntry:
@@ -99,7 +88,7 @@ class LockClock:
 
 @dataclass
 class LockWait:
-    """How a job got the lock: the seconds it waited and who held it meanwhile (``None``: nobody)."""
+    """How a job got the lock: seconds waited, and who held it meanwhile (``None``: nobody)."""
 
     seconds: float = 0.0
     holder: dict[str, Any] | None = None
@@ -164,7 +153,8 @@ class BaselineStore:
 
     def write_meta(self, key: str, meta: Mapping[str, Any]) -> None:
         """(Re)write ``meta.json``."""
-        write_atomic(self.entry(key) / META, json.dumps(meta, indent=2, sort_keys=True, default=str))
+        text = json.dumps(meta, indent=2, sort_keys=True, default=str)
+        write_atomic(self.entry(key) / META, text)
 
     def write_layers(self, key: str, spec: str | list[str], capture: Any) -> None:
         """A capture (tensors for patterns, module statistics for ``all``), its digest added to
@@ -174,8 +164,8 @@ class BaselineStore:
             if spec == "all":
                 tmp.write_text(json.dumps({"modules": capture.modules}, default=str))
             else:
-                metadata = {"order": json.dumps(capture.order), "dropped": json.dumps(capture.dropped),
-                            "spec": json.dumps(list(spec))}
+                metadata = {"order": json.dumps(capture.order), "spec": json.dumps(list(spec)),
+                            "dropped": json.dumps(capture.dropped)}
                 save_file(capture.tensors, str(tmp), metadata=metadata)
             digest = file_digest(tmp)
         meta = self.read_meta(key)
@@ -191,7 +181,8 @@ class BaselineStore:
         path = self.entry(key) / META
         if not path.is_file():
             if (self.entry(key) / OUTPUTS).exists():
-                raise DamagedEntry(path, f"is missing beside {OUTPUTS} (an interrupted write, or deleted)")
+                why = f"is missing beside {OUTPUTS} (an interrupted write, or deleted)"
+                raise DamagedEntry(path, why)
             raise FileNotFoundError(path)
         try:
             meta = json.loads(path.read_text())
@@ -206,7 +197,8 @@ class BaselineStore:
         if missing:
             raise DamagedEntry(path, f"lacks the keys {missing}")
         if meta["key"] != key:
-            raise DamagedEntry(path, f"belongs to the key {meta['key']!r}, not to its directory's {key!r}")
+            why = f"belongs to the key {meta['key']!r}, not to its directory's {key!r}"
+            raise DamagedEntry(path, why)
         return meta
 
     def _check_size(self, key: str, name: str, meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -219,8 +211,8 @@ class BaselineStore:
             raise DamagedEntry(path, f"is missing although {META} records it")
         size = path.stat().st_size
         if size != recorded.get("bytes"):
-            raise DamagedEntry(path, f"has {size} bytes where {META} records {recorded.get('bytes')} "
-                                     "(truncated or replaced)")
+            why = f"has {size} bytes where {META} records {recorded.get('bytes')}"
+            raise DamagedEntry(path, f"{why} (truncated or replaced)")
         return recorded
 
     def _verify(self, key: str, name: str, meta: Mapping[str, Any]) -> Path:
@@ -229,16 +221,12 @@ class BaselineStore:
         path = self.entry(key) / name
         actual = file_digest(path)["sha256"]
         if actual != recorded["sha256"]:
-            raise DamagedEntry(path, f"has SHA256 {actual[7:19]}... where {META} records "
-                                     f"{recorded['sha256'][7:19]}... (its content was replaced or corrupted)")
+            why = f"has SHA256 {actual[7:19]}... where {META} records {recorded['sha256'][7:19]}..."
+            raise DamagedEntry(path, f"{why} (its content was replaced or corrupted)")
         return path
 
     def read_outputs(self, key: str, meta: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        """The cached outputs, after their names, shapes, dtypes (header) and digest matched ``meta``.
-
-        Raises:
-            DamagedEntry: the file is missing, truncated, replaced, or unreadable.
-        """
+        """The cached outputs, after their names, shapes, dtypes (header) and digest matched."""
         path = self.entry(key) / OUTPUTS
         if not path.is_file():
             raise DamagedEntry(path, f"is missing although {META} records it")
@@ -247,17 +235,13 @@ class BaselineStore:
         except Exception as exc:  # safetensors' own error class, OSError, ValueError, KeyError
             raise _unreadable(path, " as safetensors", exc) from exc
         if found != meta[SHAPES]:
-            raise DamagedEntry(path, f"holds {_shapes(found)} where {META} records {_shapes(meta[SHAPES])}")
+            why = f"holds {_shapes(found)} where {META} records {_shapes(meta[SHAPES])}"
+            raise DamagedEntry(path, why)
         return load_file(str(self._verify(key, OUTPUTS, meta)))
 
     def read_layers(self, key: str, spec: str | list[str] | None, meta: Mapping[str, Any]) -> Any:
         """``None``, the module statistics (``all``) or ``{tensors, order, dropped}`` (patterns),
-        after the file's digest matched ``meta``.
-
-        Raises:
-            FileNotFoundError: this capture was never written (compute it).
-            DamagedEntry: the file is unreadable or differs from its digest.
-        """
+        verified; ``FileNotFoundError`` when this capture was never written."""
         path = self.layers_file(key, spec)
         if path is None:
             return None
@@ -269,7 +253,8 @@ class BaselineStore:
                 return json.loads(path.read_text())["modules"]
             with safe_open(str(path), framework="pt") as handle:
                 metadata = handle.metadata() or {}
-            return {"tensors": load_file(str(path)), "order": json.loads(metadata.get("order", "[]")),
+            return {"tensors": load_file(str(path)),
+                    "order": json.loads(metadata.get("order", "[]")),
                     "dropped": json.loads(metadata.get("dropped", "[]"))}
         except Exception as exc:  # safetensors' own error class, OSError, ValueError, KeyError
             raise _unreadable(path, "", exc) from exc
@@ -297,11 +282,7 @@ class BaselineStore:
     def lock(self, key: str, timeout_s: float,
              owner: Mapping[str, Any] | None = None) -> Iterator[LockWait]:
         """Hold ``<key>.lock`` (a negative ``timeout_s`` waits for ever), saying who holds it in
-        ``<key>.owner.json`` (``owner`` added); a waiting job names the holder at once, then a heartbeat.
-
-        Raises:
-            BaselineError: not obtained within ``timeout_s`` (the message names the holder).
-        """
+        ``<key>.owner.json``; a waiting job names the holder, then a heartbeat; the timeout too."""
         self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.root / f"{key}.lock"))
         wait = self._acquire(lock, key, float(timeout_s))
@@ -318,24 +299,24 @@ class BaselineStore:
     def _acquire(self, lock: FileLock, key: str, timeout_s: float) -> LockWait:
         clock, path = self.clock, self.root / f"{key}.lock"
         start = last = clock.now()
-        wait = LockWait()
+        wait, poll_s = LockWait(), clock.poll_s if timeout_s < 0 else min(clock.poll_s, timeout_s)
         while True:
             try:
-                lock.acquire(timeout=clock.poll_s if timeout_s < 0 else min(clock.poll_s, timeout_s))
+                lock.acquire(timeout=poll_s)
                 wait.seconds = clock.now() - start
                 return wait
             except Timeout:
                 now = clock.now()
             first = wait.holder is None
-            wait.holder = self.holder(key) or wait.holder or {}  # the owner file goes just before the lock
+            wait.holder = self.holder(key) or wait.holder or {}  # its file goes before the lock
             if 0 <= timeout_s <= now - start:
                 raise BaselineError(
-                    f"another job, {describe_holder(wait.holder)}, has held the baseline lock {path} for "
-                    f"more than baseline.lock_timeout_s={timeout_s:g} s while computing the same "
-                    "reference. Wait for it, raise baseline.lock_timeout_s, or if that process is not "
-                    "running any more remove the stale lock file.")
+                    f"another job, {describe_holder(wait.holder)}, has held the baseline lock "
+                    f"{path} for more than baseline.lock_timeout_s={timeout_s:g} s while computing "
+                    "the same reference. Wait for it, raise baseline.lock_timeout_s, or if that "
+                    "process is not running any more remove the stale lock file.")
             if first or now - last >= clock.heartbeat_s:
                 last = now
                 log.info("waiting for the baseline lock %s, held by %s; waited %.0f s of "
-                         "baseline.lock_timeout_s=%g s", path, describe_holder(wait.holder), now - start,
-                         timeout_s)
+                         "baseline.lock_timeout_s=%g s", path, describe_holder(wait.holder),
+                         now - start, timeout_s)

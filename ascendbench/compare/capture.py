@@ -1,12 +1,6 @@
-"""The inputs and outputs of sampled module calls, for the replay reference.
-
-:class:`CallRecorder` hooks the chosen modules (a pre-hook copies a call's inputs before ``forward`` can
-change them in place, a forward hook its outputs) for the calls ``first``, ``last`` or given indices. The
-arguments are kept as a JSON *skeleton* whose tensors are names (``<module>#<call>/in/<i>``), so the
-replay process can call the module again; other argument types make a module ``unreplayable``. With
-``spill`` each recorded call goes to its own ``<n>.safetensors`` as it finishes, so one call at a time is
-held; on the meta device (the dry run, ``keep=False``) only shapes are kept.
-"""
+"""The inputs and outputs of sampled module calls, for the replay reference: arguments kept as a
+JSON skeleton whose tensors are names (``<module>#<call>/in/<i>``); with ``spill`` each call goes
+to its own ``<n>.safetensors`` as it finishes, so one call at a time is held."""
 
 from __future__ import annotations
 
@@ -35,7 +29,8 @@ def encode(value: Any, tensors: dict[str, torch.Tensor], prefix: str, keep: bool
     if isinstance(value, torch.dtype):
         return {"dtype": dtype_name(value)}
     if isinstance(value, (list, tuple)):
-        return {"seq": [encode(v, tensors, prefix, keep) for v in value], "tuple": isinstance(value, tuple)}
+        items = [encode(v, tensors, prefix, keep) for v in value]
+        return {"seq": items, "tuple": isinstance(value, tuple)}
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return {"map": {k: encode(v, tensors, prefix, keep) for k, v in value.items()}}
     raise Unreplayable(type(value).__name__)
@@ -59,20 +54,14 @@ def call_file(calls_dir: str | Path, call: Mapping[str, Any]) -> str:
     """The file of one recorded call inside ``calls_dir`` (a name from a manifest is data)."""
     name = str(call.get("file") or "")
     if not name.endswith(".safetensors") or Path(name).name != name or name.startswith("."):
-        raise ValueError(f"recorded call {call.get('key')!r} names file {name!r}, not a file of {calls_dir}")
+        raise ValueError(f"recorded call {call.get('key')!r} names file {name!r}, not a file of "
+                         f"{calls_dir}")
     return str(Path(calls_dir) / name)
 
 
 class CallRecorder:
-    """Inputs and outputs of sampled calls of chosen modules (see the module docstring).
-
-    Args:
-        modules: ``name -> module`` to hook.
-        calls: which calls of each module: ``first``, ``last`` and call indices.
-        max_bytes: calls beyond this many recorded bytes are dropped (named in ``dropped``).
-        keep: copy tensors to the CPU (``False``: keep them as they are, for a meta run).
-        spill: a folder where each recorded call goes to its own file at once.
-    """
+    """Inputs and outputs of the ``calls`` (``first``, ``last``, indices) of ``modules``; calls
+    past ``max_bytes`` are ``dropped``; ``keep=False`` keeps (meta) tensors as they are."""
 
     def __init__(self, modules: dict[str, torch.nn.Module], calls: Sequence[Any], max_bytes: int,
                  keep: bool = True, spill: Path | None = None) -> None:
@@ -87,11 +76,12 @@ class CallRecorder:
         self.dropped: list[str] = []
         self.unreplayable: dict[str, str] = {}
         self._pending: dict[str, tuple[dict[str, Any], dict[str, torch.Tensor]] | None] = {}
-        self._last: dict[str, str] = {}  # a module's latest "last" candidate, superseded by its next call
+        self._last: dict[str, str] = {}  # a module's latest "last" candidate, until its next call
         self._handles = []
         for name, module in modules.items():
-            self._handles.append(module.register_forward_pre_hook(self._pre(name or ROOT), with_kwargs=True))
-            self._handles.append(module.register_forward_hook(self._post(name or ROOT), with_kwargs=True))
+            label = name or ROOT
+            self._handles += [module.register_forward_pre_hook(self._pre(label), with_kwargs=True),
+                              module.register_forward_hook(self._post(label), with_kwargs=True)]
 
     def _copy(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor.detach().to("cpu", copy=True).contiguous() if self.keep else tensor.detach()
@@ -101,17 +91,19 @@ class CallRecorder:
             call = self.counts.get(label, 0)
             self.counts[label] = call + 1
             self._pending[label] = None
-            sampled = "last" in self.wanted or call in self.wanted or (call == 0 and "first" in self.wanted)
+            sampled = "last" in self.wanted or call in self.wanted or (
+                call == 0 and "first" in self.wanted)
             if not sampled or label in self.unreplayable:
                 return
             key, tensors = f"{label}#{call}", {}
-            record = {"key": key, "module": "" if label == ROOT else label, "call": call, "outputs": []}
+            record = {"key": key, "module": "" if label == ROOT else label, "call": call,
+                      "outputs": []}
             try:
                 record["args"] = encode(list(args), tensors, f"{key}/in", self.keep)
                 record["kwargs"] = encode(dict(kwargs), tensors, f"{key}/in", self.keep)
             except Unreplayable as exc:
-                self.unreplayable[label] = (f"an argument of type {exc} (only tensors, numbers, strings "
-                                            "and containers)")
+                self.unreplayable[label] = (f"an argument of type {exc} (only tensors, numbers, "
+                                            "strings and containers)")
                 return
             self._pending[label] = (record, tensors)
         return hook

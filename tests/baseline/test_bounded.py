@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ascendbench.baseline.bounded import Bounds, BoundedFloat64, conv_unfold_bytes, tile_shape
+from ascendbench.baseline.bounded import BoundedFloat64, Bounds, conv_unfold_bytes, tile_shape
 from ascendbench.tasks import VaeDecodeTask, VideoDecodeTask
 
 from helpers import build_tiny_flux2

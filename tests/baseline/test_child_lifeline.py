@@ -3,11 +3,9 @@ reference process killed by a signal is reported as such."""
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import threading

@@ -9,7 +9,7 @@ import torch
 
 from ascendbench.baseline.compute import BlockProgress, count_blocks, progress_modules
 from ascendbench.baseline.key import reference_patches
-from ascendbench.baseline.process import PROGRESS_PREFIX, ChildExit, ProgressWait, follow_child_progress
+from ascendbench.baseline.process import PROGRESS_PREFIX, ChildExit, follow_child_progress
 from ascendbench.progress import ProgressOptions, job_name
 from ascendbench.tasks import VaeDecodeTask
 
@@ -68,7 +68,7 @@ def _follow(tmp_path, lines_at, end_at, mode):
         return ChildExit(0) if clock.now >= end_at else None
 
     options = ProgressOptions(mode=mode, stream=out, clock=clock)
-    ended = follow_child_progress(poll, log, ProgressWait("reference (cpu float64)", 0.5, clock.sleep, options))
+    ended = follow_child_progress(poll, log, "reference (cpu float64)", options, clock.sleep)
     return ended, out.getvalue()
 
 

@@ -14,6 +14,6 @@ from ascendbench.job.stages.reference import ReferenceStage
 from ascendbench.job.stages.replay_reference import ReplayReferenceStage
 from ascendbench.job.stages.setup import ConfigStage, DeviceStage
 
-STAGES: tuple[Stage, ...] = (ConfigStage(), DeviceStage(), LoadStage(), InputsStage(), ReferenceStage(),
-                             DeviceRunStage(), EvaluateStage(), ReplayReferenceStage(), CompareStage(),
-                             ArtifactsStage())
+STAGES: tuple[Stage, ...] = (ConfigStage(), DeviceStage(), LoadStage(), InputsStage(),
+                             ReferenceStage(), DeviceRunStage(), EvaluateStage(),
+                             ReplayReferenceStage(), CompareStage(), ArtifactsStage())
