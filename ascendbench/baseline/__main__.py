@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable
 
-PARENT_PID_ENV = "ASCENDBENCH_PARENT_PID"  # set by ascendbench.baseline.process.run_child
+PARENT_PID_ENV = "ASCENDBENCH_PARENT_PID"  # the job's pid (ascendbench.baseline.process.run_child)
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ORPHANED = 3  # exit status when the job is gone before this process could start
 USAGE = """usage: python -m ascendbench.baseline - | replay

@@ -30,7 +30,6 @@ from ascendbench.models.activations import activation_bytes
 from ascendbench.patches import patches_applied
 from ascendbench.precision import dtype_name
 from ascendbench.tasks.inputs import describe
-from ascendbench.tasks.placement import place
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,7 @@ def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch
     """Cast ``module`` (in place) and the float inputs to ``precision``, run ``task`` on CPU."""
     log.info("CPU reference run in %s ...", dtype_name(precision))
     start = time.perf_counter()
-    module = place(task, module, "cpu", precision)  # task.to() where defined (pipelines, VAEs)
+    module = task.to(module, torch.device("cpu"), precision)  # pipelines and VAEs have their own
     cast = {k: v.to("cpu", precision) if v.is_floating_point() else v.to("cpu")
             for k, v in inputs.items()}
     with capturing(module, layers, max_capture_bytes) as capture, \

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from ascendbench.baseline.__main__ import PARENT_PID_ENV
 from ascendbench.errors import BaselineError
 from ascendbench.progress import Progress
 
 CHILD_LOG = "baseline_child.log"
-PARENT_PID_ENV = "ASCENDBENCH_PARENT_PID"  # the child dies with this process (baseline.__main__)
 PROGRESS_PREFIX = "ascendbench-progress "
 _RSS_SCALE = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
 

@@ -132,23 +132,13 @@ def judge_rows(results: list[dict[str, Any]], order: list[str],
                             "rule": first["rule"]}
 
 
-def _peak_mb(results: dict[str, Any], check: dict[str, Any]) -> float | None:
-    """The largest per-module peak and the imports' (the process resets its peak per module)."""
-    imports = results.get("imports_peak_rss_mb")
-    peaks = [r["measured_peak_rss_mb"] for r in check.get("modules", [])]
-    if isinstance(imports, (int, float)) and not isinstance(imports, bool):
-        peaks.append(float(imports))
-    return max(peaks) if peaks else None
-
-
-def run_replay(job: Any, plan: ReplayPlan) -> dict[str, Any]:
-    """Record, replay, judge (the rows kept on ``plan``); the replay stage's record section."""
-    recorder = record_calls(job, plan)  # each call on disk as soon as it finished
-    manifest, calls_dir = recorder.manifest(), plan.folder / "calls"
-    calls = manifest["calls"]
-    write_atomic(plan.folder / "manifest.json", json.dumps(manifest))
-    memory = recorded_plan(plan.specs, str(calls_dir), calls, plan.settings["precision"])
-    results_path = plan.folder / "results.json"
+def _replay_process(job: Any, plan: ReplayPlan,
+                    manifest: dict[str, Any]) -> tuple[dict, dict, list]:
+    """The replay process on the recorded calls: its memory plan (with the check of its measured
+    peak), its run (wall time, log, peak) and its per-module results."""
+    calls_dir, results_path = plan.folder / "calls", plan.folder / "results.json"
+    setting = plan.settings["precision"]
+    memory = recorded_plan(plan.specs, str(calls_dir), manifest["calls"], setting)
     request = {"modules": [asdict(s) for s in plan.specs], "manifest": manifest,
                "calls_dir": str(calls_dir), "results": str(results_path),
                "precision": memory["precision"]}
@@ -156,23 +146,36 @@ def run_replay(job: Any, plan: ReplayPlan) -> dict[str, Any]:
     ran = run_child("replay", request, job.dir / LOG_NAME, label)
     results = _results(results_path)
     check = memory_check(memory, results["modules"])
-    ran["peak_rss_mb"] = _peak_mb(results, check)
+    imports = results.get("imports_peak_rss_mb")  # the process resets its peak per module
+    peaks = [r["measured_peak_rss_mb"] for r in check.get("modules", [])]
+    if isinstance(imports, (int, float)) and not isinstance(imports, bool):
+        peaks.append(float(imports))
+    ran["peak_rss_mb"] = max(peaks) if peaks else None
     if check["under_estimated"]:
         job.warn(f"replay reference: the measured peak of {', '.join(check['under_estimated'])} "
                  f"is above {check['rule']} (compare.memory.check): the plan under-estimates, so a "
                  "larger preset may not fit")
+    return {**memory, "check": check}, ran, results["modules"]
+
+
+def run_replay(job: Any, plan: ReplayPlan) -> dict[str, Any]:
+    """Record, replay, judge (the rows kept on ``plan``); the replay stage's record section."""
+    recorder = record_calls(job, plan)  # each call on disk as soon as it finished
+    manifest = recorder.manifest()
+    calls = manifest["calls"]
+    write_atomic(plan.folder / "manifest.json", json.dumps(manifest))
+    memory, ran, results = _replay_process(job, plan, manifest)
     device = dtype_name(job.precision.dtype)
     rule = {"max": plan.settings["margin"] * UNIT_ROUNDOFF[device],
             "source": f"{RULE_SOURCE}; {device}: u = {UNIT_ROUNDOFF[device]:.3g}"}
-    plan.rows, first = judge_rows(results["modules"], [c["key"] for c in calls], rule)
+    plan.rows, first = judge_rows(results, [c["key"] for c in calls], rule)
     info = {"mode": "replay", "reason": plan.reason, "modules": len(plan.specs),
             "calls": len(calls), "precision": memory["precision"],
             "precision_choice": memory["choice"], "first_divergent": first, "rule": rule,
             "verdict": worst(r.get("result") or None for r in plan.rows),
             "dropped": manifest["dropped"], "unreplayable": manifest["unreplayable"],
             "recorded_mb": sum(c["nbytes"] for c in calls) / 1e6,
-            "job_held_call_mb": recorder.peak_call_bytes / 1e6, "process": ran,
-            "memory": {**memory, "check": check},
+            "job_held_call_mb": recorder.peak_call_bytes / 1e6, "process": ran, "memory": memory,
             "results": {r["name"]: {k: r.get(k) for k in ("module", *ERRORS, "result", "message")}
                         for r in plan.rows}}
     if job.cfg.compare.get("verdict", True):
@@ -182,8 +185,8 @@ def run_replay(job: Any, plan: ReplayPlan) -> dict[str, Any]:
             "cosine": r["cosine"]} for r in plan.rows if "local_rel_err" in r}
         job.metrics = {**job.metrics, **entries}
     job.verdict = worst(m.get("verdict") for m in job.metrics.values() if isinstance(m, dict))
-    job.artifacts.update(replay_calls=job.relative(calls_dir),
-                         replay_results=job.relative(results_path),
+    job.artifacts.update(replay_calls=job.relative(plan.folder / "calls"),
+                         replay_results=job.relative(plan.folder / "results.json"),
                          replay_manifest=job.relative(plan.folder / "manifest.json"))
     return {"compare": info, "metrics": job.metrics, "verdict": job.verdict,
             "artifacts": job.artifacts,

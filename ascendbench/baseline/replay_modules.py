@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import torch
+from hydra.utils import get_class
 from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ascendbench.compare.select import named_modules, normalize_spec, select_modules
 from ascendbench.errors import ConfigError
 from ascendbench.fileio import atomic_path
-from ascendbench.models.base import import_class
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def meta_module(spec: Mapping[str, Any]) -> torch.nn.Module:
     if spec["class_path"].split(".", 1)[0] not in ALLOWED_PACKAGES:
         raise ConfigError(f"the replay request names class {spec['class_path']!r}; only classes of "
                           f"{', '.join(ALLOWED_PACKAGES)} are built by the reference process")
-    cls = import_class(spec["class_path"])
+    cls = get_class(spec["class_path"])
     with torch.device("meta"):
         config = spec["config"]
         component = cls.from_config(config) if hasattr(cls, "from_config") else cls(**config)

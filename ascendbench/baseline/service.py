@@ -23,7 +23,7 @@ from ascendbench.baseline.compute import run_reference, write_entry
 from ascendbench.baseline.key import cache_key, key_material
 from ascendbench.baseline.memory import reference_memory
 from ascendbench.baseline.process import CHILD_LOG, run_child
-from ascendbench.baseline.store import META, BaselineStore, DamagedEntry
+from ascendbench.baseline.store import META, Baseline, BaselineStore, DamagedEntry
 from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.errors import BaselineError, ConfigError
 from ascendbench.precision import REFERENCE_DTYPES, dtype_name
@@ -31,17 +31,6 @@ from ascendbench.precision import REFERENCE_DTYPES, dtype_name
 log = logging.getLogger(__name__)
 
 PROCESSES = ("child", "in-process")
-
-
-class Baseline(dict):
-    """The reference outputs (name -> tensor), with ``info`` (the record's ``baseline``) and
-    ``layers`` (``None``, module statistics, or ``{tensors, order, dropped}``)."""
-
-    def __init__(self, outputs: Mapping[str, torch.Tensor], info: dict[str, Any],
-                 layers: Any = None) -> None:
-        super().__init__(outputs)
-        self.info = info
-        self.layers = layers
 
 
 @dataclass

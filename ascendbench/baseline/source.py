@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from safetensors.torch import load_file
 
-from ascendbench.baseline.service import Baseline
+from ascendbench.baseline.store import Baseline
 from ascendbench.compare.files import UnusableInput, read_outputs
 from ascendbench.errors import ReferenceMismatchError, ReferenceSourceError
 from ascendbench.fileio import read_regular
@@ -279,7 +279,7 @@ def _read_tensors(run: SavedRun) -> dict[str, torch.Tensor]:
 
 
 class SourceBaseline(Baseline):
-    """A :class:`~ascendbench.baseline.service.Baseline` from a saved run (no layer captures)."""
+    """A :class:`~ascendbench.baseline.store.Baseline` from a saved run (no layer captures)."""
 
     def __init__(self, outputs: Tensors, info: dict[str, Any], run: SavedRun) -> None:
         super().__init__(outputs, info)

@@ -76,6 +76,17 @@ def _unreadable(path: Path, what: str, exc: Exception) -> DamagedEntry:
     return DamagedEntry(path, f"cannot be read{what} ({type(exc).__name__}: {exc})")
 
 
+class Baseline(dict):
+    """Reference outputs (name -> tensor), with ``info`` (the record's ``baseline``) and ``layers``
+    (``None``, module statistics, or ``{tensors, order, dropped}``)."""
+
+    def __init__(self, outputs: Mapping[str, torch.Tensor], info: dict[str, Any],
+                 layers: Any = None) -> None:
+        super().__init__(outputs)
+        self.info = info
+        self.layers = layers
+
+
 @dataclass
 class LockClock:
     """Time as the lock's wait sees it (a fake one in tests): the clock, the poll of the lock file

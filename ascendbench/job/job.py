@@ -19,7 +19,7 @@ from ascendbench.job.record import RecordWriter
 from ascendbench.precision import Precision
 
 if TYPE_CHECKING:  # the types of the stages' findings; the modules are loaded by the stages that need them
-    from ascendbench.baseline.service import Baseline
+    from ascendbench.baseline.store import Baseline
     from ascendbench.devices.adapter import DeviceAdapter
     from ascendbench.models.base import ModelLoader
     from ascendbench.models.loader import LoadedModel
@@ -49,7 +49,7 @@ class Job:
         task: the task built from ``model.task`` (inputs stage).
         inputs: the task's CPU inputs (inputs stage).
         inputs_info: shape, dtype and SHA256 of each input (inputs stage).
-        reference: the CPU reference outputs, a :class:`ascendbench.baseline.service.Baseline` (reference stage).
+        reference: the CPU reference outputs, a :class:`ascendbench.baseline.store.Baseline` (reference stage).
         replay: the replay reference's plan (:class:`ascendbench.baseline.replay.ReplayPlan`), when it is one.
         outputs: the device outputs, on the CPU (device-run stage).
         metrics: metric entries by name (reference, evaluate and compare stages).

@@ -23,7 +23,7 @@ from ascendbench.tasks import describe
 
 from helpers import TINY_RUN, build_tiny_flux2
 
-# A "job" that starts two reference-like children, one holding the lifeline and one not, prints their pids, waits.
+# A "job" starting two reference-like children, one holding the lifeline; prints their pids.
 JOB = """
 import os, subprocess, sys, time
 child = ("from ascendbench.baseline.__main__ import hold_lifeline; import sys, time; "
@@ -85,26 +85,30 @@ def test_a_reference_process_whose_job_is_already_gone_exits_at_once():
     assert done.returncode == 3 and "is gone" in done.stderr
 
 
-# Touches N MB (more than this test process's peak, so the peak is surely the child's own), then dies by SIGKILL.
-SELF_KILL = "import os, signal; block = bytearray({mb} << 20); block[::4096] = b'x' * len(block[::4096]); " \
-            "os.kill(os.getpid(), signal.SIGKILL)"
+# Touches N MB (more than this test process's peak: surely the child's own), then dies by SIGKILL.
+SELF_KILL = ("import os, signal; block = bytearray({mb} << 20); "
+             "block[::4096] = b'x' * len(block[::4096]); os.kill(os.getpid(), signal.SIGKILL)")
 
 
 @pytest.fixture
 def child_query(compose_cfg, tmp_path):
-    cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN, f"baseline.cache_dir={tmp_path / 'cache'}"])
+    cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN,
+                       f"baseline.cache_dir={tmp_path / 'cache'}"])
     task = instantiate(cfg.model.task)
     inputs = task.make_inputs(cfg.preset, cfg.seed)
-    return ReferenceQuery(cfg, task, inputs, torch.float64, {"kind": "random-init", "init_seed": 42},
-                          describe(inputs), build_tiny_flux2(), tmp_path / "job")
+    weights = {"kind": "random-init", "init_seed": 42}
+    return ReferenceQuery(cfg, task, inputs, torch.float64, weights, describe(inputs),
+                          build_tiny_flux2(), tmp_path / "job")
 
 
 def _replace_child(monkeypatch, script: str) -> None:
     real = subprocess.Popen
-    monkeypatch.setattr(process.subprocess, "Popen", lambda cmd, **kw: real([sys.executable, "-c", script], **kw))
+    monkeypatch.setattr(process.subprocess, "Popen",
+                        lambda cmd, **kw: real([sys.executable, "-c", script], **kw))
 
 
-def test_a_reference_process_killed_by_a_signal_is_reported_as_such(child_query, monkeypatch, tmp_path):
+def test_a_reference_process_killed_by_a_signal_is_reported_as_such(child_query, monkeypatch,
+                                                                     tmp_path):
     mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 + 300
     _replace_child(monkeypatch, SELF_KILL.format(mb=mb))
     with pytest.raises(BaselineError) as err:
@@ -115,10 +119,11 @@ def test_a_reference_process_killed_by_a_signal_is_reported_as_such(child_query,
     reached = float(message.split("had reached ")[1].split(" GB")[0])
     assert mb * 1.048e-3 - 0.1 <= reached <= mb * 1.048e-3 + 0.3 and "Its log is empty" in message
     assert "Last lines" not in message
-    assert not list((tmp_path / "cache").glob("*/request-*.json")), "the request file is removed"
+    assert not list((tmp_path / "cache").glob("*/request-*.json")), "no request file is written"
 
 
 def test_a_reference_process_that_exits_with_an_error_keeps_its_log_lines(child_query, monkeypatch):
-    _replace_child(monkeypatch, "import sys; print('boom: the model class is missing'); sys.exit(2)")
-    with pytest.raises(BaselineError, match="(?s)exited with status 2.*boom: the model class is missing"):
+    boom = "boom: the model class is missing"
+    _replace_child(monkeypatch, f"import sys; print('{boom}'); sys.exit(2)")
+    with pytest.raises(BaselineError, match=f"(?s)exited with status 2.*{boom}"):
         get_or_compute(child_query)

@@ -1,4 +1,5 @@
-"""The job as a list of stages: the run and the dry run walk the same list, each stage returns its section."""
+"""The job as a list of stages: the run and the dry run walk the same list, each stage returns its
+section."""
 
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ def spied(monkeypatch):
 
 
 def test_the_stage_list_is_the_design_data_flow():
-    assert [s.name for s in STAGES] == ["config", "device", "load", "inputs", "reference", "device_run", "evaluate",
-                                        "replay_reference", "compare", "artifacts"]
+    assert [s.name for s in STAGES] == ["config", "device", "load", "inputs", "reference",
+                                        "device_run", "evaluate", "replay_reference", "compare",
+                                        "artifacts"]
     assert all(s.label and callable(s.plan) and callable(s.run) for s in STAGES)
 
 
