@@ -178,7 +178,8 @@ def compute(request: Mapping[str, Any]) -> dict[str, Any]:
     with patches_applied(specs, loaded.module, "cpu") as patches, \
             _hooked(blocks, BlockProgress(total, lambda line: print(line, flush=True))):
         run = run_reference(loaded.module, task, inputs, getattr(torch, request["precision"]),
-                            request["layers"], int(request["max_capture_bytes"]))
+                            layers=request["layers"],
+                            max_capture_bytes=int(request["max_capture_bytes"]))
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
     memory["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
     blocked = "torch_npu" in sys.modules and sys.modules["torch_npu"] is None
@@ -209,8 +210,8 @@ def main(args: list[str]) -> int:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     process = meta["process"]
-    log.info("reference written (%.1f s, torch_npu blocked: %s; resident memory: %.0f MB after "
-             "imports, %.0f MB loaded, %.0f MB peak)", meta["seconds"],
-             process["torch_npu_blocked"], process["imports_rss_mb"], process["loaded_rss_mb"],
-             process["peak_rss_mb"])
+    resident = (f"{process['imports_rss_mb']:.0f} MB after imports, "
+                f"{process['loaded_rss_mb']:.0f} MB loaded, {process['peak_rss_mb']:.0f} MB peak")
+    log.info("reference written (%.1f s, torch_npu blocked: %s; resident memory: %s)",
+             meta["seconds"], process["torch_npu_blocked"], resident)
     return 0

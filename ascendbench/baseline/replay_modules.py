@@ -102,8 +102,9 @@ def module_specs(model: Any, patterns: list[str]) -> list[ModuleSpec]:
         kept = {k: v for k, v in plain.items() if not k.startswith("_")}
         count = sum(t.numel() for t in [*modules[name].parameters(), *modules[name].buffers()])
         cls = type(module)
-        specs.append(ModuleSpec(name, component, path, f"{cls.__module__}.{cls.__qualname__}", kept,
-                                int(count)))
+        specs.append(ModuleSpec(name=name, component=component, path=path, config=kept,
+                                class_path=f"{cls.__module__}.{cls.__qualname__}",
+                                num_params=int(count)))
     return specs
 
 

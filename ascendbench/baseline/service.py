@@ -193,8 +193,9 @@ def _run_in_process(request: Mapping[str, Any], query: ReferenceQuery) -> dict[s
                           "contaminate the reference. Use baseline.process=child.")
     start, module = time.perf_counter(), query.module
     try:
-        run = run_reference(module, query.task, query.inputs, query.precision, request["layers"],
-                            request["max_capture_bytes"])
+        run = run_reference(module, query.task, query.inputs, query.precision,
+                            layers=request["layers"],
+                            max_capture_bytes=request["max_capture_bytes"])
     finally:
         module.to(dtype=torch.float32)
     process = {"kind": "in-process", "pid": os.getpid(), "torch_npu_blocked": False}

@@ -30,8 +30,8 @@ class ReplayReferenceStage(Stage):
         host = free_host_bytes()
         alone = held > DEFAULT_HEADROOM * host  # the device run's line says it does not fit
         plan = job.attempt("replay reference", lambda: plan_replay(
-            job.model, job.task, job.inputs or {}, job.cfg, job.precision.dtype,
-            host - (0 if alone else held)))
+            job.model, job.task, job.inputs or {}, job.cfg, dtype=job.precision.dtype,
+            available=host - (0 if alone else held)))
         if not plan or "unavailable" in plan:
             entry = plan or {"unavailable": "see the problems"}
             job.add_plan({"memory": {"replay_reference": entry}})
