@@ -1,31 +1,43 @@
-"""The reference run itself: the task on CPU in the reference precision, with optional layer hooks.
-
-A float64 run is evaluated under :func:`ascendbench.baseline.bounded.bounded_float64` (convolutions in
-tiles, attention in query chunks), which bounds its memory without changing its math.
-"""
+"""The reference run (the task on CPU in the reference precision, float64 bounded, layers hooked),
+and the work of ``python -m ascendbench.baseline -``: rebuild the model from the job's request,
+check it sees the job's weights and inputs, run it with progress lines, write the cache.
+Exit status: 0 done, 2 an ascendbench error (on stderr), 1 anything else (a traceback)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
+import resource
+import sys
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
-from ascendbench.baseline.bounded import Bounds, bounded_float64
+from ascendbench.baseline.bounded import bounded_if_float64
+from ascendbench.baseline.key import reference_patches
+from ascendbench.baseline.process import PROGRESS_PREFIX
+from ascendbench.baseline.store import BaselineStore
 from ascendbench.compare.hooks import capturing
+from ascendbench.errors import AscendBenchError, BaselineError
+from ascendbench.models.memory import activation_bytes
+from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import dtype_name
-from ascendbench.tasks.inputs import place
+from ascendbench.tasks.inputs import describe
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class ReferenceRun:
-    """Outputs (CPU, reference precision), the layer capture (or ``None``), the run's seconds and what the
-    bounded float64 evaluation split (``{}`` in other precisions)."""
+    """Outputs (CPU, reference precision), the layer capture (or ``None``), the seconds, and what
+    the bounded float64 evaluation split (``{}`` in other precisions)."""
 
     outputs: dict[str, torch.Tensor]
     capture: Any
@@ -33,32 +45,173 @@ class ReferenceRun:
     bounded: dict[str, Any] = field(default_factory=dict)
 
 
-@contextlib.contextmanager
-def bounded_if_float64(precision: torch.dtype, bounds: Bounds | None = None) -> Iterator[dict[str, Any]]:
-    """:func:`bounded_float64` for a float64 reference (the dict it yields is filled with its statistics
-    and limits on exit); nothing for other precisions."""
-    stats: dict[str, Any] = {}
-    bounds = bounds or Bounds()
-    if precision != torch.float64:
-        yield stats
-        return
-    with bounded_float64(bounds) as mode:
-        yield stats
-    stats.update(asdict(mode.stats), conv_limit_mb=bounds.conv_bytes / (1 << 20),
-                 attention_limit_mb=bounds.attention_bytes / (1 << 20))
-
-
-def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor], precision: torch.dtype,
-                  layers: str | list[str] | None = None, max_capture_bytes: int = 4 << 30) -> ReferenceRun:
-    """Cast ``module`` (in place) and the floating-point inputs to ``precision`` and run ``task`` on CPU."""
-    name = dtype_name(precision)
-    log.info("CPU reference run in %s ...", name)
+def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch.Tensor],
+                  precision: torch.dtype, layers: str | list[str] | None = None,
+                  max_capture_bytes: int = 4 << 30) -> ReferenceRun:
+    """Cast ``module`` (in place) and the float inputs to ``precision``, run ``task`` on CPU."""
+    log.info("CPU reference run in %s ...", dtype_name(precision))
     start = time.perf_counter()
-    module = place(task, module, "cpu", precision)  # task.to() when defined (pipelines, VAE options)
-    cast = {k: v.to("cpu", precision) if v.is_floating_point() else v.to("cpu") for k, v in inputs.items()}
-    with capturing(module, layers, max_capture_bytes) as capture, bounded_if_float64(precision) as bounded:
+    module = task.to(module, torch.device("cpu"), precision)  # pipelines and VAEs have their own
+    cast = {k: v.to("cpu", precision) if v.is_floating_point() else v.to("cpu")
+            for k, v in inputs.items()}
+    with capturing(module, layers, max_capture_bytes) as capture, \
+            bounded_if_float64(precision) as bounded:
         outputs = {k: v.detach().to("cpu") for k, v in task.run(module, cast).items()}
     seconds = time.perf_counter() - start
-    log.info("CPU reference done in %.1f s%s", seconds,
-             f" ({bounded['tiled_convolutions']} of {bounded['convolutions']} convolutions tiled)" if bounded else "")
+    tiled = (f" ({bounded['tiled_convolutions']} of {bounded['convolutions']} convolutions tiled)"
+             if bounded else "")
+    log.info("CPU reference done in %.1f s%s", seconds, tiled)
     return ReferenceRun(outputs, capture, seconds, bounded)
+
+
+def write_entry(store: BaselineStore, request: Mapping[str, Any], run: ReferenceRun,
+                extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Write what ``request`` asked for (outputs, layers) into the cache; returns its meta."""
+    meta = {"key": request["key"], "material": request["material"],
+            "precision": request["precision"], "seconds": run.seconds,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "bounded": run.bounded, **extra}
+    if request["want_outputs"]:
+        store.write_outputs(request["key"], run.outputs, meta)
+    if request["layers"] is not None:
+        store.write_layers(request["key"], request["layers"], run.capture)
+    return meta
+
+
+def progress_modules(model: Any) -> list[Any]:
+    """The blocks progress counts: entries of ``*blocks`` module lists and ``mid_block``s (of the
+    model, or of each module component of a pipeline)."""
+    components = (getattr(model, "components", None) or {}).values()
+    roots = [model] if isinstance(model, torch.nn.Module) else [
+        m for m in components if isinstance(m, torch.nn.Module)]
+    found = []
+    for root in roots:
+        for name, module in root.named_modules():
+            parent, _, last = name.rpartition(".")
+            in_blocks = last.isdigit() and parent.rpartition(".")[2].endswith("blocks")
+            if last == "mid_block" or in_blocks:
+                found.append(module)
+    return found
+
+
+@dataclass
+class BlockProgress:
+    """A forward hook counting block calls; writes a progress line at most every ``interval_s``
+    (and the last one)."""
+
+    total: int | None
+    write: Callable[[str], None]
+    interval_s: float = 1.0
+    clock: Callable[[], float] = time.monotonic
+    done: int = 0
+    _start: float = 0.0
+    _last: float = -1e9
+
+    def __post_init__(self) -> None:
+        self._start = self.clock()
+
+    def __call__(self, *_: Any) -> None:
+        """One more block done."""
+        self.done += 1
+        now = self.clock()
+        if now - self._last >= self.interval_s or self.done == self.total:
+            self._last = now
+            payload = {"done": self.done, "total": self.total, "unit": "blocks",
+                       "elapsed_s": round(now - self._start, 2)}
+            self.write(PROGRESS_PREFIX + json.dumps(payload))
+
+
+@contextlib.contextmanager
+def _hooked(blocks: list[Any], hook: Callable[..., None]) -> Iterator[None]:
+    handles = [block.register_forward_hook(hook) for block in blocks]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def count_blocks(model: Any, task: Any, inputs: Mapping[str, Any], blocks: list[Any]) -> int | None:
+    """How many block calls ``task.run`` makes, counted on the meta device (``None``: not known)."""
+    counter = BlockProgress(None, lambda line: None, interval_s=float("inf"))
+    try:
+        with _hooked(blocks, counter):
+            activation_bytes(model, task, inputs, torch.float32)
+    except Exception as exc:  # pipelines and data-dependent tasks cannot run on meta: no total
+        log.info("progress without a total (%s: %s)", type(exc).__name__, str(exc)[:120])
+        return None
+    return counter.done or None
+
+
+def _rss_mb() -> float:
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0.0
+    return pages * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def _check_same(what: str, job: Any, here: Any, hint: str) -> None:
+    if job != here:
+        raise BaselineError(f"the reference process sees different {what} than the job: job "
+                            f"{job!r}, reference process {here!r}. {hint}")
+
+
+def compute(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Do what ``request`` asks and write the results into the cache; returns the meta."""
+    cfg = OmegaConf.create(request["config"])
+    memory = {"imports_rss_mb": _rss_mb()}
+    weights = request["weights"]
+    mode = "random" if weights.get("kind") == "random-init" else "required"
+    loaded = instantiate(cfg.model.loader).load(cfg.model.source, mode, cfg.model.init_seed,
+                                                cfg.model.get("revision"))
+    if mode == "required":
+        _check_same("weights", weights.get("digest"), loaded.weights.get("digest"),
+                    "The files at model.source changed while the job ran; run the job again.")
+    task = instantiate(cfg.model.task)
+    inputs = task.make_inputs(cfg.preset, cfg.seed)
+    _check_same("inputs", request["inputs"], describe(inputs), "The task's inputs must be "
+                "deterministic (drawn from a CPU torch.Generator seeded with `seed`).")
+    memory["loaded_rss_mb"] = _rss_mb()
+    blocks = progress_modules(loaded.module)
+    total = count_blocks(loaded.module, task, inputs, blocks) if blocks else None
+    specs = reference_patches(cfg.model.get("patches"))
+    with patches_applied(specs, loaded.module, "cpu") as patches, \
+            _hooked(blocks, BlockProgress(total, lambda line: print(line, flush=True))):
+        run = run_reference(loaded.module, task, inputs, getattr(torch, request["precision"]),
+                            layers=request["layers"],
+                            max_capture_bytes=int(request["max_capture_bytes"]))
+    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+    memory["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
+    blocked = "torch_npu" in sys.modules and sys.modules["torch_npu"] is None
+    process = {"kind": "child", "pid": os.getpid(), "torch_npu_blocked": blocked,
+               "python": sys.executable, **memory}
+    extra = {"process": process, "patches": patches, "load_seconds": loaded.load_seconds}
+    return write_entry(BaselineStore(request["cache_dir"]), request, run, extra)
+
+
+def _not_empty_keep_in_float32(record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    return not (message.startswith("There are modules in") and ": []." in message)
+
+
+def main(args: list[str]) -> int:
+    """``python -m ascendbench.baseline -``: the request is read from stdin (the job's pipe)."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    logging.getLogger("diffusers.models.modeling_utils").addFilter(_not_empty_keep_in_float32)
+    if args != ["-"]:
+        print("usage: python -m ascendbench.baseline - (the request of an ascendbench job on "
+              "stdin; a request file is not accepted: nothing read from a file another user could "
+              "write is instantiated)", file=sys.stderr)
+        return 2
+    try:
+        meta = compute(json.loads(sys.stdin.read()))
+    except AscendBenchError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    process = meta["process"]
+    resident = (f"{process['imports_rss_mb']:.0f} MB after imports, "
+                f"{process['loaded_rss_mb']:.0f} MB loaded, {process['peak_rss_mb']:.0f} MB peak")
+    log.info("reference written (%.1f s, torch_npu blocked: %s; resident memory: %s)",
+             meta["seconds"], process["torch_npu_blocked"], resident)
+    return 0

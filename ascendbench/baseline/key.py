@@ -1,17 +1,5 @@
-"""The content hash that names a cached reference (the reference precision: :mod:`ascendbench.precision`).
-
-The key covers everything that changes the reference outputs and nothing else:
-
-* the model: loader config (class path, architecture), task config, and the weights -- their SHA256
-  digest plus the ``config.json`` beside them, or the random-init seed;
-* the inputs: preset keys (minus ``baseline.key_ignore_preset``), the seed, and the shape, dtype and
-  SHA256 of every input tensor the task built;
-* the reference precision, the library versions (torch, diffusers, transformers, ascendbench) and the
-  SHA256 of the source files defining the task, the loader and the model class.
-
-The device, the device dtype, the bench, metric and compare settings and the model's name stay out, so
-a sweep over devices or half dtypes reuses one reference.
-"""
+"""The content hash naming a cached reference: all that changes its outputs (docs/accuracy.md,
+"Cache key"), never the device, the device dtype, run settings or the model's name."""
 
 from __future__ import annotations
 
@@ -23,84 +11,78 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ascendbench.baseline.child import reference_patches
 from ascendbench.env import library_versions
 from ascendbench.precision import dtype_name
 
 FORMAT = 1  # bump when the cached files change meaning
 VERSIONED = ("torch", "diffusers", "transformers", "ascendbench")
+REFERENCE_PATCH_KEY = "reference"
 
 
 def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    if isinstance(node, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(node, resolve=True)
+    return node
+
+
+def _sha256(path: Path) -> str:
+    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def reference_patches(specs: Any) -> list[Any]:
+    """The ``model.patches`` entries declared ``reference: true`` (that key removed); the others
+    belong to the device run, and never reach the reference."""
+    return [{k: v for k, v in entry.items() if k != REFERENCE_PATCH_KEY}
+            for entry in _plain(specs) or []
+            if isinstance(entry, Mapping) and entry.get(REFERENCE_PATCH_KEY) is True]
 
 
 def source_digest(dotted_paths: list[str | None]) -> dict[str, str | None]:
-    """SHA256 of the source file defining each class (task, loader, model class): code edits re-key.
-
-    Library versions alone miss edits of an editable install; a class whose file cannot be found
-    maps to ``None``.
-    """
+    """SHA256 of the source file defining each class: edits of an editable install re-key too
+    (``None``: no file found; the versions still cover it)."""
     digests: dict[str, str | None] = {}
     for path in filter(None, dotted_paths):
         module, _, attr = path.rpartition(".")
         try:
             source = inspect.getsourcefile(getattr(importlib.import_module(module), attr))
-            digests[path] = "sha256:" + hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
-        except Exception:  # not importable here, a builtin, or no file: the versions still cover it
+            digests[path] = _sha256(Path(source)) if source else None
+        except Exception:  # not importable here, a builtin, or no file
             digests[path] = None
     return digests
 
 
-def _config_json_digest(weights: Mapping[str, Any], subfolder: str | None) -> str | None:
-    source = weights.get("source")
-    if weights.get("kind") != "loaded" or not source:
-        return None
-    root = Path(source) / subfolder if subfolder else Path(source)
-    path = root / "config.json" if root.is_dir() else None
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest() if path and path.is_file() else None
-
-
 def weights_identity(weights: Mapping[str, Any], subfolder: str | None = None) -> dict[str, Any]:
-    """What identifies the weights: digest (+ config.json) when loaded, the seed when random-init."""
-    if weights.get("kind") == "loaded":
-        identity = {"kind": "loaded", "digest": weights.get("digest"),
-                    "config_json": _config_json_digest(weights, subfolder)}
-        if not identity["digest"]:  # a loader without a content digest: at least tell sources apart
-            identity["source"] = weights.get("source")
-        return identity
-    return {"kind": "random-init", "init_seed": weights.get("init_seed")}
+    """What identifies the weights: digest (+ config.json) when loaded, the seed when
+    random-init."""
+    if weights.get("kind") != "loaded":
+        return {"kind": "random-init", "init_seed": weights.get("init_seed")}
+    source = weights.get("source")
+    root = Path(source) / (subfolder or "") if source else None
+    config = root / "config.json" if root and root.is_dir() else None
+    identity = {"kind": "loaded", "digest": weights.get("digest"),
+                "config_json": _sha256(config) if config and config.is_file() else None}
+    if not identity["digest"]:  # a loader without a content digest: at least tell sources apart
+        identity["source"] = source
+    return identity
 
 
 def key_material(cfg: DictConfig, weights: Mapping[str, Any], inputs: Mapping[str, Any],
                  precision: torch.dtype) -> dict[str, Any]:
-    """Everything the cache key is the hash of (recorded beside the cached files).
-
-    Args:
-        cfg: the job config.
-        weights: the record's ``weights`` entry.
-        inputs: the record's ``inputs`` entry (shape, dtype, sha256 of each input tensor).
-        precision: the reference dtype.
-    """
+    """What the cache key hashes (kept in ``meta.json``): ``weights`` and ``inputs`` are the
+    record's."""
     ignore = set(cfg.baseline.get("key_ignore_preset") or ())
-    preset = {k: v for k, v in _plain(cfg.preset).items() if k not in ignore}
     loader = _plain(cfg.model.loader)
+    spec = loader or {}
     return {
-        "format": FORMAT,
-        "loader": loader,
-        "task": _plain(cfg.model.task),
-        # only the patches the reference applies (``reference: true``); the device run's patches (an attention
-        # backend, a dense-mask flex_attention) never reach it, so an A/B sweep over them shares one reference
+        "format": FORMAT, "loader": loader, "task": _plain(cfg.model.task),
         "patches": reference_patches(cfg.model.get("patches")),
-        "weights": weights_identity(weights, (loader or {}).get("subfolder")),
-        "preset": preset,
-        "seed": int(cfg.seed),
-        "inputs": {k: dict(v) for k, v in sorted(inputs.items())},
-        "precision": dtype_name(precision),
-        "versions": library_versions(VERSIONED),
-        "sources": source_digest([(loader or {}).get("_target_"), (loader or {}).get("class_path"),
+        "weights": weights_identity(weights, spec.get("subfolder")),
+        "preset": {k: v for k, v in _plain(cfg.preset).items() if k not in ignore},
+        "seed": int(cfg.seed), "inputs": {k: dict(v) for k, v in sorted(inputs.items())},
+        "precision": dtype_name(precision), "versions": library_versions(VERSIONED),
+        "sources": source_digest([spec.get("_target_"), spec.get("class_path"),
                                   OmegaConf.select(cfg, "model.task._target_")]),
     }
 

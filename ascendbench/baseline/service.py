@@ -1,15 +1,7 @@
-"""Get the CPU reference of a job: from the cache (verified), or computed once under a file lock.
-
-``baseline.process=child`` (default) computes it in ``python -m ascendbench.baseline``, a fresh process
-in which torch_npu cannot be imported and no device patch is applied; ``in-process`` reuses the job's
-own float32 model (cast to the reference precision and back) and is refused where torch_npu is
-importable. Either way the result is written to the cache, keyed by :mod:`ascendbench.baseline.key`.
-
-One reference per workload: a cached reference of a higher precision serves a job that asks for a lower
-one (a float64 entry serves a float32 request), so a dtype sweep computes one reference. A cache entry that
-does not verify (digest, size, shapes, a damaged or old ``meta.json``) is logged, recorded under
-``rejected`` and recomputed, never used and never fatal.
-"""
+"""Get a job's CPU reference: from the cache (verified), or computed once under a file lock, in a
+clean child process (``baseline.process=child``) or by casting the job's own model (``in-process``).
+A higher-precision entry serves a lower-precision request of the same workload; an entry that does
+not verify is logged, recorded under ``rejected`` and recomputed, never used."""
 
 from __future__ import annotations
 
@@ -27,18 +19,11 @@ from typing import Any, Mapping
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ascendbench.baseline.compute import run_reference
+from ascendbench.baseline.compute import run_reference, write_entry
 from ascendbench.baseline.key import cache_key, key_material
-from ascendbench.baseline.process import (  # noqa: F401  (CHILD_LOG, PARENT_PID_ENV, ChildExit: read from here too)
-    CHILD_LOG,
-    PARENT_PID_ENV,
-    ChildExit,
-    ProgressWait,
-    follow_child_progress,
-    run_child,
-    wait_with_progress,
-)
-from ascendbench.baseline.store import META, BaselineStore, DamagedEntry
+from ascendbench.baseline.memory import reference_memory
+from ascendbench.baseline.process import CHILD_LOG, run_child
+from ascendbench.baseline.store import META, Baseline, BaselineStore, DamagedEntry
 from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.errors import BaselineError, ConfigError
 from ascendbench.precision import REFERENCE_DTYPES, dtype_name
@@ -48,30 +33,11 @@ log = logging.getLogger(__name__)
 PROCESSES = ("child", "in-process")
 
 
-class Baseline(dict):
-    """The reference outputs (name -> tensor), with ``info`` (the record's ``baseline``) and ``layers``
-    (the layer capture: ``None``, module statistics, or ``{tensors, order, dropped}``)."""
-
-    def __init__(self, outputs: Mapping[str, torch.Tensor], info: dict[str, Any], layers: Any = None) -> None:
-        super().__init__(outputs)
-        self.info = info
-        self.layers = layers
-
-
 @dataclass
 class ReferenceQuery:
-    """What one job's reference is computed from, and where it is cached (the key is computed once).
-
-    Attributes:
-        cfg: the job config (``baseline``, ``model``, ``preset``, ``seed``, ``compare`` are read).
-        task: the job's task.
-        inputs: the job's inputs (only used in-process; the child rebuilds and checks them).
-        precision: the reference dtype.
-        weights: the record's ``weights`` entry.
-        inputs_info: the record's ``inputs`` entry.
-        module: the job's float32 model on CPU (only used by ``baseline.process=in-process``).
-        log_dir: where the child process writes its log (the job directory).
-    """
+    """What one job's reference is computed from (``weights`` and ``inputs_info``: the record's;
+    ``module``: the job's float32 model, for in-process and the estimate), and where it is cached;
+    the child process logs to ``log_dir``."""
 
     cfg: DictConfig
     task: Any
@@ -82,31 +48,28 @@ class ReferenceQuery:
     module: torch.nn.Module | None = None
     log_dir: Path = field(default_factory=Path)
 
-    def material_for(self, precision: torch.dtype) -> dict[str, Any]:
-        """What the cache key of this workload in ``precision`` is the hash of."""
-        return key_material(self.cfg, self.weights, self.inputs_info, precision)
-
     @cached_property
     def material(self) -> dict[str, Any]:
         """What the cache key is the hash of."""
-        return self.material_for(self.precision)
+        return key_material(self.cfg, self.weights, self.inputs_info, self.precision)
 
     @cached_property
     def key(self) -> str:
-        """The content hash naming the cached reference in the requested precision."""
+        """The content hash naming the reference in the requested precision."""
         return cache_key(self.material)
 
     @cached_property
     def candidates(self) -> list[tuple[str, str]]:
-        """``(precision, key)`` of every entry that may serve this job, highest precision first, the requested
-        one last: a float64 reference serves a float32 request of the same workload. A half-precision request
-        (``baseline.reference=same``, the seeds' protocol) is served by that precision only."""
+        """``(precision, key)`` of every entry that may serve, highest precision first; a half
+        precision (``baseline.reference=same``) is served by its own only."""
+        own = (dtype_name(self.precision), self.key)
         if self.precision not in REFERENCE_DTYPES.values():
-            return [(dtype_name(self.precision), self.key)]
-        higher = sorted((d for d in REFERENCE_DTYPES.values() if d.itemsize > self.precision.itemsize),
+            return [own]
+        size = self.precision.itemsize
+        higher = sorted((d for d in REFERENCE_DTYPES.values() if d.itemsize > size),
                         key=lambda d: d.itemsize, reverse=True)
-        found = [(dtype_name(d), cache_key(self.material_for(d))) for d in higher]
-        return [*found, (dtype_name(self.precision), self.key)]
+        names = [dtype_name(d) for d in higher]
+        return [(n, cache_key({**self.material, "precision": n})) for n in names] + [own]
 
     @cached_property
     def store(self) -> BaselineStore:
@@ -123,22 +86,17 @@ class ReferenceQuery:
         """``baseline.cache``: read the cache (results are written either way)."""
         return bool(self.cfg.baseline.get("cache", True))
 
-    def cached_entry(self) -> tuple[str, str] | None:
-        """``(precision, key)`` of the entry that looks able to serve this job (outputs complete, layer captures
-        present; the digests are checked when it is read), or ``None``."""
-        if not self.use_cache:
-            return None
-        return next(((p, k) for p, k in self.candidates
-                     if self.store.has_outputs(k) and self.store.has_layers(k, self.spec)), None)
-
     def cached(self) -> bool:
-        """The reference (outputs and layer captures) is in the cache and will be reused."""
-        return self.cached_entry() is not None
+        """An entry looks able to serve (complete outputs, the layer captures; digests are checked
+        when it is read)."""
+        store = self.store
+        return self.use_cache and any(store.has_outputs(k) and store.has_layers(k, self.spec)
+                                      for _, k in self.candidates)
 
 
 @dataclass
 class _Entry:
-    """What one cache entry holds once verified; ``problem`` is the first file that did not verify."""
+    """One cache entry once verified; ``problem`` is the first file that did not verify."""
 
     key: str
     precision: str
@@ -154,20 +112,16 @@ class _Entry:
         return self.outputs is not None and self.has_layers and self.problem is None
 
 
-def _check_meta(meta: Mapping[str, Any], entry: _Entry, path: Path) -> None:
-    if meta.get("precision") != entry.precision:
-        raise DamagedEntry(path, f"records precision {meta.get('precision')!r} for a {entry.precision} key")
-    material = meta.get("material")
-    if material is not None and cache_key(material) != entry.key:
-        raise DamagedEntry(path, "records key material that does not hash to its key (edited)")
-
-
 def _read_entry(store: BaselineStore, key: str, precision: str, spec: Any) -> _Entry:
     """Read and verify one entry; a plain miss leaves fields empty, damage sets ``problem``."""
-    entry = _Entry(key, precision)
+    entry, path = _Entry(key, precision), store.entry(key) / META
     try:
         meta = store.read_meta(key)
-        _check_meta(meta, entry, store.entry(key) / META)
+        if meta.get("precision") != precision:
+            why = f"records precision {meta.get('precision')!r} for a {precision} key"
+            raise DamagedEntry(path, why)
+        if meta.get("material") is not None and cache_key(meta["material"]) != key:
+            raise DamagedEntry(path, "records key material that does not hash to its key (edited)")
         entry.meta = meta
         entry.outputs = store.read_outputs(key, meta)
         entry.layers = store.read_layers(key, spec, meta)
@@ -189,16 +143,17 @@ def _reject(info: dict[str, Any], problem: DamagedEntry, action: str) -> None:
 
 
 def _served(entry: _Entry, query: ReferenceQuery, info: dict[str, Any], start: float) -> Baseline:
-    meta, store = entry.meta or {}, query.store
+    meta = entry.meta or {}
     process = meta.get("process") or {}
-    info.update(cache_key=entry.key, path=str(store.entry(entry.key)), precision=meta["precision"],
+    path = query.store.entry(entry.key)
+    info.update(cache_key=entry.key, path=str(path), precision=meta["precision"],
                 seconds=meta.get("seconds"), process=process.get("kind"),
-                torch_npu_blocked=process.get("torch_npu_blocked"), computed_at=meta.get("created_at"),
-                load_s=time.perf_counter() - start)
+                torch_npu_blocked=process.get("torch_npu_blocked"),
+                computed_at=meta.get("created_at"), load_s=time.perf_counter() - start)
     if entry.key != query.key:
         info["requested_key"] = query.key
-        log.info("CPU reference: the cached %s reference serves this %s request (%s)", entry.precision,
-                 info["requested_precision"], store.entry(entry.key))
+        log.info("CPU reference: the cached %s reference serves this %s request (%s)",
+                 entry.precision, info["requested_precision"], path)
     return Baseline(entry.outputs, info, entry.layers)
 
 
@@ -210,101 +165,106 @@ def _lookup(query: ReferenceQuery, info: dict[str, Any]) -> tuple[Baseline | Non
         entry = _read_entry(query.store, key, precision, query.spec)
         if key == query.key:
             own = entry
-        if entry.problem is not None and key != query.key:
-            _reject(info, entry.problem, f"not used; the {dtype_name(query.precision)} reference is used instead")
+        elif entry.problem is not None:
+            action = f"not used; the {own.precision} reference is used instead"
+            _reject(info, entry.problem, action)
         if entry.complete:
             return _served(entry, query, info, start), own
     return None, own
 
 
-def _request(query: ReferenceQuery, spec: Any, want_outputs: bool) -> dict[str, Any]:
+def _request(query: ReferenceQuery, layers: Any, want_outputs: bool) -> dict[str, Any]:
     cfg = query.cfg
     config = {"model": OmegaConf.to_container(cfg.model, resolve=True),
               "preset": OmegaConf.to_container(cfg.preset, resolve=True), "seed": int(cfg.seed)}
-    return {"config": config, "key": query.key, "material": dict(query.material), "cache_dir": str(query.store.root),
-            "weights": dict(query.weights), "inputs": {k: dict(v) for k, v in query.inputs_info.items()},
-            "precision": dtype_name(query.precision), "layers": spec, "want_outputs": want_outputs,
-            "max_capture_bytes": int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20)),
+    capture_bytes = int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20))
+    return {"config": config, "key": query.key, "material": dict(query.material),
+            "cache_dir": str(query.store.root), "weights": dict(query.weights),
+            "inputs": {k: dict(v) for k, v in query.inputs_info.items()},
+            "precision": dtype_name(query.precision), "layers": layers,
+            "want_outputs": want_outputs, "max_capture_bytes": capture_bytes,
             "owner": {"pid": os.getpid(), "host": socket.gethostname()}}
 
 
 def _run_in_process(request: Mapping[str, Any], query: ReferenceQuery) -> dict[str, Any]:
     if "torch_npu" in sys.modules or importlib.util.find_spec("torch_npu") is not None:
-        raise ConfigError(
-            "baseline.process=in-process is refused here: torch_npu is importable, and diffusers then runs "
-            "NPU kernels even for CPU tensors, which would contaminate the reference. Use baseline.process=child."
-        )
+        raise ConfigError("baseline.process=in-process is refused here: torch_npu is importable, "
+                          "and diffusers then runs NPU kernels even for CPU tensors, which would "
+                          "contaminate the reference. Use baseline.process=child.")
     start, module = time.perf_counter(), query.module
     try:
-        run = run_reference(module, query.task, query.inputs, query.precision, layers=request["layers"],
+        run = run_reference(module, query.task, query.inputs, query.precision,
+                            layers=request["layers"],
                             max_capture_bytes=request["max_capture_bytes"])
     finally:
         module.to(dtype=torch.float32)
-    meta = {"key": request["key"], "material": request["material"], "precision": request["precision"],
-            "seconds": run.seconds, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "process": {"kind": "in-process", "pid": os.getpid(), "torch_npu_blocked": False}}
-    if request["want_outputs"]:
-        query.store.write_outputs(request["key"], run.outputs, meta)
-    if request["layers"] is not None:
-        query.store.write_layers(request["key"], request["layers"], run.capture)
+    process = {"kind": "in-process", "pid": os.getpid(), "torch_npu_blocked": False}
+    write_entry(query.store, request, run, {"process": process})
     return {"wall_s": time.perf_counter() - start}
 
 
-def _prepare(query: ReferenceQuery, own: _Entry, info: dict[str, Any]) -> tuple[bool, Any]:
-    """Under the lock: drop what did not verify; returns (compute the outputs?, layer spec to capture or None)."""
-    outputs_ok = query.use_cache and own.outputs is not None
-    if own.problem is not None:
-        _reject(info, own.problem, "recomputed")
-    if not outputs_ok:
-        query.store.discard(query.key)  # damaged or stale files, leftover temporaries of a killed writer
-    elif own.problem is not None:
-        query.store.discard(query.key, [own.problem.path.name])
-    layers = query.spec if not (outputs_ok and own.has_layers) else None
-    return not outputs_ok, layers
+def _estimate_bytes(query: ReferenceQuery) -> float | None:
+    """The reference's estimated host memory, for a failure message (``None``: not estimable)."""
+    if query.module is None:
+        return None
+    try:
+        return reference_memory(query.module, query.task, query.inputs, query.precision).total
+    except Exception as exc:  # an estimate must not hide the failure it explains
+        log.debug("no memory estimate for the failure message: %s", exc)
+        return None
 
 
 def _compute(query: ReferenceQuery, own: _Entry, info: dict[str, Any]) -> Baseline:
-    """Compute what the cache lacks (under the lock), then read it back verified."""
-    want_outputs, layers = _prepare(query, own, info)
-    request = _request(query, layers, want_outputs)
-    process = str(query.cfg.baseline.get("process", "child"))
-    ran = run_child(request, query) if process == "child" else _run_in_process(request, query)
-    info.update(cache_hit=False, computed=want_outputs, computed_layers=layers is not None, **ran)
+    """Under the lock: drop what did not verify, compute what the cache lacks, read it back."""
+    store, outputs_ok = query.store, query.use_cache and own.outputs is not None
+    if own.problem is not None:
+        _reject(info, own.problem, "recomputed")
+    if not outputs_ok:  # damaged or stale files, leftover temporaries of a killed writer
+        store.discard(query.key)
+    elif own.problem is not None:
+        store.discard(query.key, [own.problem.path.name])
+    layers = None if outputs_ok and own.has_layers else query.spec
+    request = _request(query, layers, not outputs_ok)
+    if str(query.cfg.baseline.get("process", "child")) == "child":
+        log_path = Path(query.log_dir) / CHILD_LOG
+        store.entry(query.key).mkdir(parents=True, exist_ok=True)
+        log.info("CPU reference in a clean child process (torch_npu blocked); log: %s", log_path)
+        label = f"reference (cpu {request['precision']})"
+        ran = run_child("-", request, log_path, label, lambda: _estimate_bytes(query))
+    else:
+        ran = _run_in_process(request, query)
+    info.update(cache_hit=False, computed=not outputs_ok, computed_layers=layers is not None, **ran)
     start = time.perf_counter()
-    entry = _read_entry(query.store, query.key, dtype_name(query.precision), query.spec)
+    entry = _read_entry(store, query.key, own.precision, query.spec)
     if not entry.complete:
         why = f"{entry.problem.path} {entry.problem.why}" if entry.problem else "a file is missing"
-        raise BaselineError(f"the CPU reference just written to {query.store.entry(query.key)} does not read back: "
-                            f"{why}. Check the disk of baseline.cache_dir (full, read-only, or shared with a "
-                            "process that rewrites it), then run the job again.")
+        raise BaselineError(f"the CPU reference just written to {store.entry(query.key)} does not "
+                            f"read back: {why}. Check the disk of baseline.cache_dir (full, "
+                            "read-only, or shared with a process that rewrites it), then run the "
+                            "job again.")
     return _served(entry, query, info, start)
 
 
 def get_or_compute(query: ReferenceQuery) -> Baseline:
-    """The reference outputs of this job (and its layer captures), cached by content hash and verified on read.
-
-    Raises:
-        ConfigError: ``baseline.process`` is not allowed.
-        BaselineError: the reference could not be computed, or the cache lock timed out.
-    """
-    cfg = query.cfg
+    """The reference outputs of this job (and its layer captures), cached and verified on read;
+    a :class:`BaselineError` when it cannot be computed or the lock times out."""
+    cfg, key = query.cfg, query.key
     process = str(cfg.baseline.get("process", "child"))
     if process not in PROCESSES:
-        raise ConfigError(f"baseline.process={process!r} is not allowed; use child (default: a clean process "
-                          "without torch_npu) or in-process (CPU-only hosts).")
+        raise ConfigError(f"baseline.process={process!r} is not allowed; use child (default: a "
+                          "clean process without torch_npu) or in-process (CPU-only hosts).")
     if isinstance(query.spec, list) and query.module is not None:
-        select_modules(query.module, query.spec)  # a pattern matching nothing is a ConfigError here, not in the child
-    key, store = query.key, query.store
-    store.clean_stale_requests()
-    info: dict[str, Any] = {"cache_key": key, "path": str(store.entry(key)), "cache_hit": True, "waited_s": 0.0,
-                            "requested_precision": dtype_name(query.precision), "computed": False,
+        select_modules(query.module, query.spec)  # no pattern matching nothing reaches the child
+    info: dict[str, Any] = {"cache_key": key, "path": str(query.store.entry(key)),
+                            "cache_hit": True, "waited_s": 0.0, "computed": False,
+                            "requested_precision": dtype_name(query.precision),
                             "computed_layers": False}
-    if query.use_cache:
-        found, _ = _lookup(query, info)
-        if found is not None:
-            log.info("CPU reference from the cache: %s", found.info["path"])
-            return found
-    with store.lock(key, float(cfg.baseline.lock_timeout_s), {"job": str(query.log_dir)}) as wait:
+    found = _lookup(query, info)[0] if query.use_cache else None
+    if found is not None:
+        log.info("CPU reference from the cache: %s", found.info["path"])
+        return found
+    owner = {"job": str(query.log_dir)}
+    with query.store.lock(key, float(cfg.baseline.lock_timeout_s), owner) as wait:
         info["waited_s"] = wait.seconds
         if wait.holder:
             info["waited_for"] = wait.holder

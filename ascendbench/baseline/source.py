@@ -1,48 +1,49 @@
-"""A saved run as the reference (``baseline.source``): another machine's outputs instead of a CPU computation.
-
-``baseline.source`` names a job directory, its ``record.json``, or a bare tensors file (``.safetensors``,
-``.npy``, ``.pt``). From a job (directory or record) the reference is that job's device outputs
-(``tensors/device.safetensors``), and the job is checked to be the same workload first: model, task, preset
-sizes, seed, the SHA256 of every input and the weights (digest, or the random-init seed). Each differing field
-is named in one :class:`~ascendbench.errors.ReferenceMismatchError`, unless ``baseline.source_allow`` lists it;
-an accepted difference is recorded with both values. A bare tensors file carries no workload: only output names
-and shapes can be checked (after the device run), and the record says so.
-
-When the saved run was an accelerator run that kept its own CPU reference (``tensors/reference.safetensors``),
-both device outputs are also measured against that common CPU reference: msprobe's benchmark method, the error
-ratio shown in the report's cross-device section.
-"""
+"""A saved run as the reference (``baseline.source``): data written by someone else, proven to be
+this job's workload (model, task, sizes, seed, inputs, weights; ``baseline.source_allow`` accepts a
+known difference), its files inside its directory and matching its record, and fit to judge. A bare
+tensors file carries no workload: only names and shapes are checked."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+from safetensors.torch import load_file
 
-from ascendbench.baseline.service import Baseline
-from ascendbench.baseline.source_checks import check_fit, check_recorded_stats, confined
+from ascendbench.baseline.store import Baseline
+from ascendbench.compare.files import UnusableInput, read_outputs
 from ascendbench.errors import ReferenceMismatchError, ReferenceSourceError
 from ascendbench.fileio import read_regular
 from ascendbench.precision import dtype_name
+from ascendbench.tasks.inputs import tensor_stats
 
 RECORD = "record.json"
 DEVICE_TENSORS = "tensors/device.safetensors"
 FIELDS = {  # workload field -> where a record keeps it (the names of baseline.source_allow)
     "model": "job.model", "task": "job.task", "sizes": "job.sizes", "seed": "job.seed",
-    "inputs_sha256": "inputs.*.sha256", "weights_digest": "weights.digest (or the random-init seed)",
+    "inputs_sha256": "inputs.*.sha256",
+    "weights_digest": "weights.digest (or the random-init seed)",
 }
-BARE_LIMITATION = ("a bare tensors file carries no record: the workload (inputs, weights, task, sizes, seed) "
-                   "cannot be checked, only the output names and shapes; pass the job directory to check it")
-ACCEPTED = "a job directory (with record.json), its record.json, or a tensors file (.safetensors, .npy, .pt)"
-Score = Callable[[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]], Mapping[str, float]]
+SIZES = ("batch_size", "height", "width", "num_frames", "steps")
+BARE_LIMITATION = ("a bare tensors file carries no record: the workload (inputs, weights, task, "
+                   "sizes, seed) cannot be checked, only the output names and shapes; pass the job "
+                   "directory to check it")
+ACCEPTED = ("a job directory (with record.json), its record.json, or a tensors file (.safetensors, "
+            ".npy, .pt)")
+LOW_PRECISION = ("float16", "bfloat16")
+STAT_KEYS = ("mean", "std", "first", "last")
+REL_TOL = 1e-9  # float64 statistics of the same values, summed perhaps in another order elsewhere
+Tensors = Mapping[str, torch.Tensor]
+Score = Callable[[Tensors, Tensors], Mapping[str, float]]
 
 
 def weights_identity(weights: Mapping[str, Any] | None) -> str | None:
-    """The weights as a comparable string: their digest, or ``random-init seed N`` (a record's ``weights`` or a
-    plan's, whose ``action`` says ``random-init``); ``None`` when not known.
+    """The weights as a comparable string: their digest, or ``random-init seed N`` (a record's
+    ``weights`` or a plan's, whose ``action`` says ``random-init``).
 
     >>> weights_identity({"kind": "random-init", "init_seed": 42})
     'random-init seed 42'
@@ -54,55 +55,21 @@ def weights_identity(weights: Mapping[str, Any] | None) -> str | None:
     return weights.get("digest")
 
 
-def _sizes(job: Mapping[str, Any]) -> dict[str, Any] | None:
-    sizes = job.get("sizes")
-    if isinstance(sizes, Mapping):
-        return dict(sizes)
-    return {k: job[k] for k in ("batch_size", "height", "width", "num_frames", "steps") if k in job} or None
-
-
 def record_workload(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The workload fields (:data:`FIELDS`) of a saved record; ``None`` where the record lacks one."""
+    """The workload fields (:data:`FIELDS`) of a saved record; ``None`` where it lacks one."""
     job, inputs = record.get("job") or {}, record.get("inputs") or {}
-    return {"model": job.get("model"), "task": job.get("task"), "sizes": _sizes(job), "seed": job.get("seed"),
+    sizes = job.get("sizes")  # older records keep them beside the other job fields
+    sizes = dict(sizes) if isinstance(sizes, Mapping) else (
+        {k: job[k] for k in SIZES if k in job} or None)
+    return {"model": job.get("model"), "task": job.get("task"), "sizes": sizes,
+            "seed": job.get("seed"),
             "inputs_sha256": {name: entry.get("sha256") for name, entry in inputs.items()} or None,
             "weights_digest": weights_identity(record.get("weights"))}
 
 
-@dataclass
-class JobWorkload:
-    """This job's side of the check: the fields a record keeps, from the config, task, inputs and weights.
-
-    Attributes:
-        model: ``model.name``.
-        task: ``model.task._target_``.
-        sizes: the preset sizes the task uses (``task.sizes(preset)``).
-        seed: ``seed``.
-        inputs_sha256: input name -> SHA256.
-        weights_digest: :func:`weights_identity` of the weights (``None`` in a plan that cannot know them).
-    """
-
-    model: str
-    task: str
-    sizes: dict[str, Any]
-    seed: int
-    inputs_sha256: dict[str, str]
-    weights_digest: str | None
-
-    def fields(self) -> dict[str, Any]:
-        """Field name -> value, in :data:`FIELDS` order."""
-        return {name: getattr(self, name) for name in FIELDS}
-
-
-def _differ(name: str, theirs: Any, mine: Any) -> bool:
-    if name == "sizes":  # only the sizes both sides name (older records name fewer)
-        common = set(theirs) & set(mine)
-        return not common or any(theirs[k] != mine[k] for k in common)
-    return theirs != mine
-
-
-def compare_workloads(theirs: Mapping[str, Any], mine: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """``({field: {"source": x, "job": y}}`` of the fields that differ, the fields that could not be compared).
+def compare_workloads(theirs: Mapping[str, Any],
+                      mine: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``({field: {"source": x, "job": y}}`` of the fields that differ, the ones not comparable).
 
     >>> compare_workloads({"seed": 1, "task": "T"}, {"seed": 42, "task": "T"})
     ({'seed': {'source': 1, 'job': 42}}, [])
@@ -112,7 +79,13 @@ def compare_workloads(theirs: Mapping[str, Any], mine: Mapping[str, Any]) -> tup
         a, b = theirs.get(name), mine.get(name)
         if a is None or b is None:
             unknown.append(name)
-        elif _differ(name, a, b):
+            continue
+        if name == "sizes":  # only the sizes both sides name (older records name fewer)
+            common = set(a) & set(b)
+            differ = not common or any(a[k] != b[k] for k in common)
+        else:
+            differ = a != b
+        if differ:
             differing[name] = {"source": a, "job": b}
     return differing, unknown
 
@@ -122,211 +95,244 @@ def _short(value: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def mismatch_message(source: str, differing: Mapping[str, Mapping[str, Any]]) -> str:
-    """The one paragraph refusing a saved reference of another workload, naming each differing field."""
-    named = "; ".join(f"{name} differs (source {_short(d['source'])}, this job {_short(d['job'])})"
-                      for name, d in differing.items())
-    return (f"baseline.source={source} is not the same workload as this job: {named}. A saved reference must come "
-            "from the same model, task, preset sizes, seed, inputs and weights. Run the source job again with this "
-            "job's settings (or change this job's to match), or accept a known difference deliberately with "
-            f"baseline.source_allow=[{','.join(differing)}] (allowed: {', '.join(FIELDS)}); it is recorded.")
+def confined(job_dir: Path, name: str, given: str, what: str) -> Path:
+    """``job_dir / name`` resolved (links followed), refused unless it stays inside ``job_dir``."""
+    root = job_dir.resolve()
+    path = (root / name).resolve()
+    if path != root and root not in path.parents:
+        raise ReferenceSourceError(
+            f"baseline.source={given}: its record names {what} {name!r}, which resolves to "
+            f"{path}, outside the saved job's directory {root}. A saved run's files must lie "
+            "inside its own directory; copy the whole job directory, unchanged.")
+    return path
 
 
 @dataclass
 class SavedRun:
-    """A resolved ``baseline.source``: the tensors file and, for a job, its record.
-
-    Attributes:
-        given: the path as configured.
-        tensors: the file holding the outputs used as the reference.
-        record_path: the job's ``record.json`` (``None`` for a bare tensors file).
-        record: that record, parsed.
-    """
+    """A resolved ``baseline.source``: the tensors file and, for a job, its record
+    (``record_path`` is ``None`` for a bare tensors file)."""
 
     given: str
     tensors: Path
     record_path: Path | None = None
     record: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def kind(self) -> str:
-        """``job`` (a directory or record) or ``tensors`` (a bare file)."""
-        return "job" if self.record_path is not None else "tensors"
-
     def origin(self) -> dict[str, Any]:
         """Where the reference came from: machine, device, dtype, record and tensors paths."""
         if self.record_path is None:
-            return {"kind": self.kind, "given": self.given, "tensors": str(self.tensors), "limitation": BARE_LIMITATION}
+            return {"kind": "tensors", "given": self.given, "tensors": str(self.tensors),
+                    "limitation": BARE_LIMITATION}
         job, env = self.record.get("job") or {}, self.record.get("env") or {}
-        timing = self.record.get("timing") or {}
-        return {"kind": self.kind, "given": self.given, "record": str(self.record_path), "tensors": str(self.tensors),
-                "host": env.get("hostname"), "device": job.get("device"),
-                "device_name": (env.get("device") or {}).get("name"), "dtype": job.get("dtype"),
-                "reference_dtype": job.get("reference_dtype"), "verdict": self.record.get("verdict"),
-                "finished_at": timing.get("finished_at")}
+        return {"kind": "job", "given": self.given, "record": str(self.record_path),
+                "tensors": str(self.tensors), "host": env.get("hostname"),
+                "device": job.get("device"), "device_name": (env.get("device") or {}).get("name"),
+                "dtype": job.get("dtype"), "reference_dtype": job.get("reference_dtype"),
+                "verdict": self.record.get("verdict"),
+                "finished_at": (self.record.get("timing") or {}).get("finished_at")}
 
     def cpu_reference(self) -> Path | None:
         """The saved run's own CPU reference file, when it was an accelerator run that kept one."""
-        job, artifacts = self.record.get("job") or {}, self.record.get("artifacts") or {}
-        name = artifacts.get("reference_outputs")
+        job = self.record.get("job") or {}
+        name = (self.record.get("artifacts") or {}).get("reference_outputs")
         if self.record_path is None or job.get("device") in (None, "cpu") or not name:
             return None
-        path = confined(self.record_path.parent, str(name), self.given, "artifacts.reference_outputs")
+        path = confined(self.record_path.parent, str(name), self.given,
+                        "artifacts.reference_outputs")
         return path if path.is_file() else None
 
 
-def _read_record(path: Path, given: str) -> dict[str, Any]:
+def _check_fit(given: str, record: Mapping[str, Any]) -> None:
+    """A run that failed its own check, or a CPU run in a half dtype, is no reference."""
+    job = record.get("job") if isinstance(record.get("job"), Mapping) else {}
+    outputs = record.get("outputs") if isinstance(record.get("outputs"), Mapping) else {}
+    low = [n for n, e in outputs.items()
+           if isinstance(e, Mapping) and e.get("dtype") in LOW_PRECISION]
+    on_cpu, dtype = job.get("device") == "cpu", job.get("dtype")
+    if record.get("verdict") == "FAIL":
+        why = ("the saved run's own verdict is FAIL (its outputs failed their accuracy check), "
+               "so they cannot judge this job. Pass a saved run whose verdict is PASS or WARN, or "
+               "drop baseline.source for a CPU reference.")
+    elif on_cpu and low and dtype not in LOW_PRECISION:
+        why = (f"the saved run says CPU {dtype}, but its outputs {', '.join(low)} are "
+               f"{outputs[low[0]].get('dtype')}: the record contradicts itself. Copy the job "
+               "directory again, unedited.")
+    elif on_cpu and dtype in LOW_PRECISION:
+        why = (f"the saved run is a CPU run in {dtype}, a low-precision output, not a CPU "
+               "reference. Pass a CPU float32 (or float64) run, an accelerator run to compare "
+               "against, or drop baseline.source.")
+    else:
+        return
+    raise ReferenceSourceError(f"baseline.source={given}: {why}")
+
+
+def _job_run(path: Path, given: str) -> SavedRun:
     try:
         record = json.loads(read_regular(path))  # a FIFO is refused, never waited on
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReferenceSourceError(f"baseline.source={given}: {path} cannot be read as a record "
                                    f"({type(exc).__name__}: {exc}). Pass {ACCEPTED}.") from exc
     if not isinstance(record, dict) or record.get("status") != "ok" or "plan" in record:
-        what = "a dry run" if isinstance(record, dict) and "plan" in record else (
-            f"a job with status {record.get('status')!r}" if isinstance(record, dict) else "not a record")
-        raise ReferenceSourceError(f"baseline.source={given}: {path} is {what}; only a finished job (status ok) has "
-                                   "outputs to serve as a reference. Point it at a job that completed.")
-    return record
-
-
-def _job_run(record_path: Path, given: str) -> SavedRun:
-    record = _read_record(record_path, given)
+        what = "not a record" if not isinstance(record, dict) else (
+            "a dry run" if "plan" in record else f"a job with status {record.get('status')!r}")
+        raise ReferenceSourceError(f"baseline.source={given}: {path} is {what}; only a finished "
+                                   "job (status ok) has outputs to serve as a reference. Point it "
+                                   "at a job that completed.")
     artifacts = record.get("artifacts") or {}
-    check_fit(given, record)
-    tensors = confined(record_path.parent, str(artifacts.get("device_outputs") or DEVICE_TENSORS), given,
+    _check_fit(given, record)
+    tensors = confined(path.parent, str(artifacts.get("device_outputs") or DEVICE_TENSORS), given,
                        "artifacts.device_outputs")
     if not tensors.is_file():
         why = artifacts.get("tensors_skipped") or "the file is missing"
-        raise ReferenceSourceError(f"baseline.source={given}: the job's device outputs {tensors} are not there "
-                                   f"({why}). Run the source job again with artifacts.tensors=true (and a large "
-                                   "enough artifacts.max_tensor_mb), or pass a tensors file.")
-    return SavedRun(given, tensors, record_path, record)
+        raise ReferenceSourceError(
+            f"baseline.source={given}: the job's device outputs {tensors} are not there ({why}). "
+            "Run the source job again with artifacts.tensors=true (and a large enough "
+            "artifacts.max_tensor_mb), or pass a tensors file.")
+    return SavedRun(given, tensors, path, record)
 
 
 def resolve_source(given: str) -> SavedRun:
-    """The saved run ``baseline.source`` names.
-
-    Raises:
-        ReferenceSourceError: the path does not exist or is none of the accepted kinds.
-    """
-    path = Path(given).expanduser().resolve()  # recorded absolute: the record names the file that served
+    """The saved run ``baseline.source`` names (a :class:`ReferenceSourceError` otherwise)."""
+    path = Path(given).expanduser().resolve()  # absolute: the record names the file that served
     if path.is_dir():
         if not (path / RECORD).is_file():
-            raise ReferenceSourceError(f"baseline.source={given}: the directory {path} holds no {RECORD}, so it is "
-                                       f"not a job directory. Pass {ACCEPTED}.")
+            raise ReferenceSourceError(f"baseline.source={given}: the directory {path} holds no "
+                                       f"{RECORD}, so it is not a job directory. Pass {ACCEPTED}.")
         return _job_run(path / RECORD, given)
     if path.is_file():
         return _job_run(path, given) if path.suffix == ".json" else SavedRun(given, path)
-    raise ReferenceSourceError(f"baseline.source={given}: {path} does not exist. Pass {ACCEPTED} (copied from the "
-                               "machine that ran it).")
+    raise ReferenceSourceError(f"baseline.source={given}: {path} does not exist. Pass {ACCEPTED} "
+                               "(copied from the machine that ran it).")
 
 
 def check_workload(run: SavedRun, mine: Mapping[str, Any], allow: Sequence[str]) -> dict[str, Any]:
-    """The record's account of the check: fields checked, not checked and accepted (with both values).
-
-    Raises:
-        ReferenceMismatchError: a field differs that ``allow`` does not list.
-    """
+    """The record's account of the check: fields checked, not checked, accepted (both values);
+    a :class:`ReferenceMismatchError` for a field that differs or is lost and not allowed."""
     if run.record_path is None:
         return {"checked": [], "not_checked": list(FIELDS)}
     theirs = record_workload(run.record)
     differing, unknown = compare_workloads(theirs, mine)
-    lost = [name for name in unknown if theirs.get(name) is None and mine.get(name) is not None and name not in allow]
+    lost = [n for n in unknown
+            if theirs.get(n) is None and mine.get(n) is not None and n not in allow]
     if lost:
         raise ReferenceMismatchError(
-            f"baseline.source={run.given}: its record {run.record_path} lacks the workload field(s) "
-            f"{', '.join(f'{n} ({FIELDS[n]})' for n in lost)}, so it cannot be shown to be this job's workload. Pass "
-            "an unedited record of a finished job, or accept the gap deliberately with "
-            f"baseline.source_allow=[{','.join(lost)}]; it is recorded.")
+            f"baseline.source={run.given}: its record {run.record_path} lacks the workload "
+            f"field(s) {', '.join(f'{n} ({FIELDS[n]})' for n in lost)}, so it cannot be shown to "
+            "be this job's workload. Pass an unedited record of a finished job, or accept the gap "
+            f"deliberately with baseline.source_allow=[{','.join(lost)}]; it is recorded.")
     refused = {name: d for name, d in differing.items() if name not in allow}
     if refused:
-        raise ReferenceMismatchError(mismatch_message(run.given, refused))
+        named = "; ".join(f"{name} differs (source {_short(d['source'])}, this job "
+                          f"{_short(d['job'])})" for name, d in refused.items())
+        raise ReferenceMismatchError(
+            f"baseline.source={run.given} is not the same workload as this job: {named}. A saved "
+            "reference must come from the same model, task, preset sizes, seed, inputs and "
+            "weights. Run the source job again with this job's settings (or change this job's to "
+            "match), or accept a known difference deliberately with "
+            f"baseline.source_allow=[{','.join(refused)}] (allowed: {', '.join(FIELDS)}); it is "
+            "recorded.")
     return {"checked": [n for n in FIELDS if n not in unknown], "not_checked": unknown,
-            "allowed": {name: d for name, d in differing.items()}}
+            "allowed": dict(differing)}
+
+
+def _same(recorded: Any, found: Any) -> bool:
+    if isinstance(recorded, list) and isinstance(found, list):
+        return len(recorded) == len(found) and all(map(_same, recorded, found))
+    if isinstance(recorded, (int, float)) and isinstance(found, (int, float)):
+        if math.isnan(recorded) or math.isnan(found):
+            return math.isnan(recorded) and math.isnan(found)
+        return math.isclose(recorded, found, rel_tol=REL_TOL, abs_tol=1e-300)
+    return recorded == found
 
 
 def _read_tensors(run: SavedRun) -> dict[str, torch.Tensor]:
-    from ascendbench.compare.files import UnusableInput, read_outputs
-
+    """The saved outputs, matching their record's shapes, dtypes and (from a job) statistics."""
+    given, path = run.given, run.tensors
     try:
-        tensors = read_outputs(run.tensors)
+        tensors = read_outputs(path)
     except UnusableInput as exc:
-        raise ReferenceSourceError(f"baseline.source={run.given}: {exc}. Pass {ACCEPTED}.") from exc
-    expected = {k: (v.get("shape"), v.get("dtype")) for k, v in (run.record.get("outputs") or {}).items()}
+        raise ReferenceSourceError(f"baseline.source={given}: {exc}. Pass {ACCEPTED}.") from exc
+    outputs = run.record.get("outputs") if isinstance(run.record.get("outputs"), Mapping) else {}
+    expected = {k: (v.get("shape"), v.get("dtype")) for k, v in outputs.items()}
     found = {k: (list(t.shape), dtype_name(t.dtype)) for k, t in tensors.items()}
     if expected and expected != found:
-        raise ReferenceSourceError(f"baseline.source={run.given}: {run.tensors} holds {found}, but its record lists "
-                                   f"the outputs {expected}; the file was replaced or damaged. Copy the job again.")
-    if run.record_path is not None:  # a bare tensors file has no record to check it against
-        check_recorded_stats(run.given, run.tensors, run.record, tensors)
+        raise ReferenceSourceError(f"baseline.source={given}: {path} holds {found}, but its "
+                                   f"record lists the outputs {expected}; the file was replaced "
+                                   "or damaged. Copy the job again.")
+    for name, tensor in tensors.items() if run.record_path is not None else ():
+        entry = outputs.get(name)
+        if not isinstance(entry, Mapping) or not all(key in entry for key in STAT_KEYS):
+            raise ReferenceSourceError(
+                f"baseline.source={given}: its record keeps no statistics "
+                f"({', '.join(STAT_KEYS)}) of the output {name!r} in {path}, so the file cannot "
+                "be shown to be the one the job wrote. Copy the job directory again, unedited (or "
+                "pass the tensors file alone: then only names and shapes are checked).")
+        stats = tensor_stats(tensor)
+        differ = [key for key in STAT_KEYS if not _same(entry[key], stats[key])]
+        if differ:
+            key = differ[0]
+            raise ReferenceSourceError(
+                f"baseline.source={given}: {path} holds {name!r} with {key} {stats[key]}, but its "
+                f"record kept {key} {entry[key]} of that output (differing: {', '.join(differ)}); "
+                "the file was replaced or damaged. Copy the job directory again from the machine "
+                "that ran it.")
     return tensors
 
 
 class SourceBaseline(Baseline):
-    """A :class:`~ascendbench.baseline.service.Baseline` read from a saved run (no layer captures)."""
+    """A :class:`~ascendbench.baseline.store.Baseline` from a saved run (no layer captures)."""
 
-    def __init__(self, outputs: Mapping[str, torch.Tensor], info: dict[str, Any], run: SavedRun) -> None:
+    def __init__(self, outputs: Tensors, info: dict[str, Any], run: SavedRun) -> None:
         super().__init__(outputs, info)
         self.run = run
 
 
-def _precision(tensors: Mapping[str, torch.Tensor]) -> str:
-    names = {dtype_name(t.dtype) for t in tensors.values()}
-    return names.pop() if len(names) == 1 else "mixed"
-
-
 def plan_source(given: str, mine: Mapping[str, Any], allow: Sequence[str]) -> dict[str, Any]:
-    """The dry run's ``baseline``: where the reference comes from and the workload check; nothing is read but
-    the record. Raises as :func:`reference_from_source` does."""
+    """The dry run's ``baseline``: where the reference comes from and the workload check (the
+    record alone is read). Raises as :func:`reference_from_source` does."""
     run = resolve_source(given)
-    return {"enabled": True, "source": {**run.origin(), **check_workload(run, mine, allow)}, "cache_hit": None,
-            "path": str(run.tensors)}
+    return {"enabled": True, "source": {**run.origin(), **check_workload(run, mine, allow)},
+            "cache_hit": None, "path": str(run.tensors)}
 
 
-def reference_from_source(given: str, mine: Mapping[str, Any], allow: Sequence[str]) -> SourceBaseline:
-    """The saved run's outputs as this job's reference, after the workload check; ``info`` is the record's
-    ``baseline`` section (``source``: origin and check; ``precision``: the dtype of the saved outputs).
-
-    Raises:
-        ReferenceSourceError: the source cannot be found or read.
-        ReferenceMismatchError: it is another workload (see :func:`check_workload`).
-    """
+def reference_from_source(given: str, mine: Mapping[str, Any],
+                          allow: Sequence[str]) -> SourceBaseline:
+    """The saved run's outputs as this job's reference, after the checks; ``info`` is the record's
+    ``baseline`` (``source``: origin and check; ``precision``: the saved outputs' dtype)."""
     run = resolve_source(given)
     block = {**run.origin(), **check_workload(run, mine, allow)}
     tensors = _read_tensors(run)
     block["outputs_dtype"] = {name: dtype_name(t.dtype) for name, t in tensors.items()}
-    return SourceBaseline(tensors, {"source": block, "precision": _precision(tensors), "cache_hit": None,
-                                    "computed": False}, run)
+    names = {dtype_name(t.dtype) for t in tensors.values()}
+    info = {"source": block, "precision": names.pop() if len(names) == 1 else "mixed",
+            "cache_hit": None, "computed": False}
+    return SourceBaseline(tensors, info, run)
 
 
-def check_outputs(reference: SourceBaseline, outputs: Mapping[str, torch.Tensor]) -> None:
-    """The saved outputs and this job's must have the same names and shapes (all a bare file allows to check).
+def check_outputs(reference: SourceBaseline, outputs: Tensors) -> None:
+    """The saved outputs and this job's have the same names and shapes (all a bare file allows)."""
+    def shape(tensors: Tensors, name: str) -> Any:
+        return list(tensors[name].shape) if name in tensors else "missing"
 
-    Raises:
-        ReferenceMismatchError: naming the outputs that differ.
-    """
-    problems = [f"{name}: source {list(reference[name].shape) if name in reference else 'missing'}, this job "
-                f"{list(outputs[name].shape) if name in outputs else 'missing'}"
+    problems = [f"{name}: source {shape(reference, name)}, this job {shape(outputs, name)}"
                 for name in sorted(set(reference) | set(outputs))
-                if name not in reference or name not in outputs or reference[name].shape != outputs[name].shape]
+                if shape(reference, name) != shape(outputs, name)]
     if problems:
-        raise ReferenceMismatchError(f"baseline.source={reference.run.given}: the saved outputs do not match this "
-                                     f"job's ({'; '.join(problems)}). The source ran another workload or model; "
-                                     "pass a saved run of this one.")
+        raise ReferenceMismatchError(
+            f"baseline.source={reference.run.given}: the saved outputs do not match this job's "
+            f"({'; '.join(problems)}). The source ran another workload or model; pass a saved run "
+            "of this one.")
 
 
-def benchmark(reference: SourceBaseline, outputs: Mapping[str, torch.Tensor], score: Score) -> dict[str, Any]:
-    """msprobe's benchmark method: this job's and the saved run's errors against the saved run's own CPU
-    reference (``score`` gives metric name -> value), or why they cannot be formed."""
-    path = reference.run.cpu_reference()
+def benchmark(reference: SourceBaseline, outputs: Tensors, score: Score) -> dict[str, Any]:
+    """msprobe's benchmark method: both runs' errors against the saved run's own CPU reference
+    (``score``: metric name -> value), or why they cannot be formed."""
+    path, source = reference.run.cpu_reference(), reference.info["source"]
+    if path is None and source.get("device") == "cpu":
+        return {"skipped": "the saved run is itself a CPU run: this job's metrics are already "
+                           "against a CPU output"}
     if path is None:
-        device = reference.info["source"].get("device")
-        why = ("the saved run is itself a CPU run: this job's metrics are already against a CPU output"
-               if device == "cpu" else "the saved run kept no CPU reference (tensors/reference.safetensors)")
-        return {"skipped": why}
-    from safetensors.torch import load_file
-
+        return {"skipped": "the saved run kept no CPU reference (tensors/reference.safetensors)"}
     cpu = load_file(str(path))
-    return {"cpu_reference": str(path), "cpu_reference_dtype": reference.info["source"].get("reference_dtype"),
-            "reference_device": reference.info["source"].get("device"), "device": dict(score(cpu, outputs)),
+    return {"cpu_reference": str(path), "cpu_reference_dtype": source.get("reference_dtype"),
+            "reference_device": source.get("device"), "device": dict(score(cpu, outputs)),
             "reference": dict(score(cpu, reference))}

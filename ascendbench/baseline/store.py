@@ -1,23 +1,6 @@
-"""The on-disk cache of references: one directory per key, written atomically, verified on read, guarded by a lock.
-
-::
-
-    <cache_dir>/<key>.lock                      held while a job computes the reference of <key>
-    <cache_dir>/<key>.owner.json                who holds that lock: pid, host, since when, job dir
-    <cache_dir>/<key>/outputs.safetensors       the reference outputs, in the reference precision
-    <cache_dir>/<key>/meta.json                 key material, precision, timings, process, and the SHA256,
-                                                size and tensor shapes of every file of the entry
-    <cache_dir>/<key>/layers-<spec>.safetensors layer outputs for one compare.layers pattern list
-    <cache_dir>/<key>/modules-all.json          per-module statistics (compare.layers=all)
-    <cache_dir>/<key>/request-<pid>.json        left by older versions (requests now go over stdin); cleaned
-
-A reference is complete when ``meta.json`` and ``outputs.safetensors`` exist; every file is written to a
-temporary name and renamed into place, so a killed job never leaves a half-written entry behind. Nothing is
-trusted on read: :meth:`BaselineStore.read_meta`, :meth:`~BaselineStore.read_outputs` and
-:meth:`~BaselineStore.read_layers` check each file against the digest in ``meta.json`` and raise
-:class:`DamagedEntry` (naming the file and what is wrong) for anything damaged, replaced or written by an
-older ascendbench without digests; the caller recomputes.
-"""
+"""The on-disk cache of references (its layout: docs/accuracy.md): one directory per key, each file
+written atomically and checked on read against the digests in ``meta.json``; ``<key>.lock`` with
+``<key>.owner.json`` saying who holds it."""
 
 from __future__ import annotations
 
@@ -26,27 +9,17 @@ import json
 import logging
 import os
 import socket
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from filelock import FileLock, Timeout
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from ascendbench.baseline.lockinfo import (  # noqa: F401  (LockClock, LockWait, describe_holder: read from here too)
-    REQUEST_GLOB,
-    LockClock,
-    LockWait,
-    describe_holder,
-    lock_owner,
-    lock_timeout,
-    pid_alive,
-    request_host,
-    request_pid,
-)
 from ascendbench.errors import BaselineError
 from ascendbench.fileio import atomic_path, write_atomic
 
@@ -58,26 +31,17 @@ MODULES = "modules-all.json"
 DIGESTS = "digests"  # meta.json: file name -> {"sha256", "bytes"}
 SHAPES = "outputs"  # meta.json: output name -> {"shape", "dtype"}
 REQUIRED_META = ("key", "precision", DIGESTS, SHAPES)
+SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
+                      "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32,
+                      "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
 
 
 class DamagedEntry(Exception):
-    """A cache file that cannot be trusted: missing, unreadable, or not what ``meta.json`` recorded.
-
-    Attributes:
-        path: the bad file.
-        why: what is wrong with it, in words.
-    """
+    """A cache file that cannot be trusted: ``path`` and ``why``, in words."""
 
     def __init__(self, path: Path, why: str) -> None:
         super().__init__(f"{path}: {why}")
         self.path, self.why = Path(path), why
-
-
-def spec_digest(spec: str | list[str] | None) -> str | None:
-    """Short digest naming the layer file of a ``compare.layers`` pattern list."""
-    if spec is None or spec == "all":
-        return None
-    return hashlib.sha256(json.dumps(list(spec)).encode()).hexdigest()[:16]
 
 
 def file_digest(path: Path) -> dict[str, Any]:
@@ -95,6 +59,62 @@ def describe_tensors(tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str,
             for k, v in sorted(tensors.items())}
 
 
+def header_tensors(path: Path | str) -> dict[str, torch.Tensor]:
+    """Meta tensors of a safetensors file's shapes and dtypes (its header only is read)."""
+    with safe_open(str(path), framework="pt") as handle:
+        slices = {k: handle.get_slice(k) for k in sorted(handle.keys())}
+        return {k: torch.empty(s.get_shape(), dtype=SAFETENSORS_DTYPES[s.get_dtype()],
+                               device="meta") for k, s in slices.items()}
+
+
+def _shapes(described: Mapping[str, Mapping[str, Any]]) -> str:
+    text = ", ".join(f"{k} {v.get('dtype')} {v.get('shape')}" for k, v in described.items())
+    return text or "nothing"
+
+
+def _unreadable(path: Path, what: str, exc: Exception) -> DamagedEntry:
+    return DamagedEntry(path, f"cannot be read{what} ({type(exc).__name__}: {exc})")
+
+
+class Baseline(dict):
+    """Reference outputs (name -> tensor), with ``info`` (the record's ``baseline``) and ``layers``
+    (``None``, module statistics, or ``{tensors, order, dropped}``)."""
+
+    def __init__(self, outputs: Mapping[str, torch.Tensor], info: dict[str, Any],
+                 layers: Any = None) -> None:
+        super().__init__(outputs)
+        self.info = info
+        self.layers = layers
+
+
+@dataclass
+class LockClock:
+    """Time as the lock's wait sees it (a fake one in tests): the clock, the poll of the lock file
+    and the period of the "still waiting" line."""
+
+    now: Callable[[], float] = time.monotonic
+    poll_s: float = 1.0
+    heartbeat_s: float = 15.0
+
+
+@dataclass
+class LockWait:
+    """How a job got the lock: seconds waited, and who held it meanwhile (``None``: nobody)."""
+
+    seconds: float = 0.0
+    holder: dict[str, Any] | None = None
+
+
+def describe_holder(holder: Mapping[str, Any] | None) -> str:
+    """``pid 123 on host h since 2026-...Z (for 75 s), job /path`` or why the holder is unknown."""
+    if not holder or "pid" not in holder:
+        return "an unknown process (no owner file: an older ascendbench, or it is just starting)"
+    text = f"pid {holder['pid']} on host {holder.get('host', '?')} since {holder.get('since', '?')}"
+    if isinstance(holder.get("since_epoch"), (int, float)):
+        text += f" (for {max(0.0, time.time() - holder['since_epoch']):.0f} s)"
+    return text + (f", job {holder['job']}" if holder.get("job") else "")
+
+
 @dataclass
 class BaselineStore:
     """Reads and writes cached references under ``root`` (``baseline.cache_dir``)."""
@@ -110,19 +130,19 @@ class BaselineStore:
         return self.root / key
 
     def layers_file(self, key: str, spec: str | list[str] | None) -> Path | None:
-        """File holding the captures of ``spec`` (``None`` when no layers are compared)."""
+        """File of the captures of ``spec`` (``None`` when no layers are compared)."""
         if spec is None:
             return None
-        return self.entry(key) / (MODULES if spec == "all" else f"layers-{spec_digest(spec)}.safetensors")
-
-    # --- cheap checks (no file is read in full) ---------------------------------------------------------------
+        if spec == "all":
+            return self.entry(key) / MODULES
+        digest = hashlib.sha256(json.dumps(list(spec)).encode()).hexdigest()[:16]
+        return self.entry(key) / f"layers-{digest}.safetensors"
 
     def has_outputs(self, key: str) -> bool:
-        """Whether ``key`` looks complete: ``meta.json`` parses, records digests, and ``outputs.safetensors`` has
-        the recorded size (the full digest check is :meth:`read_outputs`'s)."""
+        """Whether ``key`` looks complete (``meta.json`` whole, outputs of the recorded size); the
+        digest is checked when it is read."""
         try:
-            meta = self.read_meta(key)
-            self._check_size(key, OUTPUTS, meta)
+            self._check_size(key, OUTPUTS, self.read_meta(key))
         except (FileNotFoundError, DamagedEntry):
             return False
         return True
@@ -132,15 +152,15 @@ class BaselineStore:
         path = self.layers_file(key, spec)
         return path is None or path.is_file()
 
-    # --- writing ------------------------------------------------------------------------------------------------
-
-    def write_outputs(self, key: str, outputs: Mapping[str, torch.Tensor], meta: Mapping[str, Any]) -> None:
-        """Write the outputs, then ``meta.json`` (the completion mark) with their digest and shapes."""
+    def write_outputs(self, key: str, outputs: Mapping[str, torch.Tensor],
+                      meta: Mapping[str, Any]) -> None:
+        """The outputs, then ``meta.json`` (the completion mark) with their digest and shapes."""
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in outputs.items()}
         with atomic_path(self.entry(key) / OUTPUTS) as tmp:
             save_file(tensors, str(tmp), metadata={"key": key})
             digest = file_digest(tmp)
-        self.write_meta(key, {"key": key, **meta, SHAPES: describe_tensors(tensors), DIGESTS: {OUTPUTS: digest}})
+        self.write_meta(key, {"key": key, **meta, SHAPES: describe_tensors(tensors),
+                              DIGESTS: {OUTPUTS: digest}})
 
     def write_meta(self, key: str, meta: Mapping[str, Any]) -> None:
         """(Re)write ``meta.json``."""
@@ -148,33 +168,32 @@ class BaselineStore:
         write_atomic(self.entry(key) / META, text)
 
     def write_layers(self, key: str, spec: str | list[str], capture: Any) -> None:
-        """Write a capture (tensors in pattern mode, module statistics for ``all``) and add its digest to
-        ``meta.json`` (which must exist: the outputs are written first)."""
+        """A capture (tensors for patterns, module statistics for ``all``), its digest added to
+        ``meta.json`` (written with the outputs first)."""
         path = self.layers_file(key, spec)
         with atomic_path(path) as tmp:
             if spec == "all":
                 tmp.write_text(json.dumps({"modules": capture.modules}, default=str))
             else:
-                metadata = {"order": json.dumps(capture.order), "dropped": json.dumps(capture.dropped),
-                            "spec": json.dumps(list(spec))}
+                metadata = {"order": json.dumps(capture.order), "spec": json.dumps(list(spec)),
+                            "dropped": json.dumps(capture.dropped)}
                 save_file(capture.tensors, str(tmp), metadata=metadata)
             digest = file_digest(tmp)
         meta = self.read_meta(key)
         self.write_meta(key, {**meta, DIGESTS: {**meta[DIGESTS], path.name: digest}})
 
-    # --- verified reading ---------------------------------------------------------------------------------------
-
     def read_meta(self, key: str) -> dict[str, Any]:
         """The ``meta.json`` of ``key``, checked to be whole and to belong to ``key``.
 
         Raises:
-            FileNotFoundError: no entry (neither ``meta.json`` nor ``outputs.safetensors``): a plain cache miss.
+            FileNotFoundError: neither ``meta.json`` nor the outputs exist: a plain cache miss.
             DamagedEntry: anything else that is not a complete, current ``meta.json``.
         """
         path = self.entry(key) / META
         if not path.is_file():
             if (self.entry(key) / OUTPUTS).exists():
-                raise DamagedEntry(path, f"is missing beside {OUTPUTS} (an interrupted write, or deleted)")
+                why = f"is missing beside {OUTPUTS} (an interrupted write, or deleted)"
+                raise DamagedEntry(path, why)
             raise FileNotFoundError(path)
         try:
             meta = json.loads(path.read_text())
@@ -183,109 +202,80 @@ class BaselineStore:
         if not isinstance(meta, dict):
             raise DamagedEntry(path, f"holds a {type(meta).__name__}, not an object")
         if DIGESTS not in meta:
-            raise DamagedEntry(path, "records no digest of the cached files (written by an older ascendbench, "
-                                     "or edited): not trusted")
+            raise DamagedEntry(path, "records no digest of the cached files (written by an older "
+                                     "ascendbench, or edited): not trusted")
         missing = [k for k in REQUIRED_META if k not in meta]
         if missing:
             raise DamagedEntry(path, f"lacks the keys {missing}")
         if meta["key"] != key:
-            raise DamagedEntry(path, f"belongs to the key {meta['key']!r}, not to its directory's {key!r}")
+            why = f"belongs to the key {meta['key']!r}, not to its directory's {key!r}"
+            raise DamagedEntry(path, why)
         return meta
 
     def _check_size(self, key: str, name: str, meta: Mapping[str, Any]) -> dict[str, Any]:
         path = self.entry(key) / name
         recorded = meta[DIGESTS].get(name) if isinstance(meta.get(DIGESTS), dict) else None
         if not isinstance(recorded, dict) or "sha256" not in recorded:
-            raise DamagedEntry(path, f"has no digest in {META} (written by an older ascendbench): not trusted")
+            raise DamagedEntry(path, f"has no digest in {META} (written by an older ascendbench): "
+                                     "not trusted")
         if not path.is_file():
             raise DamagedEntry(path, f"is missing although {META} records it")
         size = path.stat().st_size
         if size != recorded.get("bytes"):
-            raise DamagedEntry(path, f"has {size} bytes where {META} records {recorded.get('bytes')} (truncated or "
-                                     "replaced)")
+            why = f"has {size} bytes where {META} records {recorded.get('bytes')}"
+            raise DamagedEntry(path, f"{why} (truncated or replaced)")
         return recorded
 
-    def _verified(self, key: str, name: str, meta: Mapping[str, Any]) -> Path:
+    def _verify(self, key: str, name: str, meta: Mapping[str, Any]) -> Path:
         """The path of ``name``, after its size and SHA256 matched ``meta.json``."""
         recorded = self._check_size(key, name, meta)
         path = self.entry(key) / name
         actual = file_digest(path)["sha256"]
         if actual != recorded["sha256"]:
-            raise DamagedEntry(path, f"has SHA256 {actual[7:19]}... where {META} records {recorded['sha256'][7:19]}"
-                                     "... (its content was replaced or corrupted)")
+            why = f"has SHA256 {actual[7:19]}... where {META} records {recorded['sha256'][7:19]}..."
+            raise DamagedEntry(path, f"{why} (its content was replaced or corrupted)")
         return path
 
     def read_outputs(self, key: str, meta: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        """The cached reference outputs, after their names, shapes, dtypes and digest matched ``meta``.
-
-        Raises:
-            DamagedEntry: the file is missing, truncated, replaced, or unreadable.
-        """
+        """The cached outputs, after their names, shapes, dtypes (header) and digest matched."""
         path = self.entry(key) / OUTPUTS
-        expected = meta[SHAPES]
-        _check_header(path, expected)
-        self._verified(key, OUTPUTS, meta)
-        tensors = _load_safetensors(path)
-        found = describe_tensors(tensors)
-        if found != expected:
-            raise DamagedEntry(path, f"holds {_shapes(found)} where {META} records {_shapes(expected)}")
-        return tensors
+        if not path.is_file():
+            raise DamagedEntry(path, f"is missing although {META} records it")
+        try:
+            found = describe_tensors(header_tensors(path))
+        except Exception as exc:  # safetensors' own error class, OSError, ValueError, KeyError
+            raise _unreadable(path, " as safetensors", exc) from exc
+        if found != meta[SHAPES]:
+            why = f"holds {_shapes(found)} where {META} records {_shapes(meta[SHAPES])}"
+            raise DamagedEntry(path, why)
+        return load_file(str(self._verify(key, OUTPUTS, meta)))
 
     def read_layers(self, key: str, spec: str | list[str] | None, meta: Mapping[str, Any]) -> Any:
-        """``None``, the module statistics list (``all``) or ``{tensors, order, dropped}`` (patterns), after the
-        file's digest matched ``meta``.
-
-        Raises:
-            FileNotFoundError: this capture was never written (compute it).
-            DamagedEntry: the file is unreadable or differs from its digest.
-        """
+        """``None``, the module statistics (``all``) or ``{tensors, order, dropped}`` (patterns),
+        verified; ``FileNotFoundError`` when this capture was never written."""
         path = self.layers_file(key, spec)
         if path is None:
             return None
         if not path.is_file():
             raise FileNotFoundError(path)
-        self._verified(key, path.name, meta)
-        if spec == "all":
-            try:
-                return json.loads(path.read_text())["modules"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise DamagedEntry(path, f"is not a module statistics file ({type(exc).__name__}: {exc})") from exc
+        self._verify(key, path.name, meta)
         try:
+            if spec == "all":
+                return json.loads(path.read_text())["modules"]
             with safe_open(str(path), framework="pt") as handle:
                 metadata = handle.metadata() or {}
-            return {"tensors": load_file(str(path)), "order": json.loads(metadata.get("order", "[]")),
+            return {"tensors": load_file(str(path)),
+                    "order": json.loads(metadata.get("order", "[]")),
                     "dropped": json.loads(metadata.get("dropped", "[]"))}
-        except Exception as exc:  # safetensors raises its own error class, or OSError / ValueError
-            raise DamagedEntry(path, f"cannot be read ({type(exc).__name__}: {exc})") from exc
+        except Exception as exc:  # safetensors' own error class, OSError, ValueError, KeyError
+            raise _unreadable(path, "", exc) from exc
 
-    # --- repair -------------------------------------------------------------------------------------------------
-
-    def discard(self, key: str, names: list[str] | None = None) -> list[str]:
-        """Remove the named files of an entry (all cached files and leftover temporaries when ``None``); call it
-        under the key's lock. Returns the names removed."""
+    def discard(self, key: str, names: list[str] | None = None) -> None:
+        """Remove the named files of an entry (every file when ``None``), under the key's lock."""
         entry = self.entry(key)
-        if not entry.is_dir():
-            return []
-        doomed = [p for p in entry.iterdir() if p.is_file() and (
-            p.name in names if names is not None else not p.name.startswith("request-"))]
-        for path in doomed:
-            path.unlink(missing_ok=True)
-        return [p.name for p in doomed]
-
-    def clean_stale_requests(self) -> list[Path]:
-        """Remove ``request-<pid>.json`` files of this host whose job process is gone (a job killed with
-        SIGKILL cannot remove its own). Returns the files removed."""
-        removed = []
-        for path in self.root.glob(f"*/{REQUEST_GLOB}"):
-            pid = request_pid(path)
-            if pid is None or pid_alive(pid) or request_host(path) not in (None, socket.gethostname()):
-                continue
-            path.unlink(missing_ok=True)
-            removed.append(path)
-            log.info("removed the stale baseline request %s (its job, pid %d, is gone)", path, pid)
-        return removed
-
-    # --- the lock -----------------------------------------------------------------------------------------------
+        for path in entry.iterdir() if entry.is_dir() else []:
+            if path.is_file() and (names is None or path.name in names):
+                path.unlink(missing_ok=True)
 
     def owner_file(self, key: str) -> Path:
         """Where the holder of ``<key>.lock`` says who it is."""
@@ -300,74 +290,44 @@ class BaselineStore:
         return found if isinstance(found, dict) else None
 
     @contextmanager
-    def lock(self, key: str, timeout_s: float, owner: Mapping[str, Any] | None = None) -> Iterator[LockWait]:
-        """Hold ``<key>.lock`` (a negative ``timeout_s`` waits for ever); yields the :class:`LockWait`.
-
-        While it waits, the job logs who holds the lock at once, then a heartbeat at most every
-        ``clock.heartbeat_s``; once it holds it, ``<key>.owner.json`` says who it is (``owner`` added).
-
-        Raises:
-            BaselineError: the lock was not obtained within ``timeout_s`` (the message names the holder).
-        """
+    def lock(self, key: str, timeout_s: float,
+             owner: Mapping[str, Any] | None = None) -> Iterator[LockWait]:
+        """Hold ``<key>.lock`` (a negative ``timeout_s`` waits for ever), saying who holds it in
+        ``<key>.owner.json``; a waiting job names the holder, then a heartbeat; the timeout too."""
         self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.root / f"{key}.lock"))
         wait = self._acquire(lock, key, float(timeout_s))
         try:
-            write_atomic(self.owner_file(key), json.dumps(lock_owner(owner), sort_keys=True))
+            now = time.time()
+            me = {"pid": os.getpid(), "host": socket.gethostname(), "since_epoch": now,
+                  "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)), **(owner or {})}
+            write_atomic(self.owner_file(key), json.dumps(me, sort_keys=True))
             yield wait
         finally:
             self.owner_file(key).unlink(missing_ok=True)
             lock.release()
 
     def _acquire(self, lock: FileLock, key: str, timeout_s: float) -> LockWait:
-        clock = self.clock
+        clock, path = self.clock, self.root / f"{key}.lock"
         start = last = clock.now()
-        wait = LockWait()
+        wait, poll_s = LockWait(), clock.poll_s if timeout_s < 0 else min(clock.poll_s, timeout_s)
         while True:
             try:
-                lock.acquire(timeout=clock.poll_s if timeout_s < 0 else min(clock.poll_s, timeout_s))
+                lock.acquire(timeout=poll_s)
                 wait.seconds = clock.now() - start
                 return wait
             except Timeout:
                 now = clock.now()
             first = wait.holder is None
-            wait.holder = self.holder(key) or {}
+            wait.holder = self.holder(key) or wait.holder or {}  # its file goes before the lock
             if 0 <= timeout_s <= now - start:
-                raise BaselineError(lock_timeout(self.root / f"{key}.lock", timeout_s, wait.holder))
+                raise BaselineError(
+                    f"another job, {describe_holder(wait.holder)}, has held the baseline lock "
+                    f"{path} for more than baseline.lock_timeout_s={timeout_s:g} s while computing "
+                    "the same reference. Wait for it, raise baseline.lock_timeout_s, or if that "
+                    "process is not running any more remove the stale lock file.")
             if first or now - last >= clock.heartbeat_s:
                 last = now
-                log.info("waiting for the baseline lock %s, held by %s; waited %.0f s of baseline.lock_timeout_s="
-                         "%g s", self.root / f"{key}.lock", describe_holder(wait.holder), now - start, timeout_s)
-
-
-def _shapes(described: Mapping[str, Mapping[str, Any]]) -> str:
-    return ", ".join(f"{k} {v.get('dtype')} {v.get('shape')}" for k, v in described.items()) or "nothing"
-
-
-def _check_header(path: Path, expected: Mapping[str, Mapping[str, Any]]) -> None:
-    """The names, dtypes and shapes in the safetensors header equal ``expected`` (reads the header only)."""
-    if not path.is_file():
-        raise DamagedEntry(path, f"is missing although {META} records it")
-    try:
-        with safe_open(str(path), framework="pt") as handle:
-            found = {k: {"shape": list(handle.get_slice(k).get_shape()),
-                         "dtype": _dtype_name(handle.get_slice(k).get_dtype())} for k in sorted(handle.keys())}
-    except Exception as exc:  # safetensors' own error class, OSError, ValueError
-        raise DamagedEntry(path, f"cannot be read as safetensors ({type(exc).__name__}: {exc})") from exc
-    if found != expected:
-        raise DamagedEntry(path, f"holds {_shapes(found)} where {META} records {_shapes(expected)}")
-
-
-_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64",
-                       "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
-
-
-def _dtype_name(code: str) -> str:
-    return _SAFETENSORS_DTYPES.get(code, code)
-
-
-def _load_safetensors(path: Path) -> dict[str, torch.Tensor]:
-    try:
-        return load_file(str(path))
-    except Exception as exc:  # safetensors' own error class, OSError
-        raise DamagedEntry(path, f"cannot be read as safetensors ({type(exc).__name__}: {exc})") from exc
+                log.info("waiting for the baseline lock %s, held by %s; waited %.0f s of "
+                         "baseline.lock_timeout_s=%g s", path, describe_holder(wait.holder),
+                         now - start, timeout_s)

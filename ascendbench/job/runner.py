@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from omegaconf import DictConfig
 
 from ascendbench import progress
-from ascendbench.baseline.replay_plan import plan_lines
+from ascendbench.baseline.replay_memory import plan_lines
 from ascendbench.env import environment
 from ascendbench.errors import AscendBenchError, DryRunError, OutputWriteError
 from ascendbench.job.claim import check_job_dir, claim, release

@@ -1,4 +1,5 @@
-"""The cache: concurrent jobs compute a reference once; in-process mode is refused where torch_npu is found."""
+"""The cache: concurrent jobs compute a reference once; in-process mode is refused where torch_npu
+is found."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import torch
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 
-from ascendbench.baseline import ReferenceQuery, get_or_compute, service
+from ascendbench.baseline import service
+from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.errors import ConfigError
 from ascendbench.tasks.inputs import describe
 
@@ -20,14 +22,15 @@ RANDOM0 = {"kind": "random-init", "init_seed": 0}
 
 
 def _job(compose_cfg, tmp_path, *overrides):
-    cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN, f"baseline.cache_dir={tmp_path / 'cache'}",
-                       "baseline.process=in-process", *overrides])
+    cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process",
+                       f"baseline.cache_dir={tmp_path / 'cache'}", *overrides])
     task = instantiate(cfg.model.task)
     inputs = task.make_inputs(cfg.preset, cfg.seed)
     return cfg, task, inputs, describe(inputs)
 
 
-def test_concurrent_jobs_compute_the_reference_once_and_the_waiters_reuse_it(compose_cfg, tmp_path, monkeypatch):
+def test_concurrent_jobs_compute_the_reference_once_and_the_waiters_reuse_it(compose_cfg, tmp_path,
+                                                                            monkeypatch):
     cfg, task, inputs, info = _job(compose_cfg, tmp_path)
     weights = {"kind": "random-init", "init_seed": 42}
     calls = []
@@ -40,10 +43,11 @@ def test_concurrent_jobs_compute_the_reference_once_and_the_waiters_reuse_it(com
 
     monkeypatch.setattr(service, "run_reference", slow_reference)
     results = {}
-    models = [build_tiny_flux2() for _ in range(3)]  # built first: diffusers' lazy imports are not thread-safe
+    models = [build_tiny_flux2() for _ in range(3)]  # first: diffusers' lazy imports race
 
     def job(index):
-        query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, info, models[index], tmp_path / f"j{index}")
+        query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, info, models[index],
+                               tmp_path / f"j{index}")
         results[index] = get_or_compute(query)
 
     threads = [threading.Thread(target=job, args=(i,)) for i in range(3)]
@@ -64,7 +68,8 @@ def test_cache_false_recomputes(compose_cfg, tmp_path):
     cfg, task, inputs, info = _job(compose_cfg, tmp_path, "baseline.cache=false")
     weights = {"kind": "random-init", "init_seed": 42}
     for _ in range(2):
-        query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, info, build_tiny_flux2(), tmp_path)
+        query = ReferenceQuery(cfg, task, inputs, torch.float64, weights, info, build_tiny_flux2(),
+                               tmp_path)
         result = get_or_compute(query)
         assert result.info["cache_hit"] is False and result.info["process"] == "in-process"
 
@@ -83,7 +88,8 @@ def test_in_process_is_refused_where_torch_npu_can_be_imported(compose_cfg, tmp_
     monkeypatch.syspath_prepend(str(fake))
     cfg, task, inputs, info = _job(compose_cfg, tmp_path)
     with pytest.raises(ConfigError, match="torch_npu is importable"):
-        get_or_compute(ReferenceQuery(cfg, task, inputs, torch.float64, RANDOM0, info, build_tiny_flux2(), tmp_path))
+        get_or_compute(ReferenceQuery(cfg, task, inputs, torch.float64, RANDOM0, info,
+                                      build_tiny_flux2(), tmp_path))
 
 
 def test_unknown_process_option_is_refused_at_compose_time(compose_cfg, tmp_path):
@@ -95,5 +101,6 @@ def test_unknown_process_option_is_refused_at_compose_time(compose_cfg, tmp_path
 def test_a_layer_pattern_matching_nothing_fails_before_any_reference_run(compose_cfg, tmp_path):
     cfg, task, inputs, info = _job(compose_cfg, tmp_path, "compare.layers=[no_such_block]")
     with pytest.raises(ConfigError, match="no_such_block"):
-        get_or_compute(ReferenceQuery(cfg, task, inputs, torch.float64, {}, info, build_tiny_flux2(), tmp_path))
+        get_or_compute(ReferenceQuery(cfg, task, inputs, torch.float64, {}, info,
+                                      build_tiny_flux2(), tmp_path))
     assert not (tmp_path / "cache").exists()

@@ -1,13 +1,11 @@
-"""The reference process dies with its job (kill -9 of the job must not leave it running), stale
-request files are cleaned, and a reference process killed by a signal is reported as such."""
+"""The reference process dies with its job (kill -9 of the job must not leave it running), and a
+reference process killed by a signal is reported as such."""
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,15 +15,15 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from ascendbench.baseline import ReferenceQuery, get_or_compute, process
+from ascendbench.baseline import process
 from ascendbench.baseline.__main__ import PARENT_PID_ENV, watch_parent
-from ascendbench.baseline.store import BaselineStore
+from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.errors import BaselineError
 from ascendbench.tasks.inputs import describe
 
 from helpers import TINY_RUN, build_tiny_flux2
 
-# A "job" that starts two reference-like children, one holding the lifeline and one not, prints their pids, waits.
+# A "job" starting two reference-like children, one holding the lifeline; prints their pids.
 JOB = """
 import os, subprocess, sys, time
 child = ("from ascendbench.baseline.__main__ import hold_lifeline; import sys, time; "
@@ -87,41 +85,30 @@ def test_a_reference_process_whose_job_is_already_gone_exits_at_once():
     assert done.returncode == 3 and "is gone" in done.stderr
 
 
-def test_stale_request_files_of_dead_jobs_are_removed_and_live_ones_kept(tmp_path):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    entry = tmp_path / ("k" * 32)
-    entry.mkdir()
-    here = {"owner": {"host": socket.gethostname()}}
-    files = {"dead": entry / f"request-{dead.pid}.json", "live": entry / f"request-{os.getpid()}.json",
-             "elsewhere": entry / f"request-{dead.pid + 1_000_000}.json", "odd": entry / "request-x.json"}
-    for name, path in files.items():
-        path.write_text(json.dumps({"owner": {"host": "another-host"}} if name == "elsewhere" else here))
-    removed = BaselineStore(tmp_path).clean_stale_requests()
-    assert removed == [files["dead"]]
-    assert [p.exists() for p in files.values()] == [False, True, True, True]
-
-
-# Touches N MB (more than this test process's peak, so the peak is surely the child's own), then dies by SIGKILL.
-SELF_KILL = "import os, signal; block = bytearray({mb} << 20); block[::4096] = b'x' * len(block[::4096]); " \
-            "os.kill(os.getpid(), signal.SIGKILL)"
+# Touches N MB (more than this test process's peak: surely the child's own), then dies by SIGKILL.
+SELF_KILL = ("import os, signal; block = bytearray({mb} << 20); "
+             "block[::4096] = b'x' * len(block[::4096]); os.kill(os.getpid(), signal.SIGKILL)")
 
 
 @pytest.fixture
 def child_query(compose_cfg, tmp_path):
-    cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN, f"baseline.cache_dir={tmp_path / 'cache'}"])
+    cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN,
+                       f"baseline.cache_dir={tmp_path / 'cache'}"])
     task = instantiate(cfg.model.task)
     inputs = task.make_inputs(cfg.preset, cfg.seed)
-    return ReferenceQuery(cfg, task, inputs, torch.float64, {"kind": "random-init", "init_seed": 42},
-                          describe(inputs), build_tiny_flux2(), tmp_path / "job")
+    weights = {"kind": "random-init", "init_seed": 42}
+    return ReferenceQuery(cfg, task, inputs, torch.float64, weights, describe(inputs),
+                          build_tiny_flux2(), tmp_path / "job")
 
 
 def _replace_child(monkeypatch, script: str) -> None:
     real = subprocess.Popen
-    monkeypatch.setattr(process.subprocess, "Popen", lambda cmd, **kw: real([sys.executable, "-c", script], **kw))
+    monkeypatch.setattr(process.subprocess, "Popen",
+                        lambda cmd, **kw: real([sys.executable, "-c", script], **kw))
 
 
-def test_a_reference_process_killed_by_a_signal_is_reported_as_such(child_query, monkeypatch, tmp_path):
+def test_a_reference_process_killed_by_a_signal_is_reported_as_such(child_query, monkeypatch,
+                                                                     tmp_path):
     mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 + 300
     _replace_child(monkeypatch, SELF_KILL.format(mb=mb))
     with pytest.raises(BaselineError) as err:
@@ -132,10 +119,11 @@ def test_a_reference_process_killed_by_a_signal_is_reported_as_such(child_query,
     reached = float(message.split("had reached ")[1].split(" GB")[0])
     assert mb * 1.048e-3 - 0.1 <= reached <= mb * 1.048e-3 + 0.3 and "Its log is empty" in message
     assert "Last lines" not in message
-    assert not list((tmp_path / "cache").glob("*/request-*.json")), "the request file is removed"
+    assert not list((tmp_path / "cache").glob("*/request-*.json")), "no request file is written"
 
 
 def test_a_reference_process_that_exits_with_an_error_keeps_its_log_lines(child_query, monkeypatch):
-    _replace_child(monkeypatch, "import sys; print('boom: the model class is missing'); sys.exit(2)")
-    with pytest.raises(BaselineError, match="(?s)exited with status 2.*boom: the model class is missing"):
+    boom = "boom: the model class is missing"
+    _replace_child(monkeypatch, f"import sys; print('{boom}'); sys.exit(2)")
+    with pytest.raises(BaselineError, match=f"(?s)exited with status 2.*{boom}"):
         get_or_compute(child_query)

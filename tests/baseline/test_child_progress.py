@@ -1,4 +1,5 @@
-"""The reference process's progress (child lines, the job's heartbeat) and the patches it runs with."""
+"""The reference process's progress (child lines, the job's heartbeat) and the patches it runs
+with."""
 
 from __future__ import annotations
 
@@ -7,14 +8,9 @@ import json
 
 import torch
 
-from ascendbench.baseline.child import (
-    PROGRESS_PREFIX,
-    BlockProgress,
-    count_blocks,
-    progress_modules,
-    reference_patches,
-)
-from ascendbench.baseline.service import ChildExit, ProgressWait, follow_child_progress
+from ascendbench.baseline.compute import BlockProgress, count_blocks, progress_modules
+from ascendbench.baseline.key import reference_patches
+from ascendbench.baseline.process import PROGRESS_PREFIX, ChildExit, follow_child_progress
 from ascendbench.progress import ProgressOptions, job_name
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 
@@ -46,7 +42,7 @@ def test_blocks_of_a_decoder_are_counted_on_meta_and_reported_with_their_total()
     model, task = build_tiny_flux2(), VaeDecodeTask(4, 2)
     inputs = task.make_inputs({"height": 32, "width": 32, "batch_size": 1}, 0)
     blocks = progress_modules(model)
-    assert len(blocks) == 2 + 1 + 2 + 1  # encoder down blocks (2) + its mid block, decoder up blocks (2) + mid
+    assert len(blocks) == 2 + 1 + 2 + 1  # encoder: 2 down blocks and a mid; decoder: 2 up and a mid
     total = count_blocks(model, task, inputs, blocks)
     assert total == 3  # a decode runs the decoder's mid block and its two up blocks
     lines, clock = [], FakeClock()
@@ -57,12 +53,13 @@ def test_blocks_of_a_decoder_are_counted_on_meta_and_reported_with_their_total()
     for handle in handles:
         handle.remove()
     payloads = [json.loads(line[len(PROGRESS_PREFIX):]) for line in lines]
-    assert [p["done"] for p in payloads] == [1, 3]  # the first, then (within the interval) only the last
+    assert [p["done"] for p in payloads] == [1, 3]  # the first, then (in the interval) the last
     assert all(p["total"] == 3 and p["unit"] == "blocks" for p in payloads)
 
 
 def _follow(tmp_path, lines_at, end_at, mode):
-    """Drive follow_child_progress with a fake clock: ``lines_at`` maps a time to the lines written then."""
+    """Drive follow_child_progress with a fake clock: ``lines_at`` maps a time to the lines written
+    then."""
     log, clock, out = tmp_path / "baseline_child.log", FakeClock(), io.StringIO()
     log.write_text("")
 
@@ -73,7 +70,7 @@ def _follow(tmp_path, lines_at, end_at, mode):
         return ChildExit(0) if clock.now >= end_at else None
 
     options = ProgressOptions(mode=mode, stream=out, clock=clock)
-    ended = follow_child_progress(poll, log, ProgressWait("reference (cpu float64)", 0.5, clock.sleep, options))
+    ended = follow_child_progress(poll, log, "reference (cpu float64)", options, clock.sleep)
     return ended, out.getvalue()
 
 
@@ -90,7 +87,8 @@ def test_heartbeat_off_a_terminal_is_one_line_per_15_s_with_the_job_name_and_an_
         job_name(None)
     lines = text.splitlines()
     assert ended.code == 0 and 2 <= len(lines) <= 70 // 15 + 1
-    assert all(line.startswith("[tiny_flux2_decoder/float32] reference (cpu float64): ") for line in lines)
+    prefix = "[tiny_flux2_decoder/float32] reference (cpu float64): "
+    assert all(line.startswith(prefix) for line in lines)
     assert any("3/8 blocks" in line and "ETA" in line for line in lines)
 
 

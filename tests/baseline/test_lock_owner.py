@@ -1,5 +1,6 @@
-"""A job waiting on another job's baseline lock says who holds it (pid, host, since when) and keeps a
-heartbeat line at most every 15 s; the timeout names the holder. A fake clock stands in for the hour."""
+"""A job waiting on another job's baseline lock says who holds it (pid, host, since when) and keeps
+a heartbeat line at most every 15 s; the timeout names the holder. A fake clock stands in for the
+hour."""
 
 from __future__ import annotations
 
@@ -30,14 +31,16 @@ class FakeClock:
 
 
 def _waiting_lines(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("waiting for the baseline lock")]
+    messages = [r.getMessage() for r in caplog.records]
+    return [m for m in messages if m.startswith("waiting for the baseline lock")]
 
 
 def test_the_holder_writes_who_it_is_beside_the_lock_and_removes_it_after(tmp_path):
     store = BaselineStore(tmp_path)
     with store.lock(KEY, 5, {"job": "/jobs/a"}) as wait:
         owner = json.loads(store.owner_file(KEY).read_text())
-        assert (owner["pid"], owner["host"], owner["job"]) == (os.getpid(), socket.gethostname(), "/jobs/a")
+        mine = (os.getpid(), socket.gethostname(), "/jobs/a")
+        assert (owner["pid"], owner["host"], owner["job"]) == mine
         assert owner["since"].endswith("Z") and wait.holder is None and wait.seconds >= 0
     assert not store.owner_file(KEY).exists()
 
@@ -46,13 +49,15 @@ def test_a_waiting_job_names_the_holder_and_heartbeats_at_most_every_15_s(tmp_pa
     holder = BaselineStore(tmp_path)
     clock = FakeClock(step=4.0)  # every poll of the lock "takes" 4 s
     waiter = BaselineStore(tmp_path, LockClock(now=clock, poll_s=0.005))
-    with holder.lock(KEY, 5, {"job": "/jobs/holder"}), caplog.at_level(logging.INFO, logger="ascendbench.baseline"):
+    with holder.lock(KEY, 5, {"job": "/jobs/holder"}), \
+            caplog.at_level(logging.INFO, logger="ascendbench.baseline"):
         with pytest.raises(BaselineError) as err:
             with waiter.lock(KEY, 120):
                 pass
     lines = _waiting_lines(caplog)
-    assert f"pid {os.getpid()} on host {socket.gethostname()} since " in lines[0] and "job /jobs/holder" in lines[0]
-    assert 120 / 15 <= len(lines) <= 120 / 15 + 1, lines  # the first line at once, then one per 15 s
+    assert f"pid {os.getpid()} on host {socket.gethostname()} since " in lines[0]
+    assert "job /jobs/holder" in lines[0]
+    assert 120 / 15 <= len(lines) <= 120 / 15 + 1, lines  # the first at once, then one per 15 s
     times = [float(line.split("waited ")[1].split(" s")[0]) for line in lines]
     assert all(b - a >= 15 for a, b in zip(times, times[1:], strict=False)), times
     message = str(err.value)

@@ -1,6 +1,7 @@
 """One reference per workload: a dtype sweep computes exactly one CPU reference, and a cached
-reference of higher precision serves a job that asks for a lower one. The records show it: ``baseline.computed``
-is true for exactly one job, every other job has ``cache_hit: true`` and the precision that served it."""
+reference of higher precision serves a job that asks for a lower one. The records show it:
+``baseline.computed`` is true for exactly one job, every other job has ``cache_hit: true`` and the
+precision that served it."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def _run(tmp_path, *overrides):
 
 def test_a_dtype_sweep_computes_exactly_one_reference(tmp_path):
     records, entries = _run(tmp_path, "dtype=float32,float16,bfloat16")
-    assert sorted(r["config"]["dtype"]["name"] for r in records) == ["bfloat16", "float16", "float32"]
+    dtypes = sorted(r["config"]["dtype"]["name"] for r in records)
+    assert dtypes == ["bfloat16", "float16", "float32"]
     computed = [r["baseline"]["computed"] for r in records]
     assert computed.count(True) == 1, computed
     assert sorted(r["baseline"]["cache_hit"] for r in records) == [False, True, True]

@@ -36,7 +36,8 @@ JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "dtype=float32", "bench.flops.enab
 
 @pytest.fixture(scope="module")
 def source_dir(tmp_path_factory) -> Path:
-    """The earlier job (the stand-in for another machine): a finished CPU float32 run with its tensors."""
+    """The earlier job (the stand-in for another machine): a finished CPU float32 run with its
+    tensors."""
     cwd = tmp_path_factory.mktemp("other_machine")
     result = run_app([*JOB, f"baseline.cache_dir={cwd / 'cache'}"], cwd=cwd)
     assert result.returncode == 0, result.output[-3000:]
@@ -67,17 +68,20 @@ def test_a_saved_job_dir_is_the_reference_and_no_cpu_reference_is_computed(sourc
     source = record["baseline"]["source"]
     assert source["record"] == str(source_dir / "record.json")
     assert source["tensors"] == str(source_dir / "tensors" / "device.safetensors")
-    assert (source["device"], source["dtype"], source["reference_dtype"]) == ("cpu", "float32", "float64")
+    found = (source["device"], source["dtype"], source["reference_dtype"])
+    assert found == ("cpu", "float32", "float64")
     assert source["host"] == read_record(source_dir)["env"]["hostname"]
     assert source["checked"] == [f.value for f in SourceField] and source["allowed"] == {}
     assert record["baseline"]["computed"] is False and "cache_key" not in record["baseline"]
     assert record["job"]["reference_dtype"] == "float32"
     assert not cache.exists(), "the baseline cache is not touched"
-    assert record["metrics"]["max_abs_err"]["value"] == 0.0, "the same CPU float32 run: identical outputs"
+    assert record["metrics"]["max_abs_err"]["value"] == 0.0, "the same CPU float32 run"
     saved = load_file(str(result.job_dir / "tensors" / "reference.safetensors"))
     assert torch.equal(saved["image"], load_file(source["tensors"])["image"])
-    assert f"reference saved run: cpu float32 on {source['host']} ({source['record']})" in result.output
-    assert reference_cell(load_row(result.job_dir / "record.json")) == f"saved cpu float32 run ({source['host']})"
+    host = source["host"]
+    assert f"reference saved run: cpu float32 on {host} ({source['record']})" in result.output
+    cell = reference_cell(load_row(result.job_dir / "record.json"))
+    assert cell == f"saved cpu float32 run ({host})"
 
 
 def test_a_record_json_serves_like_its_job_dir(source_dir, tmp_path, no_cpu_reference):
@@ -102,32 +106,39 @@ def test_another_workload_is_refused_naming_each_field(source_dir, tmp_path, ove
 
 
 def test_other_weights_are_refused_unless_allowed_and_then_recorded(source_dir, tmp_path):
-    refused, record, _ = _job(tmp_path / "refused", f"baseline.source={source_dir}", "model.init_seed=7")
+    refused, record, _ = _job(tmp_path / "refused", f"baseline.source={source_dir}",
+                              "model.init_seed=7")
     assert record["error"]["reason"] == "reference_mismatch"
     assert "weights_digest differs (source random-init seed 42, this job random-init seed 7)" in \
         record["error"]["message"]
     assert "inputs_sha256 differs" not in record["error"]["message"], "the inputs are the same"
-    allowed, record, _ = _job(tmp_path / "allowed", f"baseline.source={source_dir}", "model.init_seed=7",
-                              "baseline.source_allow=[weights_digest]", "fail_on=null")
+    allowed, record, _ = _job(tmp_path / "allowed", f"baseline.source={source_dir}",
+                              "model.init_seed=7", "baseline.source_allow=[weights_digest]",
+                              "fail_on=null")
     assert allowed.returncode == 0, allowed.output[-3000:]
     assert record["status"] == "ok"
     assert record["baseline"]["source"]["allowed"] == {
         "weights_digest": {"source": "random-init seed 42", "job": "random-init seed 7"}}
-    assert record["verdict"] == "FAIL", "other weights, other outputs: the comparison still judges them"
+    assert record["verdict"] == "FAIL", "other weights, other outputs: still judged"
 
 
 def test_an_unknown_allow_key_fails_at_compose_time(source_dir, tmp_path):
-    result = run_app([*JOB, f"baseline.source={source_dir}", "baseline.source_allow=[dtype]"], cwd=tmp_path)
+    result = run_app([*JOB, f"baseline.source={source_dir}", "baseline.source_allow=[dtype]"],
+                     cwd=tmp_path)
     assert result.returncode != 0
-    assert "expected one of [model, task, sizes, seed, inputs_sha256, weights_digest]" in result.output
+    allowed = "expected one of [model, task, sizes, seed, inputs_sha256, weights_digest]"
+    assert allowed in result.output
 
 
-def test_a_bare_tensors_file_serves_with_its_limitation_stated(source_dir, tmp_path, no_cpu_reference):
-    result, record, _ = _job(tmp_path, f"baseline.source={source_dir / 'tensors' / 'device.safetensors'}")
+def test_a_bare_tensors_file_serves_with_its_limitation_stated(source_dir, tmp_path,
+                                                               no_cpu_reference):
+    bare = source_dir / "tensors" / "device.safetensors"
+    result, record, _ = _job(tmp_path, f"baseline.source={bare}")
     assert result.returncode == 0, result.output[-3000:]
     source = record["baseline"]["source"]
     assert source["kind"] == "tensors" and source["limitation"] == BARE_LIMITATION
-    assert "record" not in source and source["checked"] == [] and len(source["not_checked"]) == len(SourceField)
+    assert "record" not in source and source["checked"] == []
+    assert len(source["not_checked"]) == len(SourceField)
     assert "names and shapes checked only" in result.output
 
 
@@ -146,7 +157,8 @@ def test_a_missing_source_is_a_clear_error(tmp_path):
     assert result.returncode == 1
     assert record["error"]["reason"] == "reference_source"
     assert f"{missing} does not exist" in record["error"]["message"]
-    assert "a job directory (with record.json), its record.json, or a tensors file" in record["error"]["message"]
+    accepted = "a job directory (with record.json), its record.json, or a tensors file"
+    assert accepted in record["error"]["message"]
 
 
 def test_the_dry_run_says_where_the_reference_comes_from(source_dir, tmp_path):
@@ -155,7 +167,8 @@ def test_the_dry_run_says_where_the_reference_comes_from(source_dir, tmp_path):
     assert f"baseline  saved run of cpu float32 on {record['env']['hostname']}" in result.output
     assert "no CPU reference computed" in result.output
     assert record["plan"]["baseline"]["source"]["record"] == str(source_dir / "record.json")
-    refused, _, _ = _job(tmp_path / "refused", f"baseline.source={source_dir}", "seed=7", "dry_run=true")
+    refused, _, _ = _job(tmp_path / "refused", f"baseline.source={source_dir}", "seed=7",
+                         "dry_run=true")
     assert refused.returncode == 1 and "seed differs (source 42, this job 7)" in refused.output
 
 
@@ -185,12 +198,14 @@ def test_workload_fields_and_their_comparison(source_dir):
     assert theirs["weights_digest"] == weights_identity({"kind": "random-init", "init_seed": 42})
     assert weights_identity({"kind": "loaded", "digest": "sha256:ab"}) == "sha256:ab"
     mine = {**theirs, "sizes": {"height": 32, "width": 32}, "weights_digest": None}
-    assert compare_workloads(theirs, mine) == ({}, ["weights_digest"]), "common sizes agree; unknown is not equal"
+    found = compare_workloads(theirs, mine)
+    assert found == ({}, ["weights_digest"]), "common sizes agree; unknown is not equal"
 
 
-def test_the_cross_device_section_divides_by_the_saved_runs_error(source_dir, tmp_path, no_cpu_reference):
-    """msprobe's benchmark method with a saved accelerator run (a copy of the CPU job relabelled cuda): both
-    errors against that run's own CPU reference, their ratio judged by the limits."""
+def test_the_cross_device_section_divides_by_the_saved_runs_error(source_dir, tmp_path,
+                                                                  no_cpu_reference):
+    """msprobe's benchmark method with a saved accelerator run (a copy of the CPU job relabelled
+    cuda): both errors against that run's own CPU reference, their ratio judged by the limits."""
     gpu = tmp_path / "gpu_machine"
     shutil.copytree(source_dir, gpu)
     record = read_record(gpu)
@@ -200,10 +215,12 @@ def test_the_cross_device_section_divides_by_the_saved_runs_error(source_dir, tm
     assert result.returncode == 0, result.output[-3000:]
     bench = mine["baseline"]["benchmark"]
     assert bench["cpu_reference"] == str(gpu / "tensors" / "reference.safetensors")
-    assert bench["reference_device"] == "cuda" and bench["device"]["rmse"] > bench["reference"]["rmse"] > 0
-    text = crossdevice_section([load_row(result.job_dir / "record.json")], "cuda", {"rmse": 1e9}, tmp_path)
+    assert bench["reference_device"] == "cuda"
+    assert bench["device"]["rmse"] > bench["reference"]["rmse"] > 0
+    row = load_row(result.job_dir / "record.json")
+    text = crossdevice_section([row], "cuda", {"rmse": 1e9}, tmp_path)
     line = next(line for line in text.splitlines() if "| rmse |" in line)
     ratio = num(bench["device"]["rmse"] / bench["reference"]["rmse"], 3)
-    assert f"| {num(bench['device']['rmse'])} | {num(bench['reference']['rmse'])} | {ratio} | {num(1e9)} | PASS |" \
-        in line
+    cells = f"| {num(bench['device']['rmse'])} | {num(bench['reference']['rmse'])} | {ratio} |"
+    assert f"{cells} {num(1e9)} | PASS |" in line
     assert str(gpu / "record.json") in line

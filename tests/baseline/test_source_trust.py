@@ -1,9 +1,10 @@
-"""A saved run (``baseline.source``) is data written by someone else: the paths its record names stay inside
-its directory, its outputs file must match the statistics its record kept, a run that failed its own check or
-a CPU run in bfloat16 is no reference, and a record that lost its workload fields is refused, not waved on.
+"""A saved run (``baseline.source``) is data written by someone else: the paths its record names
+stay inside its directory, its outputs file must match the statistics its record kept, a run that
+failed its own check or a CPU run in bfloat16 is no reference, and a record that lost its workload
+fields is refused, not waved on.
 
-The saved runs are real tiny_flux2_decoder CPU jobs (float32, and bfloat16), copied and then edited as an
-attacker or a careless copy would."""
+The saved runs are real tiny_flux2_decoder CPU jobs (float32, and bfloat16), copied and then edited
+as an attacker or a careless copy would."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from ascendbench.errors import ReferenceMismatchError, ReferenceSourceError
 
 from helpers import TINY_RUN, read_record, run_app
 
-JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "bench.flops.enabled=false", "baseline.process=in-process"]
+JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "bench.flops.enabled=false",
+       "baseline.process=in-process"]
 
 
 def _run(cwd: Path, *overrides: str):
@@ -30,7 +32,8 @@ def _run(cwd: Path, *overrides: str):
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory) -> dict[str, Path]:
-    """Two finished CPU jobs: float32 (a fit reference) and bfloat16 (its own verdict FAIL or PASS)."""
+    """Two finished CPU jobs: float32 (a fit reference) and bfloat16 (its own verdict FAIL or
+    PASS)."""
     root = tmp_path_factory.mktemp("saved")
     found = {}
     for dtype in ("float32", "bfloat16"):
@@ -57,9 +60,9 @@ def _mine(job_dir: Path) -> dict:
 
 @pytest.mark.parametrize("where", ["absolute", "dotdot", "symlink"])
 def test_a_device_outputs_path_leaving_the_saved_job_dir_is_refused(saved, tmp_path, where):
-    victim = saved["bfloat16"] / "tensors" / "device.safetensors"  # another job's outputs: would give max_abs_err 0
-    names = {"absolute": str(victim), "dotdot": f"../../{victim.parent.parent.parent.name}/job/tensors/"
-             "device.safetensors", "symlink": "tensors/linked.safetensors"}
+    victim = saved["bfloat16"] / "tensors" / "device.safetensors"  # another job's outputs
+    dotdot = f"../../{victim.parent.parent.parent.name}/job/tensors/device.safetensors"
+    names = {"absolute": str(victim), "dotdot": dotdot, "symlink": "tensors/linked.safetensors"}
 
     def edit(record):
         record["artifacts"]["device_outputs"] = names[where]
@@ -108,11 +111,13 @@ def test_a_saved_run_whose_own_verdict_is_fail_is_refused(saved, tmp_path):
         reference_from_source(str(copy), _mine(copy), [])
 
 
-def test_outputs_replaced_by_another_tensor_of_the_same_shape_and_dtype_are_refused(saved, tmp_path):
+def test_outputs_replaced_by_another_tensor_of_the_same_shape_and_dtype_are_refused(saved,
+                                                                                   tmp_path):
     copy = _copy(saved["float32"], tmp_path / "copy")
     path = copy / "tensors" / "device.safetensors"
     outputs = load_file(str(path))
-    save_file({name: torch.flip(t, dims=[-1]).contiguous() for name, t in outputs.items()}, str(path))
+    flipped = {name: torch.flip(t, dims=[-1]).contiguous() for name, t in outputs.items()}
+    save_file(flipped, str(path))
     with pytest.raises(ReferenceSourceError, match="with (first|last) .* but its record kept"):
         reference_from_source(str(copy), _mine(copy), [])
     save_file(outputs, str(path))  # the original file back: accepted
@@ -141,7 +146,7 @@ def test_a_record_whose_output_statistics_were_removed_is_refused(saved, tmp_pat
 def test_a_cpu_float32_record_over_bfloat16_outputs_is_refused(saved, tmp_path):
     def edit(record):
         record.update(verdict="PASS")
-        record["job"]["dtype"] = "float32"  # the bf16 run relabelled: its outputs still say bfloat16
+        record["job"]["dtype"] = "float32"  # the bf16 run relabelled: its outputs say bfloat16
 
     copy = _copy(saved["bfloat16"], tmp_path / "copy", edit)
     with pytest.raises(ReferenceSourceError, match="contradicts itself"):

@@ -1,5 +1,5 @@
-"""Trusted caches and one reference per workload, at the level of the cache service:
-every entry is verified against the digests in its meta.json, anything that does not verify is recomputed, and a
+"""Trusted caches and one reference per workload, at the level of the cache service: every entry is
+verified against the digests in its meta.json, anything that does not verify is recomputed, and a
 higher-precision entry serves a lower-precision request."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 from hydra.utils import instantiate
 from safetensors.torch import load_file, save_file
 
-from ascendbench.baseline import ReferenceQuery, get_or_compute
+from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.baseline.store import BaselineStore, DamagedEntry, file_digest
 from ascendbench.errors import BaselineError
 from ascendbench.tasks.inputs import describe
@@ -24,15 +24,16 @@ WEIGHTS = {"kind": "random-init", "init_seed": 42}
 
 @pytest.fixture
 def query(compose_cfg, tmp_path):
-    """``query(precision=float64, *overrides)``: a ReferenceQuery of the tiny decoder, reference in-process."""
+    """``query(precision=float64, *overrides)``: the tiny decoder's query, reference in-process."""
 
     def make(precision: torch.dtype = torch.float64, *overrides: str) -> ReferenceQuery:
-        cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN, f"baseline.cache_dir={tmp_path / 'cache'}",
+        cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN,
+                           f"baseline.cache_dir={tmp_path / 'cache'}",
                            "baseline.process=in-process", *overrides])
         task = instantiate(cfg.model.task)
         inputs = task.make_inputs(cfg.preset, cfg.seed)
-        return ReferenceQuery(cfg, task, inputs, precision, WEIGHTS, describe(inputs), build_tiny_flux2(),
-                              tmp_path / "job")
+        return ReferenceQuery(cfg, task, inputs, precision, WEIGHTS, describe(inputs),
+                              build_tiny_flux2(), tmp_path / "job")
 
     return make
 
@@ -52,22 +53,29 @@ def test_the_cache_entry_records_the_digest_size_and_shapes_of_its_files(query, 
     assert result.info["computed"] is True and "rejected" not in result.info
 
 
+OUTPUTS = "outputs.safetensors"
+
+
 @pytest.mark.parametrize("damage, bad_file, why", [
     (lambda e: (e / "meta.json").write_text("[1, 2]"), "meta.json", "holds a list"),
     (lambda e: (e / "meta.json").unlink(), "meta.json", "is missing beside outputs.safetensors"),
-    (lambda e: (e / "outputs.safetensors").unlink(), "outputs.safetensors", "is missing although meta.json"),
-    (lambda e: save_file({"image": load_file(str(e / "outputs.safetensors"))["image"].float()},
-                         str(e / "outputs.safetensors")), "outputs.safetensors", "image float32"),
-    (lambda e: save_file({"other": torch.zeros(1, dtype=torch.float64)}, str(e / "outputs.safetensors")),
-     "outputs.safetensors", "holds other float64 [1]"),
-    (lambda e: _edit_meta(e, lambda m: m.update(precision="float32")), "meta.json", "records precision 'float32'"),
+    (lambda e: (e / OUTPUTS).unlink(), OUTPUTS, "is missing although meta.json"),
+    (lambda e: save_file({"image": load_file(str(e / OUTPUTS))["image"].float()}, str(e / OUTPUTS)),
+     OUTPUTS, "image float32"),
+    (lambda e: save_file({"other": torch.zeros(1, dtype=torch.float64)}, str(e / OUTPUTS)),
+     OUTPUTS, "holds other float64 [1]"),
+    (lambda e: _edit_meta(e, lambda m: m.update(precision="float32")), "meta.json",
+     "records precision 'float32'"),
     (lambda e: _edit_meta(e, lambda m: m.update(key="0" * 32)), "meta.json", "belongs to the key"),
-    (lambda e: _edit_meta(e, lambda m: m["material"].update(seed=7)), "meta.json", "does not hash to its key"),
-    (lambda e: _edit_meta(e, lambda m: m["digests"]["outputs.safetensors"].update(bytes=1)), "outputs.safetensors",
+    (lambda e: _edit_meta(e, lambda m: m["material"].update(seed=7)), "meta.json",
+     "does not hash to its key"),
+    (lambda e: _edit_meta(e, lambda m: m["digests"][OUTPUTS].update(bytes=1)), OUTPUTS,
      "bytes where meta.json records 1"),
-], ids=["meta-not-an-object", "meta-deleted", "outputs-deleted", "outputs-wrong-dtype", "outputs-missing-key",
-        "meta-wrong-precision", "meta-of-another-key", "meta-material-edited", "size-differs"])
-def test_a_damaged_cache_entry_is_rejected_and_recomputed(query, tmp_path, caplog, damage, bad_file, why):
+], ids=["meta-not-an-object", "meta-deleted", "outputs-deleted", "outputs-wrong-dtype",
+        "outputs-missing-key", "meta-wrong-precision", "meta-of-another-key",
+        "meta-material-edited", "size-differs"])
+def test_a_damaged_cache_entry_is_rejected_and_recomputed(query, tmp_path, caplog, damage, bad_file,
+                                                          why):
     first = get_or_compute(query())
     entry = tmp_path / "cache" / first.info["cache_key"]
     damage(entry)
@@ -75,7 +83,8 @@ def test_a_damaged_cache_entry_is_rejected_and_recomputed(query, tmp_path, caplo
         again = get_or_compute(query())
     assert again.info["cache_hit"] is False and again.info["computed"] is True
     (rejected,) = again.info["rejected"]
-    assert rejected["file"] == str(entry / bad_file) and why in rejected["why"] and rejected["action"] == "recomputed"
+    assert rejected["file"] == str(entry / bad_file) and why in rejected["why"]
+    assert rejected["action"] == "recomputed"
     lines = [r.getMessage() for r in caplog.records if "rejected" in r.getMessage()]
     assert len(lines) == 1 and str(entry / bad_file) in lines[0] and why in lines[0]
     assert torch.equal(again["image"], first["image"])
@@ -91,7 +100,8 @@ def test_a_tampered_layer_capture_is_recomputed_but_the_outputs_are_kept(query, 
     capture.write_text(json.dumps(data))
     again = get_or_compute(query(torch.float64, "compare.layers=all"))
     assert (again.info["computed"], again.info["computed_layers"]) == (False, True)
-    assert again.info["rejected"][0]["file"] == str(capture) and "replaced" in again.info["rejected"][0]["why"]
+    rejected = again.info["rejected"][0]
+    assert rejected["file"] == str(capture) and "replaced" in rejected["why"]
     assert again.layers == first.layers
 
 
@@ -100,15 +110,18 @@ def test_a_layer_capture_without_a_digest_is_not_trusted(query, tmp_path):
     entry = tmp_path / "cache" / first.info["cache_key"]
     _edit_meta(entry, lambda m: m["digests"].pop("modules-all.json"))
     again = get_or_compute(query(torch.float64, "compare.layers=all"))
-    assert again.info["computed_layers"] is True and "older ascendbench" in again.info["rejected"][0]["why"]
+    assert again.info["computed_layers"] is True
+    assert "older ascendbench" in again.info["rejected"][0]["why"]
 
 
-def test_an_entry_that_does_not_read_back_after_computing_is_a_baseline_error_naming_the_file(query, monkeypatch):
+def test_an_entry_that_does_not_read_back_after_computing_is_an_error_naming_the_file(query,
+                                                                                    monkeypatch):
     def always_damaged(self, key, meta):
-        raise DamagedEntry(self.entry(key) / "outputs.safetensors", "is planted as damaged")
+        raise DamagedEntry(self.entry(key) / OUTPUTS, "is planted as damaged")
 
     monkeypatch.setattr(BaselineStore, "read_outputs", always_damaged)
-    with pytest.raises(BaselineError, match="does not read back: .*outputs.safetensors is planted as damaged"):
+    planted = f"does not read back: .*{OUTPUTS} is planted as damaged"
+    with pytest.raises(BaselineError, match=planted):
         get_or_compute(query())
 
 
@@ -121,8 +134,10 @@ def test_a_float64_reference_serves_a_float32_request_of_the_same_workload(query
     assert info["cache_hit"] is True and info["computed"] is False
     assert (info["requested_precision"], info["precision"]) == ("float32", "float64")
     assert info["cache_key"] == computed.info["cache_key"] and info["requested_key"] == float32.key
-    assert served["image"].dtype == torch.float64 and torch.equal(served["image"], computed["image"])
-    assert [p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()] == [computed.info["cache_key"]]
+    assert served["image"].dtype == torch.float64
+    assert torch.equal(served["image"], computed["image"])
+    entries = [p.name for p in (tmp_path / "cache").iterdir() if p.is_dir()]
+    assert entries == [computed.info["cache_key"]]
 
 
 def test_a_float32_reference_does_not_serve_a_float64_request(query):
@@ -133,12 +148,14 @@ def test_a_float32_reference_does_not_serve_a_float64_request(query):
     assert result.info["computed"] is True and result.info["precision"] == "float64"
 
 
-def test_a_damaged_float64_entry_is_skipped_and_the_float32_request_computes_its_own(query, tmp_path):
+def test_a_damaged_float64_entry_is_skipped_and_the_float32_request_computes_its_own(query,
+                                                                                    tmp_path):
     computed = get_or_compute(query(torch.float64))
     entry = tmp_path / "cache" / computed.info["cache_key"]
-    tensors = load_file(str(entry / "outputs.safetensors"))
-    save_file({k: v + 1 for k, v in tensors.items()}, str(entry / "outputs.safetensors"))
+    tensors = load_file(str(entry / OUTPUTS))
+    save_file({k: v + 1 for k, v in tensors.items()}, str(entry / OUTPUTS))
     result = get_or_compute(query(torch.float32))
     assert result.info["computed"] is True and result.info["precision"] == "float32"
     (rejected,) = result.info["rejected"]
-    assert rejected["file"] == str(entry / "outputs.safetensors") and "float32 reference is used" in rejected["action"]
+    assert rejected["file"] == str(entry / OUTPUTS)
+    assert "float32 reference is used" in rejected["action"]

@@ -1,5 +1,5 @@
-"""CallRecorder with ``spill``: each sampled call on disk as it finishes, superseded ``last`` candidates removed,
-the job holding no recorded tensor."""
+"""CallRecorder with ``spill``: each sampled call on disk as it finishes, superseded ``last``
+candidates removed, the job holding no recorded tensor."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def test_first_and_last_calls_are_spilled_one_file_each(tmp_path) -> None:
     assert [c["key"] for c in manifest["calls"]] == ["layer#0", "layer#3"]
     assert recorder.tensors == {}, "nothing recorded stays in memory"
     files = sorted(p.name for p in (tmp_path / "calls").iterdir())
-    assert files == sorted(c["file"] for c in manifest["calls"]), "the superseded last candidates are deleted"
+    kept = sorted(c["file"] for c in manifest["calls"])
+    assert files == kept, "the superseded last candidates are deleted"
     for call, index in zip(manifest["calls"], (0, 3), strict=True):
         with safe_open(str(tmp_path / "calls" / call["file"]), framework="pt") as handle:
             assert torch.equal(handle.get_tensor(call["args"]["seq"][0]["t"]), inputs[index])

@@ -6,8 +6,8 @@ import torch
 
 from ascendbench.job.job import Job
 from ascendbench.job.record import RecordWriter
-from ascendbench.job.stages import ArtifactsStage
 from ascendbench.job.stages import artifacts as stage_module
+from ascendbench.job.stages.artifacts import ArtifactsStage
 from ascendbench.tasks.vae_decode import VideoDecodeTask
 
 

@@ -25,8 +25,8 @@ def test_a_host_too_small_fails_the_plan_and_names_the_stages(compose_cfg, tmp_p
     record = run_job(compose_cfg([*TINY, f"baseline.cache_dir={tmp_path}"]), tmp_path / "job")
     assert record["status"] == "failed" and record["error"]["reason"] == "dry_run"
     by_stage = record["plan"]["problems_by_stage"]
-    assert by_stage["load"] == by_stage["device_run"] == by_stage["reference"] == 1
-    assert by_stage["inputs"] == 0
+    assert by_stage["load"] == by_stage["device_run"] == by_stage["replay_reference"] == 1
+    assert by_stage["inputs"] == by_stage["reference"] == 0
     assert "does not fit here" in record["plan"]["memory"]["replay_reference"]["planned_alone"]
     assert "device_run 1 problem" in capsys.readouterr().out
 

@@ -45,8 +45,8 @@ def spied(monkeypatch):
 
 def test_the_stage_list_is_the_design_data_flow():
     assert [s.name for s in STAGES] == ["config", "device", "load", "inputs", "reference",
-                                        "device_run", "evaluate",
-                                        "compare", "artifacts"]
+                                        "device_run", "evaluate", "replay_reference", "compare",
+                                        "artifacts"]
     assert all(s.label and callable(s.plan) and callable(s.run) for s in STAGES)
 
 

@@ -1,6 +1,7 @@
 """The stages of a job, in order. Each has ``plan(job)`` (``dry_run=true``) and ``run(job)``::
 
-    config -> device -> load -> inputs -> reference -> device run -> evaluate -> compare -> artifacts
+    config -> device -> load -> inputs -> reference -> device run -> evaluate -> replay reference
+      -> compare -> artifacts
 """
 
 from ascendbench.job.stages.artifacts import ArtifactsStage
@@ -10,10 +11,9 @@ from ascendbench.job.stages.device_run import DeviceRunStage
 from ascendbench.job.stages.evaluate import EvaluateStage
 from ascendbench.job.stages.load import InputsStage, LoadStage
 from ascendbench.job.stages.reference import ReferenceStage
+from ascendbench.job.stages.replay_reference import ReplayReferenceStage
 from ascendbench.job.stages.setup import ConfigStage, DeviceStage
 
-STAGES: tuple[Stage, ...] = (ConfigStage(), DeviceStage(), LoadStage(), InputsStage(), ReferenceStage(),
-                             DeviceRunStage(), EvaluateStage(), CompareStage(), ArtifactsStage())
-
-__all__ = ["STAGES", "ArtifactsStage", "CompareStage", "ConfigStage", "DeviceRunStage", "DeviceStage",
-           "EvaluateStage", "InputsStage", "LoadStage", "ReferenceStage", "Stage"]
+STAGES: tuple[Stage, ...] = (ConfigStage(), DeviceStage(), LoadStage(), InputsStage(),
+                             ReferenceStage(), DeviceRunStage(), EvaluateStage(),
+                             ReplayReferenceStage(), CompareStage(), ArtifactsStage())

@@ -1,10 +1,6 @@
-"""The job stage after the metrics: layer comparison, compare.csv and side-by-side pictures.
-
-With ``compare.layers`` set, :class:`CompareStage` runs the model once more on the device with forward
-hooks (outside the timed loop, with the same device patches), compares the captures with the baseline's,
-adds the judged layer metrics to the record (pattern mode, ``compare.verdict``) or locates the first
-divergent module (``all``), and writes ``compare.csv``, the layer tensors as safetensors and the PNGs.
-"""
+"""The layer comparison, ``compare.csv`` and side-by-side pictures. With ``compare.layers`` the
+model runs once more on the device, hooked (untimed, device patches on); the captures are judged
+against the reference's (patterns) or the first divergent module is located (``all``)."""
 
 from __future__ import annotations
 
@@ -21,22 +17,23 @@ from ascendbench.compare.layers import compare_layers, compare_modules, hidden_r
 from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
-from ascendbench.job.stages.replay_reference import compare_replay
 from ascendbench.metrics.verdict import worst
 from ascendbench.patches.registry import patches_applied
 from ascendbench.tasks.inputs import move_inputs, place
 
 log = logging.getLogger(__name__)
+Sections = tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], dict[str, Any]]
 
 
 def capture_on_device(job: Job, spec: Any) -> Any:
     """One extra hooked run of the task on the device (untimed), with the model's device patches."""
     adapter, task, cfg = job.adapter, job.task, job.cfg
     device = adapter.torch_device
-    module = place(task, job.model, device, job.precision.dtype)  # task.to(): pipelines, VAE options
+    module = place(task, job.model, device, job.precision.dtype)  # task.to(): pipelines, VAEs
     moved = move_inputs(job.inputs, device, job.precision.dtype)
     max_bytes = int(float(cfg.compare.get("max_capture_mb", 4096)) * (1 << 20))
-    log.info("layer capture run on %s (compare.layers=%s) ...", device, spec if spec == "all" else len(spec))
+    log.info("layer capture run on %s (compare.layers=%s) ...", device,
+             spec if spec == "all" else len(spec))
     with patches_applied(cfg.model.get("patches"), module, adapter.name, job.precision.name):
         with capturing(module, spec, max_bytes) as capture:
             task.run(module, moved)
@@ -44,11 +41,13 @@ def capture_on_device(job: Job, spec: Any) -> Any:
     return capture
 
 
-Sections = tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], dict[str, Any]]
+def _device_tensors(job: Job, capture: Any) -> str:
+    path = job.dir / "tensors" / "layers_device.safetensors"
+    return job.relative(save_tensors(path, capture.tensors))
 
 
 def _layers(job: Job, spec: Any, capture: Any) -> Sections:
-    """(csv rows, record ``compare`` section, metric entries, artifacts) of the layer comparison."""
+    """(csv rows, record ``compare`` section, metric entries, artifacts) of the comparison."""
     cfg, reference = job.cfg, job.reference
     if spec == "all":
         rule = OmegaConf.to_container(cfg.compare.divergence, resolve=True)
@@ -56,32 +55,34 @@ def _layers(job: Job, spec: Any, capture: Any) -> Sections:
         info = {"mode": "all", "modules": len(rows), "first_divergent": first, "rule": rule,
                 "diverged": sum(r["result"] in ("diverged", "first_divergent") for r in rows)}
         return rows, info, {}, save_device_layers(job, spec, capture)
-    thresholds = hidden_rules(cfg.compare, job.precision)  # the seed's limits, or the device dtype's
+    thresholds = hidden_rules(cfg.compare, job.precision)  # the seed's limits, or the dtype's
     rows = compare_layers(reference.layers, capture, thresholds, job.precision.allclose())
     entries = {f"layer/{row['name']}/{m}": e for row in rows for m, e in row["entries"].items()}
-    info = {"mode": "patterns", "patterns": list(spec), "layers": len(rows), "not_called": capture.not_called(),
+    info = {"mode": "patterns", "patterns": list(spec), "layers": len(rows),
+            "not_called": capture.not_called(),
             "dropped": sorted(set(capture.dropped) | set(reference.layers["dropped"])),
-            "verdict": worst(r.get("result") or None for r in rows), "in_job_verdict": bool(cfg.compare.verdict),
+            "verdict": worst(r.get("result") or None for r in rows),
+            "in_job_verdict": bool(cfg.compare.verdict),
             "results": {r["name"]: {"result": r["result"], "message": r["message"]} for r in rows}}
-    tensors = job.dir / "tensors"
-    artifacts = {"layers_reference": job.relative(save_tensors(tensors / "layers_reference.safetensors",
-                                                               reference.layers["tensors"])),
-                 "layers_device": job.relative(save_tensors(tensors / "layers_device.safetensors", capture.tensors)),
+    saved = save_tensors(job.dir / "tensors" / "layers_reference.safetensors",
+                         reference.layers["tensors"])
+    artifacts = {"layers_reference": job.relative(saved),
+                 "layers_device": _device_tensors(job, capture),
                  **save_device_layers(job, spec, capture)}
     return rows, info, (entries if cfg.compare.verdict else {}), artifacts
 
 
 def _keep_only(job: Job, spec: Any) -> dict[str, Any]:
-    """No reference: the device's layer capture is still kept, for this run to be another's ``baseline.source``."""
+    """No reference: the device's capture is still kept, for this run to be another's
+    ``baseline.source``."""
     capture = capture_on_device(job, spec)
     kept = save_device_layers(job, spec, capture)
     if spec != "all":
-        kept["layers_device"] = job.relative(save_tensors(job.dir / "tensors" / "layers_device.safetensors",
-                                                          capture.tensors))
+        kept["layers_device"] = _device_tensors(job, capture)
     job.artifacts.update(kept)
-    return {"compare": {"skipped": "no CPU reference (baseline.enabled=false); the device's layer capture is kept "
-                                   "for a later baseline.source comparison", "kept": sorted(kept)},
-            "artifacts": job.artifacts}
+    why = ("no CPU reference (baseline.enabled=false); the device's layer capture is kept for a "
+           "later baseline.source comparison")
+    return {"compare": {"skipped": why, "kept": sorted(kept)}, "artifacts": job.artifacts}
 
 
 def _pictures(job: Job) -> dict[str, list[str]]:
@@ -90,15 +91,16 @@ def _pictures(job: Job) -> dict[str, list[str]]:
     options = OmegaConf.to_container(job.cfg.compare.visual, resolve=True)
     pictures = {}
     for name in sorted(job.reference):
-        paths = render_output(name, job.reference[name], job.outputs[name], job.dir / "visual", options)
+        paths = render_output(name, job.reference[name], job.outputs[name], job.dir / "visual",
+                              options)
         if paths:
             pictures[f"{name}_compare_png"] = [job.relative(p) for p in paths]
     return pictures
 
 
 class CompareStage(Stage):
-    """Layer comparison (``compare.layers``: hooked modules judged, or the first divergent module),
-    ``compare.csv`` and side-by-side pictures of the outputs."""
+    """Layer comparison (``compare.layers``: hooked modules judged, or the first divergent
+    module), ``compare.csv`` and side-by-side pictures of the outputs."""
 
     name, label = "compare", "the layer comparison"
 
@@ -110,35 +112,43 @@ class CompareStage(Stage):
         return {}
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Compare; the section carries ``compare``, the merged metrics and verdict, and the artifacts."""
+        """Compare; the section carries ``compare``, the metrics and verdict, and the artifacts."""
         spec = normalize_spec(job.cfg.compare.get("layers"))
-        if job.replay is not None:  # the replay reference (baseline.reference_mode): per-module local errors
-            return compare_replay(job)
+        write_csv = job.cfg.compare.get("csv", True)
+        if job.replay is not None:  # the replay stage judged the modules: their rows
+            if write_csv:
+                csv = write_compare_csv(job.dir / "compare.csv", job.replay.rows)
+                job.artifacts["compare_csv"] = job.relative(csv)
+            return {"artifacts": job.artifacts}
         if job.reference is None:
             return _keep_only(job, spec) if spec is not None else {}
         rows = output_rows(job.reference, job.outputs, job.metrics)
         section: dict[str, Any] = {}
         why = "no layer captures"
-        if spec is not None and job.reference.layers is None and hasattr(job.reference, "run"):  # baseline.source
-            job.reference.layers, why = saved_layers(job.reference.run, spec)  # the saved run's own captures
-        if spec is not None and job.reference.layers is None:  # a saved reference (baseline.source): outputs only
-            job.warn(f"compare.layers skipped: the saved reference (baseline.source) has no usable layer captures: "
-                     f"{why}")
-            section["compare"], spec = {"skipped": f"the reference is a saved run (baseline.source): {why}"}, None
+        if spec is not None and job.reference.layers is None and hasattr(job.reference, "run"):
+            job.reference.layers, why = saved_layers(job.reference.run, spec)  # baseline.source's
+        if spec is not None and job.reference.layers is None:  # a saved run's outputs alone
+            job.warn(f"compare.layers skipped: the saved reference (baseline.source) has no usable "
+                     f"layer captures: {why}")
+            section["compare"] = {"skipped": f"the reference is a saved run (baseline.source): "
+                                             f"{why}"}
+            spec = None
         if spec is not None:
             capture = capture_on_device(job, spec)
             layer_rows, info, entries, layer_files = _layers(job, spec, capture)
             if info.get("not_called"):
-                job.warn(f"compare.layers: {len(info['not_called'])} matched module(s) never ran forward() "
-                         f"(first: {info['not_called'][:5]}), so nothing was captured for them; forward hooks see "
-                         "module(...) calls only -- pick modules the task calls, e.g. their children")
+                job.warn(f"compare.layers: {len(info['not_called'])} matched module(s) never ran "
+                         f"forward() (first: {info['not_called'][:5]}), so nothing was captured "
+                         "for them; forward hooks see module(...) calls only -- pick modules the "
+                         "task calls, e.g. their children")
             rows += layer_rows
             job.metrics = {**job.metrics, **entries}
             job.verdict = worst(m.get("verdict") for m in job.metrics.values())
             job.artifacts.update(layer_files)
             section.update(compare=info, metrics=job.metrics, verdict=job.verdict)
-        if job.cfg.compare.get("csv", True):
-            job.artifacts["compare_csv"] = job.relative(write_compare_csv(job.dir / "compare.csv", rows))
+        if write_csv:
+            csv = write_compare_csv(job.dir / "compare.csv", rows)
+            job.artifacts["compare_csv"] = job.relative(csv)
         if job.cfg.compare.visual.get("enabled", True):
             job.artifacts.update(_pictures(job))
         return {**section, "artifacts": job.artifacts}

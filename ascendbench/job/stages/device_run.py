@@ -13,11 +13,11 @@ from typing import Any, Iterator, Sequence
 import torch
 from diffusers.models.attention_dispatch import _AttentionBackendRegistry
 
+from ascendbench.bench.history import run_history
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.bench.memory import MemoryDelta, tensor_bytes_mb
 from ascendbench.graph import compile_model, first_call
 from ascendbench.job import ab
-from ascendbench.bench.history import run_history
 from ascendbench.job.distributed.modes import check_mode, rank_memory
 from ascendbench.job.distributed.ranks import run_distributed
 from ascendbench.job.distributed.settings import ParallelSettings, parallel_settings

@@ -1,11 +1,6 @@
-"""The CPU reference: from the baseline cache, or computed once in a clean child process; or, with
-``baseline.source``, a saved run's outputs (:mod:`ascendbench.baseline.source`), and then nothing is computed.
-
-``baseline.reference=auto`` picks float64 whatever the device dtype (so a dtype sweep shares one reference)
-whenever the bounded float64 reference fits in host memory, and float32 only when it does not; the record's
-``resources.reference`` holds the reason and both estimates. The reference runs the model's own code:
-``model.patches`` apply to the device run only, except entries declared ``reference: true``.
-"""
+"""The reference: a saved run (``baseline.source``), the CPU reference (cache or clean child
+process; ``baseline.reference=auto`` takes float64 wherever it fits), or the replay reference's
+modules (``baseline.reference_mode``: ``replay``, or ``auto`` where the whole model cannot fit)."""
 
 from __future__ import annotations
 
@@ -15,8 +10,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from ascendbench.baseline import ReferenceQuery, get_or_compute
-from ascendbench.baseline.child import reference_patches
+from ascendbench.baseline.key import reference_patches
 from ascendbench.baseline.memory import (
     HostBudget,
     choose_auto_reference,
@@ -25,53 +19,54 @@ from ascendbench.baseline.memory import (
     job_budget,
     memory_check_skipped,
 )
-from ascendbench.baseline.source import JobWorkload, plan_source, reference_from_source, weights_identity
-from ascendbench.errors import InsufficientMemoryError
+from ascendbench.baseline.replay import prepare_replay
+from ascendbench.baseline.replay_modules import replay_patterns
+from ascendbench.baseline.service import ReferenceQuery, get_or_compute
+from ascendbench.baseline.source import plan_source, reference_from_source, weights_identity
+from ascendbench.errors import ConfigError, InsufficientMemoryError
 from ascendbench.job.job import Job
 from ascendbench.job.planning import free_host_bytes, memory_line
 from ascendbench.job.stages.base import Stage
-from ascendbench.job.stages.replay_reference import (
-    WANTED,
-    fall_back,
-    falls_back,
-    plan_section,
-    reference_mode,
-    replay_reference,
-)
 from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import dtype_name
 
 PERFORMANCE_ONLY = "baseline.enabled=false (performance-only run)"
-UNPATCHED = [{"skipped": "the CPU reference runs the model's own (upstream) code; model.patches apply to the device "
-                         "run only (an entry declared `reference: true` would apply to the reference too)"}]
+UNPATCHED = [{"skipped": "the CPU reference runs the model's own (upstream) code; model.patches "
+                         "apply to the device run only (an entry declared `reference: true` would "
+                         "apply to the reference too)"}]
+WANTED = "baseline.reference_mode=replay"
 
 
 def _query(job: Job, weights: dict[str, Any]) -> ReferenceQuery:
-    return ReferenceQuery(cfg=job.cfg, task=job.task, inputs=job.inputs or {}, precision=job.precision.reference,
-                          weights=weights, inputs_info=job.inputs_info, module=job.model, log_dir=job.dir)
+    return ReferenceQuery(cfg=job.cfg, task=job.task, inputs=job.inputs or {},
+                          precision=job.precision.reference, weights=weights,
+                          inputs_info=job.inputs_info, module=job.model, log_dir=job.dir)
 
 
-def _auto(job: Job) -> bool:
-    return str(job.cfg.baseline.get("reference", "auto")) == "auto"
-
-
-def _child(job: Job) -> bool:
-    return str(job.cfg.baseline.get("process", "child")) == "child"
+def _setting(job: Job, key: str, default: str) -> str:
+    return str(job.cfg.baseline.get(key) or default)
 
 
 def _source(job: Job) -> str | None:
-    """``baseline.source`` when a reference is wanted at all (``baseline.enabled``), else ``None``."""
+    """``baseline.source`` when a reference is wanted at all (``baseline.enabled``)."""
     source = job.cfg.baseline.get("source")
     return str(source) if source and job.cfg.baseline.enabled else None
 
 
+def _falls_back(job: Job) -> bool:
+    """``auto`` replays what does not fit whole only when the precision is left to ascendbench
+    too: a forced float32/float64 whole-model reference is refused as it was."""
+    return _setting(job, "reference_mode", "auto") == _setting(job, "reference", "auto") == "auto"
+
+
 def _workload(job: Job, weights: dict[str, Any] | None) -> dict[str, Any]:
-    """This job's workload fields for the check of a saved reference (``None`` where not known yet)."""
+    """This job's workload fields for the check of a saved reference (``None``: not known)."""
     cfg = job.cfg
-    sizes = job.task.sizes(cfg.preset) if job.task is not None else None
-    inputs = {name: info.get("sha256") for name, info in job.inputs_info.items()} or None
-    return JobWorkload(model=str(cfg.model.name), task=OmegaConf.select(cfg, "model.task._target_"), sizes=sizes,
-                       seed=int(cfg.seed), inputs_sha256=inputs, weights_digest=weights_identity(weights)).fields()
+    return {"model": str(cfg.model.name), "task": OmegaConf.select(cfg, "model.task._target_"),
+            "sizes": job.task.sizes(cfg.preset) if job.task is not None else None,
+            "seed": int(cfg.seed),
+            "inputs_sha256": {k: v.get("sha256") for k, v in job.inputs_info.items()} or None,
+            "weights_digest": weights_identity(weights)}
 
 
 def _allow(job: Job) -> list[str]:
@@ -83,118 +78,149 @@ def _use(job: Job, precision: torch.dtype) -> None:
         job.precision = replace(job.precision, reference=precision)
 
 
+def _replay(job: Job, reason: str) -> dict[str, Any]:
+    """The replay (modules chosen, weights exported) in place of a whole-model reference."""
+    job.replay, job.reference = prepare_replay(job, reason), None
+    precision = job.replay.settings["precision"]
+    return {"baseline": {**job.replay.summary(), "precision": precision},
+            "job": {"reference_dtype": f"{precision} (replay)"}}
+
+
+def _replay_reason(job: Job, estimate: dict[str, Any] | None) -> str | None:
+    """Why the job would replay (``None``: it would not)."""
+    if _setting(job, "reference_mode", "auto") == "replay":
+        return WANTED
+    if not _falls_back(job) or not estimate or estimate.get("fits", True):
+        return None
+    need, free = estimate.get("host_need_mb", 0) / 1e3, estimate.get("host_available_mb", 0) / 1e3
+    return (f"auto: the whole-model {estimate.get('dtype')} reference needs about {need:.1f} GB "
+            f"of the {free:.1f} GB available, so each module is replayed alone")
+
+
 class ReferenceStage(Stage):
-    """The outputs the device run is judged against (``baseline.*``); a reference that would not fit in host
-    memory is refused before anything is allocated."""
+    """The outputs the device run is judged against (``baseline.*``); a reference that would not
+    fit in host memory is refused before anything is allocated."""
 
     name, label = "reference", "the CPU reference"
 
     def plan(self, job: Job) -> dict[str, Any]:
-        """Reference precision, cache key and hit, and the host memory a computation would need."""
-        if job.precision is None:
-            job.add_plan({"baseline": {"enabled": False, "reason": "not planned: the device could not be set up"}})
-            return {}
-        if job.precision.reference is None:
-            job.add_plan({"baseline": {"enabled": False, "reason": PERFORMANCE_ONLY}})
+        """Reference precision, cache key and hit, the memory it needs, or the replay's reason."""
+        if job.precision is None or job.precision.reference is None:
+            reason = (PERFORMANCE_ONLY if job.precision is not None
+                      else "not planned: the device could not be set up")
+            job.add_plan({"baseline": {"enabled": False, "reason": reason}})
             return {}
         if _source(job):
-            self._source_plan(job)
+            weights = job.plan.get("weights") or {}
+            known = weights if weights.get("action") in ("load", "random-init") else None
+            unusable = {"enabled": True, "source": {"given": _source(job)}, "cache_hit": None,
+                        "reason": "the saved reference cannot be used (see the problems)"}
+            found = job.attempt("baseline.source", lambda: plan_source(
+                _source(job), _workload(job, known), _allow(job)), unusable)
+            job.add_plan({"baseline": found or unusable})
             return {}
         estimate = None
         if job.model is not None and job.inputs:
             estimate = job.attempt("memory", lambda: self._estimate_plan(job))
         baseline = job.attempt("baseline", lambda: self._cache_plan(job), {}) or {}
         job.add_plan({"baseline": baseline})
-        if plan_section(job, estimate):  # the replay reference: its own memory line
-            return {}
-        if baseline.get("enabled") and baseline.get("cache_hit") is not True and estimate:
-            need, free = int(estimate["host_need_mb"] * 1e6), int(estimate["host_available_mb"] * 1e6)
-            entry = memory_line(job, f"CPU reference in {estimate['dtype']}", need, free)
+        reason = _replay_reason(job, estimate)
+        if reason:  # the replay stage plans its memory
+            job.add_plan({"baseline": {"mode": "replay", "reason": reason}})
+        elif baseline.get("enabled") and baseline.get("cache_hit") is not True and estimate:
+            need, free = estimate["host_need_mb"] * 1e6, estimate["host_available_mb"] * 1e6
+            entry = memory_line(job, f"CPU reference in {estimate['dtype']}", int(need), int(free))
             job.add_plan({"memory": {"cpu_reference": {**estimate, **entry}}})
         return {}
 
-    def _source_plan(self, job: Job) -> None:
-        """Where the saved reference comes from and its workload check (a mismatch is a problem of the plan)."""
-        weights = job.plan.get("weights") or {}
-        known = weights if weights.get("action") in ("load", "random-init") else None
-        unusable = {"enabled": True, "source": {"given": _source(job)}, "cache_hit": None,
-                    "reason": "the saved reference cannot be used (see the problems)"}
-        job.add_plan({"baseline": job.attempt("baseline.source", lambda: plan_source(
-            _source(job), _workload(job, known), _allow(job)), unusable) or unusable})
-
     def _estimate_plan(self, job: Job) -> dict[str, Any]:
-        """The reference's estimate before anything is loaded (the job's own float32 copy counted); under
-        ``auto`` the precision is chosen here, as the real job will."""
-        budget = HostBudget(child_process=_child(job), available=free_host_bytes(),
-                            what=f"{job.cfg.model.name} at preset {job.cfg.preset.name}")
-        if not _auto(job):
-            return estimate_reference(job.model, job.task, job.inputs, job.precision.reference, budget)
+        """The estimate before anything is loaded (the job's float32 copy counted); under ``auto``
+        the precision is chosen here, as the real job will."""
+        cfg, model, task, inputs = job.cfg, job.model, job.task, job.inputs
+        budget = HostBudget(child_process=_setting(job, "process", "child") == "child",
+                            available=free_host_bytes(),
+                            what=f"{cfg.model.name} at preset {cfg.preset.name}")
+        if _setting(job, "reference", "auto") != "auto":
+            return estimate_reference(model, task, inputs, job.precision.reference, budget)
         try:
-            precision, info = choose_auto_reference(job.model, job.task, job.inputs, budget)
-        except InsufficientMemoryError:  # neither fits: the float64 line says so, as a problem of the plan
-            precision, info = torch.float64, estimate_reference(job.model, job.task, job.inputs, torch.float64, budget)
+            precision, info = choose_auto_reference(model, task, inputs, budget)
+        except InsufficientMemoryError:  # neither fits: the float64 line says so, as a problem
+            precision = torch.float64
+            info = estimate_reference(model, task, inputs, precision, budget)
         _use(job, precision)
         return info
 
     def _cache_plan(self, job: Job) -> dict[str, Any]:
-        precision = job.precision.reference
         weights = job.plan.get("weights") or {}
-        plan: dict[str, Any] = {"enabled": True, "precision": dtype_name(precision),
-                                "process": str(job.cfg.baseline.get("process", "child"))}
+        plan: dict[str, Any] = {"enabled": True, "precision": dtype_name(job.precision.reference),
+                                "process": _setting(job, "process", "child")}
         if weights.get("action") == "download":
-            return {**plan, "cache_hit": None, "reason": "the weights are not here yet, so the cache key is unknown"}
-        loaded = weights.get("action") == "load"
-        identity = ({"kind": "loaded", "digest": weights.get("digest"), "source": weights.get("path")} if loaded
-                    else {"kind": "random-init", "init_seed": weights.get("init_seed")})
+            return {**plan, "cache_hit": None,
+                    "reason": "the weights are not here yet, so the cache key is unknown"}
+        identity = {"kind": "random-init", "init_seed": weights.get("init_seed")}
+        if weights.get("action") == "load":
+            identity = {"kind": "loaded", "digest": weights.get("digest"),
+                        "source": weights.get("path")}
         query = _query(job, identity)
-        return {**plan, "cache_key": query.key, "path": str(query.store.entry(query.key)), "cache_hit": query.cached()}
+        return {**plan, "cache_key": query.key, "path": str(query.store.entry(query.key)),
+                "cache_hit": query.cached()}
 
-    def _guard(self, job: Job, query: ReferenceQuery) -> tuple[ReferenceQuery, dict[str, Any]]:
-        """The memory check before the reference (refuses what does not fit); under ``auto`` it also chooses
-        the precision, which may give another query."""
-        if not _auto(job):
+    def _guard(self, job: Job) -> tuple[ReferenceQuery, dict[str, Any]]:
+        """The memory check before the reference (refuses what does not fit); under ``auto`` it
+        also chooses the precision, which may give another query."""
+        query = _query(job, job.weights)
+        if _setting(job, "reference", "auto") != "auto":
             return query, guard_reference_memory(query)
         skipped = memory_check_skipped(query)
         if skipped:
             return query, {"skipped": skipped, "choice": f"auto: {dtype_name(query.precision)}"}
-        precision, info = choose_auto_reference(query.module, query.task, query.inputs, job_budget(query))
-        if precision == query.precision:
-            return query, info
+        precision, info = choose_auto_reference(query.module, query.task, query.inputs,
+                                                job_budget(query))
         _use(job, precision)
-        return _query(job, job.weights), info
+        return (query if precision == query.precision else _query(job, job.weights)), info
 
-    def _patches(self, job: Job) -> list[Any]:
-        declared = reference_patches(job.cfg.model.get("patches"))
-        if not _child(job) or not declared:
-            return declared
-        return [{"name": spec["name"], "applied": "in the reference process (declared reference: true)"}
-                for spec in declared]
+    def _fall_back(self, job: Job, refusal: InsufficientMemoryError) -> dict[str, Any]:
+        """``auto``: the replay in place of a whole-model reference that does not fit."""
+        try:
+            replay_patterns(job.cfg)
+        except ConfigError as none:
+            raise InsufficientMemoryError(f"{refusal} (baseline.reference_mode=auto found no "
+                                          f"replay reference either: {none})") from refusal
+        return _replay(job, f"auto: the whole-model reference does not fit, so each module is "
+                            f"replayed alone -- {refusal}")
 
     def run(self, job: Job) -> dict[str, Any]:
-        """Get the reference (saved run, cache or child process); only patches declared ``reference: true``
-        apply to a computed one."""
+        """Get the reference (saved run, cache or child process), or prepare the replay; only
+        patches declared ``reference: true`` apply to a computed one."""
         if _source(job):
-            job.reference = reference_from_source(_source(job), _workload(job, job.weights), _allow(job))
-            return {"baseline": job.reference.info, "job": {"reference_dtype": job.reference.info["precision"]}}
-        if job.cfg.baseline.enabled and reference_mode(job) == "replay":
-            return replay_reference(job, WANTED)
+            job.reference = reference_from_source(_source(job), _workload(job, job.weights),
+                                                  _allow(job))
+            precision = job.reference.info["precision"]
+            return {"baseline": job.reference.info, "job": {"reference_dtype": precision}}
+        if job.cfg.baseline.enabled and _setting(job, "reference_mode", "auto") == "replay":
+            return _replay(job, WANTED)
+        child = _setting(job, "process", "child") == "child"
         patches = job.cfg.model.get("patches")
-        declared = reference_patches(patches) if not _child(job) else None
-        with patches_applied(declared, job.model, "cpu") as applied:
-            ran = applied if not _child(job) else self._patches(job)
-            section: dict[str, Any] = {"patches": {"reference": (ran or UNPATCHED) if patches else ran}}
+        declared = reference_patches(patches)
+        with patches_applied(None if child else declared, job.model, "cpu") as applied:
+            where = "in the reference process (declared reference: true)"
+            if child:
+                applied = [{"name": spec["name"], "applied": where} for spec in declared]
+            ran = (applied or UNPATCHED) if patches else applied
+            section: dict[str, Any] = {"patches": {"reference": ran}}
             job.record(section)  # on the record before the (possibly long) computation
             if not job.cfg.baseline.enabled:
-                job.metrics["accuracy"] = {"skipped": "no CPU reference (baseline.enabled=false): performance-only run"}
-                return {**section, "baseline": {"skipped": PERFORMANCE_ONLY}, "metrics": dict(job.metrics)}
+                job.metrics["accuracy"] = {"skipped": "no CPU reference (baseline.enabled=false): "
+                                                      "performance-only run"}
+                return {**section, "baseline": {"skipped": PERFORMANCE_ONLY},
+                        "metrics": dict(job.metrics)}
             try:
-                query, checked = self._guard(job, _query(job, job.weights))  # refuse before a host OOM kill
+                query, checked = self._guard(job)  # refuse before a host OOM kill
             except InsufficientMemoryError as refusal:
-                if not falls_back(job):
+                if not _falls_back(job):
                     raise
-                return {**section, **fall_back(job, refusal)}
-            resources = {"reference": checked}
-            job.record({"resources": resources})
+                return {**section, **self._fall_back(job, refusal)}
+            job.record({"resources": {"reference": checked}})
             job.reference = get_or_compute(query)
-        return {**section, "resources": resources, "baseline": job.reference.info,
+        return {**section, "resources": {"reference": checked}, "baseline": job.reference.info,
                 "job": {"reference_dtype": job.reference.info["precision"]}}
