@@ -27,8 +27,6 @@ import ascendbench
 from ascendbench import job as job_package  # run_job loads the stages on first use
 from ascendbench.compat import exit_if_unsupported, library_versions
 from ascendbench.config import hydra_config_path
-from ascendbench.config.help_listing import memoise_group_options, wants_help
-from ascendbench.config.hydra_compose import faster_composition
 from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
 from ascendbench.job.launch import RefusedDirectory, launch_outcomes, note_outcome, register_resolvers, reset_outcomes
@@ -106,9 +104,6 @@ def main() -> None:
         print(version_text())
         return
     exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
-    if wants_help(sys.argv[1:]):
-        memoise_group_options()  # Hydra copies its whole config repository per group it lists otherwise
-    faster_composition()  # a sweep composes each job's config once; YAML files are parsed once per process
     _JOBS.clear()
     reset_outcomes()
     signal.signal(signal.SIGTERM, _terminated)  # Slurm preemption, `kill`: record `interrupted`, not `running`

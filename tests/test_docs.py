@@ -17,7 +17,7 @@ from functools import lru_cache
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from ascendbench.config import check_config
+from ascendbench.config.rules import check_config
 
 from helpers import compose_config, run_app
 from helpers.docs import ROOT, DocCommand, collect

@@ -68,7 +68,7 @@ def record(root: Path, name: str) -> dict:
 
 def test_every_command_of_the_guide_ends_as_the_guide_says(followed):
     _, _, runs = followed
-    assert len(runs) == 5
+    assert len(runs) == 6
     for line, done in runs:
         expected_failure = "no_such_loss" in line
         assert (done.returncode != 0) == expected_failure, f"{line}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
@@ -107,3 +107,11 @@ def test_the_device_option_applied_its_key(followed):
     root, _, _ = followed
     rec = record(root, "one_thread")
     assert rec["status"] == "ok" and rec["config"]["device"]["threads"] == 1
+
+
+def test_the_folder_validates_with_its_new_model_and_task_kind(followed):
+    _, _, runs = followed
+    line, done = next((line, done) for line, done in runs if "ascendbench.validate" in line)
+    assert done.returncode == 0, f"{line}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+    assert "0 problem(s)" in done.stdout and "SKIP" not in done.stdout
+    assert "6 compositions" in done.stdout, done.stdout  # defaults + 2 models, 1 task kind, 1 metric, 1 device

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from ascendbench.config import check_config, config_problems
+from ascendbench.config.rules import check_config, config_problems
 from ascendbench.errors import ConfigError
 
 

@@ -35,7 +35,7 @@ class ConfigStage(Stage):
 
     def run(self, job: Job) -> dict[str, Any]:
         """Raise one :class:`~ascendbench.errors.ConfigError` listing every problem."""
-        from ascendbench.config import check_config
+        from ascendbench.config.rules import check_config
         from ascendbench.metrics.clip import check_clip_path
 
         check_config(job.cfg)
