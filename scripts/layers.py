@@ -1,8 +1,9 @@
 """The import drawing: every ascendbench package on a floor, every import pointing down or across.
 
-``python -m ascendbench.dev.layers`` lists each import (module level or inside a function) from a package
-to a package on a higher floor, and each pair of packages that import each other; exit 1 when there is
-any. Floors, bottom first (a package imports only its own floor and those below):
+``python scripts/layers.py`` (a development tool, not shipped) lists each import (module level or
+inside a function) from a package to a package on a higher floor, and each pair of packages that import
+each other; exit 1 when there is any. Floors, bottom first (a package imports only its own floor and
+those below):
 
 0. the package root, ``errors`` and ``backend_autoload`` (run by the root before anything imports torch)
 1. ``fileio``, ``compat``, ``progress``, ``digits``: plumbing
@@ -10,7 +11,7 @@ any. Floors, bottom first (a package imports only its own floor and those below)
 3. ``tasks``, ``bench``, ``compare``, ``verify``, ``env``, ``graph``: what runs on them
 4. ``baseline``: the CPU reference
 5. ``job``: one job through its stages
-6. ``report``, ``tracking``, ``acceptance``, ``validate``, ``dev``: tools over records and configs
+6. ``report``, ``tracking``, ``acceptance``, ``validate``: tools over records and configs
 7. ``callbacks``, ``cli``, and every ``__main__`` module: the applications (``python -m ascendbench``,
    ``python -m ascendbench.report``, the reference child ``python -m ascendbench.baseline``...)
 """
@@ -30,11 +31,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("tasks", "bench", "compare", "verify", "env", "graph"),
     ("baseline",),
     ("job",),
-    ("report", "tracking", "acceptance", "validate", "dev"),
+    ("report", "tracking", "acceptance", "validate"),
     ("callbacks", "cli", "__main__"),
 )
 FLOOR = {room: number for number, rooms in enumerate(FLOORS) for room in rooms}
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1] / "ascendbench"
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def problems(found: list[Arrow]) -> list[str]:
     """Arrows up, packages on no floor, and pairs of packages importing each other."""
     lines = []
     for rooms in ({a.source for a in found} | {a.target for a in found}) - set(FLOOR):
-        lines.append(f"{rooms}: on no floor; add it to ascendbench.dev.layers.FLOORS")
+        lines.append(f"{rooms}: on no floor; add it to FLOORS in scripts/layers.py")
     for arrow in found:
         if arrow.source in FLOOR and arrow.target in FLOOR and FLOOR[arrow.target] > FLOOR[arrow.source]:
             lines.append(f"up: {arrow.where}: {arrow.source} (floor {FLOOR[arrow.source]}) imports "
