@@ -89,7 +89,7 @@ def check_verify(suite: Suite) -> list[Check]:
 
 
 def _gemm(suite: Suite) -> tuple[Any, Callable[[], torch.Tensor]]:
-    from ascendbench.devices import DeviceAdapter
+    from ascendbench.devices.adapter import DeviceAdapter
     from ascendbench.precision import torch_dtype
 
     adapter = DeviceAdapter(suite.device)

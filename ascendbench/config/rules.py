@@ -252,9 +252,9 @@ def _running_job() -> tuple[dict[str, Any] | None, list[Path]]:
     """The running Hydra job's ``runtime.choices`` and its folders on the search path, if any."""
     if not HydraConfig.initialized():
         return None, []
-    runtime = HydraConfig.get().runtime
-    folders = [Path(s.path) for s in runtime.config_sources if s.schema == "file"]
-    return OmegaConf.to_container(runtime.choices), folders
+    job = HydraConfig.get().runtime
+    folders = [Path(s.path) for s in job.config_sources if s.schema == "file"]
+    return OmegaConf.to_container(job.choices), folders
 
 
 def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,

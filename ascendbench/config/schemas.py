@@ -244,7 +244,7 @@ class NpuDeviceConfig(DeviceConfig):
     """``device=npu``: operator compile mode and chip options (``device_npu_schema``)."""
 
     jit_compile: Optional[bool] = None
-    precision_mode: Optional[str] = None  # ACL_PRECISION_MODE (devices/npu_options.py)
+    precision_mode: Optional[str] = None  # ACL_PRECISION_MODE (devices/npu.py)
     allow_internal_format: Optional[bool] = None  # null: the chip default
 
 

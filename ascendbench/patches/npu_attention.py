@@ -74,7 +74,7 @@ def sdpa_kernel(query: torch.Tensor, mask: torch.Tensor | None, chip: str | None
 
 
 def _a2_or_newer(chip: str | None) -> bool:
-    from ascendbench.devices.npu_options import PRE_A2_SOCS
+    from ascendbench.devices.npu import PRE_A2_SOCS
 
     return bool(chip) and chip not in PRE_A2_SOCS
 

@@ -7,7 +7,8 @@ import types
 import pytest
 import torch
 
-from ascendbench.devices import DeviceAdapter, auto_select, runtime
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import DeviceAdapter, auto_select
 from ascendbench.errors import ConfigError, DeviceUnavailableError
 
 

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from ascendbench.devices import DeviceAdapter, runtime
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.devices.envdirs import DIRECTORY_ENV, ensure_env_dirs, env_dir_status
 from ascendbench.errors import ConfigError
 

@@ -9,7 +9,8 @@ import torch
 
 from ascendbench.bench import BenchBudget, PhaseTimer, run_bench
 from ascendbench.bench.loop import BenchLoop
-from ascendbench.devices import DeviceAdapter, runtime
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import DeviceAdapter
 
 
 class Clocks:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendbench.devices import auto_select, runtime
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import auto_select
 from ascendbench.errors import DeviceUnavailableError
 
 from helpers import TINY_RUN, read_record, run_cli
@@ -98,7 +99,7 @@ def test_device_auto_applies_env_before_its_probe(tmp_path, monkeypatch):
 
 def test_an_early_import_is_seen_and_warned_about(tmp_path):
     """The planted fault: torch imported before ascendbench with autoloading on: torch_npu arrives before the env."""
-    done = _python(tmp_path, "import torch\nimport ascendbench.devices as d\ntry:\n"
+    done = _python(tmp_path, "import torch\nimport ascendbench.devices.adapter as d\ntry:\n"
                              "    d.DeviceAdapter('npu', env={'ASCENDBENCH_TEST_MARK': 'set'})\n"
                              "except Exception as exc:\n    print(exc)")
     assert _imports(tmp_path) == [{"MARK": None, "cache_dir_exists": False, "visible": None}]

@@ -99,7 +99,7 @@ def test_the_npu_profiler_has_no_key_averages():
 
 @pytest.mark.parametrize("version", fake_torch_npu.manifest_versions())
 def test_the_adapter_uses_only_what_each_torch_npu_has(monkeypatch, version):
-    from ascendbench.devices import DeviceAdapter
+    from ascendbench.devices.adapter import DeviceAdapter
 
     fake = fake_torch_npu.install(monkeypatch, version, device_name="Ascend910B3")
     adapter = DeviceAdapter("npu", index=1, jit_compile=False)  # the real loader: import torch_npu, torch.npu

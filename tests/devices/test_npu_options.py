@@ -7,7 +7,8 @@ import torch
 
 from ascendbench.bench import BenchBudget
 from ascendbench.bench.loop import BenchLoop
-from ascendbench.devices import DeviceAdapter, runtime
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.errors import ConfigError
 
 from helpers.npu_fake import FakeNpu

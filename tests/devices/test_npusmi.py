@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ascendbench.devices import DeviceAdapter, runtime
-from ascendbench.devices.npusmi import card_facts, npu_smi_facts, parse
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import DeviceAdapter
+from ascendbench.devices.npu import card_facts, npu_smi_facts, parse
 
 from helpers.npu_fake import FakeNpu
 

@@ -10,8 +10,9 @@ import pytest
 
 from ascendbench.bench.flops import FlopCount, flops_section
 from ascendbench.bench.peak import peak_tflops
-from ascendbench.devices import DeviceAdapter, runtime
-from ascendbench.devices.platform_config import find_platform_ini, platform_figures
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import DeviceAdapter
+from ascendbench.devices.npu import find_platform_ini, platform_figures
 
 from helpers.npu_fake import FakeNpu
 

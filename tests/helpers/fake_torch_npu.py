@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 import torch
 
-from ascendbench.devices import DeviceAdapter
+from ascendbench.devices.adapter import DeviceAdapter
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "devices" / "npu_manifest"
 DEFAULT_VERSION = "2.9.0"

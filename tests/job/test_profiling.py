@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from ascendbench.devices import DeviceAdapter
+from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.job.profiling import ProfileRun, ProfileSettings, profile_calls, top_operators
 
 

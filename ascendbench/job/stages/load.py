@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ascendbench.bench import MemoryDelta
-from ascendbench.devices import DeviceAdapter
+from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.job.job import Job
 from ascendbench.job.planning import meta_model, weights_plan
 from ascendbench.job.stages.base import Stage, build
