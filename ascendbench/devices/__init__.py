@@ -1,1 +1,1 @@
-"""Device adapters (cpu, cuda, npu, auto) built from ``conf/device``: :mod:`ascendbench.devices.adapter`."""
+"""Device adapters (cpu, cuda, npu, auto) of ``conf/device``: :mod:`ascendbench.devices.adapter`."""

@@ -174,7 +174,7 @@ class DeviceAdapter:
             self.runtime.get_device_name(self.index))
 
     def total_memory_gb(self) -> float | None:
-        """The device's memory in GiB (host RAM on the CPU); ``None`` when the runtime cannot say."""
+        """The device's memory in GiB (host RAM on the CPU); ``None`` when the runtime can't say."""
         try:
             if self.runtime is None:
                 return psutil.virtual_memory().total / 2**30
@@ -228,7 +228,7 @@ def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto
 
 
 def _loading_npu(name: str) -> bool:
-    """True when loading ``name`` now is what imports torch_npu (so it sees the env just applied)."""
+    """True when loading ``name`` now imports torch_npu (so it sees the env just applied)."""
     return name == "npu" and sys.modules.get("torch_npu") is None
 
 

@@ -1,9 +1,9 @@
 """Cards claimed by this process: one exclusive file lock per card, kept until the process exits.
 
-The card pool (the ``CardPool`` Hydra callback of the joblib/Slurm launchers) claims a worker's cards
-here before each job; the job's device stage asks :func:`card_refusal` whether its worker found none.
-The locks are :class:`filelock.FileLock` (``flock(2)`` on Unix), so they interlock with shell scripts
-that lock the same files (``flock -w 7200 /tmp/npu_card0.lock ...``).
+The card pool (the ``CardPool`` Hydra callback of the joblib/Slurm launchers) claims a worker's
+cards here before each job; the job's device stage asks :func:`card_refusal` whether its worker
+found none. The locks are :class:`filelock.FileLock` (``flock(2)`` on Unix), so they interlock with
+shell scripts that lock the same files (``flock -w 7200 /tmp/npu_card0.lock ...``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Directories named by ``ASCEND_CACHE_PATH``, ``ASCEND_WORK_PATH`` and ``ASCEND_PROCESS_LOG_PATH``,
-made to exist before ``torch_npu`` is imported: CANN reads them at import and fails with error 500001,
-naming no variable, when one names a missing directory."""
+"""Directories named by ``ASCEND_CACHE_PATH``, ``ASCEND_WORK_PATH``, ``ASCEND_PROCESS_LOG_PATH``,
+made to exist before ``torch_npu`` is imported: CANN reads them at import and fails with error
+500001, naming no variable, when one names a missing directory."""
 
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ def env_dir_status(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def ensure_env_dirs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Create every missing directory; ``{key: 'created: <dir>' | 'exists: <dir>'}`` (unset: left out).
+    """Create every missing directory; ``{key: 'created: <dir>' | 'exists: <dir>'}`` (unset ones
+    left out).
 
     Raises:
         ConfigError: a value names a file, or the directory cannot be created.

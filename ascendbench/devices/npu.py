@@ -1,6 +1,6 @@
-"""The Ascend chip a job runs on: its card, ACL_PRECISION_MODE, internal formats, cube figures (CANN's
-``platform_config/<SoC>.ini``) and ``npu-smi info`` facts. The torch_npu sources each rule follows are
-listed in docs/devices.md ("Ascend specifics (device settings)")."""
+"""The Ascend chip a job runs on: its card, ACL_PRECISION_MODE, internal formats, cube figures
+(CANN's ``platform_config/<SoC>.ini``) and ``npu-smi info`` facts. The torch_npu sources each rule
+follows are listed in docs/devices.md ("Ascend specifics (device settings)")."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 # Every SoC torch_npu orders below Ascend910B1 (NpuVariables.cpp): its default ACL_PRECISION_MODE
 # there is allow_fp32_to_fp16, which runs float32 operators in float16.
 PRE_A2_SOCS = ("Ascend910PremiumA", "Ascend910ProA", "Ascend910A", "Ascend910ProB", "Ascend910B",
-               "Ascend310P1", "Ascend310P2", "Ascend310P3", "Ascend310P4", "Ascend310P5", "Ascend310P7")
+               "Ascend310P1", "Ascend310P2", "Ascend310P3", "Ascend310P4", "Ascend310P5",
+               "Ascend310P7")
 PRECISION_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
 KEEP_DTYPE = "must_keep_origin_dtype"
 TOOLKIT_ENV = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASCEND_OPP_PATH")
@@ -48,8 +49,9 @@ def apply_precision_mode(runtime: Any, chip: str, requested: str | None) -> dict
     if requested is not None and requested not in PRECISION_MODES:
         raise ConfigError(
             f"device.precision_mode={requested!r} is not an ACL_PRECISION_MODE; allowed: null "
-            "(ascendbench keeps float32 float32: must_keep_origin_dtype on chips below Ascend910B1, "
-            f"the chip default elsewhere), {', '.join(PRECISION_MODES)}. Fix the override, e.g. "
+            "(ascendbench keeps float32 float32: must_keep_origin_dtype on chips below "
+            f"Ascend910B1, the chip default elsewhere), {', '.join(PRECISION_MODES)}. Fix the "
+            "override, e.g. "
             "`device.precision_mode=null`.")
     pre_a2 = chip in PRE_A2_SOCS
     default = "allow_fp32_to_fp16" if pre_a2 else KEEP_DTYPE

@@ -1,5 +1,5 @@
-"""Device runtimes as a lookup table keyed by device type: how ``torch.<type>`` is obtained and what to
-tell a user when it is missing (the CPU has no runtime module)."""
+"""Device runtimes as a lookup table keyed by device type: how ``torch.<type>`` is obtained and
+what to tell a user when it is missing (the CPU has no runtime module)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def load_runtime(device_type: str) -> Any:
         short = f"runtime not importable ({type(exc).__name__}: {str(exc)[:80]})"
         raise _unavailable(device_type, f"{spec.missing_hint} ({exc})", short) from exc
     if not runtime.is_available() or runtime.device_count() == 0:
-        raise _unavailable(device_type, spec.no_device_hint, "runtime present but no device visible")
+        short = "runtime present but no device visible"
+        raise _unavailable(device_type, spec.no_device_hint, short)
     return runtime
 
 
