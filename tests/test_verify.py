@@ -59,11 +59,11 @@ def test_probe_timeout_is_reported_not_waited_for():
 
 
 def test_torch_npu_checks_import_and_torch_pairing(monkeypatch):
-    monkeypatch.setattr(checks, "installed", {"torch_npu": "2.5.1.post3", "torch": "2.5.1"}.get)
+    monkeypatch.setattr(checks, "installed_version", {"torch_npu": "2.5.1.post3", "torch": "2.5.1"}.get)
     assert check_torch_npu({"npu": {"importable": True}}).status == "PASS"
     broken = check_torch_npu({"npu": {"importable": False, "error": "OSError: libascendcl.so: cannot open"}})
     assert broken.status == "FAIL" and "libascendcl.so" in broken.detail
-    monkeypatch.setattr(checks, "installed", {"torch_npu": "2.1.0", "torch": "2.5.1"}.get)
+    monkeypatch.setattr(checks, "installed_version", {"torch_npu": "2.1.0", "torch": "2.5.1"}.get)
     assert check_torch_npu({"npu": {"importable": True}}).status == "FAIL"
 
 

@@ -26,7 +26,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.baseline.child import reference_patches
-from ascendbench.env import library_versions
+from ascendbench.compat import library_versions
 from ascendbench.precision import dtype_name
 
 FORMAT = 1  # bump when the cached files change meaning
