@@ -5,12 +5,12 @@ from __future__ import annotations
 import doctest
 import math
 
-from ascendbench.tracking import command, fields, mlflow_export
+from ascendbench.tracking import fields, mlflow_export
 from ascendbench.tracking.fields import TRUNCATED, Limits, run_fields, safe_key
 
 
 def test_the_examples_in_the_docstrings_hold():
-    for module in (fields, mlflow_export, command):
+    for module in (fields, mlflow_export):
         assert doctest.testmod(module).failed == 0, module.__name__
 
 
