@@ -73,6 +73,7 @@ def test_load_option_hands_out_copies_and_reads_an_edited_file_again(tmp_path, m
     monkeypatch.setattr(config_module, "config_dir", lambda: tmp_path)
     first = load_option("dtype", "mine")
     first.atol = 5.0  # a caller's change stays in its copy
-    assert load_option("dtype", "mine").atol == 1.0 and "defaults" not in load_option("dtype", "mine")
+    assert (load_option("dtype", "mine").atol == 1.0
+            and "defaults" not in load_option("dtype", "mine"))
     option.write_text("name: float32\natol: 2.0\n")
     assert load_option("dtype", "mine").atol == 2.0

@@ -1,4 +1,5 @@
-"""``ascendbench.validate``: the shipped config tree is valid, and a broken one lists every problem at once."""
+"""``ascendbench.validate``: the shipped config tree is valid, and a broken one lists every problem
+at once."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def test_shipped_config_tree_is_valid():
 
 @pytest.fixture(scope="module")
 def broken_run(tmp_path_factory) -> tuple[int, str]:
-    """``python -m ascendbench.validate --config-dir`` (its exit code and output) on a folder of one's own
-    options with planted faults of different kinds; validated once for the tests below."""
+    """``python -m ascendbench.validate --config-dir`` (its exit code and output) on a folder of
+    one's own options with planted faults of different kinds; validated once for the tests below."""
     root = tmp_path_factory.mktemp("broken") / "conf"
     planted = {
         "model/typo_key.yaml": "defaults:\n  - tiny_flux2_decoder\n  - _self_\nname: typo_key\n"
@@ -38,7 +39,8 @@ def broken_run(tmp_path_factory) -> tuple[int, str]:
                              "allow_pickle: true\n",
         "model/unwired.yaml": "defaults:\n  - tiny_flux2_decoder\n  - _self_\nname: unwired\n"
                               "loader:\n  allow_pickle: false\n",
-        "model/task/orphan.yaml": "_target_: ascendbench.tasks.VaeDecodeTask\nspatial_compression: 8\n",
+        "model/task/orphan.yaml": "_target_: ascendbench.tasks.VaeDecodeTask\nspatial_compression: "
+                                  "8\n",
         "preset/mini.yaml": "name: mini\n",  # a shipped name: never used
     }
     for name, text in planted.items():
@@ -54,13 +56,15 @@ def test_every_planted_problem_is_listed_at_once(broken_run):
     code, text = broken_run
     assert code == 1
     assert "FAIL  model=typo_key: model.loader: keys" in text and "class_paht" in text
-    assert ("FAIL  metric=missing_class: metric._target_='ascendbench.metrics.NoSuchEvaluator' cannot be imported"
+    assert ("FAIL  metric=missing_class: metric._target_='ascendbench.metrics.NoSuchEvaluator' "
+            "cannot be imported"
             in text)
     assert "FAIL  preset=dangling: the config does not resolve" in text and "preset.nope" in text
     assert "FAIL  dtype=bad_yaml: does not compose" in text
     assert "FAIL  model=unsafe: model.allow_pickle=true is set by a shipped config" in text
     assert "FAIL  preset=mini: " in text and "the shipped preset/mini.yaml is found first" in text
-    planted = {"model=typo_key", "metric=missing_class", "preset=dangling", "dtype=bad_yaml", "model=unsafe",
+    planted = {"model=typo_key", "metric=missing_class", "preset=dangling", "dtype=bad_yaml",
+               "model=unsafe",
                "model=unwired", "preset=mini"}
     failing = [line for line in text.splitlines() if line.startswith("FAIL  ")]
     assert sorted(line.split(":")[0][6:] for line in failing) == sorted(planted), text
@@ -68,14 +72,19 @@ def test_every_planted_problem_is_listed_at_once(broken_run):
 
 
 def test_bind_accepts_partial_and_rejects_missing_required():
-    partial = OmegaConf.create({"_target_": "ascendbench.tasks.VaeDecodeTask", "_partial_": True, "latent_channels": 4})
+    partial = OmegaConf.create({"_target_": "ascendbench.tasks.VaeDecodeTask", "_partial_": True,
+                                "latent_channels": 4})
     assert bind_problem("model.task", partial) is None
-    missing = OmegaConf.create({"_target_": "ascendbench.tasks.VaeDecodeTask", "latent_channels": 4})
+    missing = OmegaConf.create({"_target_": "ascendbench.tasks.VaeDecodeTask",
+                                "latent_channels": 4})
     assert "spatial_compression" in bind_problem("model.task", missing)
 
 
 def test_a_model_switch_its_loader_never_sees_is_reported(broken_run):
-    problems = [line[6:] for line in broken_run[1].splitlines() if line.startswith("FAIL  model=unwired")]
-    assert problems == ["model=unwired: model.allow_pickle is set but model.loader does not receive it; add "
-                        "`allow_pickle: ${model.allow_pickle}` under model.loader so that `model.allow_pickle=...` "
+    problems = [line[6:] for line in broken_run[1].splitlines()
+                if line.startswith("FAIL  model=unwired")]
+    assert problems == ["model=unwired: model.allow_pickle is set but model.loader does not "
+                        "receive it; add "
+                        "`allow_pickle: ${model.allow_pickle}` under model.loader so that "
+                        "`model.allow_pickle=...` "
                         "takes effect"]
