@@ -29,33 +29,26 @@ class Choice(str, Enum):
         return repr(str.__str__(self))
 
 
-def choices(name: str, values: Sequence[str], doc: str) -> type[Choice]:
+def choices(name: str, values: Sequence[str]) -> type[Choice]:
     """A :class:`Choice` enum whose members are named by their values (``in-process`` too)."""
-    enum = Choice(name, [(value, value) for value in values], module=__name__, qualname=name)
-    enum.__doc__ = doc
-    return enum
+    return Choice(name, [(value, value) for value in values], module=__name__, qualname=name)
 
 
-Weights = choices("Weights", ("auto", "required", "random"),
-                  "``model.weights``: load if found, else seeded random init | fail | never look.")
-DtypeName = choices("DtypeName", ("auto", "float32", "float16", "bfloat16"),
-                    "``dtype.name``: the device run's precision.")
-ReferenceDtype = choices("ReferenceDtype", ("auto", "same", "float32", "float64"),
-                         "``baseline.reference``: the CPU reference precision.")
-BenchProtocol = choices("BenchProtocol", ("adaptive", "fixed"), "``bench.protocol``.")
-BaselineProcess = choices("BaselineProcess", ("child", "in-process"),
-                          "``baseline.process``: where the CPU reference runs.")
-ReferenceMode = choices("ReferenceMode", ("auto", "whole", "replay"),
-                        "``baseline.reference_mode``.")
-SourceField = choices("SourceField",
-                      ("model", "task", "sizes", "seed", "inputs_sha256", "weights_digest"),
-                      "``baseline.source_allow``: a field in which a saved reference may differ.")
-FailOn = choices("FailOn", ("WARN", "FAIL"), "``fail_on``: the verdict from which a job exits 1.")
-Objective = choices("Objective", ("latency", "latency_per_sample"),
-                    "``objective``: what a job returns to an optimisation sweep.")
-DeviceName = choices("DeviceName", ("auto", "cpu", "cuda", "npu"), "``device.name``.")
-DeviceType = choices("DeviceType", ("cpu", "cuda", "npu"), "A device type (``device.order``).")
-FrameLayout = choices("FrameLayout", ("auto", "BCTHW", "BTCHW"), "``compare.visual.layout``.")
+# model.weights: load if found, else seeded random init | fail when not found | never look
+Weights = choices("Weights", ("auto", "required", "random"))
+DtypeName = choices("DtypeName", ("auto", "float32", "float16", "bfloat16"))
+ReferenceDtype = choices("ReferenceDtype", ("auto", "same", "float32", "float64"))
+BenchProtocol = choices("BenchProtocol", ("adaptive", "fixed"))
+BaselineProcess = choices("BaselineProcess", ("child", "in-process"))  # where the reference runs
+ReferenceMode = choices("ReferenceMode", ("auto", "whole", "replay"))
+# baseline.source_allow: the fields in which a saved reference may differ
+SourceField = choices("SourceField", ("model", "task", "sizes", "seed", "inputs_sha256",
+                                      "weights_digest"))
+FailOn = choices("FailOn", ("WARN", "FAIL"))  # the verdict from which a job exits 1
+Objective = choices("Objective", ("latency", "latency_per_sample"))  # for optimisation sweeps
+DeviceName = choices("DeviceName", ("auto", "cpu", "cuda", "npu"))
+DeviceType = choices("DeviceType", ("cpu", "cuda", "npu"))
+FrameLayout = choices("FrameLayout", ("auto", "BCTHW", "BTCHW"))
 FRAME_WORDS = ("first", "middle", "last", "worst")  # compare.visual.frames: by position or error
 
 
