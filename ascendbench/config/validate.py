@@ -194,8 +194,8 @@ def validate(folder: Path | None = None) -> Report:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print every problem (or the all-clear); return 1 when there is any."""
-    parser = argparse.ArgumentParser(prog="python -m ascendbench.validate",
-                                     description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ascendbench.validate", description=(
+        "Compose and check every option of the config tree, or of a folder of your own."))
     parser.add_argument("--config-dir", type=Path, default=None,
                         help="a folder of your own options, added to the config search path "
                              "as `python -m ascendbench --config-dir` adds it; its options are "
