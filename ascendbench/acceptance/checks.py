@@ -19,7 +19,7 @@ from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.loop import run_bench
 from ascendbench.bench.measure import Workload, measure
 from ascendbench.bench.stats import median_ci_ranks
-from ascendbench.devices import runtime
+from ascendbench.devices import runtime as device_runtime
 from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.precision import torch_dtype
 from ascendbench.progress import quiet_logger
@@ -339,8 +339,10 @@ def _card_args(cards: list[str], n_jobs: int, seeds: int) -> list[str]:
 def check_cards(suite: Suite) -> list[Check]:
     """``hydra/launcher=joblib_cards`` over the cards present (two stand-ins on the CPU): each
     worker on its own card; and two workers on one card refused before any job runs."""
-    count = 2 if suite.device == "cpu" else int(runtime.load_runtime(suite.device).device_count())
-    cards = [str(i) for i in range(count)]
+    if suite.device == "cpu":
+        cards = ["0", "1"]
+    else:
+        cards = [str(i) for i in range(device_runtime.load_runtime(suite.device).device_count())]
     if not cards:
         return [Check("cards", "FAIL", f"no {suite.device} card found")]
     jobs = max(2, len(cards))
