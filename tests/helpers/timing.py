@@ -1,8 +1,9 @@
 """Fakes for the timing loops: a clock that moves only when a fake call moves it, and a host-only adapter.
 
 The adapter has the surface :class:`ascendbench.bench.loop.BenchLoop` and
-:class:`ascendbench.bench.interleave.InterleavedLoop` use of :class:`ascendbench.devices.adapter.DeviceAdapter`
-(synchronize, new_event, reset_peak_memory, peak_memory_mb), as the CPU adapter has it: no events.
+:class:`ascendbench.bench.interleave.InterleavedLoop` use of
+:class:`ascendbench.devices.adapter.DeviceAdapter` (synchronize, new_event, reset_peak_memory,
+peak_memory_mb), as the CPU adapter has it: no events.
 """
 
 from __future__ import annotations
