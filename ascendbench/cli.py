@@ -23,8 +23,6 @@ from omegaconf import DictConfig
 import ascendbench
 from ascendbench.compat import exit_if_unsupported, library_versions
 from ascendbench.config import hydra_config_path
-from ascendbench.config.help_listing import memoise_group_options, wants_help
-from ascendbench.config.hydra_compose import faster_composition
 from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
 from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers, reset_outcomes
@@ -96,9 +94,6 @@ def main() -> None:
         print(version_text())
         return
     exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
-    if wants_help(sys.argv[1:]):
-        memoise_group_options()  # else Hydra copies its config repository per group it lists
-    faster_composition()  # a sweep composes each job's config once; YAML parsed once per process
     _JOBS.clear()
     reset_outcomes()
     signal.signal(signal.SIGTERM, _terminated)  # Slurm preemption, `kill`: record `interrupted`

@@ -1,13 +1,9 @@
 """Printing a judged value with the digits its comparison needs.
 
-Four significant digits print ``0.99989`` as ``0.9999``; beside the rule ``>= 0.9999`` and the verdict FAIL
-that reads as a wrong verdict, and beside PASS it would hide a failure. :func:`honest` adds digits until
-the printed number lies on the same side of every bound (the fail bound and the warn bound) as the value
-itself, so a reader comparing the printed number with the printed rule reaches the record's verdict.
-
-Percent metrics (:data:`PERCENT_METRICS`, the seeds print mean relative error as ``0.24%``) print as a
-percentage of both the value and the rule, judged the same way. No pandas here: the end-of-job summary
-imports it.
+Four significant digits print ``0.99989`` as ``0.9999``: beside the rule ``>= 0.9999`` and a FAIL
+that reads as a wrong verdict. :func:`honest` adds digits until the printed number lies on the same
+side of every bound as the value itself. Percent metrics (:data:`PERCENT_METRICS`) print the value
+and the rule as percentages. No pandas here: the end-of-job summary imports it.
 """
 
 from __future__ import annotations
@@ -21,46 +17,37 @@ _RULE = re.compile(r"^\s*(?P<op><=|>=|<|>)\s*(?P<bound>[-+0-9.eE]+|inf|-inf)\s*$
 _MAX_DIGITS = 17
 
 
-def bounds_of(entry: Mapping[str, Any]) -> list[float]:
-    """The numeric bounds a metric entry was judged by: ``threshold``, the rule text's number and ``warn``.
-
-    >>> bounds_of({"threshold": 0.9999, "rule": ">= 0.9999"})
-    [0.9999]
-    >>> bounds_of({"rule": "<= 0.001"})
-    [0.001]
-    """
-    found: list[float] = []
-    for candidate in (entry.get("threshold"), _rule_bound(entry.get("rule")), entry.get("warn")):
-        number = _number(candidate)
-        if number is not None and number not in found:
-            found.append(number)
-    return found
-
-
-def _rule_bound(rule: Any) -> float | None:
-    match = _RULE.match(str(rule)) if rule is not None else None
-    return float(match.group("bound")) if match else None
-
-
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return None
-    return None if math.isnan(value) else float(value)
+    return float(value)
 
 
 def _side(value: float, bound: float) -> int:
     return (value > bound) - (value < bound)
 
 
+def bounds_of(entry: Mapping[str, Any]) -> list[float]:
+    """The bounds a metric entry was judged by: ``threshold``, the rule text's number, ``warn``.
+
+    >>> bounds_of({"threshold": 0.9999, "rule": ">= 0.9999"}), bounds_of({"rule": "<= 0.001"})
+    ([0.9999], [0.001])
+    """
+    match = _RULE.match(str(entry["rule"])) if entry.get("rule") is not None else None
+    rule = float(match.group("bound")) if match else None
+    found: list[float] = []
+    for candidate in (entry.get("threshold"), rule, entry.get("warn")):
+        number = _number(candidate)
+        if number is not None and number not in found:
+            found.append(number)
+    return found
+
+
 def honest(value: float, bounds: Iterable[float] = (), digits: int = 4) -> str:
     """``value`` with at least ``digits`` significant digits, more where fewer would cross a bound.
 
-    >>> honest(0.99989, [0.9999])
-    '0.99989'
-    >>> honest(0.99989, [0.99])
-    '0.9999'
-    >>> honest(0.0010004, [0.001])
-    '0.0010004'
+    >>> honest(0.99989, [0.9999]), honest(0.99989, [0.99]), honest(0.0010004, [0.001])
+    ('0.99989', '0.9999', '0.0010004')
     """
     bounds = [b for b in bounds if b is not None and math.isfinite(b)]
     if not math.isfinite(value):
@@ -73,7 +60,7 @@ def honest(value: float, bounds: Iterable[float] = (), digits: int = 4) -> str:
 
 
 def is_percent(metric: str) -> bool:
-    """True when ``metric`` (maybe namespaced: ``video/mean_rel_err``, ``layer/x/mean_rel_err``) prints as %."""
+    """True when ``metric`` (maybe namespaced: ``video/mean_rel_err``) prints as a percentage."""
     base = metric.rsplit("/", 1)[-1]
     return any(base == name or base.endswith("_" + name) for name in PERCENT_METRICS)
 
@@ -95,22 +82,21 @@ def judged_value(metric: str, entry: Mapping[str, Any], digits: int = 4) -> str:
 
     >>> judged_value("video/mean_rel_err", {"value": 0.0733, "rule": "<= 0.01"})
     '7.33%'
-    >>> judged_value("cosine", {"value": 0.99989, "threshold": 0.9999})
-    '0.99989'
     """
     value = _number(entry.get("value"))
     if value is None:
         return str(entry.get("value"))
-    if isinstance(entry.get("value"), int) and not is_percent(metric):
-        return str(entry["value"])
     if is_percent(metric):
         return honest(value * 100, [b * 100 for b in bounds_of(entry)], digits) + "%"
+    if isinstance(entry.get("value"), int):
+        return str(entry["value"])
     return honest(value, bounds_of(entry), digits)
 
 
 def judged_rule(metric: str, entry: Mapping[str, Any]) -> str:
-    """The entry's rule text (``<= 1%`` for percent metrics); its threshold where it has no rule text."""
+    """The entry's rule text (``<= 1%`` for percent metrics); its threshold where it has no rule."""
     rule = entry.get("rule")
     if rule is None and entry.get("threshold") is not None:
-        rule = f"bound {entry['threshold']:g}" if _number(entry["threshold"]) is not None else entry["threshold"]
+        threshold = entry["threshold"]
+        rule = f"bound {threshold:g}" if _number(threshold) is not None else threshold
     return percent_rule(rule) if is_percent(metric) else str(rule)

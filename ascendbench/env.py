@@ -1,4 +1,4 @@
-"""The environment a job ran in: interpreter, libraries, host, drivers, and ascendbench's own revision."""
+"""The environment a job ran in: interpreter, libraries, host, drivers, ascendbench's revision."""
 
 from __future__ import annotations
 
@@ -16,16 +16,18 @@ from typing import Any
 import torch
 
 import ascendbench
-from ascendbench.compat import LIBRARIES, library_versions  # noqa: F401  (LIBRARIES re-exported)
+from ascendbench.compat import library_versions
+from ascendbench.verify.versions import cann_version, driver_version
 
 GIT_TIMEOUT_S = 5.0
-COLLECT_ENV_FILE = "collect_env.txt"  # torch.utils.collect_env's report, once per sweep beside its summary
+COLLECT_ENV_FILE = "collect_env.txt"  # torch.utils.collect_env's report, once per sweep
 COLLECT_ENV_TIMEOUT_S = 60.0
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
     try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=GIT_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
@@ -33,11 +35,8 @@ def _git(args: list[str], cwd: Path) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def source_revision() -> dict[str, Any]:
-    """ascendbench's git revision and whether its checkout has uncommitted changes.
-
-    ``{"git_revision": None, "git_dirty": None}`` for an installed (non-checkout) package or without git.
-    Tracked files only count as dirty (outputs and caches beside the code do not).
-    """
+    """ascendbench's git revision and whether tracked files of its checkout changed (``None``
+    for an installed package or without git)."""
     root = Path(ascendbench.__file__).resolve().parent.parent
     if not (root / ".git").exists():
         return {"git_revision": None, "git_dirty": None}
@@ -48,13 +47,7 @@ def source_revision() -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def host_stack() -> dict[str, Any]:
-    """CANN version and the accelerator drivers (kind -> version), read once per process.
-
-    The same readers as ``python -m ascendbench.verify`` (install files, ``/proc``, then ``npu-smi`` /
-    ``nvidia-smi`` under a short timeout); ``None``/empty where the host has none.
-    """
-    from ascendbench.verify.versions import cann_version, driver_version
-
+    """CANN version and the accelerator drivers (kind -> version), read as ``verify`` reads them."""
     cann, cann_source = cann_version({"torch_version_cann": getattr(torch.version, "cann", None)})
     return {"cann": cann, "cann_source": cann_source,
             "drivers": {kind: version for kind, version, _ in driver_version(GIT_TIMEOUT_S)}}
@@ -66,8 +59,8 @@ def environment() -> dict[str, Any]:
         "ascendbench": ascendbench.__version__,
         **source_revision(),
         **host_stack(),
-        "torch_build": {"git_version": getattr(torch.version, "git_version", None), "cuda": torch.version.cuda,
-                        "hip": getattr(torch.version, "hip", None)},
+        "torch_build": {"git_version": getattr(torch.version, "git_version", None),
+                        "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None)},
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
@@ -81,20 +74,15 @@ def environment() -> dict[str, Any]:
     }
 
 
-@functools.lru_cache(maxsize=1)
 def _pretty_env_info() -> str:
-    """The report, once per process (a failure is not cached)."""
-    from torch.utils.collect_env import get_pretty_env_info
+    from torch.utils.collect_env import get_pretty_env_info  # deferred: asks pip, lscpu...
 
     return get_pretty_env_info()
 
 
 def collect_env_text(timeout_s: float = COLLECT_ENV_TIMEOUT_S) -> str:
-    """``torch.utils.collect_env``'s full report under a header, or the header and why there is none.
-
-    It runs in a daemon thread (about a second: it asks ``pip``, ``lscpu``, ``nvidia-smi``); one that raises,
-    or is still running after ``timeout_s``, gives a line with the reason instead of the report, never an error.
-    """
+    """``torch.utils.collect_env``'s report under a header, or the header and why there is none
+    (it raised, or still runs after ``timeout_s`` in its daemon thread); never an error."""
     found: dict[str, str] = {}
 
     def collect() -> None:
@@ -107,8 +95,8 @@ def collect_env_text(timeout_s: float = COLLECT_ENV_TIMEOUT_S) -> str:
     worker = threading.Thread(target=collect, name="collect_env", daemon=True)
     worker.start()
     worker.join(timeout_s)
-    header = (f"# torch.utils.collect_env, written by ascendbench {ascendbench.__version__} "
-              f"at {time.strftime('%Y-%m-%dT%H:%M:%S%z')} in {time.monotonic() - started:.1f} s\n")
+    header = (f"# torch.utils.collect_env, written by ascendbench {ascendbench.__version__} at "
+              f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} in {time.monotonic() - started:.1f} s\n")
     if "text" in found:
         return header + found["text"].rstrip("\n") + "\n"
     reason = found.get("error") or f"still running after {timeout_s:g} s (timeout)"

@@ -1,18 +1,13 @@
 """The typed errors of ascendbench.
 
-Every error a user can act on derives from :class:`AscendBenchError`. Its message is one paragraph:
-what was wrong (the config key, the file, the value), what is allowed, and what to run or set.
-The job runner prints that paragraph, writes it into the ``failed`` record and keeps the traceback
-for the job log only.
+Every error a user can act on derives from :class:`AscendBenchError`; its message is one paragraph
+(what was wrong, what is allowed, what to run or set) and its ``reason`` the short cause the
+``failed`` record keeps. The traceback goes to the job log only.
 """
 
 
 class AscendBenchError(Exception):
-    """Base class of the errors whose message is written for the user.
-
-    Attributes:
-        reason: short machine-readable cause written into the record (e.g. ``device_unavailable``).
-    """
+    """Base class of the errors whose message is written for the user."""
 
     reason = "error"
 
@@ -24,18 +19,14 @@ class ConfigError(AscendBenchError):
 
 
 class NoFreeCardError(ConfigError):
-    """The card pool (``hydra/launcher=joblib_cards``) had no free card for this worker: the job fails rather
-    than share a card another worker is timing on."""
+    """The card pool had no free card for this worker: the job fails rather than share one."""
 
     reason = "no_free_card"
 
 
 class DeviceUnavailableError(AscendBenchError):
-    """The requested device (or its runtime package) is not usable on this host.
-
-    Attributes:
-        short: a one-line cause, used where several devices are probed (``device=auto``).
-    """
+    """The requested device (or its runtime package) is not usable on this host; ``short`` is a
+    one-line cause, for ``device=auto``'s list."""
 
     reason = "device_unavailable"
     short = "unavailable"
@@ -59,6 +50,12 @@ class WeightsLoadError(AscendBenchError):
     reason = "weights_invalid"
 
 
+class UnsafeWeightsError(WeightsLoadError):
+    """A pickle checkpoint was found and ``model.allow_pickle`` is off (unpickling runs code)."""
+
+    reason = "pickle_refused"
+
+
 class TaskError(AscendBenchError):
     """The task cannot build its inputs or run the model with the given preset."""
 
@@ -72,16 +69,13 @@ class MetricError(AscendBenchError):
 
 
 class PatchError(AscendBenchError):
-    """A patch named in ``model.patches`` is unknown, badly configured, or cannot apply here.
-
-    The message names the patch, the check that failed and how to fix it (e.g. the package to install).
-    """
+    """A patch of ``model.patches`` is unknown, badly configured, or cannot apply here."""
 
     reason = "patch"
 
 
 class ReportError(AscendBenchError):
-    """The report, its README back-fill or the ``--compare`` gate got a path or option it cannot use."""
+    """The report, its README back-fill or the ``--compare`` gate got an unusable path or option."""
 
     reason = "report"
 
@@ -92,38 +86,34 @@ class InsufficientMemoryError(AscendBenchError):
     reason = "insufficient_memory"
 
 
-class UnsafeWeightsError(WeightsLoadError):
-    """A pickle checkpoint (``.bin``/``.pt``/``.ckpt``...) was found and ``model.allow_pickle`` is not set.
-
-    Unpickling runs code stored in the file; safetensors is the default and pickle needs an explicit opt-in.
-    """
-
-    reason = "pickle_refused"
-
-
 class DeviceOutOfMemoryError(AscendBenchError):
-    """The device (or host) ran out of memory during the job; the message gives the sizes to reduce."""
+    """The device (or host) ran out of memory during the job; the message gives sizes to reduce."""
 
     reason = "oom"
 
 
 class MissingPackageError(AscendBenchError):
-    """A package the chosen model needs (and ascendbench does not depend on) is not installed.
-
-    The message says how to install it (e.g. ``videoflextok`` from its git repository with ``--no-deps``).
-    """
+    """A package the chosen model needs (and ascendbench does not depend on) is not installed."""
 
     reason = "missing_package"
 
 
 class BaselineError(AscendBenchError):
-    """The CPU reference could not be computed or read (child process failed, cache lock timed out,
-    weights or inputs differ between the job and the reference process).
-
-    The message names the log of the reference process or the cache file, and what to do.
-    """
+    """The CPU reference could not be computed or read (child failed, cache lock timed out...)."""
 
     reason = "baseline"
+
+
+class ReferenceSourceError(BaselineError):
+    """``baseline.source`` names nothing that can serve as a reference."""
+
+    reason = "reference_source"
+
+
+class ReferenceMismatchError(BaselineError):
+    """``baseline.source`` is a saved run of another workload, or its outputs do not match."""
+
+    reason = "reference_mismatch"
 
 
 class DryRunError(AscendBenchError):
@@ -133,61 +123,36 @@ class DryRunError(AscendBenchError):
 
 
 class JobDirError(AscendBenchError):
-    """The job directory cannot be used: not creatable or writable, a file, out of space, a name too long, or a
-    ``record.json`` there that is not a file. Nothing of the job is written; the message says which path and
-    how to choose another (``hydra.run.dir`` / ``hydra.sweep.dir``)."""
+    """The job directory cannot be used (not writable, a file, full...); nothing was written."""
 
     reason = "job_dir"
 
 
 class JobDirBusyError(AscendBenchError):
-    """Another process holds the job directory (its lock file): this job refuses to run there rather than
-    overwrite that job's record. The message names the holder (pid, host, since when)."""
+    """Another process holds the job directory (its lock file): this job refuses to run there."""
 
     reason = "busy"
 
 
 class OutputWriteError(AscendBenchError, OSError):
-    """A file of the job (record, tensors, images) could not be written: the disk is full, read-only, or the
-    path is unusable. The message names the file; it is also an :class:`OSError` for callers that catch those."""
+    """A file of the job could not be written (disk full, read-only, unusable path)."""
 
     reason = "write"
 
 
-class ReferenceSourceError(BaselineError):
-    """``baseline.source`` names nothing that can serve as a reference: a path that does not exist, a directory
-    without ``record.json``, a record of a failed or dry run, or a tensors file that cannot be read. The message
-    names the path and what is accepted (a job directory, its ``record.json``, or a tensors file)."""
-
-    reason = "reference_source"
-
-
-class ReferenceMismatchError(BaselineError):
-    """``baseline.source`` is a saved run of another workload (inputs, weights, task, preset sizes, seed, model),
-    or its outputs do not match this job's by name and shape. The message names each differing field with both
-    values, and the key that accepts a known difference deliberately (``baseline.source_allow``)."""
-
-    reason = "reference_mismatch"
-
-
 class UnsupportedVersionError(AscendBenchError):
-    """torch or diffusers is missing or older than the oldest version ascendbench supports (``ascendbench.compat``).
-
-    The message names the version found, the floor, and how to install a supported one on this host."""
+    """torch or diffusers is missing or older than the oldest version ascendbench supports."""
 
     reason = "unsupported_version"
 
 
 class TrackingError(AscendBenchError):
-    """Experiment tracking cannot start: MLflow is not installed (``pip install 'ascendbench[tracking]'``), or its
-    tracking URI is unusable (an unknown scheme, a database that cannot be opened, a store MLflow refuses). The
-    message names the URI and what to pass instead."""
+    """Experiment tracking cannot start: MLflow is missing, or its tracking URI is unusable."""
 
     reason = "tracking"
 
 
 class RankFailedError(AscendBenchError):
-    """A rank of a multi-card job (``device.world_size`` > 1) failed or was killed; the other ranks were stopped.
-    The message names the rank, how it ended and where its log is."""
+    """A rank of a multi-card job failed or was killed; the other ranks were stopped."""
 
     reason = "rank_failed"

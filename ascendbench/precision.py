@@ -1,9 +1,7 @@
-"""One precision per job: the device dtype, its tolerances and verdict rules, and the reference dtype.
+"""One precision per job: the device dtype, its tolerances and verdict rules, the reference dtype.
 
-Every dtype fact lives here once: :data:`TORCH_DTYPES` maps config names to torch dtypes,
-:func:`dtype_name` maps back, and :class:`Precision` is built once per job from the dtype option
-(``conf/dtype/<name>.yaml``, ``auto`` resolved for the chosen device), ``model.thresholds`` and
-``baseline.reference``. Stages read it from the job; nothing else merges dtype rules.
+:class:`Precision` is built once per job from the dtype option (``auto`` resolved for the chosen
+device), ``model.thresholds`` and ``baseline.reference``; stages read it from the job.
 """
 
 from __future__ import annotations
@@ -15,7 +13,9 @@ from typing import Any, Mapping
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from ascendbench.config import load_option
 from ascendbench.errors import ConfigError
+from ascendbench.metrics.verdict import merge_rules
 
 log = logging.getLogger(__name__)
 
@@ -27,54 +27,40 @@ TOLERANCE_KEYS = ("small_value", "small_value_atol")
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    """``torch.bfloat16`` -> ``"bfloat16"``.
-
-    >>> dtype_name(torch.float64)
-    'float64'
-    """
+    """``torch.bfloat16`` -> ``"bfloat16"``."""
     return str(dtype).replace("torch.", "")
 
 
 def torch_dtype(name: str, key: str = "dtype.name") -> torch.dtype:
     """The torch dtype of a device dtype name; a clear :class:`ConfigError` for anything else."""
     if name not in TORCH_DTYPES:
-        raise ConfigError(f"{key}={name!r} is not supported; allowed: {', '.join(TORCH_DTYPES)} or auto. "
-                          "Choose the option on the command line, e.g. `dtype=float16`.")
+        raise ConfigError(f"{key}={name!r} is not supported; allowed: {', '.join(TORCH_DTYPES)} or "
+                          "auto. Choose the option on the command line, e.g. `dtype=float16`.")
     return TORCH_DTYPES[name]
 
 
 def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
     """The reference precision under ``baseline.reference`` before memory is considered.
 
-    ``auto`` is float64 for every device dtype, so that a dtype sweep shares one reference; the reference
-    stage falls back to float32 only when even the bounded float64 reference does not fit in host memory
-    (:func:`ascendbench.baseline.memory.choose_auto_reference`, the reason in the record).
+    ``auto`` is float64 for every device dtype (a dtype sweep shares one reference; the reference
+    stage falls back to float32 only when float64 does not fit); ``same`` is the seeds' protocol:
+    the CPU reference in the device's own dtype.
 
-    >>> reference_dtype("auto", torch.float32), reference_dtype("auto", torch.bfloat16)
-    (torch.float64, torch.float64)
-
-    ``same`` is the seeds' protocol: the CPU reference in the device's own dtype (a bf16 NPU run against a
-    bf16 CPU run), where the Sulphur-2 seed's hidden-state limits were set.
-
-    >>> reference_dtype("float32", torch.float16), reference_dtype("same", torch.bfloat16)
-    (torch.float32, torch.bfloat16)
+    >>> reference_dtype("auto", torch.bfloat16), reference_dtype("same", torch.bfloat16)
+    (torch.float64, torch.bfloat16)
     """
     if choice not in REFERENCE_CHOICES:
         raise ConfigError(
-            f"baseline.reference={choice!r} is not allowed; use one of {', '.join(REFERENCE_CHOICES)} "
-            "(auto: float64 whenever it fits in host memory, else float32; same: the device's dtype)."
-        )
+            f"baseline.reference={choice!r} is not allowed; use one of "
+            f"{', '.join(REFERENCE_CHOICES)} (auto: float64 whenever it fits in host memory, else "
+            "float32; same: the device's dtype).")
     if choice == "auto":
         return torch.float64
-    if choice == "same":
-        return device_dtype
-    return REFERENCE_DTYPES[choice]
+    return device_dtype if choice == "same" else REFERENCE_DTYPES[choice]
 
 
 def resolve_dtype_option(dtype_cfg: DictConfig, device_type: str) -> DictConfig:
     """The dtype option in force: ``auto`` becomes the device's choice, loaded from its own file."""
-    from ascendbench.config import load_option
-
     if dtype_cfg.name != "auto":
         torch_dtype(dtype_cfg.name)
         return dtype_cfg
@@ -92,12 +78,10 @@ class Precision:
     """The numeric contract of one job.
 
     Attributes:
-        name: the device dtype's name (``float32``, ``float16``, ``bfloat16``).
-        requested: what the user asked for (``auto`` or a name).
-        atol: allclose absolute tolerance of the dtype option.
-        rtol: allclose relative tolerance of the dtype option.
-        tolerances: msprobe's small-value rule (``small_value``, ``small_value_atol``) where the option has it.
-        rules: verdict rules by metric name: the dtype's thresholds overridden by ``model.thresholds``.
+        name: the device dtype's name; ``requested``: what the user asked for (``auto`` or a name).
+        atol, rtol: allclose tolerances of the dtype option.
+        tolerances: msprobe's small-value rule (``small_value``, ``small_value_atol``), if any.
+        rules: verdict rules by metric: the dtype's thresholds overridden by ``model.thresholds``.
         reference: the CPU reference dtype (``None``: performance-only run).
     """
 
@@ -111,18 +95,17 @@ class Precision:
 
     @classmethod
     def build(cls, cfg: DictConfig, device_type: str) -> Precision:
-        """The job's precision from ``cfg.dtype`` (``auto`` resolved for ``device_type``), ``model.thresholds``
-        and ``baseline.reference`` (``None`` when ``baseline.enabled=false``)."""
-        from ascendbench.metrics.verdict import merge_rules
-
+        """The job's precision from ``cfg.dtype`` (``auto`` resolved for ``device_type``),
+        ``model.thresholds`` and ``baseline.reference`` (none with ``baseline.enabled=false``)."""
         option = resolve_dtype_option(cfg.dtype, device_type)
         device = torch_dtype(option.name)
-        reference = reference_dtype(str(cfg.baseline.reference), device) if cfg.baseline.enabled else None
-        return cls(
-            name=str(option.name), requested=str(cfg.dtype.name), atol=float(option.atol), rtol=float(option.rtol),
-            tolerances={k: float(option[k]) for k in TOLERANCE_KEYS if option.get(k) is not None},
-            rules=merge_rules(_plain(option.get("thresholds")), _plain(OmegaConf.select(cfg, "model.thresholds"))),
-            reference=reference)
+        enabled = cfg.baseline.enabled
+        rules = merge_rules(_plain(option.get("thresholds")),
+                            _plain(OmegaConf.select(cfg, "model.thresholds")))
+        tolerances = {k: float(option[k]) for k in TOLERANCE_KEYS if option.get(k) is not None}
+        reference = reference_dtype(str(cfg.baseline.reference), device) if enabled else None
+        return cls(name=str(option.name), requested=str(cfg.dtype.name), atol=float(option.atol),
+                   rtol=float(option.rtol), tolerances=tolerances, rules=rules, reference=reference)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -135,5 +118,5 @@ class Precision:
         return None if self.reference is None else dtype_name(self.reference)
 
     def allclose(self) -> dict[str, float]:
-        """``atol``, ``rtol`` and the small-value tolerances, as keyword arguments of the metrics."""
+        """``atol``, ``rtol`` and the small-value tolerances, as the metrics' keyword arguments."""
         return {"atol": self.atol, "rtol": self.rtol, **self.tolerances}

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.validate`` (``make validate``): the entry point only; the checks live in
-:mod:`ascendbench.config.validate`, which :func:`main` runs."""
+"""``python -m ascendbench.validate`` (``make validate``): :mod:`ascendbench.config.validate`."""
 
 import sys
 

@@ -8,7 +8,8 @@ from typing import Callable
 
 import torch
 
-from ascendbench.devices import DeviceAdapter, probe
+from ascendbench.devices.adapter import DeviceAdapter
+from ascendbench.devices.runtime import probe
 
 
 def pick_adapter() -> DeviceAdapter:

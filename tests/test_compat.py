@@ -19,8 +19,10 @@ def _lookup(**versions):
     return lambda name: table.get(name)
 
 
-@pytest.mark.parametrize("found, old", [("2.0.1+cpu", True), ("1.13.1", True), ("2.1.0a0+git7bcf7da", False),
-                                        ("2.1.0", False), ("2.11.0+cu130", False), ("not-a-version", False)])
+@pytest.mark.parametrize("found, old",
+                         [("2.0.1+cpu", True), ("1.13.1", True), ("2.1.0a0+git7bcf7da", False),
+                                        ("2.1.0", False), ("2.11.0+cu130", False),
+                                        ("not-a-version", False)])
 def test_older_than_compares_releases(found, old):
     assert compat.older_than(found, "2.1") is old
 
@@ -44,7 +46,8 @@ def test_missing_torch_and_old_diffusers_are_both_named(monkeypatch):
 
 def test_supported_versions_and_an_unknown_source_build_pass():
     compat.require_supported(_lookup())
-    compat.require_supported(_lookup(torch=None))  # importable torch without metadata: version unknown, not judged
+    # importable torch without metadata: version unknown, not judged
+    compat.require_supported(_lookup(torch=None))
 
 
 def test_the_cli_refuses_an_old_torch_before_composing_a_job(cli, monkeypatch):
@@ -55,44 +58,56 @@ def test_the_cli_refuses_an_old_torch_before_composing_a_job(cli, monkeypatch):
 
 
 def test_report_lists_floors_and_requirements_and_fails_on_a_floor(capsys):
-    requires = lambda: ["torch>=2.1", "diffusers>=0.36", "imageio-ffmpeg", "pytest>=7; extra == 'dev'"]  # noqa: E731
+    def requires():
+        return ["torch>=2.1", "diffusers>=0.36", "imageio-ffmpeg", "pytest>=7; extra == 'dev'"]
     assert compat.report(_lookup(), requires) == 0
     out = capsys.readouterr().out
     assert "ok       torch >= 2.1 (floor): 2.11.0+cu130" in out
     assert "MISSING  imageio-ffmpeg: not installed" in out and "pytest" not in out
     assert compat.report(_lookup(torch="2.0.1"), requires) == compat.EXIT_UNSUPPORTED
     captured = capsys.readouterr()
-    assert "FAIL     torch >= 2.1 (floor): 2.0.1" in captured.out and "TOO OLD  torch>=2.1: 2.0.1" in captured.out
+    assert ("FAIL     torch >= 2.1 (floor): 2.0.1" in captured.out
+            and "TOO OLD  torch>=2.1: 2.0.1" in captured.out)
     assert "error: ascendbench needs torch" in captured.err
-    assert compat.main(["--help"]) == 0 and "usage: python -m ascendbench.compat" in capsys.readouterr().out
+    assert (compat.main(["--help"]) == 0
+            and "usage: python -m ascendbench.compat" in capsys.readouterr().out)
 
 
 @pytest.mark.slow
 def test_python_m_ascendbench_checks_before_importing_torch(tmp_path):
-    """A dist-info of torch 2.0.1 first on the path: `python -m ascendbench` exits 2 with the paragraph."""
+    """A dist-info of torch 2.0.1 first on the path: `python -m ascendbench` exits 2 with the
+    paragraph."""
     fake = tmp_path / "site" / "torch-2.0.1.dist-info"
     fake.mkdir(parents=True)
     (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.0.1\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"),
+                                          os.environ.get("PYTHONPATH", "")])}
     code = "import runpy; runpy.run_module('ascendbench', run_name='__main__')"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "has torch 2.0.1" in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.slow
 def test_the_ascendbench_script_checks_before_importing_torch(tmp_path):
-    """The installed `ascendbench` console script (its entry point, loaded as pip's wrapper does) refuses torch 2.0.1
-    in one paragraph, exit 2, with torch never imported."""
+    """The installed `ascendbench` console script (its entry point, loaded as pip's wrapper does)
+    refuses torch 2.0.1 in one paragraph, exit 2, with torch never imported."""
     fake = tmp_path / "site" / "torch-2.0.1.dist-info"
     fake.mkdir(parents=True)
     (fake / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.0.1\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"),
+                                          os.environ.get("PYTHONPATH", "")])}
     code = ("import sys; from importlib.metadata import entry_points\n"
-            "(script,) = [e for e in entry_points(group='console_scripts') if e.name == 'ascendbench']\n"
+            "(script,) = [e for e in entry_points(group='console_scripts') if e.name == "
+            "'ascendbench']\n"
             "try:\n    script.load()()\n"
-            "except SystemExit as exc:\n    print('torch imported:', 'torch' in sys.modules); raise\n")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+            "except SystemExit as exc:\n    print('torch imported:', 'torch' in sys.modules); "
+            "raise\n")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "has torch 2.0.1" in done.stderr and "Traceback" not in done.stderr
     assert "torch imported: False" in done.stdout

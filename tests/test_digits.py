@@ -1,4 +1,5 @@
-"""A judged value is printed with the digits its rule needs, never rounded onto the other side of a bound."""
+"""A judged value is printed with the digits its rule needs, never rounded onto the other side of a
+bound."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import pytest
 from ascendbench.digits import honest, judged_rule, judged_value
 
 
-@pytest.mark.parametrize(("value", "bound"), [(0.99989, 0.9999), (0.0010004, 0.001), (0.0100001, 0.01),
+@pytest.mark.parametrize(("value", "bound"),
+                         [(0.99989, 0.9999), (0.0010004, 0.001), (0.0100001, 0.01),
                                               (29.99996, 30.0), (0.949996, 0.95)])
 def test_a_value_printed_beside_its_rule_stays_on_its_side_of_the_bound(value, bound):
     shown = float(honest(value, [bound]))
     assert (shown > bound) == (value > bound) and (shown < bound) == (value < bound)
-    assert f"{value:.4g}" == f"{bound:.4g}" or shown != bound  # four digits alone would have printed the bound
+    # four digits alone would have printed the bound
+    assert f"{value:.4g}" == f"{bound:.4g}" or shown != bound
 
 
 def test_the_warn_bound_counts_too_and_far_values_keep_four_digits():

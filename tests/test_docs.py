@@ -1,9 +1,11 @@
 """Every command written in README.md and docs/*.md runs as written.
 
-Each documented command is run in a form that needs no weights and no device: a job or sweep is composed
-the way Hydra composes it (each value of each swept key, the sweep files' own parameters included) and its
-cross-field rules are checked; a tool's options must be among its ``--help`` options; a make target and
-its variables must exist in the Makefile. An unknown key, a missing option or a wrong module name fails.
+Each documented command is run in a form that needs no weights and no device: a job or sweep is
+    composed
+the way Hydra composes it (each value of each swept key, the sweep files' own parameters included)
+and its cross-field rules are checked; a tool's options must be among its ``--help`` options; a make
+target and its variables must exist in the Makefile. An unknown key, a missing option or a wrong
+module name fails.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from functools import lru_cache
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from ascendbench.config import check_config
+from ascendbench.config.rules import check_config
 
 from helpers import compose_config, run_app
 from helpers.docs import ROOT, DocCommand, collect
 
 COMMANDS = collect()
-MAKE_TOOLS = {"report": "ascendbench.report", "verify": "ascendbench.verify", "validate": "ascendbench.validate"}
+MAKE_TOOLS = {"report": "ascendbench.report", "verify": "ascendbench.verify",
+              "validate": "ascendbench.validate"}
 SKIP_KEYS = ("-m", "--multirun")
 
 
@@ -33,7 +36,8 @@ def _id(command: DocCommand) -> str:
 
 @lru_cache(maxsize=None)
 def _help(module: str) -> str:
-    done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True,
+                          timeout=120,
                           cwd=ROOT)
     assert done.returncode == 0, f"python -m {module} --help failed: {done.stderr[-500:]}"
     return done.stdout
@@ -75,7 +79,8 @@ def _jobs(overrides: list[str]) -> list[list[str]]:
     """Enough jobs that every value of every swept key composes once."""
     fixed, swept = _sweep_values(overrides)
     count = max((len(v) for v in swept.values()), default=1)
-    return [fixed + [f"{key}={values[i % len(values)]}" for key, values in swept.items()] for i in range(count)]
+    return [fixed + [f"{key}={values[i % len(values)]}" for key, values in swept.items()]
+            for i in range(count)]
 
 
 def _check_job(words: list[str]) -> None:
@@ -102,7 +107,8 @@ def _check_make(words: list[str]) -> None:
         assert goal in targets, f"make has no target {goal!r} (targets: {sorted(targets)})"
     for word in (w for w in words if "=" in w):
         name, value = word.split("=", 1)
-        assert f"$({name})" in text or f"{name} ?=" in text, f"the Makefile reads no variable {name}"
+        assert f"$({name})" in text or f"{name} ?=" in text, (
+            f"the Makefile reads no variable {name}")
         if name == "ARGS" and goals and goals[0] in MAKE_TOOLS:
             _check_tool(MAKE_TOOLS[goals[0]], value.split())
 

@@ -11,7 +11,8 @@ def test_a_tiny_jobs_env_names_revision_drivers_cann_libraries_and_device_memory
     result, job = cli("model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process")
     assert result.returncode == 0, result.stdout + result.stderr
     facts = read_record(job)["env"]
-    for key in ("ascendbench", "git_revision", "git_dirty", "cann", "cann_source", "drivers", "torch_build",
+    for key in ("ascendbench", "git_revision", "git_dirty", "cann", "cann_source", "drivers",
+                "torch_build",
                 "libraries", "device"):
         assert key in facts, key
     assert {"accelerate", "peft", "torch", "torch_npu", "diffusers"} <= set(facts["libraries"])

@@ -1,9 +1,9 @@
 """docs/extending.md, followed literally: its files written as printed, its commands run as printed.
 
-Every fenced block whose first line is ``# <path>`` is written to that path under a temporary folder; every
-line of a ``bash`` block is run there (``python`` is this interpreter, a leading ``VAR=value`` is its
-environment). Then the records say what the guide promises: the new model, task kind, metric and device ran,
-and the wrong metric function failed the dry run.
+Every fenced block whose first line is ``# <path>`` is written to that path under a temporary
+folder; every line of a ``bash`` block is run there (``python`` is this interpreter, a leading
+``VAR=value`` is its environment). Then the records say what the guide promises: the new model, task
+kind, metric and device ran, and the wrong metric function failed the dry run.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,12 +50,13 @@ def run_line(line: str, root: Path) -> subprocess.CompletedProcess:
         key, _, value = words.pop(0).partition("=")
         env[key] = value
     assert words[0] == "python", line
-    return subprocess.run([sys.executable, *words[1:]], cwd=root, env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, *words[1:]], cwd=root, env=env, capture_output=True,
+                          text=True,
                           timeout=600)
 
 
 @pytest.fixture(scope="module")
-def followed(tmp_path_factory) -> tuple[Path, dict[str, str], list[tuple[str, subprocess.CompletedProcess]]]:
+def followed(tmp_path_factory) -> tuple[Path, dict[str, str], list[tuple[str, Any]]]:
     root = tmp_path_factory.mktemp("guide")
     files = write_files(root)
     runs = [(line, run_line(line, root)) for language, text in guide_blocks() if language == "bash"
@@ -68,10 +70,11 @@ def record(root: Path, name: str) -> dict:
 
 def test_every_command_of_the_guide_ends_as_the_guide_says(followed):
     _, _, runs = followed
-    assert len(runs) == 5
+    assert len(runs) == 6
     for line, done in runs:
         expected_failure = "no_such_loss" in line
-        assert (done.returncode != 0) == expected_failure, f"{line}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+        assert (done.returncode != 0) == expected_failure, (
+            f"{line}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}")
 
 
 def test_the_yaml_only_model_ran_with_its_task_kind(followed):
@@ -107,3 +110,12 @@ def test_the_device_option_applied_its_key(followed):
     root, _, _ = followed
     rec = record(root, "one_thread")
     assert rec["status"] == "ok" and rec["config"]["device"]["threads"] == 1
+
+
+def test_the_folder_validates_with_its_new_model_and_task_kind(followed):
+    _, _, runs = followed
+    line, done = next((line, done) for line, done in runs if "ascendbench.validate" in line)
+    assert done.returncode == 0, f"{line}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+    assert "0 problem(s)" in done.stdout and "SKIP" not in done.stdout
+    # defaults + 2 models, 1 task kind, 1 metric, 1 device
+    assert "6 compositions" in done.stdout, done.stdout

@@ -56,7 +56,8 @@ def test_a_writer_that_raises_leaves_no_temp_file(tmp_path):
 def test_atomic_path_hands_a_temp_name_in_the_same_directory(tmp_path):
     target = tmp_path / "layers.safetensors"
     with atomic_path(target) as tmp:
-        assert tmp.parent == tmp_path and tmp != target and tmp.name.startswith(".layers.safetensors.")
+        assert (tmp.parent == tmp_path and tmp != target
+                and tmp.name.startswith(".layers.safetensors."))
         tmp.write_text("done")
     assert target.read_text() == "done" and os.listdir(tmp_path) == ["layers.safetensors"]
 
@@ -84,7 +85,8 @@ def test_safetensors_error_of_a_full_disk_is_named_too(tmp_path):
     target = tmp_path / "reference.safetensors"
     with pytest.raises(OutputWriteError, match="reference.safetensors.*full"):
         with atomic_path(target):
-            raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
+            raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: "
+                                  "StorageFull })")
 
 
 def test_errors_of_the_content_are_not_blamed_on_the_disk(tmp_path):

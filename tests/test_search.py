@@ -1,9 +1,9 @@
-"""Optimisation sweeps: ``objective=latency`` makes a job return a number, ``+search=...``
-runs hydra-optuna-sweeper over a space, the summary names the best *passing* trial, and the exit status of
-a search counts failed jobs and whether any trial passed, not FAIL verdicts.
+"""Optimisation sweeps: ``objective=latency`` makes a job return a number, ``+search=...`` runs
+hydra-optuna-sweeper over a space, the summary names the best *passing* trial, and the exit status
+of a search counts failed jobs and whether any trial passed, not FAIL verdicts.
 
-The objective and the exit-status rule are tested as functions; the search itself runs the real CLI on
-the tiny twin (a subprocess for the full search, this process for the short failing one).
+The objective and the exit-status rule are tested as functions; the search itself runs the real CLI
+on the tiny twin (a subprocess for the full search, this process for the short failing one).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from omegaconf import OmegaConf
 from ascendbench.callbacks.progress import SWEEP_STATE, SweepProgress, _job_status
 from ascendbench.config import group_options
 from ascendbench.config.schemas import Objective
-from ascendbench.job.objective import INF, OBJECTIVES, job_outcome, objective_value, passes, search_exit_status
+from ascendbench.job import objective
+from ascendbench.job.objective import INF, OBJECTIVES, job_outcome, objective_value, passes
 from ascendbench.report.search import SECTION, Trial, best_trial, search_markdown, trials
 
 from helpers import compose_config, run_app, run_cli
@@ -30,23 +31,26 @@ INF_CASES = {
     "no verdict": {"status": "ok", "verdict": None},
     "not run": {"status": "not run"},
 }
-# A FAIL planted where the search is fastest: with batch size 1 the cosine rule asks for more than 1.
+# A FAIL planted where the search is fastest: with batch size 1 the cosine rule asks for more than
+# 1.
 PLANT_BATCH_1_FAILS = ["+planted={b1:1.1}",
                        "+metric.thresholds.cosine={min:'${oc.select:planted.b${preset.batch_size},0.0}',"
                        "source:planted}"]
 
 
-def _record(verdict: str | None = "PASS", median_ms: float = 10.0, batch: int = 2, status: str = "ok") -> dict:
+def _record(verdict: str | None = "PASS", median_ms: float = 10.0, batch: int = 2,
+            status: str = "ok") -> dict:
     return {"status": status, "verdict": verdict, "bench": {"latency": {"median_ms": median_ms}},
             "job": {"batch_size": batch}}
 
 
-# --- the objective ------------------------------------------------------------------------------------------
+# --- the objective --------------------------------------------------------------------------------
 
 def test_a_passing_trial_returns_its_median_latency():
     assert objective_value(_record(), "latency", "FAIL") == 10.0
     assert objective_value(_record(), "latency_per_sample", "FAIL") == 5.0
-    assert objective_value(_record("WARN"), "latency", "FAIL") == 10.0, "fail_on=FAIL lets WARN through"
+    assert objective_value(_record("WARN"), "latency", "FAIL") == 10.0, (
+        "fail_on=FAIL lets WARN through")
     assert objective_value(_record("WARN"), "latency", None) == 10.0
 
 
@@ -57,17 +61,19 @@ def test_anything_but_a_passing_trial_returns_inf(record, fail_on):
 
 
 def test_warn_returns_inf_when_fail_on_is_warn():
-    assert objective_value(_record("WARN"), "latency", "WARN") == INF and not passes(_record("WARN"), "WARN")
+    assert (objective_value(_record("WARN"), "latency", "WARN") == INF
+            and not passes(_record("WARN"), "WARN"))
 
 
 def test_a_trial_without_a_median_returns_inf():
-    assert objective_value({"status": "ok", "verdict": "PASS", "bench": None}, "latency", "FAIL") == INF
+    unmeasured = {"status": "ok", "verdict": "PASS", "bench": None}
+    assert objective_value(unmeasured, "latency", "FAIL") == INF
 
 
 def test_without_an_objective_the_job_returns_its_status():
     assert job_outcome("ok", _record(), None, "FAIL") == {"status": "ok"}
-    assert job_outcome("verdict FAIL", _record("FAIL"), "latency", "FAIL") == {"status": "verdict FAIL",
-                                                                                "objective": INF}
+    outcome = job_outcome("verdict FAIL", _record("FAIL"), "latency", "FAIL")
+    assert outcome == {"status": "verdict FAIL", "objective": INF}
 
 
 def test_the_schema_allows_exactly_the_objectives_there_are():
@@ -83,17 +89,20 @@ def test_a_misspelt_objective_is_refused_before_any_job(tmp_path):
 
 @pytest.mark.parametrize(("outcomes", "code"), [
     ([{"status": "ok", "objective": 1.0}, {"status": "verdict FAIL", "objective": INF}], 0),
-    ([{"status": "ok", "objective": 1.0}, {"status": "ok", "objective": INF}], 0),  # fail_on=null: FAIL is ok
+    # fail_on=null: FAIL is ok
+    ([{"status": "ok", "objective": 1.0}, {"status": "ok", "objective": INF}], 0),
     ([{"status": "verdict FAIL", "objective": INF}], 1),  # nothing passed
-    ([{"status": "ok", "objective": 1.0}, {"status": "failed", "objective": INF}], 1),  # a job failed
-    ([{"status": "ok", "objective": 1.0}, {"status": "busy", "objective": INF}], 1),  # a job did not run
+    # a job failed
+    ([{"status": "ok", "objective": 1.0}, {"status": "failed", "objective": INF}], 1),
+    # a job did not run
+    ([{"status": "ok", "objective": 1.0}, {"status": "busy", "objective": INF}], 1),
     ([], 1),
 ])
 def test_exit_status_of_a_search(outcomes, code):
-    assert search_exit_status(outcomes) == code
+    assert objective.search_exit_status(outcomes) == code
 
 
-# --- the best trial -------------------------------------------------------------------------------------------
+# --- the best trial -------------------------------------------------------------------------------
 
 def test_the_best_trial_is_the_fastest_passing_one_never_a_fail(tmp_path):
     records = {"fail_fastest": _record("FAIL", 1.0), "pass_slow": _record("PASS", 9.0),
@@ -102,7 +111,8 @@ def test_the_best_trial_is_the_fastest_passing_one_never_a_fail(tmp_path):
     for name, record in records.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "record.json").write_text(json.dumps(record))
-        rows.append({"record": str(tmp_path / name / "record.json"), "job_dir": str(tmp_path / name)})
+        rows.append({"record": str(tmp_path / name / "record.json"),
+                     "job_dir": str(tmp_path / name)})
     found = trials(pd.DataFrame(rows), "latency", "FAIL")
     assert best_trial(found).overrides == ["warn_fast"]
     assert best_trial(trials(pd.DataFrame(rows), "latency", "WARN")).overrides == ["pass_slow"]
@@ -113,10 +123,11 @@ def test_the_best_trial_is_the_fastest_passing_one_never_a_fail(tmp_path):
 def test_no_passing_trial_is_said_so():
     found = [Trial("r.json", ["dtype=bfloat16"], INF, 1.0, "FAIL")]
     assert best_trial(found) is None
-    assert "No trial passed (1 record(s)): nothing to name." in search_markdown(found, "latency", Path("."))
+    markdown = search_markdown(found, "latency", Path("."))
+    assert "No trial passed (1 record(s)): nothing to name." in markdown
 
 
-# --- the ready-made searches and the callbacks under Optuna ---------------------------------------------------
+# --- the ready-made searches and the callbacks under Optuna ---------------------------------------
 
 @pytest.mark.parametrize("name", group_options("search"))
 def test_every_ready_made_search_composes_every_value_of_its_space(name):
@@ -135,10 +146,12 @@ def test_every_ready_made_search_composes_every_value_of_its_space(name):
 
 
 def test_progress_counts_the_trials_of_a_search(tmp_path):
-    cfg = compose_config(["+search=tiny_cpu", f"hydra.sweep.dir={tmp_path}"], return_hydra_config=True)
+    cfg = compose_config(["+search=tiny_cpu", f"hydra.sweep.dir={tmp_path}"],
+                         return_hydra_config=True)
     SweepProgress(clock=lambda: 0.0).on_multirun_start(cfg)
     state = json.loads((tmp_path / SWEEP_STATE).read_text())
-    assert state["total"] == 8 and set(state["keys"]) == {"dtype", "device.threads", "preset.batch_size"}
+    assert (state["total"] == 8
+            and set(state["keys"]) == {"dtype", "device.threads", "preset.batch_size"})
 
 
 def test_progress_reads_a_numeric_return_as_passed_or_not():
@@ -149,11 +162,12 @@ def test_progress_reads_a_numeric_return_as_passed_or_not():
     assert _job_status(Returned(3.5)) == "ok" and _job_status(Returned(math.inf)) == "did not pass"
 
 
-# --- real searches ------------------------------------------------------------------------------------------------
+# --- real searches --------------------------------------------------------------------------------
 
 @pytest.mark.slow
 def test_a_search_of_the_tiny_twin_names_the_fastest_passing_trial(tmp_path):
-    """Six trials (the grid of batch 1, 2, 3 x 1, 2 threads) in batches of two; batch 1 is planted to FAIL."""
+    """Six trials (the grid of batch 1, 2, 3 x 1, 2 threads) in batches of two; batch 1 is planted
+    to FAIL."""
     sweep = tmp_path / "search"
     result = run_cli(["-m", "+search=tiny_cpu", "objective=latency", "dtype=choice(float32)",
                       "preset.batch_size=choice(1,2,3)", *PLANT_BATCH_1_FAILS],
@@ -163,25 +177,30 @@ def test_a_search_of_the_tiny_twin_names_the_fastest_passing_trial(tmp_path):
     assert len(records) == 6 and {r["status"] for r in records.values()} == {"ok"}
     failing = {d for d, r in records.items() if r["verdict"] == "FAIL"}
     assert failing and all(records[d]["job"]["batch_size"] == 1 for d in failing)
-    passing = {d: r["bench"]["latency"]["median_ms"] for d, r in records.items() if r["verdict"] == "PASS"}
+    passing = {d: r["bench"]["latency"]["median_ms"] for d, r in records.items()
+               if r["verdict"] == "PASS"}
     fastest = min(passing, key=passing.get)
 
     summary = (sweep / "summary.md").read_text().split(SECTION, 1)[1]
     assert f"]({fastest.name}/record.json)" in summary and "4 of 6 record(s) passed" in summary
     assert not any(f"]({d.name}/record.json)" in summary for d in failing)
     overrides = (fastest / ".hydra" / "overrides.yaml").read_text()
-    assert "preset.batch_size=1" not in overrides and "preset.batch_size=1" not in summary.split("\n\n")[1]
-    assert "search: best passing trial" in result.stdout and str(fastest / "record.json") in result.stdout
+    assert ("preset.batch_size=1" not in overrides
+            and "preset.batch_size=1" not in summary.split("\n\n")[1])
+    assert ("search: best passing trial" in result.stdout
+            and str(fastest / "record.json") in result.stdout)
     assert "[sweep] job 6 of 6" in result.stdout, "job i of N counts the trials"
     assert len(pd.read_csv(sweep / "summary.csv")) == 6
     assert (sweep / "collect_env.txt").is_file() and (sweep / "optimization_results.yaml").is_file()
 
 
 def test_a_failed_trial_keeps_its_record_and_the_search_goes_on_and_exits_1(tmp_path):
-    """A job that fails (height 31 is not a multiple of the compression) and a FAIL: nothing passed, exit 1."""
+    """A job that fails (height 31 is not a multiple of the compression) and a FAIL: nothing passed,
+    exit 1."""
     sweep = tmp_path / "search"
     result = run_app(["-m", "+search=tiny_cpu", "objective=latency", "dtype=choice(float32)",
-                      "device.threads=choice(1)", "preset.batch_size=choice(1)", "preset.height=choice(32,31)",
+                      "device.threads=choice(1)", "preset.batch_size=choice(1)",
+                      "preset.height=choice(32,31)",
                       "hydra.callbacks.summary.collect_env_timeout_s=0", *PLANT_BATCH_1_FAILS],
                      cwd=tmp_path, out_dir=sweep)
     assert result.returncode == 1, result.output[-3000:]

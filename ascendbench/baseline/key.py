@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ascendbench.env import library_versions
+from ascendbench.compat import library_versions
 from ascendbench.precision import dtype_name
 
 FORMAT = 1  # bump when the cached files change meaning

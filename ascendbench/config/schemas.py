@@ -1,22 +1,9 @@
 """Typed schemas of the configuration, registered in Hydra's ConfigStore (structured configs).
 
-The primary config (``conf/config.yaml``) starts from :class:`AscendBenchConfig`, whose fields type
-the top-level keys and every fixed-shape group, so a wrong type or an unknown enum value is rejected
-while Hydra composes -- before a job directory exists -- with Hydra's message naming the key and the
-allowed values::
-
-    $ python -m ascendbench model.weights=maybe
-    Error merging override model.weights=maybe
-    Invalid value 'maybe', expected one of [auto, required, random]
-
-Values live in the YAML files; a schema holds types (``MISSING`` where every shipped option sets the
-key, a default only where an option may leave it out). An option adding keys of its own names its
-schema in its defaults list (``- /dtype_schema@_here_``): the concrete dtypes, ``dtype=auto``,
-``device=npu`` and ``device=auto``. ``metric`` and the nested model keys (``model.loader``,
-``model.task`` ...) stay open; :mod:`ascendbench.config.rules` checks them by hand.
-
-Enum members are their string values (they compare, hash, format and serialise as the value), so code
-reading ``cfg.model.weights == "auto"`` and records written as JSON see plain strings.
+``conf/config.yaml`` starts from :class:`AscendBenchConfig`: a wrong type or an unknown enum value
+fails while Hydra composes, before a job directory exists. Values live in the YAML files; a schema
+holds types (``MISSING`` where every option sets the key). ``metric`` and the model's own keys stay
+open (:mod:`ascendbench.config.rules` checks them).
 """
 
 from __future__ import annotations
@@ -30,7 +17,7 @@ from omegaconf import MISSING
 
 
 class Choice(str, Enum):
-    """Base of the closed sets: a member is its value, as ``str(member)``, f-strings and ``repr`` show."""
+    """A member of a closed set is its value, as ``str``, f-strings, ``repr`` and JSON show it."""
 
     def __str__(self) -> str:
         return str.__str__(self)
@@ -42,35 +29,27 @@ class Choice(str, Enum):
         return repr(str.__str__(self))
 
 
-def choices(name: str, values: Sequence[str], doc: str) -> type[Choice]:
-    """A :class:`Choice` enum whose member names equal their values (OmegaConf looks members up by name,
-    and ``in-process`` is no identifier, hence the functional form)."""
-    enum = Choice(name, [(value, value) for value in values], module=__name__, qualname=name)
-    enum.__doc__ = doc
-    return enum
+def choices(name: str, values: Sequence[str]) -> type[Choice]:
+    """A :class:`Choice` enum whose members are named by their values (``in-process`` too)."""
+    return Choice(name, [(value, value) for value in values], module=__name__, qualname=name)
 
 
-Weights = choices("Weights", ("auto", "required", "random"),
-                  "``model.weights``: load if found else seeded random init | fail if not found | never look.")
-DtypeName = choices("DtypeName", ("auto", "float32", "float16", "bfloat16"),
-                    "``dtype.name``: the device run's precision; auto = bfloat16 on accelerators, float32 on CPU.")
-ReferenceDtype = choices("ReferenceDtype", ("auto", "same", "float32", "float64"),
-                         "``baseline.reference``: the CPU reference precision (same: the device's dtype).")
-BenchProtocol = choices("BenchProtocol", ("adaptive", "fixed"),
-                        "``bench.protocol``: adaptive warm-up and precision stop | exactly warmup and iters calls.")
-BaselineProcess = choices("BaselineProcess", ("child", "in-process"),
-                          "``baseline.process``: where the CPU reference runs.")
-ReferenceMode = choices("ReferenceMode", ("auto", "whole", "replay"),
-                        "``baseline.reference_mode``: whole-model reference, per-module replay, or auto.")
-SourceField = choices("SourceField", ("model", "task", "sizes", "seed", "inputs_sha256", "weights_digest"),
-                      "``baseline.source_allow``: a workload field in which a saved reference may differ.")
-FailOn = choices("FailOn", ("WARN", "FAIL"), "``fail_on``: the verdict from which a job also exits 1.")
-Objective = choices("Objective", ("latency", "latency_per_sample"),
-                    "``objective``: what a job returns to an optimisation sweep (ascendbench.job.objective).")
-DeviceName = choices("DeviceName", ("auto", "cpu", "cuda", "npu"), "``device.name``: a device type, or auto.")
-DeviceType = choices("DeviceType", ("cpu", "cuda", "npu"), "A device type (``device.order`` of device=auto).")
-FrameLayout = choices("FrameLayout", ("auto", "BCTHW", "BTCHW"), "``compare.visual.layout``: video axes.")
-FRAME_WORDS = ("first", "middle", "last", "worst")  # ``compare.visual.frames``: frames by position or error
+# model.weights: load if found, else seeded random init | fail when not found | never look
+Weights = choices("Weights", ("auto", "required", "random"))
+DtypeName = choices("DtypeName", ("auto", "float32", "float16", "bfloat16"))
+ReferenceDtype = choices("ReferenceDtype", ("auto", "same", "float32", "float64"))
+BenchProtocol = choices("BenchProtocol", ("adaptive", "fixed"))
+BaselineProcess = choices("BaselineProcess", ("child", "in-process"))  # where the reference runs
+ReferenceMode = choices("ReferenceMode", ("auto", "whole", "replay"))
+# baseline.source_allow: the fields in which a saved reference may differ
+SourceField = choices("SourceField", ("model", "task", "sizes", "seed", "inputs_sha256",
+                                      "weights_digest"))
+FailOn = choices("FailOn", ("WARN", "FAIL"))  # the verdict from which a job exits 1
+Objective = choices("Objective", ("latency", "latency_per_sample"))  # for optimisation sweeps
+DeviceName = choices("DeviceName", ("auto", "cpu", "cuda", "npu"))
+DeviceType = choices("DeviceType", ("cpu", "cuda", "npu"))
+FrameLayout = choices("FrameLayout", ("auto", "BCTHW", "BTCHW"))
+FRAME_WORDS = ("first", "middle", "last", "worst")  # compare.visual.frames: by position or error
 
 
 @dataclass
@@ -100,7 +79,7 @@ class SizesConfig:
 
 @dataclass
 class PresetConfig(BudgetConfig, SizesConfig):
-    """``preset``: sizes, then the timing budget (conf/preset/*.yaml, adjusted by conf/model_preset/)."""
+    """``preset``: sizes, then the timing budget."""
 
 
 @dataclass
@@ -113,7 +92,7 @@ class FlopsConfig:
 
 @dataclass
 class HistoryConfig:
-    """``bench.history``: each workload's earlier medians on this host, for the between-runs interval."""
+    """``bench.history``: each workload's earlier medians on this host."""
 
     enabled: bool = MISSING
     dir: str = MISSING
@@ -142,7 +121,7 @@ class BenchConfig(BudgetConfig, BenchSwitch):
     phases: bool = MISSING
     flops: FlopsConfig = field(default_factory=FlopsConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
-    ab: Optional[str] = None  # null | unpatched: also time the model without its patches (config.rules checks it)
+    ab: Optional[str] = None  # null | unpatched (checked by config.rules)
 
 
 @dataclass
@@ -200,7 +179,7 @@ class CompareConfig:
 
     layers: Any = None
     thresholds: Dict[str, Any] = field(default_factory=dict)
-    thresholds_by_dtype: Dict[str, Any] = field(default_factory=dict)  # merged over thresholds: half dtype, finer ref
+    thresholds_by_dtype: Dict[str, Any] = field(default_factory=dict)  # merged over thresholds
     verdict: bool = MISSING
     max_capture_mb: float = MISSING
     divergence: DivergenceConfig = field(default_factory=DivergenceConfig)
@@ -217,7 +196,7 @@ class DtypeConfig:
 
 @dataclass
 class DtypeRulesConfig(DtypeConfig):
-    """``dtype=float32|float16|bfloat16``: tolerances and verdict rules (schema ``dtype_schema``)."""
+    """``dtype=float32|float16|bfloat16``: tolerances and verdict rules (``dtype_schema``)."""
 
     atol: float = MISSING
     rtol: float = MISSING
@@ -228,7 +207,7 @@ class DtypeRulesConfig(DtypeConfig):
 
 @dataclass
 class AutoDtypeConfig(DtypeConfig):
-    """``dtype=auto``: the dtype chosen per device type (schema ``dtype_auto_schema``)."""
+    """``dtype=auto``: the dtype chosen per device type (``dtype_auto_schema``)."""
 
     by_device: Dict[str, DtypeName] = MISSING
 
@@ -246,25 +225,25 @@ class DeviceConfig:
     deterministic: bool = MISSING
     threads: Optional[int] = None
     record_env: List[str] = field(default_factory=list)
-    world_size: int = 1          # ranks of the job (ascendbench.job.distributed)
-    parallel: str = "none"       # none | cfg | device_map | context
-    dist: Dict[str, Any] = field(default_factory=dict)   # backend, master_addr, master_port, timeout_s, grace_s
-    compile: str = "none"        # graph mode: none | inductor | aot_eager | torchair | aclgraph | npugraph_ex
-    compile_options: Dict[str, Any] = field(default_factory=dict)   # mode, fullgraph, dynamic, targets
+    world_size: int = 1  # ranks of the job
+    parallel: str = "none"  # none | cfg | device_map | context
+    dist: Dict[str, Any] = field(default_factory=dict)  # backend, master_addr/port, timeouts
+    compile: str = "none"  # graph mode (ascendbench.graph.VARIANTS)
+    compile_options: Dict[str, Any] = field(default_factory=dict)  # mode, fullgraph, targets...
 
 
 @dataclass
 class NpuDeviceConfig(DeviceConfig):
-    """``device=npu``: adds the operator compile mode and chip options (schema ``device_npu_schema``)."""
+    """``device=npu``: operator compile mode and chip options (``device_npu_schema``)."""
 
     jit_compile: Optional[bool] = None
-    precision_mode: Optional[str] = None  # ACL_PRECISION_MODE; null: float32 kept float32 (devices/npu_options.py)
-    allow_internal_format: Optional[bool] = None  # torch.npu.config.allow_internal_format; null: the chip default
+    precision_mode: Optional[str] = None  # ACL_PRECISION_MODE (devices/npu.py)
+    allow_internal_format: Optional[bool] = None  # null: the chip default
 
 
 @dataclass
 class AutoDeviceConfig(NpuDeviceConfig):
-    """``device=auto``: adds the order device types are tried in (schema ``device_auto_schema``)."""
+    """``device=auto``: the order device types are tried in (``device_auto_schema``)."""
 
     order: List[DeviceType] = MISSING
 
@@ -279,7 +258,7 @@ class ModelConfig:
     revision: Optional[str] = None
     init_seed: int = MISSING
     allow_pickle: bool = False
-    expect_digest: Optional[str] = None  # refuse weights whose digest differs (sha256:<hex>, or a file's sha256sum)
+    expect_digest: Optional[str] = None  # refuse weights of another digest (sha256:<hex>)
     codebook_size: Optional[int] = None
     loader: Any = MISSING
     patches: Optional[List[Any]] = None
@@ -308,7 +287,7 @@ class ResumeConfig:
 
 @dataclass
 class ProfileConfig:
-    """``profile``: a few extra calls under the profiler after the timed loop (docs/performance.md)."""
+    """``profile``: a few extra calls under the profiler after the timed loop."""
 
     enabled: bool = False
     calls: int = 3
@@ -318,7 +297,7 @@ class ProfileConfig:
 
 @dataclass
 class DryRunTargetConfig:
-    """``dry_run_target``: the memory of the machine a dry run plans for (``None``: measured on this one)."""
+    """``dry_run_target``: the memory of the machine a dry run plans for (null: this one's)."""
 
     host_memory_gb: Optional[float] = None
     device_memory_gb: Optional[float] = None
@@ -331,8 +310,8 @@ class AscendBenchConfig:
     seed: int = MISSING
     dry_run: bool = MISSING
     dry_run_target: DryRunTargetConfig = field(default_factory=DryRunTargetConfig)
-    fail_on: Optional[FailOn] = FailOn.FAIL  # a FAIL verdict exits 1 by default (null: only failed jobs)
-    objective: Optional[Objective] = None  # null: the job returns its status; else a number for a search
+    fail_on: Optional[FailOn] = FailOn.FAIL  # null: only failed jobs exit 1
+    objective: Optional[Objective] = None  # null: the job returns its status
     artifacts: ArtifactsConfig = field(default_factory=ArtifactsConfig)
     resume: ResumeConfig = field(default_factory=ResumeConfig)
     metric: Any = MISSING
@@ -346,8 +325,8 @@ class AscendBenchConfig:
     profile: ProfileConfig = field(default_factory=ProfileConfig)
 
 
-# ConfigStore name -> schema. Root-level names (no group), so that they are not listed as options of a
-# group by `--help`; an option file uses one as `- /<name>@_here_` in its defaults list.
+# ConfigStore name -> schema, at the root (not a group, so --help lists none of them); an option
+# file names one in its defaults list as `- /<name>@_here_`.
 SCHEMAS: dict[str, type] = {
     "ascendbench_schema": AscendBenchConfig,
     "dtype_schema": DtypeRulesConfig,
@@ -358,20 +337,7 @@ SCHEMAS: dict[str, type] = {
 
 
 def register() -> None:
-    """Store every schema in Hydra's ConfigStore; needed before any composition (storing again is harmless).
-
-    ``ascendbench.conf`` (the package Hydra imports to read ``pkg://ascendbench.conf``) calls it; a
-    composition from a plain directory (``initialize_config_dir``) must call it first.
-    """
+    """Store every schema in Hydra's ConfigStore (needed before any composition; idempotent)."""
     store = ConfigStore.instance()
     for name, node in SCHEMAS.items():
         store.store(name=name, node=node)
-
-
-__all__ = [
-    "AscendBenchConfig", "ArtifactsConfig", "AutoDeviceConfig", "AutoDtypeConfig", "BaselineConfig",
-    "BaselineProcess", "BenchConfig", "Choice", "CompareConfig", "DeviceConfig", "DeviceName", "DeviceType",
-    "DtypeConfig", "DtypeName", "DtypeRulesConfig", "FailOn", "FrameLayout", "ModelConfig", "NpuDeviceConfig",
-    "Objective", "PresetConfig", "ProfileConfig", "ReferenceDtype", "ResumeConfig", "SCHEMAS", "Weights", "choices",
-    "register",
-]

@@ -1,8 +1,4 @@
-"""``_target_`` nodes of a config, and whether each would instantiate -- checked without instantiating.
-
-Every ``_target_`` must import, and its keys must bind to the target's signature
-(``inspect.signature(target).bind(**keys)``); nothing is built.
-"""
+"""``_target_`` nodes of a config: whether each would instantiate, checked without building it."""
 
 from __future__ import annotations
 
@@ -10,7 +6,7 @@ import inspect
 from typing import Any, Iterator
 
 from hydra.errors import InstantiationException
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, ListConfig
 
 from ascendbench.errors import AscendBenchError, ConfigError
@@ -28,8 +24,8 @@ def target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]:
             yield path or "<root>", node
         for key in node:
             child = node._get_node(key)
-            yield from target_nodes(child if isinstance(child, (DictConfig, ListConfig)) else None,
-                                    f"{path}.{key}" if path else str(key))
+            child = child if isinstance(child, (DictConfig, ListConfig)) else None
+            yield from target_nodes(child, f"{path}.{key}" if path else str(key))
     elif isinstance(node, ListConfig):
         for index, item in enumerate(node):
             yield from target_nodes(item, f"{path}[{index}]")
@@ -41,23 +37,20 @@ def one_line(exc: BaseException) -> str:
 
 
 def bind_problem(path: str, node: DictConfig) -> str | None:
-    """Why ``node`` would not instantiate (import or signature), or ``None``."""
-    from hydra._internal.utils import _locate  # what instantiate() uses, without its error logging
-
+    """Why ``node`` would not instantiate (its target does not import, or its keys do not bind)."""
     target = node["_target_"]
     try:
-        obj = _locate(target)
+        obj = get_object(target)
     except Exception as exc:  # ImportError, AttributeError...
         return f"{path}._target_={target!r} cannot be imported: {one_line(exc)}"
     kwargs = {str(k): None for k in node if k not in HYDRA_KEYS}
-    args = list(node.get("_args_") or [])
     try:
         signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return None  # builtins without a signature: nothing to check
     binder = signature.bind_partial if node.get("_partial_", False) else signature.bind
     try:
-        binder(*args, **kwargs)
+        binder(*list(node.get("_args_") or []), **kwargs)
     except TypeError as exc:
         return (f"{path}: keys {sorted(kwargs)} do not bind to {target}{signature}: {exc}. "
                 "Rename or remove the key in the config, or add the parameter to the target.")
@@ -72,6 +65,6 @@ def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
         if isinstance(exc.__cause__, AscendBenchError):
             raise exc.__cause__ from None
         raise ConfigError(
-            f"{key} could not be built from _target_={node.get('_target_')!r}: {exc}. Check the keys "
-            f"under {key} against the signature of its _target_ (`--cfg job` prints them)."
+            f"{key} could not be built from _target_={node.get('_target_')!r}: {exc}. Check the "
+            f"keys under {key} against the signature of its _target_ (`--cfg job` prints them)."
         ) from exc

@@ -1,8 +1,7 @@
-"""The hand type check of the keys no schema types (``model.loader.*``, ``model.task.*``, ``metric.*`` ...).
+"""The type check of the keys no schema types (``model.loader.*``, ``model.task.*``, ``metric.*``).
 
-A value must have the type of the value the shipped option file gives for the same key: an integer
-where the file has ``2``, a list where it has ``[2, 2]``; null and strings accept anything. Keys a
-schema types (:mod:`ascendbench.config.schemas`) are left to Hydra, which rejects them at compose time.
+A value must have the type the shipped option file gives the same key: an integer where the file has
+``2``, a list where it has ``[2, 2]``; null and strings accept anything. Typed keys are Hydra's job.
 """
 
 from __future__ import annotations
@@ -14,88 +13,84 @@ from typing import Any, Iterator, Mapping
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ascendbench.config import config_dir
-
-_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", list: "a list", dict: "a mapping"}
+_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", list: "a list",
+               dict: "a mapping"}
 _PURE_REFERENCE = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
 
 
 def _expected_type(value: Any) -> type | None:
     """The type a shipped value asks for (``None``: anything goes, e.g. null or a string)."""
-    for kind in (bool, int, float):
+    for kind in (bool, int, float, list, dict):
         if isinstance(value, kind):
             return kind
-    return list if isinstance(value, list) else dict if isinstance(value, dict) else None
+    return None
 
 
 def _fits(value: Any, kind: type) -> bool:
-    if kind is bool:
-        return isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+    if kind in (int, float) and isinstance(value, bool):
+        return False
     if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, (list, ListConfig)) if kind is list else isinstance(value, (dict, DictConfig))
+        return isinstance(value, (int, float))
+    return isinstance(value, {list: (list, ListConfig), dict: (dict, DictConfig)}.get(kind, kind))
 
 
-def _shipped_leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key != "defaults":
-                yield f"{prefix}.{key}" if prefix else str(key), value
-                yield from _shipped_leaves(value, f"{prefix}.{key}" if prefix else str(key))
-
-
-def shipped_values(choices: Mapping[str, Any], root: Path, config_name: str) -> Iterator[tuple[str, Any, str]]:
-    """(dotted key, shipped value, file) for the primary config and every chosen option file."""
-    files = [("", root / f"{config_name}.yaml")]
-    files += [(group.replace("/", "."), root / group / f"{option}.yaml")
-              for group, option in choices.items() if option and not group.startswith("hydra/")]
-    for package, path in files:
-        if not path.is_file():
-            continue
-        content = _file_content(str(path), path.stat().st_mtime_ns)
-        if content is None:
-            continue  # plugin options, and files that place themselves elsewhere (e.g. _global_ sweeps)
-        where = path.relative_to(root.parent).as_posix()
-        for key, value in _shipped_leaves({k: v for k, v in content.items() if k != "hydra"}, package):
-            yield key, value, where
+def _leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
+    for key, value in node.items() if isinstance(node, dict) else ():
+        if key != "defaults":
+            dotted = f"{prefix}.{key}" if prefix else str(key)
+            yield dotted, value
+            yield from _leaves(value, dotted)
 
 
 @lru_cache(maxsize=512)
 def _file_content(path: str, mtime_ns: int) -> dict[str, Any] | None:
-    """An option file's content (cached by path and modification time); ``None`` for ``@package`` files."""
+    """An option file's content (cached by path and time); ``None`` for ``@package`` files."""
     text = Path(path).read_text()
-    return None if "@package" in text.split("\n", 1)[0] else OmegaConf.to_container(OmegaConf.create(text))
+    if "@package" in text.split("\n", 1)[0]:
+        return None
+    return OmegaConf.to_container(OmegaConf.create(text))
 
 
-def is_typed(cfg: DictConfig, key: str, parents: dict[str, Any] | None = None) -> bool:
-    """Whether a schema types ``key`` (its node has a declared type), so that Hydra checks it.
+def shipped_values(choices: Mapping[str, Any], roots: list[Path],
+                   config_name: str = "config") -> Iterator[tuple[str, Any, str]]:
+    """(dotted key, shipped value, file) for the primary config and every chosen option file;
+    an option is read from the first of ``roots`` that has it (Hydra's search order)."""
+    files = [("", f"{config_name}.yaml")] + [
+        (group.replace("/", "."), f"{group}/{option}.yaml")
+        for group, option in choices.items() if option and not group.startswith("hydra/")]
+    for package, name in files:
+        root = next((root for root in roots if (root / name).is_file()), None)
+        path = root / name if root else None
+        content = _file_content(str(path), path.stat().st_mtime_ns) if path else None
+        if content is None:
+            continue  # plugin options, and files that place themselves elsewhere (_global_)
+        content = {k: v for k, v in content.items() if k != "hydra"}
+        for key, value in _leaves(content, package):
+            yield key, value, f"{root.name}/{name}"
 
-    ``parents``: a memo of parent nodes by dotted key, for many keys of one config (a walk per key otherwise).
-    """
+
+def is_typed(cfg: DictConfig, key: str) -> bool:
+    """Whether a schema types ``key`` (its node has a declared type), so that Hydra checks it."""
     parent_key, _, leaf = key.rpartition(".")
-    if parents is None or parent_key not in parents:
-        parent = OmegaConf.select(cfg, parent_key, default=None) if parent_key else cfg
-        if parents is not None:
-            parents[parent_key] = parent
-    parent = parents[parent_key] if parents is not None else parent
+    parent = OmegaConf.select(cfg, parent_key, default=None) if parent_key else cfg
     if not isinstance(parent, DictConfig):
         return False
     node = parent._get_node(leaf, validate_access=False)  # OmegaConf has no public accessor
     return node is not None and node._metadata.ref_type is not Any
 
 
-def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None, root: Path | None = None,
-                  config_name: str = "config") -> list[str]:
-    """Values of untyped keys whose type differs from the shipped file's (e.g. ``model.task.channels=abc``).
+def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
+                  roots: list[Path]) -> list[str]:
+    """Values of untyped keys whose type differs from the option file's (``model.task.x=abc``).
 
-    ``choices`` are Hydra's ``runtime.choices`` (group -> option); without them nothing is checked.
-    A shipped ``${other.key}`` asks for the type of that key's value; null and strings accept anything.
+    ``roots``: the config folders in Hydra's search order (an option is read from the first).
+
+    ``choices``: Hydra's ``runtime.choices`` (group -> option); without them nothing is checked. A
+    shipped ``${other.key}`` asks for the type of that key's value.
     """
-    problems, parents = [], {}
-    for key, shipped, where in shipped_values(dict(choices or {}), Path(root or config_dir()), config_name):
-        if is_typed(cfg, key, parents):
+    problems = []
+    for key, shipped, where in shipped_values(dict(choices or {}), roots):
+        if is_typed(cfg, key):
             continue
         if isinstance(shipped, str) and (match := _PURE_REFERENCE.match(shipped)):
             shipped = OmegaConf.select(cfg, match.group(1), default=None)
@@ -104,6 +99,8 @@ def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None, roo
             continue
         value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
         if value is not None and not _fits(value, kind):
-            shown = OmegaConf.to_container(value) if isinstance(value, (DictConfig, ListConfig)) else value
-            problems.append(f"{key}={shown!r} must be {_TYPE_NAMES[kind]} ({where} has {shipped!r})")
+            if isinstance(value, (DictConfig, ListConfig)):
+                value = OmegaConf.to_container(value)
+            problems.append(f"{key}={value!r} must be {_TYPE_NAMES[kind]} "
+                            f"({where} has {shipped!r})")
     return problems

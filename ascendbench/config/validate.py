@@ -1,15 +1,7 @@
-"""``python -m ascendbench.validate`` (``make validate``): the whole config tree, checked without
-loading a model.
-
-* every option of every config group composes (with the defaults around it, against the typed
-  schemas of :mod:`ascendbench.config.schemas`) and resolves;
-* every composition passes the job's own check (:func:`ascendbench.config.rules.config_problems`):
-  cross-field rules, the untyped keys, every ``_target_`` imports and its keys bind to the target's
-  signature (``inspect.signature(target).bind(**keys)``; nothing is instantiated);
-* safety defaults: no shipped config sets ``trust_remote_code`` or ``allow_pickle`` to true
-  (those must come from the user's command line).
-
-All problems are collected and listed at once; the exit code is 1 when there is any.
+"""``python -m ascendbench.validate [--config-dir DIR]``: every option of the config tree (or of the
+folder DIR, added to the search path as the main CLI's ``--config-dir`` does) composes, resolves and
+passes the job's own check (:func:`ascendbench.config.rules.config_problems`); no shipped option
+switches on ``trust_remote_code`` or ``allow_pickle``. Every problem is listed; exit 1 when any.
 """
 
 from __future__ import annotations
@@ -24,16 +16,16 @@ from typing import Any, Iterator, Sequence
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.config import config_dir
-from ascendbench.config.rules import config_problems
+from ascendbench.config.rules import config_problems, job_part
 from ascendbench.config.schemas import register
 from ascendbench.config.targets import bind_problem, one_line, target_nodes
 
-# Keys that must never be switched on by a shipped config (only by the user, explicitly).
-UNSAFE_TRUE_KEYS = ("trust_remote_code", "allow_pickle")
-# Model-level switches a loader must receive: ``model.<key>`` -> ``model.loader.<key>: ${model.<key>}``.
+UNSAFE_TRUE_KEYS = ("trust_remote_code", "allow_pickle")  # only ever set by the user
+# Model switches a loader must receive: ``model.<key>`` -> ``model.loader.<key>: ${model.<key>}``.
 WIRED_MODEL_KEYS = ("allow_pickle",)
 
 
@@ -42,13 +34,13 @@ class Report:
     """What was checked and every problem found."""
 
     composed: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # options of a model's subgroup that no model selects
+    skipped: list[str] = field(default_factory=list)  # task kinds that no model selects
     targets: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
 
 
 def config_groups(root: Path) -> dict[str, list[str]]:
-    """``group -> options`` for every directory of ``root`` holding ``*.yaml`` files (nested: ``hydra/help``)."""
+    """``group -> options`` for every directory of ``root`` holding ``*.yaml`` files."""
     groups = {}
     for directory in sorted(p for p in root.rglob("*") if p.is_dir()):
         options = sorted(p.stem for p in directory.glob("*.yaml"))
@@ -57,63 +49,43 @@ def config_groups(root: Path) -> dict[str, list[str]]:
     return groups
 
 
-def option_overrides(group: str, option: str, in_tree: set[str]) -> list[str]:
-    """Overrides that may select ``option`` of ``group``, the likeliest first.
-
-    A group already in the defaults tree (``hydra.runtime.choices``, nested ones such as
-    ``device/peak`` included) is overridden plainly; any other is appended with ``+``.
-    """
-    plain, append = f"{group}={option}", f"+{group}={option}"
-    return [plain, append] if group in in_tree or group.startswith("hydra/") else [append, plain]
-
-
-def unsafe_problems(where: str, cfg: DictConfig) -> list[str]:
-    """Shipped configs that switch on trust_remote_code / allow_pickle."""
+def unsafe_problems(where: str, node: Any, path: str = "") -> list[str]:
+    """Options that switch on trust_remote_code / allow_pickle."""
+    if isinstance(node, DictConfig):
+        node = OmegaConf.to_container(node, resolve=False)
+    if isinstance(node, list):
+        items = [(f"{path}[{index}]", index, value) for index, value in enumerate(node)]
+    elif isinstance(node, dict):
+        items = [(f"{path}.{key}" if path else str(key), key, value) for key, value in node.items()]
+    else:
+        return []
     problems = []
-    container = OmegaConf.to_container(cfg, resolve=False)
-
-    def walk(node: Any, path: str) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                dotted = f"{path}.{key}" if path else str(key)
-                if key in UNSAFE_TRUE_KEYS and value is True:
-                    problems.append(f"{where}: {dotted}=true is set by a shipped config; it must only "
-                                    "be set explicitly by the user on the command line")
-                walk(value, dotted)
-        elif isinstance(node, list):
-            for index, item in enumerate(node):
-                walk(item, f"{path}[{index}]")
-
-    walk(container, "")
+    for dotted, key, value in items:
+        if key in UNSAFE_TRUE_KEYS and value is True:
+            problems.append(f"{where}: {dotted}=true is set by a shipped config; it must only be "
+                            "set explicitly by the user on the command line")
+        problems += unsafe_problems(where, value, dotted)
     return problems
 
 
 def wiring_problems(where: str, job: DictConfig) -> list[str]:
-    """A model switch the user sets (``model.allow_pickle=true``) that its loader would never see."""
-    from hydra._internal.utils import _locate
-
+    """A model switch (``model.allow_pickle=true``) that its loader would never see."""
     loader = OmegaConf.select(job, "model.loader")
     if not isinstance(loader, DictConfig) or "_target_" not in loader:
         return []
     try:
-        parameters = inspect.signature(_locate(loader["_target_"])).parameters
-    except Exception:  # unimportable targets are reported by bind_problem
+        parameters = inspect.signature(get_object(loader["_target_"])).parameters
+    except Exception:  # an unimportable target is reported by bind_problem
         return []
     problems = []
     for key in WIRED_MODEL_KEYS:
-        if key not in job.model or key not in parameters:
-            continue
         wired = "${model." + key + "}"
-        node = loader._get_node(key) if key in loader else None
-        if node is None or node._value() != wired:
-            problems.append(f"{where}: model.{key} is set but model.loader does not receive it; add "
-                            f"`{key}: {wired}` under model.loader so that `model.{key}=...` takes effect")
+        if key in job.model and key in parameters and (
+                key not in loader or loader._get_node(key)._value() != wired):
+            problems.append(f"{where}: model.{key} is set but model.loader does not receive it; "
+                            f"add `{key}: {wired}` under model.loader so that `model.{key}=...` "
+                            "takes effect")
     return problems
-
-
-def _job_part(cfg: DictConfig) -> DictConfig:
-    """The composed config without its ``hydra`` node (what a job receives)."""
-    return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
 
 
 def _hydra_targets(cfg: DictConfig) -> Iterator[tuple[str, DictConfig]]:
@@ -124,30 +96,28 @@ def _hydra_targets(cfg: DictConfig) -> Iterator[tuple[str, DictConfig]]:
             yield from target_nodes(node, f"hydra.{key}")
 
 
-def _check_composed(where: str, cfg: DictConfig, root: Path, report: Report) -> None:
-    job = _job_part(cfg)
-    try:
-        OmegaConf.to_container(job, resolve=True)
-    except Exception as exc:  # InterpolationResolutionError and friends
-        report.problems.append(f"{where}: does not resolve: {one_line(exc)}")
-        return
+def _check(where: str, cfg: DictConfig, folders: list[Path], report: Report) -> None:
+    report.composed.append(where)
+    job = job_part(cfg)
     choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
-    report.problems += [f"{where}: {problem}" for problem in config_problems(job, choices, root)]
-    for path, node in [*target_nodes(job), *_hydra_targets(cfg)]:
-        report.targets.add(f"{path}: {node['_target_']}")
-        if path.startswith("hydra.") and (problem := bind_problem(path, node)):
-            report.problems.append(f"{where}: {problem}")
-    report.problems += unsafe_problems(where, job) + wiring_problems(where, job)
+    try:
+        report.problems += [f"{where}: {p}" for p in config_problems(job, choices, folders)]
+        for path, node in [*target_nodes(job), *_hydra_targets(cfg)]:
+            report.targets.add(f"{path}: {node['_target_']}")
+            if path.startswith("hydra.") and (problem := bind_problem(path, node)):
+                report.problems.append(f"{where}: {problem}")
+        report.problems += unsafe_problems(where, job) + wiring_problems(where, job)
+    except Exception as exc:  # one broken check must not stop the others
+        report.problems.append(f"{where}: could not be checked: {one_line(exc)}")
 
 
-def _compose(config_name: str, candidates: list[Any], report: Report, where: str) -> DictConfig | None:
-    """The first candidate override list that composes, or ``None`` with the first error recorded."""
+def _compose(candidates: list[list[str]], report: Report, where: str) -> DictConfig | None:
+    """The first candidate override list that composes, or ``None`` (the first error recorded)."""
     errors = []
     for overrides in candidates:
-        overrides = [overrides] if isinstance(overrides, str) else overrides
         try:
-            cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
-        except Exception as exc:  # Hydra's ConfigCompositionException, MissingConfigException...
+            cfg = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+        except Exception as exc:  # ConfigCompositionException, MissingConfigException...
             cause = f" ({one_line(exc.__cause__)})" if exc.__cause__ else ""
             errors.append(f"{where}: does not compose: {one_line(exc)}{cause}")
             continue
@@ -157,76 +127,89 @@ def _compose(config_name: str, candidates: list[Any], report: Report, where: str
     return None
 
 
-def _candidates(group: str, option: str, in_tree: set[str], users: dict[str, str]) -> list[Any] | None:
-    """Override lists to try for one option; a model's own subgroup (``model/task``) with a model that uses it.
+def _candidates(group: str, option: str, in_tree: set[str],
+                users: dict[str, str]) -> list[list[str]] | None:
+    """Override lists that may select one option, the likeliest first; ``None``: nothing to try.
 
-    A task kind binds only with its model's keys (a tokenizer's ``tokens_per_chunk``), so ``model/task=x`` is
-    composed with the first model that selects ``x``; a kind that no model selects has nothing to bind with
-    (``None``: skipped, and listed as such).
+    A task kind (``model/task=x``) binds only with its model's keys, so it is composed with the
+    first model that selects it; a group outside the defaults tree is appended with ``+``.
     """
-    if not group:
-        return [[]]
     if group.startswith("model/"):
         model = users.get(f"{group}={option}")
         return [[f"model={model}", f"{group}={option}"]] if model else None
-    return option_overrides(group, option, in_tree)
+    plain, append = [f"{group}={option}"], [f"+{group}={option}"]
+    return [plain, append] if group in in_tree or group.startswith("hydra/") else [append, plain]
 
 
 def _note_users(cfg: DictConfig, group: str, option: str, users: dict[str, str]) -> None:
-    """Remember which model option selects each option of the model's own subgroups."""
-    if group != "model":
-        return
-    for choice_group, choice in (OmegaConf.select(cfg, "hydra.runtime.choices") or {}).items():
-        if str(choice_group).startswith("model/") and choice is not None:
-            users.setdefault(f"{choice_group}={choice}", option)
+    """Remember which model selects each option of the model's own subgroups."""
+    for chosen, choice in cfg.hydra.runtime.choices.items() if group == "model" else ():
+        if str(chosen).startswith("model/") and choice is not None:
+            users.setdefault(f"{chosen}={choice}", option)
 
 
-def validate(root: Path | None = None, config_name: str = "config") -> Report:
-    """Compose every option of every group under ``root`` (default: the shipped conf) and check it."""
-    root = Path(root or config_dir()).resolve()
-    report = Report()
-    register()  # a plain directory is read without importing ascendbench.conf, which registers them
+def _shadowed(folder: Path | None, groups: dict[str, list[str]]) -> list[str]:
+    """Options of ``folder`` that a shipped option of the same name hides (Hydra finds it first)."""
+    shipped = config_dir()
+    return [f"{group}={option}: {folder / group / option}.yaml is never used: the shipped "
+            f"{group}/{option}.yaml is found first; give yours another name"
+            for group, options in groups.items() for option in options
+            if folder and (shipped / group / f"{option}.yaml").is_file()]
+
+
+def validate(folder: Path | None = None) -> Report:
+    """Compose every option of the shipped tree, or of ``folder`` added to its search path."""
+    folder = Path(folder).resolve() if folder else None
+    searchpath = [f"hydra.searchpath=[file://{folder}]"] if folder else []
+    groups = config_groups(folder or config_dir())
+    report = Report(problems=_shadowed(folder, groups))
+    register()  # a plain directory is read without importing ascendbench.conf, which registers
     GlobalHydra.instance().clear()
+    folders = [folder] if folder else []
     try:
-        with initialize_config_dir(config_dir=str(root), version_base="1.3"):
-            defaults = _compose(config_name, [[]], report, "defaults")
-            in_tree = set(OmegaConf.select(defaults, "hydra.runtime.choices") or {}) if defaults else set()
-            runs = [("", "", "defaults")] + [(group, option, f"{group}={option}")
-                                             for group, options in config_groups(root).items() for option in options]
-            users: dict[str, str] = {}  # "model/task=x" -> a model that selects it (models compose first)
-            for group, option, where in runs[1:] if defaults is None else runs:
-                candidates = _candidates(group, option, in_tree, users)
-                if candidates is None:
-                    report.skipped.append(where)
-                    continue
-                cfg = _compose(config_name, candidates, report, where)  # one at a time: HydraConfig is this one's
-                if cfg is None:
-                    continue
-                _note_users(cfg, group, option, users)
-                report.composed.append(where)
-                try:
-                    _check_composed(where, cfg, root, report)
-                except Exception as exc:  # a check must list the problem, never stop the others
-                    report.problems.append(f"{where}: could not be checked: {one_line(exc)}")
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            defaults = _compose([searchpath], report, "defaults")
+            in_tree: set[str] = set()
+            if defaults is not None:
+                in_tree = set(defaults.hydra.runtime.choices)
+                _check("defaults", defaults, folders, report)
+            users: dict[str, str] = {}  # "model/task=x" -> a model that selects it
+            for group, options in groups.items():  # "model" before "model/task"
+                for option in options:
+                    where = f"{group}={option}"
+                    candidates = _candidates(group, option, in_tree, users)
+                    if candidates is None:
+                        report.skipped.append(where)
+                        continue
+                    cfg = _compose([searchpath + c for c in candidates], report, where)
+                    if cfg is not None:
+                        _note_users(cfg, group, option, users)
+                        _check(where, cfg, folders, report)
     finally:
         GlobalHydra.instance().clear()
-        HydraConfig.instance().cfg = None  # leave no composition behind as "the running job's" config
-    report.problems = list(dict.fromkeys(report.problems))  # one line per problem, first seen first
+        HydraConfig.instance().cfg = None  # leave no composition behind as a running job's
+    report.problems = list(dict.fromkeys(report.problems))
     return report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print every problem (or the all-clear); return 1 when there is any."""
-    parser = argparse.ArgumentParser(prog="python -m ascendbench.validate", description=__doc__.split("\n")[0])
-    parser.add_argument("--config-dir", type=Path, default=None, help="config tree to check (default: the shipped one)")
+    parser = argparse.ArgumentParser(prog="python -m ascendbench.validate", description=(
+        "Compose and check every option of the config tree, or of a folder of your own."))
+    parser.add_argument("--config-dir", type=Path, default=None,
+                        help="a folder of your own options, added to the config search path "
+                             "as `python -m ascendbench --config-dir` adds it; its options are "
+                             "checked")
     args = parser.parse_args(argv)
+    if args.config_dir is not None and not args.config_dir.is_dir():
+        parser.error(f"--config-dir {args.config_dir}: not a directory")
     report = validate(args.config_dir)
     for problem in report.problems:
         print(f"FAIL  {problem}")
     for where in report.skipped:
         print(f"SKIP  {where}: no model selects it, so there is nothing to bind its keys with")
-    print(f"validate: {len(report.composed)} compositions, {len(report.targets)} _target_ nodes bound, "
-          f"{len(report.problems)} problem(s)")
+    print(f"validate: {len(report.composed)} compositions, {len(report.targets)} _target_ nodes "
+          f"bound, {len(report.problems)} problem(s)")
     return 1 if report.problems else 0
 
 

@@ -1,10 +1,9 @@
 """Cards claimed by this process: one exclusive file lock per card, kept until the process exits.
 
-The card pool (:class:`ascendbench.callbacks.CardPool`, a Hydra callback of the joblib/Slurm launchers) claims
-a worker's cards here before each job, and the job's device stage asks :func:`card_refusal` whether its
-worker found none: a job must fail rather than run on a card another worker is timing on. The locks are
-``flock(2)`` locks (:class:`filelock.FileLock` on Unix), so they interlock with the shell scripts teams
-already run (``flock -w 7200 /tmp/npu_card0.lock ...``) when named alike.
+The card pool (the ``CardPool`` Hydra callback of the joblib/Slurm launchers) claims a worker's
+cards here before each job; the job's device stage asks :func:`card_refusal` whether its worker
+found none. The locks are :class:`filelock.FileLock` (``flock(2)`` on Unix), so they interlock with
+shell scripts that lock the same files (``flock -w 7200 /tmp/npu_card0.lock ...``).
 """
 
 from __future__ import annotations
@@ -21,9 +20,9 @@ from ascendbench.errors import NoFreeCardError
 
 log = logging.getLogger(__name__)
 
-# The cards this process holds: {"card" ("2", or "0,1" for a multi-card job), "lock" (the acquired FileLocks,
-# never released), "lock_dir"}.
+# The cards this process holds: {"card": "2" or "0,1", "lock": [FileLock...], "lock_dir": str}.
 _CLAIM: dict[str, Any] = {}
+_REFUSED: dict[str, NoFreeCardError] = {}  # this worker's current job found no free card
 
 
 def _try_lock(path: Path) -> FileLock | None:
@@ -31,74 +30,66 @@ def _try_lock(path: Path) -> FileLock | None:
     lock = FileLock(str(path))
     try:
         lock.acquire(timeout=0)
-    except (Timeout, PermissionError):  # held, or another user's lock file this user cannot open: busy either way
+    except (Timeout, PermissionError):  # held, or another user's file: busy either way
         return None
     return lock
 
 
 def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count: int = 1,
                lock_name: str = "card-{card}.lock") -> str:
-    """Claim ``count`` free cards of ``cards`` for this process (exclusive file locks kept until it exits);
-    returns them comma-separated (``"2"``, or ``"0,1"`` for a job of ``device.world_size=2``).
+    """Claim ``count`` free cards of ``cards`` for this process; returns them comma-separated.
 
-    Each card is tried without blocking, in order, every 0.2 s until ``wait_s`` has passed. The lock
-    (``<lock_dir>/<lock_name>``, ``{card}`` the id; :class:`filelock.FileLock`, which is ``flock(2)`` on Unix, so
-    ``lock_dir=/tmp lock_name=npu_card{card}.lock`` interlocks with ``flock /tmp/npu_card0.lock ...`` scripts) is never
-    released by the process: the operating system drops it when the process exits. A process keeps its first cards:
-    once a device runtime has initialised it cannot switch cards.
+    Each card's lock (``<lock_dir>/<lock_name>``, ``{card}`` the id) is tried without blocking, in
+    order, every 0.2 s until ``wait_s`` has passed, and never released: the operating system drops
+    it when the process exits. A process keeps its first cards (a runtime cannot switch cards).
 
     Raises:
-        NoFreeCardError: fewer than ``count`` cards became free within ``wait_s`` (more workers than cards).
+        NoFreeCardError: fewer than ``count`` cards became free within ``wait_s``.
     """
     if _CLAIM:
         if _CLAIM["lock_dir"] != str(lock_dir):
-            log.warning("this process already holds card %s (pool %s); keeping it", _CLAIM["card"], _CLAIM["lock_dir"])
+            log.warning("this process already holds card %s (pool %s); keeping it", _CLAIM["card"],
+                        _CLAIM["lock_dir"])
         return _CLAIM["card"]
     lock_dir.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait_s
     held: dict[str, FileLock] = {}
-    while True:
+    while len(held) < count:
         for card in (c for c in cards if c not in held and len(held) < count):
             lock = _try_lock(lock_dir / lock_name.format(card=card))
             if lock is not None:
                 held[card] = lock
-        if len(held) == count:
-            claimed = ",".join(held)
-            _CLAIM.update(card=claimed, lock=list(held.values()), lock_dir=str(lock_dir))
-            log.debug("process %d holds card(s) %s", os.getpid(), claimed)
-            return claimed
-        if time.monotonic() > deadline:
+        if len(held) < count and time.monotonic() > deadline:
             for lock in held.values():
                 lock.release(force=True)
             wanted = "free card" if count == 1 else f"{count} free cards"
             raise NoFreeCardError(
-                f"no {wanted} in the pool {list(cards)} after {wait_s:g} s (locks in {lock_dir}): more "
-                "jobs run at once than there are cards. Set hydra.launcher.n_jobs to at most the number of cards "
-                "(divided by device.world_size), or list more in hydra.callbacks.cards.cards, e.g. "
-                "`hydra.callbacks.cards.cards=[0,1,2,3]`."
-            )
-        time.sleep(0.2)
-
-
-_REFUSED: dict[str, NoFreeCardError] = {}  # this worker's current job found no free card
+                f"no {wanted} in the pool {list(cards)} after {wait_s:g} s (locks in {lock_dir}): "
+                "more jobs run at once than there are cards. Set hydra.launcher.n_jobs to at most "
+                "the number of cards (divided by device.world_size), or list more in "
+                "hydra.callbacks.cards.cards, e.g. `hydra.callbacks.cards.cards=[0,1,2,3]`.")
+        if len(held) < count:
+            time.sleep(0.2)
+    _CLAIM.update(card=",".join(held), lock=list(held.values()), lock_dir=str(lock_dir))
+    log.debug("process %d holds card(s) %s", os.getpid(), _CLAIM["card"])
+    return _CLAIM["card"]
 
 
 def card_refusal() -> NoFreeCardError | None:
-    """Why the card pool gave the current job no card, or None. The device stage raises it, so that the job
-    ends ``failed`` (reason ``no_free_card``) instead of running on a card another worker is using: Hydra
-    turns an exception in a callback's ``on_job_start`` into a warning and runs the job anyway."""
+    """Why the card pool gave the current job no card, or None; the device stage raises it (Hydra
+    only warns about an exception in a callback's ``on_job_start``, and would run the job)."""
     return _REFUSED.get("error")
 
 
 def release_card() -> None:
-    """Give this process's card back (tests; worker processes simply exit)."""
+    """Give this process's cards back (tests; worker processes simply exit)."""
     for lock in _CLAIM.pop("lock", None) or []:
         lock.release(force=True)
     _CLAIM.clear()
 
 
 def refuse(error: NoFreeCardError) -> None:
-    """Remember that this worker's current job found no free card (its device stage fails with ``error``)."""
+    """Remember that this worker's current job found no free card."""
     _REFUSED["error"] = error
 
 

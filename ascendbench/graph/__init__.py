@@ -1,16 +1,6 @@
-"""Graph-mode variants of the device run: ``device.compile=none|inductor|aot_eager|cudagraphs|torchair|aclgraph|
-npugraph_ex``, an A/B key the report lines up beside eager (``none``).
-
-    python -m ascendbench -m model=tiny_flux2_decoder device=cpu device.compile=none,inductor
-
-Each variant is a ``torch.compile`` backend (:data:`VARIANTS`), built where it runs: the ones of torch itself
-(``inductor``, ``aot_eager``, ``cudagraphs``) and Ascend's through torch_npu's real API -- torchair's
-``get_npu_backend(compiler_config=CompilerConfig())`` with ``mode`` ``max-autotune`` (GE graph, ``torchair``) or
-``reduce-overhead`` (ACL graph capture, ``aclgraph``), and the ``npugraph_ex`` dynamo backend torch_npu 2.9
-registers (``torch_npu/dynamo/__init__.py``). The compiled modules are the model's heavy part
-(:func:`targets`: a pipeline's denoiser, a VAE's decoder, else the model) or ``device.compile_options.targets``.
-Compilation happens in the first call, timed as its own phase (:func:`first_call`) before the bench loop, so
-the cold call and the timed calls measure the compiled graph.
+"""Graph-mode variants of the device run: ``device.compile=<variant>``, each a ``torch.compile``
+backend (:data:`VARIANTS`; docs/devices.md, "Several cards and graph mode"). The model's heavy part
+is compiled in place; compilation happens in its first call, timed apart before the bench loop.
 """
 
 from __future__ import annotations
@@ -31,13 +21,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GraphVariant:
-    """One ``device.compile`` value: where it runs and how its ``torch.compile`` backend is built.
-
-    Attributes:
-        devices: device types it runs on.
-        backend: the dynamo backend name, or ``torchair:<mode>`` for a torchair-built backend.
-        about: what it does, for the record and the docs.
-    """
+    """One ``device.compile`` value: the device types it runs on, its dynamo backend (or
+    ``torchair:<mode>`` for a torchair-built backend), and what it does."""
 
     devices: tuple[str, ...]
     backend: str
@@ -45,17 +30,21 @@ class GraphVariant:
 
 
 VARIANTS: dict[str, GraphVariant] = {
-    "inductor": GraphVariant(("cpu", "cuda"), "inductor", "TorchInductor: generated C++/OpenMP (CPU) or Triton "
-                             "(CUDA) kernels; on the CPU it needs a C++ compiler (g++)"),
-    "aot_eager": GraphVariant(("cpu", "cuda", "npu"), "aot_eager", "graph capture (dynamo + AOTAutograd), kernels "
-                              "run eagerly: no compiler needed; shows graph breaks and capture cost"),
+    "inductor": GraphVariant(("cpu", "cuda"), "inductor", "TorchInductor: generated C++/OpenMP "
+                             "(CPU) or Triton (CUDA) kernels; on the CPU it needs a C++ compiler "
+                             "(g++)"),
+    "aot_eager": GraphVariant(("cpu", "cuda", "npu"), "aot_eager", "graph capture (dynamo + "
+                              "AOTAutograd), kernels run eagerly: no compiler needed; shows graph "
+                              "breaks and capture cost"),
     "cudagraphs": GraphVariant(("cuda",), "cudagraphs", "CUDA graphs replayed per call"),
-    "torchair": GraphVariant(("npu",), "torchair:max-autotune", "torchair GE graph mode (CompilerConfig mode "
-                             "max-autotune): the graph compiled by the Ascend graph engine"),
-    "aclgraph": GraphVariant(("npu",), "torchair:reduce-overhead", "torchair ACL graph (CompilerConfig mode "
-                             "reduce-overhead): captured NPU task graphs replayed per call"),
-    "npugraph_ex": GraphVariant(("npu",), "npugraph_ex", "torch_npu >= 2.9's npugraph_ex dynamo backend (torchair "
-                                "reduce-overhead with its own passes)"),
+    "torchair": GraphVariant(("npu",), "torchair:max-autotune", "torchair GE graph mode "
+                             "(CompilerConfig mode max-autotune): the graph compiled by the Ascend "
+                             "graph engine"),
+    "aclgraph": GraphVariant(("npu",), "torchair:reduce-overhead", "torchair ACL graph "
+                             "(CompilerConfig mode reduce-overhead): captured NPU task graphs "
+                             "replayed per call"),
+    "npugraph_ex": GraphVariant(("npu",), "npugraph_ex", "torch_npu >= 2.9's npugraph_ex dynamo "
+                                "backend (torchair reduce-overhead with its own passes)"),
 }
 TARGET_ATTRIBUTES = ("transformer", "unet", "decoder")
 
@@ -70,55 +59,59 @@ def variant_of(device_cfg: Mapping[str, Any], device_type: str) -> GraphVariant 
     if name == "none":
         return None
     if name not in VARIANTS:
-        raise ConfigError(f"device.compile={name!r} is not a graph-mode variant; allowed: none, {', '.join(VARIANTS)}. "
-                          "Fix the override, e.g. `device.compile=inductor` (CPU/CUDA) or `device.compile=torchair`.")
+        raise ConfigError(f"device.compile={name!r} is not a graph-mode variant; allowed: none, "
+                          f"{', '.join(VARIANTS)}. Fix the override, e.g. "
+                          "`device.compile=inductor` (CPU/CUDA) or `device.compile=torchair`.")
     variant = VARIANTS[name]
     if device_type not in variant.devices:
-        raise ConfigError(f"device.compile={name} runs on {', '.join(variant.devices)}, not on {device_type}. Choose "
-                          f"one for {device_type}: "
-                          f"{', '.join(n for n, v in VARIANTS.items() if device_type in v.devices)} (or none).")
+        here = ", ".join(n for n, v in VARIANTS.items() if device_type in v.devices)
+        raise ConfigError(f"device.compile={name} runs on {', '.join(variant.devices)}, not on "
+                          f"{device_type}. Choose one for {device_type}: {here} (or none).")
     if variant.backend == "inductor" and device_type == "cpu" and shutil.which("g++") is None:
-        raise ConfigError("device.compile=inductor on the CPU needs a C++ compiler and none is on PATH (g++). "
-                          "Install one (`apt-get install -y g++`), or use `device.compile=aot_eager`.")
+        raise ConfigError("device.compile=inductor on the CPU needs a C++ compiler and none is on "
+                          "PATH (g++). Install one (`apt-get install -y g++`), or use "
+                          "`device.compile=aot_eager`.")
     return variant
 
 
 def backend_of(variant: GraphVariant) -> Any:
-    """The ``torch.compile`` backend: a dynamo backend name, or torchair's backend built with its config."""
+    """The ``torch.compile`` backend: a dynamo backend name, or torchair's backend with its mode."""
     if not variant.backend.startswith("torchair:"):
         return variant.backend
     try:
-        torchair = importlib.import_module("torchair")  # torch_npu puts a lazy torchair in sys.modules
+        torchair = importlib.import_module("torchair")  # torch_npu puts a lazy torchair there
     except ImportError as exc:
-        raise MissingPackageError("device.compile=torchair/aclgraph needs torchair, which torch_npu (built with "
-                                  "torchair) provides once imported; install torch_npu matching CANN, or use "
-                                  "`device.compile=aot_eager`.") from exc
+        raise MissingPackageError(
+            "device.compile=torchair/aclgraph needs torchair, which torch_npu (built with "
+            "torchair) provides once imported; install torch_npu matching CANN, or use "
+            "`device.compile=aot_eager`.") from exc
     config = torchair.CompilerConfig()
     config.mode = variant.backend.split(":", 1)[1]
     return torchair.get_npu_backend(compiler_config=config)
 
 
 def targets(model: Any, options: Mapping[str, Any]) -> dict[str, nn.Module]:
-    """The modules to compile: ``options.targets`` (dotted attribute paths), else the denoiser / decoder /
-    the model itself."""
-    paths = list(options.get("targets") or [])
-    if not paths:
-        paths = [next((a for a in TARGET_ATTRIBUTES if isinstance(getattr(model, a, None), nn.Module)), "")]
+    """The modules to compile: ``options.targets`` (dotted attribute paths), else the denoiser /
+    decoder / the model itself."""
+    paths = list(options.get("targets") or []) or [next(
+        (a for a in TARGET_ATTRIBUTES if isinstance(getattr(model, a, None), nn.Module)), "")]
     found = {}
     for path in paths:
         module = model
         for part in (p for p in path.split(".") if p):
             module = getattr(module, part, None)
         if not isinstance(module, nn.Module):
-            raise ConfigError(f"device.compile_options.targets: {path!r} is not a module of {type(model).__name__}; "
-                              "name attributes of the model, e.g. `[transformer]` or `[decoder]`.")
+            raise ConfigError(f"device.compile_options.targets: {path!r} is not a module of "
+                              f"{type(model).__name__}; name attributes of the model, e.g. "
+                              "`[transformer]` or `[decoder]`.")
         found[path or "model"] = module
     return found
 
 
-def compile_model(model: Any, device_type: str, device_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Compile the target modules in place (``nn.Module.compile``); returns the record's ``bench.compile`` head,
-    or None for eager. Nothing is compiled until the first call (:func:`first_call`)."""
+def compile_model(model: Any, device_type: str,
+                  device_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Compile the target modules in place (``nn.Module.compile``, at their first call); the
+    record's ``bench.compile`` head, or None for eager."""
     variant = variant_of(device_cfg, device_type)
     if variant is None:
         return None
@@ -129,9 +122,10 @@ def compile_model(model: Any, device_type: str, device_cfg: Mapping[str, Any]) -
     for module in chosen.values():
         module.compile(backend=backend, **kwargs)
     name = str(device_cfg.get("compile"))
-    log.info("graph mode %s (%s): compiling %s at the first call", name, variant.backend, ", ".join(chosen))
-    return {"variant": name, "backend": variant.backend, "about": variant.about, "targets": list(chosen),
-            "options": kwargs}
+    log.info("graph mode %s (%s): compiling %s at the first call", name, variant.backend,
+             ", ".join(chosen))
+    return {"variant": name, "backend": variant.backend, "about": variant.about,
+            "targets": list(chosen), "options": kwargs}
 
 
 def first_call(call: Callable[[], Any], adapter: Any) -> float:

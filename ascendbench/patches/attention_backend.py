@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ascendbench.devices.npu_options import PRE_A2_SOCS
+from ascendbench.devices.npu import PRE_A2_SOCS
 from ascendbench.errors import PatchError
 from ascendbench.patches.registry import Check, Patch, register_patch
 

@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(overrides)
         if args.mlflow is not None:
-            from ascendbench.tracking.command import run_mlflow  # deferred: imports MLflow
+            from ascendbench.tracking.mlflow_export import run_mlflow  # deferred: only --mlflow
 
             return run_mlflow(args, settings)
         if args.compare:

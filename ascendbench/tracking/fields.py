@@ -1,17 +1,9 @@
-"""One record -> what an MLflow run holds: params, metrics, tags, artifacts (pure functions, no MLflow import).
+"""One record -> what an MLflow run holds: params, metrics, tags (pure functions, no MLflow import).
 
-* **params**: the record's resolved ``config``, flattened to dotted keys (``preset.height``), values as the
-  command line writes them (``true``, ``null``, ``[8, 16]``). A value longer than the store accepts is cut and
-  ends with :data:`TRUNCATED`; its key is listed in the ``ascendbench.truncated`` tag.
-* **metrics**: every finite number of the report's row of the record (:func:`ascendbench.report.gather.record_row`)
-  in the sections :data:`METRIC_SECTIONS`: metric values and thresholds, bench latency (median, CI, percentiles),
-  throughput, memory, FLOPs, hidden-state aggregates, profile, stage timings. An infinite value (a PSNR of
-  identical outputs, a ratio over zero) cannot be an MLflow metric: it is left out and named, with its value, in
-  the ``ascendbench.nonfinite`` tag. NaN is already ``null`` in a record, i.e. missing.
-* **tags**: :data:`TAG_COLUMNS` (verdict, status, device, dtype, model, preset, weights kind, version...).
-
-A key MLflow cannot store (``layer/blocks.0#1/0/cosine``: ``#`` is not allowed) has each such character replaced
-by ``_``; if two keys then collide, the first is kept and the other named in the notes.
+Params: the resolved config, flattened, as the command line writes values; metrics: the finite
+numbers of the report row's measurement sections; tags: :data:`TAG_COLUMNS`. What MLflow cannot
+store (a long value, an infinite number, a refused character) is cut, named in a tag or renamed, and
+noted (docs/tracking.md, "What a run holds").
 """
 
 from __future__ import annotations
@@ -26,13 +18,13 @@ from typing import Any, Iterable, Mapping
 
 from ascendbench.report.gather import flatten
 
-# Row sections whose numbers are measurements; job.*/env.* describe the workload and host (params and tags).
+# Row sections whose numbers are measurements; job.*/env.* describe the workload (params, tags).
 METRIC_SECTIONS = ("metrics.", "bench.", "hidden.", "profile.", "timing.", "weights.", "baseline.")
 # Run tag -> the report row's column it is read from. A missing value sets no tag.
-TAG_COLUMNS = {"verdict": "verdict", "status": "status", "device": "job.device", "dtype": "job.dtype",
-               "model": "job.model", "preset": "job.preset", "weights": "weights.kind",
-               "ascendbench.version": "env.ascendbench", "host": "env.hostname", "device_name": "env.device.name",
-               "error": "error.type"}
+TAG_COLUMNS = {"verdict": "verdict", "status": "status", "device": "job.device",
+               "dtype": "job.dtype", "model": "job.model", "preset": "job.preset",
+               "weights": "weights.kind", "ascendbench.version": "env.ascendbench",
+               "host": "env.hostname", "device_name": "env.device.name", "error": "error.type"}
 TRUNCATED = "...[truncated]"
 MAX_KEY = 250  # characters of a param, metric or tag name (MLflow 2 and 3)
 _BAD_KEY_CHARS = re.compile(r"[^/\w.\- :]")
@@ -40,7 +32,7 @@ _BAD_KEY_CHARS = re.compile(r"[^/\w.\- :]")
 
 @dataclass(frozen=True)
 class Limits:
-    """What the tracking store accepts (MLflow 3.x defaults; the exporter reads the installed client's)."""
+    """What the tracking store accepts (MLflow 3 defaults; the exporter reads the client's)."""
 
     param_value: int = 6000
     tag_value: int = 8000
@@ -60,12 +52,23 @@ class RunFields:
         """The notes, with the renamed keys counted in one line."""
         if not self.renamed:
             return list(self.notes)
-        return [*self.notes, f"{len(self.renamed)} key(s) renamed (characters MLflow refuses became '_'), e.g. "
-                             f"{self.renamed[0]}"]
+        return [*self.notes, f"{len(self.renamed)} key(s) renamed (characters MLflow refuses "
+                             f"became '_'), e.g. {self.renamed[0]}"]
+
+    def put(self, target: dict[str, Any], key: str, value: Any) -> None:
+        """``target[safe_key(key)] = value``, noting a rename; of colliding keys the first stays."""
+        name = safe_key(key)
+        if name in target:
+            self.notes.append(f"{key!r} left out: it collides with another key as {name!r}")
+            return
+        if name != key:
+            self.renamed.append(f"{key!r} -> {name!r}")
+        target[name] = value
 
 
 def safe_key(key: str, limit: int = MAX_KEY) -> str:
-    """``key`` as MLflow accepts it: characters outside ``[/\\w.\\- :]`` become ``_``, no path tricks, bounded.
+    """``key`` as MLflow accepts it: characters outside ``[/\\w.\\- :]`` become ``_``, no path
+    tricks, bounded.
 
     >>> safe_key("metrics.layer/blocks.0#1/0/cosine.value")
     'metrics.layer/blocks.0_1/0/cosine.value'
@@ -74,8 +77,7 @@ def safe_key(key: str, limit: int = MAX_KEY) -> str:
     if posixpath.normpath(name) != name or name.startswith("/"):
         name = name.replace("/", "_")
     if len(name) > limit:
-        digest = hashlib.sha256(key.encode()).hexdigest()[:8]
-        name = f"{name[:limit - 9]}~{digest}"
+        name = f"{name[:limit - 9]}~{hashlib.sha256(key.encode()).hexdigest()[:8]}"
     return name
 
 
@@ -93,71 +95,40 @@ def cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - len(TRUNCATED)] + TRUNCATED
 
 
-def _put(target: dict[str, Any], key: str, value: Any, fields: RunFields) -> None:
-    """``target[safe_key(key)] = value``, noting a renamed key and keeping the first of two that collide."""
-    name = safe_key(key)
-    if name in target:
-        fields.notes.append(f"{key!r} left out: it collides with another key as {name!r}")
-        return
-    if name != key:
-        fields.renamed.append(f"{key!r} -> {name!r}")
-    target[name] = value
-
-
-def run_params(config: Mapping[str, Any], limits: Limits, fields: RunFields) -> None:
-    """The flattened resolved config as params into ``fields`` (long values cut, see the module docstring)."""
-    cut_keys = []
-    flat = {key.lstrip("."): value for key, value in flatten(config, "").items()}  # ".seed" -> "seed"
-    for key, value in flat.items():
+def run_fields(record: Mapping[str, Any], row: Mapping[str, Any],
+               limits: Limits = Limits()) -> RunFields:
+    """Params, metrics and tags of one record (``row``: its report row)."""
+    fields, cut_keys, nonfinite = RunFields(), [], []
+    for key, value in flatten(record.get("config") or {}, "").items():
         text = param_text(value)
         if len(text) > limits.param_value:
-            cut_keys.append(key)
-        _put(fields.params, key, cut(text, limits.param_value), fields)
+            cut_keys.append(key.lstrip("."))
+        fields.put(fields.params, key.lstrip("."), cut(text, limits.param_value))  # ".seed"
     if cut_keys:
-        fields.tags["ascendbench.truncated"] = cut(",".join(cut_keys), limits.tag_value)
-        fields.notes.append(f"{len(cut_keys)} param value(s) cut to {limits.param_value} characters")
-
-
-def run_metrics(row: Mapping[str, Any], fields: RunFields) -> None:
-    """The finite numbers of the row's measurement sections as metrics; infinite ones named in a tag."""
-    skipped = []
+        fields.tags["ascendbench.truncated"] = ",".join(cut_keys)
+        fields.notes.append(f"{len(cut_keys)} param value(s) cut to {limits.param_value} "
+                            "characters")
     for key, value in row.items():
-        if not key.startswith(METRIC_SECTIONS) or isinstance(value, bool) or not isinstance(value, (int, float)):
+        if not key.startswith(METRIC_SECTIONS) or isinstance(value, bool) or not isinstance(
+                value, (int, float)):
             continue
         if math.isfinite(value):
-            _put(fields.metrics, key, float(value), fields)
+            fields.put(fields.metrics, key, float(value))
         elif not math.isnan(value):
-            skipped.append(f"{key}={value}")
-    if skipped:
-        fields.tags["ascendbench.nonfinite"] = ",".join(skipped)
-        fields.notes.append(f"{len(skipped)} non-finite value(s) not logged as metrics: {', '.join(skipped[:3])}")
-
-
-def run_tags(row: Mapping[str, Any], fields: RunFields) -> None:
-    """The :data:`TAG_COLUMNS` the row has a value for."""
+            nonfinite.append(f"{key}={value}")
+    if nonfinite:
+        fields.tags["ascendbench.nonfinite"] = ",".join(nonfinite)
+        fields.notes.append(f"{len(nonfinite)} non-finite value(s) not logged as metrics: "
+                            f"{', '.join(nonfinite[:3])}")
     for tag, column in TAG_COLUMNS.items():
         value = row.get(column)
         if value is not None and not (isinstance(value, float) and math.isnan(value)):
             fields.tags[tag] = str(value)
-
-
-def run_fields(record: Mapping[str, Any], row: Mapping[str, Any], limits: Limits = Limits()) -> RunFields:
-    """Params, metrics and tags of one record (``row``: its report row, :func:`record_row`)."""
-    fields = RunFields()
-    run_params(record.get("config") or {}, limits, fields)
-    run_metrics(row, fields)
-    run_tags(row, fields)
     fields.tags = {safe_key(k): cut(v, limits.tag_value) for k, v in fields.tags.items()}
     return fields
 
 
-def chunks(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
+def chunks(items: Iterable[Any], size: int) -> list[list[Any]]:
     """``items`` in lists of at most ``size`` (MLflow's batch limits)."""
-    batch: list[Any] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+    items = list(items)
+    return [items[start:start + size] for start in range(0, len(items), size)]

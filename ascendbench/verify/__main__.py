@@ -1,4 +1,4 @@
-"""``python -m ascendbench.verify``: print the host report (see :mod:`ascendbench.verify.checks`)."""
+"""``python -m ascendbench.verify``: print the host report (:mod:`ascendbench.verify.checks`)."""
 
 import sys
 

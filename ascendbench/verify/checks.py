@@ -1,14 +1,9 @@
 """``python -m ascendbench.verify`` (``make verify``): is this host ready to validate a port?
 
-One ``PASS``/``WARN``/``FAIL`` line per check: python, torch, torch_npu, CANN and driver versions,
-the libraries ascendbench needs, the visible devices with their names and memory, the attention
-backends usable on them, the LPIPS backbone weights, and whether the Hugging Face hub is reachable
-(or offline mode is on). The exit code is 1 when any check fails, else 0.
-
-Nothing here can hang or crash on a host without an accelerator: device runtimes are probed in a
-child process under a timeout (a broken driver can block ``import torch_npu`` or device init),
-external commands (``npu-smi``, ``nvidia-smi``) and the hub request run under short timeouts, and
-every check turns its own exception into a ``FAIL`` line.
+One ``PASS``/``WARN``/``FAIL`` line per check (versions, libraries, devices, attention backends,
+LPIPS weights, the hub); exit 1 when any check fails. Nothing can hang or crash on a host without an
+accelerator: devices are probed in a child process under a timeout, external commands and the hub
+request run under short timeouts, and a check's own exception becomes its FAIL line.
 """
 
 from __future__ import annotations
@@ -18,17 +13,25 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Sequence
 
+from huggingface_hub import constants
+from omegaconf import OmegaConf
+
+from ascendbench.compat import installed_version
+from ascendbench.config import load_option
 from ascendbench.devices.envdirs import env_dir_status
+from ascendbench.metrics.lpips_net import backbone_file, backbone_problem
+from ascendbench.verify import versions
 from ascendbench.verify.npu_wheels import advice
-from ascendbench.verify.versions import cann_version, driver_version, installed, library_statuses, python_status
 
 STATUSES = ("PASS", "WARN", "FAIL")
 PROBE_MODULE = "ascendbench.verify.probe"  # run as `python -m` in a child process
-NPU_INSTALL_HINT = ("on an Ascend host install CANN and the driver, then `pip install 'ascendbench[npu]'` "
-                    "(the torch_npu build matching your torch) and "
+NPU_INSTALL_HINT = ("on an Ascend host install CANN and the driver, then `pip install "
+                    "'ascendbench[npu]'` (the torch_npu build matching your torch) and "
                     "`source /usr/local/Ascend/ascend-toolkit/set_env.sh`")
 
 
@@ -43,13 +46,13 @@ class Check:
 
 def probe_devices(timeout_s: float) -> dict[str, Any]:
     """Run :mod:`ascendbench.verify.probe` in a child process; its JSON, or ``{"error": ...}``."""
-    command = [sys.executable, "-m", PROBE_MODULE]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        done = subprocess.run([sys.executable, "-m", PROBE_MODULE], capture_output=True, text=True,
+                              timeout=timeout_s, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     except subprocess.TimeoutExpired:
-        return {"error": f"the device probe did not finish within {timeout_s:g} s (a hung driver or "
-                         "runtime import?); rerun with --timeout <seconds> or check `npu-smi info` / `nvidia-smi`"}
+        return {"error": f"the device probe did not finish within {timeout_s:g} s (a hung driver "
+                         "or runtime import?); rerun with --timeout <seconds> or check `npu-smi "
+                         "info` / `nvidia-smi`"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -57,142 +60,129 @@ def probe_devices(timeout_s: float) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def check_python() -> Check:
-    """The interpreter against ascendbench's ``Requires-Python``."""
-    return Check("python", *python_status())
-
-
-def check_libraries() -> list[Check]:
-    """torch, diffusers, transformers, hydra-core on their own lines; the other requirements on one."""
-    return [Check(name, status, detail) for name, status, detail in library_statuses()]
+def check_probe(probe: dict[str, Any]) -> list[Check]:
+    """The device probe's own FAIL line, when it did not answer."""
+    return [Check("device probe", "FAIL", probe["error"])] if "error" in probe else []
 
 
 def check_torch_npu(probe: dict[str, Any]) -> Check:
     """torch_npu installed, importable in the probe, and built for this torch."""
-    npu = probe.get("npu", {})
-    version = installed("torch_npu")
+    npu, version = probe.get("npu", {}), installed_version("torch_npu")
     if version is None:
-        return Check("torch_npu", "WARN", f"not installed: device=npu is unavailable ({NPU_INSTALL_HINT})")
+        return Check("torch_npu", "WARN", f"not installed: device=npu is unavailable "
+                                          f"({NPU_INSTALL_HINT})")
     if not npu.get("importable"):
         return Check("torch_npu", "FAIL", f"{version} is installed but `import torch_npu` fails: "
-                                          f"{npu.get('error', 'unknown error')}. {NPU_INSTALL_HINT}")
-    torch_version = installed("torch") or "?"
-    if version.split("+")[0].rsplit(".post", 1)[0].split(".")[:2] != torch_version.split("+")[0].split(".")[:2]:
-        return Check("torch_npu", "FAIL", f"{version} does not match torch {torch_version}: install the "
-                                          "torch_npu release built for this torch (same major.minor)")
+                     f"{npu.get('error', 'unknown error')}. {NPU_INSTALL_HINT}")
+    torch_version = installed_version("torch") or "?"
+    npu_release = version.split("+")[0].rsplit(".post", 1)[0].split(".")[:2]
+    if npu_release != torch_version.split("+")[0].split(".")[:2]:
+        return Check("torch_npu", "FAIL", f"{version} does not match torch {torch_version}: "
+                     "install the torch_npu release built for this torch (same major.minor)")
     return Check("torch_npu", "PASS", f"{version}, imports cleanly")
 
 
 def check_torch_npu_wheel(probe: dict[str, Any]) -> Check:
-    """The torch_npu wheel built for this torch and CANN (:mod:`ascendbench.verify.npu_wheels`), named."""
-    cann, _ = cann_version(probe.get("npu", {}))
-    status, text = advice(installed("torch"), cann, installed("torch_npu"))
+    """The torch_npu wheel built for this torch and CANN (:mod:`.npu_wheels`), named."""
+    cann, _ = versions.cann_version(probe.get("npu", {}))
+    status, text = advice(installed_version("torch"), cann, installed_version("torch_npu"))
     return Check("torch_npu wheel", status, text)
 
 
 def check_cann(probe: dict[str, Any]) -> Check:
     """The CANN version from torch_npu, ``torch.version.cann`` or the toolkit's install files."""
-    version, source = cann_version(probe.get("npu", {}))
+    version, source = versions.cann_version(probe.get("npu", {}))
     if version is None:
-        return Check("CANN", "WARN", "not found (torch_npu, torch.version.cann, ASCEND_HOME_PATH and "
-                                     "/usr/local/Ascend were looked at); needed only for device=npu")
+        return Check("CANN", "WARN", "not found (torch_npu, torch.version.cann, ASCEND_HOME_PATH "
+                                     "and /usr/local/Ascend were looked at); needed only for "
+                                     "device=npu")
     return Check("CANN", "PASS", f"{version} (from {source})")
 
 
 def check_ascend_dirs() -> Check:
-    """ASCEND_CACHE_PATH / ASCEND_WORK_PATH / ASCEND_PROCESS_LOG_PATH: each unset or a directory.
-
-    A missing directory is a WARN (a ``device=npu`` job creates it before importing torch_npu; a bare
-    ``import torch_npu`` fails with error 500001); a file in its place is a FAIL.
-    """
+    """ASCEND_CACHE_PATH / ASCEND_WORK_PATH / ASCEND_PROCESS_LOG_PATH: each unset or a directory
+    (missing: WARN, a device=npu job creates it; a file: FAIL)."""
     status = env_dir_status()
-    bad = {k: v for k, v in status.items() if v.startswith("not a directory")}
-    missing = {k: v for k, v in status.items() if v.startswith("missing")}
     detail = "; ".join(f"{k} {v}" for k, v in status.items())
-    if bad:
-        return Check("ascend dirs", "FAIL", f"{detail}: point each at a directory (or unset it), else "
-                     "torch_npu fails at import with error 500001")
-    if missing:
-        return Check("ascend dirs", "WARN", f"{detail}: ascendbench creates them before importing torch_npu "
-                     "(device=npu); other programs importing torch_npu will fail with error 500001")
+    if any(v.startswith("not a directory") for v in status.values()):
+        return Check("ascend dirs", "FAIL", f"{detail}: point each at a directory (or unset it), "
+                     "else torch_npu fails at import with error 500001")
+    if any(v.startswith("missing") for v in status.values()):
+        return Check("ascend dirs", "WARN", f"{detail}: ascendbench creates them before importing "
+                     "torch_npu (device=npu); other programs importing torch_npu will fail with "
+                     "error 500001")
     return Check("ascend dirs", "PASS", detail)
 
 
 def check_driver(timeout_s: float) -> Check:
     """The Ascend or NVIDIA driver version, from its version file or its SMI tool."""
-    found = driver_version(timeout_s)
+    found = versions.driver_version(timeout_s)
     if not found:
         return Check("driver", "WARN", "no Ascend or NVIDIA driver found (version files, npu-smi, "
                                        "nvidia-smi); only the CPU can run jobs")
-    return Check("driver", "PASS", "; ".join(f"{kind} {version} (from {source})" for kind, version, source in found))
+    return Check("driver", "PASS", "; ".join(f"{kind} {version} (from {source})"
+                                             for kind, version, source in found))
 
 
 def check_devices(probe: dict[str, Any], require: Sequence[str]) -> list[Check]:
     """One line per visible device, one per accelerator type that is not usable."""
     checks = []
     for device in probe.get("devices", []):
-        memory = f"{device['total_mb'] / 1024:.1f} GiB total, {device['free_mb'] / 1024:.1f} GiB free"
+        memory = (f"{device['total_mb'] / 1024:.1f} GiB total, "
+                  f"{device['free_mb'] / 1024:.1f} GiB free")
         checks.append(Check(f"device {device['id']}", "PASS", f"{device['name']}; {memory}"))
     for kind in ("cuda", "npu"):
         info = probe.get(kind, {})
         if info.get("count", 0) == 0:
-            status = "FAIL" if kind in require else "WARN"
-            checks.append(Check(f"device {kind}", status, f"none usable: {info.get('why', 'not probed')}"))
+            checks.append(Check(f"device {kind}", "FAIL" if kind in require else "WARN",
+                                f"none usable: {info.get('why', 'not probed')}"))
     return checks
 
 
 def check_attention(probe: dict[str, Any]) -> Check:
     """Which diffusers attention backends run here (a tiny call checked against math SDPA)."""
-    results = probe.get("attention", {})
+    results = [(f"{name}@{dev}", r) for name, per in probe.get("attention", {}).items()
+               for dev, r in per.items()]
     if not results:
         return Check("attention", "FAIL", "no backend could be probed")
-    usable = [f"{name}@{dev}" for name, per in results.items() for dev, r in per.items() if r["ok"]]
-    unusable = [f"{name}@{dev}: {r['why']}" for name, per in results.items() for dev, r in per.items() if not r["ok"]]
-    native_broken = [u for u in unusable if u.startswith("native@")]
+    usable = [where for where, r in results if r["ok"]]
+    unusable = [f"{where}: {r['why']}" for where, r in results if not r["ok"]]
+    native_broken = any(u.startswith("native@") for u in unusable)
     status = "FAIL" if native_broken or not usable else ("WARN" if unusable else "PASS")
     detail = "usable: " + (", ".join(usable) or "none")
-    if unusable:
-        detail += " | not usable: " + "; ".join(unusable)
-    return Check("attention", status, detail)
+    return Check("attention", status, detail + (" | not usable: " + "; ".join(unusable)
+                                                if unusable else ""))
 
 
 def check_lpips() -> Check:
-    """The LPIPS weights the ``image`` metric would use (net and version from conf/metric/image.yaml),
-    looked for exactly as the metric does (:func:`ascendbench.metrics.lpips_net.backbone_problem`)."""
-    from omegaconf import OmegaConf
-
-    from ascendbench.config import load_option
-    from ascendbench.metrics.lpips_net import backbone_file, backbone_problem
-
+    """The LPIPS weights the ``image`` metric would use, looked for exactly as the metric does."""
     image = OmegaConf.select(load_option("metric", "image"), "evaluators.image") or {}
     net, version = str(image.get("lpips_net", "alex")), str(image.get("lpips_version", "0.1"))
-    problem = backbone_problem(net, version, verify_hash=bool(image.get("lpips_verify_hash", True)))
+    problem = backbone_problem(net, version,
+                               verify_hash=bool(image.get("lpips_verify_hash", True)))
     if problem is None:
-        return Check("lpips weights", "PASS", f"{net} v{version} backbone present: {backbone_file(net)}")
-    return Check("lpips weights", "WARN", f"{problem} (the lpips metric is recorded as skipped until then)")
+        return Check("lpips weights", "PASS",
+                     f"{net} v{version} backbone present: {backbone_file(net)}")
+    return Check("lpips weights", "WARN",
+                 f"{problem} (the lpips metric is recorded as skipped until then)")
 
 
 def check_hub(timeout_s: float) -> Check:
     """Offline mode, or a HEAD request to ``HF_ENDPOINT`` under a short timeout."""
-    import urllib.error
-    import urllib.request
-
-    from huggingface_hub import constants
-
-    cache = constants.HF_HUB_CACHE
+    cache, endpoint = constants.HF_HUB_CACHE, constants.ENDPOINT
     if constants.HF_HUB_OFFLINE:
-        return Check("hub", "PASS", f"offline mode (HF_HUB_OFFLINE=1): hub ids resolve from the cache {cache} only")
-    endpoint = constants.ENDPOINT
+        return Check("hub", "PASS", f"offline mode (HF_HUB_OFFLINE=1): hub ids resolve from the "
+                                    f"cache {cache} only")
+    request = urllib.request.Request(endpoint, method="HEAD")
     try:
-        with urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout_s) as resp:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             return Check("hub", "PASS", f"{endpoint} reachable (HTTP {resp.status}); cache {cache}")
     except urllib.error.HTTPError as exc:  # the server answered: reachable
         return Check("hub", "PASS", f"{endpoint} reachable (HTTP {exc.code}); cache {cache}")
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Check("hub", "WARN", f"{endpoint} not reachable within {timeout_s:g} s ({reason}): hub ids "
-                                    f"resolve from the cache {cache} only. Set HF_ENDPOINT=<mirror url>, "
-                                    "or HF_HUB_OFFLINE=1 to skip this lookup")
+        return Check("hub", "WARN", f"{endpoint} not reachable within {timeout_s:g} s "
+                     f"({getattr(exc, 'reason', exc)}): hub ids resolve from the cache {cache} "
+                     "only. Set HF_ENDPOINT=<mirror url>, or HF_HUB_OFFLINE=1 to skip this lookup")
 
 
 def _guarded(name: str, fn: Callable[[], Any]) -> list[Check]:
@@ -204,21 +194,25 @@ def _guarded(name: str, fn: Callable[[], Any]) -> list[Check]:
     return result if isinstance(result, list) else [result]
 
 
-def run_checks(timeout_s: float = 120.0, hub_timeout_s: float = 5.0, require: Sequence[str] = ()) -> list[Check]:
+def run_checks(timeout_s: float = 120.0, hub_timeout_s: float = 5.0,
+               require: Sequence[str] = ()) -> list[Check]:
     """All checks, in report order."""
     probe = probe_devices(timeout_s)
-    probe_failed = [Check("device probe", "FAIL", probe["error"])] if "error" in probe else []
-    checks = _guarded("python", check_python) + _guarded("libraries", check_libraries) + probe_failed
-    checks += _guarded("torch_npu", lambda: check_torch_npu(probe))
-    checks += _guarded("torch_npu wheel", lambda: check_torch_npu_wheel(probe))
-    checks += _guarded("CANN", lambda: check_cann(probe))
-    checks += _guarded("ascend dirs", check_ascend_dirs)
-    checks += _guarded("driver", lambda: check_driver(min(timeout_s, 15.0)))
-    checks += _guarded("devices", lambda: check_devices(probe, require))
-    checks += _guarded("attention", lambda: check_attention(probe))
-    checks += _guarded("lpips weights", check_lpips)
-    checks += _guarded("hub", lambda: check_hub(hub_timeout_s))
-    return checks
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("python", lambda: Check("python", *versions.python_status())),
+        ("libraries", lambda: [Check(*row) for row in versions.library_statuses()]),
+        ("device probe", lambda: check_probe(probe)),
+        ("torch_npu", lambda: check_torch_npu(probe)),
+        ("torch_npu wheel", lambda: check_torch_npu_wheel(probe)),
+        ("CANN", lambda: check_cann(probe)),
+        ("ascend dirs", check_ascend_dirs),
+        ("driver", lambda: check_driver(min(timeout_s, 15.0))),
+        ("devices", lambda: check_devices(probe, require)),
+        ("attention", lambda: check_attention(probe)),
+        ("lpips weights", check_lpips),
+        ("hub", lambda: check_hub(hub_timeout_s)),
+    ]
+    return [check for name, step in steps for check in _guarded(name, step)]
 
 
 def format_checks(checks: Sequence[Check]) -> str:
@@ -232,16 +226,16 @@ def format_checks(checks: Sequence[Check]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the report; return 1 when any check fails."""
-    parser = argparse.ArgumentParser(prog="python -m ascendbench.verify", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m ascendbench.verify",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--require", nargs="*", default=[], choices=["cuda", "npu"],
-                        help="device types whose absence is a FAIL (default: absence is a WARN)")
-    parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed for the device probe")
-    parser.add_argument("--hub-timeout", type=float, default=5.0, help="seconds allowed for the hub request")
+                        help="device types whose absence is a FAIL (default: a WARN)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds allowed for the device probe")
+    parser.add_argument("--hub-timeout", type=float, default=5.0,
+                        help="seconds allowed for the hub request")
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
     args = parser.parse_args(argv)
     checks = run_checks(args.timeout, args.hub_timeout, args.require)
     print(json.dumps([asdict(c) for c in checks], indent=2) if args.json else format_checks(checks))
     return 1 if any(c.status == "FAIL" for c in checks) else 0
-
-
-__all__ = ["Check", "main", "run_checks", "format_checks"]

@@ -1,10 +1,7 @@
-"""The device probe of ``ascendbench.verify``, run as ``python -m ascendbench.verify.probe``.
-
-It runs in a child process (under the parent's timeout) because importing ``torch_npu`` or
-initialising a broken driver can hang or abort the interpreter. It prints one JSON line: the visible
-devices with names and memory, why an accelerator type is not usable, the CANN version torch_npu
-reports, and which diffusers attention backends run a tiny attention call correctly on each device.
-"""
+"""The device probe of ``ascendbench.verify``, run as ``python -m ascendbench.verify.probe`` in a
+child process (importing ``torch_npu`` or a broken driver can hang or abort): one JSON line with the
+visible devices, why an accelerator type is not usable, CANN as torch_npu reports it, and which
+diffusers attention backends run a tiny attention call correctly on each device."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ import json
 import sys
 from typing import Any
 
+import psutil
 import torch
 
 from ascendbench.devices.adapter import cpu_model_name
@@ -20,28 +18,15 @@ from ascendbench.devices.runtime import RUNTIMES, load_runtime
 from ascendbench.errors import DeviceUnavailableError
 
 _MB = 1024.0 * 1024.0
-
-# diffusers attention backend -> the device types it is meant for (the seeds use native SDPA,
-# flex via the flex_attention patch, and _native_npu on Ascend).
+# diffusers attention backend -> the device types it is meant for.
 ATTENTION_BACKENDS: dict[str, tuple[str, ...]] = {
-    "native": ("cpu", "cuda", "npu"),
-    "_native_math": ("cpu", "cuda", "npu"),
-    "_native_flash": ("cuda",),
-    "_native_efficient": ("cuda",),
-    "_native_npu": ("npu",),
+    "native": ("cpu", "cuda", "npu"), "_native_math": ("cpu", "cuda", "npu"),
+    "_native_flash": ("cuda",), "_native_efficient": ("cuda",), "_native_npu": ("npu",),
     "flash": ("cuda",),
 }
-# Tolerance of a backend's output against float32 math SDPA, by the dtype it is called in.
+# The dtype of the probe call per device type, and its tolerance against float32 math SDPA.
 _PROBE_DTYPE = {"cpu": torch.float32, "cuda": torch.float16, "npu": torch.float16}
 _PROBE_ATOL = {torch.float32: 1e-5, torch.float16: 1e-2}
-
-
-def _host() -> dict[str, Any]:
-    import psutil
-
-    memory = psutil.virtual_memory()
-    return {"id": "cpu", "name": f"{cpu_model_name()} ({torch.get_num_threads()} torch threads)",
-            "total_mb": memory.total / _MB, "free_mb": memory.available / _MB}
 
 
 def _npu_facts() -> dict[str, Any]:
@@ -49,9 +34,10 @@ def _npu_facts() -> dict[str, Any]:
         importlib.import_module("torch_npu")
     except Exception as exc:  # ImportError, OSError from missing CANN libraries, RuntimeError...
         return {"importable": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-    facts: dict[str, Any] = {"importable": True, "torch_version_cann": getattr(torch.version, "cann", None)}
+    facts: dict[str, Any] = {"importable": True,
+                             "torch_version_cann": getattr(torch.version, "cann", None)}
     try:
-        from torch_npu.npu.utils import get_cann_version
+        from torch_npu.npu.utils import get_cann_version  # deferred: torch_npu imported above
 
         facts["cann"] = get_cann_version() or None
     except Exception:  # older torch_npu: no get_cann_version
@@ -75,18 +61,19 @@ def _accelerator(kind: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def _attention_call(backend: str, device: str) -> dict[str, Any]:
-    from diffusers.models import attention_dispatch as ad
+    from diffusers.models import attention_dispatch as ad  # deferred: diffusers is heavy
 
-    name = ad.AttentionBackendName(backend)
     try:
+        name = ad.AttentionBackendName(backend)
         checker = getattr(ad, "_check_attention_backend_requirements", None)
         if checker is not None:
             checker(name)
         dtype = _PROBE_DTYPE[device.split(":")[0]]
         generator = torch.Generator().manual_seed(0)
-        q, k, v = (torch.randn(1, 16, 2, 32, generator=generator) for _ in range(3))  # (batch, seq, heads, dim)
+        q, k, v = (torch.randn(1, 16, 2, 32, generator=generator) for _ in range(3))  # B, S, H, D
         out = ad.dispatch_attention_fn(*(t.to(device, dtype) for t in (q, k, v)), backend=name)
-        want = torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v))).transpose(1, 2)
+        want = torch.nn.functional.scaled_dot_product_attention(
+            *(t.transpose(1, 2) for t in (q, k, v))).transpose(1, 2)
         diff = float((out.float().cpu() - want).abs().max())
     except Exception as exc:  # missing package, unsupported device or dtype
         return {"ok": False, "why": f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"}
@@ -95,22 +82,18 @@ def _attention_call(backend: str, device: str) -> dict[str, Any]:
     return {"ok": True, "why": f"max diff {diff:.2g} vs math SDPA"}
 
 
-def _attention(devices: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    results: dict[str, dict[str, Any]] = {}
-    for backend, kinds in ATTENTION_BACKENDS.items():
-        for device in (d["id"] for d in devices if d["id"].split(":")[0] in kinds):
-            results.setdefault(backend, {})[device] = _attention_call(backend, device)
-    return results
-
-
 def probe() -> dict[str, Any]:
     """Everything the parent needs, as plain JSON values."""
-    report: dict[str, Any] = {"devices": [_host()]}
+    memory = psutil.virtual_memory()
+    host = {"id": "cpu", "name": f"{cpu_model_name()} ({torch.get_num_threads()} torch threads)",
+            "total_mb": memory.total / _MB, "free_mb": memory.available / _MB}
+    report: dict[str, Any] = {"devices": [host], "attention": {}}
     for kind in RUNTIMES:
-        summary, devices = _accelerator(kind)
-        report[kind] = summary
+        report[kind], devices = _accelerator(kind)
         report["devices"] += devices
-    report["attention"] = _attention(report["devices"])
+    for backend, kinds in ATTENTION_BACKENDS.items():
+        for device in (d["id"] for d in report["devices"] if d["id"].split(":")[0] in kinds):
+            report["attention"].setdefault(backend, {})[device] = _attention_call(backend, device)
     return report
 
 

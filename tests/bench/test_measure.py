@@ -10,7 +10,7 @@ import torch
 from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench import measure as measure_module
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
-from ascendbench.devices import DeviceAdapter
+from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.tasks.base import Task
 
 from helpers import build_tiny_flux2

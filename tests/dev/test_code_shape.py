@@ -1,5 +1,5 @@
-"""The house rules a reviewer checks, checked here: modules under 400 lines, functions of at most 6 parameters,
-no call with more than 5 positional arguments (build objects with keywords)."""
+"""The house rules a reviewer checks, checked here: modules under 400 lines, functions of at most 6
+parameters, no call with more than 5 positional arguments (build objects with keywords)."""
 
 from __future__ import annotations
 
@@ -24,15 +24,16 @@ def wide_functions(tree: ast.AST, where: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = node.args
-            names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs if a.arg not in ("self", "cls")]
+            names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs
+                     if a.arg not in ("self", "cls")]
             if len(names) > MAX_PARAMS:
                 found.append(f"{where}:{node.lineno} {node.name}() takes {len(names)} parameters")
     return found
 
 
 def long_calls(tree: ast.AST, where: str) -> list[str]:
-    return [f"{where}:{node.lineno} a call with {count} positional arguments" for node in ast.walk(tree)
-            if isinstance(node, ast.Call)
+    return [f"{where}:{node.lineno} a call with {count} positional arguments"
+            for node in ast.walk(tree) if isinstance(node, ast.Call)
             and (count := sum(not isinstance(a, ast.Starred) for a in node.args)) > MAX_POSITIONAL]
 
 

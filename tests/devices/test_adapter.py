@@ -1,4 +1,5 @@
-"""Device adapters: CPU, the npu error without torch_npu, auto choice, and the runtime table seam."""
+"""Device adapters: CPU, the npu error without torch_npu, auto choice, and the runtime table
+seam."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import types
 import pytest
 import torch
 
-from ascendbench.devices import DeviceAdapter, auto_select, runtime
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import DeviceAdapter, auto_select
 from ascendbench.errors import ConfigError, DeviceUnavailableError
 
 
@@ -94,7 +96,8 @@ class FakeRuntime:
 def test_npu_adapter_through_the_runtime_table(monkeypatch):
     fake = FakeRuntime()
     monkeypatch.setenv("PYTORCH_NPU_ALLOC_CONF", "restored-after-the-test")
-    monkeypatch.setitem(runtime.RUNTIMES, "npu", runtime.RuntimeSpec(lambda: fake, "missing", "no device"))
+    monkeypatch.setitem(runtime.RUNTIMES, "npu",
+                        runtime.RuntimeSpec(lambda: fake, "missing", "no device"))
     adapter = DeviceAdapter("npu", env={"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"})
     adapter.synchronize()
     adapter.reset_peak_memory()
@@ -102,5 +105,6 @@ def test_npu_adapter_through_the_runtime_table(monkeypatch):
     assert adapter.peak_memory_mb()["peak_allocated_mb"] == 3.0
     assert adapter.device_name() == "Ascend910B4"
     assert adapter.new_event() == ("event", True)
-    assert fake.matmul.allow_hf32 is False and fake.conv.allow_hf32 is False, "HF32 must be off by default"
+    assert fake.matmul.allow_hf32 is False and fake.conv.allow_hf32 is False, (
+        "HF32 must be off by default")
     assert adapter.info()["env_set"] == {"PYTORCH_NPU_ALLOC_CONF": "expandable_segments:True"}

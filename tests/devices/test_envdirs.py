@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from ascendbench.devices import DeviceAdapter, runtime
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.devices.envdirs import DIRECTORY_ENV, ensure_env_dirs, env_dir_status
 from ascendbench.errors import ConfigError
 
@@ -20,7 +21,8 @@ def clean_ascend_env(monkeypatch):
 
 
 def test_missing_directories_are_created_and_existing_ones_kept(tmp_path):
-    environ = {"ASCEND_CACHE_PATH": str(tmp_path / "a" / "cache"), "ASCEND_WORK_PATH": str(tmp_path)}
+    environ = {"ASCEND_CACHE_PATH": str(tmp_path / "a" / "cache"),
+               "ASCEND_WORK_PATH": str(tmp_path)}
     done = ensure_env_dirs(environ=environ)
     assert done == {"ASCEND_CACHE_PATH": f"created: {tmp_path / 'a' / 'cache'}",
                     "ASCEND_WORK_PATH": f"exists: {tmp_path}"}
@@ -38,7 +40,8 @@ def test_a_file_or_an_uncreatable_directory_is_refused_naming_the_key(tmp_path):
 
 
 def _runtime_that_sees(path, seen):
-    """A fake torch_npu import that records whether ``path`` exists at import time, then reports no NPU."""
+    """A fake torch_npu import that records whether ``path`` exists at import time, then reports no
+    NPU."""
 
     def load():
         seen.append(path.is_dir())
@@ -47,7 +50,8 @@ def _runtime_that_sees(path, seen):
     return runtime.RuntimeSpec(load, "fake torch_npu", "no device")
 
 
-def test_the_adapter_creates_them_before_the_npu_runtime_loads(tmp_path, monkeypatch, clean_ascend_env):
+def test_the_adapter_creates_them_before_the_npu_runtime_loads(tmp_path, monkeypatch,
+                                                               clean_ascend_env):
     target, seen = tmp_path / "ascend" / "cache", []
     monkeypatch.setitem(runtime.RUNTIMES, "npu", _runtime_that_sees(target, seen))
     with pytest.raises(Exception, match="device=npu is not available"):
@@ -62,7 +66,8 @@ def test_cpu_and_cuda_leave_the_variables_alone(tmp_path, monkeypatch, clean_asc
     assert not (tmp_path / "never").exists()
 
 
-def test_a_job_with_a_missing_cache_path_creates_it_first(cli, tmp_path, monkeypatch, clean_ascend_env):
+def test_a_job_with_a_missing_cache_path_creates_it_first(cli, tmp_path, monkeypatch,
+                                                          clean_ascend_env):
     target, seen = tmp_path / "missing" / "cache", []
     monkeypatch.setitem(runtime.RUNTIMES, "npu", _runtime_that_sees(target, seen))
     result, job = cli("model=tiny_flux2_decoder", *TINY_RUN[:-1], "device=npu",
@@ -72,7 +77,8 @@ def test_a_job_with_a_missing_cache_path_creates_it_first(cli, tmp_path, monkeyp
     assert result.returncode == 1 and record["error"]["reason"] == "device_unavailable"
 
 
-def test_a_job_whose_path_is_a_file_fails_with_the_key_named(cli, tmp_path, monkeypatch, clean_ascend_env):
+def test_a_job_whose_path_is_a_file_fails_with_the_key_named(cli, tmp_path, monkeypatch,
+                                                             clean_ascend_env):
     afile = tmp_path / "cachefile"
     afile.write_text("")
     result, job = cli("model=tiny_flux2_decoder", *TINY_RUN[:-1], "device=npu",

@@ -1,4 +1,5 @@
-"""The events path through the adapter seam: fake NPU runtime and fake events, synchronize ordering."""
+"""The events path through the adapter seam: fake NPU runtime and fake events, synchronize
+ordering."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import torch
 
 from ascendbench.bench import BenchBudget, PhaseTimer, run_bench
 from ascendbench.bench.loop import BenchLoop
-from ascendbench.devices import DeviceAdapter, runtime
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import DeviceAdapter
 
 
 class Clocks:
@@ -94,7 +96,8 @@ class FakeNpuRuntime:
 def fake_npu(monkeypatch):
     clocks = Clocks()
     fake = FakeNpuRuntime(clocks)
-    monkeypatch.setitem(runtime.RUNTIMES, "npu", runtime.RuntimeSpec(lambda: fake, "missing", "no device"))
+    monkeypatch.setitem(runtime.RUNTIMES, "npu",
+                        runtime.RuntimeSpec(lambda: fake, "missing", "no device"))
     return fake
 
 
@@ -116,7 +119,8 @@ def test_each_timed_call_is_bracketed_by_synchronize_and_events(fake_npu):
     result = BenchLoop(adapter, budget, clock=fake_npu.clocks).run(work(fake_npu, 0.004, 3.0))
 
     iteration = ["sync", "record:1", "call", "record:2", "sync", "elapsed"]
-    warmup = ["sync", "call", "sync"]  # each warm-up call is host-timed (bench.warmup.calls_ms), no events
+    # each warm-up call is host-timed (bench.warmup.calls_ms), no events
+    warmup = ["sync", "call", "sync"]
     expected = iteration + warmup + ["sync", "reset_peak"] + iteration * 2
     assert fake_npu.log == expected
     assert fake_npu.events == 2, "one start/end pair, reused for every call"
@@ -133,16 +137,19 @@ def test_each_timed_call_is_bracketed_by_synchronize_and_events(fake_npu):
 def test_events_can_be_switched_off(fake_npu):
     adapter = DeviceAdapter("npu")
     budget = BenchBudget(warmup=0, min_iters=1, max_iters=1, stability=None)
-    result = BenchLoop(adapter, budget, use_events=False, clock=fake_npu.clocks).run(work(fake_npu, 0.001, 1.0))
+    result = BenchLoop(adapter, budget, use_events=False,
+                       clock=fake_npu.clocks).run(work(fake_npu, 0.001, 1.0))
     assert fake_npu.events == 0 and result.event_latency is None and result.event_samples_ms is None
     assert fake_npu.log == ["sync", "call", "sync", "sync", "reset_peak", "sync", "call", "sync"]
 
 
 def test_cpu_has_no_events_and_times_with_the_host_clock_only():
     adapter = DeviceAdapter("cpu")
-    result = run_bench(lambda: {"x": torch.ones(1)}, adapter, BenchBudget(warmup=0, min_iters=2, max_iters=2,
+    result = run_bench(lambda: {"x": torch.ones(1)}, adapter,
+                       BenchBudget(warmup=0, min_iters=2, max_iters=2,
                                                                           stability=None))
-    assert result.event_latency is None and result.cold_event_ms is None and result.latency.count == 2
+    assert (result.event_latency is None and result.cold_event_ms is None
+            and result.latency.count == 2)
     assert result.memory["peak_rss_mb"] == result.memory["peak_allocated_mb"]
     assert "host process peak RSS" in result.memory["scope"]
 
@@ -161,13 +168,15 @@ def test_phase_timer_on_device_events_adds_no_synchronize_inside_the_call(fake_n
 
     fake_npu.log.clear()
     budget = BenchBudget(warmup=0, min_iters=3, max_iters=3, stability=None)
-    result = BenchLoop(adapter, budget, use_events=False, clock=fake_npu.clocks).run(call, phase_timer=timer)
+    loop = BenchLoop(adapter, budget, use_events=False, clock=fake_npu.clocks)
+    result = loop.run(call, phase_timer=timer)
     timed = fake_npu.log[fake_npu.log.index("reset_peak") + 1:]
     opening = timed.index("sync")
     inside_first_call = timed[opening + 1:timed.index("sync", opening + 1)]
     assert len(inside_first_call) == 4, "begin/end stamps of two phases"
     assert all(e.startswith("record:") for e in inside_first_call), "no synchronize inside a call"
-    assert result.phases["encode"]["median_ms"] == 2.0 and result.phases["decode"]["median_ms"] == 5.0
+    assert (result.phases["encode"]["median_ms"] == 2.0
+            and result.phases["decode"]["median_ms"] == 5.0)
     assert result.phases["decode"]["calls"] == 3 and result.phases["decode"]["cold_total_ms"] == 5.0
 
 
@@ -183,9 +192,11 @@ def test_device_settings_are_applied_and_recorded(fake_npu, monkeypatch):
     finally:
         torch.use_deterministic_algorithms(before)
     assert fake_npu.jit is False and info["jit_compile"] is False
-    assert info["deterministic"] is True and info["deterministic_switches"]["torch.use_deterministic_algorithms"]
+    assert (info["deterministic"] is True
+            and info["deterministic_switches"]["torch.use_deterministic_algorithms"])
     assert info["env_observed"] == {"ASCEND_RT_VISIBLE_DEVICES": "3", "TASK_QUEUE_ENABLE": None}
-    assert info["precision_switches"] == {"npu.matmul.allow_hf32": False, "npu.conv.allow_hf32": False}
+    assert info["precision_switches"] == {"npu.matmul.allow_hf32": False,
+                                          "npu.conv.allow_hf32": False}
     assert info["cpu_threads"] == torch.get_num_threads()
 
 

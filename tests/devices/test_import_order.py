@@ -1,8 +1,9 @@
 """device.env and the ASCEND_* directories are in os.environ before torch_npu is first imported.
 
-A stand-in ``torch_npu`` distribution is put on ``PYTHONPATH`` with the ``torch.backends`` entry point the real
-wheel declares from 2.5.1 (``torch_npu-2.5.1.dist-info/entry_points.txt``), so torch's own autoloading finds it
-exactly as on an Ascend host. Its import records ``os.environ`` and reports no NPU.
+A stand-in ``torch_npu`` distribution is put on ``PYTHONPATH`` with the ``torch.backends`` entry
+point the real wheel declares from 2.5.1 (``torch_npu-2.5.1.dist-info/entry_points.txt``), so
+torch's own autoloading finds it exactly as on an Ascend host. Its import records ``os.environ`` and
+reports no NPU.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendbench.devices import auto_select, runtime
+from ascendbench.devices import runtime
+from ascendbench.devices.adapter import auto_select
 from ascendbench.errors import DeviceUnavailableError
 
 from helpers import TINY_RUN, read_record, run_cli
@@ -25,7 +27,8 @@ import json, os, sys
 import torch
 with open(os.environ["FAKE_TORCH_NPU_LOG"], "a") as log:
     log.write(json.dumps({"MARK": os.environ.get("ASCENDBENCH_TEST_MARK"),
-                          "cache_dir_exists": os.path.isdir(os.environ.get("ASCEND_CACHE_PATH") or "/nonexistent"),
+                          "cache_dir_exists": os.path.isdir(os.environ.get("ASCEND_CACHE_PATH")
+                                                            or "/nonexistent"),
                           "visible": os.environ.get("ASCEND_RT_VISIBLE_DEVICES")}) + "\\n")
 class _Npu:
     def is_available(self): return False
@@ -47,8 +50,10 @@ def _fake_torch_npu(root: Path) -> Path:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {"PYTHONPATH": str(_fake_torch_npu(tmp_path / "site")), "FAKE_TORCH_NPU_LOG": str(tmp_path / "imports"),
-            "TORCH_DEVICE_BACKEND_AUTOLOAD": "1"}  # as on a host: autoloading on until ascendbench is imported
+    return {"PYTHONPATH": str(_fake_torch_npu(tmp_path / "site")),
+            "FAKE_TORCH_NPU_LOG": str(tmp_path / "imports"),
+            # as on a host: autoloading on until ascendbench is imported
+            "TORCH_DEVICE_BACKEND_AUTOLOAD": "1"}
 
 
 def _imports(tmp_path: Path) -> list[dict]:
@@ -56,13 +61,16 @@ def _imports(tmp_path: Path) -> list[dict]:
 
 
 def _overrides(tmp_path: Path, device: str) -> list[str]:
-    return ["model=tiny_flux2_decoder", *TINY_RUN[:-1], f"device={device}", "+device.env.ASCENDBENCH_TEST_MARK=set",
+    return ["model=tiny_flux2_decoder", *TINY_RUN[:-1], f"device={device}",
+            "+device.env.ASCENDBENCH_TEST_MARK=set",
             f"+device.env.ASCEND_CACHE_PATH={tmp_path / 'made' / 'cache'}",
-            f"{'+' if device == 'auto' else ''}device.env.ASCEND_RT_VISIBLE_DEVICES=1"]  # auto.yaml has env: {}
+            # auto.yaml has env: {}
+            f"{'+' if device == 'auto' else ''}device.env.ASCEND_RT_VISIBLE_DEVICES=1"]
 
 
 def test_device_env_is_in_place_when_torch_npu_is_first_imported(tmp_path):
-    result = run_cli(_overrides(tmp_path, "npu"), cwd=tmp_path, env=_env(tmp_path), out_dir=tmp_path / "job")
+    result = run_cli(_overrides(tmp_path, "npu"), cwd=tmp_path, env=_env(tmp_path),
+                     out_dir=tmp_path / "job")
     assert result.returncode == 1, result.output
     assert _imports(tmp_path) == [{"MARK": "set", "cache_dir_exists": True, "visible": "1"}]
     record = read_record(tmp_path / "job")
@@ -70,18 +78,22 @@ def test_device_env_is_in_place_when_torch_npu_is_first_imported(tmp_path):
 
 
 def _python(tmp_path: Path, code: str) -> subprocess.CompletedProcess:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}  # other tests' device.env
+    # other tests' device.env
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}
     env = {**inherited, **_env(tmp_path)}
-    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, env=env,
                           timeout=300)
 
 
 def test_device_auto_applies_env_before_its_probe(tmp_path, monkeypatch):
-    """The probe's import of the runtime (torch_npu, on a host) sees device.env and the created directories."""
+    """The probe's import of the runtime (torch_npu, on a host) sees device.env and the created
+    directories."""
     seen = []
 
     def load():
-        seen.append({k: os.environ.get(k) for k in ("ASCENDBENCH_TEST_MARK", "ASCEND_RT_VISIBLE_DEVICES")}
+        seen.append({k: os.environ.get(k) for k in ("ASCENDBENCH_TEST_MARK",
+                                                    "ASCEND_RT_VISIBLE_DEVICES")}
                     | {"cache_dir_exists": (tmp_path / "made").is_dir()})
         raise ImportError("stand-in torch_npu: no CANN here")
 
@@ -93,12 +105,14 @@ def test_device_auto_applies_env_before_its_probe(tmp_path, monkeypatch):
            "ASCEND_CACHE_PATH": str(tmp_path / "made")}
     with pytest.raises(DeviceUnavailableError, match="device=auto found none"):
         auto_select(order=["npu"], env=env)
-    assert seen == [{"ASCENDBENCH_TEST_MARK": "set", "ASCEND_RT_VISIBLE_DEVICES": "1", "cache_dir_exists": True}]
+    assert seen == [{"ASCENDBENCH_TEST_MARK": "set", "ASCEND_RT_VISIBLE_DEVICES": "1",
+                     "cache_dir_exists": True}]
 
 
 def test_an_early_import_is_seen_and_warned_about(tmp_path):
-    """The planted fault: torch imported before ascendbench with autoloading on: torch_npu arrives before the env."""
-    done = _python(tmp_path, "import torch\nimport ascendbench.devices as d\ntry:\n"
+    """The planted fault: torch imported before ascendbench with autoloading on: torch_npu arrives
+    before the env."""
+    done = _python(tmp_path, "import torch\nimport ascendbench.devices.adapter as d\ntry:\n"
                              "    d.DeviceAdapter('npu', env={'ASCENDBENCH_TEST_MARK': 'set'})\n"
                              "except Exception as exc:\n    print(exc)")
     assert _imports(tmp_path) == [{"MARK": None, "cache_dir_exists": False, "visible": None}]

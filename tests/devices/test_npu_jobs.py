@@ -1,5 +1,6 @@
-"""Whole jobs with ``device=npu`` on the manifest-built torch_npu (helpers/fake_torch_npu.py): out of memory,
-a CPU fallback seen through fd 2 in the second job of one process, and the profiler's own CSV files."""
+"""Whole jobs with ``device=npu`` on the manifest-built torch_npu (helpers/fake_torch_npu.py): out
+of memory, a CPU fallback seen through fd 2 in the second job of one process, and the profiler's own
+CSV files."""
 
 from __future__ import annotations
 
@@ -12,16 +13,18 @@ from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 from helpers import fake_torch_npu, read_record
 
-NPU_JOB = ["model=tiny_flux2_decoder", "preset.height=32", "preset.width=32", "preset.warmup=0", "preset.iters=2",
-           "device=npu", "device._target_=helpers.fake_torch_npu.HostTensorNpuAdapter", "baseline.enabled=false",
+NPU_JOB = ["model=tiny_flux2_decoder", "preset.height=32", "preset.width=32", "preset.warmup=0",
+           "preset.iters=2",
+           "device=npu", "device._target_=helpers.fake_torch_npu.HostTensorNpuAdapter",
+           "baseline.enabled=false",
            "bench.flops.enabled=false", "compare.visual.enabled=false", "artifacts.media=false",
            "artifacts.tensors=false"]
 
 
 @pytest.fixture
 def fake_npu(monkeypatch):
-    """torch_npu 2.9.0 (built for CANN 8.x) as ``import torch_npu`` finds it; a fresh process-wide memory of
-    warnings (the fake's warn-once set and the placement check's record of fallbacks)."""
+    """torch_npu 2.9.0 (built for CANN 8.x) as ``import torch_npu`` finds it; a fresh process-wide
+    memory of warnings (the fake's warn-once set and the placement check's record of fallbacks)."""
     monkeypatch.setattr(fake_torch_npu, "_WARNED_OPS", set())
     monkeypatch.setattr(placement, "_FALLBACKS_SEEN", set())
     return fake_torch_npu.install(monkeypatch, "2.9.0")
@@ -34,14 +37,17 @@ def test_the_npu_oom_runtime_error_is_reason_oom_with_the_memory_hint(cli, fake_
     record = read_record(job)
     assert record["status"] == "failed" and record["error"]["reason"] == "oom", record["error"]
     message = record["error"]["message"]
-    assert "builtins.RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB" in message, message
-    assert "out of memory on npu" in message and "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in message
+    assert "builtins.RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB" in message, (
+        message)
+    assert ("out of memory on npu" in message
+            and "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True" in message)
     assert "Traceback" not in result.output
 
 
 @pytest.fixture
 def falling_back(fake_npu, monkeypatch):
-    """The decoder's task runs an operator without an NPU kernel: torch_npu's line on fd 2, once per process."""
+    """The decoder's task runs an operator without an NPU kernel: torch_npu's line on fd 2, once per
+    process."""
     run = VaeDecodeTask.run
 
     def with_fallback(self, model, inputs):
@@ -52,19 +58,21 @@ def falling_back(fake_npu, monkeypatch):
     return fake_npu
 
 
-def test_a_fallback_on_fd2_fails_placement_in_the_first_and_the_second_job_of_a_process(cli, falling_back,
-                                                                                           tmp_path, capfd):
+def test_a_fallback_on_fd2_fails_placement_in_the_first_and_the_second_job_of_a_process(
+        cli, falling_back, tmp_path, capfd):
     rule = "+model.thresholds.placement_findings={max:0,source:test}"
     first, first_dir = cli(*NPU_JOB, rule, job_dir=tmp_path / "first")
     warned = capfd.readouterr().err
-    assert warned.count("CAUTION: The operator 'aten::_unique2' is not currently supported") == 1, warned
+    assert warned.count("CAUTION: The operator 'aten::_unique2' is not currently supported") == 1, (
+        warned)
     second, second_dir = cli(*NPU_JOB, rule, job_dir=tmp_path / "second")
     assert "CAUTION" not in capfd.readouterr().err, "torch_npu warns once per operator per process"
     for result, job in ((first, first_dir), (second, second_dir)):
         record = read_record(job)
         assert result.returncode == 1, result.output[-2000:]
         assert record["placement_check"]["fallback_ops"] == ["aten::_unique2"]
-        assert record["metrics"]["placement_findings"]["verdict"] == "FAIL" and record["verdict"] == "FAIL"
+        assert (record["metrics"]["placement_findings"]["verdict"] == "FAIL"
+                and record["verdict"] == "FAIL")
     assert read_record(first_dir)["placement_check"]["fallback_ops_earlier_in_process"] == []
     check = read_record(second_dir)["placement_check"]
     assert check["fallback_ops_earlier_in_process"] == ["aten::_unique2"]
@@ -78,8 +86,10 @@ def test_profile_on_npu_reads_the_top_operators_from_torch_npus_csv_files(cli, f
     assert profile["clock"] == "device" and 0 < len(profile["top"]) <= 5
     assert any("conv" in row["name"] for row in profile["top"]), profile["top"]
     convs = [row for row in profile["top"] if "convolution" in row["name"]]
-    assert convs and all(len(row["input_shapes"][0]) == 4 for row in convs), "NCHW input parsed from the CSV"
-    assert profile["ops_total_ms_per_call"] > 0 and abs(sum(r["share"] for r in profile["top"]) - 1.0) <= 1.0
+    assert convs and all(len(row["input_shapes"][0]) == 4 for row in convs), (
+        "NCHW input parsed from the CSV")
+    assert (profile["ops_total_ms_per_call"] > 0
+            and abs(sum(r["share"] for r in profile["top"]) - 1.0) <= 1.0)
     run_dir = job / profile["ascend_pt"]
     assert run_dir.name.endswith("_ascend_pt") and run_dir.is_dir(), "kept for MindStudio Insight"
     columns = fake_npu.manifest["profiler"]["operator_details.csv"]["value"]
@@ -99,10 +109,11 @@ def test_the_npu_profiler_has_no_key_averages():
 
 @pytest.mark.parametrize("version", fake_torch_npu.manifest_versions())
 def test_the_adapter_uses_only_what_each_torch_npu_has(monkeypatch, version):
-    from ascendbench.devices import DeviceAdapter
+    from ascendbench.devices.adapter import DeviceAdapter
 
     fake = fake_torch_npu.install(monkeypatch, version, device_name="Ascend910B3")
-    adapter = DeviceAdapter("npu", index=1, jit_compile=False)  # the real loader: import torch_npu, torch.npu
+    # the real loader: import torch_npu, torch.npu
+    adapter = DeviceAdapter("npu", index=1, jit_compile=False)
     adapter.reset_peak_memory()
     start, end = adapter.new_event(), adapter.new_event()
     start.record()

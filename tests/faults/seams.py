@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 import torch
 
-from ascendbench.devices import DeviceAdapter
+from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 OOM_MESSAGE = ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "

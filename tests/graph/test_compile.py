@@ -1,5 +1,6 @@
-"""Graph-mode variants: the backends by device type, torchair through a fake with torch_npu 2.9.0's signatures,
-and ``device.compile`` as an A/B variant of the tiny FLUX.2 decoder through the real CLI, beside eager."""
+"""Graph-mode variants: the backends by device type, torchair through a fake with torch_npu 2.9.0's
+signatures, and ``device.compile`` as an A/B variant of the tiny FLUX.2 decoder through the real
+CLI, beside eager."""
 
 from __future__ import annotations
 
@@ -37,18 +38,21 @@ def test_inductor_on_a_cpu_without_a_compiler_is_refused(monkeypatch):
 
 
 class _OptionValue:
-    """torchair's OptionValue (configs/option_base.py): a value checked against its allowed options."""
+    """torchair's OptionValue (configs/option_base.py): a value checked against its allowed
+    options."""
 
     def __init__(self, default: str, optional: list[str]) -> None:
         self.value, self.optional = default, optional
 
 
 class _CompilerConfig:
-    """torchair.CompilerConfig's mode field (configs/compiler_config.py:39 of the torch_npu 2.9.0 wheel):
-    ``OptionValue("max-autotune", ["max-autotune", "reduce-overhead"])``; assigning a string sets its value."""
+    """torchair.CompilerConfig's mode field (configs/compiler_config.py:39 of the torch_npu 2.9.0
+    wheel): ``OptionValue("max-autotune", ["max-autotune", "reduce-overhead"])``; assigning a string
+    sets its value."""
 
     def __init__(self) -> None:
-        object.__setattr__(self, "mode", _OptionValue("max-autotune", ["max-autotune", "reduce-overhead"]))
+        object.__setattr__(self, "mode",
+                           _OptionValue("max-autotune", ["max-autotune", "reduce-overhead"]))
 
     def __setattr__(self, name, value):
         option = getattr(self, name)
@@ -60,12 +64,15 @@ class _CompilerConfig:
 def _fake_torchair(seen: list[str]) -> types.ModuleType:
     """``torchair`` as torch_npu-2.9.0-cp311-cp311-manylinux_2_28_x86_64.whl ships it
     (torch_npu/dynamo/torchair/npu_fx_compiler.py:846): ``get_npu_backend(*, compiler_config=None,
-    custom_decompositions={})`` returns a dynamo backend ``(graph_module, example_inputs) -> callable``."""
+    custom_decompositions={})`` returns a dynamo backend ``(graph_module, example_inputs) ->
+    callable``."""
 
-    def get_npu_backend(*, compiler_config=None, custom_decompositions={}):  # noqa: B006 - the real signature
+    # the real signature, mutable default included
+    def get_npu_backend(*, compiler_config=None, custom_decompositions={}):  # noqa: B006
         def backend(graph_module, example_inputs):
             seen.append(compiler_config.mode.value)
-            return graph_module.forward  # the captured graph, run eagerly (no Ascend graph engine here)
+            # the captured graph, run eagerly (no Ascend graph engine here)
+            return graph_module.forward
         return backend
 
     module = types.ModuleType("torchair")
@@ -73,7 +80,8 @@ def _fake_torchair(seen: list[str]) -> types.ModuleType:
     return module
 
 
-@pytest.mark.parametrize("variant, mode", [("torchair", "max-autotune"), ("aclgraph", "reduce-overhead")])
+@pytest.mark.parametrize("variant, mode",
+                         [("torchair", "max-autotune"), ("aclgraph", "reduce-overhead")])
 def test_torchair_variants_build_its_backend_with_their_mode(monkeypatch, variant, mode):
     seen: list[str] = []
     monkeypatch.setitem(sys.modules, "torchair", _fake_torchair(seen))
@@ -82,14 +90,17 @@ def test_torchair_variants_build_its_backend_with_their_mode(monkeypatch, varian
     model.decoder = nn.Linear(4, 4)
     x = torch.randn(2, 4)
     eager = model.decoder(x)
-    info = graph.compile_model(model, "npu", {"compile": variant, "compile_options": {"fullgraph": True}})
+    info = graph.compile_model(model, "npu",
+                               {"compile": variant, "compile_options": {"fullgraph": True}})
     torch.testing.assert_close(model.decoder(x), eager)
-    assert seen == [mode] and info["targets"] == ["decoder"] and info["options"] == {"fullgraph": True}
+    assert (seen == [mode] and info["targets"] == ["decoder"]
+            and info["options"] == {"fullgraph": True})
     torch._dynamo.reset()
 
 
 def test_npugraph_ex_uses_the_backend_torch_npu_registers():
-    assert graph.backend_of(graph.VARIANTS["npugraph_ex"]) == "npugraph_ex"  # torch_npu/dynamo/__init__.py
+    # torch_npu/dynamo/__init__.py
+    assert graph.backend_of(graph.VARIANTS["npugraph_ex"]) == "npugraph_ex"
 
 
 def test_unknown_targets_are_refused():
@@ -99,8 +110,8 @@ def test_unknown_targets_are_refused():
 
 @pytest.mark.slow
 def test_compile_is_an_ab_variant_beside_eager_with_its_compile_time(tmp_path):
-    # aot_eager captures the graph like inductor and needs no C++ compiler; inductor's CPU compile of this decoder
-    # takes minutes on a 2-core host (docs/devices.md).
+    # aot_eager captures the graph like inductor and needs no C++ compiler; inductor's CPU compile
+    # of this decoder takes minutes on a 2-core host (docs/devices.md).
     result = run_app(["-m", "model=tiny_flux2_decoder", *TINY_RUN, "device.compile=none,aot_eager",
                       "bench.flops.enabled=false", "artifacts.media=false"], tmp_path)
     assert result.returncode == 0, result.output[-3000:]
@@ -108,7 +119,8 @@ def test_compile_is_an_ab_variant_beside_eager_with_its_compile_time(tmp_path):
     eager, compiled = sorted(records, key=lambda r: r["config"]["device"]["compile"] != "none")
     assert "compile" not in eager["bench"] and eager["verdict"] == "PASS"
     assert compiled["verdict"] == "PASS" and compiled["bench"]["compile"]["variant"] == "aot_eager"
-    assert compiled["bench"]["compile"]["first_call_ms"] > compiled["bench"]["compile"]["compile_ms"] > 0
+    timed = compiled["bench"]["compile"]
+    assert timed["first_call_ms"] > timed["compile_ms"] > 0
     report = Report(records_frame([result.job_dir]), load_settings(), ["sweep"]).markdown(tmp_path)
     variants = report.split("\n## A/B variants")[1].split("\n## ")[0]
     assert "device.compile=none" in variants and "device.compile=aot_eager" in variants

@@ -1,10 +1,10 @@
 """Command lines documented in README.md and docs/*.md, collected so that a test can run each one.
 
-A command is a line of a fenced code block (joined over trailing backslashes), or an inline code span in
-prose, that starts with ``python -m ascendbench``, ``ascendbench`` or ``make`` (after optional ``$ `` and
-``VAR=value`` prefixes). Shell variables assigned in the same block (``S="..."``) are expanded;
-placeholders such as ``<dir>`` become a fixed path and ``...`` is dropped, so what remains is exactly the
-keys, options and values a user would type.
+A command is a line of a fenced code block (joined over trailing backslashes), or an inline code
+span in prose, that starts with ``python -m ascendbench``, ``ascendbench`` or ``make`` (after
+optional ``$ `` and ``VAR=value`` prefixes). Shell variables assigned in the same block
+(``S="..."``) are expanded; placeholders such as ``<dir>`` become a fixed path and ``...`` is
+dropped, so what remains is exactly the keys, options and values a user would type.
 """
 
 from __future__ import annotations
@@ -37,13 +37,15 @@ class DocCommand:
         return f"{self.where}: {self.text}"
 
 
-# Pages whose commands need the files the page itself writes first: a test of their own follows them literally.
+# Pages whose commands need the files the page itself writes first: a test of their own follows them
+# literally.
 FOLLOWED_LITERALLY = {"extending.md": "tests/test_extending.py"}
 
 
 def doc_files() -> list[Path]:
     """README.md and every page under docs/ but those followed literally by a test of their own."""
-    return [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in FOLLOWED_LITERALLY)]
+    return [ROOT / "README.md",
+            *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name not in FOLLOWED_LITERALLY)]
 
 
 def _code_lines(text: str) -> list[tuple[int, str, bool]]:
@@ -101,9 +103,11 @@ def collect(paths: list[Path] | None = None) -> list[DocCommand]:
                 candidate = candidate.lstrip("$ ").strip()
                 assign = _ASSIGN.match(candidate)
                 if inside and assign and len(shlex.split(candidate, comments=True)) == 1:
-                    variables[assign.group(1)] = " ".join(shlex.split(_clean(assign.group(2), variables)))
+                    value = _clean(assign.group(2), variables)
+                    variables[assign.group(1)] = " ".join(shlex.split(value))
                     continue
-                if not any(_clean(candidate, variables).split("#")[0].find(s) >= 0 for s in _STARTS):
+                if not any(_clean(candidate,
+                                  variables).split("#")[0].find(s) >= 0 for s in _STARTS):
                     continue
                 command = _parse(where, _clean(candidate, variables))
                 if command is not None:

@@ -1,27 +1,31 @@
-"""A stand-in for ``torch_npu`` built from the checked-in manifest of a real wheel (tests/devices/npu_manifest).
+"""A stand-in for ``torch_npu`` built from the checked-in manifest of a real wheel
+(tests/devices/npu_manifest).
 
 ``install(monkeypatch, version)`` puts ``torch_npu``, ``torch_npu.npu``, ``torch_npu.npu.utils`` and
-``torch_npu.profiler`` into ``sys.modules`` and ``torch.npu``, as ``import torch_npu`` does. Each module
-exposes only names the manifest lists for that module of that wheel: any other attribute raises
-``AttributeError``, and a name the manifest has but this fake gives no behaviour raises
+``torch_npu.profiler`` into ``sys.modules`` and ``torch.npu``, as ``import torch_npu`` does. Each
+module exposes only names the manifest lists for that module of that wheel: any other attribute
+raises ``AttributeError``, and a name the manifest has but this fake gives no behaviour raises
 ``NotImplementedError`` when called. Each behaviour below copies the torch_npu 2.9.0 wheel
-(``torch_npu-2.9.0-cp310-cp310-manylinux_2_28_x86_64.whl``; the same files in 2.1.0.post17, 2.5.1 and 2.14.0,
-whose manifests give the texts and names per version); the paths are inside the wheel:
+(``torch_npu-2.9.0-cp310-cp310-manylinux_2_28_x86_64.whl``; the same files in 2.1.0.post17, 2.5.1
+and 2.14.0, whose manifests give the texts and names per version); the paths are inside the wheel:
 
 * out of memory: ``torch_npu/lib/libtorch_npu.so`` holds "NPU out of memory. Tried to allocate " and
-  " reserved in total by PyTorch)" (NPUCachingAllocator.cpp); no ``c10::OutOfMemoryError`` type in the wheels
-  built for CANN 8.x, so it is a plain ``RuntimeError`` there, ``torch.OutOfMemoryError`` where the manifest
-  finds the type (``messages.c10_OutOfMemoryError``);
-* CPU fallback: the CAUTION text of ``libtorch_npu.so`` ("CAUTION: The operator '" + op + "' is not currently
-  supported on the NPU backend and will fall back to run on the CPU."), written by the C++ log to fd 2 once
-  per operator per process (TORCH_NPU_WARN_ONCE), never to Python ``warnings``;
-* runtime: ``torch_npu/npu/__init__.py`` (``torch.npu``; ``matmul``/``conv`` are ``npu_config._allowHF32Matmul``
-  objects serving ``allow_hf32``), ``torch_npu/npu/streams.py`` (``Event``), ``torch_npu/npu/memory.py`` (the
-  counters take ``device=None``), ``torch_npu/npu/npu_config.py`` (``set_compile_mode``, ``is_jit_compile_false``),
-  ``torch_npu/npu/utils.py`` (``get_cann_version``); device properties: the fields bound in ``libtorch_npu.so``;
-  ``torch_npu.npu_*`` operators: the schemas registered in ``libtorch_npu.so`` (present, not implemented);
-* profiler: ``torch_npu/profiler/profiler.py`` (``profile``'s methods, ``tensorboard_trace_handler``),
-  ``torch_npu/profiler/_profiler_path_creator.py`` (``{worker}_{pid}_{time}_ascend_pt``), and the columns of
+  " reserved in total by PyTorch)" (NPUCachingAllocator.cpp); no ``c10::OutOfMemoryError`` type in
+  the wheels built for CANN 8.x, so it is a plain ``RuntimeError`` there, ``torch.OutOfMemoryError``
+  where the manifest finds the type (``messages.c10_OutOfMemoryError``);
+* CPU fallback: the CAUTION text of ``libtorch_npu.so`` ("CAUTION: The operator '" + op + "' is not
+  currently supported on the NPU backend and will fall back to run on the CPU."), written by the C++
+  log to fd 2 once per operator per process (TORCH_NPU_WARN_ONCE), never to Python ``warnings``;
+* runtime: ``torch_npu/npu/__init__.py`` (``torch.npu``; ``matmul``/``conv`` are
+  ``npu_config._allowHF32Matmul`` objects serving ``allow_hf32``), ``torch_npu/npu/streams.py``
+  (``Event``), ``torch_npu/npu/memory.py`` (the counters take ``device=None``),
+  ``torch_npu/npu/npu_config.py`` (``set_compile_mode``, ``is_jit_compile_false``),
+  ``torch_npu/npu/utils.py`` (``get_cann_version``); device properties: the fields bound in
+  ``libtorch_npu.so``; ``torch_npu.npu_*`` operators: the schemas registered in ``libtorch_npu.so``
+  (present, not implemented);
+* profiler: ``torch_npu/profiler/profiler.py`` (``profile``'s methods,
+  ``tensorboard_trace_handler``), ``torch_npu/profiler/_profiler_path_creator.py``
+  (``{worker}_{pid}_{time}_ascend_pt``), and the columns of
   ``analysis/prof_view/_operator_view_parser.py``, ``analysis/prof_common_func/_csv_headers.py`` and
   ``analysis/prof_bean/_op_statistic_bean.py`` under ``ASCEND_PROFILER_OUTPUT`` (``_constant.py``).
   The operators and their times come from ``torch.profiler`` on the host (the stand-in device).
@@ -44,7 +48,7 @@ from typing import Any, Callable
 
 import torch
 
-from ascendbench.devices import DeviceAdapter
+from ascendbench.devices.adapter import DeviceAdapter
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "devices" / "npu_manifest"
 DEFAULT_VERSION = "2.9.0"
@@ -63,30 +67,37 @@ def load_manifest(version: str) -> dict[str, Any]:
 
 
 class ManifestModule(types.ModuleType):
-    """A module that has exactly the names its manifest entry lists; behaviours are set with :meth:`provide`."""
+    """A module that has exactly the names its manifest entry lists; behaviours are set with
+    :meth:`provide`."""
 
     def __init__(self, name: str, entry: dict[str, Any], version: str, ops: list[str] = ()) -> None:
         super().__init__(name)
-        self.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)  # find_spec() finds it
-        self.__dict__["_listed"] = set(entry["names"]) | set(ops)  # ops: torch_npu.npu_* bound from C++
+        # find_spec() finds it
+        self.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        # ops: torch_npu.npu_* bound from C++
+        self.__dict__["_listed"] = set(entry["names"]) | set(ops)
         self.__dict__["_version"] = version
 
     def provide(self, **behaviours: Any) -> None:
-        """Give the listed names a behaviour; those this version of the module lacks are left out (absent)."""
+        """Give the listed names a behaviour; those this version of the module lacks are left out
+        (absent)."""
         self.__dict__.update({k: v for k, v in behaviours.items() if k in self._listed})
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__") or attr not in self._listed:
-            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r} (torch_npu {self._version})")
+            raise AttributeError(f"module {self.__name__!r} has no attribute {attr!r} (torch_npu "
+                                 f"{self._version})")
 
         def unimplemented(*args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError(f"{self.__name__}.{attr} exists in torch_npu {self._version}; the fake "
+            raise NotImplementedError(f"{self.__name__}.{attr} exists in torch_npu "
+                                      f"{self._version}; the fake "
                                       "gives it no behaviour")
         return unimplemented
 
 
 class _Options:
-    """``torch.npu.matmul`` / ``torch.npu.conv``: the attributes the manifest's class serves (allow_hf32)."""
+    """``torch.npu.matmul`` / ``torch.npu.conv``: the attributes the manifest's class serves
+    (allow_hf32)."""
 
     def __init__(self, attributes: list[str]) -> None:
         self.__dict__["_allowed"] = set(attributes)
@@ -104,7 +115,8 @@ class _Options:
 
 
 class FakeNpu:
-    """The state behind the fake modules: devices, memory counters, compile mode, armed faults, calls seen."""
+    """The state behind the fake modules: devices, memory counters, compile mode, armed faults,
+    calls seen."""
 
     def __init__(self, version: str, device_name: str = "Ascend910B3", devices: int = 2) -> None:
         self.version, self.manifest = version, load_manifest(version)
@@ -112,7 +124,8 @@ class FakeNpu:
         self.calls: list[tuple[str, Any]] = []
         self.jit_compile = False
         self.peak_bytes = self.allocated_bytes = 0
-        self.oom_on_synchronize: int | None = None  # bytes a synchronize reports it failed to allocate
+        # bytes a synchronize reports it failed to allocate
+        self.oom_on_synchronize: int | None = None
         self.modules = self._modules()
 
     def messages(self, key: str) -> str:
@@ -122,35 +135,48 @@ class FakeNpu:
             raise AssertionError(f"torch_npu {self.version} has no {key} text")
         return entry["string"]
 
-    # -- behaviours copied from the wheel ------------------------------------------------------------------
+    # -- behaviours copied from the wheel ----------------------------------------------------------
     def oom_error(self, size_bytes: int) -> BaseException:
-        """The error NPUCachingAllocator.cpp raises (libtorch_npu.so texts): class by the manifest."""
+        """The error NPUCachingAllocator.cpp raises (libtorch_npu.so texts): class by the
+        manifest."""
         gib = size_bytes / 2**30  # the figures between the two texts are this fake card's
-        text = (f"{self.messages('oom_tried_to_allocate')}{gib:.2f} GiB (NPU 0; 60.96 GiB total capacity; "
+        text = (f"{self.messages('oom_tried_to_allocate')}{gib:.2f} GiB (NPU 0; 60.96 GiB total "
+                "capacity; "
                 f"58.10 GiB already allocated; 58.10 GiB current active; 1.20 GiB free; 58.50 GiB"
-                f"{self.messages('oom_reserved_suffix')} If reserved memory is >> allocated memory try setting "
+                f"{self.messages('oom_reserved_suffix')} If reserved memory is >> allocated memory "
+                "try setting "
                 "max_split_size_mb to avoid fragmentation.")
         typed = self.manifest["messages"]["c10_OutOfMemoryError"]["present"]
         return torch.OutOfMemoryError(text) if typed else RuntimeError(text)
 
     def cpu_fallback(self, op: str) -> None:
-        """What an operator without an NPU kernel does: the CAUTION line on fd 2, once per op per process."""
+        """What an operator without an NPU kernel does: the CAUTION line on fd 2, once per op per
+        process."""
         if op in _WARNED_OPS:
             return
         _WARNED_OPS.add(op)
-        prefix, unsupported = self.messages("fallback_prefix"), self.messages("fallback_unsupported")
+        prefix = self.messages("fallback_prefix")
+        unsupported = self.messages("fallback_unsupported")
         self.messages("fallback_will_fall_back")  # the wheel's third piece of the sentence
-        line = (f"{prefix}{op}{unsupported.rstrip('.')} and will fall back to run on the CPU. This may have "
+        line = (f"{prefix}{op}{unsupported.rstrip('.')} and will fall back to run on the CPU. This "
+                "may have "
                 "performance implications.\n")  # the c10 log prefix of the line is not reproduced
         os.write(2, line.encode())
 
-    # -- torch.npu -----------------------------------------------------------------------------------------
+    # -- torch.npu ---------------------------------------------------------------------------------
     def _synchronize(self, device: Any = None) -> None:
         self.calls.append(("synchronize", device))
         if self.oom_on_synchronize is not None:
             raise self.oom_error(self.oom_on_synchronize)
 
-    def _event(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> Any:
+    def _reset_peak(self, device: Any = None) -> None:
+        self.peak_bytes = self.allocated_bytes
+
+    def _mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        return TOTAL_MEMORY - self.allocated_bytes, TOTAL_MEMORY
+
+    def _event(self, enable_timing: bool = False, blocking: bool = False,
+               interprocess: bool = False) -> Any:
         fake = self
 
         class Event:  # torch_npu/npu/streams.py Event: record / elapsed_time / synchronize
@@ -172,7 +198,8 @@ class FakeNpu:
         fields = {"total_memory": TOTAL_MEMORY, "cube_core_num": 24, "vector_core_num": 48,
                   "L2_cache_size": 192 * 2**20}
         known = set(self.manifest["device_property_fields"])
-        return types.SimpleNamespace(name=self.device_name, **{k: v for k, v in fields.items() if k in known})
+        return types.SimpleNamespace(name=self.device_name,
+                                     **{k: v for k, v in fields.items() if k in known})
 
     def _compile_mode(self, jit_compile: bool = False) -> None:
         self.jit_compile = bool(jit_compile)
@@ -180,21 +207,24 @@ class FakeNpu:
     def _npu_module(self) -> ManifestModule:
         entry = self.manifest["modules"]["torch_npu.npu"]
         npu = ManifestModule("torch_npu.npu", entry, self.version)
-        counter = lambda value: (lambda device=None: value())  # noqa: E731 - (device=None) as in memory.py
+        def counter(value: Callable[[], Any]) -> Callable[..., Any]:
+            return lambda device=None: value()  # (device=None) as in memory.py
         options = {k: _Options(entry["names"][k].get("instance", {}).get("attributes", []))
                    for k in ("matmul", "conv") if k in entry["names"]}
-        npu.provide(is_available=lambda: True, device_count=lambda: self.devices, synchronize=self._synchronize,
+        npu.provide(is_available=lambda: True, device_count=lambda: self.devices,
+                    synchronize=self._synchronize,
                     Event=self._event, get_device_name=lambda device_name=None: self.device_name,
                     get_device_properties=self._properties, set_compile_mode=self._compile_mode,
                     is_jit_compile_false=lambda: not self.jit_compile, is_initialized=lambda: True,
-                    empty_cache=lambda: None, set_device=lambda device: self.calls.append(("set_device", device)),
+                    empty_cache=lambda: None,
+                    set_device=lambda device: self.calls.append(("set_device", device)),
                     current_device=lambda: 0,
-                    reset_peak_memory_stats=lambda device=None: setattr(self, "peak_bytes", self.allocated_bytes),
+                    reset_peak_memory_stats=self._reset_peak,
                     max_memory_allocated=counter(lambda: self.peak_bytes),
                     max_memory_reserved=counter(lambda: self.peak_bytes),
                     memory_allocated=counter(lambda: self.allocated_bytes),
                     memory_reserved=counter(lambda: self.allocated_bytes),
-                    mem_get_info=lambda device=None: (TOTAL_MEMORY - self.allocated_bytes, TOTAL_MEMORY), **options)
+                    mem_get_info=self._mem_get_info, **options)
         return npu
 
     def _modules(self) -> dict[str, ManifestModule]:
@@ -209,27 +239,33 @@ class FakeNpu:
         top.__version__ = self.version
         top.provide(npu=npu, profiler=profiler)
         npu.__dict__["utils"] = utils  # a submodule: an attribute of its package once imported
-        return {"torch_npu": top, "torch_npu.npu": npu, "torch_npu.npu.utils": utils, "torch_npu.profiler": profiler}
+        return {"torch_npu": top, "torch_npu.npu": npu, "torch_npu.npu.utils": utils,
+                "torch_npu.profiler": profiler}
 
 
 def _profiler_behaviours(fake: FakeNpu) -> dict[str, Any]:
-    """``profile``, ``ProfilerActivity`` and ``tensorboard_trace_handler`` of torch_npu/profiler/profiler.py."""
+    """``profile``, ``ProfilerActivity`` and ``tensorboard_trace_handler`` of
+    torch_npu/profiler/profiler.py."""
     names = fake.manifest["modules"]["torch_npu.profiler.profiler"]["names"]
     listed = set(names["profile"]["methods"]) | set(names["profile"]["attributes"])
-    for inherited in names["profile"]["inherited"].values():  # _KinetoProfile: export_chrome_trace, ...
+    # _KinetoProfile: export_chrome_trace, ...
+    for inherited in names["profile"]["inherited"].values():
         listed |= set(inherited)
-    activity_names = fake.manifest["extension_attributes"]["torch_npu._C._profiler.ProfilerActivity"]
+    extensions = fake.manifest["extension_attributes"]
+    activity_names = extensions["torch_npu._C._profiler.ProfilerActivity"]
     activity = types.SimpleNamespace(**{n: n for n in activity_names})
 
     def tensorboard_trace_handler(dir_name: str | None = None, worker_name: str | None = None,
-                                  analyse_flag: bool = True, async_mode: bool = False) -> Callable[[Any], None]:
+                                  analyse_flag: bool = True,
+                                  async_mode: bool = False) -> Callable[[Any], None]:
         def handler_fn(prof: Any) -> None:
             if analyse_flag:
                 _write_ascend_pt(fake, prof, Path(dir_name or os.getcwd()), worker_name)
         return handler_fn
 
     class profile:  # noqa: N801 - torch_npu's name
-        def __init__(self, *, activities: Any = None, schedule: Any = None, on_trace_ready: Any = None,
+        def __init__(self, *, activities: Any = None, schedule: Any = None,
+                     on_trace_ready: Any = None,
                      record_shapes: bool = False, **kwargs: Any) -> None:
             self.on_trace_ready = on_trace_ready
             self._host = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
@@ -237,7 +273,8 @@ def _profiler_behaviours(fake: FakeNpu) -> dict[str, Any]:
 
         def __getattribute__(self, attr: str) -> Any:
             if not attr.startswith("_") and attr not in listed:
-                raise AttributeError(f"'profile' object has no attribute {attr!r} (torch_npu {fake.version})")
+                raise AttributeError(f"'profile' object has no attribute {attr!r} (torch_npu "
+                                     f"{fake.version})")
             return object.__getattribute__(self, attr)
 
         def __enter__(self) -> Any:
@@ -261,11 +298,13 @@ def _profiler_behaviours(fake: FakeNpu) -> dict[str, Any]:
         def export_chrome_trace(self, output_path: str) -> None:
             self._host.export_chrome_trace(output_path)
 
-    return {"profile": profile, "ProfilerActivity": activity, "tensorboard_trace_handler": tensorboard_trace_handler}
+    return {"profile": profile, "ProfilerActivity": activity,
+            "tensorboard_trace_handler": tensorboard_trace_handler}
 
 
 def _write_ascend_pt(fake: FakeNpu, prof: Any, root: Path, worker_name: str | None) -> Path:
-    """``<root>/<worker>_<pid>_<time>_ascend_pt/ASCEND_PROFILER_OUTPUT/*.csv`` with the wheel's column names."""
+    """``<root>/<worker>_<pid>_<time>_ascend_pt/ASCEND_PROFILER_OUTPUT/*.csv`` with the wheel's
+    column names."""
     layout = fake.manifest["profiler"]
     stamp = datetime.now(tz=timezone.utc).astimezone().strftime("%Y%m%d%H%M%S%f")[:-3]
     worker = f"{worker_name or socket.gethostname()}_{os.getpid()}"
@@ -273,12 +312,15 @@ def _write_ascend_pt(fake: FakeNpu, prof: Any, root: Path, worker_name: str | No
     out = run_dir / layout["output_dir"]["value"]
     out.mkdir(parents=True)
     events = [e for e in prof._host.events() if e.self_cpu_time_total > 0]
-    # inputs joined with ";\r\n" as prof_bean/_torch_op_bean.py does (the element format "[1, 16]" is assumed)
+    # inputs joined with ";\r\n" as prof_bean/_torch_op_bean.py does (the element format "[1, 16]"
+    # is assumed)
     operator_rows = [[e.name, ";\r\n".join(str(list(shape)) for shape in e.input_shapes or []), "",
-                      e.self_cpu_time_total, e.cpu_time_total, e.self_cpu_time_total, e.cpu_time_total,
+                      e.self_cpu_time_total, e.cpu_time_total, e.self_cpu_time_total,
+                      e.cpu_time_total,
                       e.self_cpu_time_total, e.cpu_time_total] for e in events]
     _csv(out / "operator_details.csv", layout["operator_details.csv"]["value"], operator_rows)
-    kernels = [[0, e.name, e.name.split("::")[-1], "AI_CORE", e.time_range.start, e.self_cpu_time_total, 0, 24]
+    kernels = [[0, e.name, e.name.split("::")[-1], "AI_CORE", e.time_range.start,
+                e.self_cpu_time_total, 0, 24]
                for e in events]
     _csv(out / "kernel_details.csv", layout["kernel_details.csv"]["value"], kernels)
     by_type: dict[str, list[float]] = defaultdict(list)
@@ -309,8 +351,9 @@ def install(monkeypatch: Any, version: str = DEFAULT_VERSION, **options: Any) ->
 
 
 class HostTensorNpuAdapter(DeviceAdapter):
-    """The NPU adapter with the fake runtime, whose tensors stay on the host (no NPU memory exists here):
-    everything else (runtime calls, settings, timing, memory figures) goes through the fake ``torch.npu``."""
+    """The NPU adapter with the fake runtime, whose tensors stay on the host (no NPU memory exists
+    here): everything else (runtime calls, settings, timing, memory figures) goes through the fake
+    ``torch.npu``."""
 
     @property
     def torch_device(self) -> torch.device:

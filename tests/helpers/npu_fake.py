@@ -1,11 +1,12 @@
 """A stand-in for ``torch.npu`` that behaves like torch_npu where the card matters.
 
-Each behaviour copies torch_npu's own code: ``get_device_name(i)`` names the *current* card whatever ``i``
-(2.9.0 ``torch_npu/npu/__init__.py:458-462``), ``is_jit_compile_false()`` initialises the current card
-(``npu_config.py:147-149``), ``Event.record()`` records on the current card's stream, ``set_option`` takes a dict
-of the ``_option_map`` keys (``npu_config.py:22-30``), ``config.allow_internal_format`` is write-only
-(``npu_config.py:152-156``) and ``get_device_properties(i).cube_core_num`` exists (the 7.2.0 branches on: 2.6.0.post3,
-2.7.1 and newer; ``Module.cpp:144`` on v2.9.0-7.3.0).
+Each behaviour copies torch_npu's own code: ``get_device_name(i)`` names the *current* card whatever
+``i`` (2.9.0 ``torch_npu/npu/__init__.py:458-462``), ``is_jit_compile_false()`` initialises the
+current card (``npu_config.py:147-149``), ``Event.record()`` records on the current card's stream,
+``set_option`` takes a dict of the ``_option_map`` keys (``npu_config.py:22-30``),
+``config.allow_internal_format`` is write-only (``npu_config.py:152-156``) and
+``get_device_properties(i).cube_core_num`` exists (the 7.2.0 branches on: 2.6.0.post3, 2.7.1 and
+newer; ``Module.cpp:144`` on v2.9.0-7.3.0).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ class _Config:
 
     def __setattr__(self, name, value):  # torch_npu's _npuConfig: a setter, no getter
         if name == "allow_internal_format":
-            self._rt.log.append(("option", "ALLOW_INTERNAL_FORMAT", "enable" if value else "disable"))
+            self._rt.log.append(("option", "ALLOW_INTERNAL_FORMAT",
+                                 "enable" if value else "disable"))
 
 
 class FakeEvent:
@@ -37,7 +39,8 @@ class FakeEvent:
 
 
 class FakeNpu:
-    """``torch.npu`` with ``names[i]`` as card i's chip; ``log`` keeps every call that touches a card."""
+    """``torch.npu`` with ``names[i]`` as card i's chip; ``log`` keeps every call that touches a
+    card."""
 
     def __init__(self, names=("Ascend910B4", "Ascend910B4"), cube_core_num=20):
         self.names, self.cube_core_num = list(names), cube_core_num

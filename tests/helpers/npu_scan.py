@@ -1,15 +1,17 @@
-"""Every torch_npu name a source tree touches, found by AST, and checked against the torch_npu manifests.
+"""Every torch_npu name a source tree touches, found by AST, and checked against the torch_npu
+manifests.
 
-What counts as torch_npu: the module ``torch_npu`` and its submodules (``import``, ``from ... import``,
-``importlib.import_module("torch_npu...")``), ``torch.npu`` (torch_npu.npu), and a device runtime: a name or
-attribute called ``runtime`` (``devices/runtime.py`` returns ``torch.npu`` as it on an NPU, so what is read
-from it must exist there; Hydra's ``hydra.runtime`` is not one). Objects made from them are followed:
-``with torch_npu.profiler.profile(...) as prof`` makes ``prof.<name>`` a method of that class;
-``runtime.get_device_properties(i).<field>`` a bound device property.
+What counts as torch_npu: the module ``torch_npu`` and its submodules (``import``, ``from ...
+    import``,
+``importlib.import_module("torch_npu...")``), ``torch.npu`` (torch_npu.npu), and a device runtime: a
+name or attribute called ``runtime`` (``devices/runtime.py`` returns ``torch.npu`` as it on an NPU,
+so what is read from it must exist there; Hydra's ``hydra.runtime`` is not one). Objects made from
+them are followed: ``with torch_npu.profiler.profile(...) as prof`` makes ``prof.<name>`` a method
+of that class; ``runtime.get_device_properties(i).<field>`` a bound device property.
 
-A use is *guarded* (a version guard) when it is ``getattr(x, "name", default)`` / ``hasattr(x, "name")``, or
-sits in a ``try`` whose handler catches AttributeError, ImportError or Exception. An unguarded name must
-exist in every manifest version; a guarded one in at least one.
+A use is *guarded* (a version guard) when it is ``getattr(x, "name", default)`` / ``hasattr(x,
+"name")``, or sits in a ``try`` whose handler catches AttributeError, ImportError or Exception. An
+unguarded name must exist in every manifest version; a guarded one in at least one.
 """
 
 from __future__ import annotations
@@ -21,15 +23,19 @@ from pathlib import Path
 from typing import Any, Iterator
 
 RUNTIME_MODULE = "torch_npu.npu"
-GUARD_EXCEPTIONS = {"AttributeError", "ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+GUARD_EXCEPTIONS = {"AttributeError", "ImportError", "ModuleNotFoundError", "Exception",
+                    "BaseException"}
 
 
 @dataclass(frozen=True)
 class Use:
-    """One name read from torch_npu: where (``file:line``), what (``owner`` kind and key, ``name``)."""
+    """One name read from torch_npu: where (``file:line``), what (``owner`` kind and key,
+    ``name``)."""
 
     where: str
-    owner: str  # "module:<dotted>" | "attr:<module>.<name>" | "instance:<module>.<callable>" | "device_properties"
+    # "module:<dotted>" | "attr:<module>.<name>" | "instance:<module>.<callable>" |
+    # "device_properties"
+    owner: str
     name: str
     guarded: bool
 
@@ -49,12 +55,15 @@ def _module_of(node: ast.AST, env: dict[str, str]) -> str | None:
         value = env.get(node.id)
         return value[len("module:"):] if value and value.startswith("module:") else None
     if isinstance(node, ast.Attribute):
-        if node.attr == "runtime" and "hydra" not in ast.unparse(node.value).lower():  # not hydra.runtime
+        # not hydra.runtime
+        if node.attr == "runtime" and "hydra" not in ast.unparse(node.value).lower():
             return RUNTIME_MODULE
         if node.attr == "npu" and isinstance(node.value, ast.Name) and node.value.id == "torch":
             return RUNTIME_MODULE
-    if isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "import_module"):
-        if node.args and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).startswith("torch_npu"):
+    if isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module",
+                                                                 "import_module"):
+        first = node.args[0] if node.args else None
+        if isinstance(first, ast.Constant) and str(first.value).startswith("torch_npu"):
             return str(node.args[0].value)
     return None
 
@@ -64,7 +73,8 @@ class _Scanner(ast.NodeVisitor):
         self.where, self.env, self.uses, self.guard_depth = where, {}, [], 0
 
     def _use(self, node: ast.AST, owner: str, name: str, guarded: bool = False) -> None:
-        self.uses.append(Use(f"{self.where}:{node.lineno}", owner, name, guarded or self.guard_depth > 0))
+        self.uses.append(Use(f"{self.where}:{node.lineno}", owner, name,
+                             guarded or self.guard_depth > 0))
 
     def _owner(self, node: ast.AST) -> str | None:
         """What kind of torch_npu object ``node`` is (see :class:`Use.owner`)."""
@@ -72,7 +82,8 @@ class _Scanner(ast.NodeVisitor):
         if module:
             return f"module:{module}"
         if isinstance(node, ast.Name):
-            return self.env.get(node.id) if not str(self.env.get(node.id, "")).startswith("module:") else None
+            found = self.env.get(node.id)
+            return None if str(found or "").startswith("module:") else found
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             base = self._dotted(node.func.value)
             if base and node.func.attr == "get_device_properties":
@@ -91,11 +102,12 @@ class _Scanner(ast.NodeVisitor):
         kind, _, key = (owner or "").partition(":")
         return key if kind in ("module", "attr") else None
 
-    # -- bindings -----------------------------------------------------------------------------------------
+    # -- bindings ----------------------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:  # noqa: N802 - ast.NodeVisitor
         for alias in node.names:
             if alias.name.split(".")[0] == "torch_npu":
-                self.env[alias.asname or "torch_npu"] = f"module:{alias.name if alias.asname else 'torch_npu'}"
+                module = alias.name if alias.asname else "torch_npu"
+                self.env[alias.asname or "torch_npu"] = f"module:{module}"
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:  # noqa: N802
         if (node.module or "").split(".")[0] == "torch_npu":
@@ -129,7 +141,7 @@ class _Scanner(ast.NodeVisitor):
         for part in [*node.handlers, *node.orelse, *node.finalbody]:
             self.visit(part)
 
-    # -- uses ---------------------------------------------------------------------------------------------
+    # -- uses --------------------------------------------------------------------------------------
     def visit_Attribute(self, node: ast.Attribute) -> None:  # noqa: N802
         owner = self._owner(node.value)
         if owner and isinstance(node.ctx, (ast.Load, ast.Store)):
@@ -138,10 +150,12 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:  # noqa: N802
         func = ast.unparse(node.func)
-        if func in ("getattr", "hasattr") and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+        if (func in ("getattr", "hasattr") and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)):
             owner = self._owner(node.args[0])
             if owner:
-                self._use(node, owner, str(node.args[1].value), guarded=func == "hasattr" or len(node.args) == 3)
+                self._use(node, owner, str(node.args[1].value),
+                          guarded=func == "hasattr" or len(node.args) == 3)
         self.generic_visit(node)
 
 
@@ -182,7 +196,8 @@ def _class_members(manifest: dict[str, Any], qualname: str) -> set[str] | None:
 
 
 def _module_has(manifest: dict[str, Any], module: str, name: str) -> bool:
-    """A name of a module, a submodule, or (``torch_npu.npu_*``) an operator libtorch_npu.so registers."""
+    """A name of a module, a submodule, or (``torch_npu.npu_*``) an operator libtorch_npu.so
+    registers."""
     if module == "torch_npu" and name in manifest.get("ops", ()):
         return True
     names = _names(manifest, module)
@@ -190,7 +205,8 @@ def _module_has(manifest: dict[str, Any], module: str, name: str) -> bool:
 
 
 def _attr_has(manifest: dict[str, Any], key: str, name: str) -> bool | None:
-    """``module.attr.name``: attr a submodule, an object with an instance entry, or a C-extension import."""
+    """``module.attr.name``: attr a submodule, an object with an instance entry, or a C-extension
+    import."""
     if key in manifest["modules"]:
         return _module_has(manifest, key, name)
     module, _, attr = key.rpartition(".")
@@ -209,8 +225,8 @@ def _attr_has(manifest: dict[str, Any], key: str, name: str) -> bool | None:
 
 
 def exists(manifest: dict[str, Any], use: Use) -> bool | None:
-    """Whether the torch_npu of ``manifest`` has what ``use`` reads (``None``: the manifest cannot say, e.g.
-    an attribute of what a function returns)."""
+    """Whether the torch_npu of ``manifest`` has what ``use`` reads (``None``: the manifest cannot
+    say, e.g. an attribute of what a function returns)."""
     kind, _, key = use.owner.partition(":")
     if kind == "module":
         return _module_has(manifest, key, use.name)
@@ -226,7 +242,8 @@ def exists(manifest: dict[str, Any], use: Use) -> bool | None:
 
 def unverifiable(uses: list[Use], manifests: dict[str, dict[str, Any]]) -> list[str]:
     """Uses no manifest can decide (kept visible: the test prints them)."""
-    return [f"{u.where}: {u.label()}" for u in uses if all(exists(m, u) is None for m in manifests.values())]
+    return [f"{u.where}: {u.label()}" for u in uses
+            if all(exists(m, u) is None for m in manifests.values())]
 
 
 def nonconforming(uses: list[Use], manifests: dict[str, dict[str, Any]]) -> Iterator[str]:
@@ -238,29 +255,35 @@ def nonconforming(uses: list[Use], manifests: dict[str, dict[str, Any]]) -> Iter
                 " (guarded, but no version has it)" if use.guarded else "")
 
 
-# What marks a string constant as (a piece of) a torch_npu message the code matches against.
-# "NPU" in capitals, as torch_npu writes it: ascendbench's own texts about `_native_npu` are no torch_npu message.
-MESSAGE_MARKER = re.compile(r"NPU.{0,40}(?i:out of memory|backend)|NPUWorkspaceAllocator|(?i:fall\s?back to run)")
+# What marks a string constant as (a piece of) a torch_npu message the code matches against. "NPU"
+# in capitals, as torch_npu writes it: ascendbench's own texts about `_native_npu` are no torch_npu
+# message.
+MESSAGE_MARKER = re.compile(r"NPU.{0,40}(?i:out of "
+                            r"memory|backend)|NPUWorkspaceAllocator|(?i:fall\s?back to run)")
 
 
 def message_constants(root: Path) -> list[tuple[str, str]]:
-    """(``file:line``, text) of every string constant under ``root`` naming a torch_npu message (docstrings
+    """(``file:line``, text) of every string constant under ``root`` naming a torch_npu message
+    (docstrings
     left out: they show messages, they do not match them)."""
     found = []
     for path in sorted(Path(root).rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
+        owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
         docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+                      if isinstance(n, owners) and n.body and isinstance(n.body[0], ast.Expr)
+                      and isinstance(n.body[0].value, ast.Constant)}
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
-                    and MESSAGE_MARKER.search(node.value)):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings and MESSAGE_MARKER.search(node.value)):
                 found.append((f"{path.relative_to(Path(root).parent)}:{node.lineno}", node.value))
     return found
 
 
-def unknown_messages(constants: list[tuple[str, str]], manifests: dict[str, dict[str, Any]]) -> Iterator[str]:
-    """One line per message constant that is not part of a message text of every version's shared objects."""
+def unknown_messages(constants: list[tuple[str, str]],
+                     manifests: dict[str, dict[str, Any]]) -> Iterator[str]:
+    """One line per message constant that is not part of a message text of every version's shared
+    objects."""
     for where, text in constants:
         lacking = [v for v, m in manifests.items()
                    if not any(text in e.get("string", "") for e in m["messages"].values())]

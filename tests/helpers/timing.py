@@ -3,7 +3,7 @@ adapter, and a run of the bench loop on a fake host.
 
 The adapter has the surface :class:`ascendbench.bench.loop.BenchLoop` and
 :class:`ascendbench.bench.interleave.InterleavedLoop` use of
-:class:`ascendbench.devices.DeviceAdapter` (synchronize, new_event, reset_peak_memory,
+:class:`ascendbench.devices.adapter.DeviceAdapter` (synchronize, new_event, reset_peak_memory,
 peak_memory_mb), as the CPU adapter has it: no events.
 """
 

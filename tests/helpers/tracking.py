@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 def read_runs(uri: str, experiment: str = "ascendbench") -> list:
-    """The experiment's live runs, through MLflow's client (``[]`` when the experiment does not exist)."""
+    """The experiment's live runs, through MLflow's client (``[]`` when the experiment does not
+    exist)."""
     from mlflow import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)

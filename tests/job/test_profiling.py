@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import torch
 
-from ascendbench.devices import DeviceAdapter
+from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.job.profiling import profile_calls, top_operators
 
 

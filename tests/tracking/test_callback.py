@@ -1,4 +1,5 @@
-"""``+tracking=mlflow``: a real run of the CLI logs its record as it ends; a tracking failure never fails the job."""
+"""``+tracking=mlflow``: a real run of the CLI logs its record as it ends; a tracking failure never
+fails the job."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from ascendbench.tracking.callback import MlflowTracking
 from helpers import TINY_RUN, compose_config, read_record, run_app
 from helpers.tracking import read_runs
 
-TINY_JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "bench.flops.enabled=false", "baseline.process=in-process"]
+TINY_JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "bench.flops.enabled=false",
+            "baseline.process=in-process"]
 
 
 def test_the_tracking_option_logs_the_job_and_a_later_export_adds_nothing(store, tmp_path, capsys):
-    result = run_app(["+tracking=mlflow", f"hydra.callbacks.mlflow.uri='{store}'", *TINY_JOB], cwd=tmp_path)
+    result = run_app(["+tracking=mlflow", f"hydra.callbacks.mlflow.uri='{store}'", *TINY_JOB],
+                     cwd=tmp_path)
     assert result.returncode == 0, result.output[-2000:]
     record = read_record(result.job_dir)
     [run] = read_runs(store)
@@ -35,14 +38,16 @@ def test_the_tracking_option_logs_the_job_and_a_later_export_adds_nothing(store,
 
 
 def test_a_tracking_failure_is_a_warning_and_the_job_keeps_its_record(tmp_path):
-    result = run_app(["+tracking=mlflow", "hydra.callbacks.mlflow.uri='bogus://nowhere'", *TINY_JOB], cwd=tmp_path)
+    result = run_app(["+tracking=mlflow", "hydra.callbacks.mlflow.uri='bogus://nowhere'",
+                      *TINY_JOB], cwd=tmp_path)
     assert result.returncode == 0, result.output[-2000:]
     assert read_record(result.job_dir)["status"] == "ok"
     assert "mlflow tracking: the record" in result.output and "was not logged" in result.output
 
 
 def test_tracking_does_not_change_a_sweep_jobs_directory():
-    """Resume finds a job's record whether or not the sweep was tracked: the option is not in the job dir name."""
+    """Resume finds a job's record whether or not the sweep was tracked: the option is not in the
+    job dir name."""
     hydra = compose_config(["+tracking=mlflow"], return_hydra_config=True).hydra
     assert "tracking" in hydra.job.config.override_dirname.exclude_keys
     assert hydra.callbacks.mlflow._target_ == "ascendbench.tracking.callback.MlflowTracking"
@@ -64,12 +69,13 @@ def test_without_mlflow_the_callback_warns_and_never_raises(write_job, store, mo
     assert len(tries) == 1 and (job_dir / "record.json").is_file()
 
 
-def test_an_unreachable_tracking_server_neither_holds_the_finished_job_nor_calls_it_interrupted(tmp_path,
-                                                                                                monkeypatch):
+def test_an_unreachable_tracking_server_neither_holds_the_finished_job_nor_calls_it_interrupted(
+        tmp_path, monkeypatch):
     for name in mlflow_export.HTTP_BOUNDS:
         monkeypatch.delenv(name, raising=False)
     start = time.monotonic()
-    result = run_app(["+tracking=mlflow", "hydra.callbacks.mlflow.uri='http://127.0.0.1:9'", *TINY_JOB], cwd=tmp_path)
+    result = run_app(["+tracking=mlflow", "hydra.callbacks.mlflow.uri='http://127.0.0.1:9'",
+                      *TINY_JOB], cwd=tmp_path)
     elapsed = time.monotonic() - start
     assert result.returncode == 0, result.output[-2000:]
     assert read_record(result.job_dir)["status"] == "ok"

@@ -1,4 +1,5 @@
-"""``python -m ascendbench.report --mlflow``: records -> MLflow runs in a real SQLite store, read back with MLflow."""
+"""``python -m ascendbench.report --mlflow``: records -> MLflow runs in a real SQLite store, read
+back with MLflow."""
 
 from __future__ import annotations
 
@@ -31,20 +32,26 @@ def test_a_sweep_becomes_one_run_per_record(write_job, store, tmp_path, capsys):
 
     passed, worse, failed = runs["float32"], runs["float16"], runs["bfloat16"]
     assert passed.info.status == "FINISHED" and passed.info.run_name == "dtype=float32"
-    assert {k: passed.data.tags[k] for k in ("verdict", "status", "device", "model", "preset", "weights",
+    assert {k: passed.data.tags[k] for k in ("verdict", "status", "device", "model", "preset",
+                                             "weights",
                                               "ascendbench.version")} == \
-        {"verdict": "PASS", "status": "ok", "device": "cpu", "model": "tiny_flux2_decoder", "preset": "mini",
+        {"verdict": "PASS", "status": "ok", "device": "cpu", "model": "tiny_flux2_decoder",
+         "preset": "mini",
          "weights": "random-init", "ascendbench.version": "0.1.0"}
     assert passed.data.metrics["bench.latency.median_ms"] == 10.0
     assert passed.data.metrics["bench.latency.median_ci95_high_ms"] == pytest.approx(10.2)
     assert passed.data.metrics["metrics.mean_rel_err.value"] == 0.004
-    assert passed.data.metrics["metrics.layer/blocks.0_1/0/cosine.value"] == 0.999  # '#' is not storable
+    # '#' is not storable
+    assert passed.data.metrics["metrics.layer/blocks.0_1/0/cosine.value"] == 0.999
     assert passed.data.params["preset.height"] == "32" and passed.data.params["dry_run"] == "false"
     note = passed.data.params["model.note"]
-    assert len(note) == 6000 and note.endswith(TRUNCATED) and passed.data.tags["ascendbench.truncated"] == "model.note"
-    assert artifact_paths(store, passed.info.run_id) == {"record.json", "compare.csv", "images/image_device_0.png"}
+    assert (len(note) == 6000 and note.endswith(TRUNCATED)
+            and passed.data.tags["ascendbench.truncated"] == "model.note")
+    assert artifact_paths(store, passed.info.run_id) == {"record.json", "compare.csv",
+                                                         "images/image_device_0.png"}
 
-    assert worse.data.tags["verdict"] == "FAIL" and worse.data.metrics["bench.latency.median_ms"] == 20.0
+    assert (worse.data.tags["verdict"] == "FAIL"
+            and worse.data.metrics["bench.latency.median_ms"] == 20.0)
     assert "metrics.psnr_db.value" not in worse.data.metrics  # infinite: named in a tag instead
     assert worse.data.tags["ascendbench.nonfinite"] == "metrics.psnr_db.value=inf"
 
@@ -52,7 +59,8 @@ def test_a_sweep_becomes_one_run_per_record(write_job, store, tmp_path, capsys):
     assert failed.data.tags["status"] == "failed" and failed.data.tags["error"] == "RuntimeError"
 
 
-def test_a_second_export_adds_nothing_and_a_rerun_replaces_its_run(write_job, store, tmp_path, capsys):
+def test_a_second_export_adds_nothing_and_a_rerun_replaces_its_run(write_job, store, tmp_path,
+                                                                   capsys):
     from mlflow import MlflowClient
 
     write_job("dtype=float32", dtype="float32", median_ms=10.0)
@@ -65,14 +73,16 @@ def test_a_second_export_adds_nothing_and_a_rerun_replaces_its_run(write_job, st
     assert "0 created, 0 replaced, 2 unchanged" in capsys.readouterr().out
     assert {run.data.tags["dtype"]: run.info.run_id for run in read_runs(store)} == first
 
-    write_job("dtype=float16", dtype="float16", median_ms=30.0)  # the job run again into its directory
+    # the job run again into its directory
+    write_job("dtype=float16", dtype="float16", median_ms=30.0)
     assert main(["--mlflow", store, sweep]) == 0
     assert "0 created, 1 replaced, 1 unchanged" in capsys.readouterr().out
     runs = _by_dtype(read_runs(store))
     assert len(runs) == 2 and runs["float32"].info.run_id == first["float32"]
     assert runs["float16"].info.run_id != first["float16"]
     assert runs["float16"].data.metrics["bench.latency.median_ms"] == 30.0
-    assert MlflowClient(tracking_uri=store).get_run(first["float16"]).info.lifecycle_stage == "deleted"
+    run = MlflowClient(tracking_uri=store).get_run(first["float16"])
+    assert run.info.lifecycle_stage == "deleted"
 
 
 def test_mlflow_alone_logs_to_sqlite_in_the_working_directory(write_job, tmp_path, monkeypatch):
@@ -81,11 +91,13 @@ def test_mlflow_alone_logs_to_sqlite_in_the_working_directory(write_job, tmp_pat
     monkeypatch.chdir(tmp_path)
     assert main(["--mlflow", "sweep", "--mlflow-experiment", "nightly"]) == 0
     runs = read_runs(f"sqlite:///{tmp_path / 'mlflow.db'}", "nightly")
-    assert len(runs) == 1 and runs[0].info.artifact_uri.startswith((tmp_path / "mlartifacts" / "nightly").as_uri())
-    assert (tmp_path / "mlartifacts" / "nightly" / runs[0].info.run_id / "artifacts" / "record.json").is_file()
+    artifacts = tmp_path / "mlartifacts" / "nightly"
+    assert len(runs) == 1 and runs[0].info.artifact_uri.startswith(artifacts.as_uri())
+    assert (artifacts / runs[0].info.run_id / "artifacts" / "record.json").is_file()
 
 
-def test_without_mlflow_the_command_says_how_to_install_it(write_job, store, tmp_path, monkeypatch, capsys):
+def test_without_mlflow_the_command_says_how_to_install_it(write_job, store, tmp_path, monkeypatch,
+                                                           capsys):
     write_job("dtype=float32")
     monkeypatch.setitem(sys.modules, "mlflow", None)  # `import mlflow` raises ImportError
     assert main(["--mlflow", store, str(tmp_path / "sweep")]) == 2
@@ -93,16 +105,19 @@ def test_without_mlflow_the_command_says_how_to_install_it(write_job, store, tmp
     assert "MLflow is not installed" in err and "pip install 'ascendbench[tracking]'" in err
 
 
-def test_a_database_uri_without_the_sql_packages_says_how_to_install_them(store, tmp_path, monkeypatch, capsys):
+def test_a_database_uri_without_the_sql_packages_says_how_to_install_them(store, tmp_path,
+                                                                          monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "alembic", None)  # mlflow-skinny alone: no SQL layer
     assert main(["--mlflow", store, str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "lacks alembic" in err and "pip install 'ascendbench[tracking]'" in err
 
 
-@pytest.mark.parametrize("uri", ["bogus://nowhere", "file:///{tmp}/mlruns"], ids=["unknown-scheme", "file-store"])
+@pytest.mark.parametrize("uri", ["bogus://nowhere", "file:///{tmp}/mlruns"],
+                         ids=["unknown-scheme", "file-store"])
 def test_an_unusable_uri_is_a_usage_error(uri, write_job, tmp_path, monkeypatch, capsys):
-    """MLflow 3 refuses the ./mlruns file store (unless MLFLOW_ALLOW_FILE_STORE): said, not a traceback."""
+    """MLflow 3 refuses the ./mlruns file store (unless MLFLOW_ALLOW_FILE_STORE): said, not a
+    traceback."""
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     write_job("dtype=float32")
     assert main(["--mlflow", uri.format(tmp=tmp_path), str(tmp_path / "sweep")]) == 2
@@ -111,15 +126,18 @@ def test_an_unusable_uri_is_a_usage_error(uri, write_job, tmp_path, monkeypatch,
 
 
 def test_a_run_left_incomplete_by_a_killed_export_is_replaced(write_job, store, tmp_path, capsys):
-    """kill -9 mid-export leaves a run with the record's key but no digest tag: the next export replaces it."""
+    """kill -9 mid-export leaves a run with the record's key but no digest tag: the next export
+    replaces it."""
     from mlflow import MlflowClient
 
     from ascendbench.tracking.mlflow_export import KEY_TAG, RecordFile
 
     job = write_job("dtype=float32", dtype="float32", median_ms=10.0)
     client = MlflowClient(tracking_uri=store)
-    experiment = client.create_experiment("ascendbench", artifact_location=(tmp_path / "art").as_uri())
-    half = client.create_run(experiment, tags={KEY_TAG: RecordFile.read(job).key}).info.run_id  # no digest
+    experiment = client.create_experiment("ascendbench",
+                                          artifact_location=(tmp_path / "art").as_uri())
+    # no digest
+    half = client.create_run(experiment, tags={KEY_TAG: RecordFile.read(job).key}).info.run_id
     assert main(["--mlflow", store, str(tmp_path / "sweep")]) == 0
     assert "0 created, 1 replaced, 0 unchanged" in capsys.readouterr().out
     runs = read_runs(store)
@@ -144,16 +162,19 @@ def test_a_linked_png_pointing_outside_the_job_is_not_uploaded(write_job, store,
     secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
     job_dir = write_job("dtype=float32")
     (job_dir / "images" / "passwd.png").symlink_to(secret)
-    (job_dir / "linked_dir").symlink_to(tmp_path, target_is_directory=True)  # a linked directory: not walked out
+    # a linked directory: not walked out
+    (job_dir / "linked_dir").symlink_to(tmp_path, target_is_directory=True)
     assert main(["--mlflow", store, str(job_dir)]) == 0
     [run] = read_runs(store)
     client = mlflow_export.import_mlflow().MlflowClient(tracking_uri=store)
     uploaded = [a.path for a in client.list_artifacts(run.info.run_id, "images")]
     assert uploaded == ["images/image_device_0.png"], uploaded
-    assert not [a.path for a in client.list_artifacts(run.info.run_id) if a.path.startswith("linked_dir")]
+    listed = [a.path for a in client.list_artifacts(run.info.run_id)]
+    assert not [path for path in listed if path.startswith("linked_dir")]
 
 
-def test_an_unreachable_tracking_server_gives_up_within_30_s_in_one_paragraph(write_job, tmp_path, monkeypatch,
+def test_an_unreachable_tracking_server_gives_up_within_30_s_in_one_paragraph(write_job, tmp_path,
+                                                                              monkeypatch,
                                                                             capsys):
     for name in mlflow_export.HTTP_BOUNDS:
         monkeypatch.delenv(name, raising=False)
@@ -163,4 +184,5 @@ def test_an_unreachable_tracking_server_gives_up_within_30_s_in_one_paragraph(wr
     elapsed = time.monotonic() - start
     err = capsys.readouterr().err
     assert code == 2 and elapsed < 30, elapsed
-    assert "http://127.0.0.1:9" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert ("http://127.0.0.1:9" in err and "Traceback" not in err
+            and len(err.strip().splitlines()) == 1)

@@ -1,4 +1,5 @@
-"""The torch_npu wheel for a host's torch and CANN (Ascend/pytorch's own version table and the wheels' pins)."""
+"""The torch_npu wheel for a host's torch and CANN (Ascend/pytorch's own version table and the
+wheels' pins)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_torch_and_cann_name_one_wheel(torch_version, cann, wheel):
 def test_the_torch_version_alone_does_not_name_the_wheel():
     assert [w.torch_npu for w in wheels_for("2.9.0")] == ["2.9.0.post6", "2.9.0.post2", "2.9.0"]
     status, text = advice("2.9.0", None, None)
-    assert status == "WARN" and "CANN unknown" in text and "torch_npu==2.9.0.post2 (CANN 9.0.0)" in text
+    assert (status == "WARN" and "CANN unknown" in text
+            and "torch_npu==2.9.0.post2 (CANN 9.0.0)" in text)
 
 
 def test_every_wheel_pins_its_own_torch_release():
@@ -44,9 +46,12 @@ def test_verify_passes_the_right_wheel_and_fails_a_wheel_for_another_cann():
 
 def test_the_make_install_spec_runs_as_a_plain_script():
     script = Path(npu_wheels.__file__)
-    done = subprocess.run([sys.executable, str(script), "--spec", "--torch", "2.8.0", "--cann", "8.5.0"],
+    done = subprocess.run([sys.executable, str(script), "--spec", "--torch", "2.8.0", "--cann",
+                           "8.5.0"],
                           capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, "torch_npu==2.8.0.post2")
-    done = subprocess.run([sys.executable, str(script), "--spec", "--torch", "2.8.0", "--cann", "7.0.0"],
+    done = subprocess.run([sys.executable, str(script), "--spec", "--torch", "2.8.0", "--cann",
+                           "7.0.0"],
                           capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and done.stdout == "" and "no torch_npu release pins torch 2.8.0" in done.stderr
+    assert (done.returncode == 1 and done.stdout == ""
+            and "no torch_npu release pins torch 2.8.0" in done.stderr)
