@@ -112,11 +112,6 @@ class Precision:
         """The device run's torch dtype."""
         return TORCH_DTYPES[self.name]
 
-    @property
-    def reference_name(self) -> str | None:
-        """The reference dtype's name, or ``None`` without a reference."""
-        return None if self.reference is None else dtype_name(self.reference)
-
     def allclose(self) -> dict[str, float]:
         """``atol``, ``rtol`` and the small-value tolerances, as the metrics' keyword arguments."""
         return {"atol": self.atol, "rtol": self.rtol, **self.tolerances}

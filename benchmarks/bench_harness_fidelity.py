@@ -19,7 +19,8 @@ import statistics
 from harness_common import describe, matmul_op, pick_adapter, synced_perf_counter_median_ms
 from torch.utils.benchmark import Timer
 
-from ascendbench.bench import BenchBudget, run_bench
+from ascendbench.bench.budget import BenchBudget
+from ascendbench.bench.loop import run_bench
 
 ROUNDS, ITERS, TARGET_MS, AUTORANGE_S, GOAL = 40, 15, 2.0, 0.05, (0.97, 1.03)
 

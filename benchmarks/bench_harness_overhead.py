@@ -19,7 +19,8 @@ import time
 
 from harness_common import describe, matmul_op, pick_adapter
 
-from ascendbench.bench import BenchBudget, StopRule, run_bench
+from ascendbench.bench.budget import BenchBudget, StopRule
+from ascendbench.bench.loop import run_bench
 
 BLOCKS, PER_BLOCK, NOOP_ITERS, GOAL_US = 200, 25, 5000, 20.0
 

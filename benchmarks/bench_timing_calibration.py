@@ -28,12 +28,12 @@ from pathlib import Path
 import torch
 from harness_common import describe, pick_adapter, synced_perf_counter_median_ms
 
-from ascendbench.bench import BenchBudget, BenchLoop, run_bench
+from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.history import RunHistory
 from ascendbench.bench.interleave import Side, run_interleaved
+from ascendbench.bench.loop import BenchLoop, run_bench
 from ascendbench.bench.stats import MIN_EARLIER
-from ascendbench.report.compare import latency_of
-from ascendbench.report.significance import LatencyRule, decide
+from ascendbench.report.significance import LatencyRule, decide, latency_of
 
 SIZE, GAP_S, AB_S, APART_S = 400, 0.5, 2.0, 1.0
 ROUNDS, AA_PAIRS, POWER_PAIRS, APART_PAIRS = 30, 40, 20, 20

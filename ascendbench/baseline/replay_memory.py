@@ -25,7 +25,12 @@ from ascendbench.baseline.store import header_tensors
 from ascendbench.compare.capture import CallRecorder, call_file, decode
 from ascendbench.compare.select import named_modules
 from ascendbench.errors import InsufficientMemoryError
-from ascendbench.models.memory import DEFAULT_HEADROOM, LiveTensorBytes, activation_bytes, available_host_bytes
+from ascendbench.models.memory import (
+    DEFAULT_HEADROOM,
+    LiveTensorBytes,
+    activation_bytes,
+    available_host_bytes,
+)
 from ascendbench.progress import quiet
 
 PRECISIONS = {"float64": torch.float64, "float32": torch.float32}

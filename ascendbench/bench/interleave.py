@@ -128,10 +128,11 @@ class InterleavedLoop:
                             "pairs": len(timed.pairs),
                             "block_medians_ms": [pair[i] for pair in timed.pairs]}))
         run = Interleaved((results[0], results[1]), timed.pairs, calls, timed.seconds,
-                          timed.reason or "", run_id)
-        log.info("interleaved %s | %s: %d pairs of %d-call blocks in %.3g s, stopped by %s "
-                 "(paired 95%% CI +-%s)", a.name, b.name, len(run.pairs), calls, run.seconds,
-                 run.reason, "n/a" if width is None else f"{width:.2%}")
+                          reason=timed.reason or "", id=run_id)
+        log.info("interleaved %s: %d pairs of %d-call blocks in %s", f"{a.name} | {b.name}",
+                 len(run.pairs), calls,
+                 f"{run.seconds:.3g} s, stopped by {run.reason} (paired 95% CI +-"
+                 f"{'n/a' if width is None else f'{width:.2%}'})")
         return run
 
     def _blocks(self, sides: tuple[Side, Side], calls: int) -> _Blocks:

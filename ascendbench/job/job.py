@@ -25,8 +25,8 @@ class Job:
     ``dry_run``: the stages' ``plan`` runs instead of ``run``; ``stage``: the label of the stage
     running now (for failures); ``found``: what a dry run's weights lookup found; ``model``: a
     module, a pipeline, or the model on the ``meta`` device (dry runs); ``reference``: a
-    :class:`~ascendbench.baseline.store.Baseline`; ``replay``: the replay reference's plan; ``plan`` and
-    ``problems``: the dry run's findings and what would make the real job fail.
+    :class:`~ascendbench.baseline.store.Baseline`; ``replay``: the replay reference's plan;
+    ``plan`` and ``problems``: the dry run's findings and what would make the real job fail.
     """
 
     cfg: DictConfig

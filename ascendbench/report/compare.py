@@ -5,24 +5,16 @@ the record files) got worse, or NEW measured nothing or misses an OLD workload: 
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
-from ascendbench.bench.stats import Interval
-from ascendbench.report.fmt import get, num, short, size_label, table, text
-from ascendbench.report.gather import DRY_RUN
-from ascendbench.report.performance import latest, median_ms
-from ascendbench.report.significance import Latency, LatencyRule, Pairing, decide
-
-KEY = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height",
-       "job.width", "job.num_frames", "job.steps", "job.seed")
-# Higher is worse. A record without a verdict (no rule, baseline skipped) is not judged on accuracy.
-VERDICT_RANK = {"PASS": 0, "WARN": 1, "FAIL": 2}
+from ascendbench.metrics.verdict import ORDER, worst
+from ascendbench.report.fmt import DRY_RUN, get, num, short, size_label, table, text
+from ascendbench.report.gather import KEY, measured
+from ascendbench.report.performance import latest
+from ascendbench.report.significance import LatencyRule, decide, latency_of
 
 
 @dataclass
@@ -90,11 +82,6 @@ def _label(row: Mapping[str, Any]) -> str:
     return f"{names} {size_label(row)} b{num(get(row, 'job.batch_size'))}"
 
 
-def measured(row: Mapping[str, Any]) -> bool:
-    """True for a record that finished ok and is not a dry run."""
-    return get(row, "status") == "ok" and get(row, "run") != DRY_RUN
-
-
 def why_unmeasured(row: Mapping[str, Any]) -> str | None:
     """Why a record measured nothing that a gate could use (None when it is a keyed job record)."""
     where = str(row.get("record"))
@@ -118,62 +105,13 @@ def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
     return {k: latest(v) for k, v in grouped.items()}
 
 
-def section_latency(bench: Any, median: float) -> Latency:
-    """The interval and pairing of a ``bench`` section, recomputed from its own calls
-    (``samples_ms``) and earlier run medians (``interval.runs.earlier_ms``): a bound edited in the
-    record is not believed."""
-    if not isinstance(bench, Mapping):
-        return Latency(median)
-    samples, interval = _positive(bench.get("samples_ms")), bench.get("interval")
-    runs = interval.get("runs") if isinstance(interval, Mapping) else None
-    earlier = _positive(runs.get("earlier_ms")) if isinstance(runs, Mapping) else None
-    return Latency(median, Interval.of(samples, earlier or ()) if samples else None,
-                   Pairing.from_section(bench.get("interleave"), samples))
-
-
-def _positive(values: Any) -> tuple[float, ...] | None:
-    """A non-empty list of finite numbers > 0 as floats, else None."""
-    if not isinstance(values, list) or not values:
-        return None
-    usable = all(_float(v) is not None and math.isfinite(v) and v > 0 for v in values)
-    return tuple(float(v) for v in values) if usable else None
-
-
-def latency_of(row: Mapping[str, Any]) -> Latency | None:
-    """A row's median with the interval and pairing of its record file (None: no finite median)."""
-    median = median_ms(row)
-    if not median or not math.isfinite(median) or median < 0:  # NaN or Inf is no measurement
-        return None
-    try:
-        bench = json.loads(Path(row["record"]).read_text()).get("bench")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        bench = None
-    return section_latency(bench, median)
-
-
-def latency_from_section(bench: Any) -> Latency | None:
-    """:func:`latency_of` for a ``bench`` section in memory (a side of a record's ``ab``)."""
-    latency = bench.get("latency") if isinstance(bench, Mapping) else None
-    median = _float(latency.get("median_ms")) if isinstance(latency, Mapping) else None
-    if not median or not math.isfinite(median) or median < 0:
-        return None
-    return section_latency(bench, median)
-
-
-def _float(value: Any) -> float | None:
-    """``value`` as a float when it is a number (not a bool), else None."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def row_verdict(row: Mapping[str, Any]) -> Any:
     """The record's verdict, or the worst verdict of its metrics where that is worse: a record is
     data, and a hand-edited ``verdict: PASS`` over a failing metric is not believed."""
     claimed = get(row, "verdict")
-    found = [v for k, v in row.items()
-             if k.startswith("metrics.") and k.endswith(".verdict") and v in VERDICT_RANK]
-    derived = max(found, key=VERDICT_RANK.get) if found else None
-    rank = VERDICT_RANK.get
-    if derived is None or (claimed in VERDICT_RANK and rank(derived) <= rank(claimed)):
+    derived = worst(v for k, v in row.items()
+                    if k.startswith("metrics.") and k.endswith(".verdict"))
+    if derived is None or (claimed in ORDER and ORDER[derived] <= ORDER[claimed]):
         return claimed
     return derived
 
@@ -185,9 +123,9 @@ def _regressions(old: Mapping[str, Any], new: Mapping[str, Any],
     if get(old, "status") == "ok" and get(new, "status") != "ok":
         found.append(("status", "ok", f"{get(new, 'status')}: {text(get(new, 'error.type'))}"))
     was, now = row_verdict(old), row_verdict(new)
-    if was in VERDICT_RANK and now in VERDICT_RANK and VERDICT_RANK[now] > VERDICT_RANK[was]:
+    if was in ORDER and now in ORDER and ORDER[now] > ORDER[was]:
         found.append(("verdict", str(was), str(now)))
-    elif was in VERDICT_RANK and now not in VERDICT_RANK and get(new, "status") == "ok":
+    elif was in ORDER and now not in ORDER and get(new, "status") == "ok":
         found.append(("verdict", str(was), "none (accuracy not judged)"))  # silence is no pass
     before, after = latency_of(old), latency_of(new)
     if before is not None and after is None and get(new, "status") == "ok":

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ascendbench.report import fmt
-from ascendbench.report.performance import latest, median_ms, point_key
+from ascendbench.report.performance import latest, point_key
 
 IDENTITY = ["job.model", "job.preset", "job.dtype", "size", "job.batch_size", "job.device"]
 HEADERS = ["model", "preset", "dtype", "size", "batch", "device"]
@@ -98,7 +98,7 @@ def _error_ratios(rows: fmt.Rows, reference: str, limits: Mapping[str, float], b
 
 def _latency_ratios(rows: fmt.Rows, reference: str, base_dir: Path) -> list[list[str]]:
     body = []
-    timed = [r for r in rows if median_ms(r)]
+    timed = [r for r in rows if fmt.latency(r)]
     for runs in _latest_by_device(timed, lambda r: point_key(r) + (fmt.get(r, "job.dtype"),)):
         refs = [r for (dev, _), r in runs.items() if dev == reference]
         if not refs:
@@ -106,8 +106,9 @@ def _latency_ratios(rows: fmt.Rows, reference: str, base_dir: Path) -> list[list
         ref = latest(refs)
         for (dev, _), row in sorted(runs.items(), key=str):
             if dev != reference:
-                body.append([*fmt.cells(row, IDENTITY[:5]), fmt.text(dev), fmt.num(median_ms(row)),
-                             fmt.num(median_ms(ref)), fmt.num(median_ms(row) / median_ms(ref), 3),
+                mine, theirs = fmt.latency(row), fmt.latency(ref)
+                body.append([*fmt.cells(row, IDENTITY[:5]), fmt.text(dev), fmt.num(mine),
+                             fmt.num(theirs), fmt.num(mine / theirs, 3),
                              f"{fmt.link('device', row['record'], base_dir)} "
                              f"{fmt.link(reference, ref['record'], base_dir)}"])
     return body

@@ -16,8 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 from ascendbench.errors import OutputWriteError, ReportError
 from ascendbench.fileio import atomic_path, write_atomic
 from ascendbench.report.crossdevice import crossdevice_section
-from ascendbench.report.fmt import Row, Rows, cells, get, inside, link
-from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN
+from ascendbench.report.fmt import DRY_RUN, Row, Rows, cells, get, inside, link
+from ascendbench.report.gather import CONFIG_COLUMN
 from ascendbench.report.hidden import (
     layer_detail_table,
     layer_rows,
@@ -122,7 +122,7 @@ class Report:
                     or f"No record of a task with the `{name}` layout.")
         renderers: dict[str, Callable[[], str]] = {
             "seed_layouts": partial(seed_layouts_section, rows, self.models, str(s.lang), base_dir,
-                                    heading),
+                                    heading=heading),
             "accuracy": partial(self._per_model, self._accuracy, base_dir, heading, "accuracy"),
             "performance": partial(self._per_model, self._performance, base_dir, heading,
                                    "performance"),
@@ -134,11 +134,11 @@ class Report:
             "pivot": partial(pivot_section, rows, self.models, base_dir, heading),
             "profile": partial(profile_section, rows, base_dir, heading),
             "variants": partial(variants_section, rows, list(s.variants.show), base_dir, heading,
-                                LatencyRule.from_options(s.compare)),
+                                rule=LatencyRule.from_options(s.compare)),
             "graph": partial(graph_section, rows, base_dir, heading),
             "scaling": partial(scaling_section, rows, base_dir, heading),
             "recommendation": partial(recommendation_section, rows, self.models,
-                                      s.recommendation.error_metric, base_dir, heading),
+                                      s.recommendation.error_metric, base_dir, heading=heading),
             "cross_device": partial(crossdevice_section, rows, s.cross_device.reference_device,
                                     OmegaConf.to_container(s.cross_device.limits, resolve=True),
                                     base_dir),

@@ -15,6 +15,10 @@ import yaml
 from ascendbench.digits import judged_rule, judged_value
 
 MISSING = "missing"
+DRY_RUN = "dry-run"  # a record's ``run`` when it only planned
+# Ranked values of the row order (gather.SORT_KEYS); other values follow, alphabetically.
+ORDER = {"job.preset": ("mini", "balanced", "quality"),
+         "job.dtype": ("float32", "float16", "bfloat16")}
 Row = Mapping[str, Any]
 Rows = Sequence[Row]
 LANGS = ("en", "zh")
@@ -191,3 +195,62 @@ def word(key: str, lang: str, **fill: str) -> str:
     """The word ``key`` in ``lang`` (``en`` or ``zh``), its ``{placeholders}`` filled."""
     text = WORDS[key][LANGS.index(lang)] if lang in LANGS else WORDS[key][0]
     return text.format(**fill) if fill else text
+
+IDENTITY = {"machine": "env.hostname", "device": "job.device", "dtype": "job.dtype",
+            "workload": "workload", "steps": "job.steps", "batch": "job.batch_size"}
+
+
+
+def machines(rows: Rows) -> list[str]:
+    """Distinct host names among the rows."""
+    return sorted({str(get(r, "env.hostname")) for r in rows})
+
+
+
+def identity(rows: Rows, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(headers, keys) of ``names`` (``machine`` with several hosts, ``steps`` if used)."""
+    many = len(machines(rows)) > 1
+    steps = any(get(r, "job.steps") is not None for r in rows)
+    kept = [n for n in names if (n != "machine" or many) and (n != "steps" or steps)]
+    return kept, [IDENTITY[n] for n in kept]
+
+
+
+def fold_same(headers: list[str], body: list[list[str]], foldable: Sequence[str]
+              ) -> tuple[list[str], list[list[str]], list[str]]:
+    """Drop the ``foldable`` columns saying one thing in every row; notes say it once."""
+    if len(body) < 2:
+        return headers, body, []
+    drop = [i for i, h in enumerate(headers) if h in foldable and len({r[i] for r in body}) == 1]
+    keep = [i for i in range(len(headers)) if i not in drop]
+    notes = [f"every row: {headers[i]} {body[0][i]}" for i in drop]
+    return [headers[i] for i in keep], [[r[i] for i in keep] for r in body], notes
+
+
+
+def primary_output(row: Row) -> str | None:
+    """The output the job's task leads with (``video``, ``reconstruction``), if declared."""
+    output = get(row, "job.primary.output")
+    return str(output) if output is not None else None
+
+
+
+def section_metric(row: Row, section: str, wanted: Sequence[str] = ()) -> str | None:
+    """The metric answering ``section``: the task's declared one, else the one unambiguous match."""
+    names, output = list(metric_fields(row)), primary_output(row)
+    declared = get(row, f"job.primary.{section}")
+    if declared is not None:
+        name = str(declared)
+        candidates = [name] if "/" in name else ([f"{output}/{name}"] if output else []) + [name]
+        return next((c for c in candidates if c in names), None)
+    for want in wanted:
+        found = [n for n in names if metric_matches(n, want)]
+        exact = [n for n in found if n.rsplit("/", 1)[-1] == want]
+        for pool in (exact, found):
+            if output:
+                pool = [n for n in pool if n.startswith(f"{output}/") or "/" not in n] or pool
+            if len(pool) == 1:
+                return pool[0]
+        if found:
+            return None  # several outputs' metrics match and nothing says which one is meant
+    return None

@@ -15,9 +15,8 @@ import pandas as pd
 from ascendbench.errors import ReportError
 from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME
-from ascendbench.report.fmt import present
+from ascendbench.report.fmt import DRY_RUN, ORDER, get, present
 from ascendbench.report.hidden import hidden_fields
-from ascendbench.report.profile import profile_fields
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +24,6 @@ log = logging.getLogger(__name__)
 # follow it, alphabetically.
 SORT_KEYS = ("job.model", "job.device", "job.preset", "job.batch_size", "size.pixels",
              "job.num_frames", "job.steps", "job.dtype", "record")
-ORDER = {"job.preset": ("mini", "balanced", "quality"),
-         "job.dtype": ("float32", "float16", "bfloat16")}
 # Preset fields a task uses beyond height/width/batch, read from ``config.preset`` when ``job``
 # lacks them.
 TASK_PRESET_FIELDS = {"TextToVideoTask": ("num_frames", "steps"),
@@ -37,7 +34,6 @@ _SECTIONS = ("error", "job", "weights", "baseline", "bench", "env", "timing", "p
 _MAPPINGS = ("error", "job", "weights", "baseline", "bench", "env", "timing", "metrics", "inputs",
              "compare", "config", "plan")
 INPUT_FIELDS = ("shape", "dtype", "sha256", "mean", "std", "min", "max", "nonfinite")
-DRY_RUN = "dry-run"
 CONFIG_COLUMN = "config"  # the resolved config as JSON: what tells A/B variants apart
 # What tells jobs apart lands in headings, file names and rows: names this tool writes use only
 # these characters; anything else is refused before it can become a Markdown heading or HTML tag.
@@ -235,3 +231,24 @@ def _sort_key(key: str, row: Mapping[str, Any]) -> tuple:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (1, float(value), "")
     return (2, 0.0, str(value))
+
+KEY = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height",
+       "job.width", "job.num_frames", "job.steps", "job.seed")
+
+
+
+def measured(row: Mapping[str, Any]) -> bool:
+    """True for a record that finished ok and is not a dry run."""
+    return get(row, "status") == "ok" and get(row, "run") != DRY_RUN
+
+
+
+def profile_fields(section: Any) -> dict[str, Any]:
+    """A record's ``profile`` as row fields: its numbers as ``profile.<key>``, the table as JSON."""
+    if not isinstance(section, Mapping):
+        return {}
+    fields = {f"profile.{k}": v for k, v in section.items()
+              if isinstance(v, (str, int, float, bool)) or v is None}
+    if isinstance(section.get("top"), list):
+        fields["profile.top"] = json.dumps([r for r in section["top"] if isinstance(r, Mapping)])
+    return fields

@@ -8,10 +8,10 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from ascendbench.metrics.verdict import ORDER
 from ascendbench.report import fmt
 
 LAYER = "layer/"
-_RANK = {"PASS": 0, "WARN": 1, "FAIL": 2}
 _HIGHER_IS_BETTER = ("cosine", "psnr", "ssim")
 REPLAY = ("metrics.replay/", "/local_rel_err.value")
 REPLAY_LABEL = "replay (per-module)"
@@ -86,7 +86,7 @@ def hidden_fields(metrics: Mapping[str, Any], compare: Any) -> dict[str, Any]:
         if "value" not in agg or _worse(value, agg["value"], agg["low"]):
             agg.update(value=value, at=layer)
         verdict = entry.get("verdict")
-        if verdict in _RANK and _RANK[verdict] >= _RANK.get(agg.get("verdict"), -1):
+        if verdict in ORDER and ORDER[verdict] >= ORDER.get(agg.get("verdict"), -1):
             agg.update(verdict=verdict, rule=entry.get("rule") or entry.get("threshold"))
     fields = {f"hidden.{metric}.{key}": agg[key] for metric, agg in folded.items()
               for key in ("value", "verdict", "rule", "at", "layers") if key in agg}
@@ -128,9 +128,9 @@ def layer_rows(row: fmt.Row) -> list[dict[str, Any]]:
                                           "output": output or None})
         entry[metric] = fmt.get(row, key)
         verdict = fmt.get(row, key[:-6] + ".verdict")
-        if verdict in _RANK:
+        if verdict in ORDER:
             entry[f"{metric}_verdict"] = verdict
-            if _RANK[verdict] >= _RANK.get(entry.get("result"), -1):
+            if ORDER[verdict] >= ORDER.get(entry.get("result"), -1):
                 entry["result"] = verdict
     return list(layers.values())
 

@@ -11,8 +11,6 @@ from typing import Any, Iterable, Sequence
 from ascendbench.errors import ReportError
 from ascendbench.job.record import instant
 from ascendbench.report import fmt
-from ascendbench.report.gather import ORDER
-from ascendbench.report.tables import fold_same, identity, machines
 
 # performance.show names -> headers
 PERF_VALUES = {"median_ms": "median ms", "min_ms": "min ms", "p90_ms": "p90 ms", "p95_ms": "p95 ms",
@@ -25,11 +23,6 @@ PIVOT_NOTE = ("Cells: median latency in ms over the timed iterations, then [low,
               "95% confidence interval as the record states it (none: fewer timed iterations than "
               "a CI needs); \"missing\": no ok run of that dtype for the workload. The latest run "
               "counts when a workload ran more than once.")
-
-
-def median_ms(row: fmt.Row) -> float | None:
-    """The row's median latency in ms, when recorded."""
-    return fmt.latency(row)
 
 
 def point_key(row: fmt.Row) -> tuple:
@@ -89,7 +82,7 @@ def throughput_cell(row: fmt.Row) -> str:
 
 def median_cell(row: fmt.Row) -> str:
     """The median latency, flagged when the bench judged the timings noisy."""
-    cell = fmt.num(median_ms(row))
+    cell = fmt.num(fmt.latency(row))
     return f"{cell} (noisy)" if fmt.get(row, "bench.noise.noisy") is True else cell
 
 
@@ -125,7 +118,7 @@ def speedup_cell(row: fmt.Row, cpu_rows: fmt.Rows, cpu_dtype: str, base_dir: Pat
     """``123x`` over the CPU run of this workload (in ``cpu_dtype`` when measured), or why not."""
     if fmt.get(row, "job.device") == "cpu":
         return "cpu run"
-    same = [c for c in cpu_rows if point_key(c) == point_key(row) and median_ms(c)]
+    same = [c for c in cpu_rows if point_key(c) == point_key(row) and fmt.latency(c)]
     cpu = None
     for dtype in (cpu_dtype, fmt.get(row, "job.dtype")):
         matches = [c for c in same if fmt.get(c, "job.dtype") == dtype]
@@ -133,11 +126,11 @@ def speedup_cell(row: fmt.Row, cpu_rows: fmt.Rows, cpu_dtype: str, base_dir: Pat
         cpu = cpu or latest(local or matches)
     if cpu is None:
         return "no CPU run of this workload"
-    if not median_ms(row):
+    if not fmt.latency(row):
         return fmt.MISSING
-    return (f"{fmt.times(median_ms(cpu) / median_ms(row))} vs cpu "
+    return (f"{fmt.times(fmt.latency(cpu) / fmt.latency(row))} vs cpu "
             f"{fmt.field(cpu, 'job.dtype')} "
-            f"{fmt.num(median_ms(cpu))} ms ({fmt.link('cpu', cpu['record'], base_dir)})")
+            f"{fmt.num(fmt.latency(cpu))} ms ({fmt.link('cpu', cpu['record'], base_dir)})")
 
 
 def _number_first(value: str) -> bool:
@@ -165,7 +158,8 @@ def performance_table(rows: fmt.Rows, cpu_rows: fmt.Rows, cpu_dtype: str, base_d
                                                       cpu_dtype=cpu_dtype, base_dir=base_dir)))
         else:
             values.append((PERF_VALUES[name], partial(_value_cell, name=name)))
-    id_headers, keys = identity(rows, ["machine", "device", "dtype", "workload", "batch", "steps"])
+    id_headers, keys = fmt.identity(rows, ["machine", "device", "dtype", "workload", "batch",
+                                           "steps"])
     headers = [*id_headers, *(h for h, _ in values), "record"]
     body = [fmt.cells(row, keys) + [fn(row) for _, fn in values] + [fmt.record_link(row, base_dir)]
             for row in rows]
@@ -174,7 +168,7 @@ def performance_table(rows: fmt.Rows, cpu_rows: fmt.Rows, cpu_dtype: str, base_d
               and len({r[i] for r in body}) == 1 and not _number_first(body[0][i])}
     kept = [i for i, h in enumerate(headers) if h not in folded]
     headers, body = [headers[i] for i in kept], [[r[i] for i in kept] for r in body]
-    headers, body, same = fold_same(headers, body, ("device", "steps"))
+    headers, body, same = fmt.fold_same(headers, body, ("device", "steps"))
     notes = [f"{h}: {v} in every row." for h, v in folded.items()] + [f"{n}." for n in same]
     notes.append(
         f"Speed-up vs CPU = median latency of the CPU run of the same model, preset, batch and "
@@ -187,16 +181,17 @@ def performance_table(rows: fmt.Rows, cpu_rows: fmt.Rows, cpu_dtype: str, base_d
 
 
 def _ci_cell(row: fmt.Row | None, base_dir: Path) -> str:
-    if row is None or median_ms(row) is None:
+    if row is None or fmt.latency(row) is None:
         return fmt.MISSING
     low, high = fmt.latency(row, "median_ci95_low_ms"), fmt.latency(row, "median_ci95_high_ms")
     ci = f" [{fmt.num(low)}, {fmt.num(high)}]" if low is not None and high is not None else ""
-    return f"{fmt.num(median_ms(row))}{ci} ({fmt.record_link(row, base_dir)})"
+    return f"{fmt.num(fmt.latency(row))}{ci} ({fmt.record_link(row, base_dir)})"
 
 
 def _pivot(rows: fmt.Rows, base_dir: Path) -> str:
     found = {fmt.field(r, "job.dtype") for r in rows}
-    dtypes = [d for d in ORDER["job.dtype"] if d in found] + sorted(found - set(ORDER["job.dtype"]))
+    ranked = fmt.ORDER["job.dtype"]
+    dtypes = [d for d in ranked if d in found] + sorted(found - set(ranked))
     groups = fmt.group(rows, lambda r: tuple(fmt.cells(r, ["job.preset", "size", "job.batch_size"]))
                        + ((fmt.field(r, "job.steps"),) if fmt.get(r, "job.steps") is not None
                       else ()))
@@ -213,8 +208,8 @@ def pivot_section(rows: fmt.Rows, models: Sequence[str], base_dir: Path, heading
     """Per model and device (and host), workloads down, dtypes across, median [95% CI] ms."""
     parts = []
     for model in models:
-        mine = [r for r in rows if median_ms(r) is not None and fmt.get(r, "job.model") == model]
-        many = len(machines(mine)) > 1
+        mine = [r for r in rows if fmt.latency(r) is not None and fmt.get(r, "job.model") == model]
+        many = len(fmt.machines(mine)) > 1
         places: dict[str, list[fmt.Row]] = {}
         for row in mine:
             host = f" ({fmt.field(row, 'env.hostname')})" if many else ""

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from ascendbench.report.fmt import Row, Rows, get, group, latency, num, size_label
-from ascendbench.report.performance import latest, median_ms
-from ascendbench.report.select import section_metric
+from ascendbench.report import fmt
+from ascendbench.report.fmt import Row, Rows, get, group, latency, num, section_metric, size_label
+from ascendbench.report.performance import latest
 
 # With this many distinct x values or fewer a panel is categorical (an evenly spaced, labelled slot
 # per value) instead of a numeric axis on which one or two points sit at its edges.
@@ -45,7 +45,7 @@ def _pixels(row: Row) -> float:
 
 def ci_errors(row: Row) -> tuple[float, float]:
     """How far the 95% CI of the median reaches below and above it; (0, 0) without a CI."""
-    median = median_ms(row)
+    median = fmt.latency(row)
     low, high = latency(row, "median_ci95_low_ms"), latency(row, "median_ci95_high_ms")
     if median is None or low is None or high is None:
         return 0.0, 0.0
@@ -64,7 +64,7 @@ def _series(rows: Rows, x: Callable[[Row], float], fixed: Callable[[Row], bool]
         points = []
         for xv, members in group(series[name], x).items():
             last = latest(members)
-            earlier = [median_ms(r) for r in members if r is not last and median_ms(r)]
+            earlier = [fmt.latency(r) for r in members if r is not last and fmt.latency(r)]
             points.append((xv, {**last, REPEATS: earlier}))
         found[name] = sorted(points, key=lambda p: p[0])
     return found
@@ -83,7 +83,7 @@ def draw_latency(ax: Any, series: dict[str, list[Point]], label: Callable[[Row],
         else:
             where = [x for x, _ in pts]
         errors = [ci_errors(row) for _, row in pts]
-        drawn = ax.errorbar(where, [median_ms(row) for _, row in pts],
+        drawn = ax.errorbar(where, [fmt.latency(row) for _, row in pts],
                             yerr=[[e[0] for e in errors], [e[1] for e in errors]], marker="o",
                             capsize=4, label=name, linestyle="none" if categorical else "-")
         earlier = [(w, m) for w, (_, row) in zip(where, pts, strict=True)
@@ -124,7 +124,7 @@ def _panels(rows: Rows, device: str) -> tuple[tuple, tuple]:
 
 def latency_figure(rows: Rows, model: str) -> Any | None:
     """Two panels per device, a series per dtype; None with fewer than two points."""
-    rows = [r for r in rows if median_ms(r) and get(r, "job.height") and get(r, "job.width")
+    rows = [r for r in rows if fmt.latency(r) and get(r, "job.height") and get(r, "job.width")
             and get(r, "job.batch_size")]
     if len(rows) < 2:
         return None
@@ -138,7 +138,7 @@ def latency_figure(rows: Rows, model: str) -> Any | None:
             ax.grid(True, alpha=0.3)
             points = [row for pts in series.values() for _, row in pts]
             if len(points) == 1:
-                ax.annotate(f"{num(median_ms(points[0]))} ms", (0, median_ms(points[0])),
+                ax.annotate(f"{num(fmt.latency(points[0]))} ms", (0, fmt.latency(points[0])),
                             textcoords="offset points", xytext=(8, 8), fontsize=8)
                 ax.text(0.02, 0.95, "one measurement: no trend to read", transform=ax.transAxes,
                         fontsize=7, va="top", color="dimgray")

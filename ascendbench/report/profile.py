@@ -5,23 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ascendbench.report import fmt
 
 COMPARED_OPS = 15  # operators in a dtype comparison (the slowest first)
 _CLOCKS = {"device": "self device time", "cpu": "self CPU time"}
-
-
-def profile_fields(section: Any) -> dict[str, Any]:
-    """A record's ``profile`` as row fields: its numbers as ``profile.<key>``, the table as JSON."""
-    if not isinstance(section, Mapping):
-        return {}
-    fields = {f"profile.{k}": v for k, v in section.items()
-              if isinstance(v, (str, int, float, bool)) or v is None}
-    if isinstance(section.get("top"), list):
-        fields["profile.top"] = json.dumps([r for r in section["top"] if isinstance(r, Mapping)])
-    return fields
 
 
 def top_rows(row: fmt.Row) -> list[dict[str, Any]]:

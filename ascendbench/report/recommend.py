@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 
 from ascendbench.report import fmt
-from ascendbench.report.performance import latest, median_ms, point_key
+from ascendbench.report.performance import latest, point_key
 from ascendbench.report.tables import RANDOM_LEGEND, RANDOM_MARK, random_init
 
 RULE = (
@@ -29,11 +29,11 @@ def classify(rows: fmt.Rows) -> str:
 
 def speed_scores(by_dtype: dict[str, fmt.Rows]) -> tuple[dict[str, float], int]:
     """Geometric-mean median latency per dtype over the workloads all of them measured."""
-    points = [{point_key(r) for r in rows if median_ms(r)} for rows in by_dtype.values()]
+    points = [{point_key(r) for r in rows if fmt.latency(r)} for rows in by_dtype.values()]
     common = set.intersection(*points) if points else set()
     scores = {}
     for dtype, rows in by_dtype.items():
-        medians = [median_ms(latest([r for r in rows if point_key(r) == p and median_ms(r)]))
+        medians = [fmt.latency(latest([r for r in rows if point_key(r) == p and fmt.latency(r)]))
                    for p in common]
         if medians:
             scores[dtype] = math.exp(sum(math.log(m) for m in medians) / len(medians))

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from ascendbench.report import fmt
 from ascendbench.report.fmt import MISSING, Row, Rows, get, group, num, record_link, table, text
-from ascendbench.report.performance import latest, median_ms
+from ascendbench.report.performance import latest
 from ascendbench.report.plots import pyplot, safe_name
 from ascendbench.report.tables import verdict_cell
 from ascendbench.report.variants import workload, workload_title
@@ -59,10 +60,10 @@ def scaling_section(rows: Rows, base_dir: Path, heading: str = "###") -> str:
                "peak MB, largest rank", "peak MB, smallest rank", "verdict", "record"]
     parts = []
     for by_world in workloads:
-        one = median_ms(by_world[0][1]) if by_world[0][0] == 1 else None
+        one = fmt.latency(by_world[0][1]) if by_world[0][0] == 1 else None
         body = []
         for n, row in by_world:
-            mine, peaks = median_ms(row), rank_peaks(row)
+            mine, peaks = fmt.latency(row), rank_peaks(row)
             body.append([str(n), mode(row), text(get(row, "distributed.backend") or "none"),
                          num(mine), num(one / mine) + "x" if one and mine else MISSING,
                          num(max(peaks)) if peaks else MISSING,
@@ -86,7 +87,7 @@ def scaling_plots(rows: Rows, out_dir: Path) -> list[Path]:
         for name in sorted({mode(r) for _, r in by_world if world_size(r) > 1}):  # a line per mode
             line = one + [(n, r) for n, r in by_world if n > 1 and mode(r) == name]
             xs = [n for n, _ in line]
-            left.plot(xs, [median_ms(r) or float("nan") for _, r in line], marker="o", label=name)
+            left.plot(xs, [fmt.latency(r) or float("nan") for _, r in line], marker="o", label=name)
             right.plot(xs, [max(rank_peaks(r) or [float("nan")]) for _, r in line], marker="o",
                        label=f"{name}, largest rank")
         left.set(xlabel="world size (ranks)", ylabel="median latency (ms)", xticks=sizes)
@@ -107,7 +108,7 @@ def _graph_row(row: Row, base_dir: Path) -> list[Any]:
     compiled = [text(get(row, f"bench.compile.{k}")) for k in keys]
     eager = ["none (eager)", "-", "-", "-", "-"]
     return [*(compiled if get(row, "bench.compile.variant") else eager),
-            num(get(row, "bench.cold_ms")), num(median_ms(row)), verdict_cell(row),
+            num(get(row, "bench.cold_ms")), num(fmt.latency(row)), verdict_cell(row),
             record_link(row, base_dir)]
 
 

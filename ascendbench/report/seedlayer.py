@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Callable
 
 from ascendbench.report import fmt
-from ascendbench.report.performance import median_ms
 from ascendbench.report.seedlayouts import (
     flux2_accuracy,
     flux2_dtype,
@@ -42,7 +41,7 @@ Layout = Callable[[fmt.Rows, str, Path], "str | None"]
 def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """Item | Value: inputs, first call, steady latency, memory, determinism, verdict."""
     parts = []
-    for row in timing_rows([r for r in rows if median_ms(r)]):
+    for row in timing_rows([r for r in rows if fmt.latency(r)]):
         body = []
         for name in sorted({k.split(".")[1] for k in row
                             if k.startswith("inputs.") and k.endswith(".shape")}):
@@ -100,7 +99,7 @@ def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
             f"throughput={fmt.field(r, 'bench.throughput.value')} "
             f"{fmt.field(r, 'bench.throughput.unit')} "
             f"peak={fmt.field(r, 'bench.memory.peak_allocated_mb')} MB"
-            for r in jobs if median_ms(r)]
+            for r in jobs if fmt.latency(r)]
     skipped = sorted({f"{name}: {fmt.get(r, f'metrics.{name}.skipped')}"
                       for r in jobs for _, name in GATES if fmt.get(r, f"metrics.{name}.skipped")})
     return fmt.table(headers, body, [*perf, "skipped: " + "; ".join(skipped) if skipped else None,

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Sequence
 
 from ascendbench.report import fmt
+from ascendbench.report.fmt import primary_output, section_metric
 from ascendbench.report.gather import TASK_PRESET_FIELDS
 from ascendbench.report.hidden import REPLAY_NOTE, is_replay, replay_hidden_cell
-from ascendbench.report.performance import median_ms
-from ascendbench.report.select import accuracy_rows, primary_output, section_metric, timing_rows
+from ascendbench.report.select import accuracy_rows, timing_rows
 from ascendbench.report.tables import RANDOM_LEGEND, random_init, verdict_cell
 from ascendbench.report.variants import UNSET, variant_settings
 
@@ -131,7 +131,7 @@ def flux2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 def flux2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """Batch | Resolution | Dtype | Mean (ms) | P90 (ms) | Throughput | Mem (MB), per workload."""
-    timed = sorted((r for r in _accelerators(timing_rows(rows)) if median_ms(r)),
+    timed = sorted((r for r in _accelerators(timing_rows(rows)) if fmt.latency(r)),
                    key=lambda r: (str(fmt.get(r, "job.device")), fmt.get(r, "job.batch_size") or 0,
                                   fmt.get(r, "job.height") or 0, str(fmt.get(r, "job.dtype"))))
     if not timed:
@@ -156,7 +156,7 @@ def flux2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 def flux2_speedup(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """Device | Dtype | <size> time | Speed-up over the CPU float32 run of that size and batch."""
-    timed = [r for r in timing_rows(rows) if median_ms(r)]
+    timed = [r for r in timing_rows(rows) if fmt.latency(r)]
     cpu = [r for r in timed if fmt.cells(r, ["job.device", "job.dtype"]) == ["cpu", "float32"]]
     if not cpu:
         return None
@@ -168,8 +168,8 @@ def flux2_speedup(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
         return None
     headers = [fmt.word("device", lang), fmt.word("data_type", lang),
                fmt.word("time_at", lang, size=fmt.size_label(base)), fmt.word("speedup", lang)]
-    body = [[_device(r), fmt.field(r, "job.dtype"), f"{fmt.num(median_ms(r))} ms",
-             fmt.times(median_ms(base) / median_ms(r))] for r in [base, *same]]
+    body = [[_device(r), fmt.field(r, "job.dtype"), f"{fmt.num(fmt.latency(r))} ms",
+             fmt.times(fmt.latency(base) / fmt.latency(r))] for r in [base, *same]]
     return fmt.table(headers, body, [links_note([base, *same], base_dir, lang)])
 
 
@@ -186,7 +186,8 @@ def flux2_dtype(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     passing = [d for d, rs in by_dtype.items() if all(fmt.get(r, "verdict") == "PASS" for r in rs)]
     body = []
     if passing:
-        fastest = min(passing, key=lambda d: min(median_ms(r) or float("inf") for r in by_dtype[d]))
+        fastest = min(passing, key=lambda d: min(fmt.latency(r) or float("inf")
+                                                 for r in by_dtype[d]))
         precise = min(passing, key=lambda d: err(d)[0])
         body += [[fmt.word("production", lang), f"`{fastest}`",
                   fmt.word("passes_fastest", lang, err=err(fastest)[1])],
@@ -224,7 +225,7 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """指标 | 预估/实测数值 | 说明: load time, first call, time per resolution, peak memory."""
-    timed = [r for r in timing_rows(rows) if median_ms(r)]
+    timed = [r for r in timing_rows(rows) if fmt.latency(r)]
     if not timed:
         return None
     body = []
@@ -235,7 +236,7 @@ def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | Non
     body += [[fmt.word("first_call", lang), f"{fmt.field(r, 'bench.cold_ms')} ms",
               fmt.size_label(r)]
              for r in timed if fmt.get(r, "bench.cold_ms") is not None]
-    body += [[fmt.word("gen_time", lang, size=fmt.size_label(r)), f"{fmt.num(median_ms(r))} ms",
+    body += [[fmt.word("gen_time", lang, size=fmt.size_label(r)), f"{fmt.num(fmt.latency(r))} ms",
               f"{fmt.field(r, 'job.steps')} steps, {fmt.field(r, 'job.dtype')}"]
              for r in timed]
     memory = [(m, r) for r in timed if (m := _memory_mb(r)) is not None]

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import pandas as pd
 
 from ascendbench.errors import ReportError
-from ascendbench.report.fmt import Row, Rows, get, group, metric_fields, metric_matches, text
+from ascendbench.report.fmt import Row, Rows, get, group, text
 from ascendbench.report.performance import latest
 from ascendbench.report.variants import variant_settings, workload
 
@@ -89,29 +89,3 @@ def repeats_note(rows: Rows) -> str | None:
     return (f"{len(rows)} row(s) stand for {total} records: {repeated} workload(s) ran more than "
             "once and show their latest record.")
 
-
-def primary_output(row: Row) -> str | None:
-    """The output the job's task leads with (``video``, ``reconstruction``), if declared."""
-    output = get(row, "job.primary.output")
-    return str(output) if output is not None else None
-
-
-def section_metric(row: Row, section: str, wanted: Sequence[str] = ()) -> str | None:
-    """The metric answering ``section``: the task's declared one, else the one unambiguous match."""
-    names, output = list(metric_fields(row)), primary_output(row)
-    declared = get(row, f"job.primary.{section}")
-    if declared is not None:
-        name = str(declared)
-        candidates = [name] if "/" in name else ([f"{output}/{name}"] if output else []) + [name]
-        return next((c for c in candidates if c in names), None)
-    for want in wanted:
-        found = [n for n in names if metric_matches(n, want)]
-        exact = [n for n in found if n.rsplit("/", 1)[-1] == want]
-        for pool in (exact, found):
-            if output:
-                pool = [n for n in pool if n.startswith(f"{output}/") or "/" not in n] or pool
-            if len(pool) == 1:
-                return pool[0]
-        if found:
-            return None  # several outputs' metrics match and nothing says which one is meant
-    return None

@@ -6,13 +6,16 @@ intervals (recomputed from each record's own calls, with OLD's earlier runs' spr
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import statistics
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ascendbench.bench.stats import Interval, Shift
+from ascendbench.report import fmt
 
 log = logging.getLogger(__name__)
 
@@ -138,3 +141,55 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
         why.append("no per-call samples in OLD and NEW")
     why += [note] if note else []
     return Decision(regressed, method, shift.text(rule.alpha), "; ".join(why))
+
+
+
+def section_latency(bench: Any, median: float) -> Latency:
+    """The interval and pairing of a ``bench`` section, recomputed from its own calls
+    (``samples_ms``) and earlier run medians (``interval.runs.earlier_ms``): a bound edited in the
+    record is not believed."""
+    if not isinstance(bench, Mapping):
+        return Latency(median)
+    samples, interval = _positive(bench.get("samples_ms")), bench.get("interval")
+    runs = interval.get("runs") if isinstance(interval, Mapping) else None
+    earlier = _positive(runs.get("earlier_ms")) if isinstance(runs, Mapping) else None
+    return Latency(median, Interval.of(samples, earlier or ()) if samples else None,
+                   Pairing.from_section(bench.get("interleave"), samples))
+
+
+
+def _positive(values: Any) -> tuple[float, ...] | None:
+    """A non-empty list of finite numbers > 0 as floats, else None."""
+    if not isinstance(values, list) or not values:
+        return None
+    usable = all(_float(v) is not None and math.isfinite(v) and v > 0 for v in values)
+    return tuple(float(v) for v in values) if usable else None
+
+
+
+def latency_of(row: Mapping[str, Any]) -> Latency | None:
+    """A row's median with the interval and pairing of its record file (None: no finite median)."""
+    median = fmt.latency(row)
+    if not median or not math.isfinite(median) or median < 0:  # NaN or Inf is no measurement
+        return None
+    try:
+        bench = json.loads(Path(row["record"]).read_text()).get("bench")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        bench = None
+    return section_latency(bench, median)
+
+
+
+def latency_from_section(bench: Any) -> Latency | None:
+    """:func:`latency_of` for a ``bench`` section in memory (a side of a record's ``ab``)."""
+    latency = bench.get("latency") if isinstance(bench, Mapping) else None
+    median = _float(latency.get("median_ms")) if isinstance(latency, Mapping) else None
+    if not median or not math.isfinite(median) or median < 0:
+        return None
+    return section_latency(bench, median)
+
+
+
+def _float(value: Any) -> float | None:
+    """``value`` as a float when it is a number (not a bool), else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

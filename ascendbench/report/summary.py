@@ -10,8 +10,8 @@ import pandas as pd
 from ascendbench.bench.summary import stop_cell  # why the timed loop stopped, with the CI reached
 from ascendbench.fileio import write_atomic
 from ascendbench.report import fmt
-from ascendbench.report.gather import CONFIG_COLUMN, DRY_RUN, records_frame
-from ascendbench.report.performance import median_ms, throughput_cell
+from ascendbench.report.gather import CONFIG_COLUMN, records_frame
+from ascendbench.report.performance import throughput_cell
 
 
 def judged_metrics(row: fmt.Row) -> str:
@@ -56,12 +56,12 @@ def summary_markdown(frame: pd.DataFrame, sweep_dir: Path) -> str:
     body = []
     for label, row in zip(labels, rows, strict=True):
         error = fmt.get(row, "error.type")
-        dry = " (dry run: nothing measured)" if fmt.get(row, "run") == DRY_RUN else ""
+        dry = " (dry run: nothing measured)" if fmt.get(row, "run") == fmt.DRY_RUN else ""
         body.append([fmt.link(label, row["record"], sweep_dir),
                      fmt.field(row, "status") + dry,
                      *fmt.cells(row, ["job.model", "job.device", "job.dtype", "job.preset", "size",
                                       "job.batch_size", "verdict"]),
-                     judged_metrics(row), fmt.num(median_ms(row)), stop_cell(row),
+                     judged_metrics(row), fmt.num(fmt.latency(row)), stop_cell(row),
                      throughput_cell(row),
                      f"{error}: {fmt.short(fmt.get(row, 'error.message'), 200)}" if error
                      else "none"])

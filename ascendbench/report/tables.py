@@ -11,7 +11,6 @@ import pandas as pd
 
 from ascendbench.digits import judged_rule
 from ascendbench.report import fmt
-from ascendbench.report.gather import DRY_RUN
 from ascendbench.report.hidden import hidden_cell, hidden_metrics
 
 RANDOM_MARK = "†"
@@ -25,8 +24,6 @@ FOLDED_WHEN_CLEAN = ("nonfinite_mismatch", "output_nonfinite", "reference_nonfin
 ENV_FIELDS = (("platform", "env.platform"), ("python", "env.python"),
               ("ascendbench", "env.ascendbench"), ("CANN", "env.torch_cann"),
               ("CUDA (torch build)", "env.torch_cuda"))
-IDENTITY = {"machine": "env.hostname", "device": "job.device", "dtype": "job.dtype",
-            "workload": "workload", "steps": "job.steps", "batch": "job.batch_size"}
 
 
 def ok_rows(frame: pd.DataFrame, model: str | None = None) -> list[dict[str, Any]]:
@@ -35,7 +32,7 @@ def ok_rows(frame: pd.DataFrame, model: str | None = None) -> list[dict[str, Any
         return []
     sel = frame[frame["status"] == "ok"]
     if "run" in sel.columns:
-        sel = sel[sel["run"] != DRY_RUN]
+        sel = sel[sel["run"] != fmt.DRY_RUN]
     if model is not None:
         sel = sel[sel["job.model"] == model]
     return sel.to_dict("records")
@@ -60,19 +57,6 @@ def weights_label(row: fmt.Row) -> str:
     if kind is None:
         return fmt.MISSING
     return f"{fmt.text(kind)} {fmt.text(str(digest)[:19])}…" if digest else fmt.text(kind)
-
-
-def machines(rows: fmt.Rows) -> list[str]:
-    """Distinct host names among the rows."""
-    return sorted({str(fmt.get(r, "env.hostname")) for r in rows})
-
-
-def identity(rows: fmt.Rows, names: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(headers, keys) of ``names`` (``machine`` with several hosts, ``steps`` if used)."""
-    many = len(machines(rows)) > 1
-    steps = any(fmt.get(r, "job.steps") is not None for r in rows)
-    kept = [n for n in names if (n != "machine" or many) and (n != "steps" or steps)]
-    return kept, [IDENTITY[n] for n in kept]
 
 
 def reference_cell(row: fmt.Row) -> str:
@@ -124,17 +108,6 @@ def metric_names(rows: fmt.Rows, show: Sequence[str]) -> list[str]:
     """Metric columns: those matching ``show`` (by last name part, in that order) some row holds."""
     names = value_names(rows)
     return list(dict.fromkeys(n for wanted in show for n in names if fmt.metric_matches(n, wanted)))
-
-
-def fold_same(headers: list[str], body: list[list[str]], foldable: Sequence[str]
-              ) -> tuple[list[str], list[list[str]], list[str]]:
-    """Drop the ``foldable`` columns saying one thing in every row; notes say it once."""
-    if len(body) < 2:
-        return headers, body, []
-    drop = [i for i, h in enumerate(headers) if h in foldable and len({r[i] for r in body}) == 1]
-    keep = [i for i in range(len(headers)) if i not in drop]
-    notes = [f"every row: {headers[i]} {body[0][i]}" for i in drop]
-    return [headers[i] for i in keep], [[r[i] for i in keep] for r in body], notes
 
 
 def rules_notes(rows: fmt.Rows, names: Sequence[str], prefix: str = "metrics",
@@ -195,7 +168,7 @@ def accuracy_table(rows: fmt.Rows, show: Sequence[str], base_dir: Path) -> str:
         fmt.get(r, f"metrics.{n}.value") == 0 and fmt.get(r, f"metrics.{n}.verdict") == "PASS"
         for r in rows)]
     groups = _output_groups([n for n in names if n not in folded], rows)
-    id_headers, id_keys = identity(rows, list(IDENTITY))
+    id_headers, id_keys = fmt.identity(rows, list(fmt.IDENTITY))
     labels = {"weights": weights_label, "reference": reference_cell}
     shared = {name: {fn(r) for r in rows} for name, fn in labels.items()}
     varying = [name for name, values in shared.items() if len(values) > 1]
@@ -211,7 +184,7 @@ def accuracy_table(rows: fmt.Rows, show: Sequence[str], base_dir: Path) -> str:
         body = [fmt.cells(row, id_keys) + [labels[v](row) for v in varying]
                 + [metric_cell(row, n) for n in members] + hid_cells(row)
                 + [verdict_cell(row, members), fmt.record_link(row, base_dir)] for row in rows]
-        headers, body, same = fold_same(headers, body, ACCURACY_FOLDED)
+        headers, body, same = fmt.fold_same(headers, body, ACCURACY_FOLDED)
         notes += [n for n in same if n not in notes]
         named = output or next((str(fmt.get(r, "job.primary.output")) for r in rows
                                 if fmt.get(r, "job.primary.output")), "the task's output")
@@ -253,7 +226,7 @@ def failures_table(frame: pd.DataFrame, base_dir: Path) -> str:
         if fmt.get(row, "status") == "running":
             message = ("no final status: the job was killed or is still running "
                        f"(started {fmt.field(row, 'timing.started_at')})")
-        dry = " (dry run)" if fmt.get(row, "run") == DRY_RUN else ""
+        dry = " (dry run)" if fmt.get(row, "run") == fmt.DRY_RUN else ""
         body.append([fmt.field(row, "status") + dry,
                      *fmt.cells(row,
                                 ["job.model", "job.device", "job.dtype", "job.preset", "size"]),
@@ -270,7 +243,7 @@ def failures_table(frame: pd.DataFrame, base_dir: Path) -> str:
 def dry_runs_table(frame: pd.DataFrame, base_dir: Path) -> str:
     """Every dry-run record: what it planned; nothing in it was measured."""
     rows = ([] if frame.empty or "run" not in frame.columns
-            else frame[frame["run"] == DRY_RUN].to_dict("records"))
+            else frame[frame["run"] == fmt.DRY_RUN].to_dict("records"))
     if not rows:
         return "No dry-run records."
     keys = ["status", "job.model", "job.device", "job.dtype", "job.preset", "size",

@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ascendbench.report import fmt
-from ascendbench.report.compare import KEY, latency_of, measured
 from ascendbench.report.fmt import group
-from ascendbench.report.gather import CONFIG_COLUMN, flatten
+from ascendbench.report.gather import CONFIG_COLUMN, KEY, flatten, measured
 from ascendbench.report.hidden import hidden_metrics
-from ascendbench.report.performance import latest, median_cell, median_ms, started_key
-from ascendbench.report.significance import LatencyRule, decide
+from ascendbench.report.performance import latest, median_cell, started_key
+from ascendbench.report.significance import LatencyRule, decide, latency_of
 from ascendbench.report.tables import (
     RANDOM_LEGEND,
     hidden_columns,
@@ -105,7 +104,7 @@ class VariantGroup:
 
     def ratio(self, variant: Variant) -> float | None:
         """``variant``'s median latency over the baseline's (None when either is missing)."""
-        mine, base = median_ms(variant.row), median_ms(self.baseline.row)
+        mine, base = fmt.latency(variant.row), fmt.latency(self.baseline.row)
         return mine / base if mine is not None and base else None
 
 
@@ -168,7 +167,7 @@ def patches_cell(row: fmt.Row) -> str:
 def ratio_cell(group: VariantGroup, variant: Variant, rule: LatencyRule | None = None) -> str:
     """The latency ratio to the baseline with the gate's evidence, or no significant difference."""
     if variant is group.baseline:
-        return "1x (baseline)" if median_ms(variant.row) else "baseline (no latency)"
+        return "1x (baseline)" if fmt.latency(variant.row) else "baseline (no latency)"
     ratio, base = group.ratio(variant), latency_of(group.baseline.row)
     mine = latency_of(variant.row)
     if ratio is None or base is None or mine is None:

@@ -25,7 +25,8 @@ from typing import Any, Iterable, Sequence
 from ascendbench.errors import TrackingError
 from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME, instant
-from ascendbench.report.gather import DRY_RUN, find_records, load_row
+from ascendbench.report.fmt import DRY_RUN
+from ascendbench.report.gather import find_records, load_row
 from ascendbench.tracking.fields import Limits, RunFields, chunks, run_fields
 
 DEFAULT_URI = "sqlite:///mlflow.db"  # MLflow 3's own default store (it refuses ./mlruns)

@@ -14,8 +14,7 @@ from ascendbench.bench import interleave
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.interleave import InterleavedLoop, Side, paired_half_width
 from ascendbench.bench.loop import BenchLoop
-from ascendbench.report.compare import latency_of
-from ascendbench.report.significance import PAIRED, LatencyRule, decide
+from ascendbench.report.significance import PAIRED, LatencyRule, decide, latency_of
 
 from helpers.timing import HostOnlyAdapter
 

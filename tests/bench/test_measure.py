@@ -7,9 +7,9 @@ import mmap
 import pytest
 import torch
 
-from ascendbench.bench import MemoryDelta, tensor_bytes_mb
 from ascendbench.bench import measure as measure_module
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
+from ascendbench.bench.memory import MemoryDelta, tensor_bytes_mb
 from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.tasks.base import Task
 

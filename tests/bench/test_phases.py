@@ -6,7 +6,9 @@ import pytest
 import torch
 from diffusers import FlowMatchEulerDiscreteScheduler
 
-from ascendbench.bench import BenchBudget, BenchLoop, PhaseTimer, summarize_phases
+from ascendbench.bench.budget import BenchBudget
+from ascendbench.bench.loop import BenchLoop
+from ascendbench.bench.phases import PhaseTimer, summarize_phases
 
 TEXT_S, DENOISE_S, SCHED_S, DECODE_S, PREP_S = 0.010, 0.020, 0.001, 0.050, 0.003
 

@@ -8,8 +8,9 @@ import types
 import pytest
 import torch
 
-from ascendbench.bench import BenchBudget, PhaseTimer, run_bench
-from ascendbench.bench.loop import BenchLoop
+from ascendbench.bench.budget import BenchBudget
+from ascendbench.bench.loop import BenchLoop, run_bench
+from ascendbench.bench.phases import PhaseTimer
 from ascendbench.devices import runtime
 from ascendbench.devices.adapter import DeviceAdapter
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ascendbench.bench import BenchBudget
+from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.loop import BenchLoop
 from ascendbench.devices import runtime
 from ascendbench.devices.adapter import DeviceAdapter

@@ -18,8 +18,7 @@ from ascendbench.job import ab, summary
 from ascendbench.job.summary import ab_line
 from ascendbench.patches.registry import Patch, register_patch
 from ascendbench.report.__main__ import main as report_main
-from ascendbench.report.compare import latency_from_section
-from ascendbench.report.significance import PAIRED, LatencyRule, decide
+from ascendbench.report.significance import PAIRED, LatencyRule, decide, latency_from_section
 
 from helpers import compose_config, read_record
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from ascendbench.report.__main__ import main
-from ascendbench.report.profile import dtype_comparison, profile_fields, shapes_label, top_rows
+from ascendbench.report.gather import profile_fields
+from ascendbench.report.profile import dtype_comparison, shapes_label, top_rows
 
 from helpers import TINY_RUN, read_record
 

@@ -15,9 +15,9 @@ import pytest
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.history import RunHistory
 from ascendbench.report.__main__ import main
-from ascendbench.report.compare import compare_frames, latency_from_section
+from ascendbench.report.compare import compare_frames
 from ascendbench.report.gather import records_frame
-from ascendbench.report.significance import INTERVALS, MEDIANS, Latency, LatencyRule, decide
+from ascendbench.report.significance import INTERVALS, MEDIANS, Latency, LatencyRule, decide, latency_from_section
 
 from helpers.timing import fake_run
 

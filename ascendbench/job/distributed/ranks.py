@@ -73,8 +73,8 @@ def run_distributed(job: Any, settings: ParallelSettings) -> dict[str, Any]:
     context = mp.start_processes(rank_main, args=request, nprocs=settings.world_size, join=False,
                                  start_method="spawn")  # spawn: no inherited device runtime
     pids = [p.pid for p in context.processes]
-    log.info("%d ranks started (%s, %s, port %d): pids %s", settings.world_size, settings.mode,
-             settings.backend, settings.master_port, pids)
+    log.info("%d ranks started (%s, port %d): pids %s", settings.world_size,
+             f"{settings.mode}, {settings.backend}", settings.master_port, pids)
     job.record({"distributed": {**settings.to_dict(), "pids": pids}})
     try:
         while not context.join(timeout=0.5, grace_period=settings.grace_s):
@@ -274,8 +274,8 @@ def join_group(rank: int, adapter: Any, settings: ParallelSettings) -> None:
                       RANK=str(rank), WORLD_SIZE=str(settings.world_size), LOCAL_RANK=str(rank))
     dist.init_process_group(settings.backend, rank=rank, world_size=settings.world_size,
                             timeout=datetime.timedelta(seconds=settings.timeout_s))
-    log.info("rank %d of %d joined (%s at %s:%d)", rank, settings.world_size, settings.backend,
-             settings.master_addr, settings.master_port)
+    log.info("rank %d of %d joined (%s at %s)", rank, settings.world_size, settings.backend,
+             f"{settings.master_addr}:{settings.master_port}")
 
 
 def _check_digest(rank: int, found: str | None, expected: str | None) -> None:
