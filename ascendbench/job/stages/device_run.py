@@ -11,7 +11,6 @@ import logging
 from typing import Any, Iterator, Sequence
 
 import torch
-from diffusers.models.attention_dispatch import _AttentionBackendRegistry
 
 from ascendbench.bench.history import run_history
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
@@ -161,6 +160,9 @@ def _modules(model: Any) -> Iterator[torch.nn.Module]:
 def attention(model: Any) -> dict[str, Any]:
     """``attention_backend`` (the dispatcher's backend in force: a name, a sorted list, or ``None``)
     and ``attention_processors`` (the processor classes found, sorted)."""
+    # deferred: attention_dispatch imports torch_npu, which must see device.env applied first
+    from diffusers.models.attention_dispatch import _AttentionBackendRegistry
+
     processors = [m.processor for m in _modules(model) if getattr(m, "processor", None) is not None]
     active = _AttentionBackendRegistry.get_active_backend()[0]  # for a processor without its own
     chosen = [p._attention_backend or active for p in processors
