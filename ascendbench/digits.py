@@ -17,7 +17,8 @@ _RULE = re.compile(r"^\s*(?P<op><=|>=|<|>)\s*(?P<bound>[-+0-9.eE]+|inf|-inf)\s*$
 _MAX_DIGITS = 17
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """``value`` as a float when it is a number (not a bool, not NaN), else ``None``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return None
     return float(value)
@@ -37,9 +38,9 @@ def bounds_of(entry: Mapping[str, Any]) -> list[float]:
     rule = float(match.group("bound")) if match else None
     found: list[float] = []
     for candidate in (entry.get("threshold"), rule, entry.get("warn")):
-        number = _number(candidate)
-        if number is not None and number not in found:
-            found.append(number)
+        value = number(candidate)
+        if value is not None and value not in found:
+            found.append(value)
     return found
 
 
@@ -83,7 +84,7 @@ def judged_value(metric: str, entry: Mapping[str, Any], digits: int = 4) -> str:
     >>> judged_value("video/mean_rel_err", {"value": 0.0733, "rule": "<= 0.01"})
     '7.33%'
     """
-    value = _number(entry.get("value"))
+    value = number(entry.get("value"))
     if value is None:
         return str(entry.get("value"))
     if is_percent(metric):
@@ -98,5 +99,5 @@ def judged_rule(metric: str, entry: Mapping[str, Any]) -> str:
     rule = entry.get("rule")
     if rule is None and entry.get("threshold") is not None:
         threshold = entry["threshold"]
-        rule = f"bound {threshold:g}" if _number(threshold) is not None else threshold
+        rule = f"bound {threshold:g}" if number(threshold) is not None else threshold
     return percent_rule(rule) if is_percent(metric) else str(rule)

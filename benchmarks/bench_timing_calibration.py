@@ -30,7 +30,7 @@ from harness_common import describe, pick_adapter, synced_perf_counter_median_ms
 
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.history import RunHistory
-from ascendbench.bench.interleave import Side, run_interleaved
+from ascendbench.bench.interleave import InterleavedLoop, Side
 from ascendbench.bench.loop import BenchLoop, run_bench
 from ascendbench.bench.stats import MIN_EARLIER
 from ascendbench.report.significance import LatencyRule, decide, latency_of
@@ -113,7 +113,7 @@ def interleaved(op, adapter, pairs: int, slowdown: float, median_ms: float) -> d
     flagged, default, methods, shifts = 0, 0, set(), []
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(pairs):
-            run = run_interleaved(Side("old", op), Side("new", new_op), adapter, AB_BUDGET)
+            run = InterleavedLoop(adapter, AB_BUDGET).run(Side("old", op), Side("new", new_op))
             old, new = (_side(r, Path(tmp),
                               n) for r, n in zip(run.results, ("old", "new"), strict=True))
             decision = decide(old, new, RULE)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from ascendbench.job.record import RecordWriter, load_record, write_json_atomic
+from ascendbench.job.record import RecordWriter, write_json_atomic
+
+from helpers import read_record
 
 
 def test_nan_and_inf_become_valid_json(tmp_path):
@@ -18,9 +20,9 @@ def test_nan_and_inf_become_valid_json(tmp_path):
 def test_writer_starts_running_and_finishes_with_the_error(tmp_path):
     writer = RecordWriter(tmp_path, {"seed": 42})
     writer.write()
-    assert load_record(tmp_path)["status"] == "running"
+    assert read_record(tmp_path)["status"] == "running"
     writer.finish("failed", ValueError("boom"), reason="unexpected")
-    record = load_record(tmp_path / "record.json")
+    record = read_record(tmp_path)
     assert record["status"] == "failed"
     assert record["error"] == {"type": "ValueError", "reason": "unexpected", "message": "boom"}
     assert record["timing"]["duration_s"] >= 0
@@ -30,7 +32,7 @@ def test_a_failed_record_keeps_no_verdict(tmp_path):
     writer = RecordWriter(tmp_path, {"seed": 1})
     writer.update(verdict="PASS")
     writer.finish("failed", OSError("disk full while saving artifacts"), reason="write")
-    record = load_record(tmp_path)
+    record = read_record(tmp_path)
     assert record["status"] == "failed"
     assert record["verdict"] is None, "a failed job must not read as PASS"
     assert record["error"]["verdict_before_failure"] == "PASS"

@@ -55,10 +55,6 @@ class Interleaved:
     reason: str
     id: str
 
-    def relative_half_width(self) -> float | None:
-        """:func:`paired_half_width` of the run's pairs."""
-        return paired_half_width(self.pairs)
-
 
 def paired_half_width(pairs: list[tuple[float, float]]) -> float | None:
     """The larger side of the sign test's 95% interval of the median ratio B/A, relative; None
@@ -177,8 +173,3 @@ class InterleavedLoop:
             return "min_reached"
         width = paired_half_width(timed.pairs)
         return "precision" if width is not None and width <= b.precision else None
-
-
-def run_interleaved(a: Side, b: Side, adapter: Any, budget: BenchBudget) -> Interleaved:
-    """Time ``a`` and ``b`` in alternating blocks on ``adapter``'s device."""
-    return InterleavedLoop(adapter, budget).run(a, b)

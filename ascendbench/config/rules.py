@@ -7,7 +7,6 @@ importable with keys that bind) is checked here on the composed config, every pr
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -18,21 +17,17 @@ from ascendbench.config import config_dir
 from ascendbench.config.schemas import FRAME_WORDS
 from ascendbench.config.targets import bind_problem, one_line, target_nodes
 from ascendbench.config.typecheck import type_problems
+from ascendbench.digits import number
 from ascendbench.errors import AscendBenchError, ConfigError
 from ascendbench.metrics.verdict import check_rule
 from ascendbench.patches.registry import build_patch, parse_specs
 
 # (key, lower bound, bound allowed too, what is allowed); a null value is left to the schema.
 BOUNDS: tuple[tuple[str, float, bool, str], ...] = (
-    ("preset.height", 1, True, "an integer >= 1"),
-    ("preset.width", 1, True, "an integer >= 1"),
-    ("preset.num_frames", 1, True, "an integer >= 1"),
-    ("preset.batch_size", 1, True, "an integer >= 1"),
-    ("preset.steps", 1, True, "an integer >= 1"),
-    ("dtype.atol", 0, True, "a tolerance >= 0"),
-    ("dtype.rtol", 0, True, "a tolerance >= 0"),
+    *((f"preset.{key}", 1, True, "an integer >= 1")
+      for key in ("height", "width", "num_frames", "batch_size", "steps")),
+    *((f"dtype.{key}", 0, True, "a tolerance >= 0") for key in ("atol", "rtol", "small_value_atol")),
     ("dtype.small_value", 0, True, "a magnitude >= 0"),
-    ("dtype.small_value_atol", 0, True, "a tolerance >= 0"),
     ("bench.noise_threshold", 0, False, "a ratio > 0 (e.g. 0.10)"),
     ("baseline.lock_timeout_s", 0, False, "seconds > 0"),
     ("compare.max_capture_mb", 0, True, "megabytes >= 0"),
@@ -51,13 +46,6 @@ AB_FIX = ("set `bench.ab=null` (no A/B), or name the patches to time against non
 SEED_MAX = 2**63 - 1  # torch, numpy and the task generators take a signed 64-bit seed
 
 
-def _number(value: Any) -> float | None:
-    """``value`` as a float when it is a number (not a bool, not NaN), else ``None``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        return None
-    return float(value)
-
-
 def _select(cfg: DictConfig, key: str) -> Any:
     return OmegaConf.select(cfg, key, default=None)
 
@@ -72,7 +60,7 @@ def bound_problems(cfg: DictConfig) -> list[str]:
     """Sizes, tolerances and limits outside their range (:data:`BOUNDS`)."""
     problems = []
     for key, low, inclusive, allowed in BOUNDS:
-        value = _number(_select(cfg, key))
+        value = number(_select(cfg, key))
         if value is not None and (value < low or (value == low and not inclusive)):
             problems.append(_not_allowed(key, _select(cfg, key), allowed))
     return problems
@@ -90,7 +78,7 @@ def budget_problems(cfg: DictConfig) -> list[str]:
     if not isinstance(bench, DictConfig):
         return []
     keys = ("warmup", "iters", "min_iters", "max_iters", "min_time_s", "max_time_s", "precision")
-    value = {key: _number(bench.get(key)) for key in keys}
+    value = {key: number(bench.get(key)) for key in keys}
     name = {key: _source_key(bench, key) for key in keys}
     rules = [("warmup", value["warmup"] is None or value["warmup"] >= 0, "an integer >= 0"),
              ("precision", value["precision"] is None or 0 < value["precision"] < 1,

@@ -41,12 +41,6 @@ def write_json_atomic(path: Path, data: Any, indent: int | None = 2) -> None:
     write_atomic(path, json.dumps(_jsonable(data), indent=indent, allow_nan=False))
 
 
-def load_record(path: Path) -> dict[str, Any]:
-    """Read a record (a directory containing ``record.json`` or the file itself)."""
-    path = Path(path)
-    return json.loads((path / RECORD_NAME if path.is_dir() else path).read_text())
-
-
 def _iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(ts))
 

@@ -200,11 +200,9 @@ IDENTITY = {"machine": "env.hostname", "device": "job.device", "dtype": "job.dty
             "workload": "workload", "steps": "job.steps", "batch": "job.batch_size"}
 
 
-
 def machines(rows: Rows) -> list[str]:
     """Distinct host names among the rows."""
     return sorted({str(get(r, "env.hostname")) for r in rows})
-
 
 
 def identity(rows: Rows, names: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -213,7 +211,6 @@ def identity(rows: Rows, names: Sequence[str]) -> tuple[list[str], list[str]]:
     steps = any(get(r, "job.steps") is not None for r in rows)
     kept = [n for n in names if (n != "machine" or many) and (n != "steps" or steps)]
     return kept, [IDENTITY[n] for n in kept]
-
 
 
 def fold_same(headers: list[str], body: list[list[str]], foldable: Sequence[str]
@@ -227,12 +224,10 @@ def fold_same(headers: list[str], body: list[list[str]], foldable: Sequence[str]
     return [headers[i] for i in keep], [[r[i] for i in keep] for r in body], notes
 
 
-
 def primary_output(row: Row) -> str | None:
     """The output the job's task leads with (``video``, ``reconstruction``), if declared."""
     output = get(row, "job.primary.output")
     return str(output) if output is not None else None
-
 
 
 def section_metric(row: Row, section: str, wanted: Sequence[str] = ()) -> str | None:

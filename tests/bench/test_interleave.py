@@ -120,7 +120,7 @@ def test_the_precision_stop_ends_the_run_once_the_paired_interval_is_narrow():
     budget = BenchBudget(warmup=1, min_iters=5, max_iters=1_000_000, max_time_s=30.0,
                          precision=0.005)
     run = _interleaved(host, 0.0, budget)
-    assert run.reason == "precision" and run.relative_half_width() <= 0.005
+    assert run.reason == "precision" and paired_half_width(run.pairs) <= 0.005
     assert run.results[1].stop["precision_met"] is True
     assert run.results[1].stop["ci_source"] == "paired"
     assert run.seconds < 30.0

@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file, save_file
 
-from ascendbench.job.record import load_record
-
 from helpers import read_record, run_app
 
 JOB = ["model=tiny_flux2_decoder"]
@@ -46,7 +44,7 @@ def planted(pristine, cache_dir):
 
 def _rerun(app, fast, out_dir=None):
     code, output, job = app(*JOB, *fast, out_dir=out_dir)
-    return code, output, load_record(job)
+    return code, output, read_record(job)
 
 
 def _assert_recomputed(code, output, record, pristine, bad_file: str, why: str):
@@ -163,4 +161,4 @@ def test_kill_9_during_the_reference_takes_the_child_with_it(popen, fast, tmp_pa
     rerun = popen(*common, "baseline.process=in-process", f"hydra.run.dir={tmp_path / 'b'}")
     output, _ = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, output[-3000:]
-    assert load_record(tmp_path / "b")["baseline"]["computed"] is True
+    assert read_record(tmp_path / "b")["baseline"]["computed"] is True

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ascendbench.job.record import load_record
+from helpers import read_record
 
 SLOW = "model=slow_tiny"
 pytestmark = pytest.mark.slow
@@ -56,7 +56,7 @@ def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0
-    record = load_record(job)
+    record = read_record(job)
     assert record["status"] == "interrupted" and record["error"]["reason"] == "interrupted"
     message = record["error"]["message"]
     assert "during the device run" in message and "run the same command again" in message
@@ -70,7 +70,7 @@ def test_sigterm_also_leaves_an_interrupted_record(popen, fast, tmp_path):
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130
-    record = load_record(job)
+    record = read_record(job)
     assert record["status"] == "interrupted"
     assert "interrupted (signal SIGTERM) during the device run" in record["error"]["message"]
     assert "SIGINT" not in record["error"]["message"] and "Ctrl-C" not in output
@@ -86,8 +86,8 @@ def test_kill_9_mid_sweep_then_rerun_keeps_finished_jobs(popen, fast, tmp_path, 
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     jobs = _jobs_by_seed(sweep)
-    assert load_record(jobs["1"])["status"] == "ok"
-    assert load_record(jobs["2"])["status"] == "running", "a killed job never looks ok"
+    assert read_record(jobs["1"])["status"] == "ok"
+    assert read_record(jobs["2"])["status"] == "running", "a killed job never looks ok"
     assert "3" not in jobs or not (jobs["3"] / "record.json").exists()
     assert _all_json_parses(sweep, cache_dir) >= 2
     finished = (jobs["1"] / "record.json").read_bytes()
@@ -97,7 +97,7 @@ def test_kill_9_mid_sweep_then_rerun_keeps_finished_jobs(popen, fast, tmp_path, 
     assert rerun.returncode == 0, output[-3000:]
     jobs = _jobs_by_seed(sweep)
     assert (jobs["1"] / "record.json").read_bytes() == finished, "the finished job was kept, not rerun"
-    assert [load_record(jobs[s])["status"] for s in ("1", "2", "3")] == ["ok", "ok", "ok"]
+    assert [read_record(jobs[s])["status"] for s in ("1", "2", "3")] == ["ok", "ok", "ok"]
     _all_json_parses(sweep, cache_dir)
 
 
@@ -120,7 +120,7 @@ def test_two_jobs_racing_for_one_baseline_compute_it_once(popen, fast, tmp_path,
     for proc in procs.values():
         output, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, output[-3000:]
-    computed, reused = load_record(tmp_path / holder), load_record(tmp_path / waiter)
+    computed, reused = read_record(tmp_path / holder), read_record(tmp_path / waiter)
     assert computed["status"] == reused["status"] == "ok"
     assert (tmp_path / "computed").read_text().count("\n") == 1, "the reference was computed exactly once"
     assert (computed["baseline"]["cache_hit"], reused["baseline"]["cache_hit"]) == (False, True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from ascendbench.bench.loop import BenchLoop
+from ascendbench.report.significance import Latency, section_latency
 
 
 class FakeClock:
@@ -56,3 +57,9 @@ def fake_run(durations_s: Iterable[float], budget, history=None, clock: FakeCloc
         clock.now += next(durations)
 
     return BenchLoop(HostOnlyAdapter(), budget, clock=clock, history=history).run(call)
+
+
+def latency_from_section(bench: dict) -> Latency:
+    """The gate's :class:`Latency` of a ``bench`` section in memory (a side of a record's ``ab``),
+    as :func:`~ascendbench.report.significance.latency_of` reads it from a record file."""
+    return section_latency(bench, float(bench["latency"]["median_ms"]))

@@ -18,9 +18,10 @@ from ascendbench.job import ab, summary
 from ascendbench.job.summary import ab_line
 from ascendbench.patches.registry import Patch, register_patch
 from ascendbench.report.__main__ import main as report_main
-from ascendbench.report.significance import PAIRED, LatencyRule, decide, latency_from_section
+from ascendbench.report.significance import PAIRED, LatencyRule, decide
 
 from helpers import compose_config, read_record
+from helpers.timing import latency_from_section
 
 # A tiny GEMM (tens of microseconds a call) on one thread: with two threads on a shared 2-core host
 # a call waits for the other thread's time slice now and then and costs milliseconds.

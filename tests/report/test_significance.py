@@ -17,9 +17,9 @@ from ascendbench.bench.history import RunHistory
 from ascendbench.report.__main__ import main
 from ascendbench.report.compare import compare_frames
 from ascendbench.report.gather import records_frame
-from ascendbench.report.significance import INTERVALS, MEDIANS, Latency, LatencyRule, decide, latency_from_section
+from ascendbench.report.significance import INTERVALS, MEDIANS, Latency, LatencyRule, decide
 
-from helpers.timing import fake_run
+from helpers.timing import fake_run, latency_from_section
 
 RULE = LatencyRule()  # the defaults of conf/report.yaml: alpha 0.05, min_effect 0.03
 BUDGET = BenchBudget(warmup=0, min_iters=64, max_iters=64,
