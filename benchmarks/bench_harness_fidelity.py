@@ -29,14 +29,18 @@ def main() -> None:
     logging.getLogger("ascendbench").setLevel(logging.ERROR)  # noise warnings would drown the table
     adapter = pick_adapter()
     op, n = matmul_op(adapter, TARGET_MS)
-    budget = BenchBudget(warmup=3, min_iters=ITERS, max_iters=ITERS, precision=None, protocol="fixed")
+    budget = BenchBudget(
+        warmup=3, min_iters=ITERS, max_iters=ITERS, precision=None, protocol="fixed"
+    )
     timer = Timer("op()", globals={"op": op})
     print(f"device: {describe(adapter)}; op: {n}x{n} matmul (~{TARGET_MS} ms)")
     methods = {
         "harness": lambda: run_bench(op, adapter, budget, use_events=True).latency.median_ms,
         # the plain loop first makes the harness's untimed calls (cold call + warm-ups): with one call fewer to
         # refill caches evicted by other processes, it reads 2-3 % slow on a shared host
-        "plain": lambda: synced_perf_counter_median_ms(op, adapter, ITERS, untimed=1 + budget.warmup),
+        "plain": lambda: synced_perf_counter_median_ms(
+            op, adapter, ITERS, untimed=1 + budget.warmup
+        ),
         "autorange": lambda: timer.blocked_autorange(min_run_time=AUTORANGE_S).median * 1e3,
     }
     rng = random.Random(0)
@@ -48,15 +52,22 @@ def main() -> None:
         vs_plain.append(got["harness"] / got["plain"])
         vs_autorange.append(got["harness"] / got["autorange"])
         medians.append((got["harness"], got["plain"], got["autorange"]))
-    print("medians over rounds: harness {:.4f} ms, plain {:.4f} ms, autorange {:.4f} ms".format(
-        *(statistics.median(m[i] for m in medians) for i in range(3))))
-    for name, ratios in (("plain synchronized perf_counter loop", vs_plain),
-                         ("torch.utils.benchmark blocked_autorange", vs_autorange)):
+    print(
+        "medians over rounds: harness {:.4f} ms, plain {:.4f} ms, autorange {:.4f} ms".format(
+            *(statistics.median(m[i] for m in medians) for i in range(3))
+        )
+    )
+    for name, ratios in (
+        ("plain synchronized perf_counter loop", vs_plain),
+        ("torch.utils.benchmark blocked_autorange", vs_autorange),
+    ):
         ratio = statistics.median(ratios)
         verdict = "within goal" if GOAL[0] <= ratio <= GOAL[1] else "OUTSIDE goal"
         q1, q3 = statistics.quantiles(ratios, n=4)[0], statistics.quantiles(ratios, n=4)[2]
-        print(f"harness median / {name}: {ratio:.3f} (median of {ROUNDS} rounds, IQR {q1:.3f}-{q3:.3f}; "
-              f"goal {GOAL[0]}-{GOAL[1]}: {verdict})")
+        print(
+            f"harness median / {name}: {ratio:.3f} (median of {ROUNDS} rounds, IQR {q1:.3f}-{q3:.3f}; "
+            f"goal {GOAL[0]}-{GOAL[1]}: {verdict})"
+        )
 
 
 if __name__ == "__main__":

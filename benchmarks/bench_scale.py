@@ -57,13 +57,23 @@ def _config(workload: Workload, cache_dir: Path):
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
-            return compose(config_name="config", overrides=[*workload.overrides, "model.weights=random", "device=cpu",
-                                                            f"baseline.cache_dir={cache_dir}", "baseline.cache=false"])
+            return compose(
+                config_name="config",
+                overrides=[
+                    *workload.overrides,
+                    "model.weights=random",
+                    "device=cpu",
+                    f"baseline.cache_dir={cache_dir}",
+                    "baseline.cache=false",
+                ],
+            )
     finally:
         GlobalHydra.instance().clear()
 
 
-def measure(workload: Workload, precision: torch.dtype, work_dir: Path, compute: bool = True) -> dict:
+def measure(
+    workload: Workload, precision: torch.dtype, work_dir: Path, compute: bool = True
+) -> dict:
     """Estimate, then compute (unless ``compute`` is false), one reference; returns the row of the table."""
     cfg = _config(workload, work_dir / "cache")
     loader, task = instantiate(cfg.model.loader), instantiate(cfg.model.task)
@@ -71,42 +81,66 @@ def measure(workload: Workload, precision: torch.dtype, work_dir: Path, compute:
         meta = loader.load(None, "random", int(cfg.model.init_seed), None).module
     inputs = task.make_inputs(cfg.preset, int(cfg.seed))
     estimate = estimate_reference(meta, task, inputs, precision, HostBudget(parent_loaded=True))
-    row = {"workload": workload.name, "inputs": " ".join(f"{list(t.shape)}" for t in inputs.values()),
-           "estimate_mb": estimate["reference_process_mb"], "measured_mb": None, "ratio": None, "wall_s": 0.0}
+    row = {
+        "workload": workload.name,
+        "inputs": " ".join(f"{list(t.shape)}" for t in inputs.values()),
+        "estimate_mb": estimate["reference_process_mb"],
+        "measured_mb": None,
+        "ratio": None,
+        "wall_s": 0.0,
+    }
     if not compute:
         return row
     weights = {"kind": "random-init", "init_seed": int(cfg.model.init_seed)}
-    query = ReferenceQuery(cfg, task, inputs, precision, weights, describe(inputs), log_dir=work_dir / workload.name)
+    query = ReferenceQuery(
+        cfg, task, inputs, precision, weights, describe(inputs), log_dir=work_dir / workload.name
+    )
     start = time.perf_counter()
     info = get_or_compute(query).info
     measured = info.get("peak_rss_mb")
-    return {**row, "measured_mb": measured, "ratio": None if not measured else row["estimate_mb"] / measured,
-            "wall_s": time.perf_counter() - start}
+    return {
+        **row,
+        "measured_mb": measured,
+        "ratio": None if not measured else row["estimate_mb"] / measured,
+        "wall_s": time.perf_counter() - start,
+    }
 
 
 def _row(row: dict) -> str:
     ratio = "n/a" if row["ratio"] is None else f"{row['ratio']:.2f}"
     measured = "n/a" if row["measured_mb"] is None else f"{row['measured_mb']:.0f}"
-    return (f"{row['workload']:<18} {row['inputs']:<24} {row['estimate_mb']:>9.0f} {measured:>9} {ratio:>6} "
-            f"{row['wall_s']:>8.1f}")
+    return (
+        f"{row['workload']:<18} {row['inputs']:<24} {row['estimate_mb']:>9.0f} {measured:>9} {ratio:>6} "
+        f"{row['wall_s']:>8.1f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the workloads (or ``--only`` some) one after the other and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", help="workload names: " + ", ".join(w.name for w in WORKLOADS))
+    parser.add_argument(
+        "--only", nargs="*", help="workload names: " + ", ".join(w.name for w in WORKLOADS)
+    )
     parser.add_argument("--precision", default="float64", choices=sorted(REFERENCE_DTYPES))
-    parser.add_argument("--estimate-only", action="store_true", help="print the estimates, compute nothing")
+    parser.add_argument(
+        "--estimate-only", action="store_true", help="print the estimates, compute nothing"
+    )
     args = parser.parse_args(argv)
     if os.environ.get(OPT_IN) != "1" and not (args.only or args.estimate_only):
         print(f"bench_scale: skipped (takes minutes; set {OPT_IN}=1 to run it)")
         return 0
     chosen = [w for w in WORKLOADS if not args.only or w.name in args.only]
-    print(f"CPU reference in {args.precision}: estimate (dry run) vs measured peak RSS of the reference process")
-    print(f"{'workload':<18} {'inputs':<24} {'est. MB':>9} {'peak MB':>9} {'ratio':>6} {'wall s':>8}")
+    print(
+        f"CPU reference in {args.precision}: estimate (dry run) vs measured peak RSS of the reference process"
+    )
+    print(
+        f"{'workload':<18} {'inputs':<24} {'est. MB':>9} {'peak MB':>9} {'ratio':>6} {'wall s':>8}"
+    )
     with tempfile.TemporaryDirectory(prefix="ascendbench-scale-") as tmp:
         for workload in chosen:
-            row = measure(workload, REFERENCE_DTYPES[args.precision], Path(tmp), not args.estimate_only)
+            row = measure(
+                workload, REFERENCE_DTYPES[args.precision], Path(tmp), not args.estimate_only
+            )
             print(_row(row), flush=True)
     return 0
 

@@ -35,7 +35,9 @@ def make_pair(frames: int, height: int, width: int) -> tuple[torch.Tensor, torch
     device = torch.empty_like(reference)
     for t in range(frames):
         reference[0, t].uniform_(-1.0, 1.0, generator=generator)
-        device[0, t].copy_(reference[0, t]).add_(torch.randn(3, height, width, generator=generator), alpha=0.01)
+        device[0, t].copy_(reference[0, t]).add_(
+            torch.randn(3, height, width, generator=generator), alpha=0.01
+        )
     return reference, device
 
 
@@ -62,7 +64,12 @@ class PeakSampler(threading.Thread):
 
     def __init__(self, interval: float = 0.005) -> None:
         super().__init__(daemon=True)
-        self.process, self.interval, self.peak, self._stop_flag = psutil.Process(), interval, 0, threading.Event()
+        self.process, self.interval, self.peak, self._stop_flag = (
+            psutil.Process(),
+            interval,
+            0,
+            threading.Event(),
+        )
 
     def run(self) -> None:
         while not self._stop_flag.is_set():
@@ -89,10 +96,13 @@ def main() -> None:
 
     if not args.no_lpips:
         seeded_alexnet_home()
-    suite = MetricSuite("video", {
-        "regression": RegressionEvaluator(),
-        "video": VideoEvaluator(lpips=not args.no_lpips, lpips_verify_hash=False),
-    })
+    suite = MetricSuite(
+        "video",
+        {
+            "regression": RegressionEvaluator(),
+            "video": VideoEvaluator(lpips=not args.no_lpips, lpips_verify_hash=False),
+        },
+    )
     reference, device = make_pair(args.frames, args.height, args.width)
     pair_mb = 2 * reference.numel() * reference.element_size() / MB
     rss_before = psutil.Process().memory_info().rss
@@ -107,10 +117,14 @@ def main() -> None:
     extra_mb = max(peak_sampled - rss_before, peak_maxrss - max(maxrss_before, rss_before), 0) / MB
     ratio = extra_mb / pair_mb
     lpips = "skipped (--no-lpips)" if args.no_lpips else "seeded AlexNet backbone (memory only)"
-    print(f"pair: 2 x [1, {args.frames}, 3, {args.height}, {args.width}] float32 = {pair_mb:.0f} MiB; "
-          f"metrics: regression + video per frame (PSNR, SSIM, LPIPS {lpips}); {seconds:.1f} s")
-    print(f"frames compared: {metrics['video_psnr_db_mean']['frames']}; "
-          f"video_psnr_db_mean {metrics['video_psnr_db_mean']['value']:.2f} dB")
+    print(
+        f"pair: 2 x [1, {args.frames}, 3, {args.height}, {args.width}] float32 = {pair_mb:.0f} MiB; "
+        f"metrics: regression + video per frame (PSNR, SSIM, LPIPS {lpips}); {seconds:.1f} s"
+    )
+    print(
+        f"frames compared: {metrics['video_psnr_db_mean']['frames']}; "
+        f"video_psnr_db_mean {metrics['video_psnr_db_mean']['value']:.2f} dB"
+    )
     print(f"peak extra RSS: {extra_mb:.0f} MiB (sampled every 5 ms and from ru_maxrss)")
     verdict = "OK" if ratio <= GOAL else "ABOVE GOAL"
     print(f"ratio peak extra RSS / pair size: {ratio:.3f} (goal <= {GOAL}) -> {verdict}")

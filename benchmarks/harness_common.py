@@ -28,7 +28,9 @@ def matmul_op(adapter: DeviceAdapter, target_ms: float) -> tuple[Callable[[], to
     while True:
         a = torch.randn(n, n, device=adapter.torch_device)
         op = lambda a=a: torch.mm(a, a)  # noqa: E731
-        for _ in range(100):  # the first calls of a fresh process can be 1000x slower (thread pool start)
+        for _ in range(
+            100
+        ):  # the first calls of a fresh process can be 1000x slower (thread pool start)
             op()
         adapter.synchronize()
         if synced_perf_counter_median_ms(op, adapter, 31) >= target_ms or n >= 16384:
@@ -36,8 +38,9 @@ def matmul_op(adapter: DeviceAdapter, target_ms: float) -> tuple[Callable[[], to
         n = int(n * 1.25) // 8 * 8 + 8
 
 
-def synced_perf_counter_median_ms(op: Callable[[], object], adapter: DeviceAdapter, iters: int,
-                                  untimed: int = 0) -> float:
+def synced_perf_counter_median_ms(
+    op: Callable[[], object], adapter: DeviceAdapter, iters: int, untimed: int = 0
+) -> float:
     """The plain reference loop: synchronize, perf_counter, call, synchronize, perf_counter; after ``untimed``
     calls (to match the untimed calls of the method it is compared with)."""
     for _ in range(untimed):

@@ -19,7 +19,12 @@ from omegaconf import DictConfig, open_dict
 from helpers import TINY_FLUX2_ARCH, TINY_RUN, build_tiny_flux2, compose_config, run_app
 
 # The job of ``cfg_tiny``: the tiny decoder on CPU, its reference in this process, no FLOP count.
-TINY_JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "bench.flops.enabled=false", "baseline.process=in-process"]
+TINY_JOB = [
+    "model=tiny_flux2_decoder",
+    *TINY_RUN,
+    "bench.flops.enabled=false",
+    "baseline.process=in-process",
+]
 
 
 @pytest.fixture
@@ -107,4 +112,6 @@ def cli(tmp_path):
 
 def pytest_collection_modifyitems(config, items):
     """Subprocess tests (``slow``) first: the two xdist workers then end on short tests and finish together."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort keeps the rest in order
+    items.sort(
+        key=lambda item: item.get_closest_marker("slow") is None
+    )  # a stable sort keeps the rest in order

@@ -16,12 +16,21 @@ from helpers import read_record, run_app
 from helpers.app import BASE_ENV
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # `seams` / `nonfinite_seams` importable by a test that runs before any `app`
+if (
+    str(HERE) not in sys.path
+):  # `seams` / `nonfinite_seams` importable by a test that runs before any `app`
     sys.path.insert(0, str(HERE))
 SEARCHPATH = f"hydra.searchpath=[file://{HERE / 'conf'}]"
 # Tiny, quick and self-contained: CPU, 32 px, two timed calls, the reference in-process.
-FAST = ["device=cpu", "preset.height=32", "preset.width=32", "preset.warmup=0", "preset.iters=2",
-        "bench.flops.enabled=false", "baseline.process=in-process"]
+FAST = [
+    "device=cpu",
+    "preset.height=32",
+    "preset.width=32",
+    "preset.warmup=0",
+    "preset.iters=2",
+    "bench.flops.enabled=false",
+    "baseline.process=in-process",
+]
 
 
 def _pythonpath() -> str:
@@ -74,7 +83,12 @@ def app(tmp_path, cache_dir, monkeypatch):
     monkeypatch.syspath_prepend(str(HERE))  # the tests import `seams` too
 
     def run(*overrides: str, multirun: bool = False, out_dir: Path | None = None):
-        args = [*(["-m"] if multirun else []), *overrides, f"baseline.cache_dir={cache_dir}", SEARCHPATH]
+        args = [
+            *(["-m"] if multirun else []),
+            *overrides,
+            f"baseline.cache_dir={cache_dir}",
+            SEARCHPATH,
+        ]
         result = run_app(args, cwd=tmp_path, env={"PYTHONPATH": _pythonpath()}, out_dir=out_dir)
         return result.returncode, result.output, result.job_dir
 
@@ -88,9 +102,15 @@ def popen(tmp_path, cache_dir):
     started: list[subprocess.Popen] = []
 
     def start(*args: str) -> subprocess.Popen:
-        proc = subprocess.Popen(cli_command(*args, f"baseline.cache_dir={cache_dir}"), cwd=tmp_path,
-                                env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                preexec_fn=_default_sigint)
+        proc = subprocess.Popen(
+            cli_command(*args, f"baseline.cache_dir={cache_dir}"),
+            cwd=tmp_path,
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=_default_sigint,
+        )
         started.append(proc)
         return proc
 

@@ -28,7 +28,9 @@ def _plant(image: torch.Tensor, every: int, value: float) -> torch.Tensor:
 class _PlantingDecode(VaeDecodeTask):
     """VAE decode whose outputs pass through :meth:`plant` (``is_reference``: the float64 run)."""
 
-    def run(self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def run(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         outputs = super().run(model, inputs)
         image = outputs[self.output_name]
         if image.is_meta:

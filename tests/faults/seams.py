@@ -16,8 +16,10 @@ import torch
 from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 
-OOM_MESSAGE = ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
-               "1.02 GiB is free. (raised by tests/faults/seams.py)")
+OOM_MESSAGE = (
+    "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
+    "1.02 GiB is free. (raised by tests/faults/seams.py)"
+)
 
 
 class OomOnRunAdapter(DeviceAdapter):
@@ -33,7 +35,9 @@ class NanOnDeviceDecode(VaeDecodeTask):
     NAN_AT = (0, 1, 2, 3)
     INF_AT = (0, 2, 5, 7)
 
-    def run(self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def run(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         outputs = super().run(model, inputs)
         image = outputs[self.output_name]
         if image.dtype == torch.float64:
@@ -58,20 +62,36 @@ class SlowDecode(VaeDecodeTask):
         count_file: one line is appended to it per run of ``pause_in`` (how many times it was computed).
     """
 
-    def __init__(self, latent_channels: int, spatial_compression: int, output_name: str = "image",
-                 pause_s: float = 0.0, pause_in: str = "device", pause_seed: int | None = None,
-                 marker: str | None = None, once: bool = False, count_file: str | None = None,
-                 release: str | None = None) -> None:
+    def __init__(
+        self,
+        latent_channels: int,
+        spatial_compression: int,
+        output_name: str = "image",
+        pause_s: float = 0.0,
+        pause_in: str = "device",
+        pause_seed: int | None = None,
+        marker: str | None = None,
+        once: bool = False,
+        count_file: str | None = None,
+        release: str | None = None,
+    ) -> None:
         super().__init__(latent_channels, spatial_compression, output_name)
         self.pause_s, self.pause_in, self.pause_seed = float(pause_s), pause_in, pause_seed
-        self.marker, self.once, self.count_file, self.release = marker, bool(once), count_file, release
+        self.marker, self.once, self.count_file, self.release = (
+            marker,
+            bool(once),
+            count_file,
+            release,
+        )
         self.seed: int | None = None
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
         self.seed = int(seed)
         return super().make_inputs(preset, seed)
 
-    def run(self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def run(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         is_reference = inputs["latent"].dtype == torch.float64
         real = not inputs["latent"].is_meta  # the memory estimate runs the task on meta tensors
         if real and is_reference == (self.pause_in == "reference"):
@@ -105,8 +125,10 @@ def safetensors_disk_full(tensors: Any, filename: str, metadata: Any = None) -> 
     from safetensors import SafetensorError
 
     Path(filename).write_bytes(b"\0" * 8)  # a partial file, as a real full disk leaves
-    raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: '
-                          '"No space left on device" })')
+    raise SafetensorError(
+        "Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "
+        '"No space left on device" })'
+    )
 
 
 class DiskFullAfter:

@@ -14,5 +14,15 @@ from helpers.app import TINY_RUN, Result, read_record, run_app, run_cli
 from helpers.config import compose_config, run_job
 from helpers.models import TINY_FLUX2_ARCH, build_tiny_flux2, same_weights
 
-__all__ = ["TINY_FLUX2_ARCH", "TINY_RUN", "Result", "build_tiny_flux2", "compose_config", "read_record", "run_app",
-           "run_cli", "run_job", "same_weights"]
+__all__ = [
+    "TINY_FLUX2_ARCH",
+    "TINY_RUN",
+    "Result",
+    "build_tiny_flux2",
+    "compose_config",
+    "read_record",
+    "run_app",
+    "run_cli",
+    "run_job",
+    "same_weights",
+]

@@ -29,8 +29,11 @@ def compose_config(overrides: Iterable[str] = (), return_hydra_config: bool = Fa
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            return compose(config_name="config", overrides=list(overrides),
-                           return_hydra_config=return_hydra_config)
+            return compose(
+                config_name="config",
+                overrides=list(overrides),
+                return_hydra_config=return_hydra_config,
+            )
     finally:
         GlobalHydra.instance().clear()
 
