@@ -3,8 +3,9 @@
 Per timed call the harness synchronizes twice, reads the clock, records events (where the device has
 them), stores the sample and asks the stop rule. Three figures, side by side in one process:
   1. harness wall per timed call on a no-op call (pure bookkeeping, fixed count, no precision rule);
-  2. the stop rule's cost per call with the precision check on (add + reason on a realistic stream; the
-     median's CI is judged at most every 2 % more samples, so its O(n) rank search stays O(1) per call);
+  2. the stop rule's cost per call with the precision check on (add + reason on a realistic stream;
+     the median's CI is judged at most every 2 % more samples, so its O(n) rank search stays O(1)
+     per call);
   3. on a ~0.1 ms matmul: harness wall per timed call minus a bare loop's wall per call, from many
      short alternating blocks (medians over blocks, so a drifting load hits both alike).
 Goal: <= 20 us per timed iteration.

@@ -1,11 +1,11 @@
 """Start-up: how long before ascendbench does useful work.
 
 Side by side in one process:
-  * `python -m ascendbench --help` wall time (subprocesses, median of 3), next to `python -c "import torch"`
-    (the floor any torch tool pays) -- their ratio is printed;
+  * `python -m ascendbench --help` wall time (subprocesses, median of 3), next to
+    `python -c "import torch"` (the floor any torch tool pays) -- their ratio is printed;
   * compose-to-first-call: in process, from composing the config to the first model call of a tiny
-    CPU job (device adapter, model build, inputs, placement, all the runner's own stages), against the
-    first call's own duration; the runner is the real one, only the task's `run` is watched.
+    CPU job (device adapter, model build, inputs, placement, all the runner's own stages), against
+    the first call's own duration; the runner is the real one, only the task's `run` is watched.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def main() -> None:
         imports.append(wall_s(["-c", "import torch"]))
     help_s, torch_s = statistics.median(helps), statistics.median(imports)
     print(
-        f"`python -m ascendbench --help`: {help_s:.2f} s; `python -c 'import torch'`: {torch_s:.2f} s; "
+        f"`python -m ascendbench --help`: {help_s:.2f} s; "
+        f"`python -c 'import torch'`: {torch_s:.2f} s; "
         f"ratio {help_s / torch_s:.2f} (median of {RUNS})"
     )
     compose_to_first_call()  # warm: imports and the first torch kernels are paid once per process

@@ -1,9 +1,11 @@
-"""Memory of the video metrics: peak extra RSS on a 161x3x480x704 float32 pair, as a ratio to the pair.
+"""Memory of the video metrics: peak extra RSS on a 161x3x480x704 float32 pair, as a ratio to the
+pair.
 
-The `video` metric option (regression metrics over the whole video + PSNR/SSIM/LPIPS per frame) runs on
-a reference/device pair shaped like the Sulphur-2 seed's "quality" preset (161 frames of 480x704),
-built in place so that preparing it adds no peak of its own. The extra resident memory above the pair
-is sampled every 5 ms (and cross-checked with ru_maxrss); goal: extra <= 1.5 x the pair's size.
+The `video` metric option (regression metrics over the whole video + PSNR/SSIM/LPIPS per frame) runs
+on a reference/device pair shaped like the Sulphur-2 seed's "quality" preset (161 frames of
+480x704), built in place so that preparing it adds no peak of its own. The extra resident memory
+above the pair is sampled every 5 ms (and cross-checked with ru_maxrss); goal: extra <= 1.5 x the
+pair's size.
 
 LPIPS needs torchvision's ImageNet AlexNet, which is not available offline: for this *memory*
 measurement the backbone file is a seeded AlexNet state dict written to a temporary TORCH_HOME (same
@@ -29,7 +31,8 @@ MB = 1 << 20
 
 
 def make_pair(frames: int, height: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """[1, T, 3, H, W] float32 reference in [-1, 1] and a noisy device copy, built frame by frame in place."""
+    """[1, T, 3, H, W] float32 reference in [-1, 1] and a noisy device copy, built frame by frame in
+    place."""
     generator = torch.Generator().manual_seed(0)
     reference = torch.empty(1, frames, 3, height, width)
     device = torch.empty_like(reference)
@@ -118,8 +121,9 @@ def main() -> None:
     ratio = extra_mb / pair_mb
     lpips = "skipped (--no-lpips)" if args.no_lpips else "seeded AlexNet backbone (memory only)"
     print(
-        f"pair: 2 x [1, {args.frames}, 3, {args.height}, {args.width}] float32 = {pair_mb:.0f} MiB; "
-        f"metrics: regression + video per frame (PSNR, SSIM, LPIPS {lpips}); {seconds:.1f} s"
+        f"pair: 2 x [1, {args.frames}, 3, {args.height}, {args.width}] float32 = "
+        f"{pair_mb:.0f} MiB; metrics: regression + video per frame (PSNR, SSIM, LPIPS {lpips}); "
+        f"{seconds:.1f} s"
     )
     print(
         f"frames compared: {metrics['video_psnr_db_mean']['frames']}; "

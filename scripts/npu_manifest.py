@@ -1,19 +1,22 @@
-"""Write the torch_npu API manifests the NPU tests check ascendbench against, from torch_npu's own wheels.
+"""Write the torch_npu API manifests the NPU tests check ascendbench against, from torch_npu's own
+wheels.
 
-For each version: ``pip download --no-deps`` the wheel (into ``--wheels``, default ``/tmp/npu-wheels``; never
-into the repository), then read it without installing or importing it:
+For each version: ``pip download --no-deps`` the wheel (into ``--wheels``, default
+``/tmp/npu-wheels``; never into the repository), then read it without installing or importing it:
 
 * its Python sources by AST: per public module the names it defines or imports (functions with their
-  signatures, classes with their methods and class attributes), the star imports resolved through the
-  target's ``__all__``, and every environment variable read with a literal name (``os.environ[...]``,
-  ``os.environ.get``, ``os.getenv``);
-* the attributes torch_npu's own Python code reads on objects of its C extension (``ProfilerActivity.NPU``):
-  what AST can see of names that only exist in ``torch_npu._C``;
-* the profiler's output layout: the ``ASCEND_PROFILER_OUTPUT`` directory name, the ``*_ascend_pt`` directory
-  format, and the column names of ``operator_details.csv``, ``kernel_details.csv`` and ``op_statistic.csv``;
-* message templates in its shared objects (the CPU-fallback CAUTION, the NPU out-of-memory text, whether the
-  C++ ``c10::OutOfMemoryError`` is thrown at all), the device-property field names bound there, the
-  environment variables its C++ code names and the ``npu_*`` operators it registers (``torch_npu.npu_*``).
+  signatures, classes with their methods and class attributes), the star imports resolved through
+  the target's ``__all__``, and every environment variable read with a literal name
+  (``os.environ[...]``, ``os.environ.get``, ``os.getenv``);
+* the attributes torch_npu's own Python code reads on objects of its C extension
+  (``ProfilerActivity.NPU``): what AST can see of names that only exist in ``torch_npu._C``;
+* the profiler's output layout: the ``ASCEND_PROFILER_OUTPUT`` directory name, the ``*_ascend_pt``
+  directory format, and the column names of ``operator_details.csv``, ``kernel_details.csv`` and
+  ``op_statistic.csv``;
+* message templates in its shared objects (the CPU-fallback CAUTION, the NPU out-of-memory text,
+  whether the C++ ``c10::OutOfMemoryError`` is thrown at all), the device-property field names bound
+  there, the environment variables its C++ code names and the ``npu_*`` operators it registers
+  (``torch_npu.npu_*``).
 
 ``tests/devices/npu_manifest/torch_npu-<version>.json`` is written for each (``make npu-manifest``).
 """
@@ -33,8 +36,9 @@ from typing import Any, Iterable
 
 DEFAULT_VERSIONS = ("2.1.0.post17", "2.5.1", "2.9.0", "2.14.0")
 OUT_DIR = Path(__file__).resolve().parents[1] / "tests" / "devices" / "npu_manifest"
-# The runtime API surface a benchmark touches: the package itself, torch.npu (torch_npu.npu) and the profiler;
-# their private modules and the analysis internals are left out (the profiler layout is read from them below).
+# The runtime API surface a benchmark touches: the package itself, torch.npu (torch_npu.npu) and the
+# profiler; their private modules and the analysis internals are left out (the profiler layout is
+# read from them below).
 SURFACE_PACKAGES = ("torch_npu.npu", "torch_npu.profiler")
 SURFACE_MODULES = ("torch_npu", "torch_npu.utils")
 SKIPPED_PACKAGES = ("torch_npu.profiler.analysis",)
@@ -42,18 +46,25 @@ MESSAGES = {
     "fallback_prefix": b"CAUTION: The operator '",
     "fallback_unsupported": b"' is not currently supported on the NPU backend",
     "fallback_will_fall_back": b"will fall back to run on the CPU",
-    "fallback_named_op": b"is currently not supported on the NPU backend. Now this operator will fallback to run "
-    b"on the CPU",
+    "fallback_named_op": b"is currently not supported on the NPU backend. "
+    b"Now this operator will fallback to run on the CPU",
     "oom_tried_to_allocate": b"NPU out of memory. Tried to allocate ",
     "oom_workspace_allocator": b"NPU out of memory. NPUWorkspaceAllocator tried to allocate ",
     "oom_reserved_suffix": b" reserved in total by PyTorch)",
     "c10_OutOfMemoryError": b"N3c1016OutOfMemoryErrorE",
 }
 # Upper-case strings of libtorch_npu.so that look like the environment variables its C++ code reads.
-ENV_LIKE = r"^(PYTORCH_NPU|ASCEND_|TASK_QUEUE|INF_NAN|HCCL_|ACL_|NPU_|CPU_AFFINITY|MULTI_STREAM|TORCH_NPU|P2P_)"
-# Operator schemas registered by libtorch_npu.so ("npu_fusion_attention(Tensor query, ..."): the ``torch_npu.npu_*``
-# functions torch_npu binds at import from its C++ ops, which no Python source defines.
-OP_SCHEMA = rb"\0(npu_[a-z0-9_]+)(?:\.[A-Za-z_]+)?\((?:Tensor|int|float|bool|\*|Scalar|SymInt|str|ScalarType|Device)"
+ENV_LIKE = (
+    r"^(PYTORCH_NPU|ASCEND_|TASK_QUEUE|INF_NAN|HCCL_|ACL_|NPU_|CPU_AFFINITY|MULTI_STREAM|TORCH_NPU|"
+    r"P2P_)"
+)
+# Operator schemas registered by libtorch_npu.so ("npu_fusion_attention(Tensor query, ..."):
+# the ``torch_npu.npu_*`` functions torch_npu binds at import from its C++ ops, which no Python
+# source defines.
+OP_SCHEMA = (
+    rb"\0(npu_[a-z0-9_]+)(?:\.[A-Za-z_]+)?\("
+    rb"(?:Tensor|int|float|bool|\*|Scalar|SymInt|str|ScalarType|Device)"
+)
 DEVICE_PROPERTY_FIELDS = (
     "name",
     "total_memory",
@@ -63,7 +74,8 @@ DEVICE_PROPERTY_FIELDS = (
     "vector_core_num",
     "L2_cache_size",
 )
-# (class, attribute) constants of the profiler's analysis code that name its output files and columns.
+# (class, attribute) constants of the profiler's analysis code that name its output files and
+# columns.
 PROFILER_CONSTANTS = {
     "operator_details.csv": ("OperatorViewParser", "OPERATOR_HEADERS"),
     "kernel_details.csv": ("CsvHeaders", "OP_SUMMARY_KERNEL_BASE_HEADERS"),
@@ -82,7 +94,8 @@ ENV_CALLS = {
 
 
 def download(version: str, wheels: Path) -> Path:
-    """The wheel of ``torch_npu==version`` in ``wheels`` (downloaded if missing): Linux x86_64, else aarch64."""
+    """The wheel of ``torch_npu==version`` in ``wheels`` (downloaded if missing): Linux x86_64, else
+    aarch64."""
     wheels.mkdir(parents=True, exist_ok=True)
     for found in sorted(wheels.glob(f"torch_npu-{version}-*.whl")):
         return found
@@ -249,7 +262,8 @@ def _top_level(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
 
 
 def env_vars(tree: ast.Module) -> set[str]:
-    """Literal names read from the environment: ``os.environ["X"]``, ``os.environ.get("X")``, ``os.getenv("X")``."""
+    """Literal names read from the environment: ``os.environ["X"]``, ``os.environ.get("X")``,
+    ``os.getenv("X")``."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
@@ -293,7 +307,8 @@ def extension_attributes(module: str, tree: ast.Module, is_package: bool) -> dic
 
 
 def profiler_layout(trees: dict[str, tuple[str, ast.Module]]) -> dict[str, Any]:
-    """Output directory, ``*_ascend_pt`` format and CSV columns, each with the wheel file it was read from."""
+    """Output directory, ``*_ascend_pt`` format and CSV columns, each with the wheel file it was
+    read from."""
     layout: dict[str, Any] = {}
     for key, (cls, attr) in PROFILER_CONSTANTS.items():
         for path, tree in trees.values():
@@ -333,7 +348,8 @@ def _list(item: ast.Assign | ast.AnnAssign, cls: ast.ClassDef) -> list[Any] | No
 
 
 def so_facts(wheel: zipfile.ZipFile) -> dict[str, Any]:
-    """Which message templates and device-property names the wheel's shared objects hold, and where."""
+    """Which message templates and device-property names the wheel's shared objects hold, and
+    where."""
     messages: dict[str, Any] = {key: {"present": False} for key in MESSAGES}
     so_envs: list[str] = []
     ops: list[str] = []
@@ -367,14 +383,16 @@ def so_facts(wheel: zipfile.ZipFile) -> dict[str, Any]:
 
 
 def public(module: str) -> bool:
-    """A module of the public API surface (no ``_`` component, in the surface packages, not skipped)."""
+    """A module of the public API surface (no ``_`` component, in the surface packages, not
+    skipped)."""
     if any(p.startswith("_") for p in module.split(".")) or module.startswith(SKIPPED_PACKAGES):
         return False
     return module in SURFACE_MODULES or module.startswith(tuple(f"{p}" for p in SURFACE_PACKAGES))
 
 
 def resolve_exports(modules: dict[str, dict[str, Any]]) -> None:
-    """Add the names of star imports (the target's ``__all__``, else its public names) to each module, in place."""
+    """Add the names of star imports (the target's ``__all__``, else its public names) to each
+    module, in place."""
 
     def exported(target: str, seen: frozenset[str]) -> dict[str, Any]:
         entry = modules.get(target)
@@ -397,7 +415,8 @@ def resolve_exports(modules: dict[str, dict[str, Any]]) -> None:
 
 
 def _instance_of(modules: dict[str, dict[str, Any]], module: str, call: str) -> dict[str, Any]:
-    """For ``x = Cls()`` / ``x = mod.Cls()``: the methods and attributes of ``Cls`` (the object ``x`` is)."""
+    """For ``x = Cls()`` / ``x = mod.Cls()``: the methods and attributes of ``Cls`` (the object
+    ``x`` is)."""
     owner, _, cls = call.rpartition(".")
     if owner:
         target = modules.get(module, {}).get("names", {}).get(owner, {}).get("from", "")
@@ -411,7 +430,8 @@ def _instance_of(modules: dict[str, dict[str, Any]], module: str, call: str) -> 
 def _class(
     modules: dict[str, dict[str, Any]], module: str, name: str
 ) -> tuple[str, dict[str, Any] | None]:
-    """(module, entry) of the class ``name`` as seen from ``module`` (defined there or imported into it)."""
+    """(module, entry) of the class ``name`` as seen from ``module`` (defined there or imported into
+    it)."""
     entry = modules.get(module, {}).get("names", {}).get(name, {})
     for _ in range(4):  # re-exports: follow the imports to the definition
         if entry.get("kind") != "import":
@@ -424,7 +444,8 @@ def _class(
 def _inherited(
     modules: dict[str, dict[str, Any]], module: str, cls: dict[str, Any]
 ) -> dict[str, list[str]]:
-    """``{base: its public methods and attributes}`` for the bases torch_npu defines (``_KinetoProfile``)."""
+    """``{base: its public methods and attributes}`` for the bases torch_npu defines
+    (``_KinetoProfile``)."""
     found = {}
     for base in cls["bases"]:
         owner, entry = _class(modules, module, base)

@@ -1,6 +1,6 @@
-"""Fixtures of the fault-injection suite: the CLI run in this process (``app``) or started in a subprocess
-(``popen``, for signals and kills), with the seams of ``seams.py`` reachable through ``hydra.searchpath``
-and fast, offline job settings."""
+"""Fixtures of the fault-injection suite: the CLI run in this process (``app``) or started in a
+subprocess (``popen``, for signals and kills), with the seams of ``seams.py`` reachable through
+``hydra.searchpath`` and fast, offline job settings."""
 
 from __future__ import annotations
 
@@ -49,8 +49,9 @@ def cli_command(*args: str) -> list[str]:
 
 
 def _default_sigint() -> None:
-    """In the child before exec: SIGINT handled by default, so that Python turns it into KeyboardInterrupt
-    even when pytest itself runs where SIGINT is ignored (a background job of a non-interactive shell)."""
+    """In the child before exec: SIGINT handled by default, so that Python turns it into
+    KeyboardInterrupt even when pytest itself runs where SIGINT is ignored (a background job of a
+    non-interactive shell)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
@@ -74,8 +75,9 @@ def cache_dir(tmp_path) -> Path:
 
 @pytest.fixture
 def app(tmp_path, cache_dir, monkeypatch):
-    """``app(*overrides, multirun=False, out_dir=None)`` runs ``python -m ascendbench`` in this process
-    (``helpers.run_app``: the real entry point, cwd ``tmp_path``, process state restored afterwards).
+    """``app(*overrides, multirun=False, out_dir=None)`` runs ``python -m ascendbench`` in this
+    process (``helpers.run_app``: the real entry point, cwd ``tmp_path``, process state restored
+    afterwards).
 
     Returns ``(exit code, console text, output dir)``; the output dir defaults to ``<tmp>/job``
     (``<tmp>/sweep`` for a multirun).

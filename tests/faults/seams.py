@@ -1,7 +1,7 @@
 """Fault seams for tests/faults: the real code paths with exactly one injected fault each.
 
-Each class is built by ``_target_`` from ``tests/faults/conf`` (added with ``hydra.searchpath``), so a
-job reaches it exactly as it reaches the shipped adapters and tasks.
+Each class is built by ``_target_`` from ``tests/faults/conf`` (added with ``hydra.searchpath``), so
+a job reaches it exactly as it reaches the shipped adapters and tasks.
 """
 
 from __future__ import annotations
@@ -17,20 +17,22 @@ from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 OOM_MESSAGE = (
-    "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
-    "1.02 GiB is free. (raised by tests/faults/seams.py)"
+    "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB "
+    "of which 1.02 GiB is free. (raised by tests/faults/seams.py)"
 )
 
 
 class OomOnRunAdapter(DeviceAdapter):
-    """A CPU adapter whose device run fails like an exhausted accelerator: the real ``torch.OutOfMemoryError``."""
+    """A CPU adapter whose device run fails like an exhausted accelerator: the real
+    ``torch.OutOfMemoryError``."""
 
     def synchronize(self) -> None:
         raise torch.OutOfMemoryError(OOM_MESSAGE)
 
 
 class NanOnDeviceDecode(VaeDecodeTask):
-    """VAE decode whose device run (float32; the reference runs in float64) yields one NaN and one Inf."""
+    """VAE decode whose device run (float32; the reference runs in float64) yields one NaN and one
+    Inf."""
 
     NAN_AT = (0, 1, 2, 3)
     INF_AT = (0, 2, 5, 7)
@@ -49,17 +51,19 @@ class NanOnDeviceDecode(VaeDecodeTask):
 
 
 class SlowDecode(VaeDecodeTask):
-    """VAE decode that pauses in one of its runs, so a test can interrupt or race a job at a known point.
+    """VAE decode that pauses in one of its runs, so a test can interrupt or race a job at a known
+    point.
 
     Args:
         pause_s: seconds to sleep.
         pause_in: ``device`` (the float32 device run) or ``reference`` (the float64 CPU reference).
         pause_seed: pause only in the job with this seed (``None``: every job).
-        marker: file created when the pause starts, holding the process id; with ``once`` a job pauses only
-            if it does not exist.
+        marker: file created when the pause starts, holding the process id; with ``once`` a job
+            pauses only if it does not exist.
         once: pause only the first time (the rerun after a kill goes through).
         release: end the pause as soon as this file exists (``pause_s`` stays the upper bound).
-        count_file: one line is appended to it per run of ``pause_in`` (how many times it was computed).
+        count_file: one line is appended to it per run of ``pause_in`` (how many times it was
+            computed).
     """
 
     def __init__(
@@ -115,13 +119,14 @@ class SlowDecode(VaeDecodeTask):
             time.sleep(0.05)
 
 
-# --- Full disk (tests/faults/test_job_dir_faults.py) -----------------------------------------------------------
+# --- Full disk (tests/faults/test_job_dir_faults.py) ----------------------------------------------
 
 NO_SPACE = "No space left on device (raised by tests/faults/seams.py)"
 
 
 def safetensors_disk_full(tensors: Any, filename: str, metadata: Any = None) -> None:
-    """``safetensors.torch.save_file`` on a full disk: safetensors' own error, whose message names no file."""
+    """``safetensors.torch.save_file`` on a full disk: safetensors' own error, whose message names
+    no file."""
     from safetensors import SafetensorError
 
     Path(filename).write_bytes(b"\0" * 8)  # a partial file, as a real full disk leaves
@@ -132,8 +137,9 @@ def safetensors_disk_full(tensors: Any, filename: str, metadata: Any = None) -> 
 
 
 class DiskFullAfter:
-    """A replacement for ``os.fsync`` that succeeds ``allowed`` times, then fails with ENOSPC: the disk fills
-    up while the job runs (the record was written when the job started, the later writes fail)."""
+    """A replacement for ``os.fsync`` that succeeds ``allowed`` times, then fails with ENOSPC: the
+    disk fills up while the job runs (the record was written when the job started, the later writes
+    fail)."""
 
     def __init__(self, allowed: int) -> None:
         self.allowed, self.calls, self.real = int(allowed), 0, os.fsync

@@ -24,7 +24,8 @@ def test_misspelled_key_is_named_with_its_full_key(app, fast):
 
 
 def test_wrong_value_type_names_key_value_and_expected_type(app, fast):
-    """Typed schemas reject a wrong type at compose time: no job dir, no record, Hydra names the key."""
+    """Typed schemas reject a wrong type at compose time: no job dir, no record, Hydra names the
+    key."""
     for override, words in (
         ("preset.height=abc", "Value 'abc' of type 'str' could not be converted to Integer"),
         ("seed=x", "Value 'x' of type 'str' could not be converted to Integer"),

@@ -1,9 +1,9 @@
 """The job directory: "Data loss" (two jobs in one dir), "Crashes with tracebacks" (job side) and
 "Message quality" (disk full, file modes). Each test is named after the case it plants.
 
-Read-only: as root, chmod does not stop writes, so a directory under ``/sys`` (a read-only file system in a
-container) stands in for it; full disk: the seams of ``seams.py`` (``os.fsync`` / safetensors failing with
-ENOSPC), so that nothing fills the real disk.
+Read-only: as root, chmod does not stop writes, so a directory under ``/sys`` (a read-only file
+system in a container) stands in for it; full disk: the seams of ``seams.py`` (``os.fsync`` /
+safetensors failing with ENOSPC), so that nothing fills the real disk.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ sys.stdin.read()
 
 @pytest.fixture
 def hold_lock():
-    """``hold_lock(job_dir)``: another process holds the job dir's lock (as a running job does) until the test
-    ends; returns that process."""
+    """``hold_lock(job_dir)``: another process holds the job dir's lock (as a running job does)
+    until the test ends; returns that process."""
     holders: list[subprocess.Popen] = []
 
     def hold(job_dir: Path) -> subprocess.Popen:
@@ -74,7 +74,7 @@ def _read_only_dir(tmp_path: Path) -> Path:
     return locked / "job"
 
 
-# --- Data loss: two jobs, one directory -------------------------------------------------------------------------
+# --- Data loss: two jobs, one directory -----------------------------------------------------------
 
 
 def test_data_loss_two_jobs_same_run_dir_second_refuses_and_leaves_the_first_alone(
@@ -115,7 +115,7 @@ def test_data_loss_same_sweep_twice_skips_jobs_another_process_holds(
     assert record_of(free)["status"] == "ok"
 
 
-# --- Crashes with tracebacks: unusable run dirs -----------------------------------------------------------------
+# --- Crashes with tracebacks: unusable run dirs ---------------------------------------------------
 
 
 def test_crash_run_dir_on_a_read_only_file_system_is_one_paragraph(app, fast, tmp_path):
@@ -202,7 +202,7 @@ def test_crash_disk_full_mid_job_leaves_no_running_record_and_one_paragraph(
     )
 
 
-# --- Message quality: disk full while saving artifacts; file modes -------------------------------------------
+# --- Message quality: disk full while saving artifacts; file modes --------------------------------
 
 
 def test_message_disk_full_saving_tensors_names_the_file_and_drops_the_verdict(

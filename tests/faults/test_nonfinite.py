@@ -1,7 +1,7 @@
 """False verdicts and exit statuses: NaN/Inf in the reference, in both runs, in the determinism
 check and in a performance-only run. Each test is one case of the issue, planted through
-``nonfinite_seams`` (no cache tampering), and fails on the code before the agreement rule and the output
-validation."""
+``nonfinite_seams`` (no cache tampering), and fails on the code before the agreement rule and the
+output validation."""
 
 from __future__ import annotations
 

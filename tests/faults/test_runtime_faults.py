@@ -1,4 +1,5 @@
-"""Faults while a job runs: device unavailable, out of memory in a sweep, NaN/Inf in the device output."""
+"""Faults while a job runs: device unavailable, out of memory in a sweep, NaN/Inf in the device
+output."""
 
 from __future__ import annotations
 

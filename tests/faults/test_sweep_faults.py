@@ -1,6 +1,6 @@
 """Sweeps and exit statuses: "Data loss" (one subdir for two jobs, sweep dirs shared by two sweeps),
-"False verdicts and exit statuses" (resume after the checkpoint changed, ``fail_on`` under joblib), and the
-job-side "Crashes" and "Message quality" cases of the config and the single-layer loader."""
+"False verdicts and exit statuses" (resume after the checkpoint changed, ``fail_on`` under joblib),
+and the job-side "Crashes" and "Message quality" cases of the config and the single-layer loader."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _records(sweep: Path) -> dict[Path, dict]:
     return {p.parent: json.loads(p.read_text()) for p in sweep.rglob("record.json")}
 
 
-# --- Data loss: sweep subdirs unique per job, sweep dirs unique per sweep ---------------------------------------
+# --- Data loss: sweep subdirs unique per job, sweep dirs unique per sweep -------------------------
 
 
 def test_data_loss_sweep_over_model_source_gives_each_job_its_own_dir(
@@ -105,7 +105,7 @@ def test_exit_status_another_sweeps_failed_record_in_the_sweep_dir_is_not_ours(a
     assert code == 0, "another sweep's failed job set this sweep's exit status"
 
 
-# --- False verdicts and exit statuses ----------------------------------------------------------------------------
+# --- False verdicts and exit statuses -------------------------------------------------------------
 
 
 def test_false_verdict_resume_after_the_checkpoint_changed_runs_again(
@@ -149,7 +149,7 @@ def test_false_exit_status_fail_on_under_joblib_with_two_workers(popen, fast, tm
     assert proc.returncode == 1, "fail_on=FAIL ignored for jobs run in joblib workers"
 
 
-# --- Crashes and messages of the config and the loader ---------------------------------------------------------
+# --- Crashes and messages of the config and the loader --------------------------------------------
 
 
 def test_crash_seed_out_of_range_is_a_config_error_naming_the_range(app, fast, record_of):

@@ -1,5 +1,6 @@
-"""False verdicts: a job whose accuracy nothing judged, a reference that is the device output itself, and a
-comparison of empty tensors must not say PASS (each shown on the real CLI or entry point)."""
+"""False verdicts: a job whose accuracy nothing judged, a reference that is the device output
+itself, and a comparison of empty tensors must not say PASS (each shown on the real CLI or entry
+point)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def test_a_cached_reference_equal_to_the_bfloat16_output_is_flagged(
     key = record_of(first)["baseline"]["cache_key"]
     store = BaselineStore(cache_dir)
     device = load_file(str(first / record_of(first)["artifacts"]["device_outputs"]))
-    # Replaced consistently: the outputs, their digest and shapes in meta.json, so the cache verifies on read.
+    # Replaced consistently: the outputs, their digest and shapes in meta.json, so the cache
+    # verifies on read.
     store.write_outputs(key, {name: t.double() for name, t in device.items()}, store.read_meta(key))
     code, output, second = app(*job, out_dir=tmp_path / "second")
     record = record_of(second)

@@ -1,4 +1,5 @@
-"""Weight faults: path missing, corrupted safetensors, checkpoint of another architecture, pickle."""
+"""Weight faults: path missing, corrupted safetensors, checkpoint of another architecture,
+pickle."""
 
 from __future__ import annotations
 

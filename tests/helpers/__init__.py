@@ -3,8 +3,8 @@
 Imported as ``from helpers import ...`` (``tests/`` is on pytest's ``pythonpath``); ``conftest.py``
 files hold fixtures only, built on these.
 
-* :mod:`helpers.models`: the tiny FLUX.2-style decoder (``TINY_FLUX2_ARCH``, ``build_tiny_flux2``) and
-  ``same_weights``.
+* :mod:`helpers.models`: the tiny FLUX.2-style decoder (``TINY_FLUX2_ARCH``, ``build_tiny_flux2``)
+  and ``same_weights``.
 * :mod:`helpers.config`: ``compose_config`` (the app config as the CLI composes it) and ``run_job``.
 * :mod:`helpers.app`: ``run_app`` runs ``python -m ascendbench`` in this process, ``run_cli`` in a
   subprocess; both return a :class:`~helpers.app.Result`.

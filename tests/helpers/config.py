@@ -10,8 +10,9 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-# Imported here, with the whole job, before any test runs: a module imported first inside a test that
-# patches e.g. ``safetensors.torch.load_file`` would keep the patched function for the rest of the session.
+# Imported here, with the whole job, before any test runs: a module imported first inside a
+# test that patches e.g. ``safetensors.torch.load_file`` would keep the patched function for the
+# rest of the session.
 from ascendbench.job.runner import run_job as _package_run_job
 
 CONFIG_MODULE = "ascendbench.conf"

@@ -42,7 +42,8 @@ def _run(rng: np.random.Generator, level: float = 1.0, history: RunHistory | Non
 
 
 def _record(write_record, root: Path, bench: dict, dtype: str = "float16") -> Path:
-    """A record of the workload with the run's bench section; returns the record directory's root."""
+    """A record of the workload with the run's bench section; returns the record directory's
+    root."""
     path = write_record(dtype, root=root, dtype=dtype, median_ms=bench["latency"]["median_ms"])
     record = json.loads(path.read_text())
     record["bench"] = {**record["bench"], **bench}
