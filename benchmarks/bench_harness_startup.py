@@ -1,11 +1,11 @@
 """Start-up: how long before ascendbench does useful work.
 
 Side by side in one process:
-  * `python -m ascendbench --help` wall time (subprocesses, median of 3), next to `python -c "import torch"`
-    (the floor any torch tool pays) -- their ratio is printed;
+  * `python -m ascendbench --help` wall time (subprocesses, median of 3), next to
+    `python -c "import torch"` (the floor any torch tool pays) -- their ratio is printed;
   * compose-to-first-call: in process, from composing the config to the first model call of a tiny
-    CPU job (device adapter, model build, inputs, placement, all the runner's own stages), against the
-    first call's own duration; the runner is the real one, only the task's `run` is watched.
+    CPU job (device adapter, model build, inputs, placement, all the runner's own stages), against
+    the first call's own duration; the runner is the real one, only the task's `run` is watched.
 """
 
 from __future__ import annotations
@@ -25,14 +25,24 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
 RUNS = 3
-TINY_JOB = ["model=tiny_flux2_decoder", "device=cpu", "preset.height=32", "preset.width=32",
-            "baseline.enabled=false", "bench.iters=1", "bench.warmup=0", "bench.flops.enabled=false"]
+TINY_JOB = [
+    "model=tiny_flux2_decoder",
+    "device=cpu",
+    "preset.height=32",
+    "preset.width=32",
+    "baseline.enabled=false",
+    "bench.iters=1",
+    "bench.warmup=0",
+    "bench.flops.enabled=false",
+]
 
 
 def wall_s(args: list[str]) -> float:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, *args], check=True, capture_output=True, env=env, cwd=tempfile.gettempdir())
+    subprocess.run(
+        [sys.executable, *args], check=True, capture_output=True, env=env, cwd=tempfile.gettempdir()
+    )
     return time.perf_counter() - t0
 
 
@@ -73,13 +83,18 @@ def main() -> None:
         helps.append(wall_s(["-m", "ascendbench", "--help"]))
         imports.append(wall_s(["-c", "import torch"]))
     help_s, torch_s = statistics.median(helps), statistics.median(imports)
-    print(f"`python -m ascendbench --help`: {help_s:.2f} s; `python -c 'import torch'`: {torch_s:.2f} s; "
-          f"ratio {help_s / torch_s:.2f} (median of {RUNS})")
+    print(
+        f"`python -m ascendbench --help`: {help_s:.2f} s; "
+        f"`python -c 'import torch'`: {torch_s:.2f} s; "
+        f"ratio {help_s / torch_s:.2f} (median of {RUNS})"
+    )
     compose_to_first_call()  # warm: imports and the first torch kernels are paid once per process
     setup, first, in_calls, job = compose_to_first_call()
-    print(f"compose-to-first-call (second job in this process): {setup * 1e3:.1f} ms; "
-          f"first call {first * 1e3:.1f} ms; whole job {job * 1e3:.1f} ms, of which model calls "
-          f"{in_calls * 1e3:.1f} ms; ascendbench's own share: {(job - in_calls) / job:.0%}")
+    print(
+        f"compose-to-first-call (second job in this process): {setup * 1e3:.1f} ms; "
+        f"first call {first * 1e3:.1f} ms; whole job {job * 1e3:.1f} ms, of which model calls "
+        f"{in_calls * 1e3:.1f} ms; ascendbench's own share: {(job - in_calls) / job:.0%}"
+    )
 
 
 if __name__ == "__main__":

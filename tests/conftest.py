@@ -1,8 +1,9 @@
 """Shared fixtures: tiny offline models saved like real checkpoints, composed configs, CLI runs.
 
-Fixtures only; the builders they use live in ``tests/helpers`` (``from helpers import ...``). Nothing
-here touches the network: every model is built in code, seeded, and written with ``save_pretrained`` /
-safetensors into a temporary directory, then loaded back through the same loaders users hit.
+Fixtures only; the builders they use live in ``tests/helpers`` (``from helpers import ...``).
+Nothing here touches the network: every model is built in code, seeded, and written with
+``save_pretrained`` / safetensors into a temporary directory, then loaded back through the same
+loaders users hit.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from omegaconf import DictConfig, open_dict
 from helpers import TINY_FLUX2_ARCH, TINY_RUN, build_tiny_flux2, compose_config, run_app
 
 # The job of ``cfg_tiny``: the tiny decoder on CPU, its reference in this process, no FLOP count.
-TINY_JOB = ["model=tiny_flux2_decoder", *TINY_RUN, "bench.flops.enabled=false", "baseline.process=in-process"]
+TINY_JOB = [
+    "model=tiny_flux2_decoder",
+    *TINY_RUN,
+    "bench.flops.enabled=false",
+    "baseline.process=in-process",
+]
 
 
 @pytest.fixture
@@ -47,8 +53,9 @@ def _isolated_baseline_cache(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _environment_restored():
-    """Each test leaves os.environ as it found it: an in-process job applies ``device.env`` (ASCEND_* dirs,
-    visible devices) to the process, which must not leak into the next test's subprocesses."""
+    """Each test leaves os.environ as it found it: an in-process job applies ``device.env``
+    (ASCEND_* dirs, visible devices) to the process, which must not leak into the next test's
+    subprocesses."""
     saved = dict(os.environ)
     yield
     if dict(os.environ) != saved:
@@ -66,7 +73,8 @@ def tiny_flux2_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def compose_cfg():
-    """``compose_cfg(overrides)``: the app config composed as the CLI would (Hydra state cleared afterwards)."""
+    """``compose_cfg(overrides)``: the app config composed as the CLI would (Hydra state cleared
+    afterwards)."""
 
     def _compose(overrides: Iterable[str] = ()):
         return compose_config(overrides)
@@ -95,8 +103,9 @@ def cfg_tiny(cfg_tiny_module, tmp_path) -> DictConfig:
 
 @pytest.fixture
 def cli(tmp_path):
-    """``cli(*overrides, env=None, job_dir=None)`` runs one job of ``python -m ascendbench`` in this process
-    (``helpers.run_app``, cwd ``tmp_path``, job dir ``<tmp>/job``) and returns ``(result, job_dir)``."""
+    """``cli(*overrides, env=None, job_dir=None)`` runs one job of ``python -m ascendbench`` in this
+    process (``helpers.run_app``, cwd ``tmp_path``, job dir ``<tmp>/job``) and returns
+    ``(result, job_dir)``."""
 
     def _run(*overrides: str, env: dict | None = None, job_dir: Path | None = None):
         result = run_app(overrides, cwd=tmp_path, env=env, out_dir=job_dir or tmp_path / "job")
@@ -106,5 +115,8 @@ def cli(tmp_path):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Subprocess tests (``slow``) first: the two xdist workers then end on short tests and finish together."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort keeps the rest in order
+    """Subprocess tests (``slow``) first: the two xdist workers then end on short tests and finish
+    together."""
+    items.sort(
+        key=lambda item: item.get_closest_marker("slow") is None
+    )  # a stable sort keeps the rest in order

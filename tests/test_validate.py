@@ -30,17 +30,17 @@ def broken_run(tmp_path_factory) -> tuple[int, str]:
     root = tmp_path_factory.mktemp("broken") / "conf"
     planted = {
         "model/typo_key.yaml": "defaults:\n  - tiny_flux2_decoder\n  - _self_\nname: typo_key\n"
-                               "loader:\n  class_paht: diffusers.X\n",
+        "loader:\n  class_paht: diffusers.X\n",
         "metric/missing_class.yaml": "_target_: ascendbench.metrics.NoSuchEvaluator\nname: x\n",
         "preset/dangling.yaml": "name: dangling\nheight: ${preset.nope}\nwidth: 8\nnum_frames: 1\n"
-                                "batch_size: 1\nsteps: 1\nwarmup: 0\niters: 1\nmax_time_s: 1\n",
+        "batch_size: 1\nsteps: 1\nwarmup: 0\niters: 1\nmax_time_s: 1\n",
         "dtype/bad_yaml.yaml": "name: [unclosed\n",
         "model/unsafe.yaml": "defaults:\n  - tiny_flux2_decoder\n  - _self_\nname: unsafe\n"
-                             "allow_pickle: true\n",
+        "allow_pickle: true\n",
         "model/unwired.yaml": "defaults:\n  - tiny_flux2_decoder\n  - _self_\nname: unwired\n"
-                              "loader:\n  allow_pickle: false\n",
+        "loader:\n  allow_pickle: false\n",
         "model/task/orphan.yaml": "_target_: ascendbench.tasks.VaeDecodeTask\nspatial_compression: "
-                                  "8\n",
+        "8\n",
         "preset/mini.yaml": "name: mini\n",  # a shipped name: never used
     }
     for name, text in planted.items():
@@ -56,35 +56,51 @@ def test_every_planted_problem_is_listed_at_once(broken_run):
     code, text = broken_run
     assert code == 1
     assert "FAIL  model=typo_key: model.loader: keys" in text and "class_paht" in text
-    assert ("FAIL  metric=missing_class: metric._target_='ascendbench.metrics.NoSuchEvaluator' "
-            "cannot be imported"
-            in text)
+    assert (
+        "FAIL  metric=missing_class: metric._target_='ascendbench.metrics.NoSuchEvaluator' "
+        "cannot be imported" in text
+    )
     assert "FAIL  preset=dangling: the config does not resolve" in text and "preset.nope" in text
     assert "FAIL  dtype=bad_yaml: does not compose" in text
     assert "FAIL  model=unsafe: model.allow_pickle=true is set by a shipped config" in text
     assert "FAIL  preset=mini: " in text and "the shipped preset/mini.yaml is found first" in text
-    planted = {"model=typo_key", "metric=missing_class", "preset=dangling", "dtype=bad_yaml",
-               "model=unsafe",
-               "model=unwired", "preset=mini"}
+    planted = {
+        "model=typo_key",
+        "metric=missing_class",
+        "preset=dangling",
+        "dtype=bad_yaml",
+        "model=unsafe",
+        "model=unwired",
+        "preset=mini",
+    }
     failing = [line for line in text.splitlines() if line.startswith("FAIL  ")]
     assert sorted(line.split(":")[0][6:] for line in failing) == sorted(planted), text
     assert "SKIP  model/task=orphan: no model selects it" in text
 
 
 def test_bind_accepts_partial_and_rejects_missing_required():
-    partial = OmegaConf.create({"_target_": "ascendbench.tasks.vae_decode.VaeDecodeTask", "_partial_": True,
-                                "latent_channels": 4})
+    partial = OmegaConf.create(
+        {
+            "_target_": "ascendbench.tasks.vae_decode.VaeDecodeTask",
+            "_partial_": True,
+            "latent_channels": 4,
+        }
+    )
     assert bind_problem("model.task", partial) is None
-    missing = OmegaConf.create({"_target_": "ascendbench.tasks.vae_decode.VaeDecodeTask",
-                                "latent_channels": 4})
+    missing = OmegaConf.create(
+        {"_target_": "ascendbench.tasks.vae_decode.VaeDecodeTask", "latent_channels": 4}
+    )
     assert "spatial_compression" in bind_problem("model.task", missing)
 
 
 def test_a_model_switch_its_loader_never_sees_is_reported(broken_run):
-    problems = [line[6:] for line in broken_run[1].splitlines()
-                if line.startswith("FAIL  model=unwired")]
-    assert problems == ["model=unwired: model.allow_pickle is set but model.loader does not "
-                        "receive it; add "
-                        "`allow_pickle: ${model.allow_pickle}` under model.loader so that "
-                        "`model.allow_pickle=...` "
-                        "takes effect"]
+    problems = [
+        line[6:] for line in broken_run[1].splitlines() if line.startswith("FAIL  model=unwired")
+    ]
+    assert problems == [
+        "model=unwired: model.allow_pickle is set but model.loader does not "
+        "receive it; add "
+        "`allow_pickle: ${model.allow_pickle}` under model.loader so that "
+        "`model.allow_pickle=...` "
+        "takes effect"
+    ]

@@ -1,6 +1,6 @@
-"""Fixtures of the fault-injection suite: the CLI run in this process (``app``) or started in a subprocess
-(``popen``, for signals and kills), with the seams of ``seams.py`` reachable through ``hydra.searchpath``
-and fast, offline job settings."""
+"""Fixtures of the fault-injection suite: the CLI run in this process (``app``) or started in a
+subprocess (``popen``, for signals and kills), with the seams of ``seams.py`` reachable through
+``hydra.searchpath`` and fast, offline job settings."""
 
 from __future__ import annotations
 
@@ -16,12 +16,21 @@ from helpers import read_record, run_app
 from helpers.app import BASE_ENV
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # `seams` / `nonfinite_seams` importable by a test that runs before any `app`
+if (
+    str(HERE) not in sys.path
+):  # `seams` / `nonfinite_seams` importable by a test that runs before any `app`
     sys.path.insert(0, str(HERE))
 SEARCHPATH = f"hydra.searchpath=[file://{HERE / 'conf'}]"
 # Tiny, quick and self-contained: CPU, 32 px, two timed calls, the reference in-process.
-FAST = ["device=cpu", "preset.height=32", "preset.width=32", "preset.warmup=0", "preset.iters=2",
-        "bench.flops.enabled=false", "baseline.process=in-process"]
+FAST = [
+    "device=cpu",
+    "preset.height=32",
+    "preset.width=32",
+    "preset.warmup=0",
+    "preset.iters=2",
+    "bench.flops.enabled=false",
+    "baseline.process=in-process",
+]
 
 
 def _pythonpath() -> str:
@@ -40,8 +49,9 @@ def cli_command(*args: str) -> list[str]:
 
 
 def _default_sigint() -> None:
-    """In the child before exec: SIGINT handled by default, so that Python turns it into KeyboardInterrupt
-    even when pytest itself runs where SIGINT is ignored (a background job of a non-interactive shell)."""
+    """In the child before exec: SIGINT handled by default, so that Python turns it into
+    KeyboardInterrupt even when pytest itself runs where SIGINT is ignored (a background job of a
+    non-interactive shell)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
@@ -65,8 +75,9 @@ def cache_dir(tmp_path) -> Path:
 
 @pytest.fixture
 def app(tmp_path, cache_dir, monkeypatch):
-    """``app(*overrides, multirun=False, out_dir=None)`` runs ``python -m ascendbench`` in this process
-    (``helpers.run_app``: the real entry point, cwd ``tmp_path``, process state restored afterwards).
+    """``app(*overrides, multirun=False, out_dir=None)`` runs ``python -m ascendbench`` in this
+    process (``helpers.run_app``: the real entry point, cwd ``tmp_path``, process state restored
+    afterwards).
 
     Returns ``(exit code, console text, output dir)``; the output dir defaults to ``<tmp>/job``
     (``<tmp>/sweep`` for a multirun).
@@ -74,7 +85,12 @@ def app(tmp_path, cache_dir, monkeypatch):
     monkeypatch.syspath_prepend(str(HERE))  # the tests import `seams` too
 
     def run(*overrides: str, multirun: bool = False, out_dir: Path | None = None):
-        args = [*(["-m"] if multirun else []), *overrides, f"baseline.cache_dir={cache_dir}", SEARCHPATH]
+        args = [
+            *(["-m"] if multirun else []),
+            *overrides,
+            f"baseline.cache_dir={cache_dir}",
+            SEARCHPATH,
+        ]
         result = run_app(args, cwd=tmp_path, env={"PYTHONPATH": _pythonpath()}, out_dir=out_dir)
         return result.returncode, result.output, result.job_dir
 
@@ -88,9 +104,15 @@ def popen(tmp_path, cache_dir):
     started: list[subprocess.Popen] = []
 
     def start(*args: str) -> subprocess.Popen:
-        proc = subprocess.Popen(cli_command(*args, f"baseline.cache_dir={cache_dir}"), cwd=tmp_path,
-                                env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                preexec_fn=_default_sigint)
+        proc = subprocess.Popen(
+            cli_command(*args, f"baseline.cache_dir={cache_dir}"),
+            cwd=tmp_path,
+            env=subprocess_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            preexec_fn=_default_sigint,
+        )
         started.append(proc)
         return proc
 

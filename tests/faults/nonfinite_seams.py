@@ -1,9 +1,10 @@
-"""NaN/Inf seams for tests/faults/test_nonfinite.py: the tiny VAE decode with values planted in one side.
+"""NaN/Inf seams for tests/faults/test_nonfinite.py: the tiny VAE decode with values planted in one
+side.
 
-A job reaches them with ``model=tiny_flux2_decoder model.task._target_=nonfinite_seams.<Class>`` (this
-directory is on ``PYTHONPATH`` in the faults suite). The reference runs in float64 and the device run in
-float32, which is how a seam tells the two apart; inputs on the meta device (the memory estimate) are left
-alone.
+A job reaches them with ``model=tiny_flux2_decoder model.task._target_=nonfinite_seams.<Class>``
+(this directory is on ``PYTHONPATH`` in the faults suite). The reference runs in float64 and the
+device run in float32, which is how a seam tells the two apart; inputs on the meta device (the
+memory estimate) are left alone.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def _plant(image: torch.Tensor, every: int, value: float) -> torch.Tensor:
 class _PlantingDecode(VaeDecodeTask):
     """VAE decode whose outputs pass through :meth:`plant` (``is_reference``: the float64 run)."""
 
-    def run(self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def run(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         outputs = super().run(model, inputs)
         image = outputs[self.output_name]
         if image.is_meta:
@@ -41,7 +44,8 @@ class _PlantingDecode(VaeDecodeTask):
 
 
 class NonfiniteReferenceDecode(_PlantingDecode):
-    """The reference (only) gets NaN and Inf in :data:`REFERENCE_NONFINITE_SHARE` of its elements."""
+    """The reference (only) gets NaN and Inf in :data:`REFERENCE_NONFINITE_SHARE` of its
+    elements."""
 
     def plant(self, image: torch.Tensor, is_reference: bool) -> torch.Tensor:
         if not is_reference:
@@ -70,14 +74,16 @@ class NanOnDeviceOnlyDecode(_PlantingDecode):
 
 
 class Scaled255Decode(_PlantingDecode):
-    """The device run returns its image in [0, 255] instead of [-1, 1] (finite, but out of the task's range)."""
+    """The device run returns its image in [0, 255] instead of [-1, 1] (finite, but out of the
+    task's range)."""
 
     def plant(self, image: torch.Tensor, is_reference: bool) -> torch.Tensor:
         return image if is_reference else (image.clamp(-1, 1) + 1) * 127.5 + 10.0
 
 
 class OverflowLayer(torch.nn.Module):
-    """A layer whose output overflows to ``+inf`` in its first half and is NaN in its last element, every call."""
+    """A layer whose output overflows to ``+inf`` in its first half and is NaN in its last element,
+    every call."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = x * 2.0

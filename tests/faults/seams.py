@@ -1,7 +1,7 @@
 """Fault seams for tests/faults: the real code paths with exactly one injected fault each.
 
-Each class is built by ``_target_`` from ``tests/faults/conf`` (added with ``hydra.searchpath``), so a
-job reaches it exactly as it reaches the shipped adapters and tasks.
+Each class is built by ``_target_`` from ``tests/faults/conf`` (added with ``hydra.searchpath``), so
+a job reaches it exactly as it reaches the shipped adapters and tasks.
 """
 
 from __future__ import annotations
@@ -16,24 +16,30 @@ import torch
 from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 
-OOM_MESSAGE = ("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which "
-               "1.02 GiB is free. (raised by tests/faults/seams.py)")
+OOM_MESSAGE = (
+    "CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 79.15 GiB "
+    "of which 1.02 GiB is free. (raised by tests/faults/seams.py)"
+)
 
 
 class OomOnRunAdapter(DeviceAdapter):
-    """A CPU adapter whose device run fails like an exhausted accelerator: the real ``torch.OutOfMemoryError``."""
+    """A CPU adapter whose device run fails like an exhausted accelerator: the real
+    ``torch.OutOfMemoryError``."""
 
     def synchronize(self) -> None:
         raise torch.OutOfMemoryError(OOM_MESSAGE)
 
 
 class NanOnDeviceDecode(VaeDecodeTask):
-    """VAE decode whose device run (float32; the reference runs in float64) yields one NaN and one Inf."""
+    """VAE decode whose device run (float32; the reference runs in float64) yields one NaN and one
+    Inf."""
 
     NAN_AT = (0, 1, 2, 3)
     INF_AT = (0, 2, 5, 7)
 
-    def run(self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def run(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         outputs = super().run(model, inputs)
         image = outputs[self.output_name]
         if image.dtype == torch.float64:
@@ -45,33 +51,51 @@ class NanOnDeviceDecode(VaeDecodeTask):
 
 
 class SlowDecode(VaeDecodeTask):
-    """VAE decode that pauses in one of its runs, so a test can interrupt or race a job at a known point.
+    """VAE decode that pauses in one of its runs, so a test can interrupt or race a job at a known
+    point.
 
     Args:
         pause_s: seconds to sleep.
         pause_in: ``device`` (the float32 device run) or ``reference`` (the float64 CPU reference).
         pause_seed: pause only in the job with this seed (``None``: every job).
-        marker: file created when the pause starts, holding the process id; with ``once`` a job pauses only
-            if it does not exist.
+        marker: file created when the pause starts, holding the process id; with ``once`` a job
+            pauses only if it does not exist.
         once: pause only the first time (the rerun after a kill goes through).
         release: end the pause as soon as this file exists (``pause_s`` stays the upper bound).
-        count_file: one line is appended to it per run of ``pause_in`` (how many times it was computed).
+        count_file: one line is appended to it per run of ``pause_in`` (how many times it was
+            computed).
     """
 
-    def __init__(self, latent_channels: int, spatial_compression: int, output_name: str = "image",
-                 pause_s: float = 0.0, pause_in: str = "device", pause_seed: int | None = None,
-                 marker: str | None = None, once: bool = False, count_file: str | None = None,
-                 release: str | None = None) -> None:
+    def __init__(
+        self,
+        latent_channels: int,
+        spatial_compression: int,
+        output_name: str = "image",
+        pause_s: float = 0.0,
+        pause_in: str = "device",
+        pause_seed: int | None = None,
+        marker: str | None = None,
+        once: bool = False,
+        count_file: str | None = None,
+        release: str | None = None,
+    ) -> None:
         super().__init__(latent_channels, spatial_compression, output_name)
         self.pause_s, self.pause_in, self.pause_seed = float(pause_s), pause_in, pause_seed
-        self.marker, self.once, self.count_file, self.release = marker, bool(once), count_file, release
+        self.marker, self.once, self.count_file, self.release = (
+            marker,
+            bool(once),
+            count_file,
+            release,
+        )
         self.seed: int | None = None
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
         self.seed = int(seed)
         return super().make_inputs(preset, seed)
 
-    def run(self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def run(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         is_reference = inputs["latent"].dtype == torch.float64
         real = not inputs["latent"].is_meta  # the memory estimate runs the task on meta tensors
         if real and is_reference == (self.pause_in == "reference"):
@@ -95,23 +119,27 @@ class SlowDecode(VaeDecodeTask):
             time.sleep(0.05)
 
 
-# --- Full disk (tests/faults/test_job_dir_faults.py) -----------------------------------------------------------
+# --- Full disk (tests/faults/test_job_dir_faults.py) ----------------------------------------------
 
 NO_SPACE = "No space left on device (raised by tests/faults/seams.py)"
 
 
 def safetensors_disk_full(tensors: Any, filename: str, metadata: Any = None) -> None:
-    """``safetensors.torch.save_file`` on a full disk: safetensors' own error, whose message names no file."""
+    """``safetensors.torch.save_file`` on a full disk: safetensors' own error, whose message names
+    no file."""
     from safetensors import SafetensorError
 
     Path(filename).write_bytes(b"\0" * 8)  # a partial file, as a real full disk leaves
-    raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: '
-                          '"No space left on device" })')
+    raise SafetensorError(
+        "Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "
+        '"No space left on device" })'
+    )
 
 
 class DiskFullAfter:
-    """A replacement for ``os.fsync`` that succeeds ``allowed`` times, then fails with ENOSPC: the disk fills
-    up while the job runs (the record was written when the job started, the later writes fail)."""
+    """A replacement for ``os.fsync`` that succeeds ``allowed`` times, then fails with ENOSPC: the
+    disk fills up while the job runs (the record was written when the job started, the later writes
+    fail)."""
 
     def __init__(self, allowed: int) -> None:
         self.allowed, self.calls, self.real = int(allowed), 0, os.fsync

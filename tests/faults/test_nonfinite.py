@@ -1,7 +1,7 @@
 """False verdicts and exit statuses: NaN/Inf in the reference, in both runs, in the determinism
 check and in a performance-only run. Each test is one case of the issue, planted through
-``nonfinite_seams`` (no cache tampering), and fails on the code before the agreement rule and the output
-validation."""
+``nonfinite_seams`` (no cache tampering), and fails on the code before the agreement rule and the
+output validation."""
 
 from __future__ import annotations
 
@@ -23,14 +23,22 @@ def _failing(record: dict) -> set[str]:
 
 
 def test_reference_with_31_percent_nonfinite_fails_with_metric_regression_also_from_cache(
-        app, fast, record_of, tmp_path):
+    app, fast, record_of, tmp_path
+):
     from nonfinite_seams import REFERENCE_NONFINITE_SHARE
 
     for run in ("computed", "cached"):
-        code, console, job = app(TINY, _seam("NonfiniteReferenceDecode"), "metric=regression", *fast,
-                                 out_dir=tmp_path / run)
+        code, console, job = app(
+            TINY,
+            _seam("NonfiniteReferenceDecode"),
+            "metric=regression",
+            *fast,
+            out_dir=tmp_path / run,
+        )
         record = record_of(job)
-        assert code == 1 and record["status"] == "ok", console  # the FAIL verdict exits 1 (fail_on=FAIL default)
+        assert code == 1 and record["status"] == "ok", (
+            console
+        )  # the FAIL verdict exits 1 (fail_on=FAIL default)
         assert record["baseline"]["cache_hit"] is (run == "cached"), run
         assert record["verdict"] == "FAIL", f"{run}: a reference with NaN/Inf must never PASS"
         entry = record["metrics"]["reference_nonfinite"]
@@ -39,22 +47,37 @@ def test_reference_with_31_percent_nonfinite_fails_with_metric_regression_also_f
         assert entry["value"] == round(REFERENCE_NONFINITE_SHARE * entry["numel"])
         assert entry["first_index"] == [0, 0, 0, 0]
         assert "cannot vouch" in entry["source"]
-        assert record["metrics"]["nonfinite_mismatch"]["verdict"] == "FAIL", "reference NaN vs device finite disagree"
-        assert record["metrics"]["output_nonfinite"]["verdict"] == "PASS", "the device output itself is finite"
+        assert record["metrics"]["nonfinite_mismatch"]["verdict"] == "FAIL", (
+            "reference NaN vs device finite disagree"
+        )
+        assert record["metrics"]["output_nonfinite"]["verdict"] == "PASS", (
+            "the device output itself is finite"
+        )
 
 
 def test_overflow_in_the_same_places_agrees_in_every_metric(app, fast, record_of):
-    code, console, job = app(TINY, _seam("OverflowBothDecode"), *fast)  # metric=image: regression + image
+    code, console, job = app(
+        TINY, _seam("OverflowBothDecode"), *fast
+    )  # metric=image: regression + image
     record = record_of(job)
     metrics = record["metrics"]
-    assert metrics["nonfinite_mismatch"]["value"] == 0 and metrics["nonfinite_mismatch"]["verdict"] == "PASS"
-    assert metrics["max_abs_err"]["value"] == 0.0 and metrics["mae"]["value"] == 0.0, "no NaN beside mismatch 0"
+    assert (
+        metrics["nonfinite_mismatch"]["value"] == 0
+        and metrics["nonfinite_mismatch"]["verdict"] == "PASS"
+    )
+    assert metrics["max_abs_err"]["value"] == 0.0 and metrics["mae"]["value"] == 0.0, (
+        "no NaN beside mismatch 0"
+    )
     assert metrics["cosine"]["value"] == 1.0 and metrics["cosine"]["verdict"] == "PASS"
-    assert metrics["image_psnr_db"]["verdict"] == "PASS" and metrics["image_nonfinite_mismatch"]["value"] == 0
+    assert (
+        metrics["image_psnr_db"]["verdict"] == "PASS"
+        and metrics["image_nonfinite_mismatch"]["value"] == 0
+    )
     assert metrics["allclose_mismatch_ratio"]["value"] == 0.0
     assert record["verdict"] == "FAIL"
-    assert _failing(record) == {"reference_nonfinite", "output_nonfinite"}, \
+    assert _failing(record) == {"reference_nonfinite", "output_nonfinite"}, (
         "the FAIL comes from the findings that say why, not from a NaN metric"
+    )
     json.dumps(record, allow_nan=False)
 
 
@@ -85,15 +108,19 @@ def test_determinism_check_of_two_identical_overflowing_outputs_passes(planted):
     inputs = task.make_inputs({}, 0)
     first = {k: v.clone() for k, v in task.run(layer, inputs).items()}
     rules = {"second_run_max_abs_diff": {"max": 0.0, "source": "seed"}}
-    entry = task.checks(CheckContext(layer, torch.device("cpu"), torch.float32, inputs, first, {}, rules))[
-        "determinism/second_run_max_abs_diff"]
+    entry = task.checks(
+        CheckContext(layer, torch.device("cpu"), torch.float32, inputs, first, {}, rules)
+    )["determinism/second_run_max_abs_diff"]
     assert entry["value"] == 0.0 and entry["verdict"] == "PASS", entry
     assert entry["details"]["identical"] is True and entry["details"]["nonfinite_mismatch"] == 0
 
     moved = {"output": first["output"].clone()}
-    moved["output"].view(-1)[-2] = float("nan")  # a NaN the second run does not have: a real difference
-    entry = task.checks(CheckContext(layer, torch.device("cpu"), torch.float32, inputs, moved, {}, rules))[
-        "determinism/second_run_max_abs_diff"]
+    moved["output"].view(-1)[-2] = float(
+        "nan"
+    )  # a NaN the second run does not have: a real difference
+    entry = task.checks(
+        CheckContext(layer, torch.device("cpu"), torch.float32, inputs, moved, {}, rules)
+    )["determinism/second_run_max_abs_diff"]
     assert entry["value"] == math.inf and entry["verdict"] == "FAIL"
     assert entry["details"]["identical"] is False and entry["details"]["nonfinite_mismatch"] == 1
 
@@ -106,7 +133,11 @@ def test_performance_only_run_with_nan_output_fails_and_exits_1_under_fail_on(ap
     assert record["status"] == "ok" and record["verdict"] == "FAIL"
     assert code == 1, "fail_on=FAIL turns the FAIL verdict into exit 1"
     entry = record["metrics"]["output_nonfinite"]
-    assert entry["value"] == 2 and entry["verdict"] == "FAIL" and entry["first_index"] == list(NanOnDeviceDecode.NAN_AT)
+    assert (
+        entry["value"] == 2
+        and entry["verdict"] == "FAIL"
+        and entry["first_index"] == list(NanOnDeviceDecode.NAN_AT)
+    )
     assert "output_nonfinite" in console
 
 
@@ -123,6 +154,10 @@ def test_performance_only_run_outside_the_task_value_range_fails(app, fast, reco
     code, console, job = app(TINY, _seam("Scaled255Decode"), *fast, "baseline.enabled=false")
     record = record_of(job)
     entry = record["metrics"]["output_out_of_range_ratio"]
-    assert entry["value"] == 1.0 and entry["verdict"] == "FAIL" and entry["value_range"] == [-1.0, 1.0]
+    assert (
+        entry["value"] == 1.0 and entry["verdict"] == "FAIL" and entry["value_range"] == [-1.0, 1.0]
+    )
     assert entry["min"] >= 10.0 and entry["max"] <= 265.0
-    assert record["verdict"] == "FAIL" and record["metrics"]["output_nonfinite"]["verdict"] == "PASS"
+    assert (
+        record["verdict"] == "FAIL" and record["metrics"]["output_nonfinite"]["verdict"] == "PASS"
+    )

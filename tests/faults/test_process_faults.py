@@ -18,7 +18,9 @@ SLOW = "model=slow_tiny"
 pytestmark = pytest.mark.slow
 
 
-def _wait_for(condition, timeout: float = 300.0, what: str = "condition") -> None:  # generous: a loaded host
+def _wait_for(
+    condition, timeout: float = 300.0, what: str = "condition"
+) -> None:  # generous: a loaded host
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
@@ -51,8 +53,12 @@ def _ended_output(procs: dict[str, subprocess.Popen]) -> str:
 
 def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
     job = tmp_path / "job"
-    proc = popen(SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}")
-    _wait_for(lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run")
+    proc = popen(
+        SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}"
+    )
+    _wait_for(
+        lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run"
+    )
     proc.send_signal(signal.SIGINT)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0
@@ -65,8 +71,12 @@ def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
 
 def test_sigterm_also_leaves_an_interrupted_record(popen, fast, tmp_path):
     job = tmp_path / "job"
-    proc = popen(SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}")
-    _wait_for(lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run")
+    proc = popen(
+        SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}"
+    )
+    _wait_for(
+        lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run"
+    )
     proc.send_signal(signal.SIGTERM)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130
@@ -79,10 +89,22 @@ def test_sigterm_also_leaves_an_interrupted_record(popen, fast, tmp_path):
 
 def test_kill_9_mid_sweep_then_rerun_keeps_finished_jobs(popen, fast, tmp_path, cache_dir):
     sweep = tmp_path / "sweep"
-    args = ["-m", SLOW, *fast, "seed=1,2,3", "model.task.pause_s=120", "model.task.pause_seed=2",
-            "model.task.marker=paused", "model.task.once=true", f"hydra.sweep.dir={sweep}"]
+    args = [
+        "-m",
+        SLOW,
+        *fast,
+        "seed=1,2,3",
+        "model.task.pause_s=120",
+        "model.task.pause_seed=2",
+        "model.task.marker=paused",
+        "model.task.once=true",
+        f"hydra.sweep.dir={sweep}",
+    ]
     proc = popen(*args)
-    _wait_for(lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="job seed=2 to start")
+    _wait_for(
+        lambda: (tmp_path / "paused").exists() or proc.poll() is not None,
+        what="job seed=2 to start",
+    )
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
     jobs = _jobs_by_seed(sweep)
@@ -96,25 +118,50 @@ def test_kill_9_mid_sweep_then_rerun_keeps_finished_jobs(popen, fast, tmp_path, 
     output, _ = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, output[-3000:]
     jobs = _jobs_by_seed(sweep)
-    assert (jobs["1"] / "record.json").read_bytes() == finished, "the finished job was kept, not rerun"
+    assert (jobs["1"] / "record.json").read_bytes() == finished, (
+        "the finished job was kept, not rerun"
+    )
     assert [read_record(jobs[s])["status"] for s in ("1", "2", "3")] == ["ok", "ok", "ok"]
     _all_json_parses(sweep, cache_dir)
 
 
 def test_two_jobs_racing_for_one_baseline_compute_it_once(popen, fast, tmp_path, cache_dir):
-    common = [SLOW, *fast, "model.task.pause_in=reference", "model.task.pause_s=120", "model.task.marker=paused",
-              "model.task.once=true", "model.task.release=release", "model.task.count_file=computed"]
-    procs = {name: popen(*common, f"hydra.run.dir={tmp_path / name}") for name in ("a", "b")}  # started together
+    common = [
+        SLOW,
+        *fast,
+        "model.task.pause_in=reference",
+        "model.task.pause_s=120",
+        "model.task.marker=paused",
+        "model.task.once=true",
+        "model.task.release=release",
+        "model.task.count_file=computed",
+    ]
+    procs = {
+        name: popen(*common, f"hydra.run.dir={tmp_path / name}") for name in ("a", "b")
+    }  # started together
     marker = tmp_path / "paused"
-    _wait_for(lambda: marker.exists() or any(p.poll() is not None for p in procs.values()),
-              what="one job to hold the baseline lock and compute the reference")
-    holder = next((name for name, proc in procs.items() if marker.exists() and marker.read_text() == str(proc.pid)),
-                  None)
+    _wait_for(
+        lambda: marker.exists() or any(p.poll() is not None for p in procs.values()),
+        what="one job to hold the baseline lock and compute the reference",
+    )
+    holder = next(
+        (
+            name
+            for name, proc in procs.items()
+            if marker.exists() and marker.read_text() == str(proc.pid)
+        ),
+        None,
+    )
     assert holder, f"no job paused in its reference: {_ended_output(procs)}"
     waiter = "b" if holder == "a" else "a"
     record_w = tmp_path / waiter / "record.json"
-    _wait_for(lambda: (record_w.exists() and "resources" in json.loads(record_w.read_text() or "{}"))
-              or procs[waiter].poll() is not None, what=f"job {waiter} to reach the baseline lock")
+    _wait_for(
+        lambda: (
+            (record_w.exists() and "resources" in json.loads(record_w.read_text() or "{}"))
+            or procs[waiter].poll() is not None
+        ),
+        what=f"job {waiter} to reach the baseline lock",
+    )
     time.sleep(1.0)  # the waiter now waits on the lock the holder holds
     (tmp_path / "release").touch()
     for proc in procs.values():
@@ -122,7 +169,14 @@ def test_two_jobs_racing_for_one_baseline_compute_it_once(popen, fast, tmp_path,
         assert proc.returncode == 0, output[-3000:]
     computed, reused = read_record(tmp_path / holder), read_record(tmp_path / waiter)
     assert computed["status"] == reused["status"] == "ok"
-    assert (tmp_path / "computed").read_text().count("\n") == 1, "the reference was computed exactly once"
+    assert (tmp_path / "computed").read_text().count("\n") == 1, (
+        "the reference was computed exactly once"
+    )
     assert (computed["baseline"]["cache_hit"], reused["baseline"]["cache_hit"]) == (False, True)
-    assert reused["baseline"]["waited_s"] > 0.5 and computed["baseline"]["cache_key"] == reused["baseline"]["cache_key"]
-    assert computed["metrics"]["mean_rel_err"]["value"] == reused["metrics"]["mean_rel_err"]["value"]
+    assert (
+        reused["baseline"]["waited_s"] > 0.5
+        and computed["baseline"]["cache_key"] == reused["baseline"]["cache_key"]
+    )
+    assert (
+        computed["metrics"]["mean_rel_err"]["value"] == reused["metrics"]["mean_rel_err"]["value"]
+    )

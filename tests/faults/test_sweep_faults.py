@@ -1,6 +1,6 @@
 """Sweeps and exit statuses: "Data loss" (one subdir for two jobs, sweep dirs shared by two sweeps),
-"False verdicts and exit statuses" (resume after the checkpoint changed, ``fail_on`` under joblib), and the
-job-side "Crashes" and "Message quality" cases of the config and the single-layer loader."""
+"False verdicts and exit statuses" (resume after the checkpoint changed, ``fail_on`` under joblib),
+and the job-side "Crashes" and "Message quality" cases of the config and the single-layer loader."""
 
 from __future__ import annotations
 
@@ -25,17 +25,23 @@ def _records(sweep: Path) -> dict[Path, dict]:
     return {p.parent: json.loads(p.read_text()) for p in sweep.rglob("record.json")}
 
 
-# --- Data loss: sweep subdirs unique per job, sweep dirs unique per sweep ---------------------------------------
+# --- Data loss: sweep subdirs unique per job, sweep dirs unique per sweep -------------------------
 
-def test_data_loss_sweep_over_model_source_gives_each_job_its_own_dir(app, fast, tmp_path, tiny_flux2_dir):
+
+def test_data_loss_sweep_over_model_source_gives_each_job_its_own_dir(
+    app, fast, tmp_path, tiny_flux2_dir
+):
     first, second = tmp_path / "ckpt-a", tmp_path / "ckpt-b"
     shutil.copytree(tiny_flux2_dir, first)
     build_tiny_flux2(seed=1).save_pretrained(second, safe_serialization=True)
-    code, console, sweep = app(TINY, *fast, f"model.source={first},{second}", "model.weights=required",
-                               multirun=True)
+    code, console, sweep = app(
+        TINY, *fast, f"model.source={first},{second}", "model.weights=required", multirun=True
+    )
     assert code == 0, console[-3000:]
     records = _records(sweep)
-    assert len(records) == 2, f"two jobs, {len(records)} record(s): one overwrote the other ({list(records)})"
+    assert len(records) == 2, (
+        f"two jobs, {len(records)} record(s): one overwrote the other ({list(records)})"
+    )
     sources = {Path(r["weights"]["source"]).name for r in records.values()}
     assert sources == {"ckpt-a", "ckpt-b"}
     digests = {r["weights"]["digest"] for r in records.values()}
@@ -90,16 +96,21 @@ def test_exit_status_another_sweeps_failed_record_in_the_sweep_dir_is_not_ours(a
     sweep = tmp_path / "sweep"
     other = sweep / "other-sweeps-job"
     other.mkdir(parents=True)
-    (other / "record.json").write_text(json.dumps({"status": "failed", "verdict": None, "config": {}}))
+    (other / "record.json").write_text(
+        json.dumps({"status": "failed", "verdict": None, "config": {}})
+    )
     later = other.stat().st_mtime + 3600  # written while this sweep runs
     os.utime(other / "record.json", (later, later))
     code, console, _ = app(TINY, *fast, "seed=1", multirun=True, out_dir=sweep)
     assert code == 0, "another sweep's failed job set this sweep's exit status"
 
 
-# --- False verdicts and exit statuses ----------------------------------------------------------------------------
+# --- False verdicts and exit statuses -------------------------------------------------------------
 
-def test_false_verdict_resume_after_the_checkpoint_changed_runs_again(app, fast, tmp_path, tiny_flux2_dir, record_of):
+
+def test_false_verdict_resume_after_the_checkpoint_changed_runs_again(
+    app, fast, tmp_path, tiny_flux2_dir, record_of
+):
     source = tmp_path / "ckpt"
     shutil.copytree(tiny_flux2_dir, source)
     job = tmp_path / "job"
@@ -107,7 +118,9 @@ def test_false_verdict_resume_after_the_checkpoint_changed_runs_again(app, fast,
     code, _, _ = app(*args)
     assert code == 0
     old = record_of(job)["weights"]["digest"]
-    build_tiny_flux2(seed=7).save_pretrained(source, safe_serialization=True)  # same path, other weights
+    build_tiny_flux2(seed=7).save_pretrained(
+        source, safe_serialization=True
+    )  # same path, other weights
     code, console, _ = app(*args)
     assert code == 0
     assert "resume: skipped" not in console and "weights at model.source changed" in console
@@ -119,22 +132,35 @@ def test_false_verdict_resume_after_the_checkpoint_changed_runs_again(app, fast,
 @pytest.mark.slow
 def test_false_exit_status_fail_on_under_joblib_with_two_workers(popen, fast, tmp_path):
     sweep = tmp_path / "sweep"
-    proc = popen("-m", "model=nan_tiny", *fast, "seed=1,2", "fail_on=FAIL", "hydra/launcher=joblib_cards",
-                 "hydra.launcher.n_jobs=2", "hydra.callbacks.cards.cards=[0,1]", f"hydra.sweep.dir={sweep}")
+    proc = popen(
+        "-m",
+        "model=nan_tiny",
+        *fast,
+        "seed=1,2",
+        "fail_on=FAIL",
+        "hydra/launcher=joblib_cards",
+        "hydra.launcher.n_jobs=2",
+        "hydra.callbacks.cards.cards=[0,1]",
+        f"hydra.sweep.dir={sweep}",
+    )
     output, _ = proc.communicate(timeout=300)
     verdicts = [r["verdict"] for r in _records(sweep).values()]
     assert verdicts == ["FAIL", "FAIL"], (verdicts, output[-3000:])
     assert proc.returncode == 1, "fail_on=FAIL ignored for jobs run in joblib workers"
 
 
-# --- Crashes and messages of the config and the loader ---------------------------------------------------------
+# --- Crashes and messages of the config and the loader --------------------------------------------
+
 
 def test_crash_seed_out_of_range_is_a_config_error_naming_the_range(app, fast, record_of):
     code, console, job = app(TINY, *fast, "seed=99999999999999999999")
     assert code == 1
     error = record_of(job)["error"]
     assert error["reason"] == "config", error
-    assert "seed=99999999999999999999 is not allowed" in error["message"] and "2**63 - 1" in error["message"]
+    assert (
+        "seed=99999999999999999999 is not allowed" in error["message"]
+        and "2**63 - 1" in error["message"]
+    )
     assert "Overflow" not in console and "Traceback" not in console
 
 
@@ -151,14 +177,22 @@ def test_message_single_layer_source_file_is_the_file_whatever_loader_filename_s
 
     GlobalHydra.instance().clear()
     with initialize_config_module(config_module="ascendbench.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["model=tiny_ltx_video_vae_conv_in",
-                                                       "model.loader.filename=diffusion_pytorch_model.safetensors"])
+        cfg = compose(
+            config_name="config",
+            overrides=[
+                "model=tiny_ltx_video_vae_conv_in",
+                "model.loader.filename=diffusion_pytorch_model.safetensors",
+            ],
+        )
     GlobalHydra.instance().clear()
     loader = instantiate(cfg.model.loader)
     torch.manual_seed(3)
     conv = instantiate(OmegaConf.to_container(cfg.model.loader.module))
     path = tmp_path / "my_layer.safetensors"
-    save_file({f"{cfg.model.loader.prefix}{k}": v.contiguous() for k, v in conv.state_dict().items()}, str(path))
+    save_file(
+        {f"{cfg.model.loader.prefix}{k}": v.contiguous() for k, v in conv.state_dict().items()},
+        str(path),
+    )
     loaded = loader.load(str(path), "required", 42)
     assert loaded.weights["kind"] == "loaded" and loaded.weights["source"] == str(path.resolve())
     assert torch.equal(loaded.module.weight, conv.weight)

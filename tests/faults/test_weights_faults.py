@@ -1,4 +1,5 @@
-"""Weight faults: path missing, corrupted safetensors, checkpoint of another architecture, pickle."""
+"""Weight faults: path missing, corrupted safetensors, checkpoint of another architecture,
+pickle."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ TINY = "model=tiny_flux2_decoder"
 
 def _failed(record: dict, reason: str, error_type: str) -> str:
     assert record["status"] == "failed", record["status"]
-    assert record["error"]["reason"] == reason and record["error"]["type"] == error_type, record["error"]
+    assert record["error"]["reason"] == reason and record["error"]["type"] == error_type, record[
+        "error"
+    ]
     return record["error"]["message"]
 
 
@@ -38,7 +41,9 @@ def test_truncated_safetensors_in_a_directory(app, fast, record_of, tiny_flux2_d
     broken = tmp_path / "broken"
     shutil.copytree(tiny_flux2_dir, broken)
     weights = broken / "diffusion_pytorch_model.safetensors"
-    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # an interrupted download
+    weights.write_bytes(
+        weights.read_bytes()[: weights.stat().st_size // 2]
+    )  # an interrupted download
     code, console, job = app(TINY, *fast, f"model.source={broken}", "model.weights=auto")
     assert code == 1, "corrupted weights must fail, not fall back to random-init"
     message = _failed(record_of(job), "weights_invalid", "WeightsLoadError")
@@ -56,9 +61,16 @@ def test_garbage_single_safetensors_file(app, fast, record_of, tmp_path):
 
 def test_checkpoint_of_another_architecture_lists_keys(app, fast, record_of, tmp_path):
     torch.manual_seed(0)
-    other = AutoencoderKLFlux2(**{**TINY_FLUX2_ARCH, "block_out_channels": [8, 32], "layers_per_block": 2,
-                                  "down_block_types": ["DownEncoderBlock2D"] * 2,
-                                  "up_block_types": ["UpDecoderBlock2D"], "decoder_block_out_channels": [16]})
+    other = AutoencoderKLFlux2(
+        **{
+            **TINY_FLUX2_ARCH,
+            "block_out_channels": [8, 32],
+            "layers_per_block": 2,
+            "down_block_types": ["DownEncoderBlock2D"] * 2,
+            "up_block_types": ["UpDecoderBlock2D"],
+            "decoder_block_out_channels": [16],
+        }
+    )
     path = tmp_path / "other.safetensors"
     save_file(other.state_dict(), str(path))
     code, console, job = app(TINY, *fast, f"model.source={path}", "model.weights=required")
@@ -79,26 +91,42 @@ def test_pickle_checkpoint_refused_then_allowed(app, fast, record_of, tmp_path):
     code, console, job = app(TINY, *fast, f"model.source={path}", "model.weights=auto")
     assert code == 1, "a pickle checkpoint is refused even when weights=auto could fall back"
     message = _failed(record_of(job), "pickle_refused", "UnsafeWeightsError")
-    assert str(path) in message and "model.allow_pickle=true" in message and "safetensors" in message
+    assert (
+        str(path) in message and "model.allow_pickle=true" in message and "safetensors" in message
+    )
     assert record_of(job)["weights"] is None
 
-    code, console, job = app(TINY, *fast, f"model.source={path}", "model.weights=required",
-                             "model.allow_pickle=true", out_dir=tmp_path / "allowed")
+    code, console, job = app(
+        TINY,
+        *fast,
+        f"model.source={path}",
+        "model.weights=required",
+        "model.allow_pickle=true",
+        out_dir=tmp_path / "allowed",
+    )
     record = record_of(job)
     assert code == 0, console
     assert record["status"] == "ok" and record["weights"]["kind"] == "loaded"
     assert record["weights"]["format"] == "pickle" and "allow_pickle" in record["weights"]["origin"]
 
 
-def test_a_fifo_weights_file_is_refused_not_waited_on_in_a_dry_run(popen, fast, tiny_flux2_dir, tmp_path):
+def test_a_fifo_weights_file_is_refused_not_waited_on_in_a_dry_run(
+    popen, fast, tiny_flux2_dir, tmp_path
+):
     model = tmp_path / "model"
     shutil.copytree(tiny_flux2_dir, model)
     fifo = model / "diffusion_pytorch_model.safetensors"
     fifo.unlink()
     os.mkfifo(fifo)
     job = tmp_path / "job"
-    proc = popen(TINY, *fast, f"model.source={model}", "model.weights=required", "dry_run=true",
-                 f"hydra.run.dir={job}")
+    proc = popen(
+        TINY,
+        *fast,
+        f"model.source={model}",
+        "model.weights=required",
+        "dry_run=true",
+        f"hydra.run.dir={job}",
+    )
     try:
         output, _ = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:

@@ -10,8 +10,9 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-# Imported here, with the whole job, before any test runs: a module imported first inside a test that
-# patches e.g. ``safetensors.torch.load_file`` would keep the patched function for the rest of the session.
+# Imported here, with the whole job, before any test runs: a module imported first inside a
+# test that patches e.g. ``safetensors.torch.load_file`` would keep the patched function for the
+# rest of the session.
 from ascendbench.job.runner import run_job as _package_run_job
 
 CONFIG_MODULE = "ascendbench.conf"
@@ -29,8 +30,11 @@ def compose_config(overrides: Iterable[str] = (), return_hydra_config: bool = Fa
     GlobalHydra.instance().clear()
     try:
         with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            return compose(config_name="config", overrides=list(overrides),
-                           return_hydra_config=return_hydra_config)
+            return compose(
+                config_name="config",
+                overrides=list(overrides),
+                return_hydra_config=return_hydra_config,
+            )
     finally:
         GlobalHydra.instance().clear()
 

@@ -1,4 +1,5 @@
-"""A fault planted on the device run: a registered patch that scales and shifts one module's output."""
+"""A fault planted on the device run: a registered patch that scales and shifts one module's
+output."""
 
 from __future__ import annotations
 
@@ -34,5 +35,6 @@ class PlantedOutputFault(Patch):
 
 
 def planted_fault(module: str) -> str:
-    """The ``model.patches`` override planting the fault on ``module`` (device run only, on the CPU device)."""
+    """The ``model.patches`` override planting the fault on ``module`` (device run only, on the CPU
+    device)."""
     return f"model.patches=[{{name:planted_output_fault,module:{module},devices:[cpu]}}]"

@@ -22,19 +22,21 @@ from ascendbench.report.significance import INTERVALS, MEDIANS, Latency, Latency
 from helpers.timing import fake_run, latency_from_section
 
 RULE = LatencyRule()  # the defaults of conf/report.yaml: alpha 0.05, min_effect 0.03
-BUDGET = BenchBudget(warmup=0, min_iters=64, max_iters=64,
-                     max_time_s=1000.0)  # 64 calls, no precision stop
+BUDGET = BenchBudget(
+    warmup=0, min_iters=64, max_iters=64, max_time_s=1000.0
+)  # 64 calls, no precision stop
 
 
 def _run(rng: np.random.Generator, level: float = 1.0, history: RunHistory | None = None) -> dict:
     """A run's bench section: 64 calls of ``level`` ms with 2% noise."""
-    return fake_run((level * rng.lognormal(0.0, 0.02, 65) / 1e3).tolist(), BUDGET,
-                    history).to_dict(1, "calls")
+    return fake_run((level * rng.lognormal(0.0, 0.02, 65) / 1e3).tolist(), BUDGET, history).to_dict(
+        1, "calls"
+    )
 
 
 def _record(write_record, root: Path, bench: dict, dtype: str = "float16") -> Path:
-    """A record of the workload with the run's bench section; returns the record directory's root.
-    """
+    """A record of the workload with the run's bench section; returns the record directory's
+    root."""
     path = write_record(dtype, root=root, dtype=dtype, median_ms=bench["latency"]["median_ms"])
     record = json.loads(path.read_text())
     record["bench"] = {**record["bench"], **bench}
@@ -48,8 +50,10 @@ def test_a_a_pairs_on_a_steady_host_pass_and_a_3x_slower_new_fails():
     assert all(d.method == INTERVALS for d in (decide(o, n, RULE) for o, n in pairs))
     no_effect = LatencyRule(min_effect=0.0)
     assert sum(decide(o, n, no_effect).regressed for o, n in pairs) <= 4, "alpha 5%"
-    slow = [decide(latency_from_section(_run(rng)), latency_from_section(_run(rng, 3.0)), RULE)
-            for _ in range(10)]
+    slow = [
+        decide(latency_from_section(_run(rng)), latency_from_section(_run(rng, 3.0)), RULE)
+        for _ in range(10)
+    ]
     assert all(d.regressed for d in slow)
 
 
@@ -63,8 +67,9 @@ def test_the_line_states_the_effect_its_interval_and_the_answer():
     assert "> the minimum effect +3.0%" in decision.why
     same = decide(old, latency_from_section(_run(rng)), RULE)
     assert not same.regressed and "<= the minimum effect +3.0%" in same.why
-    assert not decide(old, new,
-                      LatencyRule(min_effect=0.5)).regressed, "within a 50% minimum effect"
+    assert not decide(old, new, LatencyRule(min_effect=0.5)).regressed, (
+        "within a 50% minimum effect"
+    )
 
 
 def test_without_calls_the_medians_alone_decide_and_say_so():
@@ -115,8 +120,10 @@ def test_a_forged_history_does_not_blind_the_gate_to_3x_slower(write_record, tmp
     assert all(s["interval"]["runs"]["capped"] and s["noise"]["runs_warning"] for s in sections)
     # a bound edited to cover OLD: recomputed, not read
     sections[1]["latency"]["median_ci95_low_ms"] = 0.0
-    old, new = (_record(write_record, tmp_path / name,
-                        s) for name, s in zip(("old", "new"), sections, strict=True))
+    old, new = (
+        _record(write_record, tmp_path / name, s)
+        for name, s in zip(("old", "new"), sections, strict=True)
+    )
     assert main(["--compare", str(old), str(new)]) == 1
     out = capsys.readouterr().out
     assert "t on the intervals of OLD and NEW: SLOWER" in out
@@ -143,13 +150,21 @@ def test_gate_end_to_end_exit_codes_and_the_frame_without_samples(write_record, 
 @pytest.fixture
 def dirs(write_record, tmp_path):
     rng = np.random.default_rng(6)
-    return _record(write_record, tmp_path / "old",
-                   _run(rng)), _record(write_record, tmp_path / "new", _run(rng))
+    return _record(write_record, tmp_path / "old", _run(rng)), _record(
+        write_record, tmp_path / "new", _run(rng)
+    )
 
 
-@pytest.mark.parametrize("flags",
-                         [["--alpha", "0"], ["--alpha", "1"], ["--alpha=-0.1"], ["--alpha", "nan"],
-                                   ["--set", "compare.alpha=abc"]])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--alpha", "0"],
+        ["--alpha", "1"],
+        ["--alpha=-0.1"],
+        ["--alpha", "nan"],
+        ["--set", "compare.alpha=abc"],
+    ],
+)
 def test_an_invalid_alpha_is_a_usage_error_in_one_paragraph(dirs, capsys, flags):
     assert main(["--compare", *map(str, dirs), *flags]) == 2
     captured = capsys.readouterr()
@@ -159,10 +174,15 @@ def test_an_invalid_alpha_is_a_usage_error_in_one_paragraph(dirs, capsys, flags)
     assert "--alpha" in captured.err
 
 
-@pytest.mark.parametrize("setting, words", [
-    ("compare.min_effect=-1", "finite fraction >= 0"), ("compare.min_samples=1", "integer >= 2"),
-    ("compare.min_samples=2.5", "integer >= 2"),
-    ("compare.method=bayes", "mann_whitney, ci_overlap, median")])
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        ("compare.min_effect=-1", "finite fraction >= 0"),
+        ("compare.min_samples=1", "integer >= 2"),
+        ("compare.min_samples=2.5", "integer >= 2"),
+        ("compare.method=bayes", "mann_whitney, ci_overlap, median"),
+    ],
+)
 def test_other_invalid_compare_options_exit_2(dirs, capsys, setting, words):
     assert main(["--compare", *map(str, dirs), "--set", setting]) == 2
     err = capsys.readouterr().err
@@ -170,8 +190,19 @@ def test_other_invalid_compare_options_exit_2(dirs, capsys, setting, words):
 
 
 def test_deprecated_options_are_accepted_logged_and_ignored(dirs, capsys, caplog):
-    assert main(["--compare", *map(str, dirs), "--set", "compare.method=mann_whitney",
-                 "--set", "compare.min_samples=10"]) == 0
+    assert (
+        main(
+            [
+                "--compare",
+                *map(str, dirs),
+                "--set",
+                "compare.method=mann_whitney",
+                "--set",
+                "compare.min_samples=10",
+            ]
+        )
+        == 0
+    )
     assert "compare.method=mann_whitney is deprecated and ignored" in caplog.text
     assert "compare.min_samples=10 is deprecated and ignored" in caplog.text
     assert "t on the intervals of OLD and NEW: ok" in capsys.readouterr().out
