@@ -69,7 +69,8 @@ def test_the_source_of_the_task_loader_and_model_class_is_in_the_key(compose_cfg
     cfg = compose_cfg(["model=tiny_flux2_decoder", *TINY_RUN])
     inputs = describe(instantiate(cfg.model.task).make_inputs(cfg.preset, cfg.seed))
     sources = key_material(cfg, RANDOM, inputs, torch.float32)["sources"]
-    assert set(sources) == {"ascendbench.models.loader.DiffusersLoader", "diffusers.AutoencoderKLFlux2",
+    assert set(sources) == {"ascendbench.models.loader.DiffusersLoader",
+                            "diffusers.AutoencoderKLFlux2",
                             "ascendbench.tasks.vae_decode.VaeDecodeTask"}
     assert all(digest.startswith("sha256:") for digest in sources.values())
 
