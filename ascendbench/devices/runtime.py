@@ -10,6 +10,7 @@ from typing import Any, Callable
 import torch
 
 from ascendbench.errors import DeviceUnavailableError
+from ascendbench.verify.npu_wheels import host_hint
 
 ALLOWED_DEVICES = ("cpu", "cuda", "npu", "auto")
 
@@ -24,7 +25,7 @@ class RuntimeSpec:
     """How to reach one accelerator type's runtime and how to explain its absence."""
 
     load: Callable[[], Any]
-    missing_hint: str
+    missing_hint: str | Callable[[], str]  # a callable: made when needed (it may look at the host)
     no_device_hint: str
 
 
@@ -36,9 +37,7 @@ RUNTIMES: dict[str, RuntimeSpec] = {
         "no CUDA device is visible (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)"),
     "npu": RuntimeSpec(
         _npu_runtime,
-        "the torch_npu package cannot be imported; on an Ascend host install CANN, then "
-        "`pip install 'ascendbench[npu]'` (torch_npu matching your torch version) and "
-        "`source /usr/local/Ascend/ascend-toolkit/set_env.sh`",
+        lambda: f"the torch_npu package cannot be imported; {host_hint()}",
         "torch_npu is installed but no NPU is visible (check `npu-smi info` and "
         "ASCEND_RT_VISIBLE_DEVICES)"),
 }
@@ -65,7 +64,8 @@ def load_runtime(device_type: str) -> Any:
         runtime = spec.load()
     except (ImportError, OSError, RuntimeError) as exc:
         short = f"runtime not importable ({type(exc).__name__}: {str(exc)[:80]})"
-        raise _unavailable(device_type, f"{spec.missing_hint} ({exc})", short) from exc
+        hint = spec.missing_hint() if callable(spec.missing_hint) else spec.missing_hint
+        raise _unavailable(device_type, f"{hint} ({exc})", short) from exc
     if not runtime.is_available() or runtime.device_count() == 0:
         short = "runtime present but no device visible"
         raise _unavailable(device_type, spec.no_device_hint, short)

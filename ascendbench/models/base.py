@@ -23,6 +23,7 @@ from ascendbench.models.sources import (
     NotFound,
     ResolvedSource,
     files_digests,
+    hub_download,
     hub_forced_offline,
     resolve_source,
 )
@@ -151,7 +152,7 @@ def _not_found(source: str | None, found: NotFound, filename: str | None) -> str
     named = f" (model.loader.filename={filename})" if filename else ""
     return (
         f"model.weights=required but no weights were found for model.source={source!r}{named}: "
-        f"{found.reason}. Download them first (e.g. `huggingface-cli download <hub id> "
+        f"{found.reason}. Download them first (e.g. `{hub_download()} <hub id> "
         f"{filename or ''} --local-dir <dir>`, with HF_ENDPOINT=<mirror url> where the hub is not "
         "reachable) and pass `model.source=<file or dir>`, or run `model.weights=auto` / "
         "`model.weights=random` to use the real architecture with random weights.")

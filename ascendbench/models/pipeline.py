@@ -32,6 +32,7 @@ from ascendbench.models.sources import (
     Layout,
     ResolvedSource,
     files_digest,
+    hub_download,
     hub_forced_offline,
     hub_offline,
     looks_like_hub_id,
@@ -231,7 +232,7 @@ class PipelineLoader(ModelLoader):
                 f"{given}, but {self.class_path}.from_single_file needs the pipeline's diffusers "
                 "configs and offline (model.loader.offline=true or HF_HUB_OFFLINE=1) they cannot "
                 "be downloaded -- diffusers would otherwise fetch them from the hub silently. On a "
-                "connected machine run `huggingface-cli download "
+                f"connected machine run `{hub_download()} "
                 f"{self.config_repo or '<the pipeline family repository>'} --include '*.json' "
                 "'tokenizer/*' --local-dir ./pipeline-config`, copy the directory here and pass "
                 "`model.loader.config=./pipeline-config`.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata as md
 import os
 import re
 from dataclasses import dataclass
@@ -85,6 +86,16 @@ def hub_forced_offline() -> Iterator[None]:
             os.environ.pop("HF_HUB_OFFLINE", None)
         else:
             os.environ["HF_HUB_OFFLINE"] = saved_env
+
+
+def hub_download() -> str:
+    """The download command of the installed huggingface_hub: ``hf download`` (>= 1.0 ships only
+    ``hf``), ``huggingface-cli download`` before."""
+    try:
+        major = int(md.version("huggingface_hub").split(".")[0])
+    except (md.PackageNotFoundError, ValueError):
+        major = 1
+    return "hf download" if major >= 1 else "huggingface-cli download"
 
 
 def looks_like_hub_id(source: str) -> bool:
@@ -247,6 +258,6 @@ def check_digest(expected: str | None, weights: Mapping[str, Any]) -> dict[str, 
     raise WeightsDigestError(
         f"model.expect_digest={expected} does not match the weights loaded from "
         f"{weights.get('source')}: their digest is {found}. The files changed, are incomplete, or "
-        "are not the checkpoint expected: fetch it again (e.g. `huggingface-cli download <id> "
+        f"are not the checkpoint expected: fetch it again (e.g. `{hub_download()} <id> "
         "--local-dir <dir>`) and compare with `sha256sum`; if these weights are the ones you want, "
         f"set `model.expect_digest={actual}`, or `model.expect_digest=null` to skip the check.")

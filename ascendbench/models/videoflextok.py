@@ -19,7 +19,7 @@ from safetensors import safe_open
 
 from ascendbench.errors import ConfigError, WeightsLoadError
 from ascendbench.models.base import ModelLoader, import_class, plain
-from ascendbench.models.sources import ResolvedSource, hub_offline, looks_like_hub_id
+from ascendbench.models.sources import ResolvedSource, hub_download, hub_offline, looks_like_hub_id
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class VideoFlexTokLoader(ModelLoader):
             raise ConfigError(
                 f"a random initialisation of {self.class_path} needs its config.json, and none was "
                 f"found for model.source={source!r}. Point model.source at a directory holding "
-                "config.json (`huggingface-cli download <hub id> config.json --local-dir <dir>` "
+                f"config.json (`{hub_download()} <hub id> config.json --local-dir <dir>` "
                 "fetches just that file) or give model.loader.architecture.")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

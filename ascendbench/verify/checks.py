@@ -26,13 +26,10 @@ from ascendbench.config import load_option
 from ascendbench.devices.envdirs import env_dir_status
 from ascendbench.metrics.lpips_net import backbone_file, backbone_problem
 from ascendbench.verify import versions
-from ascendbench.verify.npu_wheels import advice
+from ascendbench.verify.npu_wheels import advice, host_hint
 
 STATUSES = ("PASS", "WARN", "FAIL")
 PROBE_MODULE = "ascendbench.verify.probe"  # run as `python -m` in a child process
-NPU_INSTALL_HINT = ("on an Ascend host install CANN and the driver, then `pip install "
-                    "'ascendbench[npu]'` (the torch_npu build matching your torch) and "
-                    "`source /usr/local/Ascend/ascend-toolkit/set_env.sh`")
 
 
 @dataclass(frozen=True)
@@ -70,10 +67,10 @@ def check_torch_npu(probe: dict[str, Any]) -> Check:
     npu, version = probe.get("npu", {}), installed_version("torch_npu")
     if version is None:
         return Check("torch_npu", "WARN", f"not installed: device=npu is unavailable "
-                                          f"({NPU_INSTALL_HINT})")
+                                          f"({host_hint()})")
     if not npu.get("importable"):
         return Check("torch_npu", "FAIL", f"{version} is installed but `import torch_npu` fails: "
-                     f"{npu.get('error', 'unknown error')}. {NPU_INSTALL_HINT}")
+                     f"{npu.get('error', 'unknown error')}. {host_hint()}")
     torch_version = installed_version("torch") or "?"
     npu_release = version.split("+")[0].rsplit(".post", 1)[0].split(".")[:2]
     if npu_release != torch_version.split("+")[0].split(".")[:2]:

@@ -94,6 +94,36 @@ def advice(torch_version: str | None, cann: str | None, installed: str | None) -
         "`pip install --no-deps torch_npu==<version>`")
 
 
+def install_hint(torch_version: str | None, cann: str | None) -> str:
+    """How to install torch_npu without touching this host's torch: the exact wheel for its torch
+    and CANN (``--no-deps``), or ``make install TORCH_SPEC=`` where the wheel cannot be named."""
+    rows = wheels_for(torch_version, cann) if torch_version else []
+    start = "on an Ascend host install CANN and the driver, then "
+    end = " and `source /usr/local/Ascend/ascend-toolkit/set_env.sh`"
+    release = torch_release(torch_version or "")
+    if len(rows) == 1:
+        return (f"{start}`pip install --no-deps torch_npu=={rows[0].torch_npu}` (the wheel for "
+                f"torch {release}{f' and CANN {cann}' if cann else ''}){end}")
+    if rows:  # CANN unknown here: one wheel per CANN release
+        return (start + " or ".join(f"`pip install --no-deps torch_npu=={w.torch_npu}` (CANN "
+                                    f"{w.cann or 'not in the table'})" for w in rows) + end)
+    releases = sorted({w.torch for w in WHEELS}, key=lambda v: [int(x) for x in v.split(".")])
+    known = ", ".join(releases)
+    mine = f"torch {release} has none" if release else "torch is not installed"
+    return (f"{start}keep a torch that a torch_npu release pins ({mine}; torch_npu exists for "
+            f"torch {known}): on the Ascend image `make install TORCH_SPEC=` keeps its own torch "
+            f"and adds the matching wheel{end}")
+
+
+def host_hint() -> str:
+    """:func:`install_hint` for the installed torch and the CANN toolkit found on this host."""
+    try:
+        torch_version = md.version("torch")
+    except md.PackageNotFoundError:
+        torch_version = None
+    return install_hint(torch_version, (host_cann() or (None,))[0])
+
+
 def version_in(path: Path) -> str | None:
     """The ``version=`` (or ``Version:``) value of an install or version file, or None."""
     try:

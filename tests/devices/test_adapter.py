@@ -11,6 +11,7 @@ import torch
 from ascendbench.devices import runtime
 from ascendbench.devices.adapter import DeviceAdapter, auto_select
 from ascendbench.errors import ConfigError, DeviceUnavailableError
+from ascendbench.verify import npu_wheels
 
 
 def test_cpu_adapter_reports_host_memory_and_no_events():
@@ -30,8 +31,28 @@ def test_npu_without_torch_npu_is_one_actionable_paragraph(monkeypatch):
         DeviceAdapter("npu")
     message = str(err.value)
     assert "device=npu is not available" in message
-    assert "torch_npu" in message and "pip install 'ascendbench[npu]'" in message
+    assert "torch_npu" in message and "ascendbench[npu]" not in message  # never an unpinned extra
     assert "device=cpu" in message and "\n" not in message
+
+
+def test_the_npu_hint_names_the_wheel_for_this_torch_and_cann(monkeypatch):
+    """The hint pins torch_npu with --no-deps (never an install that replaces the host's torch)."""
+    monkeypatch.setitem(__import__("sys").modules, "torch_npu", None)
+    real = npu_wheels.md.version
+    monkeypatch.setattr(npu_wheels.md, "version",
+                        lambda name: "2.9.0+cpu" if name == "torch" else real(name))
+    monkeypatch.setattr(npu_wheels, "host_cann", lambda: ("8.5.0", "/x/version.info"))
+    with pytest.raises(DeviceUnavailableError) as err:
+        DeviceAdapter("npu")
+    wheel = "`pip install --no-deps torch_npu==2.9.0` (the wheel for torch 2.9.0 and CANN 8.5.0)"
+    assert wheel in str(err.value)
+    monkeypatch.setattr(npu_wheels, "host_cann", lambda: None)  # CANN unknown: one wheel per CANN
+    assert npu_wheels.host_hint().count("pip install --no-deps torch_npu==2.9.0") == 3
+    monkeypatch.setattr(npu_wheels.md, "version",
+                        lambda name: "2.14.1" if name == "torch" else real(name))
+    hint = npu_wheels.host_hint()  # no wheel pins this torch: keep the image's own torch
+    assert "torch 2.14.1 has none" in hint and "make install TORCH_SPEC=" in hint
+    assert "pip install" not in hint
 
 
 def test_unknown_device_type_names_the_allowed_ones():

@@ -8,6 +8,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_class
 
 from ascendbench.config import group_options
+from ascendbench.models import sources
 from ascendbench.models.base import ModelLoader, locate
 from ascendbench.models.sources import NotFound
 
@@ -39,3 +40,12 @@ def test_a_loader_outside_the_interface_is_still_located(tmp_path):
 
     found = locate(Plain(), str(tmp_path / "missing"), None)
     assert isinstance(found, NotFound) and "does not exist" in found.reason
+
+
+def test_the_download_hint_names_the_installed_hub_cli(monkeypatch):
+    """huggingface_hub >= 1.0 ships only `hf`; older releases only `huggingface-cli`."""
+    real = sources.md.version
+    for version, command in (("0.36.0", "huggingface-cli download"), ("1.2.0", "hf download")):
+        monkeypatch.setattr(sources.md, "version",
+                            lambda name, v=version: v if name == "huggingface_hub" else real(name))
+        assert sources.hub_download() == command

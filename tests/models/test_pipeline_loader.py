@@ -19,6 +19,7 @@ from hydra.utils import instantiate
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
 from ascendbench.models.base import locate
 from ascendbench.models.ltx_layout import save_ltx_single_file
+from ascendbench.models.sources import hub_download
 
 
 def _loader(*overrides: str):
@@ -108,7 +109,7 @@ def test_offline_without_a_local_config_is_refused_before_diffusers_downloads(ti
         loader.load(str(root / "tiny_ltx_t2v.safetensors"), "required", 42)
     message = str(err.value)
     assert "model.loader.config is not set" in message
-    assert "huggingface-cli download Lightricks/LTX-Video" in message
+    assert f"{hub_download()} Lightricks/LTX-Video" in message
     with pytest.raises(ConfigError,
                        match=r"is not a local diffusers-format directory \(no model_index.json\)"):
         _loader(f"model.loader.config={root / 'full' / 'vae'}", "model.loader.offline=true").load(
