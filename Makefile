@@ -77,24 +77,23 @@ verify: install ## check this host: versions, devices, attention backends, LPIPS
 validate: install ## every option of every config group composes and every _target_ binds (nothing is loaded)
 	$(PY) -m ascendbench.validate $(ARGS)
 
-# The packages an accelerator host's image lacks (an H200 image has torch, transformers, numpy, pandas,
-# scikit-image, safetensors), as wheels for WHEEL_PY and WHEEL_ARCH (x86_64, or aarch64 for Kunpeng hosts;
-# manylinux tags), plus ascendbench itself: `make wheelhouse` fills WHEELHOUSE (.whl/), which `make install-offline` (or
-# scripts/device_check.sh, into /tmp/site) installs on the device host (no registry there). Never torch,
-# torchvision or torch_npu: the host keeps its own. imageio-ffmpeg (68 MB) is left out to fit a 64 MiB
-# transfer: without it the mp4 files are skipped with a warning.
+# Every package ascendbench needs at run time (scripts/wheel_set.py: the installed requirement closure)
+# but torch, torchvision, torch_npu and torch's CUDA wheels, as wheels for WHEEL_PY and WHEEL_ARCH (x86_64,
+# or aarch64 for Kunpeng hosts; manylinux tags), plus ascendbench itself: `make wheelhouse` fills
+# WHEELHOUSE (.whl/), which `make install-offline` (or scripts/device_check.sh, into /tmp/site) installs on
+# the device host (no registry there). WHEEL_SKIP leaves packages out: imageio-ffmpeg (68 MB) by default,
+# to fit a 64 MiB transfer (the mp4 files are then skipped with a warning); add what the image has.
+WHEEL_SKIP ?= imageio-ffmpeg
 WHEEL_PY ?= 3.12
 WHEEL_ARCH ?= x86_64
-WHEEL_SET ?= diffusers hydra-core omegaconf lpips hydra-joblib-launcher hydra-submitit-launcher submitit \
-	importlib_metadata
 WHEEL_PLATFORMS = $(foreach p,manylinux_2_28 manylinux_2_17 manylinux2014,--platform $(p)_$(WHEEL_ARCH))
 WHEELHOUSE ?= .whl
 wheelhouse: install ## WHEELHOUSE (.whl/): wheels a CUDA/NPU image lacks + ascendbench (WHEEL_PY=3.12, WHEEL_ARCH=x86_64|aarch64)
 	@case "$(WHEEL_ARCH)" in x86_64|aarch64) ;; *) echo "WHEEL_ARCH=$(WHEEL_ARCH): use x86_64 or aarch64"; exit 2;; esac
 	@mkdir -p "$(WHEELHOUSE)" && rm -f "$(WHEELHOUSE)"/*.whl
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version $(WHEEL_PY) --implementation cp \
-	  $(WHEEL_PLATFORMS) -d "$(WHEELHOUSE)" $$($(PY) -m pip list --format=freeze 2>/dev/null | grep -i -E \
-	  "^($$(echo $(WHEEL_SET) | sed 's/ /|/g' | sed 's/[-_]/[-_]/g'))==")
+	  $(WHEEL_PLATFORMS) -d "$(WHEELHOUSE)" $$($(PY) scripts/wheel_set.py | \
+	  grep -v -E "^($$(echo antlr4-python3-runtime $(WHEEL_SKIP) | sed 's/ /|/g'))==")
 	$(PY) -m pip wheel -q --no-deps -w "$(WHEELHOUSE)" "antlr4-python3-runtime==$$($(PY) -c 'import importlib.metadata as m; print(m.version("antlr4-python3-runtime"))')"
 	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w "$(WHEELHOUSE)" . 2>/dev/null
 	@ls "$(WHEELHOUSE)"

@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from ascendbench.errors import UnsupportedVersionError
 
 EXIT_UNSUPPORTED = 2
+RUN_WITHOUT = ("imageio-ffmpeg",)  # a missing one is listed only: its feature degrades, said so
 # The libraries whose versions a record's env lists (accelerate, peft: offload and LoRA).
 LIBRARIES = ("torch", "torch_npu", "diffusers", "transformers", "safetensors", "hydra-core",
              "numpy", "lpips", "scikit-image", "huggingface_hub", "accelerate", "peft")
@@ -132,22 +133,33 @@ def ascendbench_requirements(requires: list[str] | None = None,
 
 def report(lookup: VersionLookup | None = None,
            requires: Callable[[], list[str] | None] = lambda: None) -> int:
-    """Print the floors and ascendbench's requirements; 2 when a floor is not met, else 0 (a
-    missing requirement that is not a floor is listed, not failed: a host may do without some)."""
+    """Print the floors and ascendbench's requirements; 2 when a floor is not met, 1 when another
+    requirement is missing or too old (a job would fail importing it; imageio-ffmpeg aside: mp4
+    files are then skipped with a warning), else 0."""
     lookup = lookup or installed_version
     for floor in FLOORS:
         found = lookup(floor.name)
         ok = floor_problem(floor, found) is None
         print(f"{'ok' if ok else 'FAIL':8} {floor.name} >= {floor.minimum} (floor): "
               f"{found or 'not installed'}")
+    states = ascendbench_requirements(requires(), lookup)
     lines = [f"{state:8} {req.name}{req.specifier}: {lookup(req.name) or 'not installed'}"
-             for req, state in ascendbench_requirements(requires(), lookup)]
+             for req, state in states]
     print("\n".join(lines) or "ascendbench is not installed: no requirement listed")
     try:
         require_supported(lookup)
     except UnsupportedVersionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_UNSUPPORTED
+    lacking = [f"{req.name}{req.specifier} ({state.lower()})" for req, state in states
+               if state != "ok" and req.name not in RUN_WITHOUT]
+    if lacking:
+        print(f"error: {len(lacking)} requirement(s) of ascendbench are not usable in "
+              f"{sys.executable}: {', '.join(lacking)}; a job would fail importing them. Install "
+              "them without touching torch (`pip install --no-deps <wheel>`, or put their wheels "
+              "in the wheelhouse: `make wheelhouse` on a host with a package index, then `make "
+              "install-offline` again).", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -156,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if {"-h", "--help"} & set(sys.argv[1:] if argv is None else argv):
         print("usage: python -m ascendbench.compat\n\nThe supported floors of torch and diffusers "
               "and every requirement of the installed ascendbench, with the versions found; exit 2 "
-              "when a floor is not met.")
+              "when a floor is not met, 1 when another requirement is missing or too old.")
         return 0
     return report()
 

@@ -69,6 +69,21 @@ def test_report_lists_floors_and_requirements_and_fails_on_a_floor(capsys):
     assert ("FAIL     torch >= 2.1 (floor): 2.0.1" in captured.out
             and "TOO OLD  torch>=2.1: 2.0.1" in captured.out)
     assert "error: ascendbench needs torch" in captured.err
+    assert compat.report(_lookup(**{"imageio-ffmpeg": None}), requires) == 0  # degrades, said so
+
+
+def test_report_fails_naming_each_requirement_a_job_would_miss(capsys):
+    """An offline install that lacks a requirement ends non-zero naming it (not at the first job's
+    bare ModuleNotFoundError)."""
+    def requires():
+        return ["torch>=2.1", "scikit-image", "pandas>=2", "transformers", "imageio-ffmpeg"]
+    lookup = _lookup(**{"scikit-image": None, "pandas": "1.5.3", "imageio-ffmpeg": None,
+                        "transformers": "5.0.0"})
+    assert compat.report(lookup, requires) == 1
+    err = capsys.readouterr().err
+    assert "2 requirement(s) of ascendbench are not usable" in err
+    assert "scikit-image (missing), pandas>=2 (too old)" in err and "imageio-ffmpeg" not in err
+    assert "transformers" not in err and "--no-deps" in err
     assert (compat.main(["--help"]) == 0
             and "usage: python -m ascendbench.compat" in capsys.readouterr().out)
 

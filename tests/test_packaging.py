@@ -104,3 +104,16 @@ def test_install_offline_without_a_wheelhouse_says_how_to_make_one(tmp_path):
                            f"PYTHON={_fake_python(tmp_path)}"], cwd=ROOT, capture_output=True,
                            text=True)
     assert done.returncode != 0 and "make wheelhouse" in done.stdout
+
+
+def test_the_wheelhouse_set_is_the_run_time_closure_without_the_hosts_torch():
+    """`make wheelhouse` downloads what scripts/wheel_set.py prints: every run-time requirement
+    (the ones an offline install was missing included), never torch or its CUDA wheels."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "wheel_set.py")],
+                          capture_output=True, text=True, check=True)
+    names = {line.split("==")[0] for line in done.stdout.split()}
+    assert {"diffusers", "transformers", "scikit-image", "pandas", "scipy", "matplotlib",
+            "hydra-core", "antlr4-python3-runtime", "safetensors", "lpips"} <= names
+    assert not {n for n in names if n in ("torch", "torchvision", "torch-npu", "triton")
+                or n.startswith("nvidia-")}
+    assert not {"pytest", "ruff", "optuna", "mlflow"} & names  # extras stay out
