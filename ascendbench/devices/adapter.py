@@ -36,7 +36,8 @@ def _setup_cuda(adapter: DeviceAdapter) -> None:
     """TF32 off unless allowed; cuDNN deterministic (and no benchmark) with ``deterministic``."""
     allow, on = adapter.allow_hf32, adapter.deterministic
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow
-    adapter.precision_switches = {"cuda.matmul.allow_tf32": allow, "cudnn.allow_tf32": allow}
+    adapter.precision_switches = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+                                  "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32}
     torch.backends.cudnn.deterministic = on
     if on:
         torch.backends.cudnn.benchmark = False
@@ -51,7 +52,12 @@ def _setup_npu(adapter: DeviceAdapter) -> None:
         "precision_mode": adapter.precision_mode,
         "allow_internal_format": adapter.allow_internal_format})
     runtime.matmul.allow_hf32 = runtime.conv.allow_hf32 = allow
-    adapter.precision_switches = {"npu.matmul.allow_hf32": allow, "npu.conv.allow_hf32": allow}
+    # read back: what is in force (torch_npu's getters read the option set in the runtime)
+    adapter.precision_switches = {"npu.matmul.allow_hf32": runtime.matmul.allow_hf32,
+                                  "npu.conv.allow_hf32": runtime.conv.allow_hf32}
+    cube = getattr(runtime.matmul, "cube_math_type", None)  # torch_npu >= 2.9; None when unset
+    if cube is not None:  # it can override allow_hf32 for matmuls
+        adapter.precision_switches["npu.matmul.cube_math_type"] = getattr(cube, "name", str(cube))
     if adapter.jit_compile is not None:
         runtime.set_compile_mode(jit_compile=bool(adapter.jit_compile))
     compile_probe = getattr(runtime, "is_jit_compile_false", None)

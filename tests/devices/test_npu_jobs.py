@@ -5,6 +5,7 @@ CSV files."""
 from __future__ import annotations
 
 import csv
+import types
 
 import pytest
 
@@ -126,3 +127,26 @@ def test_the_adapter_uses_only_what_each_torch_npu_has(monkeypatch, version):
     has_probe = "is_jit_compile_false" in fake.manifest["modules"]["torch_npu.npu"]["names"]
     assert info["jit_compile"] is (False if has_probe else None)
     assert adapter.peak_memory_mb()["peak_allocated_mb"] == 0.0
+
+
+def test_hf32_and_cube_math_type_are_recorded_as_read_back(monkeypatch):
+    """The record holds what the runtime reports after setup, not what was asked: a runtime that
+    keeps HF32 on (a planted option that ignores the setter) and a cube_math_type set before the
+    job (torch_npu >= 2.9 reads CUBE_MATH_TYPE, which can override allow_hf32) both show."""
+    from ascendbench.devices.adapter import DeviceAdapter
+
+    fake = fake_torch_npu.install(monkeypatch, "2.9.0", device_name="Ascend910B3")
+    npu = fake.modules["torch_npu.npu"]
+    assert DeviceAdapter("npu").info()["precision_switches"] == {
+        "npu.matmul.allow_hf32": False, "npu.conv.allow_hf32": False}
+
+    class KeepsHf32(type(npu.conv)):
+        def __setattr__(self, attr, value):
+            pass  # the runtime keeps its own value
+
+    conv = KeepsHf32(["allow_hf32"], fake_torch_npu.UNSET["npu_config._allowHF32Conv"])
+    monkeypatch.setattr(npu, "conv", conv)
+    npu.matmul.values["cube_math_type"] = types.SimpleNamespace(name="KEEP_DTYPE")
+    switches = DeviceAdapter("npu").info()["precision_switches"]
+    assert switches == {"npu.matmul.allow_hf32": False, "npu.conv.allow_hf32": True,
+                        "npu.matmul.cube_math_type": "KEEP_DTYPE"}

@@ -95,18 +95,26 @@ class ManifestModule(types.ModuleType):
         return unimplemented
 
 
+# What the getters of torch_npu/npu/npu_config.py return for an option never set (2.9.0:
+# _allowHF32Matmul.__getattr__ lines 172-181: allow_hf32 False, cube_math_type None;
+# _allowHF32Conv.__getattr__ lines 192-195: allow_hf32 True, "" or unset reads as enabled).
+UNSET = {"npu_config._allowHF32Matmul": {"allow_hf32": False, "cube_math_type": None},
+         "npu_config._allowHF32Conv": {"allow_hf32": True}}
+
+
 class _Options:
     """``torch.npu.matmul`` / ``torch.npu.conv``: the attributes the manifest's class serves
-    (allow_hf32)."""
+    (allow_hf32, cube_math_type from 2.9), read back as the wheel's getters read the option."""
 
-    def __init__(self, attributes: list[str]) -> None:
+    def __init__(self, attributes: list[str], unset: dict[str, Any] | None = None) -> None:
         self.__dict__["_allowed"] = set(attributes)
         self.__dict__["values"] = {}
+        self.__dict__["_unset"] = unset or {}
 
     def __getattr__(self, attr: str) -> Any:
         if attr not in self._allowed:
             raise AttributeError(attr)
-        return self.values.get(attr)
+        return self.values.get(attr, self._unset.get(attr))
 
     def __setattr__(self, attr: str, value: Any) -> None:
         if attr not in self._allowed:
@@ -209,7 +217,8 @@ class FakeNpu:
         npu = ManifestModule("torch_npu.npu", entry, self.version)
         def counter(value: Callable[[], Any]) -> Callable[..., Any]:
             return lambda device=None: value()  # (device=None) as in memory.py
-        options = {k: _Options(entry["names"][k].get("instance", {}).get("attributes", []))
+        options = {k: _Options(entry["names"][k].get("instance", {}).get("attributes", []),
+                               UNSET.get(entry["names"][k].get("call", "")))
                    for k in ("matmul", "conv") if k in entry["names"]}
         npu.provide(is_available=lambda: True, device_count=lambda: self.devices,
                     synchronize=self._synchronize,
