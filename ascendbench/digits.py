@@ -17,6 +17,15 @@ _RULE = re.compile(r"^\s*(?P<op><=|>=|<|>)\s*(?P<bound>[-+0-9.eE]+|inf|-inf)\s*$
 _MAX_DIGITS = 17
 
 
+def figure(value: Any, digits: int = 4) -> str:
+    """``value`` with ``digits`` significant digits; a large float in plain digits (``11250``, not
+    ``1.125e+04``); ``n/a`` for None."""
+    if isinstance(value, float):
+        text = f"{value:.{digits}g}"
+        return f"{value:.0f}" if "e+" in text and abs(value) < 1e12 else text
+    return "n/a" if value is None else str(value)
+
+
 def number(value: Any) -> float | None:
     """``value`` as a float when it is a number (not a bool, not NaN), else ``None``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):

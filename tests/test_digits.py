@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ascendbench.digits import honest, judged_rule, judged_value
+from ascendbench.digits import figure, honest, judged_rule, judged_value
 
 
 @pytest.mark.parametrize(("value", "bound"),
@@ -28,3 +28,9 @@ def test_mean_relative_error_prints_in_percent_with_its_rule():
     assert judged_value("video/mean_rel_err", entry) == "1.00004%"
     assert judged_rule("video/mean_rel_err", entry) == "<= 1%"
     assert judged_value("cosine", {"value": 0.99989, "rule": ">= 0.9999"}) == "0.99989"
+
+
+def test_a_latency_of_seconds_prints_in_plain_digits():
+    """``11250 ms``, never ``1.125e+04 ms``; small values keep their significant digits."""
+    assert [figure(11250.3), figure(5356.2), figure(0.00012345), figure(None)] == [
+        "11250", "5356", "0.0001234", "n/a"]

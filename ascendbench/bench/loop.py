@@ -11,6 +11,7 @@ from typing import Any, Callable
 from ascendbench.bench.budget import BenchBudget, StopRule, WarmupRule
 from ascendbench.bench.phases import summarize_phases
 from ascendbench.bench.stats import MIN_CALLS, Interval, LatencyStats, noise_verdict
+from ascendbench.digits import figure
 from ascendbench.progress import Progress, ProgressOptions
 from ascendbench.progress import quiet as quiet_calls
 
@@ -88,7 +89,7 @@ def warm_up(call: Callable[[], Any], loop: Any, cold_ms: float,
             if reset is not None:
                 reset()
             rule.add(timed_call(call, loop.adapter, loop.clock)[1])
-            bar.update(1, last=f"{rule.times_ms[-1]:.4g} ms")
+            bar.update(1, last=f"{figure(rule.times_ms[-1])} ms")
     bar.close()
     log.info("warm-up%s: %d call(s), stopped by %s", name, len(rule.times_ms), rule.reason())
     return rule
@@ -204,8 +205,9 @@ def median_text(rule: StopRule) -> str:
     if not len(rule):
         return "n/a"
     median, found = rule.median(), rule.interval()
-    ci = f" +- {found.rel_half_width() * median:.4g} ms (95% CI)" if found else " (CI from 6 calls)"
-    return f"{median:.4g} ms{ci}"
+    ci = (f" +- {figure(found.rel_half_width() * median)} ms (95% CI)" if found
+          else " (CI from 6 calls)")
+    return f"{figure(median)} ms{ci}"
 
 
 def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget,

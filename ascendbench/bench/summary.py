@@ -5,13 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from ascendbench.digits import figure
 from ascendbench.metrics.verdict import as_number
-
-
-def _g(value: Any, digits: int = 4) -> str:
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return "n/a" if value is None else str(value)
 
 
 def stop_text(reason: Any, achieved: Any = None, target: Any = None) -> str:
@@ -39,7 +34,7 @@ def warmup_line(bench: Mapping[str, Any]) -> str | None:
     times = warmup.get("calls_ms") or []
     if not times:
         return None
-    shown = ", ".join(_g(t) for t in times[:12]) + (" ..." if len(times) > 12 else "")
+    shown = ", ".join(figure(t) for t in times[:12]) + (" ..." if len(times) > 12 else "")
     return f"warm-up   {len(times)} call(s), {warmup.get('reason')}: {shown} ms"
 
 
@@ -64,33 +59,34 @@ def latency_line(bench: Mapping[str, Any]) -> str:
     lat, stop = bench["latency"], bench.get("stop") or {}
     ci = p99 = spread = ""
     if lat.get("median_ci95_low_ms") is not None:
-        low, high = _g(lat["median_ci95_low_ms"]), _g(lat["median_ci95_high_ms"])
+        low, high = figure(lat["median_ci95_low_ms"]), figure(lat["median_ci95_high_ms"])
         ci = f" [95% CI {low}-{high}{interval_text(bench)}]"
     if "p99_ms" in lat:
-        p99 = f"  p99 {_g(lat['p99_ms'])}"
+        p99 = f"  p99 {figure(lat['p99_ms'])}"
     if lat.get("iqr_ms") is not None:
-        spread = f"  IQR {_g(lat['iqr_ms'])} ms ({lat['iqr_over_median']:.1%})"
+        spread = f"  IQR {figure(lat['iqr_ms'])} ms ({lat['iqr_over_median']:.1%})"
     why = stop_text(stop.get("reason"), stop.get("ci_rel_half_width"), stop.get("precision"))
     timed = f"{lat['count']} timed" + (f", stop: {why}" if stop.get("reason") else "")
-    return (f"latency   median {_g(lat['median_ms'])} ms{ci}  p90 {_g(lat['p90_ms'])}{p99} ms"
-            f"{spread}  cold {_g(bench['cold_ms'])} ms  ({timed})")
+    cold = figure(bench["cold_ms"])
+    return (f"latency   median {figure(lat['median_ms'])} ms{ci}  p90 "
+            f"{figure(lat['p90_ms'])}{p99} ms{spread}  cold {cold} ms  ({timed})")
 
 
 def compute_line(bench: Mapping[str, Any]) -> str:
     """Throughput, device-event median, FLOPs per call, TFLOP/s and MFU (or why it is missing)."""
     thr = bench["throughput"]
-    parts = [f"throughput {_g(thr['value'])} {thr['unit']}"]
+    parts = [f"throughput {figure(thr['value'])} {thr['unit']}"]
     events = bench.get("event_latency")
     if events:
-        parts.append(f"events median {_g(events['median_ms'])} ms")
+        parts.append(f"events median {figure(events['median_ms'])} ms")
     flops = bench.get("flops") or {}
     if flops.get("per_call") is not None:
-        gflop, tflops = _g(flops["per_call"] / 1e9), _g(flops["achieved_tflops"])
+        gflop, tflops = figure(flops["per_call"] / 1e9), figure(flops["achieved_tflops"])
         parts.append(f"{gflop} GFLOP/call  {tflops} TFLOP/s")
         bound = "" if flops.get("complete", True) else ">= "
         missing = flops.get("peak_missing") or "no peak TFLOP/s for this device/dtype"
         if flops.get("mfu") is not None:
-            parts.append(f"MFU {bound}{flops['mfu']:.1%} of {_g(flops['peak_tflops'])} "
+            parts.append(f"MFU {bound}{flops['mfu']:.1%} of {figure(flops['peak_tflops'])} "
                          f"({flops.get('peak_entry')})")
         else:
             parts.append(f"MFU n/a ({missing})")
@@ -107,7 +103,7 @@ def memory_line(bench: Mapping[str, Any]) -> str:
     mem = {k: v for k, v in memory.items() if k.endswith("_mb")}
     if str(memory.get("scope", "")).startswith("cpu"):  # the device figures repeat the host's RSS
         mem = {"peak_rss_mb": memory.get("peak_rss_mb")}
-    figures = "  ".join(f"{k} {_g(v)}" for k, v in mem.items())
+    figures = "  ".join(f"{k} {figure(v)}" for k, v in mem.items())
     return f"memory    {figures}  ({memory.get('scope')})"
 
 
@@ -119,9 +115,9 @@ def phases_line(bench: Mapping[str, Any]) -> str | None:
     parts = []
     for name, entry in phases.items():
         count = entry["per_call"]
-        each = f" ({_g(count)} x {_g(entry['median_ms'])} ms)" if count > 1 else ""
+        each = f" ({figure(count)} x {figure(entry['median_ms'])} ms)" if count > 1 else ""
         share = f" {entry['share']:.0%}" if entry.get("share") is not None else ""
-        parts.append(f"{name} {_g(entry['total_median_ms'])} ms{share}{each}")
+        parts.append(f"{name} {figure(entry['total_median_ms'])} ms{share}{each}")
     return "phases    " + "  ".join(parts)
 
 
