@@ -1,9 +1,6 @@
-"""Cross-field rules of the configuration, and the one check a job runs before it does anything.
-
-The schemas reject wrong types and unknown enum values at compose time; what a type cannot say
-(``max_iters >= min_iters``, positive sizes, threshold rules, the untyped keys, every ``_target_``
-importable with keys that bind) is checked here on the composed config, every problem at once.
-"""
+"""What a schema type cannot say (``max_iters >= min_iters``, positive sizes, threshold rules, the
+untyped keys, ``_target_`` nodes that bind), checked on the composed config before a job does
+anything, every problem at once."""
 
 from __future__ import annotations
 
@@ -169,8 +166,7 @@ def device_problems(cfg: DictConfig) -> list[str]:
 
 
 def model_problems(cfg: DictConfig) -> list[str]:
-    """``model.weights=required`` without a source, a saved reference in a performance-only run,
-    unknown patches or patch options, preset keys ``baseline.key_ignore_preset`` does not know."""
+    """Model weights, ``baseline.source``, patches and ``baseline.key_ignore_preset``."""
     problems = []
     if _select(cfg, "model.weights") == "required" and _select(cfg, "model.source") is None:
         problems.append("model.weights=required needs model.source (a local directory, a "
@@ -248,15 +244,8 @@ def _running_job() -> tuple[dict[str, Any] | None, list[Path]]:
 
 def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
                     folders: list[Path] | None = None) -> list[str]:
-    """Every problem the job would reject from this config alone, one clause each.
-
-    Args:
-        cfg: the composed config (with or without its ``hydra`` node).
-        choices: Hydra's ``runtime.choices`` (group -> option), for the check of the untyped keys
-            against the option files; default: those of the running Hydra job, if any.
-        folders: config folders searched after the shipped tree (``--config-dir``); default: the
-            running job's.
-    """
+    """Every problem the job would reject from this config alone, one clause each; ``choices``
+    (Hydra's ``runtime.choices``), ``folders`` (``--config-dir``): the running job's by default."""
     job = job_part(cfg)
     try:
         OmegaConf.to_container(job, resolve=True)
@@ -273,10 +262,8 @@ def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
 
 
 def check_config(cfg: DictConfig, choices: Mapping[str, Any] | None = None) -> None:
-    """Raise one :class:`ConfigError` listing every problem of :func:`config_problems`.
-
-    The job calls it first, in the dry run and the real run alike, before anything is loaded.
-    """
+    """One :class:`ConfigError` listing every problem of :func:`config_problems` (a job's first
+    step, dry run or not)."""
     problems = config_problems(cfg, choices)
     if not problems:
         return

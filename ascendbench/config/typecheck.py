@@ -1,8 +1,6 @@
-"""The type check of the keys no schema types (``model.loader.*``, ``model.task.*``, ``metric.*``).
-
-A value must have the type the shipped option file gives the same key: an integer where the file has
-``2``, a list where it has ``[2, 2]``; null and strings accept anything. Typed keys are Hydra's job.
-"""
+"""The type check of the keys no schema types (``model.loader.*``, ``model.task.*``, ``metric.*``):
+a value must have the type the option file gives the key (an integer where it has ``2``); null and
+strings accept anything."""
 
 from __future__ import annotations
 
@@ -53,8 +51,8 @@ def _file_content(path: str, mtime_ns: int) -> dict[str, Any] | None:
 
 def shipped_values(choices: Mapping[str, Any], roots: list[Path],
                    config_name: str = "config") -> Iterator[tuple[str, Any, str]]:
-    """(dotted key, shipped value, file) for the primary config and every chosen option file;
-    an option is read from the first of ``roots`` that has it (Hydra's search order)."""
+    """(dotted key, shipped value, file) of the primary config and every chosen option file, read
+    from the first of ``roots`` that has it."""
     files = [("", f"{config_name}.yaml")] + [
         (group.replace("/", "."), f"{group}/{option}.yaml")
         for group, option in choices.items() if option and not group.startswith("hydra/")]
@@ -81,13 +79,9 @@ def is_typed(cfg: DictConfig, key: str) -> bool:
 
 def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
                   roots: list[Path]) -> list[str]:
-    """Values of untyped keys whose type differs from the option file's (``model.task.x=abc``).
-
-    ``roots``: the config folders in Hydra's search order (an option is read from the first).
-
-    ``choices``: Hydra's ``runtime.choices`` (group -> option); without them nothing is checked. A
-    shipped ``${other.key}`` asks for the type of that key's value.
-    """
+    """Values of untyped keys whose type differs from the option file's (``model.task.x=abc``);
+    ``choices``: Hydra's ``runtime.choices`` (none: nothing is checked); ``roots``: the config
+    folders in search order. A shipped ``${other.key}`` asks for the type of that key's value."""
     problems = []
     for key, shipped, where in shipped_values(dict(choices or {}), roots):
         if is_typed(cfg, key):
