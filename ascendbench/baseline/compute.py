@@ -92,8 +92,7 @@ def progress_modules(model: Any) -> list[Any]:
 
 @dataclass
 class BlockProgress:
-    """A forward hook counting block calls; a progress line at most every ``interval_s``, and the
-    last."""
+    """A forward hook counting block calls; a progress line at most every ``interval_s``."""
 
     total: int | None
     write: Callable[[str], None]

@@ -79,8 +79,7 @@ def _module_need(module: torch.nn.Module, calls: Calls, tensors: Tensors,
 
 def process_plan(modules: Mapping[str, Callable[[], torch.nn.Module]], calls: Calls,
                  tensors: Tensors, precision: str) -> Plan:
-    """Each module's need in ``precision`` (``modules``: name -> meta module builder), the
-    process's."""
+    """Each module's need in ``precision`` (``modules``: name -> builder), and the process's."""
     per_module = []
     for name, build in modules.items():
         mine = [c for c in calls if c["module"] == name]
@@ -137,8 +136,7 @@ def recorded_plan(specs: list[ModuleSpec], calls_dir: str, calls: Calls, setting
 
 
 def memory_check(plan: Plan, results: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Each module's measured peak RSS against its plan; ``under_estimated``: those above
-    :data:`RSS_SLACK` x the plan."""
+    """Each module's measured peak RSS against its plan (``under_estimated``: over RSS_SLACK x)."""
     planned = {m["name"]: plan["child_imports_mb"] + m["need_mb"] for m in plan["per_module"]
                if m.get("calls")}
     rows = [{"module": r["module"], "planned_mb": planned[r["module"]],

@@ -41,8 +41,7 @@ Score = Callable[[Tensors, Tensors], Mapping[str, float]]
 
 
 def weights_identity(weights: Mapping[str, Any] | None) -> str | None:
-    """A record's or a plan's ``weights`` as a comparable string: their digest, or
-    ``random-init seed N``."""
+    """A record's or plan's ``weights`` as a comparable digest, or ``random-init seed N``."""
     if not weights:
         return None
     if "random-init" in (weights.get("kind"), weights.get("action")):
@@ -312,8 +311,7 @@ def check_outputs(reference: SourceBaseline, outputs: Tensors) -> None:
 
 
 def benchmark(reference: SourceBaseline, outputs: Tensors, score: Score) -> dict[str, Any]:
-    """msprobe's benchmark method: both runs' errors against the saved run's own CPU reference,
-    or why they cannot be formed."""
+    """msprobe's benchmark method: both runs' errors against the saved run's CPU reference."""
     path, source = reference.run.cpu_reference(), reference.info["source"]
     if path is None and source.get("device") == "cpu":
         return {"skipped": "the saved run is itself a CPU run: this job's metrics are already "

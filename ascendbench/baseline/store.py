@@ -178,12 +178,8 @@ class BaselineStore:
         self.write_meta(key, {**meta, DIGESTS: {**meta[DIGESTS], path.name: digest}})
 
     def read_meta(self, key: str) -> dict[str, Any]:
-        """The ``meta.json`` of ``key``, checked to be whole and to belong to ``key``.
-
-        Raises:
-            FileNotFoundError: neither ``meta.json`` nor the outputs exist: a plain cache miss.
-            DamagedEntry: anything else that is not a complete, current ``meta.json``.
-        """
+        """The ``meta.json`` of ``key``, whole and its own; ``FileNotFoundError`` for a plain miss
+        (no meta, no outputs), :class:`DamagedEntry` for anything else."""
         path = self.entry(key) / META
         if not path.is_file():
             if (self.entry(key) / OUTPUTS).exists():
@@ -286,8 +282,8 @@ class BaselineStore:
     @contextmanager
     def lock(self, key: str, timeout_s: float,
              owner: Mapping[str, Any] | None = None) -> Iterator[LockWait]:
-        """Hold ``<key>.lock`` (negative ``timeout_s``: for ever), naming the holder in
-        ``<key>.owner.json``; a waiting job logs who holds it, then a heartbeat."""
+        """Hold ``<key>.lock`` (negative ``timeout_s``: for ever), naming the holder in its owner
+        file; a waiting job logs who holds it, then a heartbeat."""
         self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.root / f"{key}.lock"))
         wait = self._acquire(lock, key, float(timeout_s))

@@ -130,8 +130,7 @@ def _inside(root: Path, relative: Any) -> Path | None:
 
 
 def saved_layers(run: Any, spec: Any) -> tuple[Any, str | None]:
-    """The layer capture of a saved run for ``spec``, or ``(None, why not)``; read as data, paths
-    kept inside it."""
+    """A saved run's layer capture for ``spec`` (data; paths kept inside it), or ``(None, why)``."""
     if run.record_path is None:
         return None, "the reference is a bare tensors file: no layer captures"
     root = run.record_path.parent

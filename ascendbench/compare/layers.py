@@ -21,8 +21,7 @@ ROW_METRICS = ("max_abs_err", "mean_rel_err", "cosine", "mae", "rmse", "allclose
 
 
 def hidden_rules(compare: Any, precision: Any) -> dict[str, dict[str, Any]]:
-    """``compare.thresholds``, ``thresholds_by_dtype.<dtype>`` merged over them where the
-    reference is finer than the device dtype."""
+    """``compare.thresholds``, ``thresholds_by_dtype.<dtype>`` over them for a finer reference."""
     by_dtype = compare.get("thresholds_by_dtype") or {}
     reference = getattr(precision, "reference", None)
     finer = reference is not None and reference.itemsize > precision.dtype.itemsize

@@ -353,8 +353,7 @@ def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
 
 
 def check_config(cfg: DictConfig, choices: Mapping[str, Any] | None = None) -> None:
-    """One :class:`ConfigError` listing every problem of :func:`config_problems` (a job's first
-    step, dry run or not)."""
+    """One :class:`ConfigError` listing every problem of :func:`config_problems`."""
     problems = config_problems(cfg, choices)
     if not problems:
         return
