@@ -61,8 +61,7 @@ def hold_lifeline(environ: dict[str, str] | None = None) -> str:
 
 
 def block_torch_npu() -> None:
-    """Make torch_npu unimportable (diffusers uses its kernels whenever it is importable); a
-    ``RuntimeError`` if torch or torch_npu is imported already."""
+    """Make torch_npu unimportable (a ``RuntimeError`` if torch or torch_npu is imported)."""
     loaded = [name for name in ("torch_npu", "torch") if sys.modules.get(name) is not None]
     if loaded:
         raise RuntimeError(f"the reference process is not clean: {', '.join(loaded)} is imported")

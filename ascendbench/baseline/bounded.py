@@ -90,8 +90,7 @@ def tile_shape(out: Sequence[int], positions: int) -> tuple[int, ...]:
 
 
 def _corners(starts: Sequence[range], meta: bool) -> list[tuple[int, ...]]:
-    """Every tile; on meta tensors (an estimate) the first, an interior and the last of each dim
-    (every other tile allocates as one of them)."""
+    """Every tile; on meta tensors (an estimate) the first, an interior and the last per dim."""
     if not meta:
         return list(itertools.product(*starts))
     return list(itertools.product(*[sorted({r[0], r[len(r) // 2], r[-1]}) for r in starts]))

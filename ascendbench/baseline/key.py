@@ -36,8 +36,7 @@ def reference_patches(specs: Any) -> list[Any]:
 
 
 def source_digest(dotted_paths: list[str | None]) -> dict[str, str | None]:
-    """SHA256 of the source file defining each class: edits of an editable install re-key too
-    (``None``: no file found; the versions still cover it)."""
+    """SHA256 of the file defining each class (editing an editable install re-keys too)."""
     digests: dict[str, str | None] = {}
     for path in filter(None, dotted_paths):
         module, _, attr = path.rpartition(".")

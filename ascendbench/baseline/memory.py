@@ -43,8 +43,7 @@ def reference_memory(module: torch.nn.Module, task: Any, inputs: Inputs, dtype: 
 
 def estimate_reference(module: torch.nn.Module, task: Any, inputs: Inputs, precision: torch.dtype,
                        budget: HostBudget = HostBudget()) -> dict[str, Any]:
-    """The record's view of a reference in ``precision``: the host bytes it needs (``host_need_mb``)
-    against those available, and ``fits``. Never raises for memory."""
+    """The record's view of a reference in ``precision``: host bytes needed, free, ``fits``."""
     reference = reference_memory(module, task, inputs, precision)
     need = reference.total
     if budget.child_process:

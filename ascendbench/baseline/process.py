@@ -61,8 +61,7 @@ def _progress_lines(log_path: Path, offset: int) -> tuple[list[dict[str, Any]], 
 
 def follow_child_progress(poll: Callable[[], Any], log_path: Path, label: str, options: Any = None,
                           sleep: Callable[[float], None] = time.sleep) -> Any:
-    """``poll()`` (the exit, ``None`` while running) every 0.5 s until it returns, the child's
-    progress shown as a bar or a heartbeat line (``options``, ``sleep``: for tests)."""
+    """``poll()`` every 0.5 s until it returns the exit, the child's progress shown meanwhile."""
     progress, offset = Progress(label, unit="blocks", options=options), 0
     try:
         while (ended := poll()) is None:
@@ -120,8 +119,7 @@ def _failure(ended: ChildExit, log_path: Path, what: str, estimate: float | None
 
 def run_child(mode: str, request: Mapping[str, Any], log_path: Path, label: str,
               estimate: Callable[[], float | None] = lambda: None) -> dict[str, Any]:
-    """Run ``python -m ascendbench.baseline <mode>``, ``request`` on its stdin (no file to swap);
-    its wall time, log and peak RSS, or a :class:`BaselineError`."""
+    """Run ``python -m ascendbench.baseline <mode>``, ``request`` on stdin; wall time, log, RSS."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
            "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())}

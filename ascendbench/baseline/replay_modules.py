@@ -138,8 +138,7 @@ def _match_original(spec: ModuleSpec, module: torch.nn.Module, files: list[Path]
 
 def prepare_weights(model: Any, specs: list[ModuleSpec], weights: Mapping[str, Any] | None,
                     folder: Path) -> None:
-    """Decide ``original`` or ``exported`` for every spec and write the exported float32 tensors
-    (before the device run casts them)."""
+    """Choose ``original`` or ``exported`` per spec; write the exported float32 tensors."""
     modules = named_modules(model)
     folder.mkdir(parents=True, exist_ok=True)
     for index, spec in enumerate(specs):

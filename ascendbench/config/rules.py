@@ -264,8 +264,7 @@ def _file_content(path: str, mtime_ns: int) -> dict[str, Any] | None:
 
 def shipped_values(choices: Mapping[str, Any], roots: list[Path],
                    config_name: str = "config") -> Iterator[tuple[str, Any, str]]:
-    """(dotted key, shipped value, file) of the primary config and every chosen option file, read
-    from the first of ``roots`` that has it."""
+    """(dotted key, shipped value, file) of the primary config and each chosen option file."""
     files = [("", f"{config_name}.yaml")] + [
         (group.replace("/", "."), f"{group}/{option}.yaml")
         for group, option in choices.items() if option and not group.startswith("hydra/")]
