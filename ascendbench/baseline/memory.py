@@ -92,8 +92,7 @@ def check_baseline_memory(module: torch.nn.Module, task: Any, inputs: Inputs,
 
 def choose_auto_reference(module: torch.nn.Module, task: Any, inputs: Inputs,
                           budget: HostBudget = HostBudget()) -> tuple[torch.dtype, dict[str, Any]]:
-    """``baseline.reference=auto``: float64 where its bounded estimate fits, else float32 (the
-    reason in ``choice``); refused with both estimates when neither fits."""
+    """``baseline.reference=auto``: float64 where its bounded estimate fits, else float32."""
     f64 = estimate_reference(module, task, inputs, torch.float64, budget)
     if f64["fits"]:
         return torch.float64, {**f64, "choice": "auto: float64, its bounded estimate fits in host "

@@ -94,8 +94,7 @@ def process_plan(modules: Mapping[str, Callable[[], torch.nn.Module]], calls: Ca
 
 
 def choose_precision(setting: str, plan_in: Callable[[str], Plan], available: int) -> Plan:
-    """The plan in ``baseline.replay.precision`` (``auto``: float64 where it fits, else float32),
-    with ``choice`` (why) and ``fits``."""
+    """The plan in ``baseline.replay.precision`` (``auto``: float64 if it fits), with why."""
     def fits(plan: Plan) -> bool:
         return plan["reference_process_mb"] * 1e6 <= DEFAULT_HEADROOM * available
 
@@ -114,8 +113,7 @@ def choose_precision(setting: str, plan_in: Callable[[str], Plan], available: in
 
 
 def recorded_plan(specs: list[ModuleSpec], calls_dir: str, calls: Calls, setting: str) -> Plan:
-    """The process's plan on the recorded shapes, its precision chosen; refused
-    (:class:`InsufficientMemoryError`) before anything starts where it does not fit."""
+    """The process's plan on the recorded shapes; refused before it starts if it does not fit."""
     tensors: dict[str, torch.Tensor] = {}
     for call in calls:
         tensors.update(header_tensors(call_file(calls_dir, call)))
@@ -199,8 +197,7 @@ def _dropped(calls: Calls, cap_mb: float) -> list[str]:
 
 def plan_replay(model: Any, task: Any, inputs: Tensors, cfg: Any, dtype: torch.dtype,
                 available: int) -> Plan:
-    """The dry run's plan: the task on meta tensors in the device ``dtype`` recording the sampled
-    calls (``model`` untouched), then each module on its largest call."""
+    """The dry run's plan: the sampled calls recorded in a meta run, each module on its largest."""
     settings, patterns = replay_settings(cfg), replay_patterns(cfg)
     specs = module_specs(model, patterns)
     named = named_modules(model)

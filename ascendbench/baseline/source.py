@@ -194,8 +194,7 @@ def resolve_source(given: str) -> SavedRun:
 
 
 def check_workload(run: SavedRun, mine: Mapping[str, Any], allow: Sequence[str]) -> dict[str, Any]:
-    """The record's account of the check (fields checked, not checked, allowed); a
-    :class:`ReferenceMismatchError` for a field that differs or is lost and not allowed."""
+    """The record's account of the workload check; a :class:`ReferenceMismatchError` if refused."""
     if run.record_path is None:
         return {"checked": [], "not_checked": list(FIELDS)}
     theirs = record_workload(run.record)

@@ -111,8 +111,7 @@ Tensors = dict[str, torch.Tensor]
 
 
 def pair_outputs(reference: Tensors, candidate: Tensors) -> tuple[Tensors, Tensors]:
-    """The two sides under common names (equal sets, or one tensor each); UnusableInput where the
-    names or a pair's shapes differ, or a tensor has no elements."""
+    """The two sides under common names; UnusableInput where names or shapes differ, or empty."""
     if set(reference) != set(candidate):
         if len(reference) != 1 or len(candidate) != 1:
             raise UnusableInput(f"the two sides hold different tensors: reference "
