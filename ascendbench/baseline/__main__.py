@@ -1,7 +1,6 @@
-"""``python -m ascendbench.baseline - | replay``: a job's clean CPU process (the reference, or the
-replay reference), its request on stdin. It ties its life to the job, then blocks torch_npu before
-anything imports torch (``ascendbench`` and this package import nothing heavy; nor does this
-module)."""
+"""``python -m ascendbench.baseline - | replay``: a job's clean CPU process, its request on stdin.
+It ties its life to the job, then blocks torch_npu before anything imports torch (so
+``ascendbench``, this package and this module import nothing heavy)."""
 
 from __future__ import annotations
 
@@ -62,8 +61,7 @@ def hold_lifeline(environ: dict[str, str] | None = None) -> str:
 
 
 def block_torch_npu() -> None:
-    """Make torch_npu unimportable (diffusers uses its kernels whenever it is importable);
-    a ``RuntimeError`` where torch or torch_npu is imported already (the process is not clean)."""
+    """Make torch_npu unimportable (a ``RuntimeError`` if torch or torch_npu is imported)."""
     loaded = [name for name in ("torch_npu", "torch") if sys.modules.get(name) is not None]
     if loaded:
         raise RuntimeError(f"the reference process is not clean: {', '.join(loaded)} is imported")

@@ -1,6 +1,6 @@
-"""A float64 CPU reference whose memory is bounded without changing its math: convolutions (whose
-im2col buffer is 3.6 GB for one 192-channel 3x3 at 512x512) in tiles of output positions, each from
-its own input window, and attention in chunks of query rows: the same sums, so the same result."""
+"""A float64 CPU reference whose memory is bounded without changing its math: convolutions (im2col:
+3.6 GB for one 192-channel 3x3 at 512x512) in tiles of output positions, each from its own input
+window, and attention in chunks of query rows: the same sums, so the same result."""
 
 from __future__ import annotations
 
@@ -79,11 +79,7 @@ class _ConvGeometry:
 
 def tile_shape(out: Sequence[int], positions: int) -> tuple[int, ...]:
     """Output tile extents of at most ``positions`` positions (at least one row): trailing dims
-    whole while they fit, the first that does not is split, leading dims cut to 1.
-
-    >>> tile_shape((8, 16, 16), 600), tile_shape((8, 16, 16), 40)
-    ((2, 16, 16), (1, 2, 16))
-    """
+    whole while they fit, the first that does not is split, leading dims cut to 1."""
     tile, left = [1] * len(out), max(int(positions), 1)
     for dim in reversed(range(len(out))):
         if out[dim] > left:
@@ -94,8 +90,7 @@ def tile_shape(out: Sequence[int], positions: int) -> tuple[int, ...]:
 
 
 def _corners(starts: Sequence[range], meta: bool) -> list[tuple[int, ...]]:
-    """Every tile; on meta tensors (an estimate) the first, an interior and the last of each dim:
-    every other tile allocates as one of them, and all of 4096^2 would take minutes."""
+    """Every tile; on meta tensors (an estimate) the first, an interior and the last per dim."""
     if not meta:
         return list(itertools.product(*starts))
     return list(itertools.product(*[sorted({r[0], r[len(r) // 2], r[-1]}) for r in starts]))
@@ -177,14 +172,7 @@ def _is_float64(value: Any) -> bool:
 
 
 class BoundedFloat64(TorchFunctionMode):
-    """Inside it, float64 convolutions and attention run in bounded pieces.
-
-    >>> with BoundedFloat64(Bounds(conv_bytes=4096)) as mode:
-    ...     y = torch.nn.functional.conv2d(torch.ones(1, 2, 8, 8, dtype=torch.float64),
-    ...                                    torch.ones(1, 2, 3, 3, dtype=torch.float64), padding=1)
-    >>> mode.stats.tiled_convolutions, float(y[0, 0, 0, 0]), float(y[0, 0, 4, 4])
-    (1, 8.0, 18.0)
-    """
+    """Inside it, float64 convolutions and attention run in bounded pieces."""
 
     def __init__(self, bounds: Bounds = Bounds()) -> None:
         super().__init__()
@@ -205,8 +193,7 @@ class BoundedFloat64(TorchFunctionMode):
 @contextlib.contextmanager
 def bounded_if_float64(dtype: torch.dtype,
                        bounds: Bounds | None = None) -> Iterator[dict[str, Any]]:
-    """:class:`BoundedFloat64` for float64 (the dict it yields gets its statistics and limits on
-    exit); nothing for other dtypes."""
+    """:class:`BoundedFloat64` for float64 (the yielded dict gets its statistics on exit)."""
     stats: dict[str, Any] = {}
     bounds = bounds or Bounds()
     if dtype != torch.float64:

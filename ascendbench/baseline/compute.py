@@ -1,7 +1,6 @@
-"""The reference run (the task on CPU in the reference precision, float64 bounded, layers hooked),
-and the work of ``python -m ascendbench.baseline -``: rebuild the model from the job's request,
-check it sees the job's weights and inputs, run it with progress lines, write the cache.
-Exit status: 0 done, 2 an ascendbench error (on stderr), 1 anything else (a traceback)."""
+"""The reference run (the task on CPU in the reference precision, layers hooked), and the work of
+``python -m ascendbench.baseline -``: rebuild the model from the request, check it sees the job's
+weights and inputs, run it with progress lines, write the cache (exit 2: an ascendbench error)."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from omegaconf import OmegaConf
 
 from ascendbench.baseline.bounded import bounded_if_float64
 from ascendbench.baseline.key import reference_patches
-from ascendbench.baseline.process import PROGRESS_PREFIX
+from ascendbench.baseline.process import PROGRESS_PREFIX, RSS_SCALE
 from ascendbench.baseline.store import BaselineStore
 from ascendbench.compare.hooks import capturing
 from ascendbench.errors import AscendBenchError, BaselineError
@@ -36,8 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ReferenceRun:
-    """Outputs (CPU, reference precision), the layer capture (or ``None``), the seconds, and what
-    the bounded float64 evaluation split (``{}`` in other precisions)."""
+    """Outputs (CPU), the layer capture (or ``None``), the seconds, the float64 bounding's stats."""
 
     outputs: dict[str, torch.Tensor]
     capture: Any
@@ -78,8 +76,7 @@ def write_entry(store: BaselineStore, request: Mapping[str, Any], run: Reference
 
 
 def progress_modules(model: Any) -> list[Any]:
-    """The blocks progress counts: entries of ``*blocks`` module lists and ``mid_block``s (of the
-    model, or of each module component of a pipeline)."""
+    """The blocks progress counts: entries of ``*blocks`` lists and ``mid_block``s."""
     components = (getattr(model, "components", None) or {}).values()
     roots = [model] if isinstance(model, torch.nn.Module) else [
         m for m in components if isinstance(m, torch.nn.Module)]
@@ -95,8 +92,7 @@ def progress_modules(model: Any) -> list[Any]:
 
 @dataclass
 class BlockProgress:
-    """A forward hook counting block calls; writes a progress line at most every ``interval_s``
-    (and the last one)."""
+    """A forward hook counting block calls; a progress line at most every ``interval_s``."""
 
     total: int | None
     write: Callable[[str], None]
@@ -180,8 +176,7 @@ def compute(request: Mapping[str, Any]) -> dict[str, Any]:
         run = run_reference(loaded.module, task, inputs, getattr(torch, request["precision"]),
                             layers=request["layers"],
                             max_capture_bytes=int(request["max_capture_bytes"]))
-    scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    memory["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1e6
+    memory["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * RSS_SCALE / 1e6
     blocked = "torch_npu" in sys.modules and sys.modules["torch_npu"] is None
     process = {"kind": "child", "pid": os.getpid(), "torch_npu_blocked": blocked,
                "python": sys.executable, **memory}

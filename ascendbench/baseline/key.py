@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from ascendbench.baseline.store import file_digest
 from ascendbench.compat import library_versions
 from ascendbench.precision import dtype_name
 
@@ -27,42 +28,36 @@ def _plain(node: Any) -> Any:
     return node
 
 
-def _sha256(path: Path) -> str:
-    return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def reference_patches(specs: Any) -> list[Any]:
-    """The ``model.patches`` entries declared ``reference: true`` (that key removed); the others
-    belong to the device run, and never reach the reference."""
+    """The ``model.patches`` entries declared ``reference: true`` (that key removed)."""
     return [{k: v for k, v in entry.items() if k != REFERENCE_PATCH_KEY}
             for entry in _plain(specs) or []
             if isinstance(entry, Mapping) and entry.get(REFERENCE_PATCH_KEY) is True]
 
 
 def source_digest(dotted_paths: list[str | None]) -> dict[str, str | None]:
-    """SHA256 of the source file defining each class: edits of an editable install re-key too
-    (``None``: no file found; the versions still cover it)."""
+    """SHA256 of the file defining each class (editing an editable install re-keys too)."""
     digests: dict[str, str | None] = {}
     for path in filter(None, dotted_paths):
         module, _, attr = path.rpartition(".")
         try:
             source = inspect.getsourcefile(getattr(importlib.import_module(module), attr))
-            digests[path] = _sha256(Path(source)) if source else None
+            digests[path] = file_digest(source)["sha256"] if source else None
         except Exception:  # not importable here, a builtin, or no file
             digests[path] = None
     return digests
 
 
 def weights_identity(weights: Mapping[str, Any], subfolder: str | None = None) -> dict[str, Any]:
-    """What identifies the weights: digest (+ config.json) when loaded, the seed when
-    random-init."""
+    """What identifies the weights: digest (+ config.json) when loaded, else the init seed."""
     if weights.get("kind") != "loaded":
         return {"kind": "random-init", "init_seed": weights.get("init_seed")}
     source = weights.get("source")
     root = Path(source) / (subfolder or "") if source else None
     config = root / "config.json" if root and root.is_dir() else None
+    found = config is not None and config.is_file()
     identity = {"kind": "loaded", "digest": weights.get("digest"),
-                "config_json": _sha256(config) if config and config.is_file() else None}
+                "config_json": file_digest(config)["sha256"] if found else None}
     if not identity["digest"]:  # a loader without a content digest: at least tell sources apart
         identity["source"] = source
     return identity
@@ -70,8 +65,7 @@ def weights_identity(weights: Mapping[str, Any], subfolder: str | None = None) -
 
 def key_material(cfg: DictConfig, weights: Mapping[str, Any], inputs: Mapping[str, Any],
                  precision: torch.dtype) -> dict[str, Any]:
-    """What the cache key hashes (kept in ``meta.json``): ``weights`` and ``inputs`` are the
-    record's."""
+    """What the cache key hashes (kept in ``meta.json``; ``weights``, ``inputs``: the record's)."""
     ignore = set(cfg.baseline.get("key_ignore_preset") or ())
     loader = _plain(cfg.model.loader)
     spec = loader or {}

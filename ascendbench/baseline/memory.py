@@ -1,5 +1,5 @@
-"""The CPU reference's memory: its estimate (float64 bounded, as it runs), the host bytes it needs,
-and the refusal of a reference that would not fit, before anything is allocated."""
+"""The CPU reference's memory: its estimate, the host bytes it needs, and the refusal of a reference
+that would not fit, before anything is allocated."""
 
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ CHILD_PROCESS_BYTES = int(1e9)
 
 @dataclass(frozen=True)
 class HostBudget:
-    """How much host memory a CPU reference may plan for: ``headroom`` x ``available`` (``None``:
-    measured now); in a child process its imports count, and the job's float32 copy unless
-    ``parent_loaded``; ``what`` names the workload in the refusal."""
+    """Host memory a CPU reference may plan for: ``headroom`` x ``available`` (``None``: measured
+    now); a child's imports count, and the job's float32 copy unless ``parent_loaded``."""
 
     child_process: bool = True
     parent_loaded: bool = False
@@ -44,9 +43,7 @@ def reference_memory(module: torch.nn.Module, task: Any, inputs: Inputs, dtype: 
 
 def estimate_reference(module: torch.nn.Module, task: Any, inputs: Inputs, precision: torch.dtype,
                        budget: HostBudget = HostBudget()) -> dict[str, Any]:
-    """The record's view of a reference in ``precision``: the host bytes it needs
-    (``host_need_mb``: in a child process with its imports, and the job's float32 copy unless
-    loaded already) against those available, and ``fits``. Never raises for memory."""
+    """The record's view of a reference in ``precision``: host bytes needed, free, ``fits``."""
     reference = reference_memory(module, task, inputs, precision)
     need = reference.total
     if budget.child_process:
@@ -95,8 +92,7 @@ def check_baseline_memory(module: torch.nn.Module, task: Any, inputs: Inputs,
 
 def choose_auto_reference(module: torch.nn.Module, task: Any, inputs: Inputs,
                           budget: HostBudget = HostBudget()) -> tuple[torch.dtype, dict[str, Any]]:
-    """``baseline.reference=auto``: float64 wherever its bounded estimate fits, else float32 (the
-    reason in ``choice``, the float64 estimate beside it); refused with both when neither fits."""
+    """``baseline.reference=auto``: float64 where its bounded estimate fits, else float32."""
     f64 = estimate_reference(module, task, inputs, torch.float64, budget)
     if f64["fits"]:
         return torch.float64, {**f64, "choice": "auto: float64, its bounded estimate fits in host "

@@ -1,5 +1,5 @@
-"""A job's clean CPU process (``python -m ascendbench.baseline``): started with its request on
-stdin, followed while it runs (its progress lines are the job's heartbeat), explained on failure."""
+"""A job's clean CPU process (``python -m ascendbench.baseline``): its request on stdin, its
+progress lines followed as the job's heartbeat, its failure explained."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ascendbench.progress import Progress
 
 CHILD_LOG = "baseline_child.log"
 PROGRESS_PREFIX = "ascendbench-progress "
-_RSS_SCALE = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+RSS_SCALE = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
 
 
 @dataclass
@@ -61,10 +61,7 @@ def _progress_lines(log_path: Path, offset: int) -> tuple[list[dict[str, Any]], 
 
 def follow_child_progress(poll: Callable[[], Any], log_path: Path, label: str, options: Any = None,
                           sleep: Callable[[float], None] = time.sleep) -> Any:
-    """``poll()`` (the exit, ``None`` while running) every 0.5 s until it returns, the child's
-    progress shown as a bar (terminal) or a heartbeat line at most every 15 s:
-    ``[job] reference (cpu float64): 3/8 blocks, 41.0 s, ETA 60.0 s`` (``options``: a
-    :class:`ascendbench.progress.ProgressOptions`, and ``sleep``, for tests)."""
+    """``poll()`` every 0.5 s until it returns the exit, the child's progress shown meanwhile."""
     progress, offset = Progress(label, unit="blocks", options=options), 0
     try:
         while (ended := poll()) is None:
@@ -89,7 +86,7 @@ def _wait(proc: subprocess.Popen, log_path: Path, label: str) -> ChildExit:
         if pid == 0:
             return None
         proc.returncode = os.waitstatus_to_exitcode(status)
-        return ChildExit(proc.returncode, int(usage.ru_maxrss) * _RSS_SCALE)
+        return ChildExit(proc.returncode, int(usage.ru_maxrss) * RSS_SCALE)
 
     try:
         return follow_child_progress(poll, log_path, label)
@@ -122,8 +119,7 @@ def _failure(ended: ChildExit, log_path: Path, what: str, estimate: float | None
 
 def run_child(mode: str, request: Mapping[str, Any], log_path: Path, label: str,
               estimate: Callable[[], float | None] = lambda: None) -> dict[str, Any]:
-    """Run ``python -m ascendbench.baseline <mode>``, ``request`` on its stdin (never a file another
-    user could swap); its wall time, log and peak RSS, or a :class:`BaselineError` paragraph."""
+    """Run ``python -m ascendbench.baseline <mode>``, ``request`` on stdin; wall time, log, RSS."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
            "PYTHONUNBUFFERED": "1", PARENT_PID_ENV: str(os.getpid())}

@@ -1,7 +1,6 @@
-"""The replay reference (``baseline.reference_mode=replay``): each chosen module re-run alone on the
-CPU on the inputs the device gave it (msprobe's ``run_ut`` does this per API). Its **local error**
-``||dev - ref|| / ||ref||`` is judged by ``baseline.replay.margin`` x the unit roundoff of the
-device dtype; the **first divergent module** is the first call, in completion order, to break it."""
+"""The replay reference (``baseline.reference_mode=replay``; docs/accuracy.md): each chosen module
+re-run alone on the CPU on its recorded device inputs, its local error judged, the first divergent
+module found."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ ERRORS = ("local_rel_err", "max_abs_err", "cosine")
 
 @dataclass
 class ReplayPlan:
-    """What the reference stage decided (the modules, their weights, why a replay), and the judged
-    rows once the replay stage ran."""
+    """What the reference stage decided (modules, weights, why), and the replay stage's rows."""
 
     reason: str
     patterns: list[str]
@@ -134,8 +132,7 @@ def judge_rows(results: list[dict[str, Any]], order: list[str],
 
 def _replay_process(job: Any, plan: ReplayPlan,
                     manifest: dict[str, Any]) -> tuple[dict, dict, list]:
-    """The replay process on the recorded calls: its memory plan (with the check of its measured
-    peak), its run (wall time, log, peak) and its per-module results."""
+    """The replay process on the recorded calls: its memory plan and check, run, results."""
     calls_dir, results_path = plan.folder / "calls", plan.folder / "results.json"
     setting = plan.settings["precision"]
     memory = recorded_plan(plan.specs, str(calls_dir), manifest["calls"], setting)

@@ -1,6 +1,5 @@
-"""The replay process's work (``python -m ascendbench.baseline replay``): one module at a time,
-rebuilt from its weights, run on each recorded device input and compared with the recorded device
-output (its local error); one module and one call's tensors in memory at once."""
+"""``python -m ascendbench.baseline replay``: one module at a time rebuilt from its weights, run on
+each recorded device input and compared with the recorded device output (its local error)."""
 
 from __future__ import annotations
 
@@ -27,11 +26,7 @@ CHUNK = 1 << 22  # elements compared at a time: no full-size float64 copy or dif
 
 def local_error(reference: torch.Tensor, device: torch.Tensor) -> dict[str, Any]:
     """``||dev - ref|| / ||ref||`` (``local_rel_err``), max abs error and cosine, in float64,
-    :data:`CHUNK` elements at a time; a device output with NaN/Inf has an infinite error.
-
-    >>> local_error(torch.tensor([3.0, 4.0]), torch.tensor([3.0, 4.5]))["local_rel_err"]
-    0.1
-    """
+    :data:`CHUNK` elements at a time; a device output with NaN/Inf has an infinite error."""
     ref_flat, dev_flat = reference.detach().reshape(-1), device.detach().reshape(-1)
     ref2 = dev2 = diff2 = dot = biggest = 0.0
     nonfinite = 0
@@ -53,16 +48,15 @@ def local_error(reference: torch.Tensor, device: torch.Tensor) -> dict[str, Any]
 
 
 def _read(path: str, key: str, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """One tensor of a safetensors file, floating-point ones cast to ``dtype``; the file is mapped
-    only while it is read (an open mapping keeps every page read so far resident)."""
+    """One tensor of a safetensors file, floats cast to ``dtype``; mapped only while it is read (an
+    open mapping keeps every page read so far resident)."""
     with safe_open(path, framework="pt") as handle:
         value = handle.get_tensor(key)
     return value.to(dtype) if dtype is not None and value.is_floating_point() else value
 
 
 def build_module(spec: Mapping[str, Any], dtype: torch.dtype) -> torch.nn.Module:
-    """The module of ``spec`` in ``dtype``: built on ``meta``, its tensors read and cast key by
-    key."""
+    """The module of ``spec`` in ``dtype``: built on ``meta``, its tensors read key by key."""
     module = meta_module(spec)
     params: dict[str, torch.Tensor] = {}
     for entry in spec["files"]:
@@ -87,8 +81,7 @@ def build_module(spec: Mapping[str, Any], dtype: torch.dtype) -> torch.nn.Module
 
 def replay_call(module: torch.nn.Module, call: Mapping[str, Any], path: str,
                 dtype: torch.dtype) -> list[dict[str, Any]]:
-    """Run one recorded call (tensors in ``path``) in ``dtype``; each output against the
-    device's."""
+    """Run one recorded call (tensors in ``path``) in ``dtype``; each output against the device."""
     args = decode(call["args"], lambda name: _read(path, name, dtype))
     kwargs = decode(call["kwargs"], lambda name: _read(path, name, dtype))
     with torch.no_grad(), bounded_if_float64(dtype):
@@ -111,8 +104,7 @@ def replay_call(module: torch.nn.Module, call: Mapping[str, Any], path: str,
 
 
 def peak_rss_mb(reset: bool = False) -> float | None:
-    """Peak resident MB since the last reset (``VmHWM``; ``None`` without /proc); ``reset`` starts a
-    new peak from the current RSS (``clear_refs`` 5, Linux >= 4.0)."""
+    """Peak resident MB (``VmHWM``; ``None`` without /proc); ``reset`` starts a new peak (Linux)."""
     try:
         if reset:
             Path("/proc/self/clear_refs").write_text("5")
@@ -126,8 +118,7 @@ def peak_rss_mb(reset: bool = False) -> float | None:
 
 def replay_module(spec: Mapping[str, Any], calls: list[Mapping[str, Any]], calls_dir: str,
                   dtype: torch.dtype) -> dict[str, Any]:
-    """Every recorded call of one module: ``{module, seconds, rows, peak_rss_mb}`` or ``{module,
-    error}``."""
+    """Every recorded call of one module: ``{module, seconds, rows, peak_rss_mb}`` or ``error``."""
     gc.collect()
     peak_rss_mb(reset=True)
     start = time.perf_counter()

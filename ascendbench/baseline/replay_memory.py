@@ -79,8 +79,7 @@ def _module_need(module: torch.nn.Module, calls: Calls, tensors: Tensors,
 
 def process_plan(modules: Mapping[str, Callable[[], torch.nn.Module]], calls: Calls,
                  tensors: Tensors, precision: str) -> Plan:
-    """Each module's need in ``precision`` (``modules``: name -> builder of its meta module) and
-    the process's."""
+    """Each module's need in ``precision`` (``modules``: name -> builder), and the process's."""
     per_module = []
     for name, build in modules.items():
         mine = [c for c in calls if c["module"] == name]
@@ -95,8 +94,7 @@ def process_plan(modules: Mapping[str, Callable[[], torch.nn.Module]], calls: Ca
 
 
 def choose_precision(setting: str, plan_in: Callable[[str], Plan], available: int) -> Plan:
-    """The plan in ``baseline.replay.precision``; ``auto``: float64 where it fits in host memory,
-    else float32, with the reason (``choice``). ``fits``: whether the chosen one fits."""
+    """The plan in ``baseline.replay.precision`` (``auto``: float64 if it fits), with why."""
     def fits(plan: Plan) -> bool:
         return plan["reference_process_mb"] * 1e6 <= DEFAULT_HEADROOM * available
 
@@ -115,8 +113,7 @@ def choose_precision(setting: str, plan_in: Callable[[str], Plan], available: in
 
 
 def recorded_plan(specs: list[ModuleSpec], calls_dir: str, calls: Calls, setting: str) -> Plan:
-    """The process's plan on the recorded shapes (the calls' file headers), its precision chosen;
-    refused (:class:`InsufficientMemoryError`) before anything starts where it does not fit."""
+    """The process's plan on the recorded shapes; refused before it starts if it does not fit."""
     tensors: dict[str, torch.Tensor] = {}
     for call in calls:
         tensors.update(header_tensors(call_file(calls_dir, call)))
@@ -137,8 +134,7 @@ def recorded_plan(specs: list[ModuleSpec], calls_dir: str, calls: Calls, setting
 
 
 def memory_check(plan: Plan, results: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Each module's measured peak RSS against its plan (imports + its need); ``under_estimated``:
-    the modules above :data:`RSS_SLACK` x the plan."""
+    """Each module's measured peak RSS against its plan (``under_estimated``: over RSS_SLACK x)."""
     planned = {m["name"]: plan["child_imports_mb"] + m["need_mb"] for m in plan["per_module"]
                if m.get("calls")}
     rows = [{"module": r["module"], "planned_mb": planned[r["module"]],
@@ -162,8 +158,8 @@ class _EnoughShapes(Exception):
 
 @contextmanager
 def _meta_run_hooks(model: Any, modules: Mapping[str, torch.nn.Module]) -> Iterator[None]:
-    """Stop the meta run at a replayed module's second call; transformers' ``sdpa`` attention is
-    ``eager`` meanwhile (the sdpa mask reads a value, which meta tensors lack)."""
+    """Stop the meta run at a replayed module's second call; ``sdpa`` attention is ``eager``
+    meanwhile (the sdpa mask reads a value, which meta tensors lack)."""
     seen: set[str] = set()
 
     def hook(name: str) -> Callable[..., None]:
@@ -201,8 +197,7 @@ def _dropped(calls: Calls, cap_mb: float) -> list[str]:
 
 def plan_replay(model: Any, task: Any, inputs: Tensors, cfg: Any, dtype: torch.dtype,
                 available: int) -> Plan:
-    """The dry run's plan: the task once on meta tensors in the device ``dtype`` recording the
-    sampled calls (``model``, meta or real, untouched), then each module on its largest call."""
+    """The dry run's plan: the sampled calls recorded in a meta run, each module on its largest."""
     settings, patterns = replay_settings(cfg), replay_patterns(cfg)
     specs = module_specs(model, patterns)
     named = named_modules(model)

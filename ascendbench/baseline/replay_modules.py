@@ -1,7 +1,6 @@
-"""Which modules the replay re-runs, and how its process rebuilds each: the module's component built
-from class and config on ``meta``, its tensors read from the checkpoint (``original``, every tensor
-there under its name and shape) or from the float32 copy the job exported before the device run
-(``exported``: random init, converted keys, and always the non-persistent buffers)."""
+"""Which modules the replay re-runs, and how its process rebuilds each: its component built on
+``meta``, its tensors from the checkpoint (``original``) or from the float32 copy the job exported
+before the device run (``exported``: random init, converted keys, non-persistent buffers)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ ALLOWED_PACKAGES = ("diffusers", "transformers", "torch", "ascendbench")
 
 
 def replay_settings(cfg: Any) -> dict[str, Any]:
-    """``baseline.replay`` with its defaults: ``calls``, ``max_capture_mb``, ``margin``,
-    ``precision``."""
+    """``baseline.replay`` with its defaults."""
     replay = cfg.baseline.get("replay") or {}
     precision = str(replay.get("precision") or "auto")
     if precision not in ("auto", "float64", "float32"):
@@ -40,8 +38,7 @@ def replay_settings(cfg: Any) -> dict[str, Any]:
 
 
 def replay_patterns(cfg: Any) -> list[str]:
-    """``baseline.replay.layers``, else ``compare.layers`` (patterns), else the model's
-    ``replay_layers``."""
+    """``baseline.replay.layers``, else ``compare.layers``, else the model's ``replay_layers``."""
     replay = cfg.baseline.get("replay") or {}
     for where, value in (("baseline.replay.layers", replay.get("layers")),
                          ("compare.layers", cfg.compare.get("layers")),
@@ -62,9 +59,9 @@ def replay_patterns(cfg: Any) -> list[str]:
 
 @dataclass
 class ModuleSpec:
-    """How the replay process rebuilds one module (plain data, sent as JSON): its ``component``
-    (``""``: the model) built from ``class_path`` and ``config``, the submodule at ``path``, its
-    tensors from ``files`` (``[{file, keys: {module key: file key}}]``) and ``exported``."""
+    """How the replay process rebuilds one module (sent as JSON): ``component`` (``""``: the model)
+    from ``class_path`` and ``config``, the submodule at ``path``, tensors from ``files``
+    (``[{file, keys: {module key: file key}}]``) and ``exported``."""
 
     name: str
     component: str
@@ -141,8 +138,7 @@ def _match_original(spec: ModuleSpec, module: torch.nn.Module, files: list[Path]
 
 def prepare_weights(model: Any, specs: list[ModuleSpec], weights: Mapping[str, Any] | None,
                     folder: Path) -> None:
-    """Decide ``original`` or ``exported`` for every spec and write the exported float32 tensors
-    (before the device run casts them)."""
+    """Choose ``original`` or ``exported`` per spec; write the exported float32 tensors."""
     modules = named_modules(model)
     folder.mkdir(parents=True, exist_ok=True)
     for index, spec in enumerate(specs):
@@ -165,8 +161,7 @@ def prepare_weights(model: Any, specs: list[ModuleSpec], weights: Mapping[str, A
 
 
 def meta_module(spec: Mapping[str, Any]) -> torch.nn.Module:
-    """The module of ``spec`` on the ``meta`` device: its component built from class and config,
-    taken out. Only classes of :data:`ALLOWED_PACKAGES` are built."""
+    """The module of ``spec`` on ``meta``; only classes of :data:`ALLOWED_PACKAGES` are built."""
     if spec["class_path"].split(".", 1)[0] not in ALLOWED_PACKAGES:
         raise ConfigError(f"the replay request names class {spec['class_path']!r}; only classes of "
                           f"{', '.join(ALLOWED_PACKAGES)} are built by the reference process")

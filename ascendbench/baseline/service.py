@@ -1,7 +1,6 @@
-"""Get a job's CPU reference: from the cache (verified), or computed once under a file lock, in a
-clean child process (``baseline.process=child``) or by casting the job's own model (``in-process``).
-A higher-precision entry serves a lower-precision request of the same workload; an entry that does
-not verify is logged, recorded under ``rejected`` and recomputed, never used."""
+"""A job's CPU reference: from the cache (verified; a higher precision serves a lower one), or
+computed once under a file lock, in a clean child process or in-process; an entry that does not
+verify is logged, recorded under ``rejected`` and recomputed, never used."""
 
 from __future__ import annotations
 
@@ -30,14 +29,11 @@ from ascendbench.precision import REFERENCE_DTYPES, dtype_name
 
 log = logging.getLogger(__name__)
 
-PROCESSES = ("child", "in-process")
-
 
 @dataclass
 class ReferenceQuery:
-    """What one job's reference is computed from (``weights`` and ``inputs_info``: the record's;
-    ``module``: the job's float32 model, for in-process and the estimate), and where it is cached;
-    the child process logs to ``log_dir``."""
+    """What one job's reference is computed from (``weights``, ``inputs_info``: the record's;
+    ``module``: the job's float32 model) and where it is cached; the child logs to ``log_dir``."""
 
     cfg: DictConfig
     task: Any
@@ -60,8 +56,7 @@ class ReferenceQuery:
 
     @cached_property
     def candidates(self) -> list[tuple[str, str]]:
-        """``(precision, key)`` of every entry that may serve, highest precision first; a half
-        precision (``baseline.reference=same``) is served by its own only."""
+        """``(precision, key)`` of every entry that may serve, highest precision first."""
         own = (dtype_name(self.precision), self.key)
         if self.precision not in REFERENCE_DTYPES.values():
             return [own]
@@ -87,8 +82,7 @@ class ReferenceQuery:
         return bool(self.cfg.baseline.get("cache", True))
 
     def cached(self) -> bool:
-        """An entry looks able to serve (complete outputs, the layer captures; digests are checked
-        when it is read)."""
+        """An entry looks able to serve (outputs and layer captures; digests checked on read)."""
         store = self.store
         return self.use_cache and any(store.has_outputs(k) and store.has_layers(k, self.spec)
                                       for _, k in self.candidates)
@@ -96,7 +90,7 @@ class ReferenceQuery:
 
 @dataclass
 class _Entry:
-    """One cache entry once verified; ``problem`` is the first file that did not verify."""
+    """One cache entry once verified; ``problem``: the first file that did not verify."""
 
     key: str
     precision: str
@@ -246,13 +240,8 @@ def _compute(query: ReferenceQuery, own: _Entry, info: dict[str, Any]) -> Baseli
 
 
 def get_or_compute(query: ReferenceQuery) -> Baseline:
-    """The reference outputs of this job (and its layer captures), cached and verified on read;
-    a :class:`BaselineError` when it cannot be computed or the lock times out."""
+    """The job's reference outputs and layer captures (a :class:`BaselineError` if impossible)."""
     cfg, key = query.cfg, query.key
-    process = str(cfg.baseline.get("process", "child"))
-    if process not in PROCESSES:
-        raise ConfigError(f"baseline.process={process!r} is not allowed; use child (default: a "
-                          "clean process without torch_npu) or in-process (CPU-only hosts).")
     if isinstance(query.spec, list) and query.module is not None:
         select_modules(query.module, query.spec)  # no pattern matching nothing reaches the child
     info: dict[str, Any] = {"cache_key": key, "path": str(query.store.entry(key)),

@@ -1,7 +1,6 @@
-"""A saved run as the reference (``baseline.source``): data written by someone else, proven to be
-this job's workload (model, task, sizes, seed, inputs, weights; ``baseline.source_allow`` accepts a
-known difference), its files inside its directory and matching its record, and fit to judge. A bare
-tensors file carries no workload: only names and shapes are checked."""
+"""A saved run as the reference (``baseline.source``; docs/accuracy.md): data written by someone
+else, proven to be this job's workload, its files inside its directory and matching its record, and
+fit to judge. A bare tensors file carries no workload: only names and shapes are checked."""
 
 from __future__ import annotations
 
@@ -42,12 +41,7 @@ Score = Callable[[Tensors, Tensors], Mapping[str, float]]
 
 
 def weights_identity(weights: Mapping[str, Any] | None) -> str | None:
-    """The weights as a comparable string: their digest, or ``random-init seed N`` (a record's
-    ``weights`` or a plan's, whose ``action`` says ``random-init``).
-
-    >>> weights_identity({"kind": "random-init", "init_seed": 42})
-    'random-init seed 42'
-    """
+    """A record's or plan's ``weights`` as a comparable digest, or ``random-init seed N``."""
     if not weights:
         return None
     if "random-init" in (weights.get("kind"), weights.get("action")):
@@ -69,11 +63,7 @@ def record_workload(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def compare_workloads(theirs: Mapping[str, Any],
                       mine: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """``({field: {"source": x, "job": y}}`` of the fields that differ, the ones not comparable).
-
-    >>> compare_workloads({"seed": 1, "task": "T"}, {"seed": 42, "task": "T"})
-    ({'seed': {'source': 1, 'job': 42}}, [])
-    """
+    """``({field: {"source": x, "job": y}}`` of the fields that differ, the ones not comparable)."""
     differing, unknown = {}, []
     for name in (n for n in FIELDS if n in theirs or n in mine):
         a, b = theirs.get(name), mine.get(name)
@@ -109,8 +99,7 @@ def confined(job_dir: Path, name: str, given: str, what: str) -> Path:
 
 @dataclass
 class SavedRun:
-    """A resolved ``baseline.source``: the tensors file and, for a job, its record
-    (``record_path`` is ``None`` for a bare tensors file)."""
+    """A resolved ``baseline.source``: the tensors file and, for a job, its record."""
 
     given: str
     tensors: Path
@@ -205,8 +194,7 @@ def resolve_source(given: str) -> SavedRun:
 
 
 def check_workload(run: SavedRun, mine: Mapping[str, Any], allow: Sequence[str]) -> dict[str, Any]:
-    """The record's account of the check: fields checked, not checked, accepted (both values);
-    a :class:`ReferenceMismatchError` for a field that differs or is lost and not allowed."""
+    """The record's account of the workload check; a :class:`ReferenceMismatchError` if refused."""
     if run.record_path is None:
         return {"checked": [], "not_checked": list(FIELDS)}
     theirs = record_workload(run.record)
@@ -287,8 +275,7 @@ class SourceBaseline(Baseline):
 
 
 def plan_source(given: str, mine: Mapping[str, Any], allow: Sequence[str]) -> dict[str, Any]:
-    """The dry run's ``baseline``: where the reference comes from and the workload check (the
-    record alone is read). Raises as :func:`reference_from_source` does."""
+    """The dry run's ``baseline``: where the reference comes from and the workload check."""
     run = resolve_source(given)
     return {"enabled": True, "source": {**run.origin(), **check_workload(run, mine, allow)},
             "cache_hit": None, "path": str(run.tensors)}
@@ -296,8 +283,7 @@ def plan_source(given: str, mine: Mapping[str, Any], allow: Sequence[str]) -> di
 
 def reference_from_source(given: str, mine: Mapping[str, Any],
                           allow: Sequence[str]) -> SourceBaseline:
-    """The saved run's outputs as this job's reference, after the checks; ``info`` is the record's
-    ``baseline`` (``source``: origin and check; ``precision``: the saved outputs' dtype)."""
+    """The saved run's outputs as this job's reference, after the checks."""
     run = resolve_source(given)
     block = {**run.origin(), **check_workload(run, mine, allow)}
     tensors = _read_tensors(run)
@@ -324,8 +310,7 @@ def check_outputs(reference: SourceBaseline, outputs: Tensors) -> None:
 
 
 def benchmark(reference: SourceBaseline, outputs: Tensors, score: Score) -> dict[str, Any]:
-    """msprobe's benchmark method: both runs' errors against the saved run's own CPU reference
-    (``score``: metric name -> value), or why they cannot be formed."""
+    """msprobe's benchmark method: both runs' errors against the saved run's CPU reference."""
     path, source = reference.run.cpu_reference(), reference.info["source"]
     if path is None and source.get("device") == "cpu":
         return {"skipped": "the saved run is itself a CPU run: this job's metrics are already "

@@ -1,6 +1,5 @@
-"""The on-disk cache of references (its layout: docs/accuracy.md): one directory per key, each file
-written atomically and checked on read against the digests in ``meta.json``; ``<key>.lock`` with
-``<key>.owner.json`` saying who holds it."""
+"""The on-disk cache of references (layout: docs/accuracy.md): one directory per key, its files
+checked on read against the digests in ``meta.json``; ``<key>.lock`` and its owner file."""
 
 from __future__ import annotations
 
@@ -77,8 +76,7 @@ def _unreadable(path: Path, what: str, exc: Exception) -> DamagedEntry:
 
 
 class Baseline(dict):
-    """Reference outputs (name -> tensor), with ``info`` (the record's ``baseline``) and ``layers``
-    (``None``, module statistics, or ``{tensors, order, dropped}``)."""
+    """Reference outputs (name -> tensor), ``info`` (the record's ``baseline``) and ``layers``."""
 
     def __init__(self, outputs: Mapping[str, torch.Tensor], info: dict[str, Any],
                  layers: Any = None) -> None:
@@ -89,8 +87,7 @@ class Baseline(dict):
 
 @dataclass
 class LockClock:
-    """Time as the lock's wait sees it (a fake one in tests): the clock, the poll of the lock file
-    and the period of the "still waiting" line."""
+    """The lock wait's clock, poll period and "still waiting" period (faked in tests)."""
 
     now: Callable[[], float] = time.monotonic
     poll_s: float = 1.0
@@ -139,8 +136,7 @@ class BaselineStore:
         return self.entry(key) / f"layers-{digest}.safetensors"
 
     def has_outputs(self, key: str) -> bool:
-        """Whether ``key`` looks complete (``meta.json`` whole, outputs of the recorded size); the
-        digest is checked when it is read."""
+        """Whether ``key`` looks complete (``meta.json`` whole, outputs of the recorded size)."""
         try:
             self._check_size(key, OUTPUTS, self.read_meta(key))
         except (FileNotFoundError, DamagedEntry):
@@ -168,8 +164,7 @@ class BaselineStore:
         write_atomic(self.entry(key) / META, text)
 
     def write_layers(self, key: str, spec: str | list[str], capture: Any) -> None:
-        """A capture (tensors for patterns, module statistics for ``all``), its digest added to
-        ``meta.json`` (written with the outputs first)."""
+        """A layer capture, its digest added to ``meta.json`` (written with the outputs first)."""
         path = self.layers_file(key, spec)
         with atomic_path(path) as tmp:
             if spec == "all":
@@ -183,12 +178,8 @@ class BaselineStore:
         self.write_meta(key, {**meta, DIGESTS: {**meta[DIGESTS], path.name: digest}})
 
     def read_meta(self, key: str) -> dict[str, Any]:
-        """The ``meta.json`` of ``key``, checked to be whole and to belong to ``key``.
-
-        Raises:
-            FileNotFoundError: neither ``meta.json`` nor the outputs exist: a plain cache miss.
-            DamagedEntry: anything else that is not a complete, current ``meta.json``.
-        """
+        """The ``meta.json`` of ``key``, whole and its own; ``FileNotFoundError`` for a plain miss
+        (no meta, no outputs), :class:`DamagedEntry` for anything else."""
         path = self.entry(key) / META
         if not path.is_file():
             if (self.entry(key) / OUTPUTS).exists():
@@ -251,8 +242,7 @@ class BaselineStore:
         return load_file(str(self._verify(key, OUTPUTS, meta)))
 
     def read_layers(self, key: str, spec: str | list[str] | None, meta: Mapping[str, Any]) -> Any:
-        """``None``, the module statistics (``all``) or ``{tensors, order, dropped}`` (patterns),
-        verified; ``FileNotFoundError`` when this capture was never written."""
+        """``None``, module statistics (``all``) or ``{tensors, order, dropped}``, verified."""
         path = self.layers_file(key, spec)
         if path is None:
             return None
@@ -292,8 +282,8 @@ class BaselineStore:
     @contextmanager
     def lock(self, key: str, timeout_s: float,
              owner: Mapping[str, Any] | None = None) -> Iterator[LockWait]:
-        """Hold ``<key>.lock`` (a negative ``timeout_s`` waits for ever), saying who holds it in
-        ``<key>.owner.json``; a waiting job names the holder, then a heartbeat; the timeout too."""
+        """Hold ``<key>.lock`` (negative ``timeout_s``: for ever), naming the holder in its owner
+        file; a waiting job logs who holds it, then a heartbeat."""
         self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.root / f"{key}.lock"))
         wait = self._acquire(lock, key, float(timeout_s))

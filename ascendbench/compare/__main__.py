@@ -59,8 +59,7 @@ def infer_metric(tensors: Mapping[str, torch.Tensor]) -> str:
 
 def infer_dtype(tensors: Mapping[str, torch.Tensor], path: Path,
                 given: str | None) -> tuple[str, str]:
-    """``(dtype, where from)``: ``--dtype``, else the candidate's half dtype, else a known
-    ``job.dtype`` of the record beside or above it (a bf16 run saved as .npy), else float32."""
+    """``(dtype, where from)``: ``--dtype``, a half dtype, a nearby record's dtype, float32."""
     if given:
         return given, "--dtype"
     own = HALF_NAMES.get(next(iter(tensors.values())).dtype)

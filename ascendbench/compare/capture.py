@@ -1,6 +1,5 @@
-"""The inputs and outputs of sampled module calls, for the replay reference: arguments kept as a
-JSON skeleton whose tensors are names (``<module>#<call>/in/<i>``); with ``spill`` each call goes
-to its own ``<n>.safetensors`` as it finishes, so one call at a time is held."""
+"""The inputs and outputs of sampled module calls, for the replay reference: arguments as a JSON
+skeleton naming its tensors; with ``spill`` each call goes to its own file as it finishes."""
 
 from __future__ import annotations
 
@@ -14,6 +13,10 @@ from ascendbench.compare.hooks import ROOT, flatten_tensors
 from ascendbench.precision import REFERENCE_DTYPES, TORCH_DTYPES, dtype_name
 
 
+def _copy(tensor: torch.Tensor, keep: bool) -> torch.Tensor:
+    return tensor.detach().to("cpu", copy=True).contiguous() if keep else tensor.detach()
+
+
 class Unreplayable(TypeError):
     """An argument of a module call that the replay process could not rebuild."""
 
@@ -22,7 +25,7 @@ def encode(value: Any, tensors: dict[str, torch.Tensor], prefix: str, keep: bool
     """``value`` as a JSON skeleton; its tensors are added to ``tensors`` under ``<prefix>/<n>``."""
     if isinstance(value, torch.Tensor):
         name = f"{prefix}/{len(tensors)}"
-        tensors[name] = value.detach().to("cpu", copy=True).contiguous() if keep else value.detach()
+        tensors[name] = _copy(value, keep)
         return {"t": name}
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"v": value}
@@ -83,9 +86,6 @@ class CallRecorder:
             self._handles += [module.register_forward_pre_hook(self._pre(label), with_kwargs=True),
                               module.register_forward_hook(self._post(label), with_kwargs=True)]
 
-    def _copy(self, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.detach().to("cpu", copy=True).contiguous() if self.keep else tensor.detach()
-
     def _pre(self, label: str) -> Callable[..., None]:
         def hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
             call = self.counts.get(label, 0)
@@ -114,7 +114,7 @@ class CallRecorder:
             if pending is not None:
                 record, tensors = pending
                 for index, tensor in enumerate(flatten_tensors(output)):
-                    tensors[f"{record['key']}/out/{index}"] = self._copy(tensor)
+                    tensors[f"{record['key']}/out/{index}"] = _copy(tensor, self.keep)
                     record["outputs"].append(f"{record['key']}/out/{index}")
                 self._store(label, record, tensors)
         return hook

@@ -1,6 +1,5 @@
-"""Saved outputs read back as named tensors, whatever wrote them (ascendbench, msprobe, a script):
-safetensors, npy, pt (weights only), images ``[1, C, H, W]`` and videos or directories of frames
-``[1, C, T, H, W]`` in ``[-1, 1]``; and tensors saved as safetensors."""
+"""Saved outputs read back as named tensors, whatever wrote them: safetensors, npy, pt (weights
+only), images ``[1, C, H, W]`` and videos or frame folders ``[1, C, T, H, W]`` in ``[-1, 1]``."""
 
 from __future__ import annotations
 
@@ -26,8 +25,8 @@ class UnusableInput(Exception):
 
 
 def safe_name(name: str) -> str:
-    """``name`` as one file name: itself when plain, else its safe characters and a digest of it (a
-    tensor name from data never leads out of the folder; two names never share a file)."""
+    """``name`` as one file name: itself when plain, else its safe characters and a digest (never
+    out of the folder; two names never share a file)."""
     safe = re.sub(r"[^A-Za-z0-9_.#-]+", "_", name).strip("._") or "output"
     if safe == name and len(name) <= 80:
         return name
@@ -112,8 +111,7 @@ Tensors = dict[str, torch.Tensor]
 
 
 def pair_outputs(reference: Tensors, candidate: Tensors) -> tuple[Tensors, Tensors]:
-    """The two sides under common names (equal sets, or one tensor each, named like the reference);
-    UnusableInput where the names or a pair's shapes differ, or a tensor has no elements."""
+    """The two sides under common names; UnusableInput where names or shapes differ, or empty."""
     if set(reference) != set(candidate):
         if len(reference) != 1 or len(candidate) != 1:
             raise UnusableInput(f"the two sides hold different tensors: reference "

@@ -1,6 +1,5 @@
-"""Forward hooks that capture what modules produce (tensors, or statistics in the order modules
-finish: a child before its parent), keyed ``<module>#<call>[/<index>]``; and the device capture
-kept in the job directory for a later ``baseline.source`` comparison (docs/accuracy.md)."""
+"""Forward hooks capturing what modules produce (tensors, or statistics in completion order), keyed
+``<module>#<call>[/<index>]``; the device capture kept for a later ``baseline.source`` run."""
 
 from __future__ import annotations
 
@@ -131,8 +130,7 @@ def _inside(root: Path, relative: Any) -> Path | None:
 
 
 def saved_layers(run: Any, spec: Any) -> tuple[Any, str | None]:
-    """The layer capture of a saved reference run (``SavedRun``) as the comparison takes it for
-    ``spec`` (``"all"`` or patterns), or ``(None, why not)``; read as data, paths kept inside it."""
+    """A saved run's layer capture for ``spec`` (data; paths kept inside it), or ``(None, why)``."""
     if run.record_path is None:
         return None, "the reference is a bare tensors file: no layer captures"
     root = run.record_path.parent

@@ -1,5 +1,5 @@
-"""Captured layers against the reference's: regression metrics per captured output (patterns), or
-statistics per module and the first divergent module (``all``; docs/accuracy.md)."""
+"""Captured layers against the reference's: metrics per output (patterns), or statistics per module
+and the first divergent module (``all``; docs/accuracy.md)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ ROW_METRICS = ("max_abs_err", "mean_rel_err", "cosine", "mae", "rmse", "allclose
 
 
 def hidden_rules(compare: Any, precision: Any) -> dict[str, dict[str, Any]]:
-    """``compare.thresholds`` (the seed's, for bf16 against bf16), ``thresholds_by_dtype.<dtype>``
-    merged over them where the reference is finer than the device dtype (adding its rounding)."""
+    """``compare.thresholds``, ``thresholds_by_dtype.<dtype>`` over them for a finer reference."""
     by_dtype = compare.get("thresholds_by_dtype") or {}
     reference = getattr(precision, "reference", None)
     finer = reference is not None and reference.itemsize > precision.dtype.itemsize
@@ -48,8 +47,7 @@ def compare_layer(name: str, reference: torch.Tensor, device: torch.Tensor,
 
 def compare_layers(reference: Mapping[str, Any], device: Any, thresholds: Mapping[str, Any] | None,
                    tolerances: Mapping[str, float]) -> list[dict[str, Any]]:
-    """Rows for every layer tensor captured on either side (the reference's ``{tensors, order,
-    dropped}``, the device's Capture), in the device's order, judged by ``thresholds``."""
+    """Rows for every layer tensor captured on either side, in the device's order, judged."""
     rules = merge_rules(thresholds, ALWAYS_RULES)
     ref_tensors = reference["tensors"]
     rows = []
@@ -67,9 +65,8 @@ def compare_layers(reference: Mapping[str, Any], device: Any, thresholds: Mappin
 
 def stats_rel_err(reference: Mapping[str, float], device: Mapping[str, float],
                   statistics: Sequence[str]) -> float:
-    """The largest ``|dev - ref| / max(|ref|, rms(ref))`` over the statistics (a near-zero mean is
-    judged against the tensor's scale); a different NaN/Inf count, or a statistic non-finite on one
-    side only or differently, is an infinite error."""
+    """The largest ``|dev - ref| / max(|ref|, rms(ref))`` over the statistics; a different NaN/Inf
+    count, or a statistic non-finite on one side only or differently, is an infinite error."""
     if device.get("nonfinite", 0) != reference.get("nonfinite", 0):
         return math.inf
     rms = reference["l2norm"] / math.sqrt(reference["numel"]) if reference.get("numel") else 0.0

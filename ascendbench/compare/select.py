@@ -51,8 +51,7 @@ def _slice_children(named: dict[str, torch.nn.Module], prefix: str, index: str) 
 
 
 def select_modules(model: Any, patterns: Sequence[str]) -> list[str]:
-    """Module names matched by ``patterns`` in ``named_modules()`` order; a ConfigError naming the
-    model's top-level modules for a pattern that matches none."""
+    """Module names ``patterns`` match, in ``named_modules()`` order (a ConfigError for none)."""
     named = named_modules(model)
     chosen: set[str] = set()
     for pattern in patterns:

@@ -1,6 +1,5 @@
-"""Side-by-side PNGs of an output: baseline | device | |difference| heatmap (the largest over the
-channels; NaN and inf shown as its maximum) with a colour bar (``compare.visual``). Imported only
-where pictures are drawn, so matplotlib is imported at module level."""
+"""Side-by-side PNGs of an output (``compare.visual``): baseline | device | |difference| heatmap
+(largest over the channels) with a colour bar. Imported only where pictures are drawn."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The config tree on disk: the package ``ascendbench.conf`` (the repository's ``conf/``).
-
-Schemas: :mod:`ascendbench.config.schemas`; cross-field rules and the one check a job runs
-first: :mod:`ascendbench.config.rules`; ``python -m ascendbench.validate``:
-:mod:`ascendbench.config.validate`.
-"""
+"""The config tree on disk: the package ``ascendbench.conf`` (the repository's ``conf/``)."""
 
 from __future__ import annotations
 
@@ -37,11 +32,7 @@ def group_options(group: str) -> list[str]:
 
 
 def load_option(group: str, option: str) -> DictConfig:
-    """One option file of a group as plain config: its own keys, without its defaults list.
-
-    Raises:
-        ConfigError: ``option`` is not an option of ``group``.
-    """
+    """One option file of a group, without its defaults list (a ConfigError for no such option)."""
     path = config_dir() / group / f"{option}.yaml"
     if not path.is_file():
         allowed = group_options(group)

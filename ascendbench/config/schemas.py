@@ -1,10 +1,6 @@
-"""Typed schemas of the configuration, registered in Hydra's ConfigStore (structured configs).
-
-``conf/config.yaml`` starts from :class:`AscendBenchConfig`: a wrong type or an unknown enum value
-fails while Hydra composes, before a job directory exists. Values live in the YAML files; a schema
-holds types (``MISSING`` where every option sets the key). ``metric`` and the model's own keys stay
-open (:mod:`ascendbench.config.rules` checks them).
-"""
+"""Typed schemas of the configuration in Hydra's ConfigStore: a wrong type or enum value fails at
+compose time. Values live in the YAML files (``MISSING``: every option sets the key); ``metric`` and
+the model's own keys stay open (:mod:`ascendbench.config.rules` checks them)."""
 
 from __future__ import annotations
 

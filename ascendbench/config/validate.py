@@ -1,8 +1,6 @@
-"""``python -m ascendbench.validate [--config-dir DIR]``: every option of the config tree (or of the
-folder DIR, added to the search path as the main CLI's ``--config-dir`` does) composes, resolves and
-passes the job's own check (:func:`ascendbench.config.rules.config_problems`); no shipped option
-switches on ``trust_remote_code`` or ``allow_pickle``. Every problem is listed; exit 1 when any.
-"""
+"""``python -m ascendbench.validate [--config-dir DIR]``: every option of the config tree (or of
+DIR, added to the search path) composes and passes the job's own check; no shipped option sets
+``trust_remote_code`` or ``allow_pickle``. Every problem is listed; exit 1 when any."""
 
 from __future__ import annotations
 
@@ -129,11 +127,8 @@ def _compose(candidates: list[list[str]], report: Report, where: str) -> DictCon
 
 def _candidates(group: str, option: str, in_tree: set[str],
                 users: dict[str, str]) -> list[list[str]] | None:
-    """Override lists that may select one option, the likeliest first; ``None``: nothing to try.
-
-    A task kind (``model/task=x``) binds only with its model's keys, so it is composed with the
-    first model that selects it; a group outside the defaults tree is appended with ``+``.
-    """
+    """Override lists that may select one option, the likeliest first (``None``: nothing to try);
+    a task kind binds only with its model's keys, so it comes with the first model selecting it."""
     if group.startswith("model/"):
         model = users.get(f"{group}={option}")
         return [[f"model={model}", f"{group}={option}"]] if model else None
