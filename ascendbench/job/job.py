@@ -1,8 +1,5 @@
-"""The job as an object: the composed config and everything its stages learn, in one place.
-
-Stages read what earlier stages put on the :class:`Job` and set their own attributes; the record
-writer only receives the sections they return. Nothing is read back from the record.
-"""
+"""The job as an object: the composed config and what its stages learn (a stage reads what earlier
+ones set); the record writer receives only the sections they return."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The files a job leaves beside its record: compared tensors (bounded), pictures and videos.
-
-Tensors as safetensors (up to ``artifacts.max_tensor_mb``), images as PNG, videos as chosen PNG
-frames and mp4 (``diffusers.utils.export_to_video``: imageio + ffmpeg). A failing picture or video
-encoder is recorded as ``media_skipped`` and loses nothing else.
-"""
+"""The files a job leaves beside its record: compared tensors (up to ``artifacts.max_tensor_mb``),
+PNG images, video frames and mp4 (``export_to_video``); a failing encoder is ``media_skipped``."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The device run: the model placed on the device in the job's dtype, timed, its outputs kept.
-
-The record's ``pipeline`` section says which options were in force, read after placement from what
-the task applied and from the placed model (the VAE's slicing and tiling, the attention processors
-and the diffusers attention backend they dispatch to; ``null`` where the model has none).
-"""
+"""The device run: the model placed on the device in the job's dtype, timed, its outputs kept; the
+``pipeline`` section says which options (VAE slicing/tiling, attention backend) were in force."""
 
 from __future__ import annotations
 
