@@ -125,8 +125,3 @@ def release(job_dir: Path | str) -> None:
     lock = _HELD.pop(os.path.abspath(str(job_dir)), None)
     if lock is not None:
         lock.release()
-
-
-def held(job_dir: Path | str) -> bool:
-    """Whether this process holds the lock of ``job_dir``."""
-    return os.path.abspath(str(job_dir)) in _HELD
