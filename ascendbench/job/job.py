@@ -56,7 +56,8 @@ class Job:
 
     def warn(self, message: str) -> None:
         """A warning shown in the summary and the report (written to the record at once)."""
-        self.writer.warn(message)
+        self.writer.data["warnings"].append(message)
+        self.writer.write()
 
     def attempt(self, what: str, fn: Callable[[], Any], default: Any = None) -> Any:
         """Run one part of a plan: our own error (the real job would hit it too) becomes a problem

@@ -57,16 +57,6 @@ class RecordWriter:
             "timing": timing,
         }
 
-    def update(self, **fields: Any) -> None:
-        """Set top-level fields and rewrite the file."""
-        self.data.update(fields)
-        self.write()
-
-    def warn(self, message: str) -> None:
-        """Append a warning shown in the summary and the report."""
-        self.data["warnings"].append(message)
-        self.write()
-
     def finish(self, status: str, error: BaseException | None = None,
                reason: str | None = None) -> None:
         """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write. A job
