@@ -57,6 +57,11 @@ class RecordWriter:
             "timing": timing,
         }
 
+    def update(self, **fields: Any) -> None:
+        """Set top-level fields and rewrite the file."""
+        self.data.update(fields)
+        self.write()
+
     def finish(self, status: str, error: BaseException | None = None,
                reason: str | None = None) -> None:
         """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write. A job

@@ -62,7 +62,7 @@ def _run_claimed(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
         if (previous := finished_record(cfg, job_dir)) is not None:  # resume: same config, weights
             return previous
         job.env = environment()
-        job.record({"env": job.env})
+        writer.update(env=job.env)
         _plan(job) if job.dry_run else _run(job)
     except KeyboardInterrupt as exc:
         where = _finish_quietly(writer, "interrupted", interrupted(exc, job.stage))
