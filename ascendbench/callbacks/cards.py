@@ -25,21 +25,13 @@ SCHEDULER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "SLU
 
 
 class CardPool(Callback):
-    """Before each job of a multirun, in its worker, claim a free card of ``cards`` and set
-    ``variables`` to it (so that ``device.index=0`` is that card); a worker keeps its card. With
-    ``cards: null`` (Slurm) the scheduler's card is copied from ``inherit_from`` into the variables
-    still unset. The choice is logged and written to ``<job dir>/card.json``.
-
-    Args:
-        cards: card ids (list or ``"0,1,2"``), or ``None`` to inherit the scheduler's assignment.
-        variables: environment variables set to the card.
-        inherit_from: where ``cards: null`` looks for the assigned card, first non-empty wins.
-        lock_dir: directory of the per-card lock files; default ``<hydra.sweep.dir>/.cards`` (a
-            shared one keeps concurrent sweeps on one host off each other's cards).
-        wait_s: how long a worker waits for a free card before failing with a configuration error.
-        lock_name: the lock file's name, ``{card}`` the id (``npu_card{card}.lock`` with
-            ``lock_dir: /tmp`` shares the locks of ``flock /tmp/npu_card<N>.lock`` scripts).
-    """
+    """Before each job of a multirun, in its worker, claim a free card of ``cards`` (a list or
+    ``"0,1,2"``) and set ``variables`` to it (so that ``device.index=0`` is that card); a worker
+    keeps its card. With ``cards: null`` (Slurm) the scheduler's card, from the first set
+    ``inherit_from`` variable, goes to the variables still unset. The locks are ``lock_name``
+    (``{card}``: the id) in ``lock_dir`` (default ``<sweep dir>/.cards``; the options are explained
+    in conf/hydra/launcher/joblib_cards.yaml); a worker that finds no free card in ``wait_s`` fails.
+    The choice is logged and written to ``<job dir>/card.json``."""
 
     def __init__(self, cards: Any = None, variables: Iterable[str] = VISIBLE_DEVICE_VARIABLES,
                  inherit_from: Iterable[str] = SCHEDULER_VARIABLES, lock_dir: str | None = None,

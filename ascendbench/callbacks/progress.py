@@ -1,9 +1,7 @@
-"""One log line at each start and end of a multirun's jobs: job i of N, ok/failed so far, ETA::
+"""One log line at each start and end of a multirun's jobs (job i of N, ok/failed so far, ETA from
+the time per finished job); worker processes share the counts through files in the sweep dir::
 
     [sweep] job 3 of 6 (dtype=float16) started; 2 finished (2 ok), elapsed 65.0 s, ETA 2 min 10 s
-
-The ETA is the elapsed time per finished job times the jobs left (parallel workers included). Worker
-processes share the counts through files in the sweep dir: the start and size, and a line per job.
 """
 
 from __future__ import annotations

@@ -17,12 +17,8 @@ log = logging.getLogger(__name__)
 
 
 class SweepSummary(Callback):
-    """Write the sweep's summary, with ``torch.utils.collect_env``'s report once per sweep (a
-    broken record becomes a row saying so; a report that fails or times out, a line saying why).
-
-    Args:
-        collect_env_timeout_s: how long the report may take; ``0`` writes no ``collect_env.txt``.
-    """
+    """Write the sweep's summary (a broken record: a row saying so) and, once per sweep,
+    ``torch.utils.collect_env``'s report, given ``collect_env_timeout_s`` (``0``: none)."""
 
     def __init__(self, collect_env_timeout_s: float = 60.0) -> None:
         self._started = time.time()

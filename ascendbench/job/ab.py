@@ -24,8 +24,6 @@ log = logging.getLogger(__name__)
 ALPHA = 0.05
 MIN_EFFECT = 0.03
 MIN_PAIRS = 6
-# The patch modules' loggers: quiet while the patches are applied and restored around every block.
-PATCH_LOGGER = "ascendbench.patches"
 
 
 def wanted(job: Any) -> bool:
@@ -72,7 +70,7 @@ def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
                  "recompile; the A/B then times compilation too (compare with device.compile=none)")
     loop = InterleavedLoop(adapter, BenchBudget.from_config(bench_cfg),
                            noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)))
-    with quiet_logger(PATCH_LOGGER):
+    with quiet_logger("ascendbench.patches"):  # patches applied and restored around every block
         run = loop.run(Side("unpatched", call), Side("patched", call, context=patched))
     items = job.task.items_per_call(job.inputs)
     a, b = (result.to_dict(items, job.task.unit) for result in run.results)

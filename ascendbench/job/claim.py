@@ -1,9 +1,6 @@
-"""A job directory is checked, then claimed with a lock held for the job's life.
-
-The lock (``<job dir>/.ascendbench.lock``, a :class:`filelock.FileLock`) keeps two jobs given one
-directory from overwriting each other's record; the operating system drops it when the holder ends,
-however it ends. The lock file names its holder, stays in place, and is never opened through a link.
-"""
+"""A job directory is checked, then claimed for the job's life with a :class:`filelock.FileLock`
+on ``<job dir>/.ascendbench.lock`` (dropped however the holder ends), so that two jobs never write
+one record; the lock file names its holder and is never opened through a link."""
 
 from __future__ import annotations
 
@@ -42,12 +39,9 @@ def _os_reason(exc: OSError) -> str:
 
 
 def check_job_dir(job_dir: Path | str, key: str = "hydra.run.dir") -> Path:
-    """Create ``job_dir`` if needed and make sure a job can write there; return it.
-
-    Raises:
-        JobDirError: it cannot be created or written, is a file, holds a ``record.json`` that is not
-            a file, or its disk has less than :data:`MIN_FREE_MB` MB free.
-    """
+    """Create ``job_dir`` if needed and make sure a job can write there; return it. A
+    :class:`JobDirError` when it cannot be created or written, is a file, holds a ``record.json``
+    that is not a file, or its disk has less than :data:`MIN_FREE_MB` MB free."""
     path = Path(job_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -81,11 +75,8 @@ def holder_of(job_dir: Path | str) -> str:
 
 def claim(job_dir: Path | str) -> bool:
     """Lock ``job_dir`` for this process; ``True`` when newly claimed, ``False`` when already held.
-
-    Raises:
-        JobDirBusyError: another process holds the directory.
-        JobDirError: the lock file cannot be created there, or is a symbolic link.
-    """
+    :class:`JobDirBusyError` when another process holds it, :class:`JobDirError` when the lock
+    file cannot be created there or is a symbolic link."""
     key = os.path.abspath(str(job_dir))
     if key in _HELD:
         return False
@@ -134,8 +125,3 @@ def release(job_dir: Path | str) -> None:
     lock = _HELD.pop(os.path.abspath(str(job_dir)), None)
     if lock is not None:
         lock.release()
-
-
-def held(job_dir: Path | str) -> bool:
-    """Whether this process holds the lock of ``job_dir``."""
-    return os.path.abspath(str(job_dir)) in _HELD

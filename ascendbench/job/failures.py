@@ -1,9 +1,5 @@
-"""What a failed job tells the user, the record and the log; and the memory it gives back.
-
-An out-of-memory (``torch.OutOfMemoryError``, torch_npu's ``RuntimeError("NPU out of memory.")``,
-the CPU allocator's failure, ``MemoryError``) becomes :class:`DeviceOutOfMemoryError` (reason
-``oom``) saying what to reduce; the console gets one paragraph, the job log the traceback.
-"""
+"""What a failed job tells the user (one paragraph), the record and the log (the traceback), and
+the memory it gives back; any runtime's out-of-memory becomes :class:`DeviceOutOfMemoryError`."""
 
 from __future__ import annotations
 

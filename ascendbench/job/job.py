@@ -1,8 +1,5 @@
-"""The job as an object: the composed config and everything its stages learn, in one place.
-
-Stages read what earlier stages put on the :class:`Job` and set their own attributes; the record
-writer only receives the sections they return. Nothing is read back from the record.
-"""
+"""The job as an object: the composed config and what its stages learn (a stage reads what earlier
+ones set); the record writer receives only the sections they return."""
 
 from __future__ import annotations
 
@@ -20,40 +17,33 @@ from ascendbench.precision import Precision
 
 @dataclass
 class Job:
-    """One composed config on its way to a record; the stage that learns an attribute sets it.
-
-    ``dry_run``: the stages' ``plan`` runs instead of ``run``; ``stage``: the label of the stage
-    running now (for failures); ``found``: what a dry run's weights lookup found; ``model``: a
-    module, a pipeline, or the model on the ``meta`` device (dry runs); ``reference``: a
-    :class:`~ascendbench.baseline.store.Baseline`; ``replay``: the replay reference's plan;
-    ``plan`` and ``problems``: the dry run's findings and what would make the real job fail.
-    """
+    """One composed config on its way to a record; the stage that learns an attribute sets it."""
 
     cfg: DictConfig
     dir: Path
     writer: RecordWriter
-    dry_run: bool = False
-    stage: str = "the job"
+    dry_run: bool = False  # the stages' plan runs instead of their run
+    stage: str = "the job"  # the label of the stage running now (for failures)
     env: dict[str, Any] = field(default_factory=dict)
     adapter: Any = None  # ascendbench.devices.adapter.DeviceAdapter
     precision: Precision | None = None
     loader: Any = None  # ascendbench.models.base.ModelLoader or any loader with .load
     loaded: Any = None  # ascendbench.models.loader.LoadedModel
     weights: dict[str, Any] | None = None
-    found: Any = None
-    model: Any = None
+    found: Any = None  # what a dry run's weights lookup found
+    model: Any = None  # a module, a pipeline, or the model on the meta device (dry runs)
     task: Any = None  # ascendbench.tasks.base.Task
     inputs: dict[str, torch.Tensor] | None = None
     inputs_info: dict[str, Any] = field(default_factory=dict)
-    reference: Any = None
-    replay: Any = None
+    reference: Any = None  # ascendbench.baseline.store.Baseline
+    replay: Any = None  # the replay reference's plan
     outputs: dict[str, torch.Tensor] | None = None
     placement: dict[str, Any] | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     verdict: str | None = None
     artifacts: dict[str, Any] = field(default_factory=dict)
-    plan: dict[str, Any] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    plan: dict[str, Any] = field(default_factory=dict)  # the dry run's findings
+    problems: list[str] = field(default_factory=list)  # what would make the real job fail
 
     def record(self, section: Mapping[str, Any]) -> None:
         """Write a section to the record now (merged one level deep)."""
@@ -66,7 +56,8 @@ class Job:
 
     def warn(self, message: str) -> None:
         """A warning shown in the summary and the report (written to the record at once)."""
-        self.writer.warn(message)
+        self.writer.data["warnings"].append(message)
+        self.writer.write()
 
     def attempt(self, what: str, fn: Callable[[], Any], default: Any = None) -> Any:
         """Run one part of a plan: our own error (the real job would hit it too) becomes a problem

@@ -1,11 +1,6 @@
-"""One launch of the CLI: where its jobs go, who may write there, what its exit status counts.
-
-A sweep job's directory is named by its overrides (resolver ``ascendbench.subdir``), plus a short
-hash of them where the name leaves one out, holds a separator or is too long: two jobs never share
-a directory, and a rerun finds its records. A launch token (resolver ``ascendbench.launch``, in
-every job's ``ASCENDBENCH_LAUNCH``) lets jobs in worker processes (joblib, Slurm) report their
-outcome to the launch that started them, and to no other sweep's.
-"""
+"""One launch of the CLI: its jobs' directories (resolver ``ascendbench.subdir``: the overrides,
+plus a short hash where the name leaves one out, holds a separator or is too long), the launch
+guard, and the outcomes its jobs leave it through the launch token (``ASCENDBENCH_LAUNCH``)."""
 
 from __future__ import annotations
 

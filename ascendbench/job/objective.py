@@ -1,9 +1,5 @@
-"""What a job returns to an optimisation sweep (``objective=latency``), and a search's exit status.
-
-A trial passes when its job finished ``ok`` with verdict PASS, or WARN unless ``fail_on=WARN``; it
-then returns its latency, any other trial ``+inf`` (a minimising sampler never picks it). A search
-exits 0 when some trial passed and every job finished; a FAIL verdict is an outcome, not an error.
-"""
+"""What a job returns to an optimisation sweep (``objective=latency``: its latency when it passes,
+else ``+inf``) and a search's exit status (docs/search.md)."""
 
 from __future__ import annotations
 

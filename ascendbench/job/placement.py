@@ -1,12 +1,6 @@
-""""Ran on the device": where the model's tensors and the outputs really were, and what fell back.
-
-Every parameter and buffer (of every module component of a pipeline) and every output is counted per
-(device, dtype); one left on the host is a WARN (not the parameters of a CPU offload, by design).
-torch_npu's CPU-fallback CAUTION line goes through the C++ log to fd 2, once per operator per
-process, never through Python ``warnings``: :func:`capture_warnings` tees fd 2 too, and an NPU job
-inherits the operators an earlier job of its process saw (said so). Any fallback is a WARN, a FAIL
-under ``model.thresholds.placement_findings={max: 0}``.
-"""
+""""Ran on the device": where the model's tensors and outputs were and which operators fell back
+to the CPU (torch_npu's CAUTION line on fd 2 included; docs/performance.md): a WARN, a FAIL under
+``model.thresholds.placement_findings={max: 0}``."""
 
 from __future__ import annotations
 

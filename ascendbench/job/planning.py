@@ -1,8 +1,5 @@
-"""The dry run's memory lines: what a run needs against what is free, here or on a declared target.
-
-A line that does not fit :data:`~ascendbench.models.memory.DEFAULT_HEADROOM` of the free memory is a
-problem of the job, so ``-m dry_run=true`` shows which jobs of a sweep would fail.
-"""
+"""The dry run's memory lines: what a run needs against what is free, here or on a declared target;
+one over :data:`~ascendbench.models.memory.DEFAULT_HEADROOM` of it is a problem of the job."""
 
 from __future__ import annotations
 
@@ -13,11 +10,8 @@ from ascendbench.models.memory import DEFAULT_HEADROOM, RunMemory, available_hos
 
 
 def declared_target(cfg: Any) -> dict[str, int | None]:
-    """``dry_run_target``: the declared free ``host`` and ``device`` bytes (``None``: measured).
-
-    Raises:
-        ConfigError: a declared size that is not a positive number of GB.
-    """
+    """``dry_run_target``: the declared free ``host`` and ``device`` bytes (``None``: measured); a
+    :class:`ConfigError` for a size that is not a positive number of GB."""
     target = cfg.get("dry_run_target") or {}
     declared: dict[str, int | None] = {}
     for part in ("host", "device"):

@@ -1,11 +1,6 @@
-"""Where the time goes: ``profile.calls`` more calls under the profiler, after the timed loop.
-
-The record's ``profile`` lists the top operators by device self time (self CPU time on the CPU) with
-their share of the operators' total, and compares that total with the profiled calls (each timed on
-the host clock) and the timed median. The trace goes beside the record (``profile_trace.json``). On
-an NPU, ``torch_npu.profiler`` (no ``key_averages``) writes ``<job>/profile_npu/*_ascend_pt/``, kept
-for MindStudio Insight; the table is read from its ``ASCEND_PROFILER_OUTPUT`` CSV files.
-"""
+"""Where the time goes: ``profile.calls`` more calls under the profiler after the timed loop; the
+record's ``profile`` lists the top operators by self time, read from torch_npu's CSV files on an
+NPU (docs/performance.md "Where the time goes")."""
 
 from __future__ import annotations
 

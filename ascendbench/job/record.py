@@ -1,8 +1,5 @@
-"""``record.json``: the one file a job leaves, rewritten atomically as each stage finishes.
-
-A job killed mid-way leaves ``status: running``, never a record that looks ``ok``. While the job
-runs the record is written compact (json's fast C encoder); the final record is indented.
-"""
+"""``record.json``: the one file a job leaves, rewritten atomically (compact while the job runs,
+indented at the end) as each stage finishes; a killed job leaves ``status: running``."""
 
 from __future__ import annotations
 
@@ -65,22 +62,12 @@ class RecordWriter:
         self.data.update(fields)
         self.write()
 
-    def warn(self, message: str) -> None:
-        """Append a warning shown in the summary and the report."""
-        self.data["warnings"].append(message)
-        self.write()
-
     def finish(self, status: str, error: BaseException | None = None,
                reason: str | None = None) -> None:
-        """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write.
-
-        A job that did not end ``ok`` has no verdict (one reached before is kept as
-        ``error.verdict_before_failure``). When the final record cannot be written (a full disk),
-        the stale ``running`` record is removed and the write tried once more.
-
-        Raises:
-            OutputWriteError: the final record could not be written either.
-        """
+        """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write. A job
+        not ``ok`` has no verdict (an earlier one is kept as ``error.verdict_before_failure``).
+        Where the final record cannot be written, the stale ``running`` one is removed and the
+        write tried once more (:class:`OutputWriteError` when that fails too)."""
         self.data["status"] = status
         if error is not None:
             self.data["error"] = {"type": type(error).__name__, "reason": reason,

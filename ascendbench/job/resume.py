@@ -1,9 +1,5 @@
-"""Resume: a job whose directory holds an ``ok`` record of the very same job is not run again.
-
-The very same job: the same resolved config (ignoring ``resume.*``) and the same weights, compared
-by size and modification time first, by content digest where those differ. ``resume.force=true``
-runs it anyway; ``resume.enabled=false`` turns the check off. An unreadable record is not resumable.
-"""
+"""Resume: a job whose directory holds an ``ok`` record of the same resolved config (``resume.*``
+aside) and the same weights (size and time, else digest) is not run again (docs/reliability.md)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""One job: the stages run (or planned, ``dry_run=true``) in order, a record whatever happens.
-
-    config -> device -> load -> inputs -> reference -> device run -> evaluate -> compare
-    -> artifacts
-
-Each stage's section is written as soon as the stage returns, so a job killed mid-way never leaves a
-record that looks ``ok``; a failure anywhere writes a ``failed`` record naming the stage.
-"""
+"""One job: the stages (:data:`~ascendbench.job.stages.STAGES`) run, or planned with
+``dry_run=true``, in order. Each section is written as the stage returns, so a job killed mid-way
+never leaves an ``ok`` record; a failure anywhere writes a ``failed`` record naming the stage."""
 
 from __future__ import annotations
 
@@ -48,11 +43,8 @@ logging.getLogger("diffusers.models.modeling_utils").addFilter(
 
 def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
     """Run one composed job in ``job_dir`` (checked and claimed for its whole life); its record.
-
-    Raises:
-        JobDirError: ``job_dir`` cannot hold a record (read-only, a file, full...); nothing written.
-        JobDirBusyError: another process holds ``job_dir``; its files were left as they are.
-    """
+    Raises :class:`JobDirError` (nothing written) or :class:`JobDirBusyError` (another process
+    holds ``job_dir``) before anything runs."""
     job_dir = Path(job_dir)
     progress.job_name(progress.job_label(cfg))  # every progress line of this job carries its name
     check_job_dir(job_dir)

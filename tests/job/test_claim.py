@@ -3,15 +3,22 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 from ascendbench.errors import JobDirBusyError, JobDirError
-from ascendbench.job.claim import LOCK_NAME, check_job_dir, claim, held, holder_of, release
+from ascendbench.job import claim as claim_module
+from ascendbench.job.claim import LOCK_NAME, check_job_dir, claim, holder_of, release
 
 TRY_CLAIM = "import sys; from ascendbench.job.claim import claim; claim(sys.argv[1])"
+
+
+def held(job):
+    """Whether this process holds the claim of ``job`` (the module's table of acquired locks)."""
+    return os.path.abspath(str(job)) in claim_module._HELD
 
 
 def test_claim_is_held_until_released_and_reentrant_in_one_process(tmp_path):
@@ -23,7 +30,7 @@ def test_claim_is_held_until_released_and_reentrant_in_one_process(tmp_path):
         other = subprocess.run([sys.executable, "-c", TRY_CLAIM, str(job)], capture_output=True,
                                text=True)
         assert other.returncode != 0 and "JobDirBusyError" in other.stderr
-        assert f"pid {__import__('os').getpid()}" in holder_of(job)
+        assert f"pid {os.getpid()}" in holder_of(job)
     finally:
         release(job)
     assert not held(job)

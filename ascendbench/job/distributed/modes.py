@@ -1,17 +1,12 @@
-"""The parallel modes, installed on a rank's model, and what each leaves a rank to hold.
-
-* ``cfg`` (:class:`CfgSplit`): the denoiser is called with both guidance branches
-  ``[unconditional, conditional]``; a pre-hook keeps this rank's half of every batch-sized tensor
-  argument, a hook all-gathers the halves of the prediction back (the xDiT / diffusers scheme).
-* ``device_map`` (:class:`BlockPlacement`): the largest block list cut into contiguous slices; a
-  rank frees the blocks it does not hold (before placement), runs its own, broadcasts their outputs.
-* ``context``: diffusers' ``enable_parallelism`` with a ``ContextParallelConfig`` on the denoiser.
-"""
+"""What a multi-card job asks for (``device.world_size``, ``device.parallel``, ``device.dist``;
+the backend by device type unless ``device.dist.backend`` says) and the parallel modes installed on
+a rank's model: ``cfg`` (:class:`CfgSplit`), ``device_map`` (:class:`BlockPlacement`), ``context``
+(diffusers' ``enable_parallelism``); docs/devices.md "Several cards"."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Mapping
 
 import diffusers
 import torch
@@ -19,8 +14,97 @@ import torch.distributed as dist
 from torch import nn
 
 from ascendbench.errors import ConfigError, TaskError
-from ascendbench.job.distributed.settings import ParallelSettings
 from ascendbench.models.memory import RunMemory
+
+BACKENDS: dict[str, str] = {"cpu": "gloo", "cuda": "nccl", "npu": "hccl"}
+# The parallel modes and what each does with the ranks (docs/devices.md "Several cards").
+MODES: dict[str, str] = {
+    "none": "one rank (world_size 1)",
+    "cfg": "classifier-free guidance split over 2 ranks: rank 0 the conditional branch, rank 1 the "
+           "unconditional; the denoiser's noise predictions are all-gathered every step",
+    "device_map": "the model's largest block list placed over the ranks in contiguous slices; each "
+                  "block runs on the rank that holds it and its output is broadcast to the others",
+    "context": "diffusers context parallelism (ModelMixin.enable_parallelism with "
+               "ContextParallelConfig): the sequence split over the ranks, ring attention",
+}
+
+
+@dataclass(frozen=True)
+class ParallelSettings:
+    """A job's ranks: how many, the mode (a key of :data:`MODES`), the backend, the rendezvous
+    (``master_port`` 0: a free port when the ranks start), the collective timeout, and how long the
+    other ranks get to exit after one fails (``grace_s``) before SIGTERM, then SIGKILL."""
+
+    world_size: int = 1
+    mode: str = "none"
+    backend: str = "gloo"
+    master_addr: str = "127.0.0.1"
+    master_port: int = 0
+    timeout_s: float = 300.0
+    grace_s: float = 5.0
+
+    @property
+    def multi(self) -> bool:
+        """True when the job runs as several ranks."""
+        return self.world_size > 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record's ``distributed`` head: world size, backend, mode."""
+        return {"world_size": self.world_size, "mode": self.mode, "backend": self.backend,
+                "mode_means": MODES[self.mode]}
+
+
+def _int(value: Any, key: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}={value!r} must be an integer, e.g. `{key}=2`.") from None
+
+
+def _refusal(world_size: int, mode: str) -> str | None:
+    if world_size < 1:
+        return (f"device.world_size={world_size} must be >= 1 (1: one card; N: N ranks, one card "
+                "each). Fix the override, e.g. `device.world_size=2 device.parallel=cfg`.")
+    if mode not in MODES:
+        return (f"device.parallel={mode!r} is not a parallel mode; allowed: {', '.join(MODES)} "
+                "(none needs device.world_size=1). Fix the override, e.g. `device.parallel=cfg`.")
+    if world_size == 1 and mode != "none":
+        return (f"device.parallel={mode} needs several ranks but device.world_size=1. Set "
+                "`device.world_size=2` (one card per rank), or `device.parallel=none`.")
+    if world_size > 1 and mode == "none":
+        allowed = ", ".join(m for m in MODES if m != "none")
+        return (f"device.world_size={world_size} needs a parallel mode saying what the ranks "
+                f"share; allowed: {allowed}, e.g. `device.parallel=cfg`.")
+    if mode == "cfg" and world_size != 2:
+        return ("device.parallel=cfg splits the two guidance branches (conditional, unconditional) "
+                f"over exactly 2 ranks, but device.world_size={world_size}. Set "
+                "`device.world_size=2`.")
+    return None
+
+
+def parallel_settings(device_cfg: Mapping[str, Any], device_type: str) -> ParallelSettings:
+    """Read and check the device node's parallel keys for a run on ``device_type``; a
+    :class:`ConfigError` for a world size below 1, an unknown mode or backend, or a mode that does
+    not fit the world size (cfg needs exactly 2)."""
+    world_size = _int(device_cfg.get("world_size", 1), "device.world_size")
+    mode = str(device_cfg.get("parallel") or "none")
+    dist = dict(device_cfg.get("dist") or {})
+    if (why := _refusal(world_size, mode)) is not None:
+        raise ConfigError(why)
+    backend = str(dist.get("backend") or BACKENDS.get(device_type, "gloo"))
+    if backend not in set(BACKENDS.values()):
+        allowed = ", ".join(sorted(set(BACKENDS.values())))
+        raise ConfigError(f"device.dist.backend={backend!r} is not a torch.distributed backend "
+                          f"ascendbench drives; allowed: {allowed} (null: {BACKENDS} by device "
+                          "type).")
+    grace = dist.get("grace_s")
+    return ParallelSettings(world_size=world_size, mode=mode, backend=backend,
+                            master_addr=str(dist.get("master_addr") or "127.0.0.1"),
+                            master_port=_int(dist.get("master_port") or 0,
+                                             "device.dist.master_port"),
+                            timeout_s=float(dist.get("timeout_s") or 300.0),
+                            grace_s=float(grace if grace is not None else 5.0))
+
 
 # The half of the guidance batch each rank computes (index of ``chunk(2)``): rank 0 the conditional,
 # rank 1 the unconditional; the gather puts them back in the pipeline's order.
@@ -34,16 +118,9 @@ def set_rank_device(device: torch.device) -> None:
     _DEVICE["device"] = device
 
 
-def _device() -> torch.device:
-    return _DEVICE["device"]
-
-
 def denoiser_of(model: Any) -> nn.Module:
-    """The denoiser of a diffusers pipeline (``transformer``, else ``unet``).
-
-    Raises:
-        ConfigError: the model has neither (not a diffusion pipeline).
-    """
+    """The denoiser of a diffusers pipeline (``transformer``, else ``unet``); a
+    :class:`ConfigError` when it has neither."""
     for name in ("transformer", "unet"):
         if isinstance(module := getattr(model, name, None), nn.Module):
             return module
@@ -113,12 +190,9 @@ def _has_blocks(module: nn.Module) -> bool:
 
 
 def largest_block_list(model: Any) -> tuple[str, nn.ModuleList]:
-    """``(dotted path, ModuleList)`` of the module list holding the most parameter bytes (of the
-    denoiser's, in a pipeline that has one: what outgrows a card).
-
-    Raises:
-        ConfigError: the model has no module list of two or more blocks to place.
-    """
+    """``(dotted path, ModuleList)`` of the module list holding the most parameter bytes (the
+    denoiser's, in a pipeline that has one: what outgrows a card); a :class:`ConfigError` when the
+    model has no list of two or more blocks."""
     roots = ({"": model} if isinstance(model, nn.Module)
              else {name: m for name, m in vars(model).items() if isinstance(m, nn.Module)})
     for name in ("transformer", "unet"):
@@ -205,7 +279,7 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
         kind = "tensor" if isinstance(output, torch.Tensor) else type(output).__name__
         layout = [(kind, [None if t is None else (tuple(t.shape), str(t.dtype).split(".")[-1])
                           for t in items])]
-    dist.broadcast_object_list(layout, src=owner, device=_device())
+    dist.broadcast_object_list(layout, src=owner, device=_DEVICE["device"])
     kind, specs = layout[0]
     received: list[Any] = []
     for index, spec in enumerate(specs):
@@ -215,7 +289,8 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
         if rank == owner:
             tensor = items[index].contiguous()
         else:
-            tensor = torch.empty(spec[0], dtype=getattr(torch, spec[1]), device=_device())
+            tensor = torch.empty(spec[0], dtype=getattr(torch, spec[1]),
+                                 device=_DEVICE["device"])
         dist.broadcast(tensor, src=owner)
         received.append(tensor)
     if rank == owner:
@@ -223,35 +298,22 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
     return received[0] if kind == "tensor" else (tuple(received) if kind == "tuple" else received)
 
 
-def context_parallel_refusal(device_type: str) -> str | None:
-    """Why diffusers' context parallelism cannot run here (None: it can)."""
-    version = diffusers.__version__
-    if not hasattr(diffusers, "ContextParallelConfig"):
-        return (f"the installed diffusers {version} has no ContextParallelConfig / "
-                "ModelMixin.enable_parallelism (added in diffusers 0.36)")
-    if device_type == "cpu":
-        return (f"diffusers {version} builds its context-parallel device mesh on the "
-                "accelerator torch was built for (ModelMixin._resolve_parallel_config: "
-                "torch._C._get_accelerator(), device index rank % "
-                "torch.accelerator.device_count()), so it has no CPU path under gloo")
-    return None
-
-
 def check_mode(settings: ParallelSettings, model: Any, device_type: str) -> None:
-    """Refuse, before any rank starts, a mode the model (maybe on meta) or the device cannot run.
-
-    Raises:
-        ConfigError: cfg without a denoiser, device_map without a block list, context where
-            diffusers or the device has no context parallelism.
-    """
+    """Refuse (:class:`ConfigError`), before any rank starts, a mode the model (maybe on meta) or
+    the device cannot run: cfg without a denoiser, device_map without a block list, context on
+    the CPU."""
     if settings.mode == "cfg":
         denoiser_of(model)
     elif settings.mode == "device_map":
         largest_block_list(model)
-    elif settings.mode == "context" and (why := context_parallel_refusal(device_type)) is not None:
-        raise ConfigError(f"device.parallel=context cannot run on {device_type}: {why}. Run it on "
-                          "CUDA or NPU cards (`device=cuda device.world_size=2`), or use "
-                          "`device.parallel=cfg` or `device_map` here.")
+    elif settings.mode == "context" and device_type == "cpu":
+        raise ConfigError(
+            f"device.parallel=context cannot run on cpu: diffusers {diffusers.__version__} builds "
+            "its context-parallel device mesh on the accelerator torch was built for "
+            "(ModelMixin._resolve_parallel_config: torch._C._get_accelerator(), device index rank "
+            "% torch.accelerator.device_count()), so it has no CPU path under gloo. Run it on CUDA "
+            "or NPU cards (`device=cuda device.world_size=2`), or use `device.parallel=cfg` or "
+            "`device_map` here.")
 
 
 def enable_context_parallel(model: Any, settings: ParallelSettings,

@@ -1,9 +1,6 @@
-"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group.
-
-Each rank rebuilds the device, the model (the parent's weights digest checked) and the seeded
-inputs, installs its mode and times a fixed number of calls between barriers; rank 0 leaves every
-rank's figures and outputs in ``<job dir>/ranks/``. A failed rank is named; none outlives the job.
-"""
+"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group: each
+rebuilds device, model (digest checked) and inputs and times calls between barriers; rank 0 leaves
+every rank's figures in ``<job dir>/ranks/`` (docs/devices.md "Several cards")."""
 
 from __future__ import annotations
 
@@ -33,7 +30,7 @@ from ascendbench.config.targets import build
 from ascendbench.errors import RankFailedError, WeightsDigestError
 from ascendbench.graph import compile_model, first_call
 from ascendbench.job.distributed import modes
-from ascendbench.job.distributed.settings import ParallelSettings
+from ascendbench.job.distributed.modes import ParallelSettings
 from ascendbench.job.record import write_json_atomic
 from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import Precision
@@ -57,11 +54,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def run_distributed(job: Any, settings: ParallelSettings) -> dict[str, Any]:
     """Run the device run as ranks; sets ``job.outputs`` (rank 0's) and returns the sections
-    ``bench`` (synchronized latency, memory per rank), ``distributed`` and ``outputs``.
-
-    Raises:
-        RankFailedError: a rank failed or was killed (named); no rank is left running.
-    """
+    ``bench``, ``distributed`` and ``outputs``. A rank that fails or is killed raises
+    :class:`RankFailedError` naming it; no rank is left running."""
     modes.check_mode(settings, job.model, job.adapter.name)
     ranks_dir = Path(job.dir) / RANKS_DIR
     shutil.rmtree(ranks_dir, ignore_errors=True)
@@ -133,11 +127,8 @@ def _stop_all(context: Any) -> None:
 
 
 def synchronized_samples(ranks: Sequence[Mapping[str, Any]]) -> list[float]:
-    """Per-call maxima over the ranks' host samples (ms).
-
-    Raises:
-        RankFailedError: the ranks timed different numbers of calls.
-    """
+    """Per-call maxima over the ranks' host samples (ms); :class:`RankFailedError` when the ranks
+    timed different numbers of calls."""
     counts = {int(r["rank"]): len(r["samples_ms"]) for r in ranks}
     if len(set(counts.values())) != 1:
         raise RankFailedError(f"the ranks timed different numbers of calls ({counts}); a "

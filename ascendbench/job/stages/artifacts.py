@@ -1,9 +1,5 @@
-"""The files a job leaves beside its record: compared tensors (bounded), pictures and videos.
-
-Tensors as safetensors (up to ``artifacts.max_tensor_mb``), images as PNG, videos as chosen PNG
-frames and mp4 (``diffusers.utils.export_to_video``: imageio + ffmpeg). A failing picture or video
-encoder is recorded as ``media_skipped`` and loses nothing else.
-"""
+"""The files a job leaves beside its record: compared tensors (up to ``artifacts.max_tensor_mb``),
+PNG images, video frames and mp4 (``export_to_video``); a failing encoder is ``media_skipped``."""
 
 from __future__ import annotations
 
@@ -106,35 +102,30 @@ def tensor_budget_problem(tensor_sets: Mapping[str, Mapping[str, torch.Tensor]],
     return None
 
 
-def outputs_plan(job: Job) -> list[str]:
-    """The files the job would write (paths), and the reference's cache entry on a miss."""
-    baseline = job.plan.get("baseline") or {}
-    files = ["record.json", "ascendbench.log", "tensors/inputs.safetensors",
-             "tensors/device.safetensors"]
-    replay = baseline.get("mode") == "replay"
-    if replay:  # no whole-model reference outputs: the recorded calls and the per-module results
-        files += ["replay/calls/<n>.safetensors (a file per recorded call)", "replay/manifest.json",
-                  "replay/results.json", "replay_child.log"]
-    elif baseline.get("enabled"):
-        files.append("tensors/reference.safetensors")
-    kind = job.task.output_kind if job.task is not None else None
-    if kind in ("image", "video"):
-        both = " and reference" * bool(baseline.get("enabled") and not replay)
-        files.append(f"{'images' if kind == 'image' else 'videos'}/... (device{both})")
-    written = [str(Path(job.dir) / f) for f in files]
-    if baseline.get("enabled") and baseline.get("cache_hit") is False and not replay:
-        written.append(f"{baseline['path']}/ (the CPU reference, cached for later jobs)")
-    return written
-
-
 class ArtifactsStage(Stage):
     """Tensors, pictures and videos beside the record; paths relative to the job directory."""
 
     name, label = "artifacts", "saving artifacts"
 
     def plan(self, job: Job) -> dict[str, Any]:
-        """The files the job would write."""
-        job.add_plan({"outputs": outputs_plan(job)})
+        """The files the job would write (paths), and the reference's cache entry on a miss."""
+        baseline = job.plan.get("baseline") or {}
+        files = ["record.json", "ascendbench.log", "tensors/inputs.safetensors",
+                 "tensors/device.safetensors"]
+        replay = baseline.get("mode") == "replay"
+        if replay:  # no whole-model reference outputs: the recorded calls, per-module results
+            files += ["replay/calls/<n>.safetensors (a file per recorded call)",
+                      "replay/manifest.json", "replay/results.json", "replay_child.log"]
+        elif baseline.get("enabled"):
+            files.append("tensors/reference.safetensors")
+        kind = job.task.output_kind if job.task is not None else None
+        if kind in ("image", "video"):
+            both = " and reference" * bool(baseline.get("enabled") and not replay)
+            files.append(f"{'images' if kind == 'image' else 'videos'}/... (device{both})")
+        written = [str(Path(job.dir) / f) for f in files]
+        if baseline.get("enabled") and baseline.get("cache_hit") is False and not replay:
+            written.append(f"{baseline['path']}/ (the CPU reference, cached for later jobs)")
+        job.add_plan({"outputs": written})
         return {}
 
     def run(self, job: Job) -> dict[str, Any]:

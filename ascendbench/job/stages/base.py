@@ -9,10 +9,8 @@ from ascendbench.job.job import Job
 
 class Stage:
     """``run`` does the step, ``plan`` says what it would do without loading or computing anything
-    heavy (its findings go to ``job.plan``, its problems to ``job.problems``); each returns its own
-    record section (top-level fields, merged one level deep) and keeps on the :class:`Job` what
-    later stages need. ``label`` names the stage in messages ("... during the device run").
-    """
+    heavy (findings to ``job.plan``, problems to ``job.problems``); each returns its record section
+    and keeps on the :class:`Job` what later stages need. ``label`` names it in messages."""
 
     name = "stage"
     label = "the job"

@@ -1,9 +1,5 @@
-"""The device run: the model placed on the device in the job's dtype, timed, its outputs kept.
-
-The record's ``pipeline`` section says which options were in force, read after placement from what
-the task applied and from the placed model (the VAE's slicing and tiling, the attention processors
-and the diffusers attention backend they dispatch to; ``null`` where the model has none).
-"""
+"""The device run: the model placed on the device in the job's dtype, timed, its outputs kept; the
+``pipeline`` section says which options (VAE slicing/tiling, attention backend) were in force."""
 
 from __future__ import annotations
 
@@ -17,9 +13,8 @@ from ascendbench.bench.measure import Workload, attach_phase_timer, measure
 from ascendbench.bench.memory import MemoryDelta, tensor_bytes_mb
 from ascendbench.graph import compile_model, first_call
 from ascendbench.job import ab
-from ascendbench.job.distributed.modes import check_mode, rank_memory
+from ascendbench.job.distributed import modes
 from ascendbench.job.distributed.ranks import run_distributed
-from ascendbench.job.distributed.settings import ParallelSettings, parallel_settings
 from ascendbench.job.job import Job
 from ascendbench.job.placement import capture_warnings, placement_check
 from ascendbench.job.planning import free_device_bytes, memory_line
@@ -52,7 +47,7 @@ class DeviceRunStage(Stage):
     def run(self, job: Job) -> dict[str, Any]:
         """Run and time the task on the device; the cold call's outputs are kept (on the CPU)."""
         adapter = job.adapter
-        if (ranks := parallel_settings(job.cfg.device, adapter.name)).multi:
+        if (ranks := modes.parallel_settings(job.cfg.device, adapter.name)).multi:
             return run_distributed(job, ranks)
         patches = job.cfg.model.get("patches")
         with patches_applied(patches, job.model, adapter.name, job.precision.name) as applied:
@@ -81,17 +76,17 @@ class DeviceRunStage(Stage):
 def _memory_plan(job: Job) -> dict[str, Any]:
     need = run_memory(job.model, job.task, job.inputs, job.precision.dtype)
     free = free_device_bytes(job.adapter, job.cfg)
-    if (ranks := parallel_settings(job.cfg.device, job.adapter.name)).multi:
-        check_mode(ranks, job.model, job.adapter.name)
+    if (ranks := modes.parallel_settings(job.cfg.device, job.adapter.name)).multi:
+        modes.check_mode(ranks, job.model, job.adapter.name)
         return _ranks_plan(job, ranks, need, free)
     return memory_line(job, f"device run on {job.adapter.name} in {job.precision.name}", need, free)
 
 
-def _ranks_plan(job: Job, settings: ParallelSettings, single: RunMemory,
+def _ranks_plan(job: Job, settings: modes.ParallelSettings, single: RunMemory,
                 free: int) -> dict[str, Any]:
     """A multi-card plan: the rank that needs the most (the headline), a line per rank against its
     card (``per_rank``) and, on the CPU, the ranks together against the host (``host``)."""
-    needs = rank_memory(settings, job.model, single)
+    needs = modes.rank_memory(settings, job.model, single)
     where = f"({settings.mode}) on {job.adapter.name} in {job.precision.name}"
     lines = [memory_line(job, f"rank {r} of {settings.world_size} {where}", need, free)
              for r, need in enumerate(needs)]

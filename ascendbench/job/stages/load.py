@@ -1,8 +1,5 @@
-"""Loading the model (weights or seeded random init) and building the task's inputs.
-
-A dry run finds the weights in the hub cache only (huggingface_hub forced offline) and builds the
-model on the ``meta`` device: its memory plan runs the task there, which needs the model's class.
-"""
+"""Loading the model (weights or seeded random init) and building the task's inputs; a dry run
+looks in the hub cache only and builds the model on the ``meta`` device."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from torch.multiprocessing.spawn import ProcessExitedException, ProcessRaisedExc
 
 from ascendbench.errors import RankFailedError, WeightsDigestError
 from ascendbench.job.distributed import ranks
-from ascendbench.job.distributed.settings import parallel_settings
+from ascendbench.job.distributed.modes import parallel_settings
 
 SETTINGS = parallel_settings({"world_size": 2, "parallel": "cfg"}, "cpu")
 
@@ -79,5 +79,5 @@ def test_an_npu_rank_binds_its_card_before_joining_the_hccl_group(monkeypatch):
     settings = parallel_settings({"world_size": 2, "parallel": "device_map"}, "npu")
     ranks.join_group(1, adapter, settings)
     assert calls == [("set_device", 1), ("init_process_group", "hccl", 1)]
-    assert ranks.modes._device() == torch.device("meta")  # collectives allocate on the rank's card
+    assert ranks.modes._DEVICE["device"] == torch.device("meta")  # collectives: on the rank's card
     ranks.modes.set_rank_device(torch.device("cpu"))

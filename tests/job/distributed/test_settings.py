@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 
 from ascendbench.errors import ConfigError, RankFailedError
-from ascendbench.job.distributed.modes import context_parallel_refusal, slices
+from ascendbench.job.distributed.modes import (
+    BACKENDS,
+    ParallelSettings,
+    check_mode,
+    parallel_settings,
+    slices,
+)
 from ascendbench.job.distributed.ranks import SYNC_CLOCK, combine, synchronized_samples
-from ascendbench.job.distributed.settings import BACKENDS, parallel_settings
 
 
 @pytest.mark.parametrize("device, backend", [("cpu", "gloo"), ("cuda", "nccl"), ("npu", "hccl")])
@@ -44,7 +49,8 @@ def test_slices_cover_every_block_once():
 
 
 def test_context_parallel_is_refused_on_the_cpu_with_the_reason():
-    assert "no CPU path" in context_parallel_refusal("cpu")
+    with pytest.raises(ConfigError, match="no CPU path"):
+        check_mode(ParallelSettings(world_size=2, mode="context"), None, "cpu")
 
 
 def _rank(rank, samples, digest="a"):
