@@ -34,7 +34,7 @@ $(VENV)/.installed: pyproject.toml
 	$(QUIET_EDITABLE) $(PY) -m pip install -q -e . $(if $(TORCH_SPEC),,-c $(HOST_TORCH_CONSTRAINT))
 	@# An Ascend host (npu-smi or a sourced CANN): the torch_npu wheel built for its torch and CANN, torch left alone
 	@if command -v npu-smi >/dev/null 2>&1 || [ -n "$$ASCEND_HOME_PATH" ]; then \
-	  spec=$$($(PY) ascendbench/verify/npu_wheels.py --spec) && $(PY) -m pip install -q --no-deps "$$spec" \
+	  spec=$$($(PY) ascendbench/npu_wheels.py --spec) && $(PY) -m pip install -q --no-deps "$$spec" \
 	  && echo "install: $$spec (the wheel for this torch and CANN)" || echo "install: torch_npu left as it is"; fi
 	@touch $@
 

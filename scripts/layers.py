@@ -27,7 +27,7 @@ from typing import Iterator
 
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("ascendbench", "errors", "backend_autoload"),
-    ("fileio", "compat", "progress", "digits"),
+    ("fileio", "compat", "npu_wheels", "progress", "digits"),
     ("config", "precision", "devices", "metrics", "models", "patches"),
     ("tasks", "bench", "compare", "verify", "env", "graph"),
     ("baseline",),

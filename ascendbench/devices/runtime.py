@@ -10,7 +10,7 @@ from typing import Any, Callable
 import torch
 
 from ascendbench.errors import DeviceUnavailableError
-from ascendbench.verify.npu_wheels import host_hint
+from ascendbench.npu_wheels import host_hint
 
 ALLOWED_DEVICES = ("cpu", "cuda", "npu", "auto")
 

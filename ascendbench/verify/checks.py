@@ -25,8 +25,8 @@ from ascendbench.compat import installed_version
 from ascendbench.config import load_option
 from ascendbench.devices.envdirs import env_dir_status
 from ascendbench.metrics.lpips_net import backbone_file, backbone_problem
+from ascendbench.npu_wheels import advice, host_hint
 from ascendbench.verify import versions
-from ascendbench.verify.npu_wheels import advice, host_hint
 
 STATUSES = ("PASS", "WARN", "FAIL")
 PROBE_MODULE = "ascendbench.verify.probe"  # run as `python -m` in a child process
@@ -80,7 +80,7 @@ def check_torch_npu(probe: dict[str, Any]) -> Check:
 
 
 def check_torch_npu_wheel(probe: dict[str, Any]) -> Check:
-    """The torch_npu wheel built for this torch and CANN (:mod:`.npu_wheels`), named."""
+    """The torch_npu wheel built for this torch and CANN (:mod:`ascendbench.npu_wheels`), named."""
     cann, _ = versions.cann_version(probe.get("npu", {}))
     status, text = advice(installed_version("torch"), cann, installed_version("torch_npu"))
     return Check("torch_npu wheel", status, text)

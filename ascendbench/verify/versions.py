@@ -16,7 +16,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from ascendbench.compat import ascendbench_requirements, installed_version
-from ascendbench.verify.npu_wheels import host_cann, version_in
+from ascendbench.npu_wheels import host_cann, version_in
 
 NAMED_LIBRARIES = ("torch", "diffusers", "transformers", "hydra-core")  # one line each
 ASCEND_ROOT = Path("/usr/local/Ascend")

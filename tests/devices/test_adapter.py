@@ -8,10 +8,10 @@ import types
 import pytest
 import torch
 
+from ascendbench import npu_wheels
 from ascendbench.devices import runtime
 from ascendbench.devices.adapter import DeviceAdapter, auto_select
 from ascendbench.errors import ConfigError, DeviceUnavailableError
-from ascendbench.verify import npu_wheels
 
 
 def test_cpu_adapter_reports_host_memory_and_no_events():

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ascendbench.verify import npu_wheels
-from ascendbench.verify.npu_wheels import WHEELS, advice, cann_release, torch_release, wheels_for
+from ascendbench import npu_wheels
+from ascendbench.npu_wheels import WHEELS, advice, cann_release, torch_release, wheels_for
 
 
 @pytest.mark.parametrize("torch_version, cann, wheel", [
