@@ -14,6 +14,7 @@ from ascendbench.report import fmt
 from ascendbench.report.hidden import hidden_cell, hidden_metrics
 
 RANDOM_MARK = "†"
+CROSSED = {"<=": ">", ">=": "<"}  # a failing value's side of a rule's bound
 RANDOM_LEGEND = (f"{RANDOM_MARK} random-init weights: the errors describe this architecture in "
                  "this dtype, not a released checkpoint.")
 # Identity columns saying one thing in every row are one note (the workload column names the row).
@@ -73,18 +74,28 @@ def reference_cell(row: fmt.Row) -> str:
     return fmt.text(fmt.get(row, "job.reference_dtype") or fmt.get(row, "baseline.precision"))
 
 
-def verdict_cell(row: fmt.Row, shown: Sequence[str] | None = None) -> str:
-    """The verdict (naming failing metrics not in ``shown``), or why there is none."""
-    verdict = fmt.get(row, "verdict")
-    if not verdict:
+def named_verdict(row: fmt.Row) -> str:
+    """The job verdict naming each failing rule with its value and the bound it crossed:
+    ``FAIL (video/mean_rel_err 7.24% > 1%)`` (the verdict contract, docs/accuracy.md)."""
+    failed = [n for n, v in fmt.metric_fields(row, "verdict", True).items() if v == "FAIL"]
+    verdict = fmt.field(row, "verdict")
+    if verdict != "FAIL" or not failed:
+        return verdict
+    said = []
+    for name in sorted(failed):
+        value, _, rule = fmt.judged(row, f"metrics.{name}", name)
+        op, _, bound = rule.partition(" ")
+        crossed = f"{CROSSED[op]} {bound}" if op in CROSSED else f"(rule {rule})"
+        said.append(f"{fmt.md_escape(name)} {value} {crossed}")
+    return f"FAIL ({', '.join(said)})"
+
+
+def verdict_cell(row: fmt.Row) -> str:
+    """:func:`named_verdict`, random-init marked, or why there is none."""
+    if not fmt.get(row, "verdict"):
         skipped = fmt.get(row, "baseline.skipped") is not None
         return "not judged (baseline skipped)" if skipped else fmt.MISSING
-    elsewhere = []
-    if shown is not None and verdict == "FAIL":
-        elsewhere = sorted(n for n, v in fmt.metric_fields(row, "verdict").items()
-                           if v == "FAIL" and n not in shown)
-    cell = f"{fmt.text(verdict)} ({', '.join(elsewhere)})" if elsewhere else fmt.text(verdict)
-    return f"{cell} {RANDOM_MARK}" if random_init(row) else cell
+    return f"{named_verdict(row)} {RANDOM_MARK}" if random_init(row) else named_verdict(row)
 
 
 def metric_cell(row: fmt.Row, name: str) -> str:
@@ -183,7 +194,7 @@ def accuracy_table(rows: fmt.Rows, show: Sequence[str], base_dir: Path) -> str:
                    *hid_headers, "verdict", "record"]
         body = [fmt.cells(row, id_keys) + [labels[v](row) for v in varying]
                 + [metric_cell(row, n) for n in members] + hid_cells(row)
-                + [verdict_cell(row, members), fmt.record_link(row, base_dir)] for row in rows]
+                + [verdict_cell(row), fmt.record_link(row, base_dir)] for row in rows]
         headers, body, same = fmt.fold_same(headers, body, ACCURACY_FOLDED)
         notes += [n for n in same if n not in notes]
         named = output or next((str(fmt.get(r, "job.primary.output")) for r in rows
