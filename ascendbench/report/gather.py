@@ -236,11 +236,9 @@ KEY = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "
        "job.width", "job.num_frames", "job.steps", "job.seed")
 
 
-
 def measured(row: Mapping[str, Any]) -> bool:
     """True for a record that finished ok and is not a dry run."""
     return get(row, "status") == "ok" and get(row, "run") != DRY_RUN
-
 
 
 def profile_fields(section: Any) -> dict[str, Any]:

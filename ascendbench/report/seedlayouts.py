@@ -11,7 +11,7 @@ from ascendbench.report.fmt import primary_output, section_metric
 from ascendbench.report.gather import TASK_PRESET_FIELDS
 from ascendbench.report.hidden import REPLAY_NOTE, is_replay, replay_hidden_cell
 from ascendbench.report.select import accuracy_rows, timing_rows
-from ascendbench.report.tables import RANDOM_LEGEND, named_verdict, random_init, verdict_cell
+from ascendbench.report.tables import RANDOM_LEGEND, random_init, verdict_cell
 from ascendbench.report.variants import UNSET, variant_settings
 
 FLUX_METRICS = (("MAE", "mae"), ("MSE", "mse"), ("RMSE", "rmse"), ("Max Abs Error", "max_abs_err"),
@@ -122,7 +122,7 @@ def flux2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
         if any(c != fmt.MISSING for c in found):
             body.append([label] + found)
             names += [n for r in judged_rows if (n := metric_name(r, base))]
-    body.append([fmt.word("result", lang)] + [named_verdict(r) for r in judged_rows])
+    body.append([fmt.word("result", lang)] + [fmt.named_verdict(r) for r in judged_rows])
     ran = ", ".join(dict.fromkeys(map(fmt.workload_label, judged_rows)))
     ran = f"{fmt.word('workload', lang)}: {ran}"
     return fmt.table(headers, body, [ran, rules_note(judged_rows, sorted(set(names)), lang),
@@ -212,7 +212,7 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
              hidden_value(r, "cosine"),
              *(["-", "-"] if is_replay(r) else [section_value(r, "psnr", ["psnr_db_mean"]),
                                                 section_value(r, "ssim", ["ssim_mean"])]),
-             named_verdict(r)] for r in judged_rows]
+             fmt.named_verdict(r)] for r in judged_rows]
     first = judged_rows[0]
     rules = [f"{c}: {fmt.field(first, f'hidden.{c}.rule')}"
              for c in ("max_abs_err", "cosine")

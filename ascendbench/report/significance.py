@@ -143,7 +143,6 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
     return Decision(regressed, method, shift.text(rule.alpha), "; ".join(why))
 
 
-
 def section_latency(bench: Any, median: float) -> Latency:
     """The interval and pairing of a ``bench`` section, recomputed from its own calls
     (``samples_ms``) and earlier run medians (``interval.runs.earlier_ms``): a bound edited in the
@@ -157,14 +156,12 @@ def section_latency(bench: Any, median: float) -> Latency:
                    Pairing.from_section(bench.get("interleave"), samples))
 
 
-
 def _positive(values: Any) -> tuple[float, ...] | None:
     """A non-empty list of finite numbers > 0 as floats, else None."""
     if not isinstance(values, list) or not values:
         return None
     usable = all(_float(v) is not None and math.isfinite(v) and v > 0 for v in values)
     return tuple(float(v) for v in values) if usable else None
-
 
 
 def latency_of(row: Mapping[str, Any]) -> Latency | None:
@@ -179,7 +176,6 @@ def latency_of(row: Mapping[str, Any]) -> Latency | None:
     return section_latency(bench, median)
 
 
-
 def latency_from_section(bench: Any) -> Latency | None:
     """:func:`latency_of` for a ``bench`` section in memory (a side of a record's ``ab``)."""
     latency = bench.get("latency") if isinstance(bench, Mapping) else None
@@ -187,7 +183,6 @@ def latency_from_section(bench: Any) -> Latency | None:
     if not median or not math.isfinite(median) or median < 0:
         return None
     return section_latency(bench, median)
-
 
 
 def _float(value: Any) -> float | None:

@@ -14,7 +14,6 @@ from ascendbench.report import fmt
 from ascendbench.report.hidden import hidden_cell, hidden_metrics
 
 RANDOM_MARK = "†"
-CROSSED = {"<=": ">", ">=": "<"}  # a failing value's side of a rule's bound
 RANDOM_LEGEND = (f"{RANDOM_MARK} random-init weights: the errors describe this architecture in "
                  "this dtype, not a released checkpoint.")
 # Identity columns saying one thing in every row are one note (the workload column names the row).
@@ -74,28 +73,12 @@ def reference_cell(row: fmt.Row) -> str:
     return fmt.text(fmt.get(row, "job.reference_dtype") or fmt.get(row, "baseline.precision"))
 
 
-def named_verdict(row: fmt.Row) -> str:
-    """The job verdict naming each failing rule with its value and the bound it crossed:
-    ``FAIL (video/mean_rel_err 7.24% > 1%)`` (the verdict contract, docs/accuracy.md)."""
-    failed = [n for n, v in fmt.metric_fields(row, "verdict", True).items() if v == "FAIL"]
-    verdict = fmt.field(row, "verdict")
-    if verdict != "FAIL" or not failed:
-        return verdict
-    said = []
-    for name in sorted(failed):
-        value, _, rule = fmt.judged(row, f"metrics.{name}", name)
-        op, _, bound = rule.partition(" ")
-        crossed = f"{CROSSED[op]} {bound}" if op in CROSSED else f"(rule {rule})"
-        said.append(f"{fmt.md_escape(name)} {value} {crossed}")
-    return f"FAIL ({', '.join(said)})"
-
-
 def verdict_cell(row: fmt.Row) -> str:
-    """:func:`named_verdict`, random-init marked, or why there is none."""
+    """:func:`~ascendbench.report.fmt.named_verdict`, random-init marked, or why there is none."""
     if not fmt.get(row, "verdict"):
         skipped = fmt.get(row, "baseline.skipped") is not None
         return "not judged (baseline skipped)" if skipped else fmt.MISSING
-    return f"{named_verdict(row)} {RANDOM_MARK}" if random_init(row) else named_verdict(row)
+    return f"{fmt.named_verdict(row)} {RANDOM_MARK}" if random_init(row) else fmt.named_verdict(row)
 
 
 def metric_cell(row: fmt.Row, name: str) -> str:

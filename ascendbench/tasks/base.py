@@ -28,9 +28,8 @@ class Task(ABC):
         unit: what :meth:`items_per_call` counts (``images``, ``frames``, ``clips``, ``calls``).
         video_layout: axis order of videos, ``BCTHW`` (VAE decoders) or ``BTCHW`` (pipelines).
         value_range: the value range of image and video outputs (clamped to it when saved).
-        natural_outputs: the outputs are pictures from natural input (prompts, images, a real
-            video), so the reference-free picture and range checks are judged (docs/accuracy.md);
-            ``False`` (decoded random latents): they are reported, not judged.
+        natural_outputs: pictures from natural input (prompts, images, a video), so the range and
+            picture checks are judged; ``False`` (random latents decoded): reported only.
         video_frames: frames saved as PNG per video (``first``/``middle``/``last`` or indices).
         video_fps: frame rate of the saved mp4 files.
         preset_keys: the preset sizes the task uses (the record's ``job.sizes``).

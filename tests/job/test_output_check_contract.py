@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-import helpers.planted  # noqa: F401  (registers the planted_output_fault patch)
 from ascendbench.metrics.output_checks import NOT_JUDGED, NOT_NATURAL
+
+import helpers.planted  # noqa: F401  (registers the planted_output_fault patch)
 from helpers import TINY_RUN, read_record
 from helpers.config import ltx_single_file_layout
 
