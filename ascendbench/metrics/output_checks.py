@@ -54,8 +54,8 @@ RULES: dict[str, dict[str, Any]] = {
 }
 NOT_JUDGED = ("random-init weights: an untrained decoder makes noise, so these checks are reported "
               "but not judged (would_be: what the rule says)")
-NOT_NATURAL = ("made for pictures from prompts, images or video (a task's natural_outputs), not for "
-               "decoded random latents: reported, not judged (would_be: what the rule says)")
+NOT_NATURAL = ("input not natural for these checks (made for pictures from prompts, images or "
+               "video; not random latents decoded): reported, not judged (would_be: the rule's)")
 REFERENCE_FAILS = ("the reference output does not pass this check either (reference {verdict}, "
                    "value {value:.4g}): the model makes this output, not the port, so it is "
                    "reported but not judged")
