@@ -54,6 +54,8 @@ RULES: dict[str, dict[str, Any]] = {
 }
 NOT_JUDGED = ("random-init weights: an untrained decoder makes noise, so these checks are reported "
               "but not judged (would_be: what the rule says)")
+NOT_NATURAL = ("input not natural for these checks (made for pictures from prompts, images or "
+               "video; not random latents decoded): reported, not judged (would_be: the rule's)")
 REFERENCE_FAILS = ("the reference output does not pass this check either (reference {verdict}, "
                    "value {value:.4g}): the model makes this output, not the port, so it is "
                    "reported but not judged")
@@ -230,10 +232,9 @@ class _Tally:
 
 
 def check_output(tensor: torch.Tensor, value_range: tuple[float, float], layout: str,
-                 rules: Mapping[str, Any] | None = None,
-                 judged: bool = True) -> dict[str, dict[str, Any]]:
+                 rules: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """The picture checks of one ``[N, C, H, W]`` image batch or 5-D video batch (``layout``
-    BCTHW or BTCHW) in ``value_range``; ``judged=False`` reports them without a verdict."""
+    BCTHW or BTCHW) in ``value_range``, judged."""
     tally, rules = _Tally(), rules or {}
     for index in range(int(tensor.shape[0])):  # an image alone, or a video's frames
         clip = [tensor[index]] if tensor.dim() == 4 else list(frames(tensor, index, layout))
@@ -246,7 +247,6 @@ def check_output(tensor: torch.Tensor, value_range: tuple[float, float], layout:
     for name, entry in entries.items():
         if "skipped" not in entry:
             entry.update(judge(entry["value"], rules.get(name) or RULES[name]))
-            entries[name] = entry if judged else unjudged(entry, NOT_JUDGED)
     return entries
 
 
@@ -261,11 +261,12 @@ def _against_reference(device: dict[str, Any], reference: dict[str, Any]) -> Non
 def output_checks(outputs: Mapping[str, torch.Tensor], task: Any, weights: Mapping[str, Any] | None,
                   rules: Mapping[str, Any] | None = None,
                   reference: Mapping[str, torch.Tensor] | None = None) -> dict[str, dict[str, Any]]:
-    """``output_nonfinite`` of each floating-point output, ``output_out_of_range_ratio`` where the
-    task declares a range, and the picture checks of its 4-D and 5-D outputs: not judged for
-    random-init ``weights`` nor where the ``reference`` output fails them too."""
-    rules = rules or {}
-    judged = (weights or {}).get("kind") != "random-init"
+    """``output_nonfinite`` of each floating-point output (judged), ``output_out_of_range_ratio``
+    where the task declares a range and the picture checks of its 4-D and 5-D outputs: judged for
+    loaded ``weights`` and ``task.natural_outputs`` unless the ``reference`` fails them too."""
+    rules, random = rules or {}, (weights or {}).get("kind") == "random-init"
+    natural = getattr(task, "natural_outputs", False)
+    reason = NOT_JUDGED if random else None if natural else NOT_NATURAL
     range_rule = rules.get("output_out_of_range_ratio") or RULES["output_out_of_range_ratio"]
     checked: dict[str, dict[str, Any]] = {}
     for name, tensor in sorted(outputs.items()):
@@ -282,9 +283,12 @@ def output_checks(outputs: Mapping[str, torch.Tensor], task: Any, weights: Mappi
             found.out_of_range / finite if finite else 0.0, range_rule, count=found.out_of_range,
             value_range=list(bounds), min=found.low, max=found.high)
         if tensor.dim() in (4, 5):
-            pictures = check_output(tensor, bounds, task.video_layout, rules, judged)
+            pictures = check_output(tensor, bounds, task.video_layout, rules)
             ref = (reference or {}).get(name)
-            if judged and ref is not None and tuple(ref.shape) == tuple(tensor.shape):
+            if not reason and ref is not None and tuple(ref.shape) == tuple(tensor.shape):
                 _against_reference(pictures, check_output(ref, bounds, task.video_layout, rules))
             checked[name].update(pictures)
+        checked[name].update({
+            check: unjudged(entry, reason) for check, entry in checked[name].items()
+            if reason and check != "output_nonfinite" and "skipped" not in entry})
     return _prefixed(checked, len(outputs) > 1)

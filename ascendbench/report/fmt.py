@@ -22,9 +22,12 @@ ORDER = {"job.preset": ("mini", "balanced", "quality"),
 Row = Mapping[str, Any]
 Rows = Sequence[Row]
 LANGS = ("en", "zh")
+IDENTITY = {"machine": "env.hostname", "device": "job.device", "dtype": "job.dtype",
+            "workload": "workload", "steps": "job.steps", "batch": "job.batch_size"}
 # key -> (English, Chinese): the Chinese words are the seeds' own headers (words.yaml)
 WORDS: dict[str, tuple[str, str]] = {key: tuple(pair) for key, pair in yaml.safe_load(
     Path(__file__).with_name("words.yaml").read_text(encoding="utf-8")).items()}
+CROSSED = {"<=": ">", ">=": "<"}  # a failing value's side of its rule's bound
 _MD_ACTIVE = re.compile(r"[\\`*\[\]]|<(?=[A-Za-z/!?])")  # links, images, code, bold, tags
 
 
@@ -91,6 +94,27 @@ def judged(row: Row, prefix: str, metric: str) -> tuple[str, str | None, str]:
     rule = judged_rule(metric, entry) if ruled else MISSING
     verdict = None if entry["verdict"] is None else md_escape(entry["verdict"])
     return md_escape(judged_value(metric, entry)), verdict, md_escape(rule)
+
+
+def failed_rules(row: Row) -> list[str]:
+    """``video/mean_rel_err 7.24% > 1%``: each failing metric, then each failing hidden-state check
+    by its worst (``hidden.max_abs_err``), with its value and the bound it crossed."""
+    said = []
+    for key in [k[:-8] for k, v in row.items() if v == "FAIL" and k.endswith(".verdict")
+                and k.startswith(("metrics.", "hidden.")) and not k.startswith("metrics.layer/")]:
+        value, _, rule = judged(row, key, key.split(".", 1)[1])
+        op, _, bound = rule.partition(" ")
+        crossed = f"{CROSSED[op]} {bound}" if op in CROSSED else f"(rule {rule})"
+        said.append(f"{md_escape(key.removeprefix('metrics.'))} {value} {crossed}")
+    return said
+
+
+def named_verdict(row: Row, most: int = 3) -> str:
+    """The verdict naming its failing rules (the first ``most``, then how many more), as the
+    verdict contract asks (docs/accuracy.md): ``FAIL (video/mean_rel_err 7.24% > 1%)``."""
+    verdict, said = field(row, "verdict"), failed_rules(row)
+    more = [f"+{len(said) - most} …"] if len(said) > most else []
+    return f"FAIL ({', '.join(said[:most] + more)})" if verdict == "FAIL" and said else verdict
 
 
 def size_label(row: Row) -> str:
@@ -195,9 +219,6 @@ def word(key: str, lang: str, **fill: str) -> str:
     """The word ``key`` in ``lang`` (``en`` or ``zh``), its ``{placeholders}`` filled."""
     text = WORDS[key][LANGS.index(lang)] if lang in LANGS else WORDS[key][0]
     return text.format(**fill) if fill else text
-
-IDENTITY = {"machine": "env.hostname", "device": "job.device", "dtype": "job.dtype",
-            "workload": "workload", "steps": "job.steps", "batch": "job.batch_size"}
 
 
 def machines(rows: Rows) -> list[str]:

@@ -263,5 +263,6 @@ def output_checks_section(rows: fmt.Rows, base_dir: Path) -> str:
                "record"]
     return ("Checks of the outputs themselves, with or without a reference (rules and sources in "
             "each record): flat, black or white frames, noise-like spectra (natural images: "
-            "exponent ~2), frozen and flickering video. Random-init weights make noise: reported, "
-            "not judged.\n\n" + fmt.table(headers, body))
+            "exponent ~2), frozen and flickering video. Judged for natural input and loaded "
+            "weights; else (random latents or weights) reported only.\n\n"
+            + fmt.table(headers, body))

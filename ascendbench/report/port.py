@@ -132,10 +132,8 @@ def known_issues(rows: fmt.Rows, failed: fmt.Rows, lang: str) -> list[str]:
     skipped: dict[str, set[str]] = {}
     for row in rows:
         label = f"{' '.join(fmt.cells(row, ['job.device', 'job.dtype']))} {fmt.workload_label(row)}"
-        bad = [n for n, v in fmt.metric_fields(row, "verdict", True).items() if v == "FAIL"]
-        if bad:
-            issues.append(f"{label}: {fmt.word('p_fail_on', lang, n=str(len(bad)))}: "
-                          f"{', '.join(bad[:6])}" + (" ..." if len(bad) > 6 else ""))
+        if fmt.get(row, "verdict") == "FAIL":
+            issues.append(f"{label}: {fmt.named_verdict(row, most=6)}")
         if fmt.get(row, "metrics.placement_findings.value"):
             found = fmt.field(row, "metrics.placement_findings.value")
             issues.append(f"{label}: {fmt.word('p_placement', lang, n=found)}")

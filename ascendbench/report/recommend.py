@@ -46,14 +46,9 @@ def _links(rows: fmt.Rows, base_dir: Path, limit: int = 6) -> str:
 
 
 def _failures(rows: fmt.Rows) -> list[str]:
-    found = []
-    for row in rows:
-        verdicts = fmt.metric_fields(row, "verdict", True)
-        for name in sorted(n for n, v in verdicts.items() if v == "FAIL"):
-            value, _, rule = fmt.judged(row, f"metrics.{name}", name)
-            preset, size, batch = fmt.cells(row, ["job.preset", "size", "job.batch_size"])
-            found.append(f"{name} {value} fails {rule} ({preset} {size} b{batch})")
-    return found
+    return [f"{failed} ({' '.join(fmt.cells(row, ['job.preset', 'size']))} "
+            f"b{fmt.field(row, 'job.batch_size')})"
+            for row in rows for failed in fmt.failed_rules(row)]
 
 
 def recommend_device(rows: fmt.Rows, metric: str, base_dir: Path) -> str:

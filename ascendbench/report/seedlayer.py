@@ -66,7 +66,7 @@ def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
                   ("mean_rel_err", "mean_rel_err"))
         body += [[label, value_cell(row, name)] for label, name in checks
                  if fmt.get(row, f"metrics.{name}.value") is not None]
-        body.append([fmt.word("verdict", lang), fmt.field(row, "verdict")])
+        body.append([fmt.word("verdict", lang), fmt.named_verdict(row)])
         keys = ["job.device", "job.dtype", "bench.stop.protocol", "bench.memory.scope"]
         device, dtype, protocol, scope = fmt.cells(row, keys)
         notes = [f"{device} {dtype}; warm-up {fmt.field(row, 'bench.warmup.calls')}, timed "
@@ -91,7 +91,7 @@ def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
                        for r in jobs]
             for label, name in GATES
             if any(fmt.get(r, f"metrics.{name}.value") is not None for r in jobs)]
-    body.append([fmt.word("verdict", lang)] + [fmt.field(r, "verdict") for r in jobs])
+    body.append([fmt.word("verdict", lang)] + [fmt.named_verdict(r) for r in jobs])
     perf = [f"PERF {fmt.field(r, 'job.device')}{which[id(r)]}: "
             f"avg={fmt.num(fmt.latency(r, 'mean_ms'))}ms "
             f"p50={fmt.num(fmt.latency(r))} p90={fmt.num(fmt.latency(r, 'p90_ms'))} "

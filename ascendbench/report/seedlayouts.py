@@ -122,7 +122,7 @@ def flux2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
         if any(c != fmt.MISSING for c in found):
             body.append([label] + found)
             names += [n for r in judged_rows if (n := metric_name(r, base))]
-    body.append([fmt.word("result", lang)] + [fmt.field(r, "verdict") for r in judged_rows])
+    body.append([fmt.word("result", lang)] + [fmt.named_verdict(r) for r in judged_rows])
     ran = ", ".join(dict.fromkeys(map(fmt.workload_label, judged_rows)))
     ran = f"{fmt.word('workload', lang)}: {ran}"
     return fmt.table(headers, body, [ran, rules_note(judged_rows, sorted(set(names)), lang),
@@ -212,7 +212,7 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
              hidden_value(r, "cosine"),
              *(["-", "-"] if is_replay(r) else [section_value(r, "psnr", ["psnr_db_mean"]),
                                                 section_value(r, "ssim", ["ssim_mean"])]),
-             fmt.field(r, "verdict")] for r in judged_rows]
+             fmt.named_verdict(r)] for r in judged_rows]
     first = judged_rows[0]
     rules = [f"{c}: {fmt.field(first, f'hidden.{c}.rule')}"
              for c in ("max_abs_err", "cosine")

@@ -73,18 +73,12 @@ def reference_cell(row: fmt.Row) -> str:
     return fmt.text(fmt.get(row, "job.reference_dtype") or fmt.get(row, "baseline.precision"))
 
 
-def verdict_cell(row: fmt.Row, shown: Sequence[str] | None = None) -> str:
-    """The verdict (naming failing metrics not in ``shown``), or why there is none."""
-    verdict = fmt.get(row, "verdict")
-    if not verdict:
+def verdict_cell(row: fmt.Row) -> str:
+    """:func:`~ascendbench.report.fmt.named_verdict`, random-init marked, or why there is none."""
+    if not fmt.get(row, "verdict"):
         skipped = fmt.get(row, "baseline.skipped") is not None
         return "not judged (baseline skipped)" if skipped else fmt.MISSING
-    elsewhere = []
-    if shown is not None and verdict == "FAIL":
-        elsewhere = sorted(n for n, v in fmt.metric_fields(row, "verdict").items()
-                           if v == "FAIL" and n not in shown)
-    cell = f"{fmt.text(verdict)} ({', '.join(elsewhere)})" if elsewhere else fmt.text(verdict)
-    return f"{cell} {RANDOM_MARK}" if random_init(row) else cell
+    return f"{fmt.named_verdict(row)} {RANDOM_MARK}" if random_init(row) else fmt.named_verdict(row)
 
 
 def metric_cell(row: fmt.Row, name: str) -> str:
@@ -183,7 +177,7 @@ def accuracy_table(rows: fmt.Rows, show: Sequence[str], base_dir: Path) -> str:
                    *hid_headers, "verdict", "record"]
         body = [fmt.cells(row, id_keys) + [labels[v](row) for v in varying]
                 + [metric_cell(row, n) for n in members] + hid_cells(row)
-                + [verdict_cell(row, members), fmt.record_link(row, base_dir)] for row in rows]
+                + [verdict_cell(row), fmt.record_link(row, base_dir)] for row in rows]
         headers, body, same = fmt.fold_same(headers, body, ACCURACY_FOLDED)
         notes += [n for n in same if n not in notes]
         named = output or next((str(fmt.get(r, "job.primary.output")) for r in rows

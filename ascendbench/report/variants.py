@@ -200,7 +200,7 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
         headers = ["variant", "device patches", *names, *hid_headers, "verdict", "median ms",
                    "latency / baseline", "record"]
         body = [[v.label(g.keys), patches_cell(v.row), *(metric_cell(v.row, n) for n in names),
-                 *hid_cells(v.row), verdict_cell(v.row, names), median_cell(v.row),
+                 *hid_cells(v.row), verdict_cell(v.row), median_cell(v.row),
                  ratio_cell(g, v, rule), fmt.record_link(v.row, base_dir)] for v in g.variants]
         notes = (rules_notes(members, names)
                  + rules_notes(members, hidden_metrics(members), "hidden", "rule hidden"))

@@ -28,6 +28,8 @@ class Task(ABC):
         unit: what :meth:`items_per_call` counts (``images``, ``frames``, ``clips``, ``calls``).
         video_layout: axis order of videos, ``BCTHW`` (VAE decoders) or ``BTCHW`` (pipelines).
         value_range: the value range of image and video outputs (clamped to it when saved).
+        natural_outputs: pictures from natural input (prompts, images, a video), so the range and
+            picture checks are judged; ``False`` (random latents decoded): reported only.
         video_frames: frames saved as PNG per video (``first``/``middle``/``last`` or indices).
         video_fps: frame rate of the saved mp4 files.
         preset_keys: the preset sizes the task uses (the record's ``job.sizes``).
@@ -41,6 +43,7 @@ class Task(ABC):
     unit: ClassVar[str] = "calls"
     video_layout: ClassVar[str] = "BCTHW"
     value_range: ClassVar[tuple[float, float]] = (-1.0, 1.0)
+    natural_outputs: ClassVar[bool] = False
     video_frames: ClassVar[Sequence[str | int]] = ("first", "middle", "last")
     video_fps: ClassVar[int] = 24
     preset_keys: ClassVar[tuple[str, ...]] = ("batch_size", "height", "width")

@@ -42,7 +42,7 @@ class TextToVideoTask(Task):
 
     preset_keys = ("batch_size", "height", "width", "num_frames", "steps")
     kind = "text_to_video"
-    output_kind = "video"
+    output_kind, natural_outputs = "video", True
     report_metrics = {"error": "mean_rel_err", "psnr": "video_psnr_db_mean",
                       "ssim": "video_ssim_mean"}
     unit = "frames"

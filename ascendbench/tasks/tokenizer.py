@@ -22,7 +22,7 @@ class VideoTokenizerTask(Task):
     keys (docs/videoflextok.md describes each)."""
 
     kind = "video_tokenizer"
-    output_kind = "video"
+    output_kind, natural_outputs = "video", True  # a reconstruction of a structured clip
     # the reconstruction PSNR of the loaded weights (gate/control_psnr_db is the random control's)
     report_metrics = {"error": "mean_rel_err", "psnr": "gate/recon_psnr_db"}
     unit = "clips"

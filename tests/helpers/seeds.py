@@ -47,3 +47,18 @@ def tables(text: str, title: str) -> list[list[list[str]]]:
             found.append(current)
             current = []
     return found
+
+
+def names_verdict(cell: str, record: dict, most: int = 3) -> bool:
+    """The verdict cell says the record's verdict and, for a FAIL, names the failing metrics (hidden
+    states by their check, the first ``most`` and how many more) with their values (the verdict
+    contract: ``FAIL (video/mean_rel_err 7.24% > 1%)``)."""
+    failed = {f"hidden.{name.rsplit('/', 1)[-1]}" if name.startswith("layer/") else name
+              for name, entry in record["metrics"].items()
+              if isinstance(entry, dict) and entry.get("verdict") == "FAIL"}
+    if record["verdict"] != "FAIL" or not failed:
+        return cell == str(record["verdict"])
+    named = [name for name in failed if f"{name} " in cell]
+    more = len(failed) - most
+    return cell.startswith("FAIL (") and (named == list(failed) or more > 0 and len(named) == most
+                                          and cell.endswith(f", +{more} …)"))

@@ -172,7 +172,8 @@ def test_inspect_is_chunk_independent_and_matches_numpy():
 
 def _ranged(value_range):
     """A task declaring ``value_range`` for every output."""
-    return SimpleNamespace(output_range=lambda name, tensor: value_range, video_layout="BCTHW")
+    return SimpleNamespace(output_range=lambda name, tensor: value_range, video_layout="BCTHW",
+                           natural_outputs=True)
 
 
 def test_output_validation_entries_and_the_range_rule_can_be_overridden():

@@ -1,6 +1,8 @@
 """Reference-free output checks: planted broken images and videos fail with the check named; the
-outputs of a stand-in trained to reproduce a structured clip pass; random-init outputs are reported,
-not judged."""
+outputs of a stand-in trained to reproduce a structured clip pass; random-init outputs, and outputs
+of a task whose input is not natural for the checks (decoded random latents), are reported, not
+judged;
+NaN/Inf are judged everywhere."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import torch
 
 from ascendbench.metrics.output_checks import (
     NOT_JUDGED,
+    NOT_NATURAL,
     check_output,
     output_checks,
     spectral_exponent,
@@ -18,6 +21,18 @@ from ascendbench.metrics.output_checks import (
 from ascendbench.tasks.vae_decode import VaeDecodeTask, VideoDecodeTask
 
 T, H, W = 9, 32, 32
+
+
+class NaturalVideo(VideoDecodeTask):
+    """A decode task declaring natural outputs (as text-to-video and tokenizer tasks do)."""
+
+    natural_outputs = True
+
+
+class NaturalImage(VaeDecodeTask):
+    """An image task declaring natural outputs."""
+
+    natural_outputs = True
 
 
 def structured_clip() -> torch.Tensor:
@@ -121,23 +136,42 @@ def test_the_trained_stand_in_passes_every_check(trained: torch.Tensor) -> None:
 
 def test_random_init_outputs_are_reported_not_judged() -> None:
     untrained = FourierStandIn(3)().detach()
-    task = VideoDecodeTask(latent_channels=4, spatial_compression=8, temporal_compression=8)
-    entries = output_checks({"video": untrained}, task, {"kind": "random-init"})
+    task = NaturalVideo(latent_channels=4, spatial_compression=8, temporal_compression=8)
+    entries = output_checks({"video": untrained + 3}, task, {"kind": "random-init"})
     pictures = {"output_flat_frames", "output_black_white_frames", "output_spectral_exponent",
                 "output_frozen_pairs", "output_flicker"}
     assert set(entries) == {"output_nonfinite", "output_out_of_range_ratio", *pictures}
     assert all(e["verdict"] is None and e["not_judged"] == NOT_JUDGED
                and e["would_be"] in ("PASS", "FAIL", "WARN")
-               for n, e in entries.items() if n in pictures)
+               for n, e in entries.items() if n != "output_nonfinite" and "skipped" not in e)
+    assert entries["output_out_of_range_ratio"]["would_be"] == "FAIL", (
+        "shifted out of range: reported")
     nonfinite = entries["output_nonfinite"]
     assert nonfinite["verdict"] == "PASS", "NaN/Inf are judged whatever the weights"
-    judged = output_checks({"video": untrained}, task, {"kind": "loaded"})
-    assert all(e["verdict"] in ("PASS", "WARN", "FAIL") for e in judged.values())
+    judged = output_checks({"video": untrained + 3}, task, {"kind": "loaded"})
+    assert all(e["verdict"] in ("PASS", "WARN", "FAIL") for e in judged.values()
+               if "skipped" not in e)
+    assert judged["output_out_of_range_ratio"]["verdict"] == "FAIL"
+
+
+@pytest.mark.parametrize("fault", ["noise", "black"])
+def test_decoded_random_latents_are_reported_not_judged_and_nan_still_fails(fault: str) -> None:
+    """A loaded decoder's output from random latents is no natural picture: a noise-like or black
+    output is reported with what the rule would say; a NaN in it still fails."""
+    broken = PLANTED_VIDEOS[fault][0](structured_clip())
+    broken[0, 0, 0, 0, 0] = float("nan")
+    task = VideoDecodeTask(latent_channels=4, spatial_compression=8, temporal_compression=8)
+    entries = output_checks({"video": broken}, task, {"kind": "loaded"})
+    assert entries[PLANTED_VIDEOS[fault][1]]["would_be"] == "FAIL"
+    assert {n for n, e in entries.items() if e.get("verdict")} == {"output_nonfinite"}
+    assert entries["output_nonfinite"]["verdict"] == "FAIL"
+    assert all(e["not_judged"] == NOT_NATURAL for n, e in entries.items()
+               if n != "output_nonfinite" and "skipped" not in e)
 
 
 def test_a_check_the_reference_fails_too_is_not_judged_on_the_device() -> None:
     noise = PLANTED_VIDEOS["noise"][0](structured_clip())
-    task = VideoDecodeTask(latent_channels=4, spatial_compression=8, temporal_compression=8)
+    task = NaturalVideo(latent_channels=4, spatial_compression=8, temporal_compression=8)
     alone = output_checks({"video": noise}, task, {"kind": "loaded"})
     beside = output_checks({"video": noise}, task, {"kind": "loaded"},
                            reference={"video": noise.double()})
@@ -152,7 +186,7 @@ def test_a_check_the_reference_fails_too_is_not_judged_on_the_device() -> None:
 
 
 def test_image_task_outputs_and_rule_overrides() -> None:
-    task = VaeDecodeTask(latent_channels=4, spatial_compression=8)
+    task = NaturalImage(latent_channels=4, spatial_compression=8)
     flat = torch.zeros(2, 3, H, W)
     outputs = {"image": flat, "tokens": torch.zeros(1, 4, 4)}
     entries = output_checks(outputs, task, {"kind": "loaded"},

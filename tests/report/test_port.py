@@ -8,6 +8,8 @@ import pytest
 import yaml
 
 from ascendbench.report.__main__ import main
+from ascendbench.report.fmt import named_verdict
+from ascendbench.report.tables import verdict_cell
 
 SECTIONS = {"en": ("Overview", "Environment", "How to reproduce", "Smoke run", "Accuracy",
                    "Performance",
@@ -127,8 +129,38 @@ def test_the_overview_shows_each_files_sha256sum_and_the_size_that_ran(flux_reco
     assert "| weights.digest (names and bytes of the files) | sha256:" in overview, \
         "the digest says what it covers"
     issues = sections(_port(tmp_path, "en"))["Known issues"]
-    assert "npu bfloat16 mini @ 512x512: FAIL on 1 metric(s): mean_rel_err" in issues, \
-        "the workload, not the preset"
+    assert "npu bfloat16 mini @ 512x512: FAIL (mean_rel_err 7.33% > 1%)" in issues, \
+        "the workload, not the preset; the rule that failed with its value"
     accuracy = (tmp_path / "reports_en" / "report.md").read_text()
     assert "| mini @ 1024x1024 |" in accuracy and "| mini @ 512x512 |" in accuracy, \
         "the size that ran"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_fail_cell_names_the_rule_that_failed_with_its_value(flux_records, tmp_path, lang):
+    """The verdict contract: the seed layout's result row and the accuracy table's verdict column
+    say which rule failed and by how much, not a bare FAIL (planted: bfloat16's 7.33% > 1%)."""
+    accuracy = sections(_port(tmp_path, lang))[SECTIONS[lang][4]]
+    [result] = [line for line in accuracy.splitlines() if line.startswith(("| Result", "| 结果"))]
+    assert result.split(" | ")[1:] == ["PASS", "PASS", "FAIL (mean_rel_err 7.33% > 1%) |"]
+    table = (tmp_path / f"reports_{lang}" / "report.md").read_text().split("## Accuracy", 1)[1]
+    assert table.count("| FAIL (mean_rel_err 7.33% > 1%) |") == 1
+    assert table.count("| PASS |") == 2
+
+
+def test_a_verdict_names_at_most_three_rules_hidden_states_by_their_worst():
+    def failing(value, rule):
+        return {"value": value, "verdict": "FAIL", "rule": rule}
+
+    row = {"verdict": "FAIL", "weights.kind": "random-init",
+           **{f"metrics.{name}.{k}": v for name, entry in {
+               "video/mean_rel_err": failing(0.0724, "<= 0.01"),
+               "cosine": failing(0.99, ">= 0.999"),
+               "gate/token_shape_match": failing(0, "== 1"), "psnr_db": failing(12.0, ">= 30"),
+               "mae": {"value": 0.1, "verdict": "PASS", "rule": "<= 1"}}.items()
+              for k, v in entry.items()},
+           **{f"hidden.max_abs_err.{k}": v for k, v in failing(0.002, "<= 0.001").items()}}
+    assert named_verdict(row) == ("FAIL (video/mean_rel_err 7.24% > 1%, cosine 0.99 < 0.999, "
+                                  "gate/token_shape_match 0 (rule == 1), +2 …)")
+    assert named_verdict(row, most=9).endswith("psnr_db 12 < 30, hidden.max_abs_err 0.002 > 0.001)")
+    assert verdict_cell(row).endswith(" †") and named_verdict({"verdict": "PASS"}) == "PASS"
