@@ -1,8 +1,7 @@
 """Reference-free output checks: planted broken images and videos fail with the check named; the
 outputs of a stand-in trained to reproduce a structured clip pass; random-init outputs, and outputs
 of a task whose input is not natural for the checks (decoded random latents), are reported, not
-judged;
-NaN/Inf are judged everywhere."""
+judged; NaN/Inf are judged everywhere."""
 
 from __future__ import annotations
 
