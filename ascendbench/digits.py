@@ -3,7 +3,8 @@
 Four significant digits print ``0.99989`` as ``0.9999``: beside the rule ``>= 0.9999`` and a FAIL
 that reads as a wrong verdict. :func:`honest` adds digits until the printed number lies on the same
 side of every bound as the value itself. Percent metrics (:data:`PERCENT_METRICS`) print the value
-and the rule as percentages. No pandas here: the end-of-job summary imports it.
+and the rule as percentages. Text from records is shown through :func:`printable`. No pandas here:
+the end-of-job summary imports it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,14 @@ from typing import Any, Iterable, Mapping
 PERCENT_METRICS = ("mean_rel_err",)
 _RULE = re.compile(r"^\s*(?P<op><=|>=|<|>)\s*(?P<bound>[-+0-9.eE]+|inf|-inf)\s*$")
 _MAX_DIGITS = 17
+# C0 controls but tab and newline, DEL, C1, bidirectional marks, overrides and isolates
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x1b``, ``\\u202e``): record text cannot
+    retitle or clear a terminal, reorder a line or make a file binary."""
+    return _CONTROL.sub(lambda match: ascii(match.group())[1:-1], text)
 
 
 def figure(value: Any, digits: int = 4) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ascendbench.bench.summary import bench_lines
-from ascendbench.digits import judged_rule, judged_value
+from ascendbench.digits import judged_rule, judged_value, printable
 
 KEY_METRICS = ("mean_rel_err", "max_abs_err", "cosine", "psnr_db")
 REPEAT_LIMIT = 60  # a longer skip reason printed before in this process is shortened
@@ -16,8 +16,8 @@ _SHOWN_REASONS: set[str] = set()  # the skip reasons printed in this process (a 
 
 def summary_lines(record: Mapping[str, Any], record_path: Path | str,
                   seen: set[str] | None = None) -> list[str]:
-    """The summary as lines of text; a long skip reason already in ``seen`` is shortened, and
-    every reason shown is added to it."""
+    """The summary as lines of text (control characters escaped: a resumed record is data); a long
+    skip reason already in ``seen`` is shortened, and every reason shown is added to it."""
     job, weights = record.get("job", {}), record.get("weights") or {}
     lines = [
         f"model     {job.get('model')}  preset {job.get('preset')}{_sizes(job)}  seed "
@@ -37,7 +37,7 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str,
         lines.append(ab)
     lines += [f"warning   {w}" for w in record.get("warnings", [])]
     lines.append(f"record    {record_path}")
-    return lines
+    return [printable(line) for line in lines]
 
 
 def ab_line(section: Any) -> str | None:

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
+from ascendbench.digits import printable
 from ascendbench.errors import ReportError
 from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME
@@ -85,7 +86,8 @@ def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
     """The row of the record at ``path`` (or its bytes); a ``broken`` row if unreadable."""
     path = Path(path)
     try:
-        record = json.loads(read_regular(path) if data is None else data, parse_int=_bounded_int)
+        record = _printable(json.loads(read_regular(path) if data is None else data,
+                                       parse_int=_bounded_int))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
         return _broken(path, f"{type(exc).__name__}: {exc}")
     except RecursionError:
@@ -98,6 +100,16 @@ def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
         return record_row(record, path)
     except RecursionError:
         return _broken(path, "RecursionError: a section is nested too deeply to flatten")
+
+
+def _printable(value: Any) -> Any:
+    """The parsed record with the control characters of every text escaped (the one cleaning of
+    record text: every report, the CSV, the port report and the README get it from here)."""
+    if isinstance(value, dict):
+        return {printable(key): _printable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_printable(item) for item in value]
+    return printable(value) if isinstance(value, str) else value
 
 
 def malformed(record: Any) -> str | None:
