@@ -1,6 +1,8 @@
 """Atomic file writes (a temporary file in the target's directory, fsync, ``os.replace``) and reads
 of regular files only. A reader sees the old file or the complete new one; a failed write leaves no
-temporary file behind and becomes :class:`~ascendbench.errors.OutputWriteError` naming the file."""
+temporary file behind and becomes :class:`~ascendbench.errors.OutputWriteError` naming the file.
+Nothing is written through a link: the rename replaces a link planted as the file, and a directory a
+tool owns (a job or sweep directory) is refused while :func:`links_inside` finds one in it."""
 
 from __future__ import annotations
 
@@ -55,6 +57,20 @@ def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterat
         if write_failure and not isinstance(exc, AscendBenchError):  # not the content's own error
             raise _write_error(path, exc) from exc
         raise
+
+
+def links_inside(directory: str | os.PathLike[str], depth: int = 3) -> list[Path]:
+    """The symbolic links in ``directory`` and its subdirectories ``depth`` levels down (none
+    followed): where a write below it would leave it (a copied job dir's ``tensors -> /etc``)."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return []
+    found = [Path(entry.path) for entry in entries if entry.is_symlink()]
+    for entry in entries:
+        if depth > 1 and entry.is_dir(follow_symlinks=False):
+            found += links_inside(entry.path, depth - 1)
+    return found
 
 
 def _write_error(path: Path, exc: BaseException) -> OutputWriteError:

@@ -1,6 +1,8 @@
 """A job directory is checked, then claimed for the job's life with a :class:`filelock.FileLock`
 on ``<job dir>/.ascendbench.lock`` (dropped however the holder ends), so that two jobs never write
-one record; the lock file names its holder and is never opened through a link."""
+one record; the lock file names its holder and is never opened through a link. A directory holding
+a link (``.hydra/overrides.yaml -> ~/.bashrc`` in a copied run dir) is refused before Hydra or the
+job writes anything there."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from ascendbench.errors import JobDirBusyError, JobDirError
-from ascendbench.fileio import read_regular
+from ascendbench.fileio import links_inside, read_regular
 from ascendbench.job.record import RECORD_NAME
 
 LOCK_NAME = ".ascendbench.lock"
@@ -41,7 +43,8 @@ def _os_reason(exc: OSError) -> str:
 def check_job_dir(job_dir: Path | str, key: str = "hydra.run.dir") -> Path:
     """Create ``job_dir`` if needed and make sure a job can write there; return it. A
     :class:`JobDirError` when it cannot be created or written, is a file, holds a ``record.json``
-    that is not a file, or its disk has less than :data:`MIN_FREE_MB` MB free."""
+    that is not a file or a symbolic link (:func:`links_inside`), or its disk has less than
+    :data:`MIN_FREE_MB` MB free."""
     path = Path(job_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -51,6 +54,11 @@ def check_job_dir(job_dir: Path | str, key: str = "hydra.run.dir") -> Path:
     if record.exists() and not record.is_file():
         raise _unusable(key, path, f"{record} exists and is not a file (remove it, or choose "
                                    "another directory)")
+    if links := links_inside(path):
+        more = f" (and {len(links) - 1} more)" * (len(links) > 1)
+        raise _unusable(key, path, f"{links[0]} is a symbolic link{more}, and ascendbench never "
+                                   "writes through one (remove the links, or choose another "
+                                   "directory)")
     try:
         probe = path / f".ascendbench-probe-{os.getpid()}"
         probe.write_bytes(b"")

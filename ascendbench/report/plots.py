@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from ascendbench.fileio import atomic_path
 from ascendbench.report import fmt
 from ascendbench.report.fmt import Row, Rows, get, group, latency, num, section_metric, size_label
 from ascendbench.report.performance import latest
@@ -194,7 +195,8 @@ def _save(fig: Any, path: Path) -> Path | None:
     if fig is None:
         return None
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with atomic_path(path) as tmp:  # a link planted as the file is replaced, not written through
+        fig.savefig(tmp, dpi=100, format="png")
     pyplot().close(fig)
     return path
 

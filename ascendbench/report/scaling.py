@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from ascendbench.fileio import atomic_path
 from ascendbench.report import fmt
 from ascendbench.report.fmt import MISSING, Row, Rows, get, group, num, record_link, table, text
 from ascendbench.report.performance import latest
@@ -98,7 +99,8 @@ def scaling_plots(rows: Rows, out_dir: Path) -> list[Path]:
         figure.suptitle(f"scaling: {model} on {get(by_world[0][1], 'job.device')}", fontsize=10)
         figure.tight_layout()
         paths.append(Path(out_dir) / f"scaling_{safe_name(model)}_{index}.png")
-        figure.savefig(paths[-1], dpi=100)
+        with atomic_path(paths[-1]) as tmp:
+            figure.savefig(tmp, dpi=100, format="png")
         plt.close(figure)
     return paths
 

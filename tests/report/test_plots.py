@@ -155,3 +155,15 @@ def test_error_plot_has_a_threshold_line_per_dtype_bound_and_the_legend_below(wr
     assert len(fig.axes[0].patches) == 3, "one bar per run"
     assert _below(fig)
     pyplot().close(fig)
+
+
+def test_a_plot_planted_as_a_link_is_replaced_not_written_through(write_record, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    rows = [load_row(write_record(f"r{b}", batch=b, median_ms=10.0 * b)) for b in (1, 2)]
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / f"{safe_name('flux2_small_decoder')}_latency.png").symlink_to(victim)
+    path = latency_plot(rows, "flux2_small_decoder", out)
+    assert victim.read_bytes() == b"precious"
+    assert not path.is_symlink() and path.read_bytes().startswith(b"\x89PNG")
