@@ -151,9 +151,8 @@ def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: tor
 
 
 def fallback_visibility() -> dict[str, Any]:
-    """What decides whether torch_npu prints its fallback warning at all
-    (``OptionsManager::ShouldPrintWarning``; docs/devices.md): the variables as set, and
-    ``not_observable`` (why) where they silence it."""
+    """The variables that decide whether torch_npu prints its fallback warning at all
+    (``OptionsManager::ShouldPrintWarning``), and ``not_observable``: why, where they silence it."""
     env = {k: os.environ.get(k) for k in ("TORCH_NPU_DISABLED_WARNING",
                                            "TORCH_NPU_WARNING_DISABLE", "RANK")}
     silenced = [f"{k}={v}" for k, v in env.items()
@@ -165,11 +164,10 @@ def fallback_visibility() -> dict[str, Any]:
 def other_ranks(check: Mapping[str, Any], world_size: int) -> dict[str, Any]:
     """Rank 0's check for a multi-rank job: on an NPU the other ranks' fallbacks are not
     observable (torch_npu is silent where ``RANK`` is not 0)."""
-    if check.get("device") != "npu" or world_size < 2:
-        return dict(check)
-    return {**check, "not_observable": check.get("not_observable") or (
-        f"ranks 1-{world_size - 1}: torch_npu prints no CPU-fallback warning where RANK is not "
-        "0; this is what rank 0 saw")}
+    silent = (f"ranks 1-{world_size - 1}: torch_npu prints no CPU-fallback warning where RANK is "
+              "not 0; this is what rank 0 saw")
+    npu = check.get("device") == "npu" and world_size > 1
+    return {**check, "not_observable": check.get("not_observable") or (silent if npu else None)}
 
 
 def placement_entry(check: Mapping[str, Any],

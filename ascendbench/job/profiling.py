@@ -130,9 +130,8 @@ def _profile_npu(out_dir: Path,
     ``<job dir>/profile_npu``, written in the temp dir first where torch_npu refuses that path)."""
     npu_profiler = importlib.import_module("torch_npu.profiler")  # only on an NPU host
     if multiprocessing.current_process().daemon:
-        raise ConfigError("torch_npu's profiler cannot analyse its data in a daemon process (this "
-                          "launcher's workers are daemons): run the sweep with the basic launcher "
-                          "or set profile.enabled=false.")
+        raise ConfigError("torch_npu's profiler cannot analyse its data in a daemon process: use "
+                          "a launcher whose workers are not daemons, or profile.enabled=false.")
     root = Path(out_dir) / PROFILE_DIR
     root.mkdir(parents=True, exist_ok=True)
     where = root if ACCEPTED_PATH.fullmatch(os.path.realpath(root)) else Path(
