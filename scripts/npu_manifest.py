@@ -322,6 +322,7 @@ def profiler_layout(trees: dict[str, tuple[str, ast.Module]]) -> dict[str, Any]:
                 isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
                 and node.value.endswith("_ascend_pt")
+                and path.startswith("torch_npu/profiler/")  # not 2.14.0's _inductor glob
             ):
                 layout["run_dir_format"] = {"value": node.value, "source": path}
     return layout

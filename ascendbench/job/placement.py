@@ -144,9 +144,30 @@ def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: tor
                         f"this process: {', '.join(earlier[:SHOWN])} (torch_npu warns once per "
                         "operator per process, so this job cannot show whether it ran them again; "
                         "run it alone to know)")
-    return {"device": device.type, "parameters": params, "parameters_judged": not offloaded,
-            "outputs": outs, "fallback_ops": sorted({*ops, *earlier}),
-            "fallback_ops_earlier_in_process": earlier, "ok": not findings, "findings": findings}
+    check = {"device": device.type, "parameters": params, "parameters_judged": not offloaded,
+             "outputs": outs, "fallback_ops": sorted({*ops, *earlier}),
+             "fallback_ops_earlier_in_process": earlier, "ok": not findings, "findings": findings}
+    return {**check, **fallback_visibility()} if (device_type or device.type) == "npu" else check
+
+
+def fallback_visibility() -> dict[str, Any]:
+    """The variables that decide whether torch_npu prints its fallback warning at all
+    (``OptionsManager::ShouldPrintWarning``), and ``not_observable``: why, where they silence it."""
+    env = {k: os.environ.get(k) for k in ("TORCH_NPU_DISABLED_WARNING",
+                                           "TORCH_NPU_WARNING_DISABLE", "RANK")}
+    silenced = [f"{k}={v}" for k, v in env.items()
+                if (v not in (None, "0") if k == "RANK" else v == "1")]
+    why = f"{' and '.join(silenced)}: torch_npu prints no CPU-fallback warning"
+    return {"fallback_warning_env": env, "not_observable": why if silenced else None}
+
+
+def other_ranks(check: Mapping[str, Any], world_size: int) -> dict[str, Any]:
+    """Rank 0's check for a multi-rank job: on an NPU the other ranks' fallbacks are not
+    observable (torch_npu is silent where ``RANK`` is not 0)."""
+    silent = (f"ranks 1-{world_size - 1}: torch_npu prints no CPU-fallback warning where RANK is "
+              "not 0; this is what rank 0 saw")
+    npu = check.get("device") == "npu" and world_size > 1
+    return {**check, "not_observable": check.get("not_observable") or (silent if npu else None)}
 
 
 def placement_entry(check: Mapping[str, Any],
@@ -157,7 +178,10 @@ def placement_entry(check: Mapping[str, Any],
     rule = (rules or {}).get("placement_findings")
     entry = {"value": len(findings), "findings": findings,
              "fallback_ops": list(check.get("fallback_ops") or [])}
-    if rule:
-        return {**entry, **judge(len(findings), rule)}
-    return {**entry, "verdict": "WARN" if findings else "PASS", "threshold": 0, "rule": "warn > 0",
-            "source": PLACEMENT_RULE_SOURCE}
+    entry = {**entry, **judge(len(findings), rule)} if rule else {
+        **entry, "verdict": "WARN" if findings else "PASS", "threshold": 0, "rule": "warn > 0",
+        "source": PLACEMENT_RULE_SOURCE}
+    if check.get("not_observable") and entry["verdict"] == "PASS":  # none seen: none could be
+        return {**entry, "verdict": "WARN", "not_observable": check["not_observable"],
+                "rule": "CPU fallbacks observable", "source": PLACEMENT_RULE_SOURCE}
+    return entry

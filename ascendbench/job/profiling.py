@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import csv
 import importlib
+import multiprocessing
+import os
 import re
+import shutil
 import statistics
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
 
 from torch.profiler import ProfilerActivity, profile
+
+from ascendbench.errors import ConfigError
 
 TRACE_NAME = "profile_trace.json"
 PROFILE_DIR = "profile_npu"  # inside the job dir: the *_ascend_pt run directories
@@ -22,6 +28,9 @@ OUTPUT_DIR = "ASCEND_PROFILER_OUTPUT"
 NAME, SHAPES, DEVICE_SELF = "Name", "Input Shapes", "Device Self Duration(us)"
 OP_TYPE, COUNT, TOTAL_US = "OP Type", "Count", "Total Time(us)"
 NPU_FILES = ("operator_details.csv", "kernel_details.csv", "op_statistic.csv")
+# The paths torch_npu's profiler takes (torch_npu/utils/_path_manager.py _input_path_common_check;
+# 2.1.0.post17..2.9.0 raise on others, 2.14.0 warns): no "=" or "," of a sweep job's directory.
+ACCEPTED_PATH = re.compile(r"(\.|/|_|-|\s|[~0-9a-zA-Z]|[\u4e00-\u9fa5])+")
 
 
 def _self_us(event: Any, clock: str) -> float:
@@ -117,17 +126,33 @@ def _timed_calls(call: Callable[[], Any], adapter: Any, calls: int) -> list[floa
 
 def _profile_npu(out_dir: Path,
                  timed: Callable[[], list[float]]) -> tuple[list[float], Path | None]:
-    """Run ``timed`` under ``torch_npu.profiler.profile``: (its wall times, the run directory)."""
+    """Run ``timed`` under ``torch_npu.profiler.profile``: (its wall times, the run directory in
+    ``<job dir>/profile_npu``, written in the temp dir first where torch_npu refuses that path)."""
     npu_profiler = importlib.import_module("torch_npu.profiler")  # only on an NPU host
+    if multiprocessing.current_process().daemon:
+        raise ConfigError("torch_npu's profiler cannot analyse its data in a daemon process: use "
+                          "a launcher whose workers are not daemons, or profile.enabled=false.")
     root = Path(out_dir) / PROFILE_DIR
     root.mkdir(parents=True, exist_ok=True)
-    before = set(root.glob("*_ascend_pt"))
+    where = root if ACCEPTED_PATH.fullmatch(os.path.realpath(root)) else Path(
+        tempfile.mkdtemp(prefix="ascendbench_profile_"))
+    if not ACCEPTED_PATH.fullmatch(os.path.realpath(where)):
+        raise ConfigError(f"torch_npu's profiler takes only paths of letters, digits, spaces and "
+                          f". / _ - ~; neither {root} nor {where} is one: set TMPDIR to one.")
+    before, method = set(where.glob("*_ascend_pt")), multiprocessing.get_start_method(True)
     activities = [npu_profiler.ProfilerActivity.CPU, npu_profiler.ProfilerActivity.NPU]
-    handler = npu_profiler.tensorboard_trace_handler(str(root))
-    with npu_profiler.profile(activities=activities, record_shapes=True, on_trace_ready=handler):
-        wall_ms = timed()
-    made = sorted(set(root.glob("*_ascend_pt")) - before)
-    return wall_ms, (made[-1] if made else None)
+    try:
+        handler = npu_profiler.tensorboard_trace_handler(str(where))
+        with npu_profiler.profile(activities=activities, record_shapes=True,
+                                  on_trace_ready=handler):
+            wall_ms = timed()
+    finally:
+        multiprocessing.set_start_method(method, force=True)  # its analysis sets "fork"
+        made = [shutil.move(run, root / run.name) if where != root else run
+                for run in sorted(set(where.glob("*_ascend_pt")) - before)]
+        if where != root:
+            shutil.rmtree(where, ignore_errors=True)
+    return wall_ms, (Path(made[-1]) if made else None)
 
 
 def profile_calls(call: Callable[[], Any], adapter: Any, settings: Any, out_dir: Path,

@@ -5,11 +5,14 @@ CSV files."""
 from __future__ import annotations
 
 import csv
+import multiprocessing
 import types
 
 import pytest
 
+from ascendbench.errors import ConfigError
 from ascendbench.job import placement
+from ascendbench.job.profiling import profile_calls
 from ascendbench.tasks.vae_decode import VaeDecodeTask
 
 from helpers import fake_torch_npu, read_record
@@ -150,3 +153,53 @@ def test_hf32_and_cube_math_type_are_recorded_as_read_back(monkeypatch):
     switches = DeviceAdapter("npu").info()["precision_switches"]
     assert switches == {"npu.matmul.allow_hf32": False, "npu.conv.allow_hf32": True,
                         "npu.matmul.cube_math_type": "KEEP_DTYPE"}
+
+
+@pytest.fixture
+def start_method():
+    """The process's multiprocessing start method, put back after the test."""
+    method = multiprocessing.get_start_method(allow_none=True)
+    yield method
+    multiprocessing.set_start_method(method, force=True)
+
+
+@pytest.mark.parametrize("version", fake_torch_npu.manifest_versions())
+def test_every_job_of_a_profiled_sweep_gets_its_operator_table(cli, monkeypatch, start_method,
+                                                              version):
+    """Sweep job dirs are named by their overrides (``=`` and ``,``), which torch_npu's path check
+    refuses up to 2.9.0; its analysis switches the process to ``fork``."""
+    fake_torch_npu.install(monkeypatch, version)
+    result, sweep = cli("-m", *NPU_JOB, "dtype=float16,bfloat16", "profile.enabled=true",
+                        "profile.calls=1")
+    assert result.returncode == 0, result.output[-3000:]
+    jobs = sorted(path.parent for path in sweep.rglob("record.json"))
+    assert len(jobs) == 2 and all("=" in job.name for job in jobs), jobs
+    for job in jobs:
+        profile = read_record(job)["profile"]
+        assert profile["top"] and "missing" not in profile, (job.name, profile)
+        assert (job / profile["ascend_pt"]).is_dir() and profile["ascend_pt"].endswith("_ascend_pt")
+    assert multiprocessing.get_start_method(allow_none=True) == start_method
+
+
+def test_profiling_in_a_daemon_process_is_refused_with_a_clear_error(monkeypatch, tmp_path):
+    fake_torch_npu.install(monkeypatch, "2.9.0")
+    monkeypatch.setattr(multiprocessing, "current_process",
+                        lambda: types.SimpleNamespace(daemon=True, name="worker"))
+    adapter = types.SimpleNamespace(name="npu", synchronize=lambda: None)
+    settings = types.SimpleNamespace(calls=1, top=5, trace=False)
+    with pytest.raises(ConfigError, match="cannot analyse its data in a daemon process"):
+        profile_calls(lambda: None, adapter, settings, tmp_path)
+
+
+@pytest.mark.parametrize("env", [{"TORCH_NPU_DISABLED_WARNING": "1"}, {"RANK": "1"}])
+def test_a_silenced_fallback_warning_is_not_observable_never_pass(cli, falling_back, env,
+                                                                  capfd):
+    rule = "+model.thresholds.placement_findings={max:0,source:test}"
+    result, job = cli(*NPU_JOB, rule, env=env)
+    assert "CAUTION" not in capfd.readouterr().err, "torch_npu prints nothing under " + str(env)
+    record = read_record(job)
+    entry, check = record["metrics"]["placement_findings"], record["placement_check"]
+    assert check["fallback_ops"] == [] and entry["verdict"] == "WARN", entry
+    name, value = next(iter(env.items()))
+    assert check["fallback_warning_env"][name] == value
+    assert f"{name}={value}: torch_npu prints no CPU-fallback warning" in entry["not_observable"]

@@ -36,11 +36,14 @@ from __future__ import annotations
 import csv
 import importlib.machinery
 import json
+import multiprocessing
 import os
+import re
 import socket
 import sys
 import time
 import types
+import warnings
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -159,8 +162,14 @@ class FakeNpu:
 
     def cpu_fallback(self, op: str) -> None:
         """What an operator without an NPU kernel does: the CAUTION line on fd 2, once per op per
-        process."""
-        if op in _WARNED_OPS:
+        process, where ``OptionsManager::ShouldPrintWarning`` allows it (its Python twin
+        ``_should_print_warning``: utils/utils.py:33-40 of 2.1.0.post17, 2.5.1 and 2.9.0;
+        _init/common/warning_utils.py:7-18 of 2.14.0, which reads TORCH_NPU_WARNING_DISABLE
+        first)."""
+        disabled = os.environ.get("TORCH_NPU_DISABLED_WARNING")
+        if self.version == "2.14.0":
+            disabled = os.environ.get("TORCH_NPU_WARNING_DISABLE", disabled)
+        if op in _WARNED_OPS or disabled == "1" or os.environ.get("RANK", "0") != "0":
             return
         _WARNED_OPS.add(op)
         prefix = self.messages("fallback_prefix")
@@ -170,6 +179,28 @@ class FakeNpu:
                 "may have "
                 "performance implications.\n")  # the c10 log prefix of the line is not reproduced
         os.write(2, line.encode())
+
+    def check_path(self, path: str) -> str:
+        """``PathManager.check_input_directory_path`` (torch_npu/utils/_path_manager.py,
+        ``_input_path_common_check``): the character set of every version; an odd one raises
+        ``Invalid input path`` up to 2.9.0 (2.1.0.post17 and 2.5.1 :166-169, 2.9.0 :165-168) and
+        only warns in 2.14.0 (:152-155)."""
+        if not re.fullmatch(r"(\.|/|_|-|\s|[~0-9a-zA-Z]|[\u4e00-\u9fa5])+", path):
+            if self.version == "2.14.0":
+                warnings.warn(f"Invalid input path: {path}", stacklevel=2)
+            else:
+                raise RuntimeError(f"Invalid input path: {path}")
+        return path
+
+    def analyse(self, prof: Any, root: Path, worker_name: str | None) -> None:
+        """``NpuProfiler.analyse`` (profiler/analysis/_npu_profiler.py; 2.5.1 and 2.9.0 :22-31,
+        2.1.0.post17 and 2.14.0 :23-32): none in a daemon process (an error printed), else the
+        process-wide start method set to ``fork``, then the CSV files."""
+        if multiprocessing.current_process().daemon:
+            _print_error_msg("The profiling data cannot be parsed during the daemon process")
+            return
+        multiprocessing.set_start_method("fork", force=True)
+        _write_ascend_pt(self, prof, root, worker_name)
 
     # -- torch.npu ---------------------------------------------------------------------------------
     def _synchronize(self, device: Any = None) -> None:
@@ -266,10 +297,16 @@ def _profiler_behaviours(fake: FakeNpu) -> dict[str, Any]:
 
     def tensorboard_trace_handler(dir_name: str | None = None, worker_name: str | None = None,
                                   analyse_flag: bool = True,
-                                  async_mode: bool = False) -> Callable[[Any], None]:
+                                  async_mode: bool = False) -> Callable[[Any], None] | None:
+        try:  # @no_exception_func(): the error is printed, the handler is None (no analysis)
+            root = Path(fake.check_path(os.path.realpath(dir_name or os.getcwd())))
+        except RuntimeError as exc:
+            _print_error_msg(f"Call tensorboard_trace_handler failed. Exception: {exc}")
+            return None
+
         def handler_fn(prof: Any) -> None:
             if analyse_flag:
-                _write_ascend_pt(fake, prof, Path(dir_name or os.getcwd()), worker_name)
+                fake.analyse(prof, root, worker_name)
         return handler_fn
 
     class profile:  # noqa: N801 - torch_npu's name
@@ -311,13 +348,20 @@ def _profiler_behaviours(fake: FakeNpu) -> dict[str, Any]:
             "tensorboard_trace_handler": tensorboard_trace_handler}
 
 
+def _print_error_msg(message: str) -> None:
+    """profiler/analysis/prof_common_func/_constant.py ``print_error_msg``: to stdout."""
+    print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] [ERROR] [{os.getpid()}] profiler.py: "
+          f"{message}", flush=True)
+
+
 def _write_ascend_pt(fake: FakeNpu, prof: Any, root: Path, worker_name: str | None) -> Path:
     """``<root>/<worker>_<pid>_<time>_ascend_pt/ASCEND_PROFILER_OUTPUT/*.csv`` with the wheel's
     column names."""
     layout = fake.manifest["profiler"]
     stamp = datetime.now(tz=timezone.utc).astimezone().strftime("%Y%m%d%H%M%S%f")[:-3]
     worker = f"{worker_name or socket.gethostname()}_{os.getpid()}"
-    run_dir = root / layout["run_dir_format"]["value"].format(worker, stamp)
+    run_dir = Path(fake.check_path(str(root / layout["run_dir_format"]["value"].format(worker,
+                                                                                    stamp))))
     out = run_dir / layout["output_dir"]["value"]
     out.mkdir(parents=True)
     events = [e for e in prof._host.events() if e.self_cpu_time_total > 0]

@@ -8,7 +8,13 @@ import warnings
 import pytest
 import torch
 
-from ascendbench.job.placement import capture_warnings, fallback_ops, placement_check
+from ascendbench.job.placement import (
+    capture_warnings,
+    fallback_ops,
+    other_ranks,
+    placement_check,
+    placement_entry,
+)
 
 from helpers import TINY_RUN, read_record
 
@@ -148,3 +154,12 @@ def test_only_npu_jobs_inherit_the_fallbacks_of_earlier_jobs_of_the_process(monk
     assert cpu_job["fallback_ops"] == []
     assert cpu_job["ok"], "a CPU job of the same process inherits nothing"
     assert later["fallback_ops_earlier_in_process"] == ["aten::_unique2"] and not later["ok"]
+
+
+def test_a_multi_rank_npu_job_reports_rank_0_and_the_other_ranks_as_not_observable():
+    seen = {"device": "npu", "findings": [], "fallback_ops": [], "not_observable": None}
+    check = other_ranks(seen, world_size=4)
+    assert "ranks 1-3: torch_npu prints no CPU-fallback warning" in check["not_observable"]
+    entry = placement_entry(check, {"placement_findings": {"max": 0, "source": "test"}})
+    assert entry["verdict"] == "WARN" and entry["not_observable"] == check["not_observable"]
+    assert other_ranks({**seen, "device": "cpu"}, world_size=4)["not_observable"] is None

@@ -31,6 +31,7 @@ from ascendbench.errors import RankFailedError, WeightsDigestError
 from ascendbench.graph import compile_model, first_call
 from ascendbench.job.distributed import modes
 from ascendbench.job.distributed.modes import ParallelSettings
+from ascendbench.job.placement import capture_warnings, other_ranks, placement_check
 from ascendbench.job.record import write_json_atomic
 from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import Precision
@@ -89,7 +90,9 @@ def run_distributed(job: Any, settings: ParallelSettings) -> dict[str, Any]:
         job.warn(f"the {settings.world_size} ranks ended with different outputs (digests in "
                  "distributed.ranks); the record keeps rank 0's")
     job.outputs = dict(outputs)
-    return {"bench": bench, "distributed": section, "outputs": summarize(job.outputs)}
+    job.placement = other_ranks(data["ranks"][0]["placement_check"], settings.world_size)
+    return {"bench": bench, "distributed": section, "outputs": summarize(job.outputs),
+            "placement_check": job.placement}
 
 
 def _rank_failure(exc: ProcessException, settings: ParallelSettings, ranks_dir: Path,
@@ -225,7 +228,8 @@ def _run_rank(rank: int, cfg: DictConfig, settings: ParallelSettings, digest: st
     with patches_applied(cfg.model.get("patches"), model, adapter.name, precision.name) as applied:
         if compiled is not None:
             compiled["first_call_ms"] = first_call(synced, adapter)
-        result, bench = measure(synced, adapter, rank_bench(cfg.bench), workload)
+        with capture_warnings() as messages:
+            result, bench = measure(synced, adapter, rank_bench(cfg.bench), workload)
     info["patches"] = applied
     if split is not None:
         info["denoiser_calls_split"] = split.calls
@@ -236,6 +240,10 @@ def _run_rank(rank: int, cfg: DictConfig, settings: ParallelSettings, digest: st
             "device_name": adapter.device_name(), "memory": bench["memory"],
             "cold_ms": bench["cold_ms"], "samples_ms": list(result.samples_ms),
             "median_ms": bench["latency"]["median_ms"], "mode": info}
+    if rank == 0:  # torch_npu warns only where RANK is 0
+        mine["placement_check"] = placement_check(
+            model, result.first_outputs, adapter.torch_device, messages=messages,
+            offloaded=bool(getattr(task, "cpu_offload", False)), device_type=adapter.name)
     _share(mine, result.first_outputs, bench, settings.world_size, ranks)
 
 

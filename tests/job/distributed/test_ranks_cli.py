@@ -65,6 +65,7 @@ def test_two_ranks_give_the_single_rank_outputs_and_one_record(runs, mode):
     record = read_record(runs[mode])
     # the accuracy gate judged the ranks' outputs
     assert record["status"] == "ok" and record["verdict"] == "PASS"
+    assert record["metrics"]["placement_findings"]["verdict"] == "PASS", "rank 0's check"
     section = record["distributed"]
     assert (section["world_size"], section["backend"], section["mode"]) == (2, "gloo", mode)
     assert [r["rank"] for r in section["ranks"]] == [0, 1] and section["outputs_agree"] is True
