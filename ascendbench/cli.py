@@ -17,14 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import hydra._internal.hydra as hydra_app
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 import ascendbench
 from ascendbench.compat import exit_if_unsupported, library_versions
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
-from ascendbench.errors import JobDirBusyError, JobDirError
+from ascendbench.config.targets import build
+from ascendbench.errors import ConfigError, JobDirBusyError, JobDirError, WouldBuild
 from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers, reset_outcomes
 from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
@@ -35,6 +37,24 @@ VERSION_LIBRARIES = ("torch", "torch_npu", "diffusers", "hydra-core")
 
 log = logging.getLogger(__name__)
 
+
+class CheckedCallbacks(hydra_app.Callbacks):  # type: ignore[misc]
+    """Hydra's ``hydra.callbacks``, each built through :func:`build` (a loader of pickles refused,
+    in a dry run only ascendbench's own classes built), before any job runs."""
+
+    def __init__(self, config: DictConfig | None = None) -> None:
+        self.callbacks = []
+        nodes = OmegaConf.select(config, "hydra.callbacks") if config is not None else None
+        for name, node in (nodes or {}).items():
+            try:
+                self.callbacks.append(build(node, f"hydra.callbacks.{name}"))
+            except WouldBuild as exc:
+                log.warning("dry run: would build %s", exc)
+            except ConfigError as exc:
+                raise SystemExit(f"ascendbench: {exc}") from None  # one paragraph, exit 1
+
+
+hydra_app.Callbacks = CheckedCallbacks  # Hydra builds the callbacks before the app runs
 register()  # the config schemas, also when conf/ is read as a plain directory (a checkout)
 register_resolvers()  # sweep job dir names and the launch token (also in worker processes)
 

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ascendbench.config import config_dir
 from ascendbench.config.schemas import FRAME_WORDS
-from ascendbench.config.targets import bind_problem, one_line, target_nodes
+from ascendbench.config.targets import bind_problem, one_line, target_nodes, unsafe_problems
 from ascendbench.digits import number
 from ascendbench.errors import AscendBenchError, ConfigError
 from ascendbench.metrics.verdict import check_rule
@@ -337,13 +337,15 @@ def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
     """Every problem the job would reject from this config alone, one clause each; ``choices``
     (Hydra's ``runtime.choices``), ``folders`` (``--config-dir``): the running job's by default."""
     job = job_part(cfg)
-    try:
-        OmegaConf.to_container(job, resolve=True)
+    allow = OmegaConf.select(job, "model.allow_pickle", throw_on_resolution_failure=False) is True
+    try:  # a loader of pickles is refused, also where an interpolation brings it
+        problems = unsafe_problems(OmegaConf.create(OmegaConf.to_container(job, resolve=True)),
+                                   "", allow)
     except Exception as exc:  # InterpolationResolutionError and friends: nothing else can be read
-        return [f"the config does not resolve: {one_line(exc)}"]
+        return [*unsafe_problems(job, "", allow), f"the config does not resolve: {one_line(exc)}"]
     running, running_folders = _running_job() if choices is None else (None, [])
     roots = [config_dir(), *(running_folders if folders is None else folders)]
-    problems = type_problems(job, choices if choices is not None else running, roots)
+    problems += type_problems(job, choices if choices is not None else running, roots)
     for rule in RULES:
         problems += rule(job)
     problems += [problem for path, node in target_nodes(job)
