@@ -39,19 +39,17 @@ log = logging.getLogger(__name__)
 
 
 class CheckedCallbacks(hydra_app.Callbacks):  # type: ignore[misc]
-    """Hydra's ``hydra.callbacks``, each built through :func:`build` (a loader of pickles refused,
-    in a dry run only ascendbench's own classes built), before any job runs."""
+    """``hydra.callbacks``, each built by :func:`build` (its refusal: one paragraph, exit 1)."""
 
-    def __init__(self, config: DictConfig | None = None) -> None:
+    def __init__(self, config: DictConfig) -> None:
         self.callbacks = []
-        nodes = OmegaConf.select(config, "hydra.callbacks") if config is not None else None
-        for name, node in (nodes or {}).items():
+        for name, node in (OmegaConf.select(config, "hydra.callbacks") or {}).items():
             try:
                 self.callbacks.append(build(node, f"hydra.callbacks.{name}"))
             except WouldBuild as exc:
                 log.warning("dry run: would build %s", exc)
             except ConfigError as exc:
-                raise SystemExit(f"ascendbench: {exc}") from None  # one paragraph, exit 1
+                raise SystemExit(f"ascendbench: {exc}") from None
 
 
 hydra_app.Callbacks = CheckedCallbacks  # Hydra builds the callbacks before the app runs
@@ -86,9 +84,7 @@ def _gate(record: dict, fail_on: str | None) -> str:
     """The job's status, or ``verdict <V>`` when ``fail_on`` makes its verdict a failure."""
     verdict = record.get("verdict")
     failing = fail_on and verdict in ORDER and ORDER[verdict] >= ORDER[fail_on]
-    if record["status"] == "ok" and failing:
-        return f"verdict {verdict}"
-    return record["status"]
+    return f"verdict {verdict}" if record["status"] == "ok" and failing else record["status"]
 
 
 def version_text() -> str:
@@ -126,9 +122,7 @@ def main() -> None:
               file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
     outcomes = [*_JOBS, *launch_outcomes()]  # a job seen twice changes nothing
-    if any("objective" in outcome for outcome in outcomes):
-        code = search_exit_status(outcomes)
-    else:
-        code = int(any(outcome.get("status") != "ok" for outcome in outcomes))
+    code = (search_exit_status(outcomes) if any("objective" in o for o in outcomes)
+            else int(any(outcome.get("status") != "ok" for outcome in outcomes)))
     if code:
         sys.exit(code)

@@ -125,8 +125,6 @@ class DryRunError(AscendBenchError):
 class WouldBuild(AscendBenchError):
     """A dry run met a ``_target_`` that is not ascendbench's own: named in the plan, not built."""
 
-    reason = "dry_run"
-
 
 class JobDirError(AscendBenchError):
     """The job directory cannot be used (not writable, a file, full...); nothing was written."""

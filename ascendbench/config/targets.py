@@ -1,8 +1,8 @@
-"""``_target_`` nodes of a config: whether each would instantiate, checked without building it;
-what may be built (:func:`build`: never a loader of pickles, in a dry run only our own classes)."""
+"""``_target_`` nodes of a config: whether each would instantiate, checked without building it."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 from typing import Any, Iterator
@@ -15,10 +15,10 @@ from ascendbench.errors import AscendBenchError, ConfigError, WouldBuild
 
 # Keys of a `_target_` node that instantiate() consumes itself.
 HYDRA_KEYS = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
-# Loaders of pickles (unpickling runs the file's code): the argument that makes one safe, or None.
+# Loaders of pickles (unpickling runs the file's code) -> (the argument making one safe, its value).
 PICKLE_LOADERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pickle", False),
                   **dict.fromkeys(["pickle.load", "pickle.loads", "pandas.read_pickle",
-                                   "joblib.load", "dill.load", "dill.loads"])}
+                                   "joblib.load", "dill.load", "dill.loads"], (None, None))}
 
 
 def target_nodes(node: Any, path: str = "", deep: bool = True) -> Iterator[tuple[str, DictConfig]]:
@@ -45,13 +45,18 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: " + " ".join(str(exc).split())
 
 
+def _target(node: DictConfig) -> Any:  # what `_target_` names, or why it cannot be imported
+    try:
+        return get_object(node["_target_"])
+    except Exception as exc:
+        return exc
+
+
 def bind_problem(path: str, node: DictConfig) -> str | None:
     """Why ``node`` would not instantiate (its target does not import, or its keys do not bind)."""
-    target = node["_target_"]
-    try:
-        obj = get_object(target)
-    except Exception as exc:  # ImportError, AttributeError...
-        return f"{path}._target_={target!r} cannot be imported: {one_line(exc)}"
+    target, obj = node["_target_"], _target(node)
+    if isinstance(obj, Exception):  # ImportError, AttributeError...
+        return f"{path}._target_={target!r} cannot be imported: {one_line(obj)}"
     kwargs = {str(k): None for k in node if k not in HYDRA_KEYS}
     try:
         signature = inspect.signature(obj)
@@ -66,60 +71,35 @@ def bind_problem(path: str, node: DictConfig) -> str | None:
     return None
 
 
-def _target(node: DictConfig) -> Any:
-    try:
-        return get_object(node["_target_"])
-    except Exception:  # cannot be imported: nothing is built (bind_problem says why)
-        return None
-
-
-def unsafe_problem(path: str, node: DictConfig, allow_pickle: bool = False) -> str | None:
-    """Why ``node`` must not be built: its target unpickles (a ``model.*`` node may, with
-    ``model.allow_pickle=true``); aliases (``torch.serialization.load``) are the same function."""
-    obj = _target(node)
-    name = next((n for n in PICKLE_LOADERS if obj is not None and obj is getattr(
-        sys.modules.get(n.rpartition(".")[0]), n.rpartition(".")[2], None)), None)
-    if name is None or (allow_pickle and path.startswith("model.")):
-        return None
-    flag, safe = PICKLE_LOADERS[name] or (None, None)
-    try:  # the flag's value as the call would see it (an argument, positional or not, or default)
-        bound = inspect.signature(obj).bind_partial(*node.get("_args_") or [], **{
-            str(k): node.get(k) for k in node if k not in HYDRA_KEYS})
-        bound.apply_defaults()
-    except (TypeError, ValueError):
-        bound = None
-    if flag and bound is not None and bool(bound.arguments.get(flag)) == safe:
-        return None
-    alias = f" (it is {name})" * (node["_target_"] != name)
-    return (f"{path}._target_={node['_target_']!r} unpickles{alias}, which runs any code the file "
-            "holds: refused" + (f"; set {flag}: {str(safe).lower()}" if flag else "")
-            + " (or model.allow_pickle=true, for weights you trust)" * (path[:6] == "model."))
-
-
-def unsafe_problems(node: DictConfig, path: str, allow_pickle: bool) -> list[str]:
-    """:func:`unsafe_problem` of every ``_target_`` node in ``node`` (at ``path``)."""
-    return [p for at, n in target_nodes(node, path) if (p := unsafe_problem(at, n, allow_pickle))]
-
-
-def _own(node: DictConfig) -> bool:
-    return str(getattr(_target(node), "__module__", "")).startswith("ascendbench.")
+def target_problems(node: DictConfig, path: str = "") -> tuple[list[str], list[str]]:
+    """``_target_`` nodes in ``node`` (resolved) that unpickle (unless ``model.allow_pickle=true``
+    for a ``model.`` one), and those :func:`build` would build that are not ascendbench's."""
+    root, refused = node._get_root(), []
+    allow = OmegaConf.select(root, "model.allow_pickle", throw_on_resolution_failure=False) is True
+    with contextlib.suppress(Exception):  # else as it is: instantiate fails the same way
+        node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+    loaders = {id(f): n for n in PICKLE_LOADERS if (f := getattr(  # aliases: the same function
+        sys.modules.get(n.rpartition(".")[0]), n.rpartition(".")[2], None)) is not None}
+    for at, sub in target_nodes(node, path):
+        name = loaders.get(id(_target(sub)))
+        flag, safe = PICKLE_LOADERS.get(name, ("", None))
+        if name and not (allow and at.startswith("model.")) and (  # `_args_` are not read: refused
+                not flag or "_args_" in sub or bool(sub.get(flag)) != safe):
+            fix = f"set {flag}: {str(safe).lower()}" if flag else "remove it"
+            refused.append(f"{at}._target_={sub['_target_']!r} unpickles ({name}: it runs the "
+                           f"file's code): refused; {fix}"
+                           + " (or model.allow_pickle=true)" * at.startswith("model."))
+    return refused, [f"{at}={n['_target_']}" for at, n in target_nodes(node, path, deep=False)
+                     if not str(getattr(_target(n), "__module__", "")).startswith("ascendbench.")]
 
 
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
-    """``instantiate`` a config node; our own errors pass through, others name the config key.
-    A loader of pickles is refused anywhere in it; in a dry run (``dry_run`` of its config) only
-    ascendbench's own classes are built (:class:`WouldBuild` names the others)."""
-    root = node._get_root()
-    try:  # interpolations (`${oc.create:...}`) may bring nodes: checked as instantiate sees them
-        seen = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
-    except Exception:
-        seen = node  # instantiate fails the same way
-    allow = OmegaConf.select(root, "model.allow_pickle", throw_on_resolution_failure=False) is True
-    if refused := unsafe_problems(seen, key, allow):
+    """``instantiate`` a config node, never a loader of pickles, in a dry run only our own classes
+    (:class:`WouldBuild`); our own errors pass through, others name the config key."""
+    refused, foreign = target_problems(node, key)
+    if refused:
         raise ConfigError(f"{'; '.join(refused)}. Remove the node from the config.")
-    foreign = [f"{path}={n['_target_']}" for path, n in target_nodes(seen, key, deep=False)
-               if not _own(n)]
-    if foreign and OmegaConf.select(root, "dry_run", default=False) is True:
+    if foreign and OmegaConf.select(node._get_root(), "dry_run", default=False) is True:
         raise WouldBuild(f"{', '.join(foreign)} (a dry run builds only ascendbench's own "
                          f"classes; {key} is not planned)")
     try:

@@ -80,3 +80,20 @@ def test_dry_run_names_a_target_not_ascendbench_s_and_does_not_build_it(tmp_path
                      tmp_path)
     assert not made.exists(), "the dry run built a class of the config's"
     assert "would build metric.evaluators.planted=os.makedirs" in result.output
+
+
+def test_aliases_positional_arguments_and_interpolations_do_not_hide_a_loader_of_pickles():
+    from omegaconf import OmegaConf
+
+    from ascendbench.config.targets import target_problems
+
+    cfg = OmegaConf.create({
+        "model": {"allow_pickle": False,
+                  "a": {"_target_": "torch.serialization.load", "f": "x", "weights_only": False}},
+        "b": {"_target_": "numpy.load", "_args_": ["x", None, True]},
+        "c": "${oc.create:'{_target_: pickle.loads, data: x}'}",
+        "safe": [{"_target_": "torch.load", "f": "x", "weights_only": True},
+                 {"_target_": "numpy.load", "file": "x"}]})
+    assert [p.split("._target_")[0] for p in target_problems(cfg)[0]] == ["model.a", "b", "c"]
+    cfg.model.allow_pickle = True  # weights the user trusts: under model only
+    assert [p.split("._target_")[0] for p in target_problems(cfg)[0]] == ["b", "c"]
