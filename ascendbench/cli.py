@@ -17,14 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import hydra._internal.hydra as hydra_app
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 import ascendbench
 from ascendbench.compat import exit_if_unsupported, library_versions
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
-from ascendbench.errors import JobDirBusyError, JobDirError
+from ascendbench.config.targets import build
+from ascendbench.errors import ConfigError, JobDirBusyError, JobDirError, WouldBuild
 from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers, reset_outcomes
 from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
@@ -35,6 +37,22 @@ VERSION_LIBRARIES = ("torch", "torch_npu", "diffusers", "hydra-core")
 
 log = logging.getLogger(__name__)
 
+
+class CheckedCallbacks(hydra_app.Callbacks):  # type: ignore[misc]
+    """``hydra.callbacks``, each built by :func:`build` (its refusal: one paragraph, exit 1)."""
+
+    def __init__(self, config: DictConfig) -> None:
+        self.callbacks = []
+        for name, node in (OmegaConf.select(config, "hydra.callbacks") or {}).items():
+            try:
+                self.callbacks.append(build(node, f"hydra.callbacks.{name}"))
+            except WouldBuild as exc:
+                log.warning("dry run: would build %s", exc)
+            except ConfigError as exc:
+                raise SystemExit(f"ascendbench: {exc}") from None
+
+
+hydra_app.Callbacks = CheckedCallbacks  # Hydra builds the callbacks before the app runs
 register()  # the config schemas, also when conf/ is read as a plain directory (a checkout)
 register_resolvers()  # sweep job dir names and the launch token (also in worker processes)
 
@@ -66,9 +84,7 @@ def _gate(record: dict, fail_on: str | None) -> str:
     """The job's status, or ``verdict <V>`` when ``fail_on`` makes its verdict a failure."""
     verdict = record.get("verdict")
     failing = fail_on and verdict in ORDER and ORDER[verdict] >= ORDER[fail_on]
-    if record["status"] == "ok" and failing:
-        return f"verdict {verdict}"
-    return record["status"]
+    return f"verdict {verdict}" if record["status"] == "ok" and failing else record["status"]
 
 
 def version_text() -> str:
@@ -106,9 +122,7 @@ def main() -> None:
               file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
     outcomes = [*_JOBS, *launch_outcomes()]  # a job seen twice changes nothing
-    if any("objective" in outcome for outcome in outcomes):
-        code = search_exit_status(outcomes)
-    else:
-        code = int(any(outcome.get("status") != "ok" for outcome in outcomes))
+    code = (search_exit_status(outcomes) if any("objective" in o for o in outcomes)
+            else int(any(outcome.get("status") != "ok" for outcome in outcomes)))
     if code:
         sys.exit(code)

@@ -122,6 +122,10 @@ class DryRunError(AscendBenchError):
     reason = "dry_run"
 
 
+class WouldBuild(AscendBenchError):
+    """A dry run met a ``_target_`` that is not ascendbench's own: named in the plan, not built."""
+
+
 class JobDirError(AscendBenchError):
     """The job directory cannot be used (not writable, a file, full...); nothing was written."""
 

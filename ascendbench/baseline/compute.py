@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from ascendbench.baseline.bounded import bounded_if_float64
@@ -24,6 +23,7 @@ from ascendbench.baseline.key import reference_patches
 from ascendbench.baseline.process import PROGRESS_PREFIX, RSS_SCALE
 from ascendbench.baseline.store import BaselineStore
 from ascendbench.compare.hooks import capturing
+from ascendbench.config.targets import build
 from ascendbench.errors import AscendBenchError, BaselineError
 from ascendbench.models.memory import activation_bytes
 from ascendbench.patches.registry import patches_applied
@@ -158,12 +158,12 @@ def compute(request: Mapping[str, Any]) -> dict[str, Any]:
     memory = {"imports_rss_mb": _rss_mb()}
     weights = request["weights"]
     mode = "random" if weights.get("kind") == "random-init" else "required"
-    loaded = instantiate(cfg.model.loader).load(cfg.model.source, mode, cfg.model.init_seed,
-                                                cfg.model.get("revision"))
+    loader = build(cfg.model.loader, "model.loader")
+    loaded = loader.load(cfg.model.source, mode, cfg.model.init_seed, cfg.model.get("revision"))
     if mode == "required":
         _check_same("weights", weights.get("digest"), loaded.weights.get("digest"),
                     "The files at model.source changed while the job ran; run the job again.")
-    task = instantiate(cfg.model.task)
+    task = build(cfg.model.task, "model.task")
     inputs = task.make_inputs(cfg.preset, cfg.seed)
     _check_same("inputs", request["inputs"], describe(inputs), "The task's inputs must be "
                 "deterministic (drawn from a CPU torch.Generator seeded with `seed`).")

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ascendbench.config import config_dir
 from ascendbench.config.schemas import FRAME_WORDS
-from ascendbench.config.targets import bind_problem, one_line, target_nodes
+from ascendbench.config.targets import bind_problem, one_line, target_nodes, target_problems
 from ascendbench.digits import number
 from ascendbench.errors import AscendBenchError, ConfigError
 from ascendbench.metrics.verdict import check_rule
@@ -231,10 +231,7 @@ _PURE_REFERENCE = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
 
 def _expected_type(value: Any) -> type | None:
     """The type a shipped value asks for (``None``: anything goes, e.g. null or a string)."""
-    for kind in (bool, int, float, list, dict):
-        if isinstance(value, kind):
-            return kind
-    return None
+    return next((kind for kind in (bool, int, float, list, dict) if isinstance(value, kind)), None)
 
 
 def _fits(value: Any, kind: type) -> bool:
@@ -300,8 +297,7 @@ def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
             continue
         if isinstance(shipped, str) and (match := _PURE_REFERENCE.match(shipped)):
             shipped = OmegaConf.select(cfg, match.group(1), default=None)
-        kind = _expected_type(shipped)
-        if kind is None:
+        if (kind := _expected_type(shipped)) is None:
             continue
         value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
         if value is not None and not _fits(value, kind):
@@ -337,17 +333,16 @@ def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
     """Every problem the job would reject from this config alone, one clause each; ``choices``
     (Hydra's ``runtime.choices``), ``folders`` (``--config-dir``): the running job's by default."""
     job = job_part(cfg)
+    problems = target_problems(job)[0]  # loaders of pickles: refused, wherever they come from
     try:
         OmegaConf.to_container(job, resolve=True)
     except Exception as exc:  # InterpolationResolutionError and friends: nothing else can be read
-        return [f"the config does not resolve: {one_line(exc)}"]
+        return [*problems, f"the config does not resolve: {one_line(exc)}"]
     running, running_folders = _running_job() if choices is None else (None, [])
     roots = [config_dir(), *(running_folders if folders is None else folders)]
-    problems = type_problems(job, choices if choices is not None else running, roots)
-    for rule in RULES:
-        problems += rule(job)
-    problems += [problem for path, node in target_nodes(job)
-                 if (problem := bind_problem(path, node))]
+    problems += type_problems(job, choices if choices is not None else running, roots)
+    problems += [problem for rule in RULES for problem in rule(job)]
+    problems += [p for path, node in target_nodes(job) if (p := bind_problem(path, node))]
     return list(dict.fromkeys(problems))
 
 
@@ -360,6 +355,5 @@ def check_config(cfg: DictConfig, choices: Mapping[str, Any] | None = None) -> N
     raise ConfigError(
         f"the configuration cannot run, {len(problems)} problem(s): {'; '.join(problems)}. Set "
         "each key to an allowed value on the command line or in its YAML file (e.g. "
-        f"`{example}=...`); "
-        "`--cfg job` prints the composed config and `python -m ascendbench.validate` checks every "
-        "shipped option.")
+        f"`{example}=...`); `--cfg job` prints the composed config and `python -m "
+        "ascendbench.validate` checks every shipped option.")

@@ -2,33 +2,42 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import sys
 from typing import Any, Iterator
 
 from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ascendbench.errors import AscendBenchError, ConfigError
+from ascendbench.errors import AscendBenchError, ConfigError, WouldBuild
 
 # Keys of a `_target_` node that instantiate() consumes itself.
 HYDRA_KEYS = {"_target_", "_recursive_", "_convert_", "_partial_", "_args_"}
+# Loaders of pickles (unpickling runs the file's code) -> (the argument making one safe, its value).
+PICKLE_LOADERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pickle", False),
+                  **dict.fromkeys(["pickle.load", "pickle.loads", "pandas.read_pickle",
+                                   "joblib.load", "dill.load", "dill.loads"], (None, None))}
 
 
-def target_nodes(node: Any, path: str = "") -> Iterator[tuple[str, DictConfig]]:
-    """Every ``(dotted path, node)`` carrying a ``_target_``, depth first."""
+def target_nodes(node: Any, path: str = "", deep: bool = True) -> Iterator[tuple[str, DictConfig]]:
+    """Every ``(dotted path, node)`` carrying a ``_target_``, depth first (``deep=False``: not
+    below a ``_recursive_: false`` node, whose class builds those itself)."""
     if isinstance(node, (DictConfig, ListConfig)) and (node._is_none() or node._is_missing()):
         return
     if isinstance(node, DictConfig):
         if "_target_" in node:
             yield path or "<root>", node
+            if not deep and node.get("_recursive_", True) is False:
+                return
         for key in node:
             child = node._get_node(key)
             child = child if isinstance(child, (DictConfig, ListConfig)) else None
-            yield from target_nodes(child, f"{path}.{key}" if path else str(key))
+            yield from target_nodes(child, f"{path}.{key}" if path else str(key), deep)
     elif isinstance(node, ListConfig):
         for index, item in enumerate(node):
-            yield from target_nodes(item, f"{path}[{index}]")
+            yield from target_nodes(item, f"{path}[{index}]", deep)
 
 
 def one_line(exc: BaseException) -> str:
@@ -36,13 +45,18 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: " + " ".join(str(exc).split())
 
 
+def _target(node: DictConfig) -> Any:  # what `_target_` names, or why it cannot be imported
+    try:
+        return get_object(node["_target_"])
+    except Exception as exc:
+        return exc
+
+
 def bind_problem(path: str, node: DictConfig) -> str | None:
     """Why ``node`` would not instantiate (its target does not import, or its keys do not bind)."""
-    target = node["_target_"]
-    try:
-        obj = get_object(target)
-    except Exception as exc:  # ImportError, AttributeError...
-        return f"{path}._target_={target!r} cannot be imported: {one_line(exc)}"
+    target, obj = node["_target_"], _target(node)
+    if isinstance(obj, Exception):  # ImportError, AttributeError...
+        return f"{path}._target_={target!r} cannot be imported: {one_line(obj)}"
     kwargs = {str(k): None for k in node if k not in HYDRA_KEYS}
     try:
         signature = inspect.signature(obj)
@@ -57,8 +71,37 @@ def bind_problem(path: str, node: DictConfig) -> str | None:
     return None
 
 
+def target_problems(node: DictConfig, path: str = "") -> tuple[list[str], list[str]]:
+    """``_target_`` nodes in ``node`` (resolved) that unpickle (unless ``model.allow_pickle=true``
+    for a ``model.`` one), and those :func:`build` would build that are not ascendbench's."""
+    root, refused = node._get_root(), []
+    allow = OmegaConf.select(root, "model.allow_pickle", throw_on_resolution_failure=False) is True
+    with contextlib.suppress(Exception):  # else as it is: instantiate fails the same way
+        node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+    loaders = {id(f): n for n in PICKLE_LOADERS if (f := getattr(  # aliases: the same function
+        sys.modules.get(n.rpartition(".")[0]), n.rpartition(".")[2], None)) is not None}
+    for at, sub in target_nodes(node, path):
+        name = loaders.get(id(_target(sub)))
+        flag, safe = PICKLE_LOADERS.get(name, ("", None))
+        if name and not (allow and at.startswith("model.")) and (  # `_args_` are not read: refused
+                not flag or "_args_" in sub or bool(sub.get(flag)) != safe):
+            fix = f"set {flag}: {str(safe).lower()}" if flag else "remove it"
+            refused.append(f"{at}._target_={sub['_target_']!r} unpickles ({name}: it runs the "
+                           f"file's code): refused; {fix}"
+                           + " (or model.allow_pickle=true)" * at.startswith("model."))
+    return refused, [f"{at}={n['_target_']}" for at, n in target_nodes(node, path, deep=False)
+                     if not str(getattr(_target(n), "__module__", "")).startswith("ascendbench.")]
+
+
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
-    """``instantiate`` a config node; our own errors pass through, others name the config key."""
+    """``instantiate`` a config node, never a loader of pickles, in a dry run only our own classes
+    (:class:`WouldBuild`); our own errors pass through, others name the config key."""
+    refused, foreign = target_problems(node, key)
+    if refused:
+        raise ConfigError(f"{'; '.join(refused)}. Remove the node from the config.")
+    if foreign and OmegaConf.select(node._get_root(), "dry_run", default=False) is True:
+        raise WouldBuild(f"{', '.join(foreign)} (a dry run builds only ascendbench's own "
+                         f"classes; {key} is not planned)")
     try:
         return instantiate(node, **kwargs)
     except InstantiationException as exc:

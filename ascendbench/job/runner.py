@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from ascendbench import progress
 from ascendbench.baseline.replay_memory import plan_lines
 from ascendbench.env import environment
-from ascendbench.errors import AscendBenchError, DryRunError, OutputWriteError
+from ascendbench.errors import AscendBenchError, DryRunError, OutputWriteError, WouldBuild
 from ascendbench.job.claim import check_job_dir, claim, release
 from ascendbench.job.failures import (
     classify,
@@ -134,9 +134,13 @@ def _plan(job: Job) -> None:
             job.stage, before = stage.label, len(job.problems)
             try:
                 job.record(stage.plan(job))
+            except WouldBuild as exc:  # not ascendbench's: named, not built
+                job.plan["would_build"] = [*job.plan.get("would_build", []), str(exc)]
             except AscendBenchError as exc:
                 job.problems.append(str(exc))
             by_stage[stage.name] = len(job.problems) - before
+            if stage.name == "config" and by_stage["config"]:  # nothing built from a refused config
+                break
     job.stage = "the dry run"
     plan = {**job.plan, "problems": job.problems, "problems_by_stage": by_stage}
     job.record({"plan": plan})
@@ -244,5 +248,6 @@ def format_plan(plan: Mapping[str, Any]) -> str:
     lines += ["  outputs   " + outputs[0]] + [f"            {o}" for o in outputs[1:]]
     if by_stage := plan.get("problems_by_stage"):  # the device side and the reference told apart
         lines.append("  stages    " + ", ".join(f"{k} {_count(n)}" for k, n in by_stage.items()))
+    lines += [f"  would build {w}" for w in plan.get("would_build", [])]
     lines += [f"  PROBLEM   {p}" for p in plan.get("problems", [])] or ["  problems  none"]
     return "\n".join(lines)
