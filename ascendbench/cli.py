@@ -17,16 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import hydra._internal.hydra as hydra_app
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 import ascendbench
 from ascendbench.compat import exit_if_unsupported, library_versions
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
-from ascendbench.config.targets import build
-from ascendbench.errors import ConfigError, JobDirBusyError, JobDirError, WouldBuild
+from ascendbench.errors import JobDirBusyError, JobDirError
 from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers, reset_outcomes
 from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
@@ -37,22 +35,6 @@ VERSION_LIBRARIES = ("torch", "torch_npu", "diffusers", "hydra-core")
 
 log = logging.getLogger(__name__)
 
-
-class CheckedCallbacks(hydra_app.Callbacks):  # type: ignore[misc]
-    """``hydra.callbacks``, each built by :func:`build` (its refusal: one paragraph, exit 1)."""
-
-    def __init__(self, config: DictConfig) -> None:
-        self.callbacks = []
-        for name, node in (OmegaConf.select(config, "hydra.callbacks") or {}).items():
-            try:
-                self.callbacks.append(build(node, f"hydra.callbacks.{name}"))
-            except WouldBuild as exc:
-                log.warning("dry run: would build %s", exc)
-            except ConfigError as exc:
-                raise SystemExit(f"ascendbench: {exc}") from None
-
-
-hydra_app.Callbacks = CheckedCallbacks  # Hydra builds the callbacks before the app runs
 register()  # the config schemas, also when conf/ is read as a plain directory (a checkout)
 register_resolvers()  # sweep job dir names and the launch token (also in worker processes)
 
