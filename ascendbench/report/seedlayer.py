@@ -110,7 +110,8 @@ def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 PROFILES: dict[str, tuple[tuple[str, str, str, Layout], ...]] = {
     "VaeDecodeTask": (
         ("flux2_accuracy", "Accuracy (metrics x dtypes)", "精度评测", flux2_accuracy),
-        ("flux2_performance", "Performance (batch x resolution)", "性能测试", flux2_performance),
+        ("flux2_performance", "Performance (batch x resolution)", "性能测试",
+         flux2_performance),
         ("flux2_speedup", "Speed-up over the CPU", "加速比", flux2_speedup),
         ("flux2_dtype", "dtype recommendation", "数据类型选择", flux2_dtype)),
     "TextToVideoTask": (

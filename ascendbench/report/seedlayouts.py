@@ -107,7 +107,8 @@ def _memory_mb(row: fmt.Row) -> float | None:
 
 
 def flux2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """Metrics x dtypes (``指标 | NPU float32 vs CPU | ...``), a result row, rules in the notes."""
+    """Metrics x dtypes (``指标 | NPU float32 vs CPU | ...``), a result row, rules in the
+    notes."""
     judged_rows = _accelerators(accuracy_rows(rows))
     if not judged_rows:
         return None
@@ -202,7 +203,8 @@ def flux2_dtype(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """分辨率 | 帧数 | Steps | 中间张量 MaxDiff | 中间张量 CosSim | 视频 PSNR | 视频 SSIM | 判定."""
+    """The seed's table: 分辨率 | 帧数 | Steps | 中间张量 MaxDiff | 中间张量 CosSim |
+    视频 PSNR | 视频 SSIM | 判定."""
     judged_rows = accuracy_rows(rows)
     if not judged_rows:
         return None
@@ -224,7 +226,8 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """指标 | 预估/实测数值 | 说明: load time, first call, time per resolution, peak memory."""
+    """The seed's table (指标 | 预估/实测数值 | 说明): load time, first call, time per
+    resolution, peak memory."""
     timed = [r for r in timing_rows(rows) if fmt.latency(r)]
     if not timed:
         return None
