@@ -84,8 +84,8 @@ def run_report(args: argparse.Namespace, settings) -> int:
     for path in write_port(report, out) if args.port else []:
         print(f"port report: {path}")
     for readme in args.readme:
-        unknown = backfill_file(Path(readme), lambda base: partial(report.section, base_dir=base))
-        left = f" (unknown markers left untouched: {', '.join(unknown)})" if unknown else ""
+        kept = backfill_file(Path(readme), lambda base: partial(report.section, base_dir=base))
+        left = f" (left untouched: {'; '.join(kept)})" if kept else ""
         print(f"back-filled: {readme}{left}")
     return 0
 

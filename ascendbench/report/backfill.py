@@ -1,5 +1,6 @@
 """README back-fill: the body of ``<!-- ascendbench:<name> -->`` pairs (and the Sulphur-2 seed's
-``ACCURACY_TABLE`` pair) becomes that section; unknown names stay, a rerun changes nothing."""
+``ACCURACY_TABLE`` pair) becomes that section, and the rows of a placeholder table (cells of
+``待实测填充``) are filled by their key columns; only markers on their own lines count."""
 
 from __future__ import annotations
 
@@ -15,11 +16,18 @@ SECTIONS = ("accuracy", "per_resolution", "layers", "performance", "recommendati
             "pivot", "seed_layouts", "flux2_accuracy", "flux2_performance", "flux2_speedup",
             "flux2_dtype", "sulphur2_accuracy", "sulphur2_performance", "vae_layer",
             "videoflextok_gates")
-LEGACY_SECTION = "per_resolution"  # what the seed's ACCURACY_TABLE pair holds
-_MARKER = re.compile(r"(<!--\s*ascendbench:(?P<name>[\w-]+)\s*-->)(?P<body>.*?)"
-                     r"(<!--\s*/ascendbench:(?P=name)\s*-->)", re.DOTALL)
-_LEGACY = re.compile(r"(<!--\s*ACCURACY_TABLE_BEGIN\s*-->)(?P<body>.*?)"
-                     r"(<!--\s*ACCURACY_TABLE_END\s*-->)", re.DOTALL)
+LEGACY_SECTION = "per_resolution"  # what the seed's ACCURACY_TABLE pair and placeholder rows hold
+PLACEHOLDER = "待实测填充"  # the Sulphur-2 seed's "to be measured" cell
+KEYS = 3  # a placeholder row is found by its resolution, frames and steps cells
+# a marker counts alone on its line (a pair may share one line): not inside a sentence about it
+_OWN = r"(?=[ \t]*(?:\n|$|<!--))"
+_MARKER = re.compile(r"^[ \t]*(<!--\s*ascendbench:(?P<name>[\w-]+)\s*-->)" + _OWN
+                     + r"(?P<body>.*?)(<!--\s*/ascendbench:(?P=name)\s*-->)[ \t]*$",
+                     re.DOTALL | re.MULTILINE)
+_LEGACY = re.compile(r"^[ \t]*(<!--\s*ACCURACY_TABLE_BEGIN\s*-->)" + _OWN
+                     + r"(?P<body>.*?)(<!--\s*ACCURACY_TABLE_END\s*-->)[ \t]*$",
+                     re.DOTALL | re.MULTILINE)
+_MENTION = re.compile(r"<!--\s*(/?ascendbench:[\w-]+|ACCURACY_TABLE_(BEGIN|END))\s*-->")
 
 
 def marker_names(text: str) -> list[str]:
@@ -28,8 +36,39 @@ def marker_names(text: str) -> list[str]:
         _LEGACY.findall(text))
 
 
+def _cells(line: str) -> list[str]:
+    """The cells of a tab-separated or Markdown table row."""
+    if "\t" in line:
+        return [c.strip() for c in line.strip().split("\t")]
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _row(line: str, cells: list[str]) -> str:
+    """``cells`` written the way ``line`` separates its cells."""
+    return "\t".join(cells) if "\t" in line else "| " + " | ".join(cells) + " |"
+
+
+def fill_placeholders(text: str, table: str) -> tuple[str, int]:
+    """Rows of ``text`` holding the placeholder cell replaced by the row of the Markdown ``table``
+    with the same key columns (and as many cells); the text, the rows left unfilled."""
+    rows = [_cells(line) for line in table.splitlines() if line.startswith("|")]
+    by_key = {tuple(r[:KEYS]): r for r in rows[2:]}  # below the header and its |---| line
+    lines, left = text.split("\n"), 0
+    for number, line in enumerate(lines):
+        if PLACEHOLDER not in line:
+            continue
+        cells = _cells(line)
+        found = by_key.get(tuple(cells[:KEYS]))
+        if found is None or len(found) != len(cells):
+            left += 1
+        else:
+            lines[number] = _row(line, found)
+    return "\n".join(lines), left
+
+
 def fill(text: str, render: Callable[[str], str]) -> tuple[str, list[str]]:
-    """Each known marker pair's body replaced by ``render(name)``; the text, unknown names."""
+    """Each known marker pair's body replaced by ``render(name)`` (a placeholder table stays where
+    the section has no table to fill it with); the text, unknown names."""
     unknown: list[str] = []
 
     def replace(match: re.Match, name: str) -> str:
@@ -38,34 +77,49 @@ def fill(text: str, render: Callable[[str], str]) -> tuple[str, list[str]]:
             return match.group(0)
         body = render(name).strip().replace("\\<!--", "<!--")
         body = body.replace("<!--", "&lt;!--").replace("-->", "--&gt;")
+        if PLACEHOLDER in match.group("body") and "\n|" not in f"\n{body}":
+            return match.group(0)  # nothing measured yet: the author's placeholders stay
         return f"{match.group(1)}\n{body}\n{match.group(match.re.groups)}"
 
     text = _MARKER.sub(lambda m: replace(m, m.group("name")), text)
     return _LEGACY.sub(lambda m: replace(m, LEGACY_SECTION), text), unknown
 
 
+def _no_marker(path: Path, text: str) -> ReportError:
+    mentions = [f"line {n}: {line.strip()[:80]!r}" for n, line in enumerate(text.splitlines(), 1)
+                if _MENTION.search(line)]
+    where = (f" Markers inside a sentence do not count ({'; '.join(mentions)}): put each on a line "
+             "of its own." if mentions else "")
+    return ReportError(
+        f"{path} holds no ascendbench marker on a line of its own and no placeholder table (rows "
+        f"of {PLACEHOLDER}).{where} Add a pair such as `<!-- ascendbench:accuracy -->` / "
+        f"`<!-- /ascendbench:accuracy -->` (sections: {', '.join(SECTIONS)}) or the seed's "
+        "`<!-- ACCURACY_TABLE_BEGIN -->` / `<!-- ACCURACY_TABLE_END -->`, then run it again.")
+
+
 def backfill_file(path: Path, render_for: Callable[[Path], Callable[[str], str]]) -> list[str]:
     """Back-fill ``path`` in place (``render_for(base_dir)`` renders sections with links relative
-    to its directory); the unknown marker names left untouched.
+    to its directory); what was left untouched (unknown markers, placeholder rows without a run).
 
     Raises:
-        ReportError: the file does not exist or holds no ascendbench marker.
+        ReportError: the file does not exist or holds neither a marker nor a placeholder table.
     """
     path = Path(path).resolve()  # a README that is a link is filled where it lives
     if not path.is_file():
         raise ReportError(f"README to back-fill {str(path)!r} does not exist. Pass an existing "
                           "Markdown file: `make report README=path/to/README.md`.")
     original = path.read_text()
-    if not marker_names(original):
-        raise ReportError(
-            f"{path} holds no ascendbench marker. Add a pair such as "
-            "`<!-- ascendbench:accuracy -->` / `<!-- /ascendbench:accuracy -->` (sections: "
-            f"{', '.join(SECTIONS)}) or the seed's "
-            "`<!-- ACCURACY_TABLE_BEGIN -->` / `<!-- ACCURACY_TABLE_END -->`, then run it again.")
-    updated, unknown = fill(original, render_for(path.parent))
+    if not marker_names(original) and PLACEHOLDER not in original:
+        raise _no_marker(path, original)
+    render = render_for(path.parent)
+    updated, unknown = fill(original, render)
+    left = 0
+    if PLACEHOLDER in updated:
+        updated, left = fill_placeholders(updated, render(LEGACY_SECTION))
     if updated != original:
         try:  # whole or not at all: never a cut tail
             write_atomic(path, updated, mode=path.stat().st_mode & 0o7777)
         except OutputWriteError as exc:
             raise ReportError(f"the README was not changed: {exc}") from None
-    return unknown
+    return [f"unknown marker {name}" for name in unknown] + [
+        f"{left} placeholder row(s) with no judged run of their size"] * bool(left)

@@ -7,7 +7,8 @@ import pytest
 
 from ascendbench.errors import ReportError
 from ascendbench.report.__main__ import main
-from ascendbench.report.backfill import backfill_file, fill, marker_names
+from ascendbench.report.backfill import PLACEHOLDER, backfill_file, fill, marker_names
+from helpers.seeds import SEEDS, seed_text
 
 README = """# My port
 
@@ -90,3 +91,52 @@ def test_a_readme_that_is_a_link_is_filled_where_it_lives_and_stays_a_link(tmp_p
     assert link.is_symlink() and link.resolve() == target.resolve()
     assert ("filled accuracy from repo" in target.read_text() and "Intro stays."
             in target.read_text())
+
+
+def _table(*rows: list[str]) -> str:
+    header = ["分辨率", "帧数", "Steps", "MaxDiff", "CosSim", "PSNR", "SSIM", "判定"]
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines) + "\n- note"
+
+
+@pytest.mark.skipif(not SEEDS.is_dir(), reason=f"the seed reports are not at {SEEDS}")
+def test_the_sulphur_seed_document_keeps_its_sentence_and_gets_its_placeholder_rows(tmp_path):
+    """The seed's 8.3 line names both markers inside a sentence: no pair; its placeholder table is
+    filled row by row from the runs of the same resolution, frames and steps."""
+    readme = tmp_path / "README.md"
+    readme.write_text(original := seed_text("000"))
+    mini = ["256x256", "9", "50", "0.000391", "0.999998", "49.77", "0.9994", "PASS"]
+    balanced = ["512x320", "65", "50", "0.000512", "0.999991", "41.20", "0.9901", "PASS"]
+    kept = backfill_file(readme, lambda base: lambda name: _table(mini, balanced))
+    assert kept == ["1 placeholder row(s) with no judged run of their size"]
+    filled = readme.read_text().splitlines()
+    sentence = next(line for line in original.splitlines() if "ACCURACY_TABLE_BEGIN" in line)
+    assert sentence in filled, "the sentence about the markers is not split"
+    assert "\t".join(mini) in filled and "\t".join(balanced) in filled, "in the seed's own form"
+    assert sum(PLACEHOLDER in line for line in filled) == 1, "quality has no run: it stays"
+    changed = [(a, b) for a, b in zip(original.splitlines(), filled, strict=True) if a != b]
+    assert len(changed) == 2 and all(PLACEHOLDER in a for a, _ in changed), "nothing else"
+
+
+def test_markers_only_inside_sentences_are_refused_naming_the_lines(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# Port\n\nCopy the table between <!-- ACCURACY_TABLE_BEGIN --> and "
+                      "<!-- ACCURACY_TABLE_END --> by hand.\n")
+    before = readme.read_text()
+    with pytest.raises(ReportError, match=r"line 3: .*a line of its own"):
+        backfill_file(readme, lambda base: lambda name: _table())
+    assert readme.read_text() == before
+    assert main([str(tmp_path), "--out", str(tmp_path / "r"), "--readme", str(readme),
+                 "--no-plots"]) == 2
+
+
+def test_a_placeholder_table_between_markers_stays_when_nothing_was_judged(tmp_path):
+    """No judged run: the section is a sentence (no table); the author's rows are not replaced by
+    it (in whatever language it is written)."""
+    readme = tmp_path / "README.md"
+    table = f"| 分辨率 | 帧数 | Steps | 判定 |\n|---|---|---|---|\n| 256x256 | 9 | 50 | {PLACEHOLDER} |"
+    readme.write_text(f"<!-- ACCURACY_TABLE_BEGIN -->\n{table}\n<!-- ACCURACY_TABLE_END -->\n")
+    before = readme.read_text()
+    kept = backfill_file(readme, lambda base: lambda name: "No judged run of a task with steps.")
+    assert readme.read_text() == before
+    assert kept == ["1 placeholder row(s) with no judged run of their size"]
