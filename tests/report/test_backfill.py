@@ -8,6 +8,7 @@ import pytest
 from ascendbench.errors import ReportError
 from ascendbench.report.__main__ import main
 from ascendbench.report.backfill import PLACEHOLDER, backfill_file, fill, marker_names
+
 from helpers.seeds import SEEDS, seed_text
 
 README = """# My port
@@ -134,7 +135,8 @@ def test_a_placeholder_table_between_markers_stays_when_nothing_was_judged(tmp_p
     """No judged run: the section is a sentence (no table); the author's rows are not replaced by
     it (in whatever language it is written)."""
     readme = tmp_path / "README.md"
-    table = f"| 分辨率 | 帧数 | Steps | 判定 |\n|---|---|---|---|\n| 256x256 | 9 | 50 | {PLACEHOLDER} |"
+    table = ("| 分辨率 | 帧数 | Steps | 判定 |\n|---|---|---|---|\n"
+             f"| 256x256 | 9 | 50 | {PLACEHOLDER} |")
     readme.write_text(f"<!-- ACCURACY_TABLE_BEGIN -->\n{table}\n<!-- ACCURACY_TABLE_END -->\n")
     before = readme.read_text()
     kept = backfill_file(readme, lambda base: lambda name: "No judged run of a task with steps.")
