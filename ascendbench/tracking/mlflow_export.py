@@ -10,11 +10,13 @@ exporter is made.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
 import re
+import sqlite3
 import sys
 import time
 from collections import Counter
@@ -40,10 +42,10 @@ JOB_FILES = (RECORD_NAME, "compare.csv")  # artifacts at the top of the job dir,
 MEDIA = ("*.png", "*.mp4")  # the job's pictures and videos, anywhere under the job dir
 INSTALL_HINT = "pip install 'ascendbench[tracking]'"
 SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")  # stores that need SQLAlchemy + Alembic
-# MLflow's own defaults (120 s a request, 7 retries) keep an unreachable server silent for minutes;
-# unless the user set them, a request gets 10 s and one retry (~25 s in all).
 EXIT_SOME_FAILED, EXIT_UNUSABLE = 1, 2  # some record refused; MLflow missing or the URI unusable
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+# MLflow's own defaults (120 s a request, 7 retries) keep an unreachable server silent for minutes;
+# unless the user set them, a request gets 10 s and one retry (~25 s in all).
 HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
                "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0"}
 
@@ -181,8 +183,24 @@ class MlflowExporter:
         self.limits = Limits(getattr(validation, "MAX_PARAM_VAL_LENGTH", 500),
                              getattr(validation, "MAX_TAG_VAL_LENGTH", 5000))
 
+    def _writable(self) -> None:
+        """A SQLite file that cannot be written fails now: MLflow retries it for minutes."""
+        if not self.uri.startswith("sqlite:///"):
+            return
+        path = self.uri[len("sqlite:///"):].partition("?")[0]
+        try:
+            with contextlib.closing(sqlite3.connect(path, timeout=5)) as database:
+                database.execute("BEGIN IMMEDIATE")  # takes the write lock; nothing is written
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):  # another process writing it: writable
+                raise TrackingError(
+                    f"the MLflow database {path} cannot be written ({exc}). Pass a SQLite file in "
+                    "a folder this user can write (`--mlflow sqlite:///$HOME/mlflow.db`) or a "
+                    "tracking server (`--mlflow http://host:5000`).") from exc
+
     def _connect(self) -> str:
         """Open the store; the experiment's id, created (files beside a SQLite file) if missing."""
+        self._writable()
         missing = [] if self.uri.split(":", 1)[0].split("+", 1)[0] not in SQL_SCHEMES else [
             name for name in ("sqlalchemy", "alembic") if importlib.util.find_spec(name) is None]
         if missing:

@@ -186,3 +186,15 @@ def test_an_unreachable_tracking_server_gives_up_within_30_s_in_one_paragraph(wr
     assert code == 2 and elapsed < 30, elapsed
     assert ("http://127.0.0.1:9" in err and "Traceback" not in err
             and len(err.strip().splitlines()) == 1)
+
+
+def test_a_database_that_cannot_be_written_fails_at_once_in_one_paragraph(write_job, tmp_path,
+                                                                          capsys, caplog):
+    """/proc is read-only even for root: MLflow alone retries opening it with back-off for
+    minutes; the store is refused before MLflow is asked, with no retry."""
+    write_job("dtype=float32")
+    assert main(["--mlflow", "sqlite:////proc/ascendbench/m.db", str(tmp_path / "sweep")]) == 2
+    err = capsys.readouterr().err
+    assert "/proc/ascendbench/m.db cannot be written" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert "retried" not in caplog.text + err
