@@ -4,7 +4,7 @@ The process exits 1 when any job of the run or sweep did not finish ``ok`` or fa
 (the others still run), a job skipped because another process holds its directory included; jobs
 in other processes (joblib, Slurm) report through this launch's outcome files. With an
 ``objective`` (a search) each job returns a number and the exit status is
-:func:`ascendbench.job.objective.search_exit_status`; Ctrl-C or SIGTERM exits 130.
+:func:`ascendbench.job.objective.search_exit_status`; Ctrl-C, SIGTERM or SIGHUP exits 130.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def main() -> None:
     exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
     _JOBS.clear()
     reset_outcomes()
-    signal.signal(signal.SIGTERM, _terminated)  # Slurm preemption, `kill`: record `interrupted`
+    for name in (signal.SIGTERM, signal.SIGHUP):  # Slurm preemption, `kill`, a closed terminal
+        signal.signal(name, _terminated)  # record `interrupted`
     try:
         _app()  # a refused directory or card pool: SystemExit, its paragraph on stderr, exit 1
     except KeyboardInterrupt as exc:

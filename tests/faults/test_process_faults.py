@@ -69,7 +69,9 @@ def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
     assert "job interrupted; record (status interrupted)" in output
 
 
-def test_sigterm_also_leaves_an_interrupted_record(popen, fast, tmp_path):
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_also_leave_an_interrupted_record(popen, fast, tmp_path, sent):
+    """SIGHUP: the terminal of a run in the foreground closed (an ssh session lost)."""
     job = tmp_path / "job"
     proc = popen(
         SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}"
@@ -77,14 +79,14 @@ def test_sigterm_also_leaves_an_interrupted_record(popen, fast, tmp_path):
     _wait_for(
         lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run"
     )
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sent)
     output, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130
     record = read_record(job)
     assert record["status"] == "interrupted"
-    assert "interrupted (signal SIGTERM) during the device run" in record["error"]["message"]
+    assert f"interrupted (signal {sent.name}) during the device run" in record["error"]["message"]
     assert "SIGINT" not in record["error"]["message"] and "Ctrl-C" not in output
-    assert "interrupted (signal SIGTERM)" in output
+    assert f"interrupted (signal {sent.name})" in output
 
 
 def test_kill_9_mid_sweep_then_rerun_keeps_finished_jobs(popen, fast, tmp_path, cache_dir):

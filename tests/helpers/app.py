@@ -133,7 +133,7 @@ def _process_state(cwd: Path, env: Mapping[str, str]) -> Iterator[None]:
         stack.callback(_clear_hydra)
         stack.enter_context(_kept_logging())
         stack.enter_context(_kept_torch_switches())
-        stack.enter_context(_kept_signals(signal.SIGINT, signal.SIGTERM))
+        stack.enter_context(_kept_signals(signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
         stack.enter_context(_kept_interpreter_state())
         stack.enter_context(_offline_hub())
         os.environ.update(env)
