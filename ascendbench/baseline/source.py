@@ -18,7 +18,7 @@ from ascendbench.compare.files import UnusableInput, read_outputs
 from ascendbench.errors import ReferenceMismatchError, ReferenceSourceError
 from ascendbench.fileio import read_regular
 from ascendbench.precision import dtype_name
-from ascendbench.tasks.inputs import tensor_stats
+from ascendbench.tasks.inputs import tensor_sha256, tensor_stats
 
 RECORD = "record.json"
 DEVICE_TENSORS = "tensors/device.safetensors"
@@ -266,6 +266,26 @@ def _read_tensors(run: SavedRun) -> dict[str, torch.Tensor]:
     return tensors
 
 
+def _check_inputs(run: SavedRun) -> None:
+    """The saved run's inputs file holds the inputs its record names: a record edited to another
+    seed, its inputs block copied from an honest run, does not pass the workload check."""
+    inputs = run.record.get("inputs") or {}
+    recorded = {name: entry.get("sha256") for name, entry in inputs.items()
+                if isinstance(entry, Mapping) and entry.get("sha256")}
+    if run.record_path is None or not recorded:
+        return  # a bare file, or a record without inputs (refused unless allowed, then recorded)
+    name = str((run.record.get("artifacts") or {}).get("inputs") or "tensors/inputs.safetensors")
+    path = confined(run.record_path.parent, name, run.given, "artifacts.inputs")
+    found = {k: tensor_sha256(t) for k, t in load_file(str(path)).items()} if path.is_file() else {}
+    differ = sorted(k for k in recorded.keys() | found.keys() if recorded.get(k) != found.get(k))
+    if differ:
+        raise ReferenceSourceError(
+            f"baseline.source={run.given}: its inputs file {path} does not hold the inputs its "
+            f"record names ({', '.join(differ)} differ or are missing): the record was edited or "
+            "the file replaced, so its outputs may come from other inputs. Copy the job directory "
+            "again from the machine that ran it, unedited.")
+
+
 class SourceBaseline(Baseline):
     """A :class:`~ascendbench.baseline.store.Baseline` from a saved run (no layer captures)."""
 
@@ -287,6 +307,7 @@ def reference_from_source(given: str, mine: Mapping[str, Any],
     run = resolve_source(given)
     block = {**run.origin(), **check_workload(run, mine, allow)}
     tensors = _read_tensors(run)
+    _check_inputs(run)
     block["outputs_dtype"] = {name: dtype_name(t.dtype) for name, t in tensors.items()}
     names = {dtype_name(t.dtype) for t in tensors.values()}
     info = {"source": block, "precision": names.pop() if len(names) == 1 else "mixed",

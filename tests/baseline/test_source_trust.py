@@ -151,3 +151,20 @@ def test_a_cpu_float32_record_over_bfloat16_outputs_is_refused(saved, tmp_path):
     copy = _copy(saved["bfloat16"], tmp_path / "copy", edit)
     with pytest.raises(ReferenceSourceError, match="contradicts itself"):
         reference_from_source(str(copy), _mine(copy), [])
+
+
+def test_a_record_naming_other_inputs_than_its_inputs_file_is_refused(saved, tmp_path):
+    """A run of another seed whose record was edited to this job's seed and inputs block: its
+    record passes the workload check, its inputs file does not."""
+    copy = _copy(saved["float32"], tmp_path / "copy")
+    path = copy / "tensors" / "inputs.safetensors"
+    inputs = load_file(str(path))
+    save_file({k: (t + 1).contiguous() for k, t in inputs.items()}, str(path))
+    with pytest.raises(ReferenceSourceError, match=r"inputs file .* does not hold the inputs its "
+                                                   r"record names \(latent"):
+        reference_from_source(str(copy), _mine(saved["float32"]), [])
+    path.unlink()
+    with pytest.raises(ReferenceSourceError, match="differ or are missing"):
+        reference_from_source(str(copy), _mine(saved["float32"]), [])
+    save_file(inputs, str(path))  # the original file back: accepted
+    assert reference_from_source(str(copy), _mine(saved["float32"]), [])
