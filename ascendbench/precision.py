@@ -80,8 +80,7 @@ class Precision:
     Attributes:
         name: the device dtype's name; ``requested``: what the user asked for (``auto`` or a name).
         atol, rtol: allclose tolerances of the dtype option.
-        tolerances: msprobe's small-value rule (``small_value``, ``small_value_atol``,
-            ``small_value_bound``), if any.
+        tolerances: msprobe's small-value rule (``small_value`` and its bounds), if any.
         rules: verdict rules by metric: the dtype's thresholds overridden by ``model.thresholds``.
         reference: the CPU reference dtype (``None``: performance-only run).
     """

@@ -81,11 +81,9 @@ def infer_dtype(tensors: Mapping[str, torch.Tensor], path: Path,
 
 def looks_half(tensors: Mapping[str, torch.Tensor]) -> str | None:
     """The half dtype that holds every value of all-float32 ``tensors`` exactly, else ``None``."""
-    if any(t.dtype != torch.float32 for t in tensors.values()):
-        return None
-    return next((name for dtype, name in HALF_NAMES.items()
-                 if all(torch.equal(t.to(dtype).float().nan_to_num(), t.nan_to_num())
-                        for t in tensors.values())), None)
+    values = [t.nan_to_num() for t in tensors.values() if t.dtype == torch.float32]
+    return next((name for dtype, name in HALF_NAMES.items() if len(values) == len(tensors)
+                 and all(torch.equal(t.to(dtype).float(), t) for t in values)), None)
 
 
 def compose_config(args: argparse.Namespace, metric: str, dtype: str) -> Any:

@@ -33,16 +33,14 @@ def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) 
 
 
 def judged_output(name: str, tensor: torch.Tensor) -> torch.Tensor:
-    """The output as the evaluators see it: 8-bit images ``[N, 1|3, H, W]`` and videos (5-D uint8)
-    as pixels in ``[-1, 1]``, as image files are read; a complex output refused."""
+    """The output as the evaluators see it: uint8 images ``[N, 1|3, H, W]`` and videos ``[N, 1|3, T,
+    H, W]`` as pixels in ``[-1, 1]`` (as image files are read); a complex output refused."""
     if tensor.is_complex():
         raise MetricError(
             f"output {name!r} is {describe_outputs({name: tensor})}: complex outputs are not "
-            "compared, since whether real/imaginary parts or magnitude and phase must agree "
-            "depends on what they mean. Return real tensors from the task, e.g. "
-            "torch.view_as_real(x) (parts compared element-wise) or x.abs() and x.angle().")
-    image = tensor.dim() == 4 and tensor.shape[1] in (1, 3)
-    if tensor.dtype == torch.uint8 and (image or tensor.dim() == 5):
+            "compared (whether parts or magnitude and phase must agree depends on their meaning). "
+            "Return real tensors from the task: torch.view_as_real(x), or x.abs() and x.angle().")
+    if tensor.dtype == torch.uint8 and tensor.dim() in (4, 5) and tensor.shape[1] in (1, 3):
         return tensor.float() / 127.5 - 1.0
     return tensor
 

@@ -19,8 +19,7 @@ DEFAULT_CHUNK = 1 << 20
 @dataclass(frozen=True)
 class ErrorTolerances:
     """``eps`` pads ``|ref|`` in relative errors; ``atol``/``rtol`` are allclose's; reference values
-    below ``small_value`` are judged absolutely, by ``small_value_atol`` (msprobe's benchmark
-    ratio) and by ``small_value_bound`` (the judged ``small_value_abs_err_ratio``)."""
+    below ``small_value`` are judged absolutely (``small_value_atol``, ``small_value_bound``)."""
 
     eps: float = 1e-6
     atol: float = 1e-5
@@ -166,10 +165,8 @@ def regression_metrics(reference: torch.Tensor, device: torch.Tensor,
                        tolerances: ErrorTolerances | None = None, *, data_range: float = 2.0,
                        psnr_cap_db: float = 200.0,
                        chunk_elements: int = DEFAULT_CHUNK) -> dict[str, Any]:
-    """MAE, MSE, RMSE, max abs and relative errors, cosine, PSNR, allclose, NaN/Inf counts.
-
-    Cosine is reported, not judged, when both sides' RMS lies below ``small_value``: a direction
-    of values that small is rounding noise (the small-value rule judges them)."""
+    """MAE, MSE, RMSE, max abs and relative errors, cosine (not judged where both RMS are below
+    ``small_value``: such a direction is noise), PSNR, allclose, NaN/Inf counts."""
     check_same_shape(reference, device)
     tolerances = tolerances or ErrorTolerances()
     sums = None
