@@ -23,7 +23,7 @@ TORCH_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float16": tor
                                         "bfloat16": torch.bfloat16}
 REFERENCE_DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
 REFERENCE_CHOICES = ("auto", "same", *REFERENCE_DTYPES)
-TOLERANCE_KEYS = ("small_value", "small_value_atol")
+TOLERANCE_KEYS = ("small_value", "small_value_atol", "small_value_bound")
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -80,7 +80,7 @@ class Precision:
     Attributes:
         name: the device dtype's name; ``requested``: what the user asked for (``auto`` or a name).
         atol, rtol: allclose tolerances of the dtype option.
-        tolerances: msprobe's small-value rule (``small_value``, ``small_value_atol``), if any.
+        tolerances: msprobe's small-value rule (``small_value`` and its bounds), if any.
         rules: verdict rules by metric: the dtype's thresholds overridden by ``model.thresholds``.
         reference: the CPU reference dtype (``None``: performance-only run).
     """

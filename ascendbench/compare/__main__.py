@@ -18,6 +18,7 @@ from ascendbench.compare.files import UnusableInput, pair_outputs, read_outputs
 from ascendbench.config.targets import build
 from ascendbench.digits import judged_rule, judged_value
 from ascendbench.fileio import write_atomic
+from ascendbench.metrics.suite import judged_output
 from ascendbench.metrics.verdict import worst
 from ascendbench.precision import Precision
 
@@ -50,8 +51,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def infer_metric(tensors: Mapping[str, torch.Tensor]) -> str:
-    """``tokens`` for integers, ``image`` for [N, 1|3, H, W], else ``regression`` (even 5-D)."""
-    first = next(iter(tensors.values()))
+    """``tokens`` for integer ids, ``image`` for [N, 1|3, H, W] (also 8-bit pixels), else
+    ``regression`` (even 5-D); a complex output is refused (MetricError)."""
+    first = judged_output(*next(iter(tensors.items())))
     if not first.is_floating_point():
         return "tokens"
     return "image" if first.dim() == 4 and first.shape[1] in (1, 3) else "regression"
@@ -75,6 +77,13 @@ def infer_dtype(tensors: Mapping[str, torch.Tensor], path: Path,
     if dtype in DTYPES:
         return dtype, f"job.dtype of {record}"
     return "float32", "the candidate file's dtype"
+
+
+def looks_half(tensors: Mapping[str, torch.Tensor]) -> str | None:
+    """The half dtype that holds every value of all-float32 ``tensors`` exactly, else ``None``."""
+    values = [t.nan_to_num() for t in tensors.values() if t.dtype == torch.float32]
+    return next((name for dtype, name in HALF_NAMES.items() if len(values) == len(tensors)
+                 and all(torch.equal(t.to(dtype).float(), t) for t in values)), None)
 
 
 def compose_config(args: argparse.Namespace, metric: str, dtype: str) -> Any:
@@ -103,7 +112,7 @@ def run_compare(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     metrics = suite.evaluate(reference, candidate, dict(precision.rules), **precision.allclose())
     verdict = worst(m.get("verdict") for m in metrics.values() if isinstance(m, Mapping))
     record = {"status": "ok", "verdict": verdict, "metric": metric, "dtype_rules": dtype,
-              "dtype_from": dtype_from,
+              "dtype_from": dtype_from, "looks": verdict == "FAIL" and looks_half(candidate),
               "allclose": {"atol": float(cfg.dtype.atol), "rtol": float(cfg.dtype.rtol)},
               "reference": {"path": str(args.reference), "tensors": summarize(reference)},
               "candidate": {"path": str(args.candidate), "tensors": summarize(candidate)},
@@ -136,10 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, entry in record["metrics"].items():
         if "value" in entry and (entry.get("verdict") or name.rsplit("/", 1)[-1] in ALWAYS_SHOWN):
             rule = f"  ({judged_rule(name, entry)})" if entry.get("verdict") else ""
+            rule += f"  (not judged: {entry['not_judged']})" if entry.get("not_judged") else ""
             print(f"{name:28} {judged_value(name, entry):>14}  {entry.get('verdict') or '-'}{rule}")
     print(f"verdict {record['verdict']}  ({record['metric']} suite, {record['dtype_rules']} rules "
           f"from {record['dtype_from']}; atol {record['allclose']['atol']}, rtol "
           f"{record['allclose']['rtol']}); results in {args.out}")
+    if record["looks"] and record["dtype_rules"] == "float32":
+        print(f"hint: every candidate value is exactly representable in {record['looks']}: the "
+              f"values look {record['looks']}; rerun with its rules: --dtype {record['looks']}")
     return code
 
 

@@ -39,6 +39,7 @@ def judged_row(name: str, kind: str, reference: torch.Tensor, device: torch.Tens
     judged = [(m, e) for m, e in entries.items() if e.get("verdict")]
     bad = [f"{m} {e['value']:.4g} {e['verdict']} ({e['rule']})" for m, e in judged
            if e["verdict"] != "PASS" and isinstance(e.get("value"), (int, float))]
+    bad += [f"{m} not judged: {e['not_judged']}" for m, e in entries.items() if "not_judged" in e]
     row: dict[str, Any] = {"name": name, "kind": kind, "shape": list(reference.shape),
                            "ref_dtype": dtype_name(reference.dtype),
                            "dev_dtype": dtype_name(device.dtype)}

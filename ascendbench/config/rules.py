@@ -26,7 +26,7 @@ BOUNDS: tuple[tuple[str, float, bool, str], ...] = (
     *((f"preset.{key}", 1, True, "an integer >= 1")
       for key in ("height", "width", "num_frames", "batch_size", "steps")),
     *((f"dtype.{key}", 0, True, "a tolerance >= 0")
-      for key in ("atol", "rtol", "small_value_atol")),
+      for key in ("atol", "rtol", "small_value_atol", "small_value_bound")),
     ("dtype.small_value", 0, True, "a magnitude >= 0"),
     ("bench.noise_threshold", 0, False, "a ratio > 0 (e.g. 0.10)"),
     ("baseline.lock_timeout_s", 0, False, "seconds > 0"),

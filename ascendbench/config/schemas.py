@@ -198,6 +198,7 @@ class DtypeRulesConfig(DtypeConfig):
     rtol: float = MISSING
     small_value: float = MISSING
     small_value_atol: float = MISSING
+    small_value_bound: float = MISSING
     thresholds: Dict[str, Any] = field(default_factory=dict)
 
 

@@ -10,7 +10,7 @@ import torch
 from ascendbench.errors import ConfigError, MetricError
 from ascendbench.metrics.functional.regression import check_same_shape
 from ascendbench.metrics.output_checks import validate_reference
-from ascendbench.metrics.verdict import judge, merge_rules
+from ascendbench.metrics.verdict import judge, merge_rules, unjudged
 
 
 def describe_outputs(outputs: Mapping[str, torch.Tensor]) -> str:
@@ -20,14 +20,29 @@ def describe_outputs(outputs: Mapping[str, torch.Tensor]) -> str:
 
 
 def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The record entry of one value (a number, a dict with ``value`` and extras, or a skip)."""
+    """The record entry of one value (a number, a dict with ``value`` and extras, or a skip); a
+    value with ``not_judged`` (why) gets its rule's verdict as ``would_be`` only."""
     if isinstance(value, Mapping) and "skipped" in value:
         return dict(value)
     entry: dict[str, Any] = dict(value) if isinstance(value, Mapping) else {"value": value}
     entry.update(verdict=entry.get("verdict"), threshold=entry.get("threshold"))
     if metric in rules:
-        entry.update(judge(entry["value"], rules[metric]))
+        decided = judge(entry["value"], rules[metric])
+        entry.update(unjudged(decided, entry["not_judged"]) if "not_judged" in entry else decided)
     return entry
+
+
+def judged_output(name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """The output as the evaluators see it: uint8 images ``[N, 1|3, H, W]`` and videos ``[N, 1|3, T,
+    H, W]`` as pixels in ``[-1, 1]`` (as image files are read); a complex output refused."""
+    if tensor.is_complex():
+        raise MetricError(
+            f"output {name!r} is {describe_outputs({name: tensor})}: complex outputs are not "
+            "compared (whether parts or magnitude and phase must agree depends on their meaning). "
+            "Return real tensors from the task: torch.view_as_real(x), or x.abs() and x.angle().")
+    if tensor.dtype == torch.uint8 and tensor.dim() in (4, 5) and tensor.shape[1] in (1, 3):
+        return tensor.float() / 127.5 - 1.0
+    return tensor
 
 
 class Evaluator:
@@ -124,6 +139,8 @@ class MetricSuite:
         """``reference_nonfinite`` of the reference, then every evaluator's entries in config
         order; a name already produced becomes ``<evaluator key>.<name>`` (MetricError if taken)."""
         merged = merge_rules(rules, self.thresholds)
+        reference = {k: judged_output(k, v) for k, v in reference.items()}
+        device = {k: judged_output(k, v) for k, v in device.items()}
         results: dict[str, dict[str, Any]] = validate_reference(reference)
         for key, evaluator in self.evaluators.items():
             entries = evaluator.evaluate(reference, device, merged, atol, rtol, **tolerances)

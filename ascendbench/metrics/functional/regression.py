@@ -19,13 +19,14 @@ DEFAULT_CHUNK = 1 << 20
 @dataclass(frozen=True)
 class ErrorTolerances:
     """``eps`` pads ``|ref|`` in relative errors; ``atol``/``rtol`` are allclose's; reference values
-    below ``small_value`` are judged absolutely by ``small_value_atol``."""
+    below ``small_value`` are judged absolutely (``small_value_atol``, ``small_value_bound``)."""
 
     eps: float = 1e-6
     atol: float = 1e-5
     rtol: float = 1.3e-6
     small_value: float = 1e-6
     small_value_atol: float = 1e-9
+    small_value_bound: float = 2.0**-11
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], **given: float) -> ErrorTolerances:
@@ -72,6 +73,7 @@ def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tol: ErrorTolerances) -> di
     small = magnitude < tol.small_value
     n_small = int(small.sum())
     n_small_err = int(((abs_diff > tol.small_value_atol) & small).sum()) if n_small else 0
+    n_small_far = int(((abs_diff > tol.small_value_bound) & small).sum()) if n_small else 0
     rel = torch.div(abs_diff, magnitude.add_(tol.eps), out=magnitude)
     if tol.eps == 0.0:
         rel.nan_to_num_(nan=0.0)  # 0 / 0 where the reference and the error are both zero
@@ -83,7 +85,7 @@ def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tol: ErrorTolerances) -> di
         "n_big": big.numel(), "sum_rel": float(big.sum()),
         "max_rel": float(big.max()) if big.numel() else 0.0,
         "n_rel_1e3": int((big < 1e-3).sum()), "n_rel_5e3": int((big < 5e-3).sum()),
-        "n_small": n_small, "n_small_err": n_small_err,
+        "n_small": n_small, "n_small_err": n_small_err, "n_small_far": n_small_far,
         "dot": float(torch.dot(ref, dev)), "ref_sq": float(torch.dot(ref, ref)),
         "dev_sq": float(torch.dot(dev, dev)), "sign_sum": sign_sum,
         "n_not_close": n_not_close + mismatch,
@@ -118,6 +120,7 @@ def finalize(sums: dict[str, float], *, data_range: float, psnr_cap_db: float) -
         "one_thousandth_err_ratio": _ratio(sums["n_rel_1e3"], sums["n_big"], 1.0),
         "five_thousandths_err_ratio": _ratio(sums["n_rel_5e3"], sums["n_big"], 1.0),
         "small_value_err_ratio": _ratio(sums["n_small_err"], sums["n_small"], 0.0),
+        "small_value_abs_err_ratio": _ratio(sums["n_small_far"], sums["n_small"], 0.0),
         "cosine": _cosine(sums["dot"], sums["ref_sq"], sums["dev_sq"]) if n else 1.0 + empty,
         "psnr_db": psnr_db(mse, data_range, psnr_cap_db),
         "allclose_mismatch_ratio": _ratio(sums["n_not_close"], sums["numel"], 0.0),
@@ -161,11 +164,17 @@ def check_same_shape(reference: torch.Tensor, device: torch.Tensor) -> None:
 def regression_metrics(reference: torch.Tensor, device: torch.Tensor,
                        tolerances: ErrorTolerances | None = None, *, data_range: float = 2.0,
                        psnr_cap_db: float = 200.0,
-                       chunk_elements: int = DEFAULT_CHUNK) -> dict[str, float]:
-    """MAE, MSE, RMSE, max abs and relative errors, cosine, PSNR, allclose, NaN/Inf counts."""
+                       chunk_elements: int = DEFAULT_CHUNK) -> dict[str, Any]:
+    """MAE, MSE, RMSE, max abs and relative errors, cosine (not judged where both RMS are below
+    ``small_value``: such a direction is noise), PSNR, allclose, NaN/Inf counts."""
     check_same_shape(reference, device)
     tolerances = tolerances or ErrorTolerances()
     sums = None
     for ref_chunk, dev_chunk in _flat_chunks(reference, device, int(chunk_elements)):
         sums = merge_sums(sums, chunk_sums(ref_chunk, dev_chunk, tolerances))
-    return finalize(sums, data_range=data_range, psnr_cap_db=psnr_cap_db)
+    metrics: dict[str, Any] = finalize(sums, data_range=data_range, psnr_cap_db=psnr_cap_db)
+    floor = sums["n_finite"] * tolerances.small_value**2
+    if sums["ref_sq"] < floor and sums["dev_sq"] < floor:
+        metrics["cosine"] = {"value": metrics["cosine"], "not_judged": "both norms below what the "
+                             f"dtype resolves (RMS < small_value {tolerances.small_value:g})"}
+    return metrics
