@@ -13,8 +13,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ascendbench.config.targets import build
 from ascendbench.fileio import read_regular
-from ascendbench.job.record import RECORD_NAME
-from ascendbench.metrics.verdict import worst
+from ascendbench.job.record import RECORD_NAME, SCHEMA_VERSION
+from ascendbench.metrics.verdict import as_number, judge, worst
 from ascendbench.models.base import locate
 from ascendbench.models.sources import files_digest, hub_forced_offline
 
@@ -65,10 +65,32 @@ def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
             "in the record)")
 
 
-def untrustworthy(record: dict[str, Any]) -> str | None:
-    """Why an ``ok`` record does not hold up on its own: a verdict its metrics do not give (a hand
-    edit), or no outputs. A record is data; a skip must not rest on its word."""
+def rejudged(name: str, entry: Any) -> str | None:
+    """Why a metric entry's verdict is not what its value gives under its own rule (None: it holds
+    up, or it carries no ``<=``/``>=`` rule): judged again by the job's :func:`judge`."""
+    if not isinstance(entry, dict) or "not_judged" in entry:
+        return None
+    op, bound = str(entry.get("rule") or "").partition(" ")[0], as_number(entry.get("threshold"))
+    if op not in ("<=", ">=") or bound is None or entry.get("verdict") == "FAIL":
+        return None
+    if judge(entry.get("value"), {"max" if op == "<=" else "min": bound})["verdict"] == "PASS":
+        return None
+    value = entry.get("value")
+    found = "no value (NaN)" if as_number(value) is None else f"{value!r}, beyond {op} {bound:g}"
+    return f"its metric {name!r} says {entry.get('verdict')} but holds {found}"
+
+
+def untrustworthy(record: dict[str, Any], dry_run: bool = False) -> str | None:
+    """Why an ``ok`` record does not hold up on its own: another schema, a dry run's plan for a
+    real job, a metric its value and rule judge FAIL, a verdict its metrics do not give, or no
+    outputs. A record is data; a skip rests on its values, never on its verdict fields."""
+    if record.get("schema") != SCHEMA_VERSION:
+        return f"it is of schema {record.get('schema')!r}, this ascendbench writes {SCHEMA_VERSION}"
+    if "plan" in record and not dry_run:
+        return "it is a dry run's record (a plan; nothing was measured)"
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    if why := next(filter(None, (rejudged(k, m) for k, m in metrics.items())), None):
+        return why
     derived = worst(m.get("verdict") for m in metrics.values() if isinstance(m, dict))
     claimed = record.get("verdict")
     if claimed != derived and not (claimed is None and derived == "PASS"):
@@ -107,7 +129,7 @@ def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | No
     except Exception as exc:  # e.g. a loader that cannot be built: the job runs and reports it
         text = " ".join(str(exc).split())[:200]
         change = f"its weights cannot be checked ({type(exc).__name__}: {text})"
-    change = change or untrustworthy(record)
+    change = change or untrustworthy(record, bool(cfg.get("dry_run", False)))
     if change is not None:
         log.info("resume: %s is ok but %s; running again", path, change)
         return None
