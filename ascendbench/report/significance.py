@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.bench.stats import Interval, Shift
+from ascendbench.bench.stats import RUNS_CAP, Interval, Shift
 from ascendbench.report import fmt
 
 log = logging.getLogger(__name__)
@@ -74,11 +74,13 @@ def why_not_paired(old: Pairing | None, new: Pairing | None) -> str | None:
 
 @dataclass(frozen=True)
 class Latency:
-    """One side's evidence: its median, its interval (None without calls) and its pairing."""
+    """One side's evidence: its median, its interval (None without calls), its pairing, and why
+    its record's timing is not believed (None: it is)."""
 
     median_ms: float
     interval: Interval | None = None
     pairing: Pairing | None = None
+    doubt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,20 +142,28 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
         why[0] += ", untested"
         why.append("no per-call samples in OLD and NEW")
     why += [note] if note else []
+    if old.interval and old.interval.set_aside:
+        why.append(f"OLD's {len(old.interval.earlier_ms)} earlier run medians set aside (they "
+                   f"spread beyond {RUNS_CAP:g}x its calls', a host gone wild or a forged history)")
     return Decision(regressed, method, shift.text(rule.alpha), "; ".join(why))
 
 
 def section_latency(bench: Any, median: float) -> Latency:
     """The interval and pairing of a ``bench`` section, recomputed from its own calls
     (``samples_ms``) and earlier run medians (``interval.runs.earlier_ms``): a bound edited in the
-    record is not believed."""
+    record is not believed, and a stated width its calls do not give is a ``doubt``."""
     if not isinstance(bench, Mapping):
         return Latency(median)
-    samples, interval = _positive(bench.get("samples_ms")), bench.get("interval")
-    runs = interval.get("runs") if isinstance(interval, Mapping) else None
-    earlier = _positive(runs.get("earlier_ms")) if isinstance(runs, Mapping) else None
-    return Latency(median, Interval.of(samples, earlier or ()) if samples else None,
-                   Pairing.from_section(bench.get("interleave"), samples))
+    samples, stated = _positive(bench.get("samples_ms")), bench.get("interval")
+    stated = stated if isinstance(stated, Mapping) else {}
+    runs = stated.get("runs") if isinstance(stated.get("runs"), Mapping) else {}
+    found = Interval.of(samples, _positive(runs.get("earlier_ms")) or ()) if samples else None
+    width, doubt = _float(stated.get("rel_half_width")), None
+    if (found and width is not None and runs.get("capped") is not True  # capped: older records
+            and not math.isclose(width, found.rel_half_width(), rel_tol=1e-6)):
+        doubt = (f"its bench.interval.rel_half_width is {width:.4g}, while its own calls and "
+                 f"earlier runs give {found.rel_half_width():.4g}: an edited record")
+    return Latency(median, found, Pairing.from_section(bench.get("interleave"), samples), doubt)
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:
