@@ -65,33 +65,31 @@ def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
             "in the record)")
 
 
-def rejudged(name: str, entry: Any) -> str | None:
-    """Why a metric entry's verdict is not what its value gives under its own rule (None: it holds
-    up, or it carries no ``<=``/``>=`` rule): judged again by the job's :func:`judge`."""
-    if not isinstance(entry, dict) or "not_judged" in entry:
-        return None
-    op, bound = str(entry.get("rule") or "").partition(" ")[0], as_number(entry.get("threshold"))
+def rejudged(name: str, entry: dict[str, Any]) -> str | None:
+    """Why a metric entry not marked FAIL is one by the job's :func:`judge` of its value under its
+    own ``<=``/``>=`` rule (None: it holds up, or it has no such rule)."""
+    op, bound = str(entry.get("rule")).partition(" ")[0], as_number(entry.get("threshold"))
     if op not in ("<=", ">=") or bound is None or entry.get("verdict") == "FAIL":
         return None
-    if judge(entry.get("value"), {"max" if op == "<=" else "min": bound})["verdict"] == "PASS":
+    value, key = entry.get("value"), "max" if op == "<=" else "min"
+    if "not_judged" in entry or judge(value, {key: bound})["verdict"] == "PASS":
         return None
-    value = entry.get("value")
-    found = "no value (NaN)" if as_number(value) is None else f"{value!r}, beyond {op} {bound:g}"
-    return f"its metric {name!r} says {entry.get('verdict')} but holds {found}"
+    held = "no value (NaN)" if as_number(value) is None else f"{value!r}, beyond {op} {bound:g}"
+    return f"its metric {name!r} says {entry.get('verdict')} but holds {held}"
 
 
 def untrustworthy(record: dict[str, Any], dry_run: bool = False) -> str | None:
-    """Why an ``ok`` record does not hold up on its own: another schema, a dry run's plan for a
-    real job, a metric its value and rule judge FAIL, a verdict its metrics do not give, or no
-    outputs. A record is data; a skip rests on its values, never on its verdict fields."""
+    """Why an ``ok`` record does not hold up: another schema, a dry run's plan for a job, a metric
+    its value and rule FAIL, a verdict its metrics do not give, no outputs (never its word)."""
     if record.get("schema") != SCHEMA_VERSION:
         return f"it is of schema {record.get('schema')!r}, this ascendbench writes {SCHEMA_VERSION}"
     if "plan" in record and not dry_run:
         return "it is a dry run's record (a plan; nothing was measured)"
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
+    metrics = {k: m for k, m in metrics.items() if isinstance(m, dict)}
     if why := next(filter(None, (rejudged(k, m) for k, m in metrics.items())), None):
         return why
-    derived = worst(m.get("verdict") for m in metrics.values() if isinstance(m, dict))
+    derived = worst(m.get("verdict") for m in metrics.values())
     claimed = record.get("verdict")
     if claimed != derived and not (claimed is None and derived == "PASS"):
         return f"its verdict {claimed!r} is not the one its metrics give ({derived!r})"

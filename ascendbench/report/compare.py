@@ -1,7 +1,6 @@
 """The regression gate, ``python -m ascendbench.report --compare OLD NEW`` (docs/reports.md): rows
 line up by :data:`KEY`; status, verdict or latency (:mod:`ascendbench.report.significance`, from
-the record files) got worse, or NEW measured nothing or misses an OLD workload: the gate fails.
-"""
+the record files) got worse, or NEW measured nothing or misses an OLD workload: the gate fails."""
 
 from __future__ import annotations
 
@@ -73,10 +72,6 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _key(row: Mapping[str, Any]) -> tuple:
-    return tuple(get(row, k) for k in KEY)
-
-
 def _label(row: Mapping[str, Any]) -> str:
     names = " ".join(text(get(row, k)) for k in ("job.model", "job.device", "job.dtype",
                                                  "job.preset"))
@@ -105,7 +100,7 @@ def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
     grouped: dict[tuple, list] = {}
     for row in rows:
         if why_unmeasured(row) is None:
-            grouped.setdefault(_key(row), []).append(row)
+            grouped.setdefault(tuple(get(row, k) for k in KEY), []).append(row)
     return {k: latest(v) for k, v in grouped.items()}
 
 

@@ -22,7 +22,7 @@ SWEEP = "sweep"
 RUNS = "report.runs"  # how many records of the row's workload and settings the report saw
 # Settings that change what is judged, never what the device times (one row of a performance table).
 NOT_TIMED = ("baseline.", "metric.")
-CLOCK_SKEW_S = 600.0  # a record finished later than now by more than this is from the future
+CLOCK_SKEW_S = 600.0  # a record finished later than now by more is from the future
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +67,13 @@ def perf_only(row: Row) -> bool:
 
 
 def from_the_future(row: Row) -> bool:
-    """True when the record says it finished after now (beyond :data:`CLOCK_SKEW_S`): a wrong
-    clock or an edited record, never a workload's latest."""
+    """True when the record finished after now + :data:`CLOCK_SKEW_S` (a wrong clock, an edit)."""
     return instant(get(row, "timing.finished_at")) > time.time() + CLOCK_SKEW_S
 
 
 def latest_per_workload(rows: Iterable[Row], timing: bool = False) -> list[dict[str, Any]]:
-    """The latest record per workload and settings (``report.runs`` counts them); one stamped in
-    the future only where it is the workload's only record, with a warning."""
+    """The latest record per workload and settings (``report.runs`` counts them), warned ones
+    finished in the future only where nothing else is."""
     def key(row: Row) -> tuple:
         found = workload(row) + tuple(sorted(variant_settings(row).items()))
         return tuple(k for k in found if not (timing and isinstance(k, tuple)

@@ -17,7 +17,7 @@ RULES = {"mean_rel_err": {"max": 0.01}, "cosine": {"min": 0.99}}
 
 
 def _plant(job_dir, cfg, values, edit=None):
-    """An ok record of ``cfg`` whose metrics ``values`` were judged by the real rules, then edited."""
+    """An ok record of ``cfg``, its metrics ``values`` judged by the real rules, then edited."""
     writer = RecordWriter(job_dir, OmegaConf.to_container(cfg, resolve=True))
     writer.data["outputs"] = {"image": {"shape": [1, 3, 32, 32], "dtype": "float32"}}
     writer.data["metrics"] = {k: {"value": v, **judge(v, RULES[k])} for k, v in values.items()}
