@@ -26,10 +26,8 @@ IGNORED_KEYS = ("resume", "objective")  # how a job is resumed or reports to a s
 def comparable(config: Any) -> Any:
     """The config as plain JSON values without the resume settings, for an equality test."""
     plain = json.loads(json.dumps(config, default=str))
-    if isinstance(plain, dict):
-        for key in IGNORED_KEYS:
-            plain.pop(key, None)
-    return plain
+    return {k: v for k, v in plain.items() if k not in IGNORED_KEYS} if isinstance(
+        plain, dict) else plain
 
 
 def weights_files(cfg: DictConfig) -> tuple[Path, ...]:

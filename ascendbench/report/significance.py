@@ -137,8 +137,8 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
         why.append("no per-call samples in OLD and NEW")
     why += [note] if note else []
     if old.interval and old.interval.set_aside:
-        why.append(f"OLD's {len(old.interval.earlier_ms)} earlier run medians set aside (they "
-                   f"spread beyond {RUNS_CAP:g}x its calls', a host gone wild or a forged history)")
+        why.append(f"OLD's {len(old.interval.earlier_ms)} earlier run medians set aside: beyond "
+                   f"{RUNS_CAP:g}x its calls' spread (a host gone wild or a forged history)")
     return Decision(regressed, method, shift.text(rule.alpha), "; ".join(why))
 
 
