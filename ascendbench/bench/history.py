@@ -1,7 +1,5 @@
-"""A workload's earlier run medians on this host (``bench.history``), the between-runs part of the
-median's interval. The file is data (docs/performance.md "Between runs"): named by the workload
-key's digest; a link, FIFO, oversized, unparsable or foreign file is set aside with a warning.
-"""
+"""A workload's earlier run medians on this host (``bench.history``), named by its key's digest:
+data (docs/performance.md); a link, FIFO, oversized, unparsable or foreign file is set aside."""
 
 from __future__ import annotations
 
@@ -36,15 +34,15 @@ def workload_key(material: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _finite(value: Any) -> bool:
-    """True for a finite int or float (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _positive(value: Any) -> bool:
+    """True for a finite int or float > 0 (not a bool)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return number and math.isfinite(value) and value > 0
 
 
 @dataclass(frozen=True)
 class RunHistory:
-    """The medians of one workload's earlier runs on this host, in ``folder/<key>.json``: kept for
-    the last ``keep`` runs (this one's included), used while younger than ``max_age_s``."""
+    """``folder/<key>.json``: the last ``keep`` medians, used while younger than ``max_age_s``."""
 
     folder: Path
     material: Mapping[str, Any]
@@ -62,15 +60,14 @@ class RunHistory:
         return Path(self.folder) / f"{self.key}.json"
 
     def earlier(self, now: float | None = None) -> list[float]:
-        """The medians (ms) of the earlier runs in use, oldest first (``keep - 1`` at most); entries
-        stamped in the future are not."""
+        """The earlier medians (ms) in use, oldest first, ``keep - 1`` at most, none from later."""
         now = time.time() if now is None else now
         runs = [r["median_ms"] for r in self._read() if now - self.max_age_s <= r["at"] <= now + 60]
         return runs[-(self.keep - 1):] if self.keep > 1 else []
 
     def add(self, median_ms: float, now: float | None = None) -> None:
         """Append this run (keeping the last ``keep``); a write that fails is logged, not raised."""
-        if not _finite(median_ms) or median_ms <= 0:
+        if not _positive(median_ms):
             return
         entry = {"at": time.time() if now is None else now, "median_ms": float(median_ms)}
         body = {"format": FORMAT, "key": self.key, "material": self.material,
@@ -82,8 +79,7 @@ class RunHistory:
                         "no between-runs term from it; check bench.history.dir", self.path, exc)
 
     def _read(self) -> list[dict[str, float]]:
-        """The entries with finite times and positive medians, oldest first; [] without a usable
-        file (warned)."""
+        """The entries with positive times and medians, oldest first; [] without a usable file."""
         try:
             raw = read_regular(self.path, follow=False)
         except FileNotFoundError:
@@ -101,13 +97,11 @@ class RunHistory:
                         "too large, or another key); it is replaced by this run's", self.path)
             return []
         return [{"at": float(e["at"]), "median_ms": float(e["median_ms"])} for e in runs
-                if isinstance(e, dict) and _finite(e.get("at")) and _finite(e.get("median_ms"))
-                and e["median_ms"] > 0]
+                if isinstance(e, dict) and _positive(e.get("at")) and _positive(e.get("median_ms"))]
 
 
 def workload_material(cfg: DictConfig, adapter: Any, dtype: str) -> dict[str, Any]:
-    """What identifies the timed workload: the model, device and preset config without the timing
-    budget, the dtype the run resolved to, the host, the device and the library versions."""
+    """The model, device and preset config (no budget), dtype, host, device and library versions."""
     plain = {key: OmegaConf.to_container(cfg[key], resolve=True)
              for key in ("model", "device", "preset")}
     plain["preset"] = {k: v for k, v in plain["preset"].items() if k not in BUDGET_KEYS}

@@ -15,7 +15,7 @@ from scipy.special import bdtr, stdtrit
 BLOCKS = 8  # the timed calls are cut into this many consecutive blocks (fewer below 16 calls)
 MIN_CALLS = 6  # fewest calls with an interval: 3 blocks of 2
 MIN_EARLIER = 3  # fewest earlier runs whose spread enters the interval
-RUNS_CAP = 10.0  # the earlier runs' spread counts up to this many times the calls' spread
+RUNS_CAP = 10.0  # earlier runs spread beyond this many times the calls' spread are set aside
 
 
 def t_quantile(p: float, dof: float) -> float:
@@ -39,8 +39,8 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
 @dataclass(frozen=True)
 class Interval:
     """The 95% interval of a rerun's median, ``median * exp(+- t(0.975, dof) * sqrt(2) * se)``:
-    ``se`` from the log block medians (batch means), or the earlier runs' spread where larger, up to
-    ``RUNS_CAP`` times ``calls_sd`` (the IQR of the calls' logs / 1.349)."""
+    ``se`` from the log block medians (batch means), or the earlier runs' spread where larger; set
+    aside beyond ``RUNS_CAP`` times ``calls_sd`` (the IQR of the calls' logs / 1.349)."""
 
     median_ms: float
     calls_sd: float
@@ -73,16 +73,16 @@ class Interval:
         return statistics.stdev(np.log(self.earlier_ms))
 
     @property
-    def capped(self) -> bool:
-        """True when the earlier runs spread beyond ``RUNS_CAP`` times this run's calls."""
+    def set_aside(self) -> bool:
+        """True when the earlier runs spread beyond ``RUNS_CAP`` times this run's calls: unused."""
         return self.runs_sd is not None and self.runs_sd > RUNS_CAP * self.calls_sd
 
     @property
     def term(self) -> tuple[str, float, int]:
-        """``(used, se, dof)``: ``blocks`` (this run's calls) or ``runs`` (earlier runs, capped)."""
+        """``(used, se, dof)``: ``blocks`` (this run's calls) or ``runs`` (earlier runs)."""
         own, runs = self.own, self.runs_sd
-        if runs is not None and min(runs, RUNS_CAP * self.calls_sd) > own[0]:
-            return "runs", min(runs, RUNS_CAP * self.calls_sd), len(self.earlier_ms) - 1
+        if runs is not None and not self.set_aside and runs > own[0]:
+            return "runs", runs, len(self.earlier_ms) - 1
         return ("blocks", *own)
 
     def rel_half_width(self, own: bool = False) -> float:
@@ -105,7 +105,7 @@ class Interval:
                             "medians_ms": list(self.block_medians_ms)}}
         if self.runs_sd is not None:
             entry["runs"] = {"earlier_ms": list(self.earlier_ms), "sd_log": self.runs_sd,
-                             "capped": self.capped}
+                             "set_aside": self.set_aside}
         return entry
 
 
@@ -159,7 +159,7 @@ class LatencyStats:
 def noise_verdict(stats: LatencyStats, threshold: float,
                   interval: Interval | None = None) -> dict[str, Any]:
     """The record's ``bench.noise``: ``noisy`` when IQR/median exceeds ``threshold`` (with a
-    warning), or when the earlier runs' spread was capped (``runs_warning``)."""
+    warning), or when the earlier runs' spread was set aside (``runs_warning``)."""
     ratio = stats.iqr_over_median
     noisy = stats.count >= 4 and ratio > threshold
     warning = runs = None
@@ -167,10 +167,10 @@ def noise_verdict(stats: LatencyStats, threshold: float,
         warning = (f"noisy timing: IQR/median {ratio:.1%} > {threshold:.0%} over {stats.count} "
                    "timed calls; the median is less trustworthy (close other work on the "
                    "host/device, raise bench.min_time_s or bench.max_iters, or pin the device)")
-    if interval is not None and interval.capped:
+    if interval is not None and interval.set_aside:
         runs = (f"reruns move: the workload's {len(interval.earlier_ms)} earlier run medians on "
                 f"this host spread {interval.runs_sd:.1%} (sd of logs), beyond {RUNS_CAP:g}x the "
-                f"spread of this run's calls ({interval.calls_sd:.1%}), and count as that (a host "
+                f"spread of this run's calls ({interval.calls_sd:.1%}), and are set aside (a host "
                 "that switches state between runs, or a history written by someone else: check "
                 "bench.history.dir, or time two variants interleaved with bench.ab)")
     return {"iqr_over_median": ratio, "threshold": threshold, "noisy": noisy or runs is not None,

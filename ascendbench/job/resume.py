@@ -13,8 +13,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ascendbench.config.targets import build
 from ascendbench.fileio import read_regular
-from ascendbench.job.record import RECORD_NAME
-from ascendbench.metrics.verdict import worst
+from ascendbench.job.record import RECORD_NAME, SCHEMA_VERSION
+from ascendbench.metrics.verdict import as_number, judge, worst
 from ascendbench.models.base import locate
 from ascendbench.models.sources import files_digest, hub_forced_offline
 
@@ -26,10 +26,8 @@ IGNORED_KEYS = ("resume", "objective")  # how a job is resumed or reports to a s
 def comparable(config: Any) -> Any:
     """The config as plain JSON values without the resume settings, for an equality test."""
     plain = json.loads(json.dumps(config, default=str))
-    if isinstance(plain, dict):
-        for key in IGNORED_KEYS:
-            plain.pop(key, None)
-    return plain
+    return {k: v for k, v in plain.items() if k not in IGNORED_KEYS} if isinstance(
+        plain, dict) else plain
 
 
 def weights_files(cfg: DictConfig) -> tuple[Path, ...]:
@@ -65,11 +63,31 @@ def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
             "in the record)")
 
 
-def untrustworthy(record: dict[str, Any]) -> str | None:
-    """Why an ``ok`` record does not hold up on its own: a verdict its metrics do not give (a hand
-    edit), or no outputs. A record is data; a skip must not rest on its word."""
+def rejudged(name: str, entry: dict[str, Any]) -> str | None:
+    """Why a metric entry not marked FAIL is one by the job's :func:`judge` of its value under its
+    own ``<=``/``>=`` rule (None: it holds up, or it has no such rule)."""
+    op, bound = str(entry.get("rule")).partition(" ")[0], as_number(entry.get("threshold"))
+    if op not in ("<=", ">=") or bound is None or entry.get("verdict") == "FAIL":
+        return None
+    value, key = entry.get("value"), "max" if op == "<=" else "min"
+    if "not_judged" in entry or judge(value, {key: bound})["verdict"] == "PASS":
+        return None
+    held = "no value (NaN)" if as_number(value) is None else f"{value!r}, beyond {op} {bound:g}"
+    return f"its metric {name!r} says {entry.get('verdict')} but holds {held}"
+
+
+def untrustworthy(record: dict[str, Any], dry_run: bool = False) -> str | None:
+    """Why an ``ok`` record does not hold up: another schema, a dry run's plan for a job, a metric
+    its value and rule FAIL, a verdict its metrics do not give, no outputs (never its word)."""
+    if record.get("schema") != SCHEMA_VERSION:
+        return f"it is of schema {record.get('schema')!r}, this ascendbench writes {SCHEMA_VERSION}"
+    if "plan" in record and not dry_run:
+        return "it is a dry run's record (a plan; nothing was measured)"
     metrics = record.get("metrics") if isinstance(record.get("metrics"), dict) else {}
-    derived = worst(m.get("verdict") for m in metrics.values() if isinstance(m, dict))
+    metrics = {k: m for k, m in metrics.items() if isinstance(m, dict)}
+    if why := next(filter(None, (rejudged(k, m) for k, m in metrics.items())), None):
+        return why
+    derived = worst(m.get("verdict") for m in metrics.values())
     claimed = record.get("verdict")
     if claimed != derived and not (claimed is None and derived == "PASS"):
         return f"its verdict {claimed!r} is not the one its metrics give ({derived!r})"
@@ -107,7 +125,7 @@ def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | No
     except Exception as exc:  # e.g. a loader that cannot be built: the job runs and reports it
         text = " ".join(str(exc).split())[:200]
         change = f"its weights cannot be checked ({type(exc).__name__}: {text})"
-    change = change or untrustworthy(record)
+    change = change or untrustworthy(record, bool(cfg.get("dry_run", False)))
     if change is not None:
         log.info("resume: %s is ok but %s; running again", path, change)
         return None

@@ -1,7 +1,6 @@
 """The regression gate, ``python -m ascendbench.report --compare OLD NEW`` (docs/reports.md): rows
 line up by :data:`KEY`; status, verdict or latency (:mod:`ascendbench.report.significance`, from
-the record files) got worse, or NEW measured nothing or misses an OLD workload: the gate fails.
-"""
+the record files) got worse, or NEW measured nothing or misses an OLD workload: the gate fails."""
 
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from ascendbench.metrics.verdict import ORDER, worst
 from ascendbench.report.fmt import DRY_RUN, get, num, short, size_label, table, text
 from ascendbench.report.gather import KEY, measured
 from ascendbench.report.performance import latest
+from ascendbench.report.select import from_the_future
 from ascendbench.report.significance import LatencyRule, decide, latency_of
 
 
@@ -72,10 +72,6 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _key(row: Mapping[str, Any]) -> tuple:
-    return tuple(get(row, k) for k in KEY)
-
-
 def _label(row: Mapping[str, Any]) -> str:
     names = " ".join(text(get(row, k)) for k in ("job.model", "job.device", "job.dtype",
                                                  "job.preset"))
@@ -87,6 +83,9 @@ def why_unmeasured(row: Mapping[str, Any]) -> str | None:
     where = str(row.get("record"))
     if get(row, "run") == DRY_RUN:
         return f"{where}: dry run (plans only, measures nothing)"
+    if from_the_future(row):
+        return (f"{where}: finished {text(get(row, 'timing.finished_at'))}, in the future (a wrong "
+                "clock or an edited record): not taken as its workload's latest")
     if get(row, "status") == "broken":
         return f"{where}: unreadable record ({short(get(row, 'error.message'), 160)})"
     if get(row, "job.model") is None:
@@ -101,7 +100,7 @@ def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
     grouped: dict[tuple, list] = {}
     for row in rows:
         if why_unmeasured(row) is None:
-            grouped.setdefault(_key(row), []).append(row)
+            grouped.setdefault(tuple(get(row, k) for k in KEY), []).append(row)
     return {k: latest(v) for k, v in grouped.items()}
 
 
@@ -128,6 +127,8 @@ def _regressions(old: Mapping[str, Any], new: Mapping[str, Any],
     elif was in ORDER and now not in ORDER and get(new, "status") == "ok":
         found.append(("verdict", str(was), "none (accuracy not judged)"))  # silence is no pass
     before, after = latency_of(old), latency_of(new)
+    found += [("timing not believed", side, f"{side} {latency.doubt}")
+              for side, latency in (("OLD", before), ("NEW", after)) if latency and latency.doubt]
     if before is not None and after is None and get(new, "status") == "ok":
         found.append(("median latency", f"{num(before.median_ms)} ms",
                       f"not measured ({text(get(new, 'bench.latency.median_ms'))})"))
@@ -155,8 +156,9 @@ def compare_frames(old: pd.DataFrame, new: pd.DataFrame, rule: LatencyRule | Non
         for what, was, now in found:
             offending.append([*names, size_label(n), num(get(n, "job.batch_size")), what, was, now])
     only = lambda a, b: sorted(_label(a[k]) for k in a if k not in b)  # noqa: E731
-    new_list = [] if new.empty else new.to_dict("records")
+    new_list, old_list = ([] if f.empty else f.to_dict("records") for f in (new, old))
     unmeasured = [why for row in new_list if (why := why_unmeasured(row))]
+    unmeasured += [f"OLD {why_unmeasured(row)}" for row in old_list if from_the_future(row)]
     return Comparison(offending, len(common), only(old_rows, new_rows), only(new_rows, old_rows),
                       rule, unmeasured=unmeasured, measured=sum(measured(r) for r in new_list),
                       new_records=len(new_list), allow_missing=allow_missing, latency=latency)

@@ -3,12 +3,15 @@ section (the task's declaration in ``job.primary``, else an unambiguous name).""
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from ascendbench.errors import ReportError
+from ascendbench.job.record import instant
 from ascendbench.report.fmt import Row, Rows, get, group, text
 from ascendbench.report.performance import latest
 from ascendbench.report.variants import variant_settings, workload
@@ -19,6 +22,9 @@ SWEEP = "sweep"
 RUNS = "report.runs"  # how many records of the row's workload and settings the report saw
 # Settings that change what is judged, never what the device times (one row of a performance table).
 NOT_TIMED = ("baseline.", "metric.")
+CLOCK_SKEW_S = 600.0  # a record finished later than now by more is from the future
+
+log = logging.getLogger(__name__)
 
 
 def parse_selection(items: Iterable[str]) -> dict[str, list[str]]:
@@ -60,14 +66,26 @@ def perf_only(row: Row) -> bool:
     return get(row, "baseline.skipped") is not None
 
 
+def from_the_future(row: Row) -> bool:
+    """True when the record finished after now + :data:`CLOCK_SKEW_S` (a wrong clock, an edit)."""
+    return instant(get(row, "timing.finished_at")) > time.time() + CLOCK_SKEW_S
+
+
 def latest_per_workload(rows: Iterable[Row], timing: bool = False) -> list[dict[str, Any]]:
-    """The latest record per workload and settings (``report.runs`` counts them)."""
+    """The latest record per workload and settings (``report.runs`` counts them), warned ones
+    finished in the future only where nothing else is."""
     def key(row: Row) -> tuple:
         found = workload(row) + tuple(sorted(variant_settings(row).items()))
         return tuple(k for k in found if not (timing and isinstance(k, tuple)
                                               and str(k[0]).startswith(NOT_TIMED)))
 
-    return [{**latest(members), RUNS: len(members)} for members in group(rows, key).values()]
+    rows = list(rows)
+    for row in filter(from_the_future, rows):
+        log.warning("%s finished %s, in the future (a wrong clock or an edited record): not "
+                    "taken as its workload's latest", text(row.get("record")),
+                    text(get(row, "timing.finished_at")))
+    return [{**latest([r for r in members if not from_the_future(r)] or members),
+             RUNS: len(members)} for members in group(rows, key).values()]
 
 
 def timing_rows(rows: Iterable[Row]) -> list[dict[str, Any]]:

@@ -1,8 +1,6 @@
-"""Is NEW slower than OLD? The regression gate's one latency rule (docs/reports.md "Regression
-gate"): the one-sided ``1 - alpha`` lower bound of ``median_NEW / median_OLD - 1`` beyond
-``min_effect``, bounded by the paired block ratios of one interleaved run, else by both runs'
-intervals (recomputed from each record's own calls, with OLD's earlier runs' spread on both sides).
-"""
+"""Is NEW slower than OLD? The gate's one latency rule (docs/reports.md "Regression gate"): the
+one-sided lower bound of NEW/OLD - 1 beyond ``min_effect``, from the pairs of one interleaved run,
+else from both runs' intervals (recomputed from each record's calls, OLD's earlier runs on both)."""
 
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ascendbench.bench.stats import Interval, Shift
+from ascendbench.bench.stats import RUNS_CAP, Interval, Shift
 from ascendbench.report import fmt
 
 log = logging.getLogger(__name__)
@@ -38,8 +36,7 @@ class Pairing:
     @classmethod
     def from_section(cls, section: Any, samples: Sequence[float] | None) -> Pairing | None:
         """From a record's ``bench.interleave`` and the side's own calls; None when absent,
-        malformed, or when the block medians are not those of the side's own calls (a record is
-        data: pairs copied from another run are no evidence of neighbours)."""
+        malformed, or not the medians of its own calls (copied pairs are no evidence)."""
         if not isinstance(section, Mapping) or not samples:
             return None
         run, position = section.get("id"), section.get("position")
@@ -49,11 +46,10 @@ class Pairing:
                 or len(samples) != calls * len(medians)):
             return None
         own = [statistics.median(samples[i * calls:(i + 1) * calls]) for i in range(len(medians))]
-        for stated, found in zip(medians, own, strict=True):
-            if not isinstance(stated, (int, float)) or not math.isclose(stated, found,
-                                                                        rel_tol=1e-9):
-                return None
-        return cls(run, position, tuple(own))
+        if all(isinstance(stated, (int, float)) and math.isclose(stated, found, rel_tol=1e-9)
+               for stated, found in zip(medians, own, strict=True)):
+            return cls(run, position, tuple(own))
+        return None
 
 
 def why_not_paired(old: Pairing | None, new: Pairing | None) -> str | None:
@@ -74,11 +70,12 @@ def why_not_paired(old: Pairing | None, new: Pairing | None) -> str | None:
 
 @dataclass(frozen=True)
 class Latency:
-    """One side's evidence: its median, its interval (None without calls) and its pairing."""
+    """One side's median, interval (None without calls), pairing, and doubt (None: believed)."""
 
     median_ms: float
     interval: Interval | None = None
     pairing: Pairing | None = None
+    doubt: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,8 +87,7 @@ class LatencyRule:
 
     @classmethod
     def from_options(cls, options: Any) -> LatencyRule:
-        """The rule from the validated ``compare`` options (``method``, ``min_samples``: logged,
-        ignored)."""
+        """From the ``compare`` options (``method``, ``min_samples``: logged, ignored)."""
         for key in ("method", "min_samples"):
             if options.get(key) is not None:
                 log.warning("compare.%s=%s is deprecated and ignored: the gate has one rule "
@@ -140,27 +136,35 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
         why[0] += ", untested"
         why.append("no per-call samples in OLD and NEW")
     why += [note] if note else []
+    if old.interval and old.interval.set_aside:
+        why.append(f"OLD's {len(old.interval.earlier_ms)} earlier run medians set aside: beyond "
+                   f"{RUNS_CAP:g}x its calls' spread (a host gone wild or a forged history)")
     return Decision(regressed, method, shift.text(rule.alpha), "; ".join(why))
 
 
 def section_latency(bench: Any, median: float) -> Latency:
-    """The interval and pairing of a ``bench`` section, recomputed from its own calls
-    (``samples_ms``) and earlier run medians (``interval.runs.earlier_ms``): a bound edited in the
-    record is not believed."""
+    """A ``bench`` section's interval and pairing, recomputed from its calls and earlier medians
+    (an edited bound is not believed; a stated width they do not give is a ``doubt``)."""
     if not isinstance(bench, Mapping):
         return Latency(median)
-    samples, interval = _positive(bench.get("samples_ms")), bench.get("interval")
-    runs = interval.get("runs") if isinstance(interval, Mapping) else None
-    earlier = _positive(runs.get("earlier_ms")) if isinstance(runs, Mapping) else None
-    return Latency(median, Interval.of(samples, earlier or ()) if samples else None,
-                   Pairing.from_section(bench.get("interleave"), samples))
+    samples, stated = _positive(bench.get("samples_ms")), bench.get("interval")
+    stated = stated if isinstance(stated, Mapping) else {}
+    runs = stated.get("runs") if isinstance(stated.get("runs"), Mapping) else {}
+    found = Interval.of(samples, _positive(runs.get("earlier_ms")) or ()) if samples else None
+    width, doubt = _positive([stated.get("rel_half_width")]), None
+    if (found and width and runs.get("capped") is not True  # capped: older records
+            and not math.isclose(width[0], found.rel_half_width(), rel_tol=1e-6)):
+        doubt = (f"its bench.interval.rel_half_width is {width[0]:.4g}, while its own calls and "
+                 f"earlier runs give {found.rel_half_width():.4g}: an edited record")
+    return Latency(median, found, Pairing.from_section(bench.get("interleave"), samples), doubt)
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:
     """A non-empty list of finite numbers > 0 as floats, else None."""
     if not isinstance(values, list) or not values:
         return None
-    usable = all(_float(v) is not None and math.isfinite(v) and v > 0 for v in values)
+    usable = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                 and v > 0 for v in values)
     return tuple(float(v) for v in values) if usable else None
 
 
@@ -174,8 +178,3 @@ def latency_of(row: Mapping[str, Any]) -> Latency | None:
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
         bench = None
     return section_latency(bench, median)
-
-
-def _float(value: Any) -> float | None:
-    """``value`` as a float when it is a number (not a bool), else None."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

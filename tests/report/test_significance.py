@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -106,28 +107,56 @@ def test_on_a_host_that_switches_between_runs_olds_runs_keep_a_a_pairs_quiet(tmp
     assert found[0] <= 4 and found[1] >= 8 and found[2] >= 24, found
 
 
+def _noisy_run(rng: np.random.Generator, level: float, history: RunHistory | None) -> dict:
+    """64 calls of ``level`` ms with 4% noise (a CPU host): a wider 10x-calls term than 2%."""
+    durations = (level * rng.lognormal(0.0, 0.04, 65) / 1e3).tolist()
+    return fake_run(durations, BUDGET, history).to_dict(1, "calls")
+
+
 def test_a_forged_history_does_not_blind_the_gate_to_3x_slower(write_record, tmp_path, capsys):
-    """Both workloads' histories rewritten to runs of 0.01, 1000, 0.02 and 900 ms: each interval
-    counts that spread as 10x its calls' at most, so the gate still fails a 3x slower NEW; an edited
-    bound is not believed."""
-    forged = [{"at": 1.0, "median_ms": m} for m in (0.01, 1000.0, 0.02, 900.0)]
-    history = RunHistory(tmp_path / "history", {"op": "a"}, max_age_s=math.inf)
-    rng, sections = np.random.default_rng(4), []
-    for level in (1.0, 3.0):
-        history.path.parent.mkdir(parents=True, exist_ok=True)
-        history.path.write_text(json.dumps({"key": history.key, "runs": forged}))
-        sections.append(_run(rng, level, history))
-    assert all(s["interval"]["runs"]["capped"] and s["noise"]["runs_warning"] for s in sections)
-    # a bound edited to cover OLD: recomputed, not read
-    sections[1]["latency"]["median_ci95_low_ms"] = 0.0
-    old, new = (
-        _record(write_record, tmp_path / name, s)
-        for name, s in zip(("old", "new"), sections, strict=True)
-    )
+    """OLD's history rewritten to runs of 0.01, 1000, 0.02 and 900 ms stamped now (calls with 4%
+    noise: counted as 10x their spread, this gave OLD +-500% and `ok (not significant)`): set aside,
+    so the gate fails a 3x slower NEW and says why OLD's runs were not used."""
+    forged = [{"at": time.time(), "median_ms": m} for m in (0.01, 1000.0, 0.02, 900.0)]
+    history = RunHistory(tmp_path / "history", {"op": "a"})
+    history.path.parent.mkdir(parents=True)
+    history.path.write_text(json.dumps({"key": history.key, "runs": forged}))
+    rng = np.random.default_rng(4)
+    sections = [_noisy_run(rng, 1.0, history), _noisy_run(rng, 3.0, None)]
+    assert sections[0]["interval"]["runs"]["set_aside"] and sections[0]["noise"]["runs_warning"]
+    assert sections[0]["interval"]["rel_half_width"] < 0.05, "the run's own interval"
+    old, new = (_record(write_record, tmp_path / name, s)
+                for name, s in zip(("old", "new"), sections, strict=True))
     assert main(["--compare", str(old), str(new)]) == 1
     out = capsys.readouterr().out
     assert "t on the intervals of OLD and NEW: SLOWER" in out
+    assert "OLD's 4 earlier run medians set aside" in out
     assert "gate FAILED: 1 regression(s)" in out
+
+
+EDITS = {  # a record edit that would cover OLD's median with NEW's: recomputed, never read
+    "stated-width": lambda b: b["interval"].update(rel_half_width=50.0, low_ms=0.0, high_ms=1e9),
+    "latency-bounds": lambda b: b["latency"].update(median_ci95_low_ms=0.0,
+                                                    median_ci95_high_ms=1e9),
+    "older-field": lambda b: b.update(between_runs={"level_rel_half_width": 50.0}),
+}
+
+
+@pytest.mark.parametrize("edit", EDITS)
+@pytest.mark.parametrize("side", ["old", "new"])
+def test_an_edited_interval_does_not_blind_the_gate(write_record, tmp_path, capsys, edit, side):
+    """A 3x slower NEW fails whatever width OLD or NEW's record states; a stated width its own
+    calls do not give is named as not believed, with the workload."""
+    rng = np.random.default_rng(6)
+    sections = {"old": _run(rng, 1.0), "new": _run(rng, 3.0)}
+    EDITS[edit](sections[side])
+    old, new = (_record(write_record, tmp_path / n, sections[n]) for n in ("old", "new"))
+    assert main(["--compare", str(old), str(new)]) == 1
+    out = capsys.readouterr().out
+    assert ": SLOWER (" in out and "no regression" not in out
+    if edit == "stated-width":
+        assert f"timing not believed | {side.upper()}" in out and "an edited record" in out
+        assert "flux2_small_decoder | npu | float16 | mini" in out, "names the workload"
 
 
 def test_gate_end_to_end_exit_codes_and_the_frame_without_samples(write_record, tmp_path, capsys):
