@@ -11,6 +11,7 @@ import os
 import platform
 import resource
 import sys
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -30,6 +31,8 @@ _MB = 1024.0 * 1024.0
 # Env vars the device's deterministic mode needs, set before its runtime initialises.
 DETERMINISTIC_ENV = {"cuda": {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}}  # deterministic cuBLAS
 _NPU_IMPORT = {"after_device_env": False}  # set once ascendbench itself imported torch_npu
+# the environment each device runtime of this process started with: it reads device.env once
+_STARTED_WITH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _setup_cuda(adapter: DeviceAdapter) -> None:
@@ -125,6 +128,7 @@ class DeviceAdapter:
         fresh = _loading_npu(self.name)
         self.runtime = None if self.name == "cpu" else load_runtime(self.name)
         _NPU_IMPORT["after_device_env"] |= fresh
+        _check_in_force(self.runtime, self.env_set)
         if self.runtime is not None:  # first: events, the compile-mode probe, the name use it
             select_card(self.runtime, self.index)
         torch.use_deterministic_algorithms(self.deterministic, warn_only=True)
@@ -249,6 +253,27 @@ def _import_order(name: str) -> dict[str, Any]:
                     "on, or an explicit import): settings torch_npu reads at import may not be in "
                     "force")
     return {"torch_npu_imported_before_device_env": early, **autoload_facts()}
+
+
+def _check_in_force(runtime: Any, env: Mapping[str, str]) -> None:
+    """A ``device.env`` value the runtime of this process did not start with cannot apply (the
+    allocator reads PYTORCH_NPU_ALLOC_CONF once, the card list holds from the first card on)."""
+    if runtime is None:
+        return
+    started = _STARTED_WITH.setdefault(runtime, dict(os.environ))
+    changed = [f"{k}={v} (started with {started.get(k, 'unset')})" for k, v in env.items()
+               if started.get(k) != v]
+    for key in (k for k, v in env.items() if started.get(k) != v):  # as the runtime has it
+        if key in started:
+            os.environ[key] = started[key]
+        else:
+            del os.environ[key]
+    if changed:
+        raise ConfigError(
+            f"device.env: {'; '.join(changed)}: the device runtime of this process started "
+            "earlier with other values and reads them once, so this job would record a setting "
+            "not in force. Run each value in its own process: one command per value (`for v in "
+            "True False; do python -m ascendbench ... device.env.KEY=...$v; done`).")
 
 
 def _apply_env(env: Mapping[str, Any]) -> dict[str, str]:

@@ -203,3 +203,19 @@ def test_a_silenced_fallback_warning_is_not_observable_never_pass(cli, falling_b
     name, value = next(iter(env.items()))
     assert check["fallback_warning_env"][name] == value
     assert f"{name}={value}: torch_npu prints no CPU-fallback warning" in entry["not_observable"]
+
+
+def test_a_device_env_value_the_runtime_did_not_start_with_fails_that_job(cli, fake_npu,
+                                                                         tmp_path):
+    """Two jobs of one process (a basic-launcher sweep over expandable_segments): the second
+    value never applies, so its job fails naming both values instead of recording it."""
+    conf = "+device.env.PYTORCH_NPU_ALLOC_CONF=expandable_segments:"
+    first, first_dir = cli(*NPU_JOB, conf + "True", job_dir=tmp_path / "first")
+    assert first.returncode == 0, first.output[-2000:]
+    second, second_dir = cli(*NPU_JOB, conf + "False", job_dir=tmp_path / "second")
+    record = read_record(second_dir)
+    assert second.returncode != 0 and record["status"] == "failed"
+    assert ("PYTORCH_NPU_ALLOC_CONF=expandable_segments:False (started with "
+            "expandable_segments:True)" in record["error"]["message"]), record["error"]
+    again, again_dir = cli(*NPU_JOB, conf + "True", job_dir=tmp_path / "again")
+    assert again.returncode == 0 and read_record(again_dir)["status"] == "ok"
