@@ -106,9 +106,15 @@ def backfill_file(path: Path, render_for: Callable[[Path], Callable[[str], str]]
     """
     path = Path(path).resolve()  # a README that is a link is filled where it lives
     if not path.is_file():
-        raise ReportError(f"README to back-fill {str(path)!r} does not exist. Pass an existing "
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise ReportError(f"README to back-fill {str(path)!r} {what}. Pass an existing "
                           "Markdown file: `make report README=path/to/README.md`.")
-    original = path.read_text()
+    try:
+        original = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReportError(f"README to back-fill {path} is not UTF-8 text ({exc}); nothing was "
+                          "written to it. Convert it (`iconv -f GBK -t UTF-8`), run again.") \
+            from None
     if not marker_names(original) and PLACEHOLDER not in original:
         raise _no_marker(path, original)
     render = render_for(path.parent)

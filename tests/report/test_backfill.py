@@ -142,3 +142,14 @@ def test_a_placeholder_table_between_markers_stays_when_nothing_was_judged(tmp_p
     kept = backfill_file(readme, lambda base: lambda name: "No judged run of a task with steps.")
     assert readme.read_text() == before
     assert kept == ["1 placeholder row(s) with no judged run of their size"]
+
+
+def test_a_directory_or_a_file_that_is_not_utf8_is_named_as_such(tmp_path):
+    with pytest.raises(ReportError, match="is a directory"):
+        backfill_file(tmp_path, lambda base: lambda name: "")
+    gbk = tmp_path / "README.md"
+    gbk.write_bytes("<!-- ACCURACY_TABLE_BEGIN -->\n待实测填充\n<!-- ACCURACY_TABLE_END -->\n"
+                    .encode("gbk"))
+    with pytest.raises(ReportError, match="is not UTF-8 text"):
+        backfill_file(gbk, lambda base: lambda name: "")
+    assert gbk.read_bytes().decode("gbk").count("待实测填充") == 1, "left as it was"
