@@ -112,9 +112,9 @@ def backfill_file(path: Path, render_for: Callable[[Path], Callable[[str], str]]
     try:
         original = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ReportError(f"README to back-fill {path} is not UTF-8 text ({exc}); nothing was "
-                          "written to it. Convert it (`iconv -f GBK -t UTF-8`), run again.") \
-            from None
+        raise ReportError(
+            f"README to back-fill {path} is not UTF-8 text ({exc}); nothing was written to it. "
+            "Convert it (`iconv -f GBK -t UTF-8`) and run it again.") from None
     if not marker_names(original) and PLACEHOLDER not in original:
         raise _no_marker(path, original)
     render = render_for(path.parent)
