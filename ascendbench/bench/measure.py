@@ -1,8 +1,4 @@
-"""The device run's measurement in one place: the bench loop, FLOPs and MFU, per-phase timing::
-
-    timer = attach_phase_timer(task, module, adapter)  # None unless the task supports phases
-    result, section = measure(call, adapter, cfg.bench, Workload("bfloat16", 1, "images", timer))
-"""
+"""The device run's measurement in one place: the bench loop, FLOPs and MFU, per-phase timing."""
 
 from __future__ import annotations
 

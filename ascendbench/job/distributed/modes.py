@@ -1,7 +1,5 @@
-"""What a multi-card job asks for (``device.world_size``, ``device.parallel``, ``device.dist``;
-the backend by device type unless ``device.dist.backend`` says) and the parallel modes installed on
-a rank's model: ``cfg`` (:class:`CfgSplit`), ``device_map`` (:class:`BlockPlacement`), ``context``
-(diffusers' ``enable_parallelism``); docs/devices.md "Several cards"."""
+"""What a multi-card job asks for (``device.world_size``, ``device.parallel``, ``device.dist``) and
+the parallel modes installed on a rank's model; docs/devices.md "Several cards"."""
 
 from __future__ import annotations
 
