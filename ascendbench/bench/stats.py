@@ -190,7 +190,7 @@ class Shift:
 
     @classmethod
     def paired(cls, old: Sequence[float], new: Sequence[float]) -> Shift:
-        """The median log ratio of an interleaved run's block medians, pair by pair, sign-test bounds.
+        """Median log ratio of an interleaved run's block medians, pair by pair; sign-test bounds.
 
         >>> s = Shift.paired([1.0] * 8, [1.05, 1.04, 1.06, 1.05, 1.05, 1.03, 1.07, 1.05])
         >>> [round(v, 3) for v in (math.expm1(s.log), *s.bounds(0.05))]
