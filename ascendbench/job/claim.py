@@ -80,9 +80,8 @@ def holder_of(job_dir: Path | str) -> str:
 
 
 def claim(job_dir: Path | str) -> bool:
-    """Lock ``job_dir`` for this process; ``True`` when newly claimed, ``False`` when already held.
-    :class:`JobDirBusyError` when another process holds it, :class:`JobDirError` when the lock
-    file cannot be created there or is a symbolic link."""
+    """Lock ``job_dir`` for this process; ``True`` when newly claimed, ``False`` when already held
+    (:class:`JobDirBusyError`: another process holds it; :class:`JobDirError`: no lock file)."""
     key = os.path.abspath(str(job_dir))
     if key in _HELD:
         return False

@@ -55,8 +55,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def run_distributed(job: Any, settings: ParallelSettings) -> dict[str, Any]:
     """Run the device run as ranks; sets ``job.outputs`` (rank 0's) and returns the sections
-    ``bench``, ``distributed`` and ``outputs``. A rank that fails or is killed raises
-    :class:`RankFailedError` naming it; no rank is left running."""
+    ``bench``, ``distributed`` and ``outputs`` (:class:`RankFailedError` names a failed rank)."""
     modes.check_mode(settings, job.model, job.adapter.name)
     ranks_dir = Path(job.dir) / RANKS_DIR
     shutil.rmtree(ranks_dir, ignore_errors=True)
