@@ -1,6 +1,5 @@
 """Printing a judged value with the digits its comparison needs (``0.99989`` is not ``0.9999``
-beside ``>= 0.9999``), percent metrics as percentages. No pandas here: the job summary imports it.
-"""
+beside ``>= 0.9999``), percent metrics as percentages. No pandas: the job summary imports this."""
 
 from __future__ import annotations
 

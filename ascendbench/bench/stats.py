@@ -1,6 +1,5 @@
 """Latency statistics of timed calls, the one 95% interval of their median, and the shift between
-two medians: docs/performance.md "The interval of the median", docs/reports.md "Regression gate".
-"""
+two medians: docs/performance.md "The interval of the median", docs/reports.md "Regression gate"."""
 
 from __future__ import annotations
 

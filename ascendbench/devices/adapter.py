@@ -1,8 +1,5 @@
-"""The device adapter: everything a job needs from a device, behind one small object.
-
-Configured by ``conf/device/*.yaml`` (``_target_``: :class:`DeviceAdapter` or :func:`auto_select`);
-per-type behaviour comes from lookup tables keyed by device type (:data:`SETUP`, ``RUNTIMES``).
-"""
+"""The device adapter: everything a job needs from a device, behind one small object; per-type
+behaviour comes from lookup tables keyed by device type (:data:`SETUP`, ``RUNTIMES``)."""
 
 from __future__ import annotations
 

@@ -34,9 +34,7 @@ def _try_lock(path: Path) -> FileLock | None:
 def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count: int = 1,
                lock_name: str = "card-{card}.lock") -> str:
     """Claim ``count`` free cards of ``cards`` for this process; returns them comma-separated.
-
-    Locks (``<lock_dir>/<lock_name>``) are retried every 0.2 s until ``wait_s`` and never released:
-    the process keeps its first cards (a runtime cannot switch cards).
+    The locks are never released: a process keeps its first cards (a runtime cannot switch).
 
     Raises:
         NoFreeCardError: fewer than ``count`` cards became free within ``wait_s``.

@@ -1,6 +1,5 @@
-"""One job: the stages (:data:`~ascendbench.job.stages.STAGES`) run, or planned with
-``dry_run=true``, in order. Each section is written as the stage returns, so a job killed mid-way
-never leaves an ``ok`` record; a failure anywhere writes a ``failed`` record naming the stage."""
+"""One job: the stages run (or planned with ``dry_run=true``) in order, each section written as the
+stage returns; a failure anywhere writes a ``failed`` record naming the stage."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group: each
-rebuilds device, model (digest checked) and inputs and times calls between barriers; rank 0 leaves
-every rank's figures in ``<job dir>/ranks/`` (docs/devices.md "Several cards")."""
+"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group; rank 0
+leaves every rank's figures in ``<job dir>/ranks/`` (docs/devices.md "Several cards")."""
 
 from __future__ import annotations
 
