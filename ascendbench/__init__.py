@@ -1,8 +1,6 @@
 """ascendbench: prove that a diffusion or video model ported to an accelerator is correct and fast.
 
-Importing the package switches off torch's device-backend autoloading (:mod:`.backend_autoload`)
-before any ascendbench module imports torch: torch_npu is imported once ``device.env`` is applied.
-"""
+Importing it switches off torch's device-backend autoloading first (:mod:`.backend_autoload`)."""
 
 from ascendbench.backend_autoload import STATE as _AUTOLOAD_STATE
 from ascendbench.backend_autoload import defer_backend_autoload as _defer_backend_autoload

@@ -1,11 +1,6 @@
-"""Keep ``import torch`` from importing torch_npu before the job's device settings are applied.
-
-From torch 2.5, ``import torch`` loads every ``torch.backends`` entry point unless
-``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, and torch_npu declares one from 2.5.1; an autoloaded torch_npu
-would never see ``device.env`` or the ``ASCEND_*`` directories (docs/devices.md). The
-``ascendbench`` package switches it off before any of its modules imports torch; the device adapter
-imports torch_npu.
-"""
+"""Keep ``import torch`` from importing torch_npu before the job's device settings are applied:
+torch >= 2.5 autoloads backends unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, and an autoloaded
+torch_npu would never see ``device.env`` or the ``ASCEND_*`` directories (docs/devices.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The oldest torch and diffusers ascendbench supports, checked at start-up before either is
-imported.
-
-Versions come from the installed distributions' metadata (nothing imported), so a torch too old for
-ascendbench's own imports still gets one readable paragraph (docs/devices.md). ``python -m
-ascendbench.compat`` prints every floor and requirement with the version found.
-"""
+"""The oldest torch and diffusers ascendbench supports, checked at start-up from the distributions'
+metadata before either is imported (docs/devices.md); ``python -m ascendbench.compat`` prints
+every floor and requirement with the version found."""
 
 from __future__ import annotations
 
@@ -62,8 +58,7 @@ def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None
 
 
 def older_than(found: str, minimum: str) -> bool:
-    """True when release ``found`` is older than ``minimum`` (``2.1.0a0+git1234`` is 2.1.0); an
-    unparsable version is not judged.
+    """True when release ``found`` is older than ``minimum`` (an unparsable one is not judged).
 
     >>> older_than("2.0.1+cpu", "2.1"), older_than("2.1.0a0+git1234", "2.1")
     (True, False)

@@ -1,11 +1,5 @@
-"""Printing a judged value with the digits its comparison needs.
-
-Four significant digits print ``0.99989`` as ``0.9999``: beside the rule ``>= 0.9999`` and a FAIL
-that reads as a wrong verdict. :func:`honest` adds digits until the printed number lies on the same
-side of every bound as the value itself. Percent metrics (:data:`PERCENT_METRICS`) print the value
-and the rule as percentages. Text from records is shown through :func:`printable`. No pandas here:
-the end-of-job summary imports it.
-"""
+"""Printing a judged value with the digits its comparison needs (``0.99989`` is not ``0.9999``
+beside ``>= 0.9999``), percent metrics as percentages. No pandas: the job summary imports this."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The typed errors of ascendbench.
-
-Every error a user can act on derives from :class:`AscendBenchError`; its message is one paragraph
-(what was wrong, what is allowed, what to run or set) and its ``reason`` the short cause the
-``failed`` record keeps. The traceback goes to the job log only.
-"""
+"""The typed errors of ascendbench: each derives from :class:`AscendBenchError`, with one paragraph
+of message and a short ``reason`` that the ``failed`` record keeps."""
 
 
 class AscendBenchError(Exception):

@@ -1,8 +1,6 @@
-"""Atomic file writes (a temporary file in the target's directory, fsync, ``os.replace``) and reads
-of regular files only. A reader sees the old file or the complete new one; a failed write leaves no
-temporary file behind and becomes :class:`~ascendbench.errors.OutputWriteError` naming the file.
-Nothing is written through a link: the rename replaces a link planted as the file, and a directory a
-tool owns (a job or sweep directory) is refused while :func:`links_inside` finds one in it."""
+"""Atomic file writes (temporary file, fsync, ``os.replace``; a failure is an
+:class:`~ascendbench.errors.OutputWriteError` naming the file) and reads of regular files only.
+Nothing is written through a link, and a tool's directory holding one is refused."""
 
 from __future__ import annotations
 
@@ -106,10 +104,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int | No
 
 def open_regular(path: str | os.PathLike[str], follow: bool = True) -> int:
     """Open ``path`` for reading only when it is a regular file, without blocking; the descriptor.
-
-    A FIFO, device or socket named by data would block or read forever: refused with
-    :class:`OSError` (``EINVAL``). ``follow=False`` refuses a symbolic link too.
-    """
+    Anything else is an :class:`OSError` (``EINVAL``); ``follow=False`` refuses a link too."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     fd = os.open(path, flags | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
     try:

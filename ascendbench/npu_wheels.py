@@ -1,10 +1,7 @@
 """Which torch_npu wheel matches this host's torch and CANN (``make install`` and ``verify``).
 
-Each wheel pins one torch release (its METADATA) and is built for one CANN release (Ascend/pytorch
-``COMPATIBILITY.en.md``, "TorchNPU version mapping table"); two wheels for one torch differ in CANN
-(2.9.0 -> 8.5.0, 2.9.0.post2 -> 9.0.0, 2.9.0.post6 -> 9.1.0), so the torch version alone does not
-name the wheel. Stdlib only, so ``make install`` runs it before ascendbench is installed:
-``python ascendbench/npu_wheels.py --spec [--torch 2.9.0] [--cann 9.0.0]``.
+Two wheels for one torch differ in CANN (2.9.0 -> 8.5.0, 2.9.0.post2 -> 9.0.0), so the torch
+version alone does not name the wheel. Stdlib only: ``make install`` runs it before install.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""One precision per job: the device dtype, its tolerances and verdict rules, the reference dtype.
-
-:class:`Precision` is built once per job from the dtype option (``auto`` resolved for the chosen
-device), ``model.thresholds`` and ``baseline.reference``; stages read it from the job.
-"""
+"""One precision per job (:class:`Precision`): the device dtype, its tolerances and verdict rules,
+the reference dtype; built from the dtype option, ``model.thresholds``, ``baseline.reference``."""
 
 from __future__ import annotations
 
@@ -40,11 +37,8 @@ def torch_dtype(name: str, key: str = "dtype.name") -> torch.dtype:
 
 
 def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
-    """The reference precision under ``baseline.reference`` before memory is considered.
-
-    ``auto`` is float64 for every device dtype (a dtype sweep shares one reference; the reference
-    stage falls back to float32 only when float64 does not fit); ``same`` is the seeds' protocol:
-    the CPU reference in the device's own dtype.
+    """The reference precision under ``baseline.reference`` before memory is considered: ``auto``
+    is float64 (float32 only when float64 does not fit), ``same`` the device's own dtype.
 
     >>> reference_dtype("auto", torch.bfloat16), reference_dtype("same", torch.bfloat16)
     (torch.float64, torch.bfloat16)

@@ -1,14 +1,7 @@
-"""Progress of the long phases: a live bar on a terminal, a heartbeat log line elsewhere.
-
-On a terminal (stderr a TTY, in the main process) a :class:`Progress` draws a tqdm bar; anywhere
-else (CI, Slurm logs, joblib workers) it logs a line at most every 15 s, none for a shorter phase.
-Every line carries the job's name, so that interleaved workers can be told apart::
-
-    [tiny_flux2_decoder/float32/mini] timing: 37 calls, 12.1 s of 60 s, median 31.2 ms
-
-``ASCENDBENCH_PROGRESS=bar|log|off`` forces the mode. The timed calls run under :func:`quiet`: a
-:class:`Progress` made there does nothing, and :func:`is_quiet` tells hooks not to install at all.
-"""
+"""Progress of the long phases: a tqdm bar on a terminal, elsewhere a log line with the job's name
+at most every 15 s (``ASCENDBENCH_PROGRESS=bar|log|off`` forces the mode). The timed calls run
+under :func:`quiet`: a :class:`Progress` made there does nothing, and :func:`is_quiet` tells hooks
+not to install at all."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A float64 CPU reference whose memory is bounded without changing its math: convolutions (im2col:
-3.6 GB for one 192-channel 3x3 at 512x512) in tiles of output positions, each from its own input
-window, and attention in chunks of query rows: the same sums, so the same result."""
+"""A float64 CPU reference whose memory is bounded without changing its math: convolutions in tiles
+of output positions, attention in chunks of query rows (the same sums, so the same result)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The replay reference (``baseline.reference_mode=replay``; docs/accuracy.md): each chosen module
-re-run alone on the CPU on its recorded device inputs, its local error judged, the first divergent
-module found."""
+re-run alone on the CPU on its recorded device inputs, its local error judged."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The replay process's memory: its plan (the dry run's on the meta model, the job's on the recorded
-shapes), its precision and the check of its measured peak. With ``s`` the replay item size::
+"""The replay process's memory plan, its precision and the check of its measured peak::
 
     module need = s x parameters + max(s x inputs + activation peak, s x outputs + device outputs)
     process     = imports + max over modules (module need)

@@ -1,6 +1,5 @@
-"""Which modules the replay re-runs, and how its process rebuilds each: its component built on
-``meta``, its tensors from the checkpoint (``original``) or from the float32 copy the job exported
-before the device run (``exported``: random init, converted keys, non-persistent buffers)."""
+"""Which modules the replay re-runs, and how its process rebuilds each: built on ``meta``, its
+tensors from the checkpoint (``original``) or the float32 copy the job exported (``exported``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A job's CPU reference: from the cache (verified; a higher precision serves a lower one), or
-computed once under a file lock, in a clean child process or in-process; an entry that does not
-verify is logged, recorded under ``rejected`` and recomputed, never used."""
+"""A job's CPU reference: from the cache (verified; one that does not verify is recomputed), or
+computed once under a file lock, in a clean child process or in-process."""
 
 from __future__ import annotations
 

@@ -31,8 +31,7 @@ def _sdpa_cpu_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_s
 def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[int],
                               value_shape: Sequence[int], *args: Any, **kwargs: Any) -> int:
     """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA
-    count); ``FlopCounterMode`` passes the shapes of every argument (``head_num``, ``input_layout``
-    after the tensors, positional or by name; the rest does not count).
+    count), from the shapes ``FlopCounterMode`` passes and ``head_num``, ``input_layout``.
 
     >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
     16777216

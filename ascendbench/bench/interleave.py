@@ -1,7 +1,5 @@
-"""Two variants of one call timed in alternating blocks (``A B B A ...``): neighbouring blocks share
-the host's state of the moment, so their ratio holds the variants' difference and little of the
-host (docs/performance.md "Between runs"); each side's ``bench.interleave`` lets the gate pair them.
-"""
+"""Two variants of one call timed in alternating blocks (``A B B A ...``), so that neighbouring
+blocks share the host's state (docs/performance.md "Between runs")."""
 
 from __future__ import annotations
 

@@ -116,10 +116,8 @@ def stop_fields(interval: Any, budget: BenchBudget, source: str | None) -> dict[
 
 @dataclass
 class BenchLoop:
-    """The timing loop on one device: adapter, budget, IQR/median noise threshold, whether device
-    events time the calls too, the host clock and progress options (fakes in tests), and the
-    workload's :class:`~ascendbench.bench.history.RunHistory` (earlier medians; this one is added).
-    """
+    """The timing loop on one device: adapter, budget, noise threshold, device events or not, host
+    clock, progress options and the workload's :class:`~ascendbench.bench.history.RunHistory`."""
 
     adapter: Any
     budget: BenchBudget

@@ -1,8 +1,4 @@
-"""The device run's measurement in one place: the bench loop, FLOPs and MFU, per-phase timing::
-
-    timer = attach_phase_timer(task, module, adapter)  # None unless the task supports phases
-    result, section = measure(call, adapter, cfg.bench, Workload("bfloat16", 1, "images", timer))
-"""
+"""The device run's measurement in one place: the bench loop, FLOPs and MFU, per-phase timing."""
 
 from __future__ import annotations
 
@@ -32,8 +28,7 @@ def attach_phase_timer(task: Any, module: Any, adapter: Any) -> PhaseTimer | Non
 @dataclass(frozen=True)
 class Workload:
     """What one timed call does: the run's dtype (for the peak table), items per call and their unit
-    (for throughput), a phase timer and the workload's
-    :class:`~ascendbench.bench.history.RunHistory` (or None)."""
+    (for throughput), a phase timer and the workload's run history (or None)."""
 
     dtype: str
     items_per_call: int = 1

@@ -1,9 +1,4 @@
-"""Time, host RSS and device allocation around a stage of the job (model load, placement)::
-
-    with MemoryDelta(adapter) as load:
-        loaded = loader.load(...)
-    record["weights"]["load"] = load.to_dict()
-"""
+"""Time, host RSS and device allocation around a stage of the job (model load, placement)."""
 
 from __future__ import annotations
 

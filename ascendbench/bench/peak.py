@@ -1,11 +1,6 @@
-"""Peak dense TFLOP/s of a device for a dtype, from ``conf/device/peak/`` (docs: "Peak table").
-
-An entry is ``{names | match, <dtype>: TFLOP/s | derive, source}``: ``names`` match exactly (Ascend
-SoC names from torch_npu's table; a name that is only a prefix of another never matches it), else
-the longest ``match`` substring wins. ``derive`` computes float16/bfloat16 as cube cores x
-MACs/cycle x 2 x clock, from the host's CANN platform file and the runtime's core count where
-present. ``device.peak.override.<dtype>`` wins over the table.
-"""
+"""Peak dense TFLOP/s of a device for a dtype, from ``conf/device/peak/`` (docs: "Peak table"):
+``names`` match exactly, else the longest ``match`` substring wins; ``derive`` computes float16 and
+bfloat16 as cube cores x MACs/cycle x 2 x clock from the host's CANN platform file."""
 
 from __future__ import annotations
 
@@ -60,10 +55,8 @@ def derived_figure(derive: Mapping[str, Any] | None,
 def peak_tflops(peak_cfg: Mapping[str, Any] | None, device_name: str, dtype: str,
                 reduced_fp32: bool = False,
                 chip: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Peak TFLOP/s of ``device_name`` in ``dtype`` from ``peak_cfg`` (``device.peak``) with its
-    source; ``tflops`` None if unknown. ``reduced_fp32``: TF32/HF32 allowed (float32 runs at the
-    ``tf32`` rate); ``chip``: the adapter's ``chip_options``, for ``derive`` entries and for a chip
-    no entry names.
+    """Peak TFLOP/s of ``device_name`` in ``dtype`` from ``device.peak`` with its source (``tflops``
+    None if unknown); ``reduced_fp32``: float32 at the ``tf32`` rate.
 
     >>> table = {"H200": {"match": ["H200"], "bfloat16": 989.4, "source": "NVIDIA datasheet"}}
     >>> peak_tflops({"table": table}, "NVIDIA H200", "bfloat16")["tflops"]

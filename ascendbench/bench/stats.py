@@ -1,6 +1,5 @@
 """Latency statistics of timed calls, the one 95% interval of their median, and the shift between
-two medians: docs/performance.md "The interval of the median", docs/reports.md "Regression gate".
-"""
+two medians: docs/performance.md "The interval of the median", docs/reports.md "Regression gate"."""
 
 from __future__ import annotations
 
@@ -190,8 +189,7 @@ class Shift:
 
     @classmethod
     def paired(cls, old: Sequence[float], new: Sequence[float]) -> Shift:
-        """From the block medians of an interleaved run, pair by pair: the median log ratio, bounded
-        by the sign test's order statistics (a pair across a change of the host counts once).
+        """Median log ratio of an interleaved run's block medians, pair by pair; sign-test bounds.
 
         >>> s = Shift.paired([1.0] * 8, [1.05, 1.04, 1.06, 1.05, 1.05, 1.03, 1.07, 1.05])
         >>> [round(v, 3) for v in (math.expm1(s.log), *s.bounds(0.05))]

@@ -25,13 +25,9 @@ SCHEDULER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "SLU
 
 
 class CardPool(Callback):
-    """Before each job of a multirun, in its worker, claim a free card of ``cards`` (a list or
-    ``"0,1,2"``) and set ``variables`` to it (so that ``device.index=0`` is that card); a worker
-    keeps its card. With ``cards: null`` (Slurm) the scheduler's card, from the first set
-    ``inherit_from`` variable, goes to the variables still unset. The locks are ``lock_name``
-    (``{card}``: the id) in ``lock_dir`` (default ``<sweep dir>/.cards``; the options are explained
-    in conf/hydra/launcher/joblib_cards.yaml); a worker that finds no free card in ``wait_s`` fails.
-    The choice is logged and written to ``<job dir>/card.json``."""
+    """Before each job of a multirun, in its worker, claim a free card of ``cards`` and set
+    ``variables`` to it (options: conf/hydra/launcher/joblib_cards.yaml); a worker keeps its card,
+    and one that finds none free in ``wait_s`` fails. The choice goes to ``<job dir>/card.json``."""
 
     def __init__(self, cards: Any = None, variables: Iterable[str] = VISIBLE_DEVICE_VARIABLES,
                  inherit_from: Iterable[str] = SCHEDULER_VARIABLES, lock_dir: str | None = None,

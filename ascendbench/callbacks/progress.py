@@ -1,8 +1,5 @@
-"""One log line at each start and end of a multirun's jobs (job i of N, ok/failed so far, ETA from
-the time per finished job); worker processes share the counts through files in the sweep dir::
-
-    [sweep] job 3 of 6 (dtype=float16) started; 2 finished (2 ok), elapsed 65.0 s, ETA 2 min 10 s
-"""
+"""One log line at each start and end of a multirun's jobs (job i of N, ok/failed so far, ETA);
+worker processes share the counts through files in the sweep dir."""
 
 from __future__ import annotations
 

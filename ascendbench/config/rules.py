@@ -1,7 +1,5 @@
-"""What a schema type cannot say (``max_iters >= min_iters``, positive sizes, threshold rules, the
-untyped keys, ``_target_`` nodes that bind), checked on the composed config before a job does
-anything, every problem at once. An untyped key (``model.task.*``, ``metric.*``) must have the type
-the option file gives it (an integer where it has ``2``); null and strings accept anything."""
+"""What a schema type cannot say (``max_iters >= min_iters``, positive sizes, untyped keys keeping
+their option file's type...), checked on the composed config before a job, every problem at once."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""``python -m ascendbench.validate [--config-dir DIR]``: every option of the config tree (or of
-DIR, added to the search path) composes and passes the job's own check; no shipped option sets
-``trust_remote_code`` or ``allow_pickle``. Every problem is listed; exit 1 when any."""
+"""``python -m ascendbench.validate [--config-dir DIR]``: every option of the config tree composes
+and passes the job's check, none sets ``trust_remote_code`` or ``allow_pickle``; exit 1 if not."""
 
 from __future__ import annotations
 

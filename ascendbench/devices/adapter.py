@@ -1,8 +1,5 @@
-"""The device adapter: everything a job needs from a device, behind one small object.
-
-Configured by ``conf/device/*.yaml`` (``_target_``: :class:`DeviceAdapter` or :func:`auto_select`);
-per-type behaviour comes from lookup tables keyed by device type (:data:`SETUP`, ``RUNTIMES``).
-"""
+"""The device adapter: everything a job needs from a device, behind one small object; per-type
+behaviour comes from lookup tables keyed by device type (:data:`SETUP`, ``RUNTIMES``)."""
 
 from __future__ import annotations
 
@@ -77,9 +74,7 @@ class DeviceAdapter:
     """A device of type ``cpu``, ``cuda`` or ``npu``: timing sync, events, memory and identity.
 
     Its fields are the keys of ``conf/device/*.yaml`` (docs/devices.md); building it applies them
-    (environment, ``ASCEND_*`` directories, card, HF32/TF32 off unless ``allow_hf32``, determinism,
-    threads, NPU chip options and compile mode) and loads the device runtime.
-    ``DeviceAdapter("cpu")`` is the host with every setting at its default.
+    and loads the device runtime. ``DeviceAdapter("cpu")`` is the host with every default.
 
     Raises:
         ConfigError: ``name`` is not a device type.
@@ -213,9 +208,6 @@ class DeviceAdapter:
 def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto",
                 **kwargs: Any) -> DeviceAdapter:
     """``device=auto``: the first available device type in ``order``; the choice is logged.
-
-    ``device.env`` and the ``ASCEND_*`` directories are applied before the first probe: probing npu
-    imports torch_npu, which reads them at import and caches ``device_count()``.
 
     Raises:
         DeviceUnavailableError: none of the listed types is available.

@@ -1,10 +1,6 @@
-"""Cards claimed by this process: one exclusive file lock per card, kept until the process exits.
-
-The card pool (the ``CardPool`` Hydra callback of the joblib/Slurm launchers) claims a worker's
-cards here before each job; the job's device stage asks :func:`card_refusal` whether its worker
-found none. The locks are :class:`filelock.FileLock` (``flock(2)`` on Unix), so they interlock with
-shell scripts that lock the same files (``flock -w 7200 /tmp/npu_card0.lock ...``).
-"""
+"""Cards claimed by this process: one exclusive file lock per card (``flock(2)``, so shell scripts
+that lock the same files interlock), kept until the process exits; the ``CardPool`` callback
+claims here, the device stage asks :func:`card_refusal` whether its worker found none."""
 
 from __future__ import annotations
 
@@ -38,10 +34,7 @@ def _try_lock(path: Path) -> FileLock | None:
 def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count: int = 1,
                lock_name: str = "card-{card}.lock") -> str:
     """Claim ``count`` free cards of ``cards`` for this process; returns them comma-separated.
-
-    Each card's lock (``<lock_dir>/<lock_name>``, ``{card}`` the id) is tried without blocking, in
-    order, every 0.2 s until ``wait_s`` has passed, and never released: the operating system drops
-    it when the process exits. A process keeps its first cards (a runtime cannot switch cards).
+    The locks are never released: a process keeps its first cards (a runtime cannot switch).
 
     Raises:
         NoFreeCardError: fewer than ``count`` cards became free within ``wait_s``.

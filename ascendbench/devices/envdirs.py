@@ -29,8 +29,7 @@ def env_dir_status(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def ensure_env_dirs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Create every missing directory; ``{key: 'created: <dir>' | 'exists: <dir>'}`` (unset ones
-    left out).
+    """Create every missing directory; ``{key: 'created: <dir>' | 'exists: <dir>'}`` of set ones.
 
     Raises:
         ConfigError: a value names a file, or the directory cannot be created.

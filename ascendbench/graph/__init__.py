@@ -1,7 +1,5 @@
 """Graph-mode variants of the device run: ``device.compile=<variant>``, each a ``torch.compile``
-backend (:data:`VARIANTS`; docs/devices.md, "Several cards and graph mode"). The model's heavy part
-is compiled in place; compilation happens in its first call, timed apart before the bench loop.
-"""
+backend (:data:`VARIANTS`; docs/devices.md, "Several cards and graph mode")."""
 
 from __future__ import annotations
 

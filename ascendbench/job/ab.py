@@ -1,7 +1,5 @@
-"""``bench.ab=unpatched``: the device run's call timed without its ``model.patches`` (side A) and
-with them (B) in alternating blocks of one run, judged both ways by the regression gate's rule with
-its defaults (docs/performance.md "Interleaved A/B"; the record's ``ab`` section).
-"""
+"""``bench.ab=unpatched``: the device run's call timed without (A) and with (B) its
+``model.patches`` in alternating blocks of one run (docs/performance.md "Interleaved A/B")."""
 
 from __future__ import annotations
 

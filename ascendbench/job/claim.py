@@ -1,8 +1,5 @@
-"""A job directory is checked, then claimed for the job's life with a :class:`filelock.FileLock`
-on ``<job dir>/.ascendbench.lock`` (dropped however the holder ends), so that two jobs never write
-one record; the lock file names its holder and is never opened through a link. A directory holding
-a link (``.hydra/overrides.yaml -> ~/.bashrc`` in a copied run dir) is refused before Hydra or the
-job writes anything there."""
+"""A job directory is checked (one holding a link is refused), then claimed for the job's life with
+a file lock on ``<job dir>/.ascendbench.lock``, so that two jobs never write one record."""
 
 from __future__ import annotations
 
@@ -41,10 +38,11 @@ def _os_reason(exc: OSError) -> str:
 
 
 def check_job_dir(job_dir: Path | str, key: str = "hydra.run.dir") -> Path:
-    """Create ``job_dir`` if needed and make sure a job can write there; return it. A
-    :class:`JobDirError` when it cannot be created or written, is a file, holds a ``record.json``
-    that is not a file or a symbolic link (:func:`links_inside`), or its disk has less than
-    :data:`MIN_FREE_MB` MB free."""
+    """Create ``job_dir`` if needed and make sure a job can write there; return it.
+
+    Raises:
+        JobDirError: not writable, a file, holds a link, or under :data:`MIN_FREE_MB` MB free.
+    """
     path = Path(job_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -82,9 +80,8 @@ def holder_of(job_dir: Path | str) -> str:
 
 
 def claim(job_dir: Path | str) -> bool:
-    """Lock ``job_dir`` for this process; ``True`` when newly claimed, ``False`` when already held.
-    :class:`JobDirBusyError` when another process holds it, :class:`JobDirError` when the lock
-    file cannot be created there or is a symbolic link."""
+    """Lock ``job_dir`` for this process; ``True`` when newly claimed, ``False`` when already held
+    (:class:`JobDirBusyError`: another process holds it; :class:`JobDirError`: no lock file)."""
     key = os.path.abspath(str(job_dir))
     if key in _HELD:
         return False

@@ -1,5 +1,4 @@
-"""One launch of the CLI: its jobs' directories (resolver ``ascendbench.subdir``: the overrides,
-plus a short hash where the name leaves one out, holds a separator or is too long), the launch
+"""One launch of the CLI: its jobs' directories (resolver ``ascendbench.subdir``), the launch
 guard, and the outcomes its jobs leave it through the launch token (``ASCENDBENCH_LAUNCH``)."""
 
 from __future__ import annotations

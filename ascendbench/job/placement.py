@@ -122,8 +122,7 @@ def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: tor
                     offloaded: bool = False, messages: list[str] | None = None,
                     device_type: str | None = None) -> dict[str, Any]:
     """The record's ``placement_check``: census of model tensors and outputs, fallback ops,
-    findings. ``offloaded``: the task keeps parameters on the host on purpose; ``device_type``:
-    the adapter's type where it differs from ``device``'s."""
+    findings (``offloaded``: the task keeps parameters on the host on purpose)."""
     params = _census(module_tensors(model), device)
     outs = _census(((k, v) for k, v in outputs.items() if torch.is_tensor(v)), device)
     ops, earlier = fallback_ops(messages or []), []

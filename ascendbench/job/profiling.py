@@ -1,6 +1,5 @@
-"""Where the time goes: ``profile.calls`` more calls under the profiler after the timed loop; the
-record's ``profile`` lists the top operators by self time, read from torch_npu's CSV files on an
-NPU (docs/performance.md "Where the time goes")."""
+"""Where the time goes: ``profile.calls`` more calls under the profiler after the timed loop, the
+top operators by self time in the record (docs/performance.md "Where the time goes")."""
 
 from __future__ import annotations
 

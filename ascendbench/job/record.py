@@ -64,10 +64,8 @@ class RecordWriter:
 
     def finish(self, status: str, error: BaseException | None = None,
                reason: str | None = None) -> None:
-        """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write. A job
-        not ``ok`` has no verdict (an earlier one is kept as ``error.verdict_before_failure``).
-        Where the final record cannot be written, the stale ``running`` one is removed and the
-        write tried once more (:class:`OutputWriteError` when that fails too)."""
+        """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write; a job
+        not ``ok`` has no verdict (an earlier one kept as ``error.verdict_before_failure``)."""
         self.data["status"] = status
         if error is not None:
             self.data["error"] = {"type": type(error).__name__, "reason": reason,
@@ -92,8 +90,7 @@ class RecordWriter:
 
 
 def instant(stamp: Any) -> float:
-    """Seconds since the epoch of a record's ``timing`` time, ``-inf`` when it is not one: records
-    of hosts in different time zones order by the moment, not by their local-time text.
+    """Seconds since the epoch of a record's ``timing`` time (``-inf`` when it is not one).
 
     >>> instant("2026-12-01T09:00:00+0000") > instant("2026-12-01T16:00:00+0800")
     True

@@ -77,8 +77,7 @@ class RegressionEvaluator(Evaluator):
 
 class FunctionEvaluator(Evaluator):
     """Calls ``function`` (a dotted path to ``fn(reference, device, **kwargs) -> number | {name:
-    number}``) on every floating-point output pair in float64; a number is named ``metric``
-    (default: the function's name). Imported and checked when built: the dry run sees it."""
+    number}``) on every floating-point output pair in float64; imported when built (dry run)."""
 
     def __init__(self, name: str, function: str, kwargs: Mapping[str, Any] | None = None,
                  metric: str | None = None, outputs: list[str] | None = None,

@@ -89,9 +89,8 @@ class PerImageMetrics:
 
 
 class ImageEvaluator(Evaluator):
-    """``image_psnr_db``, ``image_ssim``, ``image_lpips`` of ``[N, 1|3, H, W]`` outputs (the batch
-    mean, ``per_image``, ``worst``, ``worst_index``); positions not finite on both sides count as no
-    error, and as ``image_nonfinite_mismatch`` where they disagree."""
+    """``image_psnr_db``, ``image_ssim``, ``image_lpips`` of ``[N, 1|3, H, W]`` outputs; positions
+    not finite on both sides count as no error, and as ``image_nonfinite_mismatch`` otherwise."""
 
     what = "[N, C, H, W] image outputs with 1 or 3 channels"
     always_rules = _mismatch_rule("image_")

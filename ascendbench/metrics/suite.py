@@ -46,9 +46,8 @@ def judged_output(name: str, tensor: torch.Tensor) -> torch.Tensor:
 
 
 class Evaluator:
-    """Output selection (``outputs``; ``None``: all it applies to), naming and verdicts
-    (``thresholds`` win over the other rule layers); subclasses define ``compute``. Not a
-    dataclass: OmegaConf would turn one nested in a suite back into a config node."""
+    """Output selection (``outputs``; ``None``: all), naming and verdicts; subclasses define
+    ``compute``. Not a dataclass: OmegaConf would turn one nested in a suite into a config node."""
 
     what = "floating-point outputs"  # what applies_to accepts, in words (for messages)
     # Rules no configuration can loosen (merged last), e.g. the NaN/Inf agreement rule.

@@ -1,8 +1,5 @@
-"""The loader interface: ``loader.load(source, weights, init_seed, revision)`` -> a model.
-
-``model.weights``: ``auto`` loads the weights where found, else the seeded random init of the real
-architecture; ``required`` loads them or says how to get them; ``random`` never looks.
-"""
+"""The loader interface: ``loader.load(source, weights, init_seed, revision)`` -> a model;
+``model.weights``: ``auto`` (weights where found, else random init), ``required`` or ``random``."""
 
 from __future__ import annotations
 

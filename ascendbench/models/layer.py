@@ -1,8 +1,5 @@
-"""One layer read straight out of a safetensors checkpoint by tensor-name prefix; no model is built.
-
-The loader node sets ``_recursive_: false`` so that Hydra hands the ``module`` spec over instead of
-building it before the memory check.
-"""
+"""One layer read straight out of a safetensors checkpoint by tensor-name prefix; no model is built
+(the loader node's ``_recursive_: false`` keeps Hydra from building it before the memory check)."""
 
 from __future__ import annotations
 

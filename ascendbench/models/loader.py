@@ -32,10 +32,8 @@ def strict_mismatch(expected: Mapping[str, Any], state: Mapping[str, Any]) -> st
 
 
 class DiffusersLoader(ModelLoader):
-    """Loads ``class_path`` (e.g. ``diffusers.AutoencoderKLFlux2``) with ``from_pretrained`` from a
-    directory, or as ``architecture`` (the real checkpoint's config: random init, single files)
-    filled from a state dict; pickles only with ``allow_pickle`` (read with
-    ``torch.load(weights_only=True)``); ``trust_remote_code`` is never passed."""
+    """Loads ``class_path`` with ``from_pretrained`` from a directory, or as ``architecture`` (the
+    checkpoint's config) filled from a state dict; pickles only with ``allow_pickle``."""
 
     def __init__(self, class_path: str, architecture: Mapping[str, Any] | None = None,
                  subfolder: str | None = None, allow_pickle: bool = False) -> None:

@@ -1,10 +1,6 @@
-"""Write a diffusers LTX-Video pipeline as one single file in Lightricks' original key layout.
-
-The key map is found by inverting diffusers' own converters: for every diffusers key, candidate
-original keys (block renumberings, each inverse rename) are pushed through the converter at once
-with distinct tag values, and the candidate whose tag lands on the diffusers key is kept. The
-result is converted back and must reproduce every tensor exactly.
-"""
+"""Write a diffusers LTX-Video pipeline as one single file in Lightricks' original key layout: the
+key map inverts diffusers' own converters (candidate keys pushed through with distinct tag values),
+and the result converted back must reproduce every tensor exactly."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Memory a model run will need, estimated without allocating it (the model built on the ``meta``
-device, safetensors headers, the task run on meta tensors), and the refusal of what cannot fit.
+"""Memory a model run will need, estimated without allocating it (``meta`` device, safetensors
+headers), and the refusal of what cannot fit.
 
 >>> MemoryEstimate("demo", {"transformer": 2_000_000_000}, "float32").gigabytes
 8.0
@@ -149,12 +149,8 @@ def check_host_memory(estimate: MemoryEstimate, hint: str, available: int | None
 
 
 class LiveTensorBytes(TorchDispatchMode):
-    """Peak bytes of the tensors the ops under this mode create, plus convolution workspaces.
-
-    Views share their base's storage and count once; a storage is released when the last tensor
-    seen using it is garbage collected. A CPU convolution also holds a workspace: its unfolded
-    input in float64 (im2col), about one output in other dtypes.
-    """
+    """Peak bytes of the tensors the ops under this mode create (views count once), plus CPU
+    convolution workspaces (the unfolded input in float64, about one output in other dtypes)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -213,12 +209,8 @@ class _TaskCall(torch.nn.Module):
 
 def activation_bytes(module: Any, task: Any, inputs: Mapping[str, torch.Tensor],
                      dtype: torch.dtype) -> int:
-    """Peak bytes of ``task.run`` in ``dtype`` beyond the parameters, run on the meta device.
-
-    ``module`` is not touched: its parameters are swapped for meta tensors during the call (a model
-    already on ``meta`` is cast, which allocates nothing). Whatever the task raises on meta tensors
-    (data-dependent code such as ``.item()``) propagates.
-    """
+    """Peak bytes of ``task.run`` in ``dtype`` beyond the parameters, run on the meta device
+    (``module`` untouched); what the task raises on meta tensors (``.item()``...) propagates."""
     meta_inputs = {k: torch.empty(v.shape, device="meta", dtype=dtype) if v.is_floating_point()
                    else v for k, v in inputs.items()}
     parts = module_components(module)

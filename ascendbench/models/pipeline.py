@@ -1,12 +1,6 @@
-"""Loading a diffusers pipeline: a single file, a diffusers directory, or random-init components.
-
-A single ``.safetensors`` file (or one named ``model.loader.filename`` in a directory or hub
-repository) loads with ``from_single_file``, whose diffusers configs come from
-``model.loader.config`` (required with ``model.loader.offline=true``: diffusers would otherwise
-download them silently); a directory with ``model_index.json`` loads with ``from_pretrained``.
-Without weights the pipeline is built from ``model.loader.components``, each by its ``kind`` (not
-Hydra's ``_target_``, which would build them before the memory check could refuse them).
-"""
+"""Loading a diffusers pipeline: a single file (``from_single_file``, configs from
+``model.loader.config``), a diffusers directory (``from_pretrained``), or random-init components
+built from ``model.loader.components`` by ``kind`` (not ``_target_``: after the memory check)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Where weights come from (a local directory or file, or a hub id) and what their digests are.
-
-huggingface_hub honours ``HF_ENDPOINT`` and ``HF_HUB_OFFLINE`` itself; its cache is tried first.
-Pickle checkpoints run code when unpickled: they are refused unless ``model.allow_pickle=true``.
-"""
+"""Where weights come from (a local directory or file, or a hub id) and what their digests are;
+pickle checkpoints are refused unless ``model.allow_pickle=true``."""
 
 from __future__ import annotations
 
@@ -44,14 +41,8 @@ class NotFound:
 
 @dataclass(frozen=True)
 class Layout:
-    """How a loader's weights lie on disk (read from the loader's attributes of the same names).
-
-    Attributes:
-        subfolder: the folder of a directory or hub repository holding the weights.
-        filename: one weights file of a directory or hub repository.
-        allow_pickle: pickle checkpoints may be read (``model.allow_pickle``).
-        pipeline: a diffusers pipeline (``model_index.json``, weights in component folders).
-    """
+    """How a loader's weights lie on disk (read from the loader's attributes of the same names);
+    ``pipeline``: a diffusers pipeline (``model_index.json``, weights in component folders)."""
 
     subfolder: str | None = None
     filename: str | None = None
@@ -105,8 +96,7 @@ def looks_like_hub_id(source: str) -> bool:
 
 def resolve_source(source: str | None, layout: Layout = Layout(), revision: str | None = None,
                    allow_network: bool = True) -> ResolvedSource | NotFound:
-    """Find the weights of ``model.source``; ``allow_network=False`` looks at local paths and the
-    hub cache only.
+    """Find the weights of ``model.source`` (``allow_network=False``: local paths, hub cache).
 
     Raises:
         UnsafeWeightsError: only pickle weights were found and ``layout.allow_pickle`` is false.
@@ -232,8 +222,8 @@ def file_sha256(path: Path) -> str:
 
 
 def check_digest(expected: str | None, weights: Mapping[str, Any]) -> dict[str, Any]:
-    """``model.expect_digest``: the record's ``weights.digest`` (``sha256:<hex>``), or the plain
-    ``sha256sum`` of the one weights file; returns the facts to add to the record's ``weights``.
+    """Check ``model.expect_digest`` (``weights.digest`` or the one file's ``sha256sum``); returns
+    the facts to add to the record's ``weights``.
 
     Raises:
         WeightsDigestError: random-init weights, or a digest that differs (the message names both).

@@ -1,5 +1,4 @@
-"""A tokenizer built in memory (``tokenizers``): a character-level Unigram model over printable
-ASCII in the pipeline's own fast tokenizer class; no vocabulary file, no network.
+"""A character-level tokenizer over printable ASCII built in memory; no vocabulary, no network.
 
 >>> tok = build_tokenizer("transformers.PreTrainedTokenizerFast", model_max_length=8)
 >>> tok("ab").input_ids

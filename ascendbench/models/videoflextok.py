@@ -1,9 +1,5 @@
-"""Loading VideoFlexTok (a ``PyTorchModelHubMixin``: ``config.json`` + ``model.safetensors``).
-
-``weights`` also records ``strict_load`` (``from_pretrained`` loads non-strictly) and
-``config_checks``: ``model.loader.expect``, attribute paths (``a.b.0.c``; a last segment ``@depth``
-counts the blocks of the deepest transformer below, ``@len`` is ``len()``) -> expected values.
-"""
+"""Loading VideoFlexTok (``config.json`` + ``model.safetensors``); ``weights`` also records
+``strict_load`` and the ``model.loader.expect`` checks (docs/videoflextok.md)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The ``diffusers_attention_backend`` patch: a diffusers model on a named attention backend.
-
-Through diffusers' dispatcher, restored with ``reset_attention_backend()``. Default ``_native_npu``
-on NPU runs, only where diffusers' contract holds (docs/devices.md): float32 runs skip it, LTX's
-float masks become boolean ``[B, Skv]`` ones, and :class:`KernelLog` records each call's kernel.
-"""
+"""The ``diffusers_attention_backend`` patch: a diffusers model on a named attention backend
+through diffusers' dispatcher, only where diffusers' contract holds (docs/devices.md)."""
 
 from __future__ import annotations
 
@@ -30,8 +26,7 @@ _GUARDED = ("_native_npu", "native")  # backends whose calls KernelLog counts
 
 
 def boolean_mask(mask: torch.Tensor, batch: int) -> torch.Tensor:
-    """``mask`` (boolean, or additive float: 0 attend, <= -1000 masked) as a boolean ``[B, Skv]``,
-    True = attend.
+    """``mask`` (boolean, or float: 0 or <= -1000) as a boolean ``[B, Skv]`` (True: attend).
 
     Raises:
         PatchError: a bias rather than a mask, or a mask that differs between heads or queries.

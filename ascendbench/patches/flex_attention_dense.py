@@ -1,10 +1,5 @@
-"""The ``flex_attention_dense`` patch: flex_attention + create_block_mask as dense-mask SDPA.
-
-flex_attention compiles through inductor into Triton kernels, which Ascend NPUs lack. The drop-ins
-compute the same with plain operators: the ``mask_mod`` evaluated on broadcast index grids (and a
-``BlockMask``'s block structure), rows with every key masked as zeros, one SDPA call or, with a
-``score_mod``, a softmax in float32 (float64 inputs: float64). docs/videoflextok.md has the rest.
-"""
+"""The ``flex_attention_dense`` patch: flex_attention + create_block_mask as dense-mask SDPA with
+plain operators (flex_attention needs Triton, which Ascend NPUs lack); docs/videoflextok.md."""
 
 from __future__ import annotations
 
@@ -46,9 +41,8 @@ def _flex() -> Any:
 
 
 def evaluate_mask_mod(mask_mod: MaskMod, grid: MaskGrid) -> torch.Tensor:
-    """The token-level boolean mask of ``mask_mod``, 4-D and broadcastable to ``[B, H, M, N]`` (a
-    mask ignoring ``b`` and ``h`` stays ``[1, 1, M, N]``); a ``mask_mod`` that cannot take grids
-    falls back to torch's vmap-based ``create_mask``.
+    """The token-level boolean mask of ``mask_mod``, broadcastable to ``[B, H, M, N]`` (torch's
+    ``create_mask`` for a ``mask_mod`` that cannot take grids).
 
     >>> evaluate_mask_mod(lambda b, h, q, kv: q >= kv, MaskGrid(2, 4, 3, 3, "cpu")).int()[0, 0]
     tensor([[1, 0, 0],
@@ -148,11 +142,8 @@ class _CachingBlockMaskFactory:
 
 def dense_flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                          *args: Any, **kwargs: Any) -> Any:
-    """Drop-in for ``flex_attention`` computed with dense operators; the arguments after
-    ``query [B, H, M, D]``, ``key``, ``value [B, Hkv, N, D(v)]`` are bound to torch's own signature
-    (``score_mod, block_mask, scale, enable_gqa, return_lse, kernel_options`` and keyword-only
-    ``return_aux``; ``kernel_options`` is ignored). Returns the output in the query dtype, with the
-    log-sum-exp or an ``AuxOutput`` when asked."""
+    """Drop-in for ``flex_attention`` (torch's signature; ``kernel_options`` is ignored) computed
+    with dense operators: the output in the query dtype, with the lse or ``AuxOutput`` if asked."""
     flex = _flex()
     bound = inspect.signature(flex.flex_attention).bind(query, key, value, *args, **kwargs)
     bound.apply_defaults()

@@ -1,12 +1,5 @@
-"""The patch registry: named, checked, reversible changes to third-party code (``model.patches``).
-
-An entry is a name or a mapping with ``name``, optional ``reference: true`` (the CPU reference
-applies it too), optional ``devices`` (default: the patch's own) and the patch's options::
-
-    patches:
-      - flex_attention_dense
-      - {name: diffusers_attention_backend, backend: _native_npu, devices: [npu]}
-"""
+"""The patch registry: named, checked, reversible changes to third-party code (``model.patches``:
+names, or mappings with ``name``, ``reference``, ``devices`` and the patch's options)."""
 
 from __future__ import annotations
 
@@ -142,8 +135,7 @@ def build_patch(spec: PatchSpec) -> Patch:
 @contextmanager
 def patches_applied(specs: Any, target: Any, device_type: str,
                     dtype: str | None = None) -> Iterator[list[dict[str, Any]]]:
-    """Apply to ``target`` the patches of ``specs`` that apply on ``device_type`` and in ``dtype``
-    (the run's dtype name); restore them all on exit.
+    """Apply the patches of ``specs`` for ``device_type`` and ``dtype``; restore them all on exit.
 
     Yields:
         One entry per spec for the record: ``{name, options, ...what apply returned}`` or

@@ -1,14 +1,6 @@
-"""The task interface: what a job uses of a task, with the defaults most tasks keep::
-
-    inputs = task.make_inputs(cfg.preset, cfg.seed)   # CPU, float32 tensors (ids stay integers)
-    model = task.to(model, device, dtype)              # placement (pipelines offload, VAEs tile)
-    timed = task.attach_phase_timer(model, timer)      # True when the task reports phases
-    outputs = task.run(model, move_inputs(inputs, device, dtype))
-    throughput = task.items_per_call(inputs) / seconds # in task.unit per second
-    gates = task.checks(ctx)                           # the task's own gates ({} for most)
-
-A subclass sets the class attributes and implements ``make_inputs`` and ``run``.
-"""
+"""The task interface: what a job uses of a task (``make_inputs``, ``to``, ``run``,
+``items_per_call``, ``checks``...), with the defaults most tasks keep. A subclass sets the class
+attributes and implements ``make_inputs`` and ``run`` (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -22,20 +14,15 @@ class Task(ABC):
     """Base class of every task (docs/extending.md).
 
     Class attributes:
-        kind: short task name (``vae_decode``, ``text_to_video``...).
-        output_kind: what the outputs are for the artifacts: ``None`` (tensors only), ``"tensor"``,
-            ``"image"`` (``[N, C, H, W]`` in ``value_range``), ``"video"`` (5-D, ``video_layout``).
+        output_kind: ``None`` (tensors only), ``"tensor"``, ``"image"`` (``[N, C, H, W]`` in
+            ``value_range``) or ``"video"`` (5-D, ``video_layout``: ``BCTHW`` or ``BTCHW``).
         unit: what :meth:`items_per_call` counts (``images``, ``frames``, ``clips``, ``calls``).
-        video_layout: axis order of videos, ``BCTHW`` (VAE decoders) or ``BTCHW`` (pipelines).
-        value_range: the value range of image and video outputs (clamped to it when saved).
-        natural_outputs: pictures from natural input (prompts, images, a video), so the range and
-            picture checks are judged; ``False`` (random latents decoded): reported only.
+        natural_outputs: pictures from natural input, so the range and picture checks are judged;
+            ``False`` (random latents decoded): reported only.
         video_frames: frames saved as PNG per video (``first``/``middle``/``last`` or indices).
-        video_fps: frame rate of the saved mp4 files.
         preset_keys: the preset sizes the task uses (the record's ``job.sizes``).
-        report_metrics: the metric that answers each report section (``error``: the error plot and
-            the dtype ranking; ``psnr``, ``ssim``: the per-resolution table), a metric name of the
-            primary output or a full name with ``/``; recorded as ``job.primary``.
+        report_metrics: the metric of each report section (``error``, ``psnr``, ``ssim``), a metric
+            name of the primary output or a full name with ``/``; recorded as ``job.primary``.
     """
 
     kind: ClassVar[str] = "task"

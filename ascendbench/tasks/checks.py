@@ -53,8 +53,7 @@ def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
 
 
 def compare_runs(first: torch.Tensor, second: torch.Tensor) -> tuple[float, dict[str, Any]]:
-    """Two runs of one output: the largest difference, ``identical`` and ``nonfinite_mismatch``
-    (the same NaN/Inf in the same places agree).
+    """Two runs of one output: the largest difference, ``identical`` and ``nonfinite_mismatch``.
 
     >>> inf = float("inf")
     >>> compare_runs(torch.tensor([inf, 1.0]), torch.tensor([inf, 1.0]))

@@ -20,9 +20,8 @@ class LayerForwardTask(Task):
     """``outputs[output_name] = module(inputs[input_name])``; the fields are ``model.task``'s keys.
 
     Attributes:
-        input_shape: the input's full shape; when ``None`` it is a latent shaped by the preset:
-            ``channels``, ``spatial_compression`` and, for a video latent, ``temporal_compression``.
-        determinism_check: run once more on the device after timing and compare with the first call.
+        input_shape: the input's full shape; ``None``: a latent shaped by the preset, ``channels``,
+            ``spatial_compression`` and ``temporal_compression``.
     """
 
     kind = "layer_forward"

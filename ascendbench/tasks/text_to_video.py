@@ -1,10 +1,5 @@
-"""Text (or image) to video: a diffusers video pipeline called with everything from config.
-
-Sizes and steps come from the preset, the noise from ``torch.Generator("cpu").manual_seed(seed)``
-(identical on every device); video outputs are ``[B, T, C, H, W]`` mapped from [0, 1] to [-1, 1].
-The image-to-video task adds the conditioning image: ``model.task.image`` (resized with Lanczos) or
-the first frame of :func:`ascendbench.tasks.inputs.structured_clip` drawn from the job's seed.
-"""
+"""Text (or image) to video: a diffusers video pipeline called with everything from config; the
+noise from a seeded CPU generator, video outputs ``[B, T, C, H, W]`` mapped to [-1, 1]."""
 
 from __future__ import annotations
 
@@ -161,7 +156,6 @@ class TextToVideoTask(Task):
 
 def generated_image(height: int, width: int, seed: int) -> torch.Tensor:
     """A deterministic ``[1, 3, height, width]`` uint8 RGB image drawn from ``seed``.
-
     >>> image = generated_image(16, 24, seed=42)
     >>> tuple(image.shape), image.dtype
     ((1, 3, 16, 24), torch.uint8)
@@ -244,13 +238,12 @@ def float32_encode_noise(vae: Any) -> bool:
 
 @dataclass(eq=False)
 class ImageToVideoTask(TextToVideoTask):
-    """Generate a video from a conditioning image and the prompt (``LTXImageToVideoPipeline``,
-    ``LTX2ImageToVideoPipeline``: both encode it with the VAE into the first latent frame).
+    """Generate a video from a conditioning image and the prompt (``LTX(2)ImageToVideoPipeline``).
 
     Attributes:
-        image: path of the conditioning image (PNG/JPEG); ``None``: generated from the job's seed.
-        float32_encode_noise: draw the noise of the VAE's posterior sample in float32 like every
-            other noise, so the device run and its reference see the same numbers.
+        image: path of the conditioning image (resized with Lanczos); ``None``: the first frame of
+            :func:`~ascendbench.tasks.inputs.structured_clip` drawn from the job's seed.
+        float32_encode_noise: draw the VAE posterior's noise in float32 like every other noise.
     """
 
     kind = "image_to_video"

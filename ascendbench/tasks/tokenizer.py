@@ -124,11 +124,8 @@ class VideoTokenizerTask(Task):
 
     def reconstruct(self, model: Any, tokens: torch.Tensor,
                     noise: torch.Tensor | None) -> torch.Tensor:
-        """``model.detokenize`` with the steps, the noise and ``detokenize``'s arguments.
-
-        The global generator of the device is seeded (and restored after): upstream's chunked
-        decoder draws the noise of every chunk after the first itself, the same on every call.
-        """
+        """``model.detokenize`` with the steps, the noise and ``detokenize``'s arguments; the
+        device's global generator is seeded (and restored after) for upstream's chunked decoder."""
         kwargs = {**dict(self.detokenize or {}), self.steps_kwarg: self.steps}
         if noise is not None:
             self.check_noise(model)

@@ -31,10 +31,8 @@ def _copy(value: Any) -> Any:
 
 
 class Replay:
-    """Record what ``owner.<method>`` returns during a pass, then return exactly that (copies) in
-    the next pass, without calling it: a recorded dict is merged into the dict argument of the
-    replayed call (upstream's ``encode(data_dict) -> data_dict``). The method is set on the
-    instance for the block only."""
+    """Record what ``owner.<method>`` returns during a pass, then return copies of it in the next
+    pass without calling it (a dict is merged into the call's dict argument)."""
 
     def __init__(self, owner: Any, method: str) -> None:
         found = getattr(owner, method, None)
@@ -92,7 +90,6 @@ class Replay:
 
 def reconstruction_mse(reconstruction: torch.Tensor, video: torch.Tensor) -> float:
     """MSE of the reconstruction against the input clip in float64 (NaN when shapes differ).
-
     >>> reconstruction_mse(torch.zeros(1, 3, 1, 2, 2), torch.full((1, 3, 1, 2, 2), 0.5))
     0.25
     """

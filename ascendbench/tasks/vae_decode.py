@@ -1,8 +1,5 @@
 """VAE decode: a latent drawn from ``torch.Generator(seed)`` -> the decoder -> images or videos in
-[-1, 1]. A video latent of ``F`` frames at ``H x W`` has ``1 + (F - 1) / temporal`` latent frames
-(causal video VAEs keep the first frame on its own): the LTX-Video VAE (32x, 8x, 128 channels) at
-``256 x 256 x 9`` decodes ``[1, 128, 2, 8, 8]``.
-"""
+[-1, 1]; causal video VAEs keep the first frame on its own (:func:`latent_shape`)."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ VAE_OPTION_KEYS = ("enable_slicing", "enable_tiling", "tiling")
 
 def latent_shape(preset: Mapping[str, Any], channels: int, spatial: int,
                  temporal: int | None = None) -> tuple[int, ...]:
-    """``[B, C, H / spatial, W / spatial]``, with ``1 + (F - 1) / temporal`` latent frames after
-    ``C`` when ``temporal`` is given.
+    """``[B, C, H / spatial, W / spatial]``, with ``1 + (F - 1) / temporal`` frames after ``C``.
 
     >>> latent_shape({"height": 256, "width": 256, "num_frames": 9, "batch_size": 1}, 128, 32, 8)
     (1, 128, 2, 8, 8)

@@ -1,10 +1,5 @@
-"""One record -> what an MLflow run holds: params, metrics, tags (pure functions, no MLflow import).
-
-Params: the resolved config, flattened, as the command line writes values; metrics: the finite
-numbers of the report row's measurement sections; tags: :data:`TAG_COLUMNS`. What MLflow cannot
-store (a long value, an infinite number, a refused character) is cut, named in a tag or renamed, and
-noted (docs/tracking.md, "What a run holds").
-"""
+"""One record -> what an MLflow run holds: params, metrics, tags (pure functions, no MLflow import;
+docs/tracking.md, "What a run holds")."""
 
 from __future__ import annotations
 
@@ -67,8 +62,7 @@ class RunFields:
 
 
 def safe_key(key: str, limit: int = MAX_KEY) -> str:
-    """``key`` as MLflow accepts it: characters outside ``[/\\w.\\- :]`` become ``_``, no path
-    tricks, bounded.
+    """``key`` as MLflow accepts it: characters outside ``[/\\w.\\- :]`` become ``_``, bounded.
 
     >>> safe_key("metrics.layer/blocks.0#1/0/cosine.value")
     'metrics.layer/blocks.0_1/0/cosine.value'

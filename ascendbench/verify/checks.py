@@ -1,9 +1,7 @@
 """``python -m ascendbench.verify`` (``make verify``): is this host ready to validate a port?
 
-One ``PASS``/``WARN``/``FAIL`` line per check (versions, libraries, devices, attention backends,
-LPIPS weights, the hub); exit 1 when any check fails. Nothing can hang or crash on a host without an
-accelerator: devices are probed in a child process under a timeout, external commands and the hub
-request run under short timeouts, and a check's own exception becomes its FAIL line.
+One ``PASS``/``WARN``/``FAIL`` line per check; exit 1 when any fails. Probes and commands run under
+timeouts, so nothing hangs or crashes on a host without an accelerator.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The device probe of ``ascendbench.verify``, run as ``python -m ascendbench.verify.probe`` in a
-child process (importing ``torch_npu`` or a broken driver can hang or abort): one JSON line with the
-visible devices, why an accelerator type is not usable, CANN as torch_npu reports it, and which
-diffusers attention backends run a tiny attention call correctly on each device."""
+"""The device probe of ``ascendbench.verify``, run in a child process (a broken driver can hang or
+abort): one JSON line with the devices, CANN and the attention backends that work on each."""
 
 from __future__ import annotations
 

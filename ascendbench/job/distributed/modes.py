@@ -1,7 +1,5 @@
-"""What a multi-card job asks for (``device.world_size``, ``device.parallel``, ``device.dist``;
-the backend by device type unless ``device.dist.backend`` says) and the parallel modes installed on
-a rank's model: ``cfg`` (:class:`CfgSplit`), ``device_map`` (:class:`BlockPlacement`), ``context``
-(diffusers' ``enable_parallelism``); docs/devices.md "Several cards"."""
+"""What a multi-card job asks for (``device.world_size``, ``device.parallel``, ``device.dist``) and
+the parallel modes installed on a rank's model; docs/devices.md "Several cards"."""
 
 from __future__ import annotations
 
@@ -83,9 +81,8 @@ def _refusal(world_size: int, mode: str) -> str | None:
 
 
 def parallel_settings(device_cfg: Mapping[str, Any], device_type: str) -> ParallelSettings:
-    """Read and check the device node's parallel keys for a run on ``device_type``; a
-    :class:`ConfigError` for a world size below 1, an unknown mode or backend, or a mode that does
-    not fit the world size (cfg needs exactly 2)."""
+    """Read and check the device node's parallel keys for a run on ``device_type`` (a
+    :class:`ConfigError` for values that are unknown or do not fit the world size)."""
     world_size = _int(device_cfg.get("world_size", 1), "device.world_size")
     mode = str(device_cfg.get("parallel") or "none")
     dist = dict(device_cfg.get("dist") or {})
@@ -300,8 +297,7 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
 
 def check_mode(settings: ParallelSettings, model: Any, device_type: str) -> None:
     """Refuse (:class:`ConfigError`), before any rank starts, a mode the model (maybe on meta) or
-    the device cannot run: cfg without a denoiser, device_map without a block list, context on
-    the CPU."""
+    the device cannot run."""
     if settings.mode == "cfg":
         denoiser_of(model)
     elif settings.mode == "device_map":

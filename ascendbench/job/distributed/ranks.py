@@ -1,6 +1,5 @@
-"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group: each
-rebuilds device, model (digest checked) and inputs and times calls between barriers; rank 0 leaves
-every rank's figures in ``<job dir>/ranks/`` (docs/devices.md "Several cards")."""
+"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group; rank 0
+leaves every rank's figures in ``<job dir>/ranks/`` (docs/devices.md "Several cards")."""
 
 from __future__ import annotations
 
@@ -55,8 +54,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def run_distributed(job: Any, settings: ParallelSettings) -> dict[str, Any]:
     """Run the device run as ranks; sets ``job.outputs`` (rank 0's) and returns the sections
-    ``bench``, ``distributed`` and ``outputs``. A rank that fails or is killed raises
-    :class:`RankFailedError` naming it; no rank is left running."""
+    ``bench``, ``distributed`` and ``outputs`` (:class:`RankFailedError` names a failed rank)."""
     modes.check_mode(settings, job.model, job.adapter.name)
     ranks_dir = Path(job.dir) / RANKS_DIR
     shutil.rmtree(ranks_dir, ignore_errors=True)

@@ -1,8 +1,5 @@
-"""The stages of a job, in order. Each has ``plan(job)`` (``dry_run=true``) and ``run(job)``::
-
-    config -> device -> load -> inputs -> reference -> device run -> evaluate -> replay reference
-      -> compare -> artifacts
-"""
+"""The stages of a job, in order (:data:`STAGES`); each has ``plan(job)`` (``dry_run=true``) and
+``run(job)``."""
 
 from ascendbench.job.stages.artifacts import ArtifactsStage
 from ascendbench.job.stages.base import Stage

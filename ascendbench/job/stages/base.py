@@ -8,9 +8,8 @@ from ascendbench.job.job import Job
 
 
 class Stage:
-    """``run`` does the step, ``plan`` says what it would do without loading or computing anything
-    heavy (findings to ``job.plan``, problems to ``job.problems``); each returns its record section
-    and keeps on the :class:`Job` what later stages need. ``label`` names it in messages."""
+    """``run`` does the step, ``plan`` says what it would do without anything heavy (findings to
+    ``job.plan``, problems to ``job.problems``); each returns its record section."""
 
     name = "stage"
     label = "the job"

@@ -28,9 +28,8 @@ log = logging.getLogger(__name__)
 
 
 class DeviceRunStage(Stage):
-    """Place, cold call, warm-up, timed calls, FLOPs (:mod:`ascendbench.bench`), with the model's
-    patches; then the placement check, the pipeline options in force and, with ``profile.enabled``,
-    a few profiled calls."""
+    """Place, cold call, warm-up, timed calls, FLOPs (:mod:`ascendbench.bench`) with the model's
+    patches; then the placement check, pipeline options and any profiled calls."""
 
     name, label = "device_run", "the device run"
 

@@ -1,6 +1,5 @@
-"""The replay reference after the device run (:mod:`ascendbench.baseline.replay`): the sampled
-calls recorded on the device, each module re-run alone in a clean CPU process, its local error
-judged."""
+"""The replay reference after the device run (:mod:`ascendbench.baseline.replay`): each recorded
+module call re-run alone in a clean CPU process, its local error judged."""
 
 from __future__ import annotations
 
