@@ -151,7 +151,7 @@ def compare_problems(cfg: DictConfig) -> list[str]:
 
 
 def device_problems(cfg: DictConfig) -> list[str]:
-    """``device.order`` of device=auto and ``dtype.by_device`` of dtype=auto."""
+    """``device.order`` of device=auto, ``dtype.by_device`` of dtype=auto, ranks without a mode."""
     problems = []
     order = _select(cfg, "device.order")
     if order is not None and (not order or len(set(order)) != len(order)):
@@ -162,6 +162,11 @@ def device_problems(cfg: DictConfig) -> list[str]:
                                   or "auto" in by_device.values()):
         problems.append(_not_allowed("dtype.by_device", by_device, "a dtype (float32, float16, "
                                      f"bfloat16) for each of {', '.join(DEVICE_TYPES)}"))
+    world = _select(cfg, "device.world_size")
+    if isinstance(world, int) and world > 1 and _select(cfg, "device.parallel") in (None, "none"):
+        problems.append(f"device.world_size={world} needs a parallel mode saying what the ranks "
+                        "share (device.parallel: cfg, device_map or context), e.g. "
+                        "`device.parallel=cfg`")
     return problems
 
 

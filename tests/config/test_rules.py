@@ -38,6 +38,7 @@ def test_shipped_configs_have_no_problems(compose_job, overrides):
      "dtype.atol=-1.0 is not allowed: it must be a tolerance >= 0"),
     (["dtype.by_device.cpu=auto"], "dtype.by_device="),
     (["device.order=[cpu,cpu]"], "device.order=['cpu', 'cpu'] is not allowed"),
+    (["device.world_size=2"], "device.world_size=2 needs a parallel mode"),
     (["baseline.lock_timeout_s=0"],
      "baseline.lock_timeout_s=0.0 is not allowed: it must be seconds > 0"),
     (["+model.thresholds.cosine={min:0.9,max:1.0}"],
