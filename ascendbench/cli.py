@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 import ascendbench
-from ascendbench.compat import exit_if_unsupported, library_versions
+from ascendbench.compat import exit_if_unsupported, library_versions, missing_extra
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
@@ -92,6 +92,11 @@ def main() -> None:
         print(version_text())
         return
     exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
+    for arg in (a for a in sys.argv[1:] if "=" in a):
+        if hint := missing_extra(arg.lstrip("+~").split("=", 1)[0]):
+            sys.exit(f"ascendbench: `{arg}` needs an optional extra that is not installed (its "
+                     f"sweeper plugin). Install it with `{hint}` (it installs no torch), then run "
+                     "the command again.")
     _JOBS.clear()
     reset_outcomes()
     for name in (signal.SIGTERM, signal.SIGHUP):  # Slurm preemption, `kill`, a closed terminal

@@ -16,6 +16,8 @@ from packaging.version import InvalidVersion, Version
 from ascendbench.errors import UnsupportedVersionError
 
 EXIT_UNSUPPORTED = 2
+# config groups whose options need an optional extra -> the module it provides
+EXTRA_GROUPS = {"search": "hydra_plugins.hydra_optuna_sweeper"}
 RUN_WITHOUT = ("imageio-ffmpeg",)  # a missing one is listed only: its feature degrades, said so
 # The libraries whose versions a record's env lists (accelerate, peft: offload and LoRA).
 LIBRARIES = ("torch", "torch_npu", "diffusers", "transformers", "safetensors", "hydra-core",
@@ -92,6 +94,17 @@ def require_supported(lookup: VersionLookup | None = None) -> None:
     problems = [p for p in (floor_problem(f, lookup(f.name)) for f in FLOORS) if p]
     if problems:
         raise UnsupportedVersionError("\n".join(problems))
+
+
+def missing_extra(group: str) -> str | None:
+    """How to install the extra that the options of config ``group`` need, when it is absent."""
+    module = EXTRA_GROUPS.get(group)
+    try:
+        if module is None or importlib.util.find_spec(module) is not None:
+            return None
+    except ModuleNotFoundError:  # its parent package is absent too
+        pass
+    return f"pip install 'ascendbench[{group}]'` (from a checkout: `pip install -e '.[{group}]'"
 
 
 def exit_if_unsupported(lookup: VersionLookup | None = None) -> None:

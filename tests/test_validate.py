@@ -4,11 +4,14 @@ at once."""
 from __future__ import annotations
 
 import io
+import sys
 from contextlib import redirect_stdout
 
 import pytest
 from omegaconf import OmegaConf
 
+from ascendbench import compat
+from ascendbench.cli import main as cli_main
 from ascendbench.config import config_dir
 from ascendbench.config.targets import bind_problem
 from ascendbench.config.validate import config_groups, main, validate
@@ -104,3 +107,24 @@ def test_a_model_switch_its_loader_never_sees_is_reported(broken_run):
         "`model.allow_pickle=...` "
         "takes effect"
     ]
+
+
+def test_options_of_an_absent_extra_are_skipped_naming_the_extra(monkeypatch, capsys):
+    """A plain install (no `ascendbench[search]`): the search options are SKIPs saying what to
+    install, not FAILs from Hydra's "Could not find 'hydra/sweeper/optuna'"."""
+    monkeypatch.setitem(compat.EXTRA_GROUPS, "search", "no_such_plugin.sweeper")
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    searches = config_groups(config_dir())["search"]
+    assert searches and all(f"SKIP  search={option}: its extra is not installed (`pip install "
+                            "'ascendbench[search]'`" in out for option in searches), out
+    assert "FAIL" not in out
+
+
+def test_a_sweep_needing_an_absent_extra_names_it_before_hydra_starts(monkeypatch, capsys):
+    monkeypatch.setitem(compat.EXTRA_GROUPS, "search", "no_such_plugin.sweeper")
+    monkeypatch.setattr(sys, "argv", ["ascendbench", "-m", "+search=tiny_cpu"])
+    with pytest.raises(SystemExit) as exited:
+        cli_main()
+    assert "`+search=tiny_cpu` needs an optional extra" in str(exited.value.code)
+    assert "pip install 'ascendbench[search]'" in str(exited.value.code)

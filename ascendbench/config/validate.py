@@ -16,6 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
+from ascendbench.compat import missing_extra
 from ascendbench.config import config_dir
 from ascendbench.config.rules import config_problems, job_part
 from ascendbench.config.schemas import register
@@ -31,7 +32,7 @@ class Report:
     """What was checked and every problem found."""
 
     composed: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # task kinds that no model selects
+    skipped: list[str] = field(default_factory=list)  # "group=option: why", never composed
     targets: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
 
@@ -172,8 +173,12 @@ def validate(folder: Path | None = None) -> Report:
                 for option in options:
                     where = f"{group}={option}"
                     candidates = _candidates(group, option, in_tree, users)
+                    if hint := missing_extra(group):
+                        report.skipped.append(f"{where}: its extra is not installed (`{hint}`)")
+                        continue
                     if candidates is None:
-                        report.skipped.append(where)
+                        report.skipped.append(f"{where}: no model selects it, so there is "
+                                              "nothing to bind its keys with")
                         continue
                     cfg = _compose([searchpath + c for c in candidates], report, where)
                     if cfg is not None:
@@ -201,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for problem in report.problems:
         print(f"FAIL  {problem}")
     for where in report.skipped:
-        print(f"SKIP  {where}: no model selects it, so there is nothing to bind its keys with")
+        print(f"SKIP  {where}")
     print(f"validate: {len(report.composed)} compositions, {len(report.targets)} _target_ nodes "
           f"bound, {len(report.problems)} problem(s)")
     return 1 if report.problems else 0
