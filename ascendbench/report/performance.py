@@ -68,9 +68,22 @@ def memory_cell(row: fmt.Row) -> str:
     head = "bench.memory.peak_"
     parts = [f"{k[len(head):-3]} {fmt.num(row[k])}" for k in sorted(row)
              if k.startswith(head) and k.endswith("_mb") and fmt.get(row, k) is not None]
-    if fmt.field(row, "bench.memory.scope").startswith("cpu"):  # device figures repeat RSS
+    if no_allocator(row):  # device figures repeat RSS
         parts = [p for p in parts if p.startswith("rss ")] or parts
     return ", ".join(parts) if parts else fmt.MISSING
+
+
+def no_allocator(row: fmt.Row) -> bool:
+    """True for a device without an allocator (the CPU): its memory figures are the host's RSS."""
+    scope = fmt.field(row, "bench.memory.scope")
+    return scope.startswith("cpu") or (scope == fmt.MISSING and fmt.get(row, "job.device") == "cpu")
+
+
+def throughput_at(row: fmt.Row, stat: str) -> float | None:
+    """The record's throughput (items over the median) at latency statistic ``stat`` instead."""
+    value, median, at = fmt.get(row, "bench.throughput.value"), fmt.latency(row), fmt.latency(row,
+                                                                                              stat)
+    return value * median / at if isinstance(value, (int, float)) and median and at else None
 
 
 def throughput_cell(row: fmt.Row) -> str:
