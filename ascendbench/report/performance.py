@@ -79,13 +79,6 @@ def no_allocator(row: fmt.Row) -> bool:
     return scope.startswith("cpu") or (scope == fmt.MISSING and fmt.get(row, "job.device") == "cpu")
 
 
-def throughput_at(row: fmt.Row, stat: str) -> float | None:
-    """The record's throughput (items over the median) at latency statistic ``stat`` instead."""
-    value, median, at = fmt.get(row, "bench.throughput.value"), fmt.latency(row), fmt.latency(row,
-                                                                                              stat)
-    return value * median / at if isinstance(value, (int, float)) and median and at else None
-
-
 def throughput_cell(row: fmt.Row) -> str:
     """Throughput with its unit."""
     value = fmt.get(row, "bench.throughput.value")
@@ -93,15 +86,16 @@ def throughput_cell(row: fmt.Row) -> str:
             else f"{fmt.num(value)} {fmt.field(row, 'bench.throughput.unit')}")
 
 
-def median_cell(row: fmt.Row) -> str:
-    """The median latency, flagged when the bench judged the timings noisy."""
-    cell = fmt.num(fmt.latency(row))
-    return f"{cell} (noisy)" if fmt.get(row, "bench.noise.noisy") is True else cell
+def latency_cell(row: fmt.Row, lang: str = "en", stat: str = "median_ms", unit: str = "") -> str:
+    """A latency statistic, flagged where the bench judged the timings noisy (bench.noise)."""
+    cell = fmt.num(fmt.latency(row, stat)) + unit
+    return f"{cell} ({fmt.word('noisy', lang)})" if fmt.get(row, "bench.noise.noisy") is True \
+        else cell
 
 
 def _value_cell(row: fmt.Row, name: str) -> str:
     if name in ("median_ms", "throughput", "memory"):
-        return {"median_ms": median_cell, "throughput": throughput_cell,
+        return {"median_ms": latency_cell, "throughput": throughput_cell,
                 "memory": memory_cell}[name](row)
     if name == "load_s":  # the load stage's wall time, else the loader's own figure
         seconds = [fmt.get(row, k) for k in ("weights.load.seconds", "weights.load_seconds")]

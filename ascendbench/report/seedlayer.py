@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Callable
 
 from ascendbench.report import fmt
-from ascendbench.report.performance import no_allocator
+from ascendbench.report.performance import latency_cell, no_allocator
 from ascendbench.report.seedlayouts import (
     flux2_accuracy,
     flux2_dtype,
     flux2_performance,
     flux2_speedup,
-    latency_cell,
     links_note,
     memory_of,
     sulphur2_accuracy,

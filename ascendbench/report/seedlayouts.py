@@ -10,7 +10,7 @@ from ascendbench.report import fmt
 from ascendbench.report.fmt import primary_output, section_metric
 from ascendbench.report.gather import TASK_PRESET_FIELDS
 from ascendbench.report.hidden import REPLAY_NOTE, is_replay, replay_hidden_cell
-from ascendbench.report.performance import no_allocator, throughput_at
+from ascendbench.report.performance import latency_cell, no_allocator
 from ascendbench.report.select import accuracy_rows, timing_rows
 from ascendbench.report.tables import RANDOM_LEGEND, random_init, verdict_cell
 from ascendbench.report.variants import SAME, UNSET, in_force, shift, shift_cell, variant_settings
@@ -99,13 +99,6 @@ def variants_note(rows: fmt.Rows, lang: str, ratios: bool = False) -> list[str |
             fmt.word("no_op", lang, keys=", ".join(sorted(same))) if same else None]
 
 
-def latency_cell(row: fmt.Row, lang: str, stat: str = "median_ms", unit: str = "") -> str:
-    """A latency statistic, flagged as report.md flags it where the bench judged it noisy."""
-    cell = fmt.num(fmt.latency(row, stat)) + unit
-    return f"{cell} ({fmt.word('noisy', lang)})" if fmt.get(row, "bench.noise.noisy") is True \
-        else cell
-
-
 def _accelerators(rows: fmt.Rows) -> list[fmt.Row]:
     return [r for r in rows if fmt.get(r, "job.device") != "cpu"] or list(rows)
 
@@ -147,6 +140,13 @@ def flux2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
                                      links_note(judged_rows, base_dir, lang)])
 
 
+def throughput_at_mean(row: fmt.Row) -> float | None:
+    """The record's throughput (items over the median) over the mean instead."""
+    value, median, mean = (fmt.get(row, "bench.throughput.value"), fmt.latency(row),
+                           fmt.latency(row, "mean_ms"))
+    return value * median / mean if isinstance(value, (int, float)) and median and mean else None
+
+
 def flux2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """Batch | Resolution | Dtype | Mean (ms) | P90 (ms) | Throughput | Mem (MB), per workload."""
     timed = sorted((r for r in _accelerators(timing_rows(rows)) if fmt.latency(r)),
@@ -161,8 +161,7 @@ def flux2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     body = [([_device(r)] if many else [])
             + fmt.cells(r, ["job.batch_size", "size", "job.dtype"])
             + [latency_cell(r, lang, "mean_ms"), fmt.num(fmt.latency(r, "p90_ms")),
-               fmt.num(throughput_at(r, "mean_ms")), fmt.num(memory_of(r)[0])]
-            for r in timed]
+               fmt.num(throughput_at_mean(r)), fmt.num(memory_of(r)[0])] for r in timed]
     kinds = sorted({fmt.word(memory_of(r)[1], lang) for r in timed})
     scope = fmt.get(timed[0], "bench.memory.scope")
     memory = (f"{fmt.word('device', lang)}: "

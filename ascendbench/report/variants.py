@@ -12,7 +12,7 @@ from ascendbench.report import fmt
 from ascendbench.report.fmt import group
 from ascendbench.report.gather import CONFIG_COLUMN, KEY, flatten, measured
 from ascendbench.report.hidden import hidden_metrics
-from ascendbench.report.performance import latest, median_cell, started_key
+from ascendbench.report.performance import latency_cell, latest, started_key
 from ascendbench.report.significance import MEDIANS, LatencyRule, decide, latency_of
 from ascendbench.report.tables import (
     RANDOM_LEGEND,
@@ -81,10 +81,9 @@ def in_force(row: fmt.Row) -> dict[str, str]:
         entries = json.loads(row.get("patches") or "{}").get("device") or []
     except (AttributeError, TypeError, json.JSONDecodeError):
         entries = []
-    for i, entry in enumerate(entries):
-        if isinstance(entry, Mapping) and entry.get("skipped"):
-            found = {k: NOT_APPLIED if _under(k, [f"model.patches.{i}"]) else v
-                     for k, v in found.items()}
+    skipped = [f"model.patches.{i}" for i, entry in enumerate(entries)
+               if isinstance(entry, Mapping) and entry.get("skipped")]
+    found = {k: NOT_APPLIED if _under(k, skipped) else v for k, v in found.items()}
     offload = fmt.get(row, "pipeline.cpu_offload")
     if offload is not None and "model.task.cpu_offload" in found:
         found["model.task.cpu_offload"] = json.dumps(bool(offload))
@@ -121,11 +120,6 @@ class VariantGroup:
     def baseline(self) -> Variant:
         """The first variant: every latency ratio is against it."""
         return self.variants[0]
-
-    def ratio(self, variant: Variant) -> float | None:
-        """``variant``'s median latency over the baseline's (None when either is missing)."""
-        mine, base = fmt.latency(variant.row), fmt.latency(self.baseline.row)
-        return mine / base if mine is not None and base else None
 
 
 def _group(rows: fmt.Rows) -> VariantGroup:
@@ -197,10 +191,9 @@ def shift(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None
     ratio = new.median_ms / old.median_ms
     if slower.method == MEDIANS:
         return ratio, "untested", slower.why.split("; ", 1)[-1]
-    if slower.regressed or faster.regressed:
-        return ratio, "slower" if slower.regressed else "faster", (slower if slower.regressed
-                                                                    else faster).effect
-    return ratio, SAME, slower.effect
+    if faster.regressed:
+        return ratio, "faster", faster.effect
+    return ratio, "slower" if slower.regressed else SAME, slower.effect
 
 
 def shift_cell(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None) -> str:
@@ -239,7 +232,7 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
         headers = ["variant", "device patches", *names, *hid_headers, "verdict", "median ms",
                    "latency / baseline", "record"]
         body = [[v.label(g.keys), patches_cell(v.row), *(metric_cell(v.row, n) for n in names),
-                 *hid_cells(v.row), verdict_cell(v.row), median_cell(v.row),
+                 *hid_cells(v.row), verdict_cell(v.row), latency_cell(v.row),
                  ratio_cell(g, v, rule), fmt.record_link(v.row, base_dir)] for v in g.variants]
         notes = (rules_notes(members, names)
                  + rules_notes(members, hidden_metrics(members), "hidden", "rule hidden"))
@@ -249,11 +242,9 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
     notes = ["latency / baseline: the variant's median latency over the first variant's, with "
              "the regression gate's evidence (report.yaml `compare`); \"no significant "
              "difference\" when the shift is within the noise or the minimum effect.",
-             "device patches: what each patch of `model.patches` did on the device run, as the "
-             "record says (a patch skipped on this device leaves the variants running the same "
-             "code); `ran:` names the attention kernel the calls took (on Ascend910B1 and newer "
-             "torch_npu's own SDPA runs npu_fusion_attention when no or a boolean mask is passed, "
-             "so `native` and `_native_npu` can be the same kernel).",
+             "device patches: what each patch of `model.patches` did on the device run (one "
+             "skipped here leaves the variants running the same code); `ran:` the attention "
+             "kernel the calls took (`native` and `_native_npu` can be the same one).",
              "A variant is the latest record of its settings; each row links to it.",
              RANDOM_LEGEND if any(random_init(v.row) for g in groups for v in g.variants) else None]
     return "\n\n".join(parts) + "\n\n" + fmt.bullets(notes)
