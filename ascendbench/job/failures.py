@@ -41,9 +41,20 @@ def is_oom(exc: BaseException) -> bool:
 def config_for_record(cfg: DictConfig) -> dict[str, Any]:
     """The resolved config; unresolved where an interpolation is broken (the job fails on it)."""
     try:
-        return OmegaConf.to_container(cfg, resolve=True)
+        return applied(OmegaConf.to_container(cfg, resolve=True))
     except OmegaConfBaseException:
         return OmegaConf.to_container(cfg, resolve=False)
+
+
+def applied(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``metric.data_range``, when set, in each evaluator's ``data_range``: the
+    range the evaluators apply (MetricSuite sets it on all of them), not the one each asked."""
+    metric = config.get("metric")
+    if isinstance(metric, dict) and metric.get("data_range") is not None:
+        for evaluator in (metric.get("evaluators") or {}).values():
+            if isinstance(evaluator, dict) and "data_range" in evaluator:
+                evaluator["data_range"] = metric["data_range"]
+    return config
 
 
 def classify(exc: Exception, device: str | None = None,

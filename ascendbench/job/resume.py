@@ -13,6 +13,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ascendbench.config.targets import build
 from ascendbench.fileio import read_regular
+from ascendbench.job.failures import applied
 from ascendbench.job.record import RECORD_NAME, SCHEMA_VERSION
 from ascendbench.metrics.verdict import as_number, judge, worst
 from ascendbench.models.base import locate
@@ -114,7 +115,7 @@ def finished_record(cfg: DictConfig, job_dir: Path | str) -> dict[str, Any] | No
     if not isinstance(record, dict) or record.get("status") != "ok":
         return None
     try:
-        current = OmegaConf.to_container(cfg, resolve=True)
+        current = applied(OmegaConf.to_container(cfg, resolve=True))
     except OmegaConfBaseException:  # a broken interpolation: the job runs and fails with its record
         return None
     if comparable(record.get("config")) != comparable(current):

@@ -27,6 +27,7 @@ IDENTITY = {"machine": "env.hostname", "device": "job.device", "dtype": "job.dty
 # key -> (English, Chinese): the Chinese words are the seeds' own headers (words.yaml)
 WORDS: dict[str, tuple[str, str]] = {key: tuple(pair) for key, pair in yaml.safe_load(
     Path(__file__).with_name("words.yaml").read_text(encoding="utf-8")).items()}
+SEED_DIGITS = {"cosine": 6}  # the seeds print a cosine with 6 decimals (0.999998, not 1)
 CROSSED = {"<=": ">", ">=": "<"}  # a failing value's side of its rule's bound
 _MD_ACTIVE = re.compile(r"[\\`*\[\]]|<(?=[A-Za-z/!?])")  # links, images, code, bold, tags
 
@@ -93,7 +94,8 @@ def judged(row: Row, prefix: str, metric: str) -> tuple[str, str | None, str]:
     ruled = entry["rule"] is not None or entry["threshold"] is not None
     rule = judged_rule(metric, entry) if ruled else MISSING
     verdict = None if entry["verdict"] is None else md_escape(entry["verdict"])
-    return md_escape(judged_value(metric, entry)), verdict, md_escape(rule)
+    digits = SEED_DIGITS.get(metric.rsplit("/", 1)[-1], 4)
+    return md_escape(judged_value(metric, entry, digits)), verdict, md_escape(rule)
 
 
 def failed_rules(row: Row) -> list[str]:

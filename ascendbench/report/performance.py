@@ -68,9 +68,15 @@ def memory_cell(row: fmt.Row) -> str:
     head = "bench.memory.peak_"
     parts = [f"{k[len(head):-3]} {fmt.num(row[k])}" for k in sorted(row)
              if k.startswith(head) and k.endswith("_mb") and fmt.get(row, k) is not None]
-    if fmt.field(row, "bench.memory.scope").startswith("cpu"):  # device figures repeat RSS
+    if no_allocator(row):  # device figures repeat RSS
         parts = [p for p in parts if p.startswith("rss ")] or parts
     return ", ".join(parts) if parts else fmt.MISSING
+
+
+def no_allocator(row: fmt.Row) -> bool:
+    """True for a device without an allocator (the CPU): its memory figures are the host's RSS."""
+    scope = fmt.field(row, "bench.memory.scope")
+    return scope.startswith("cpu") or (scope == fmt.MISSING and fmt.get(row, "job.device") == "cpu")
 
 
 def throughput_cell(row: fmt.Row) -> str:
@@ -80,15 +86,16 @@ def throughput_cell(row: fmt.Row) -> str:
             else f"{fmt.num(value)} {fmt.field(row, 'bench.throughput.unit')}")
 
 
-def median_cell(row: fmt.Row) -> str:
-    """The median latency, flagged when the bench judged the timings noisy."""
-    cell = fmt.num(fmt.latency(row))
-    return f"{cell} (noisy)" if fmt.get(row, "bench.noise.noisy") is True else cell
+def latency_cell(row: fmt.Row, lang: str = "en", stat: str = "median_ms", unit: str = "") -> str:
+    """A latency statistic, flagged where the bench judged the timings noisy (bench.noise)."""
+    cell = fmt.num(fmt.latency(row, stat)) + unit
+    return f"{cell} ({fmt.word('noisy', lang)})" if fmt.get(row, "bench.noise.noisy") is True \
+        else cell
 
 
 def _value_cell(row: fmt.Row, name: str) -> str:
     if name in ("median_ms", "throughput", "memory"):
-        return {"median_ms": median_cell, "throughput": throughput_cell,
+        return {"median_ms": latency_cell, "throughput": throughput_cell,
                 "memory": memory_cell}[name](row)
     if name == "load_s":  # the load stage's wall time, else the loader's own figure
         seconds = [fmt.get(row, k) for k in ("weights.load.seconds", "weights.load_seconds")]

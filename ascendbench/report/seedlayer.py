@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Callable
 
 from ascendbench.report import fmt
+from ascendbench.report.performance import latency_cell, no_allocator
 from ascendbench.report.seedlayouts import (
     flux2_accuracy,
     flux2_dtype,
     flux2_performance,
     flux2_speedup,
     links_note,
+    memory_of,
     sulphur2_accuracy,
     sulphur2_performance,
     value_cell,
@@ -54,13 +56,15 @@ def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
         body.append([fmt.word("first_run", lang), f"{fmt.field(row, 'bench.cold_ms')} ms"])
         body += [[f"{fmt.word('steady', lang)} "
                   + (fmt.word(key, lang) if key else stat.split("_")[0].replace("median", "p50")),
-                  f"{fmt.num(fmt.latency(row, stat))} ms"]
+                  latency_cell(row, lang, stat, " ms")]
                  for key, stat in LATENCY if fmt.latency(row, stat) is not None]
         unit = fmt.field(row, "bench.throughput.unit")
-        body.append([fmt.word("thr", lang), f"{fmt.field(row, 'bench.throughput.value')} {unit}"])
-        body += [[fmt.word(key, lang), f"{fmt.field(row, f'bench.memory.peak_{key}_mb')} MB"]
-                 for key in ("allocated", "reserved")
-                 if fmt.get(row, f"bench.memory.peak_{key}_mb") is not None]
+        body.append([f"{fmt.word('thr', lang)} p50",
+                     f"{fmt.field(row, 'bench.throughput.value')} {unit}"])
+        memory = (("host_rss", "rss"),) if no_allocator(row) else (("allocated", "allocated"),
+                                                                     ("reserved", "reserved"))
+        body += [[fmt.word(word, lang), f"{fmt.field(row, f'bench.memory.peak_{key}_mb')} MB"]
+                 for word, key in memory if fmt.get(row, f"bench.memory.peak_{key}_mb") is not None]
         checks = ((fmt.word("second_run", lang), "determinism/second_run_max_abs_diff"),
                   ("max_abs", "max_abs_err"), ("cosine", "cosine"),
                   ("mean_rel_err", "mean_rel_err"))
@@ -94,11 +98,11 @@ def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     body.append([fmt.word("verdict", lang)] + [fmt.named_verdict(r) for r in jobs])
     perf = [f"PERF {fmt.field(r, 'job.device')}{which[id(r)]}: "
             f"avg={fmt.num(fmt.latency(r, 'mean_ms'))}ms "
-            f"p50={fmt.num(fmt.latency(r))} p90={fmt.num(fmt.latency(r, 'p90_ms'))} "
+            f"p50={latency_cell(r, lang)} p90={fmt.num(fmt.latency(r, 'p90_ms'))} "
             f"p95={fmt.num(fmt.latency(r, 'p95_ms'))} "
             f"throughput={fmt.field(r, 'bench.throughput.value')} "
             f"{fmt.field(r, 'bench.throughput.unit')} "
-            f"peak={fmt.field(r, 'bench.memory.peak_allocated_mb')} MB"
+            f"{fmt.word(memory_of(r)[1], lang)}={fmt.num(memory_of(r)[0])} MB"
             for r in jobs if fmt.latency(r)]
     skipped = sorted({f"{name}: {fmt.get(r, f'metrics.{name}.skipped')}"
                       for r in jobs for _, name in GATES if fmt.get(r, f"metrics.{name}.skipped")})

@@ -10,9 +10,10 @@ from ascendbench.report import fmt
 from ascendbench.report.fmt import primary_output, section_metric
 from ascendbench.report.gather import TASK_PRESET_FIELDS
 from ascendbench.report.hidden import REPLAY_NOTE, is_replay, replay_hidden_cell
+from ascendbench.report.performance import latency_cell, no_allocator
 from ascendbench.report.select import accuracy_rows, timing_rows
 from ascendbench.report.tables import RANDOM_LEGEND, random_init, verdict_cell
-from ascendbench.report.variants import UNSET, variant_settings
+from ascendbench.report.variants import SAME, UNSET, in_force, shift, shift_cell, variant_settings
 
 FLUX_METRICS = (("MAE", "mae"), ("MSE", "mse"), ("RMSE", "rmse"), ("Max Abs Error", "max_abs_err"),
                 ("Mean Rel Error", "mean_rel_err"), ("PSNR", "psnr_db"),
@@ -79,18 +80,23 @@ def rules_note(rows: fmt.Rows, names: Sequence[str], lang: str) -> str | None:
     return f"{fmt.word('rules', lang)}: " + "; ".join(seen.values()) if seen else None
 
 
-def variants_note(rows: fmt.Rows, lang: str) -> str | None:
-    """Rows that read alike but ran other declared variants, numbered as the records note."""
-    numbered = [(n, row, variant_settings(row)) for n, row in enumerate(rows, 1)]
-    parts = []
+def variants_note(rows: fmt.Rows, lang: str, ratios: bool = False) -> list[str | None]:
+    """Rows that read alike but ran other declared variants, numbered as the records note, by the
+    values in force (:func:`in_force`), with ``ratios`` each one's latency over the first's with
+    the gate's answer; settings asked differently that ran the same are named as no variant."""
+    numbered = [(n, row, variant_settings(row), in_force(row)) for n, row in enumerate(rows, 1)]
+    parts, same = [], set()
     for members in fmt.group(numbered, lambda m: (fmt.get(m[1], "job.preset"), fmt.size_label(m[1]),
                                                   fmt.get(m[1], "job.dtype"))).values():
-        keys = sorted({k for _, _, found in members for k in found
-                       if len({m.get(k) for _, _, m in members}) > 1})
-        if len(members) > 1 and keys:
-            parts += [f"{n} " + ", ".join(f"{k}={fmt.text(found.get(k, UNSET))}" for k in keys)
-                      for n, _, found in members]
-    return f"{fmt.word('variants', lang)}: " + "; ".join(parts) if parts else None
+        asked = {k for m in members for k in m[2] if len({o[2].get(k) for o in members}) > 1}
+        ran = sorted(k for k in asked if len({m[3].get(k, UNSET) for m in members}) > 1)
+        same |= {f"{k}={fmt.text(m[3].get(k, UNSET))}" for m in members for k in asked - set(ran)}
+        first = members[0][1]
+        parts += [f"{n} " + ", ".join(f"{k}={fmt.text(force.get(k, UNSET))}" for k in ran)
+                  + (f": {shift_cell(first, row)}" if ratios and row is not first else "")
+                  for n, row, _, force in members if ran]
+    return [f"{fmt.word('variants', lang)}: " + "; ".join(parts) if parts else None,
+            fmt.word("no_op", lang, keys=", ".join(sorted(same))) if same else None]
 
 
 def _accelerators(rows: fmt.Rows) -> list[fmt.Row]:
@@ -101,9 +107,13 @@ def _device(row: fmt.Row) -> str:
     return fmt.md_escape(str(fmt.get(row, "job.device") or fmt.MISSING).upper())
 
 
-def _memory_mb(row: fmt.Row) -> float | None:
-    peak = fmt.get(row, "bench.memory.peak_allocated_mb")
-    return peak or fmt.get(row, "bench.memory.peak_rss_mb")
+def memory_of(row: fmt.Row) -> tuple[float | None, str]:
+    """Peak memory in MB and the word naming it: the allocator's peak, else the host's RSS (the
+    CPU has no allocator: its figures are the process RSS)."""
+    allocated = None if no_allocator(row) else fmt.get(row, "bench.memory.peak_allocated_mb")
+    if allocated is not None:
+        return allocated, "allocated"
+    return fmt.get(row, "bench.memory.peak_rss_mb"), "host_rss"
 
 
 def flux2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
@@ -130,6 +140,13 @@ def flux2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
                                      links_note(judged_rows, base_dir, lang)])
 
 
+def throughput_at_mean(row: fmt.Row) -> float | None:
+    """The record's throughput (items over the median) over the mean instead."""
+    value, median, mean = (fmt.get(row, "bench.throughput.value"), fmt.latency(row),
+                           fmt.latency(row, "mean_ms"))
+    return value * median / mean if isinstance(value, (int, float)) and median and mean else None
+
+
 def flux2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """Batch | Resolution | Dtype | Mean (ms) | P90 (ms) | Throughput | Mem (MB), per workload."""
     timed = sorted((r for r in _accelerators(timing_rows(rows)) if fmt.latency(r)),
@@ -143,16 +160,27 @@ def flux2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     headers = ([fmt.word("device", lang)] if many else []) + [fmt.word(k, lang) for k in keys]
     body = [([_device(r)] if many else [])
             + fmt.cells(r, ["job.batch_size", "size", "job.dtype"])
-            + [fmt.num(fmt.latency(r, "mean_ms")), fmt.num(fmt.latency(r, "p90_ms")),
-               fmt.field(r, "bench.throughput.value"), fmt.num(_memory_mb(r))]
-            for r in timed]
-    allocated = any(fmt.get(r, "bench.memory.peak_allocated_mb") for r in timed)
+            + [latency_cell(r, lang, "mean_ms"), fmt.num(fmt.latency(r, "p90_ms")),
+               fmt.num(throughput_at_mean(r)), fmt.num(memory_of(r)[0])] for r in timed]
+    kinds = sorted({fmt.word(memory_of(r)[1], lang) for r in timed})
     scope = fmt.get(timed[0], "bench.memory.scope")
     memory = (f"{fmt.word('device', lang)}: "
               f"{', '.join(sorted(fmt.md_escape(d.upper()) for d in devices))}"
-              f"; Mem: {'peak_allocated_mb' if allocated else 'peak_rss_mb'}"
-              + (f" ({fmt.text(scope)})" if scope else ""))
-    return fmt.table(headers, body, [memory, links_note(timed, base_dir, lang)])
+              f"; Mem: {', '.join(kinds)}" + (f" ({fmt.text(scope)})" if scope else ""))
+    return fmt.table(headers, body, [memory, fmt.word("throughput_mean", lang),
+                                     links_note(timed, base_dir, lang)])
+
+
+def speedup_cell(base: fmt.Row, row: fmt.Row, lang: str) -> str:
+    """``base``'s median over ``row``'s, with the gate's answer where it cannot tell the two apart
+    (:func:`~ascendbench.report.variants.shift`)."""
+    speedup = fmt.times(fmt.latency(base) / fmt.latency(row))
+    found = None if row is base else shift(base, row)
+    if found is None or found[1] in ("slower", "faster"):
+        return speedup
+    if found[1] == SAME:
+        return f"{fmt.word('no_difference', lang)} ({speedup})"
+    return f"{speedup} ({fmt.word('untested', lang)})"
 
 
 def flux2_speedup(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
@@ -169,8 +197,8 @@ def flux2_speedup(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
         return None
     headers = [fmt.word("device", lang), fmt.word("data_type", lang),
                fmt.word("time_at", lang, size=fmt.size_label(base)), fmt.word("speedup", lang)]
-    body = [[_device(r), fmt.field(r, "job.dtype"), f"{fmt.num(fmt.latency(r))} ms",
-             fmt.times(fmt.latency(base) / fmt.latency(r))] for r in [base, *same]]
+    body = [[_device(r), fmt.field(r, "job.dtype"), latency_cell(r, lang, unit=" ms"),
+             speedup_cell(base, r, lang)] for r in [base, *same]]
     return fmt.table(headers, body, [links_note([base, *same], base_dir, lang)])
 
 
@@ -221,7 +249,7 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
              if fmt.get(first, f"hidden.{c}.rule") is not None]
     notes = [f"{fmt.word('rules', lang)}: hidden " + "; ".join(rules) if rules else None,
              REPLAY_NOTE if any(is_replay(r) for r in judged_rows) else None,
-             variants_note(judged_rows, lang), links_note(judged_rows, base_dir, lang)]
+             *variants_note(judged_rows, lang), links_note(judged_rows, base_dir, lang)]
     return fmt.table([fmt.word(k, lang) for k in keys], body, notes)
 
 
@@ -239,15 +267,17 @@ def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | Non
     body += [[fmt.word("first_call", lang), f"{fmt.field(r, 'bench.cold_ms')} ms",
               fmt.size_label(r)]
              for r in timed if fmt.get(r, "bench.cold_ms") is not None]
-    body += [[fmt.word("gen_time", lang, size=fmt.size_label(r)), f"{fmt.num(fmt.latency(r))} ms",
+    body += [[fmt.word("gen_time", lang, size=fmt.size_label(r)), latency_cell(r, lang, unit=" ms"),
               f"{fmt.field(r, 'job.steps')} steps, {fmt.field(r, 'job.dtype')}"]
              for r in timed]
-    memory = [(m, r) for r in timed if (m := _memory_mb(r)) is not None]
+    memory = [(*memory_of(r), r) for r in timed if memory_of(r)[0] is not None]
     if memory:
-        peak, row = max(memory, key=lambda item: item[0])
-        body.append([fmt.word("peak_mem", lang), f"{fmt.num(peak)} MB", fmt.size_label(row)])
+        peak, kind, row = max(memory, key=lambda item: item[0])
+        body.append([fmt.word("peak_mem" if kind == "allocated" else kind, lang),
+                     f"{fmt.num(peak)} MB", fmt.size_label(row)])
     headers = [fmt.word("metric", lang), fmt.word("measured", lang), fmt.word("note", lang)]
-    return fmt.table(headers, body, [variants_note(timed, lang), links_note(timed, base_dir, lang)])
+    return fmt.table(headers, body, [*variants_note(timed, lang, ratios=True),
+                                     links_note(timed, base_dir, lang)])
 
 
 def _used(row: fmt.Row, key: str) -> str:

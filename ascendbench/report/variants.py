@@ -12,8 +12,8 @@ from ascendbench.report import fmt
 from ascendbench.report.fmt import group
 from ascendbench.report.gather import CONFIG_COLUMN, KEY, flatten, measured
 from ascendbench.report.hidden import hidden_metrics
-from ascendbench.report.performance import latest, median_cell, started_key
-from ascendbench.report.significance import LatencyRule, decide, latency_of
+from ascendbench.report.performance import latency_cell, latest, started_key
+from ascendbench.report.significance import MEDIANS, LatencyRule, decide, latency_of
 from ascendbench.report.tables import (
     RANDOM_LEGEND,
     hidden_columns,
@@ -49,6 +49,8 @@ NEUTRAL = ("bench", "preset.warmup", "preset.iters", "preset.min_iters", "preset
 # with the same values.
 MIRRORS = (("bench.", "preset."), ("compare.layers", "model.compare_layers"))
 UNSET = "unset"
+NOT_APPLIED = "not applied"
+SAME = "no significant difference"
 
 
 def _under(key: str, names: Sequence[str]) -> bool:
@@ -69,6 +71,23 @@ def settings(row: fmt.Row) -> dict[str, str]:
 def variant_settings(row: fmt.Row) -> dict[str, str]:
     """The row's settings under a declared variant key (:data:`VARIANT_KEYS`)."""
     return {k: v for k, v in settings(row).items() if _under(k, VARIANT_KEYS)}
+
+
+def in_force(row: fmt.Row) -> dict[str, str]:
+    """:func:`variant_settings` as they ran: a patch the device run skipped is ``not applied``,
+    ``cpu_offload`` is the pipeline's (``pipeline.cpu_offload``); other settings as asked."""
+    found = variant_settings(row)
+    try:
+        entries = json.loads(row.get("patches") or "{}").get("device") or []
+    except (AttributeError, TypeError, json.JSONDecodeError):
+        entries = []
+    skipped = [f"model.patches.{i}" for i, entry in enumerate(entries)
+               if isinstance(entry, Mapping) and entry.get("skipped")]
+    found = {k: NOT_APPLIED if _under(k, skipped) else v for k, v in found.items()}
+    offload = fmt.get(row, "pipeline.cpu_offload")
+    if offload is not None and "model.task.cpu_offload" in found:
+        found["model.task.cpu_offload"] = json.dumps(bool(offload))
+    return found
 
 
 def workload(row: fmt.Row) -> tuple:
@@ -101,11 +120,6 @@ class VariantGroup:
     def baseline(self) -> Variant:
         """The first variant: every latency ratio is against it."""
         return self.variants[0]
-
-    def ratio(self, variant: Variant) -> float | None:
-        """``variant``'s median latency over the baseline's (None when either is missing)."""
-        mine, base = fmt.latency(variant.row), fmt.latency(self.baseline.row)
-        return mine / base if mine is not None and base else None
 
 
 def _group(rows: fmt.Rows) -> VariantGroup:
@@ -164,23 +178,41 @@ def patches_cell(row: fmt.Row) -> str:
     return "; ".join(found) if found else "none"
 
 
+def shift(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None
+          ) -> tuple[float, str, str] | None:
+    """(ratio, answer, evidence) of ``row``'s median latency over ``base``'s by the regression
+    gate's rule: ``slower``, ``faster``, :data:`SAME` or ``untested`` (no samples, no intervals:
+    nothing says the shift is not noise); None without both medians."""
+    old, new = latency_of(base), latency_of(row)
+    if old is None or new is None or not old.median_ms:
+        return None
+    rule = rule or LatencyRule()
+    slower, faster = decide(old, new, rule), decide(new, old, rule)
+    ratio = new.median_ms / old.median_ms
+    if slower.method == MEDIANS:
+        return ratio, "untested", slower.why.split("; ", 1)[-1]
+    if faster.regressed:
+        return ratio, "faster", faster.effect
+    return ratio, "slower" if slower.regressed else SAME, slower.effect
+
+
+def shift_cell(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None) -> str:
+    """:func:`shift` as text: ``2.41x slower (evidence)``, ``no significant difference (...)``."""
+    if (found := shift(base, row, rule)) is None:
+        return fmt.MISSING
+    ratio, answer, evidence = found
+    if answer in ("slower", "faster"):
+        return f"{fmt.times(ratio)} {answer} ({evidence})"
+    if answer == SAME:
+        return f"{SAME} ({fmt.times(ratio)}; {evidence})"
+    return f"{fmt.times(ratio)} (untested: {evidence})"
+
+
 def ratio_cell(group: VariantGroup, variant: Variant, rule: LatencyRule | None = None) -> str:
-    """The latency ratio to the baseline with the gate's evidence, or no significant difference."""
+    """The latency ratio to the baseline with the gate's answer (:func:`shift_cell`)."""
     if variant is group.baseline:
         return "1x (baseline)" if fmt.latency(variant.row) else "baseline (no latency)"
-    ratio, base = group.ratio(variant), latency_of(group.baseline.row)
-    mine = latency_of(variant.row)
-    if ratio is None or base is None or mine is None:
-        return fmt.MISSING
-    rule = rule or LatencyRule()
-    slower, faster = decide(base, mine, rule), decide(mine, base, rule)
-    if slower.method == "medians only":  # no samples or CIs: nothing says the shift is not noise
-        return f"{fmt.times(ratio)} (untested: {slower.why.split('; ', 1)[-1]})"
-    if slower.regressed:
-        return f"{fmt.times(ratio)} slower ({slower.effect})"
-    if faster.regressed:
-        return f"{fmt.times(ratio)} faster ({faster.effect})"
-    return f"no significant difference ({fmt.times(ratio)}; {slower.effect})"
+    return shift_cell(group.baseline.row, variant.row, rule)
 
 
 def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, heading: str = "###",
@@ -200,7 +232,7 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
         headers = ["variant", "device patches", *names, *hid_headers, "verdict", "median ms",
                    "latency / baseline", "record"]
         body = [[v.label(g.keys), patches_cell(v.row), *(metric_cell(v.row, n) for n in names),
-                 *hid_cells(v.row), verdict_cell(v.row), median_cell(v.row),
+                 *hid_cells(v.row), verdict_cell(v.row), latency_cell(v.row),
                  ratio_cell(g, v, rule), fmt.record_link(v.row, base_dir)] for v in g.variants]
         notes = (rules_notes(members, names)
                  + rules_notes(members, hidden_metrics(members), "hidden", "rule hidden"))
@@ -210,11 +242,9 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
     notes = ["latency / baseline: the variant's median latency over the first variant's, with "
              "the regression gate's evidence (report.yaml `compare`); \"no significant "
              "difference\" when the shift is within the noise or the minimum effect.",
-             "device patches: what each patch of `model.patches` did on the device run, as the "
-             "record says (a patch skipped on this device leaves the variants running the same "
-             "code); `ran:` names the attention kernel the calls took (on Ascend910B1 and newer "
-             "torch_npu's own SDPA runs npu_fusion_attention when no or a boolean mask is passed, "
-             "so `native` and `_native_npu` can be the same kernel).",
+             "device patches: what each patch of `model.patches` did on the device run (one "
+             "skipped here leaves the variants running the same code); `ran:` the attention "
+             "kernel the calls took (`native` and `_native_npu` can be the same one).",
              "A variant is the latest record of its settings; each row links to it.",
              RANDOM_LEGEND if any(random_init(v.row) for g in groups for v in g.variants) else None]
     return "\n\n".join(parts) + "\n\n" + fmt.bullets(notes)

@@ -83,14 +83,17 @@ def test_flux2_performance_speedup_and_dtype_advice_are_the_seeds_tables(flux, t
     record = json.loads((tmp_path / "records" / "perf_b4_1024" / "record.json").read_text())
     assert (close(b4[3], record["bench"]["latency"]["mean_ms"])
             and close(b4[4], record["bench"]["latency"]["p90_ms"]))
-    assert close(b4[5], record["bench"]["throughput"]["value"]) and close(b4[6], 133.4)
+    latency = record["bench"]["latency"]
+    assert close(b4[5], 4 * 1000 / latency["mean_ms"]) and close(b4[6], 133.4), \
+        "throughput over the Mean column's statistic"
     [speed] = tables(text, "加速比")
     assert speed[0] == seed_header("003", "设备")
     assert speed[1][:2] == ["CPU", "float32"] and speed[1][3] == "1x"
     npu16 = next(r for r in speed[1:] if r[:2] == ["NPU", "float16"])
     # the latest fp16 run
     latest = json.loads((tmp_path / "records" / "perf_b1_1024" / "record.json").read_text())
-    assert npu16[3] == f"{325000.0 / latest['bench']['latency']['median_ms']:.0f}x"
+    speedup = f"{325000.0 / latest['bench']['latency']['median_ms']:.0f}x"
+    assert npu16[3] == f"{speedup} (未检验)", "no per-call samples: the gate cannot test it"
     [advice] = tables(text, "数据类型选择")
     assert advice[0] == seed_header("003", "场景")
     assert [r[0] for r in advice[1:]] == seed_column("003", "场景")

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from ascendbench.report import fmt
 from ascendbench.report.__main__ import main as report_main
 from ascendbench.report.gather import record_row
 from ascendbench.report.variants import patches_cell, variant_groups, variants_section
@@ -78,8 +79,8 @@ def test_two_backends_of_one_workload_are_one_group_with_the_latency_ratio():
     assert group.keys == [BACKEND], "only the key that differs names the variant"
     assert ([v.label(group.keys) for v in group.variants]
             == [f"{BACKEND}=_native_npu", f"{BACKEND}=native"])
-    assert group.ratio(group.variants[1]) == pytest.approx(2.5)
-    assert group.ratio(group.baseline) == pytest.approx(1.0)
+    assert ratio(group, group.variants[1]) == pytest.approx(2.5)
+    assert ratio(group, group.baseline) == pytest.approx(1.0)
 
 
 def test_the_baseline_is_the_variant_that_started_first_not_the_first_path():
@@ -87,7 +88,7 @@ def test_the_baseline_is_the_variant_that_started_first_not_the_first_path():
                  _record("_native_npu", 10.0, "2026-01-01T10:00:00"))
     group = variant_groups(rows)[0]
     assert group.baseline.values[BACKEND] == "_native_npu"
-    assert group.ratio(group.variants[1]) == pytest.approx(3.0)
+    assert ratio(group, group.variants[1]) == pytest.approx(3.0)
 
 
 def test_several_differing_keys_are_named_and_mirrors_left_out():
@@ -104,6 +105,10 @@ def test_a_key_only_one_variant_sets_reads_unset():
     group = variant_groups(_rows(_record(), other))[0]
     assert "device.jit_compile" in group.keys
     assert group.baseline.label(["device.jit_compile"]) == "device.jit_compile=unset"
+
+
+def ratio(group, variant):
+    return fmt.latency(variant.row) / fmt.latency(group.baseline.row)
 
 
 @pytest.mark.parametrize("dotted, value", [
@@ -131,7 +136,7 @@ def test_a_repeated_variant_keeps_its_latest_record():
                  _record("_native_npu", 40.0, "2026-01-01T10:02:00"))
     group = variant_groups(rows)[0]
     assert len(group.variants) == 2 and group.baseline.row["record"] == "/runs/2/record.json"
-    assert group.ratio(group.variants[1]) == pytest.approx(0.5)
+    assert ratio(group, group.variants[1]) == pytest.approx(0.5)
 
 
 def test_failed_and_dry_run_records_are_not_variants():
