@@ -354,9 +354,10 @@ def check_config(cfg: DictConfig, choices: Mapping[str, Any] | None = None) -> N
     problems = config_problems(cfg, choices)
     if not problems:
         return
-    example = problems[0].split("=", 1)[0].split(":", 1)[0].split(" ", 1)[0]
+    keys = [m.group(1) for p in problems if (m := re.match(r"([\w/]+(?:\.[\w/]+)+)[=: ]", p))]
+    example = f" (e.g. `{keys[0]}=...`)" if keys else ""
     raise ConfigError(
         f"the configuration cannot run, {len(problems)} problem(s): {'; '.join(problems)}. Set "
-        "each key to an allowed value on the command line or in its YAML file (e.g. "
-        f"`{example}=...`); `--cfg job` prints the composed config and `python -m "
-        "ascendbench.validate` checks every shipped option.")
+        f"each key to an allowed value on the command line or in its YAML file{example}; `--cfg "
+        "job` prints the composed config and `python -m ascendbench.validate` checks every "
+        "shipped option.")

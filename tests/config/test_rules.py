@@ -95,3 +95,11 @@ def test_a_broken_interpolation_is_one_problem(compose_job):
     problems = config_problems(compose_job(["preset.width=${preset.nope}"]), choices={})
     assert (len(problems) == 1 and problems[0].startswith("the config does not resolve")
             and "preset.nope" in problems[0])
+
+
+def test_an_unresolvable_config_gets_no_made_up_example_key(compose_job):
+    """A cycle of interpolations has no key to name: no "(e.g. `the=...`)" from its sentence."""
+    with pytest.raises(ConfigError) as failure:
+        check_config(compose_job(["+a=${b}", "+b=${a}"]), choices={})
+    message = str(failure.value)
+    assert "the config does not resolve" in message and "e.g." not in message, message
