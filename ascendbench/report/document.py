@@ -262,9 +262,10 @@ def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
         raise ReportError(f"{exc} Each report file is written whole or not at all: the previous "
                           "one is kept.") from None
     except OSError as exc:
+        named = f", file {exc.filename}" if exc.filename else ""
         raise ReportError(f"cannot write the report into {str(out_dir)!r} ({type(exc).__name__}: "
-                          f"{exc.strerror or exc}, file {getattr(exc, 'filename', None)}). Free "
-                          "space or pass another directory with `--out DIR`.") from None
+                          f"{exc.strerror or exc}{named}). Free space or pass another directory "
+                          "with `--out DIR`.") from None
 
 
 def _write_all(report: Report, out_dir: Path) -> dict[str, Any]:

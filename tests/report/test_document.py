@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from ascendbench.errors import ReportError
 from ascendbench.report.__main__ import main
 from ascendbench.report.document import Report, write_report
 from ascendbench.report.gather import records_frame
@@ -156,3 +157,15 @@ def test_write_report_returns_what_it_wrote(seed_records, tmp_path):
     assert written["markdown"].read_text().startswith("# ascendbench report")
     assert not report.plot_files and "No plots" in report.section("plots", tmp_path)
     assert Path(written["csv"]).exists()
+
+
+def test_a_full_disk_without_a_file_name_is_said_without_one(write_record, tmp_path, monkeypatch):
+    def full(report, out_dir):
+        raise OSError(28, "No space left on device")
+
+    write_record("npu_fp16")
+    monkeypatch.setattr("ascendbench.report.document._write_all", full)
+    report = Report(records_frame([tmp_path / "records"]), load_settings(), ["records"])
+    with pytest.raises(ReportError, match=r"No space left on device\)\. Free space") as failure:
+        write_report(report, tmp_path / "out")
+    assert "None" not in str(failure.value)
