@@ -79,7 +79,8 @@ class Evaluator:
             if name not in reference:
                 raise MetricError(
                     f"metric evaluator {self.name!r}: output {name!r} does not exist; the task "
-                    f"produced: {describe_outputs(reference)}. Fix the evaluator's `outputs`.")
+                    f"produced: {', '.join(f'{k} {list(v.shape)}' for k, v in reference.items())}"
+                    " (the CPU reference's names and shapes). Fix the evaluator's `outputs`.")
             if not self.applies_to(reference[name]):
                 raise MetricError(
                     f"metric evaluator {self.name!r} takes {self.what}; output {name!r} is "

@@ -110,3 +110,13 @@ def test_a_prefixed_name_that_still_clashes_is_refused():
     ref, dev = _image_pair()
     with pytest.raises(MetricError, match="already produced"):
         suite.evaluate(ref, dev, {}, atol=1e-5, rtol=1e-3)
+
+
+def test_an_output_name_that_does_not_exist_lists_names_and_shapes_not_the_references_dtype():
+    """The float64 CPU reference's dtype is not what the task produced (a float32 output)."""
+    suite = MetricSuite("one", {"a": RegressionEvaluator(outputs=["nothing"])})
+    ref, dev = _image_pair()
+    with pytest.raises(MetricError, match=r"output 'nothing' does not exist; the task produced: "
+                                          r"image \[") as failure:
+        suite.evaluate({k: v.double() for k, v in ref.items()}, dev, {}, atol=1e-5, rtol=1e-3)
+    assert "float64" not in str(failure.value)
