@@ -25,6 +25,9 @@ def readme_recipe(lines: list[str]) -> None:
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Reproducing the seed reports", 1)[1].split("\n## ", 1)[0]
     flat = " ".join(section.replace("\\\n", " ").split())
+    for command in (c.split("```")[0] for c in flat.split("python -m ascendbench")[1:]):
+        assert "preset.warmup=" not in command or "bench.protocol=fixed" in command, \
+            f"a seed's counted warm-ups and iterations need bench.protocol=fixed: {command}"
     for line in lines:
         assert " ".join(line.split()) in flat, \
             f"the README recipe changed: {line!r} is no longer in it"

@@ -128,8 +128,8 @@ def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny
 
 LAYER = ("python -m ascendbench model=ltx_video_vae_conv_in model.source=<LTX-2 dir> "
          "model.weights=required \\\n"
-         "    device=npu dtype=bfloat16 preset=mini preset.warmup=3 preset.iters=10 "
-         "baseline.reference=float32")
+         "    device=npu dtype=bfloat16 preset=mini bench.protocol=fixed preset.warmup=3 "
+         "preset.iters=10 baseline.reference=float32")
 LATENCY = {"平均": "mean_ms", "最小": "min_ms", "最大": "max_ms", "p50": "median_ms",
            "p90": "p90_ms", "p95": "p95_ms"}
 
@@ -349,9 +349,8 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
 
 VIDEOFLEXTOK = ("python -m ascendbench -m model=videoflextok_d18_d28 model.source=<dir> "
                 "model.weights=required \\\n"
-                "    device=npu dtype=float32 preset=mini,balanced,quality preset.warmup=5 "
-                "preset.iters=20 "
-                "baseline.enabled=false")
+                "    device=npu dtype=float32 preset=mini,balanced,quality bench.protocol=fixed "
+                "preset.warmup=5 preset.iters=20 baseline.enabled=false")
 GATES = {"[Gate1] strict load: missing": "gate/load_missing_keys",
          "[Gate2] config: not OK": "gate/config_mismatches",
          "reconstruction: PSNR (dB)": "gate/recon_psnr_db",
