@@ -84,7 +84,7 @@ def clip_entries(settings: Mapping[str, Any] | None, job: Any) -> dict[str, dict
     if not visual:
         return {}
     if not settings.get("path") or not (isinstance(prompt, str) and prompt):
-        reason = NO_PATH if not settings.get("path") else (
+        reason = NO_PATH if isinstance(prompt, str) and prompt else (  # no path helps then
             f"{type(task).__name__} has no prompt: the CLIP score compares a prompt with an output")
         return {names[n]: {"skipped": reason} for n in visual}
     model, processor = load_clip(str(settings["path"]))

@@ -110,6 +110,8 @@ def test_without_weights_or_a_prompt_the_entry_is_skipped_with_the_reason(clip_d
     assert clip_entries({"path": None}, job) == {"clip_score": {"skipped": NO_PATH}}
     task.prompt = ""
     assert "has no prompt" in clip_entries({"path": str(clip_dir)}, job)["clip_score"]["skipped"]
+    skipped = clip_entries({"path": None}, job)["clip_score"]["skipped"]  # a VAE decode's case
+    assert "has no prompt" in skipped and "metric.clip.path" not in skipped, "no hint it can't use"
 
 
 def test_a_path_without_a_model_is_named(tmp_path, task) -> None:
