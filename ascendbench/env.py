@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import platform
 import socket
@@ -74,15 +75,20 @@ def environment() -> dict[str, Any]:
     }
 
 
-def _pretty_env_info() -> str:
-    from torch.utils.collect_env import get_pretty_env_info  # deferred: asks pip, lscpu...
+def _collect_env_module() -> str:
+    """torch_npu's collect_env where torch_npu is in use (it adds CANN), else torch's."""
+    return ("torch_npu.utils.collect_env" if "torch_npu" in sys.modules
+            else "torch.utils.collect_env")
 
-    return get_pretty_env_info()
+
+def _pretty_env_info() -> str:
+    # deferred: it asks pip, lscpu, npu-smi...
+    return importlib.import_module(_collect_env_module()).get_pretty_env_info()
 
 
 def collect_env_text(timeout_s: float = COLLECT_ENV_TIMEOUT_S) -> str:
-    """``torch.utils.collect_env``'s report under a header, or the header and why there is none
-    (it raised, or still runs after ``timeout_s`` in its daemon thread); never an error."""
+    """The collect_env report under a header, or the header and why there is none (it raised, or
+    still runs after ``timeout_s`` in its daemon thread); never an error."""
     found: dict[str, str] = {}
 
     def collect() -> None:
@@ -95,7 +101,7 @@ def collect_env_text(timeout_s: float = COLLECT_ENV_TIMEOUT_S) -> str:
     worker = threading.Thread(target=collect, name="collect_env", daemon=True)
     worker.start()
     worker.join(timeout_s)
-    header = (f"# torch.utils.collect_env, written by ascendbench {ascendbench.__version__} at "
+    header = (f"# {_collect_env_module()}, written by ascendbench {ascendbench.__version__} at "
               f"{time.strftime('%Y-%m-%dT%H:%M:%S%z')} in {time.monotonic() - started:.1f} s\n")
     if "text" in found:
         return header + found["text"].rstrip("\n") + "\n"

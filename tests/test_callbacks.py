@@ -7,8 +7,10 @@ import json
 import logging
 import multiprocessing as mp
 import os
+import sys
 import threading
 import time
+import types
 
 import pandas as pd
 import pytest
@@ -336,3 +338,16 @@ def test_a_sweep_with_two_workers_on_one_card_is_refused_before_any_job(tmp_path
     assert result.returncode == 1
     assert "the card pool hydra.callbacks.cards.cards=['0'] has 1 card(s)" in result.stderr
     assert not list(sweep.rglob("record.json"))
+
+
+def test_with_torch_npu_in_use_its_own_collect_env_reports_cann(tmp_path, monkeypatch):
+    """torch_npu.utils.collect_env.get_pretty_env_info (every wheel 2.1.0.post17 .. 2.14.0, e.g.
+    2.9.0 utils/collect_env.py:212) adds the CANN version to torch's report."""
+    npu_env = types.ModuleType("torch_npu.utils.collect_env")
+    npu_env.get_pretty_env_info = lambda: "PyTorch version: x\nCANN: 8.1.RC1"
+    for name in ("torch_npu", "torch_npu.utils"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "torch_npu.utils.collect_env", npu_env)
+    SweepSummary().on_multirun_end(_hydra_cfg(tmp_path / "sweep"))
+    text = (tmp_path / "sweep" / env.COLLECT_ENV_FILE).read_text()
+    assert text.startswith("# torch_npu.utils.collect_env, written by") and "CANN: 8.1.RC1" in text

@@ -53,6 +53,6 @@ class SweepSummary(Callback):
         try:
             path = sweep_dir / COLLECT_ENV_FILE
             write_atomic(path, collect_env_text(self.collect_env_timeout_s))
-            log.info("environment of the sweep (torch.utils.collect_env): %s", path)
+            log.info("environment of the sweep (collect_env): %s", path)
         except Exception:  # the environment report is a courtesy: never a crash of a finished sweep
             log.exception("could not write the sweep's %s", COLLECT_ENV_FILE)
