@@ -9,14 +9,20 @@ in other processes (joblib, Slurm) report through this launch's outcome files. W
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import math
+import os
 import signal
+import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import hydra
+import psutil
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
@@ -32,6 +38,7 @@ from ascendbench.metrics.verdict import ORDER
 _JOBS: list[dict[str, Any]] = []  # this process's jobs: {"status": gated status[, "objective": v]}
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 VERSION_LIBRARIES = ("torch", "torch_npu", "diffusers", "hydra-core")
+LAUNCHER = "ASCENDBENCH_LAUNCHER"  # host:pid of the launching process, inherited by its workers
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +54,14 @@ def _app(cfg: DictConfig) -> str | float:
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     record: dict = {"status": "not run"}
     try:
+        _follow_launcher()
         record = run_job(cfg, job_dir)
         status = _gate(record, cfg.get("fail_on"))
+    except KeyboardInterrupt:
+        if _launcher() not in (None, str(os.getpid())):  # a worker: its record says
+            logging.shutdown()  # `interrupted`; it ends now, and its card lock with it
+            os._exit(EXIT_INTERRUPTED)
+        raise
     except (JobDirBusyError, JobDirError) as exc:  # nothing of the job was written: say so
         log.error("job not run (%s): %s", exc.reason, exc)
         status = exc.reason
@@ -78,8 +91,42 @@ def version_text() -> str:
     return "\n".join(lines)
 
 
+def _launcher() -> str | None:
+    """The pid of the launching process when it runs on this host."""
+    host, _, pid = os.environ.get(LAUNCHER, "").rpartition(":")
+    return pid if host == socket.gethostname() else None
+
+
+def _follow_launcher() -> None:
+    """In a worker of the launcher (joblib): SIGTERM, so an `interrupted` record, when the launcher
+    dies, even by SIGKILL (Linux PR_SET_PDEATHSIG): no orphan runs on holding its card."""
+    pid = _launcher()
+    main = threading.current_thread() is threading.main_thread()
+    if pid in (None, str(os.getpid())) or not main or not sys.platform.startswith("linux"):
+        return  # the launcher itself, a basic-launcher job, another host's job
+    if str(os.getppid()) == pid:
+        signal.signal(signal.SIGTERM, _terminated)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    if not psutil.pid_exists(int(pid)):  # gone before this worker could follow it
+        raise KeyboardInterrupt("signal SIGTERM (the launching process is gone)")
+
+
 def _terminated(signum: int, frame: object) -> None:
+    if _launcher() == str(os.getpid()):  # the launcher: its joblib workers first
+        _stop_workers(signum)
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _stop_workers(signum: int, wait_s: float = 15.0) -> None:
+    """Pass the signal to this launcher's joblib workers and wait (``wait_s`` at most) for them to
+    record `interrupted` and end: joblib would kill them first, leaving their records `running`."""
+    workers = []
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if any("popen_loky" in part for part in child.cmdline()):  # joblib's worker
+                child.send_signal(signum)
+                workers.append(child)
+    psutil.wait_procs(workers, timeout=wait_s)
 
 
 def main() -> None:
@@ -99,6 +146,7 @@ def main() -> None:
                      "the command again.")
     _JOBS.clear()
     reset_outcomes()
+    os.environ[LAUNCHER] = f"{socket.gethostname()}:{os.getpid()}"
     for name in (signal.SIGTERM, signal.SIGHUP):  # Slurm preemption, `kill`, a closed terminal
         signal.signal(name, _terminated)  # record `interrupted`
     try:

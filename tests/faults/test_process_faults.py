@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from helpers import read_record
 
@@ -182,3 +183,27 @@ def test_two_jobs_racing_for_one_baseline_compute_it_once(popen, fast, tmp_path,
     assert (
         computed["metrics"]["mean_rel_err"]["value"] == reused["metrics"]["mean_rel_err"]["value"]
     )
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_signalled_joblib_launcher_leaves_interrupted_records_and_no_worker(popen, fast,
+                                                                             tmp_path, sent):
+    """SIGTERM: the launcher passes it to its workers and waits for their records before joblib
+    kills them; SIGKILL: the workers follow their launcher (PR_SET_PDEATHSIG), record
+    `interrupted` and end, so no orphan keeps running or holds its card lock."""
+    sweep = tmp_path / "sweep"
+    proc = popen("-m", SLOW, *fast, "model.task.pause_s=120", f"model.task.marker={tmp_path}/p",
+                 "seed=1,2", "hydra/launcher=joblib_cards", "hydra.launcher.n_jobs=2",
+                 "hydra.callbacks.cards.cards=[0,1]", f"hydra.sweep.dir={sweep}")
+    _wait_for(lambda: (tmp_path / "p").exists() or proc.poll() is not None, what="a paused job")
+    worker = int((tmp_path / "p").read_text())
+    proc.send_signal(sent)
+    proc.communicate(timeout=120)
+
+    def records() -> list[str]:
+        return [json.loads(p.read_text())["status"] for p in sweep.glob("*/record.json")]
+
+    _wait_for(lambda: records() == ["interrupted"] * 2, what="both records `interrupted`")
+    _wait_for(lambda: not Path(f"/proc/{worker}").exists(), what=f"worker {worker} to end")
+    for lock in (sweep / ".cards").glob("card-*.lock"):
+        FileLock(str(lock)).acquire(timeout=0)  # free: its worker is gone
