@@ -30,11 +30,9 @@ def default_mode() -> int:
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on a clean exit it is synced and renamed onto it.
-
     Args:
         path: the file to (re)write; its directory is created when missing.
-        mode: permission bits of the result; ``None`` gives :func:`default_mode`.
-    """
+        mode: permission bits of the result; ``None`` gives :func:`default_mode`."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,7 +90,6 @@ def _write_error(path: Path, exc: BaseException) -> OutputWriteError:
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int | None = None) -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` atomically (see :func:`atomic_path`); ``path``.
-
     >>> import tempfile, pathlib
     >>> write_atomic(pathlib.Path(tempfile.mkdtemp()) / "a" / "note.txt", "hello").read_text()
     'hello'

@@ -35,10 +35,8 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count
                lock_name: str = "card-{card}.lock") -> str:
     """Claim ``count`` free cards of ``cards`` for this process; returns them comma-separated.
     The locks are never released: a process keeps its first cards (a runtime cannot switch).
-
     Raises:
-        NoFreeCardError: fewer than ``count`` cards became free within ``wait_s``.
-    """
+        NoFreeCardError: fewer than ``count`` cards became free within ``wait_s``."""
     if _CLAIM:
         if _CLAIM["lock_dir"] != str(lock_dir):
             log.warning("this process already holds card %s (pool %s); keeping it", _CLAIM["card"],

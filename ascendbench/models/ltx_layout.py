@@ -64,7 +64,6 @@ def invert_keys(state: Mapping[str, torch.Tensor], candidates: Callable[[str], s
                 convert: Callable[..., dict], markers: Mapping[str, str] | None = None,
                 renames: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
     """Map each diffusers key of ``state`` to an original key that ``convert`` turns back into it.
-
     Args:
         markers: original key -> diffusers key of tensors a converter inspects by shape; their
             probe carries the real tensor's shape.

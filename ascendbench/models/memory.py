@@ -1,6 +1,5 @@
 """Memory a model run will need, estimated without allocating it (``meta`` device, safetensors
 headers), and the refusal of what cannot fit.
-
 >>> MemoryEstimate("demo", {"transformer": 2_000_000_000}, "float32").gigabytes
 8.0
 """

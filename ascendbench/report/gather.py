@@ -45,13 +45,10 @@ _IDENTITY = re.compile(r"[A-Za-z0-9_.:/+@=,-]{1,200}")
 
 def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[Path]:
     """Every ``record.json`` under the given directories (or the given files), sorted, once.
-
     A record found in a directory that is a link to a file outside it is left out with a warning
     (never read); a record file named on the command line is read.
-
     Raises:
-        ReportError: a path does not exist and ``missing_ok`` is false.
-    """
+        ReportError: a path does not exist and ``missing_ok`` is false."""
     found: set[Path] = set()
     for path in map(Path, paths):
         if path.is_file():

@@ -132,11 +132,9 @@ def _block(kind: str, lines: list[str], pictures: Pictures) -> str:
 def html_document(markdown: str, base_dir: Path, embed_max_mb: float,
                   embed_total_mb: float | None = None, roots: Sequence[Path] = ()) -> str:
     """The whole page for the report's Markdown, links relative to ``base_dir`` (its directory).
-
     Pictures inside ``base_dir`` or ``roots`` (the jobs' directories) up to ``embed_max_mb`` MiB
     each, ``embed_total_mb`` together, are embedded; the others stay links, and a note at the top
-    says how many the page's budget left as links.
-    """
+    says how many the page's budget left as links."""
     total = None if embed_total_mb is None else int(float(embed_total_mb) * 2**20)
     pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20), total, roots)
     blocks = []

@@ -47,7 +47,6 @@ def latest(rows: Sequence[fmt.Row]) -> fmt.Row | None:
 
 def perf_show(show: Iterable[Any]) -> list[str]:
     """The ``performance.show`` names in order (``all``: every column of :data:`PERF_VALUES`).
-
     Raises:
         ReportError: a name is not one of :data:`PERF_VALUES` (nor ``all``), or the list is empty.
     """
@@ -152,10 +151,8 @@ def performance_table(rows: fmt.Rows, cpu_rows: fmt.Rows, cpu_dtype: str, base_d
                       show: Sequence[str] = ("median_ms", "p90_ms", "throughput", "memory",
                                              "speedup")) -> str:
     """One model's performance table: device x dtype x workload x batch, the ``show`` columns.
-
     ``steps`` the same in every row, and a FLOPs / speed-up column saying one non-number in every
-    row, fold into notes.
-    """
+    row, fold into notes."""
     values: list[tuple[str, Any]] = []
     for name in perf_show(show):
         if name == "flops":

@@ -22,11 +22,9 @@ log = logging.getLogger(__name__)
 
 def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
     """The report options with dotted overrides applied (e.g. ``compare.min_effect=0.05``).
-
     Raises:
         ReportError: an override is malformed, names a key the options do not have, or a value is
-            not allowed.
-    """
+            not allowed."""
     settings = OmegaConf.load(config_dir() / SETTINGS_FILE)
     OmegaConf.set_struct(settings, True)
     overrides = list(overrides)
@@ -74,10 +72,8 @@ def check_compare(settings: DictConfig) -> None:
     in (0, 1), ``min_effect`` a finite fraction >= 0 (``noise``, its deprecated alias, replaces it
     when set, logged), ``allow_missing`` a boolean; the deprecated ``method`` (null or one of
     :data:`~ascendbench.report.significance.METHODS`) and ``min_samples`` (null or an integer >= 2).
-
     Raises:
-        ReportError: naming the key, the value, what is allowed and how to set it.
-    """
+        ReportError: naming the key, the value, what is allowed and how to set it."""
     compare = settings.compare
     if compare.method is not None and compare.method not in METHODS:
         raise ReportError(

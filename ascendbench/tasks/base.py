@@ -12,7 +12,6 @@ import torch
 
 class Task(ABC):
     """Base class of every task (docs/extending.md).
-
     Class attributes:
         output_kind: ``None`` (tensors only), ``"tensor"``, ``"image"`` (``[N, C, H, W]`` in
             ``value_range``) or ``"video"`` (5-D, ``video_layout``: ``BCTHW`` or ``BTCHW``).
@@ -22,8 +21,7 @@ class Task(ABC):
         video_frames: frames saved as PNG per video (``first``/``middle``/``last`` or indices).
         preset_keys: the preset sizes the task uses (the record's ``job.sizes``).
         report_metrics: the metric of each report section (``error``, ``psnr``, ``ssim``), a metric
-            name of the primary output or a full name with ``/``; recorded as ``job.primary``.
-    """
+            name of the primary output or a full name with ``/``; recorded as ``job.primary``."""
 
     kind: ClassVar[str] = "task"
     output_kind: ClassVar[str | None] = None

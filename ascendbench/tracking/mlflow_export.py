@@ -1,12 +1,10 @@
 """Records -> MLflow runs, each record at most once: ``python -m ascendbench.report --mlflow [URI]
 [paths...]`` (:func:`run_mlflow`) and the ``+tracking=mlflow`` callback.
-
 A record is its job directory: its run carries :data:`KEY_TAG` (a hash of the resolved job
 directory) and, once complete, :data:`DIGEST_TAG` (a hash of the ``record.json`` bytes). The same
 digest is ``unchanged``; another digest or none is ``replaced`` (a new run, the old ones
 soft-deleted: params cannot change); no run is ``created``. MLflow is imported only when an
-exporter is made.
-"""
+exporter is made."""
 
 from __future__ import annotations
 
@@ -67,7 +65,6 @@ def import_mlflow() -> Any:
 def resolve_uri(uri: str | None) -> str:
     """``uri``, else ``$MLFLOW_TRACKING_URI``, else :data:`DEFAULT_URI`; a relative SQLite path is
     made absolute, so that every process of a sweep uses one database.
-
     >>> resolve_uri("sqlite:////data/mlflow.db"), resolve_uri("http://tracking:5000")
     ('sqlite:////data/mlflow.db', 'http://tracking:5000')
     """
@@ -160,14 +157,11 @@ class RecordFile:
 
 class MlflowExporter:
     """One tracking store and experiment; :meth:`export` logs one record as a run, at most once.
-
     Args:
         uri: tracking URI (see :func:`resolve_uri`).
         experiment: experiment name, created when missing.
-
     Raises:
-        TrackingError: MLflow is not installed, or the URI cannot be used (says which and why).
-    """
+        TrackingError: MLflow is not installed, or the URI cannot be used (says which and why)."""
 
     def __init__(self, uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
         self.mlflow = import_mlflow()
@@ -287,7 +281,6 @@ class MlflowExporter:
 
 def split_uri(value: str | None, paths: Sequence[str]) -> tuple[str | None, list[str]]:
     """``--mlflow VALUE``'s URI and the record paths: a value without a scheme is a path.
-
     >>> split_uri("multirun", ["outputs"]), split_uri("sqlite:///x.db", []), split_uri("", ["a"])
     ((None, ['multirun', 'outputs']), ('sqlite:///x.db', []), (None, ['a']))
     """

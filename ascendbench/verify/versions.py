@@ -112,7 +112,6 @@ def _nvidia_proc(timeout_s: float) -> str | None:
 
 def nvidia_proc_version(text: str) -> str | None:
     """The driver version in ``/proc/driver/nvidia/version`` (proprietary and open modules).
-
     >>> nvidia_proc_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04")
     '580.159.04'
     """
