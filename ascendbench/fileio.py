@@ -29,10 +29,8 @@ def default_mode() -> int:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on a clean exit it is synced and renamed onto it.
-    Args:
-        path: the file to (re)write; its directory is created when missing.
-        mode: permission bits of the result; ``None`` gives :func:`default_mode`."""
+    """Yield a temporary path next to ``path`` (its directory made if missing); on a clean exit it
+    is synced and renamed onto it with ``mode`` (``None``: :func:`default_mode`)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

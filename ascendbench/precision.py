@@ -71,8 +71,7 @@ class Precision:
     """The numeric contract of one job.
     Attributes:
         name: the device dtype's name; ``requested``: what the user asked for (``auto`` or a name).
-        atol, rtol: allclose tolerances of the dtype option.
-        tolerances: msprobe's small-value rule (``small_value`` and its bounds), if any.
+        atol, rtol, tolerances: the dtype option's allclose tolerances, msprobe's small-value rule.
         rules: verdict rules by metric: the dtype's thresholds overridden by ``model.thresholds``.
         reference: the CPU reference dtype (``None``: performance-only run)."""
 

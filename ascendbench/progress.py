@@ -1,7 +1,6 @@
-"""Progress of the long phases: a tqdm bar on a terminal, elsewhere a log line with the job's name
-at most every 15 s (``ASCENDBENCH_PROGRESS=bar|log|off`` forces the mode). The timed calls run
-under :func:`quiet`: a :class:`Progress` made there does nothing, and :func:`is_quiet` tells hooks
-not to install at all."""
+"""Progress of the long phases: a tqdm bar on a terminal, else a log line with the job's name at
+most every 15 s (``ASCENDBENCH_PROGRESS=bar|log|off`` forces one). Under :func:`quiet` (the timed
+calls) a :class:`Progress` does nothing and :func:`is_quiet` tells hooks not to install."""
 
 from __future__ import annotations
 

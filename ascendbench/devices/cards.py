@@ -33,8 +33,7 @@ def _try_lock(path: Path) -> FileLock | None:
 
 def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count: int = 1,
                lock_name: str = "card-{card}.lock") -> str:
-    """Claim ``count`` free cards of ``cards`` for this process; returns them comma-separated.
-    The locks are never released: a process keeps its first cards (a runtime cannot switch).
+    """Claim ``count`` free cards of ``cards`` for good (a runtime cannot switch), comma-joined.
     Raises:
         NoFreeCardError: fewer than ``count`` cards became free within ``wait_s``."""
     if _CLAIM:

@@ -64,12 +64,9 @@ def invert_keys(state: Mapping[str, torch.Tensor], candidates: Callable[[str], s
                 convert: Callable[..., dict], markers: Mapping[str, str] | None = None,
                 renames: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
     """Map each diffusers key of ``state`` to an original key that ``convert`` turns back into it.
-    Args:
-        markers: original key -> diffusers key of tensors a converter inspects by shape; their
-            probe carries the real tensor's shape.
-        renames: where several candidates convert to the same key, the one spelled with the most
-            original names wins (converters keep the last key written; candidates go in that order).
-    """
+    ``markers``: original -> diffusers key of tensors a converter inspects by shape (their probe has
+    the real shape); ``renames``: of candidates converting to one key, the one spelled with the most
+    original names wins (converters keep the last key written; candidates go in that order)."""
     markers = dict(markers or {})
     pool = sorted(set().union(*(candidates(k) for k in state)),
                   key=lambda key: (sum(old in key for _, old in renames), key))

@@ -223,8 +223,7 @@ def check_digest(expected: str | None, weights: Mapping[str, Any]) -> dict[str, 
     """Check ``model.expect_digest`` (``weights.digest`` or the one file's ``sha256sum``); returns
     the facts to add to the record's ``weights``.
     Raises:
-        WeightsDigestError: random-init weights, or a digest that differs (the message names both).
-    """
+        WeightsDigestError: random-init weights, or a digest that differs (both are named)."""
     if expected is None:
         return {}
     wanted, actual = str(expected).strip().lower(), str(weights.get("digest") or "")

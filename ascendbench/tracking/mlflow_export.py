@@ -1,10 +1,7 @@
-"""Records -> MLflow runs, each record at most once: ``python -m ascendbench.report --mlflow [URI]
-[paths...]`` (:func:`run_mlflow`) and the ``+tracking=mlflow`` callback.
-A record is its job directory: its run carries :data:`KEY_TAG` (a hash of the resolved job
-directory) and, once complete, :data:`DIGEST_TAG` (a hash of the ``record.json`` bytes). The same
-digest is ``unchanged``; another digest or none is ``replaced`` (a new run, the old ones
-soft-deleted: params cannot change); no run is ``created``. MLflow is imported only when an
-exporter is made."""
+"""Records -> MLflow runs, each record at most once (``report --mlflow``, the ``+tracking=mlflow``
+callback). A run carries :data:`KEY_TAG` (hash of the job directory) and, once complete,
+:data:`DIGEST_TAG` (of ``record.json``): same digest ``unchanged``, another or none ``replaced`` (a
+new run, the old ones soft-deleted: params cannot change), no run ``created``."""
 
 from __future__ import annotations
 
@@ -156,10 +153,8 @@ class RecordFile:
 
 
 class MlflowExporter:
-    """One tracking store and experiment; :meth:`export` logs one record as a run, at most once.
-    Args:
-        uri: tracking URI (see :func:`resolve_uri`).
-        experiment: experiment name, created when missing.
+    """One tracking store (``uri``: see :func:`resolve_uri`) and ``experiment`` (created when
+    missing); :meth:`export` logs one record as a run, at most once.
     Raises:
         TrackingError: MLflow is not installed, or the URI cannot be used (says which and why)."""
 
