@@ -31,9 +31,8 @@ _OUTCOMES: list[dict[str, Any]] = []  # outcomes of the jobs of this process's l
 
 
 class LaunchRefused(SystemExit):
-    """A run or sweep refused before Hydra writes anything or any job runs: exit status 1 and the
-    one-paragraph message. A ``SystemExit``: Hydra turns a callback's ordinary exception into a
-    warning and goes on (into the refused directory, or two workers on one card)."""
+    """A run or sweep refused before anything is written or run: exit 1 and the message. A
+    ``SystemExit``: Hydra turns a callback's ordinary exception into a warning and goes on."""
 
 
 def _override_key(override: str) -> str:

@@ -97,8 +97,7 @@ def _reason_text(reason: str, seen: set[str] | None) -> str:
 
 def _metric_lines(metrics: Mapping[str, Any], verdict: str | None, declared: set[str],
                   seen: set[str] | None) -> list[str]:
-    """The verdict with the key and declared metrics, every metric that did not pass, then the
-    skipped ones by reason."""
+    """The verdict with key and declared metrics, every metric not passed, the skipped by reason."""
     judged = {k: m for k, m in metrics.items() if isinstance(m, Mapping) and "value" in m}
     shown = [f"{k} {judged_value(k, m)}"
              + (f" [{m['verdict']} {judged_rule(k, m)}]" if m.get("verdict") else "")

@@ -99,8 +99,7 @@ def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
 
 
 def _printable(value: Any) -> Any:
-    """The parsed record with the control characters of every text escaped (the one cleaning of
-    record text: every report, the CSV, the port report and the README get it from here)."""
+    """The parsed record with every text's control characters escaped (the one cleaning for all)."""
     if isinstance(value, dict):
         return {printable(key): _printable(item) for key, item in value.items()}
     if isinstance(value, list):

@@ -15,9 +15,8 @@ from ascendbench.metrics.verdict import judge
 
 @dataclass
 class CheckContext:
-    """What a task's checks may use: the model on the device (patched), the CPU inputs and
-    outputs, the record's ``weights``, the verdict rules by metric name, and ``control``: a factory
-    of a context yielding the architecture randomly initialised (``None``: none)."""
+    """What a task's checks may use: the patched device model, CPU inputs and outputs, ``weights``,
+    the rules by metric, ``control`` (a context factory of the random-init architecture or None)."""
 
     module: torch.nn.Module
     device: torch.device

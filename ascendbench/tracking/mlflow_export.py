@@ -93,9 +93,8 @@ def _epoch_ms(stamp: Any) -> int | None:
 
 
 def artifact_files(job_dir: Path) -> list[tuple[Path, str | None]]:
-    """``(file, artifact folder)``: :data:`JOB_FILES` and every :data:`MEDIA` file of the job, no
-    link and nothing outside it (``passwd.png -> /etc/passwd`` is never uploaded), nothing of
-    another job's directory nested in it."""
+    """``(file, artifact folder)``: :data:`JOB_FILES` and every :data:`MEDIA` file of the job: no
+    link, nothing outside it, nothing of another job's directory nested in it."""
     root = job_dir.resolve()
 
     def own(path: Path) -> bool:
@@ -285,9 +284,8 @@ def split_uri(value: str | None, paths: Sequence[str]) -> tuple[str | None, list
 
 
 def run_mlflow(args: Any, settings: Any) -> int:
-    """The ``--mlflow`` mode of ``python -m ascendbench.report``: one line per record (created,
-    replaced, unchanged, skipped, failed) and a count; exit 0, 1 (some record refused, the others
-    logged) or 2 (MLflow missing or the URI unusable: nothing logged)."""
+    """``report --mlflow``: one line per record (created, replaced, unchanged, skipped, failed), a
+    count; exit 0, 1 (some record refused) or 2 (MLflow missing or the URI unusable)."""
     uri, paths = split_uri(args.mlflow, args.paths)
     records = find_records(paths or list(settings.paths), missing_ok=not paths)
     try:
