@@ -193,8 +193,7 @@ class LiveTensorBytes(TorchDispatchMode):
 
 
 class _TaskCall(torch.nn.Module):
-    """``task.run(model, inputs)`` as a forward, so that :func:`torch.func.functional_call` swaps
-    the parameters of the model (or of a pipeline's components, held here) for meta tensors."""
+    """``task.run(model, inputs)`` as a forward, for :func:`torch.func.functional_call`."""
 
     def __init__(self, model: Any, task: Any) -> None:
         super().__init__()

@@ -220,8 +220,7 @@ def file_sha256(path: Path) -> str:
 
 
 def check_digest(expected: str | None, weights: Mapping[str, Any]) -> dict[str, Any]:
-    """Check ``model.expect_digest`` (``weights.digest`` or the one file's ``sha256sum``); returns
-    the facts to add to the record's ``weights``.
+    """Check ``model.expect_digest`` (``weights.digest`` or a file's sha256); facts for ``weights``.
     Raises:
         WeightsDigestError: random-init weights, or a digest that differs (both are named)."""
     if expected is None:

@@ -238,8 +238,7 @@ def float32_encode_noise(vae: Any) -> bool:
 class ImageToVideoTask(TextToVideoTask):
     """Generate a video from a conditioning image and the prompt (``LTX(2)ImageToVideoPipeline``).
     Attributes:
-        image: path of the conditioning image (resized with Lanczos); ``None``: the first frame of
-            :func:`~ascendbench.tasks.inputs.structured_clip` drawn from the job's seed.
+        image: the conditioning image (Lanczos-resized); ``None``: a seeded ``structured_clip``.
         float32_encode_noise: draw the VAE posterior's noise in float32 like every other noise."""
 
     kind = "image_to_video"
