@@ -1,6 +1,5 @@
-"""Atomic file writes (temporary file, fsync, ``os.replace``; a failure is an
-:class:`~ascendbench.errors.OutputWriteError` naming the file) and reads of regular files only.
-Nothing is written through a link, and a tool's directory holding one is refused."""
+"""Atomic file writes (temporary file, fsync, ``os.replace``; a failure is an ``OutputWriteError``
+naming the file) and reads of regular files only, never through a link (nor a dir holding one)."""
 
 from __future__ import annotations
 

@@ -29,9 +29,8 @@ _STATE: dict[str, Any] = {"job": None, "quiet": 0, "defaults": None}
 
 @dataclass(frozen=True)
 class ProgressOptions:
-    """How progress is shown: at most one heartbeat per ``interval_s`` (off a TTY), a bar redrawn at
-    most every ``refresh_s``; ``mode`` ``None``: ``$ASCENDBENCH_PROGRESS``, else ``bar`` on a TTY;
-    ``stream`` ``None``: bars on stderr, heartbeats through this module's logger (the job log)."""
+    """Progress display: one heartbeat per ``interval_s`` (off a TTY) or a bar per ``refresh_s``
+    at most; ``mode`` None: ``$ASCENDBENCH_PROGRESS``; ``stream`` None: stderr / the job log."""
 
     interval_s: float = 15.0
     refresh_s: float = 0.5

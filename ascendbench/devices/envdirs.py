@@ -1,6 +1,5 @@
-"""Directories named by ``ASCEND_CACHE_PATH``, ``ASCEND_WORK_PATH``, ``ASCEND_PROCESS_LOG_PATH``,
-made to exist before ``torch_npu`` is imported: CANN reads them at import and fails with error
-500001, naming no variable, when one names a missing directory."""
+"""Directories of ``ASCEND_CACHE_PATH``, ``ASCEND_WORK_PATH``, ``ASCEND_PROCESS_LOG_PATH``, made
+before ``torch_npu`` loads: CANN fails with error 500001, naming no variable, if one is missing."""
 
 from __future__ import annotations
 

@@ -40,8 +40,7 @@ def _override_key(override: str) -> str:
 
 
 def _shortened(name: str) -> str:
-    """``name`` when it fits :data:`MAX_NAME_BYTES`, else its shortest overrides that fit, in order
-    (the long values go, the hash tells those jobs apart)."""
+    """``name`` if it fits :data:`MAX_NAME_BYTES`, else the shortest overrides that fit."""
     if len(name.encode()) <= MAX_NAME_BYTES:
         return name
     items = name.split(",")

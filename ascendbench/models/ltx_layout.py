@@ -1,6 +1,5 @@
-"""Write a diffusers LTX-Video pipeline as one single file in Lightricks' original key layout: the
-key map inverts diffusers' own converters (candidate keys pushed through with distinct tag values),
-and the result converted back must reproduce every tensor exactly."""
+"""A diffusers LTX-Video pipeline as one file in Lightricks' original key layout: the key map
+inverts diffusers' converters (tagged candidate keys); converted back it reproduces every tensor."""
 
 from __future__ import annotations
 

@@ -123,9 +123,8 @@ def available_host_bytes() -> int:
 
 def check_host_memory(estimate: MemoryEstimate, hint: str, available: int | None = None,
                       skip_key: str | None = "model.loader.memory_check=false") -> dict[str, Any]:
-    """The record's view of the check; an :class:`InsufficientMemoryError` naming the numbers,
-    ``hint`` (the smaller option) and ``skip_key`` (the override that turns the check off) unless
-    ``estimate`` fits in the headroom of ``available`` bytes (``None``: measured)."""
+    """The record's view of the check; unless ``estimate`` fits the headroom of ``available`` bytes
+    (None: measured), an ``InsufficientMemoryError`` naming the numbers, ``hint``, ``skip_key``."""
     available = available_host_bytes() if available is None else int(available)
     headroom = DEFAULT_HEADROOM
     fits = estimate.bytes_needed <= available * float(headroom)

@@ -70,9 +70,7 @@ def check_compare(settings: DictConfig) -> None:
     """Validate the gate's ``compare`` options and store them typed: ``alpha`` in (0, 1),
     ``min_effect`` a finite fraction >= 0 (its deprecated alias ``noise`` wins when set, logged),
     ``allow_missing`` a boolean; deprecated ``method`` (null or in ``METHODS``), ``min_samples``
-    (null or an integer >= 2).
-    Raises:
-        ReportError: naming the key, the value, what is allowed and how to set it."""
+    (null or an integer >= 2); a ``ReportError`` names the key, value, what is allowed, the fix."""
     compare = settings.compare
     if compare.method is not None and compare.method not in METHODS:
         raise ReportError(

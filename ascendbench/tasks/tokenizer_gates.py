@@ -1,6 +1,5 @@
 """The video tokenizer's gates, as the VideoFlexTok seed report checked them by hand: each is
-``metrics["gate/<name>"]``, judged by the rule ``<name>`` of ``model.thresholds``
-(docs/videoflextok.md lists them)."""
+``metrics["gate/<name>"]``, judged by ``model.thresholds.<name>`` (docs/videoflextok.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Versions for ``ascendbench.verify``: the interpreter and libraries against ascendbench's own
-requirements, CANN and the accelerator drivers (the first source that answers wins; nothing imports
-torch_npu, and external commands run under a timeout)."""
+"""Versions for ``ascendbench.verify``: the interpreter and libraries against our requirements, CANN
+and the drivers (the first source answering wins; no torch_npu import, commands under a timeout)."""
 
 from __future__ import annotations
 
