@@ -1,6 +1,5 @@
-"""Atomic file writes (temporary file, fsync, ``os.replace``; a failure is an
-:class:`~ascendbench.errors.OutputWriteError` naming the file) and reads of regular files only.
-Nothing is written through a link, and a tool's directory holding one is refused."""
+"""Atomic file writes (temporary file, fsync, ``os.replace``; a failure is an ``OutputWriteError``
+naming the file) and reads of regular files only, never through a link (nor a dir holding one)."""
 
 from __future__ import annotations
 
@@ -29,12 +28,8 @@ def default_mode() -> int:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
-    """Yield a temporary path next to ``path``; on a clean exit it is synced and renamed onto it.
-
-    Args:
-        path: the file to (re)write; its directory is created when missing.
-        mode: permission bits of the result; ``None`` gives :func:`default_mode`.
-    """
+    """Yield a temporary path next to ``path`` (its directory made if missing); on a clean exit it
+    is synced and renamed onto it with ``mode`` (``None``: :func:`default_mode`)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,7 +87,6 @@ def _write_error(path: Path, exc: BaseException) -> OutputWriteError:
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int | None = None) -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` atomically (see :func:`atomic_path`); ``path``.
-
     >>> import tempfile, pathlib
     >>> write_atomic(pathlib.Path(tempfile.mkdtemp()) / "a" / "note.txt", "hello").read_text()
     'hello'

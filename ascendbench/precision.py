@@ -39,7 +39,6 @@ def torch_dtype(name: str, key: str = "dtype.name") -> torch.dtype:
 def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
     """The reference precision under ``baseline.reference`` before memory is considered: ``auto``
     is float64 (float32 only when float64 does not fit), ``same`` the device's own dtype.
-
     >>> reference_dtype("auto", torch.bfloat16), reference_dtype("same", torch.bfloat16)
     (torch.float64, torch.bfloat16)
     """
@@ -70,14 +69,11 @@ def _plain(node: Any) -> Any:
 @dataclass(frozen=True)
 class Precision:
     """The numeric contract of one job.
-
     Attributes:
         name: the device dtype's name; ``requested``: what the user asked for (``auto`` or a name).
-        atol, rtol: allclose tolerances of the dtype option.
-        tolerances: msprobe's small-value rule (``small_value`` and its bounds), if any.
+        atol, rtol, tolerances: the dtype option's allclose tolerances, msprobe's small-value rule.
         rules: verdict rules by metric: the dtype's thresholds overridden by ``model.thresholds``.
-        reference: the CPU reference dtype (``None``: performance-only run).
-    """
+        reference: the CPU reference dtype (``None``: performance-only run)."""
 
     name: str
     requested: str

@@ -1,7 +1,6 @@
-"""Progress of the long phases: a tqdm bar on a terminal, elsewhere a log line with the job's name
-at most every 15 s (``ASCENDBENCH_PROGRESS=bar|log|off`` forces the mode). The timed calls run
-under :func:`quiet`: a :class:`Progress` made there does nothing, and :func:`is_quiet` tells hooks
-not to install at all."""
+"""Progress of the long phases: a tqdm bar on a terminal, else a log line with the job's name at
+most every 15 s (``ASCENDBENCH_PROGRESS=bar|log|off`` forces one). Under :func:`quiet` (the timed
+calls) a :class:`Progress` does nothing and :func:`is_quiet` tells hooks not to install."""
 
 from __future__ import annotations
 
@@ -30,9 +29,8 @@ _STATE: dict[str, Any] = {"job": None, "quiet": 0, "defaults": None}
 
 @dataclass(frozen=True)
 class ProgressOptions:
-    """How progress is shown: at most one heartbeat per ``interval_s`` (off a TTY), a bar redrawn at
-    most every ``refresh_s``; ``mode`` ``None``: ``$ASCENDBENCH_PROGRESS``, else ``bar`` on a TTY;
-    ``stream`` ``None``: bars on stderr, heartbeats through this module's logger (the job log)."""
+    """Progress display: one heartbeat per ``interval_s`` (off a TTY) or a bar per ``refresh_s``
+    at most; ``mode`` None: ``$ASCENDBENCH_PROGRESS``; ``stream`` None: stderr / the job log."""
 
     interval_s: float = 15.0
     refresh_s: float = 0.5

@@ -139,8 +139,7 @@ def plain_loops(adapter: Any, op: Callable[[], Any], iters: int,
 def timing_rounds(harness: Callable[[], float], plain: Callable[[], dict[str, float | None]],
                   rounds: int, seed: int = 0) -> dict[str, list[float]]:
     """Per-round ratios harness / plain (``host``; ``event`` where the plain loop has events), the
-    two in a seeded random order each round: a background load slows both members of a round alike,
-    so the median ratio cancels it (as ``benchmarks/bench_harness_fidelity.py`` measures)."""
+    two in seeded random order: a background load slows both alike, the median ratio cancels it."""
     rng, ratios = random.Random(seed), {"host": [], "event": []}
     for _ in range(rounds):
         got: dict[str, Any] = {}

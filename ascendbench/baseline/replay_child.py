@@ -48,8 +48,7 @@ def local_error(reference: torch.Tensor, device: torch.Tensor) -> dict[str, Any]
 
 
 def _read(path: str, key: str, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """One tensor of a safetensors file, floats cast to ``dtype``; mapped only while it is read (an
-    open mapping keeps every page read so far resident)."""
+    """One tensor of a safetensors file, floats cast to ``dtype``; mapped only while it is read."""
     with safe_open(path, framework="pt") as handle:
         value = handle.get_tensor(key)
     return value.to(dtype) if dtype is not None and value.is_floating_point() else value

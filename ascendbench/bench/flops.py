@@ -32,7 +32,6 @@ def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[in
                               value_shape: Sequence[int], *args: Any, **kwargs: Any) -> int:
     """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA
     count), from the shapes ``FlopCounterMode`` passes and ``head_num``, ``input_layout``.
-
     >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
     16777216
     """

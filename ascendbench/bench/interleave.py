@@ -68,8 +68,7 @@ def paired_half_width(pairs: list[tuple[float, float]]) -> float | None:
 
 @dataclass
 class _Blocks:
-    """Each side's calls (in time order), the pairs' block medians, why and after how long the
-    blocks stopped."""
+    """Each side's calls (in time order), the pairs' block medians, why and when blocks stopped."""
 
     samples: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
     pairs: list[tuple[float, float]] = field(default_factory=list)
@@ -146,8 +145,7 @@ class InterleavedLoop:
         return timed
 
     def _block(self, side: Side, calls: int, timed: _Blocks, index: int) -> float:
-        """One block of ``side``: ``calls`` timed calls in its context (whose entry and exit are
-        not timed); their median (ms)."""
+        """The median (ms) of ``calls`` timed calls of ``side`` in its (untimed) context."""
         into = timed.samples[index]
         start = len(into)
         with side.block():

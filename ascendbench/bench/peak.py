@@ -29,9 +29,8 @@ def match_entry(table: Mapping[str, Mapping[str, Any]],
 
 def derived_figure(derive: Mapping[str, Any] | None,
                    chip: Mapping[str, Any] | None) -> tuple[float | None, str]:
-    """float16/bfloat16 TFLOP/s from the cube figures and how they were got: the host's CANN
-    platform file (``chip["platform_config"]``) wins over the table's ``derive``, the runtime's
-    ``cube_core_num`` for the cores."""
+    """float16/bfloat16 TFLOP/s from the cube figures and their source: the host's CANN platform
+    file over the table's ``derive``, the runtime's ``cube_core_num`` for the cores."""
     chip = chip or {}
     platform = chip.get("platform_config")
     figures, told = dict(derive or {}), "table"
@@ -57,7 +56,6 @@ def peak_tflops(peak_cfg: Mapping[str, Any] | None, device_name: str, dtype: str
                 chip: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Peak TFLOP/s of ``device_name`` in ``dtype`` from ``device.peak`` with its source (``tflops``
     None if unknown); ``reduced_fp32``: float32 at the ``tf32`` rate.
-
     >>> table = {"H200": {"match": ["H200"], "bfloat16": 989.4, "source": "NVIDIA datasheet"}}
     >>> peak_tflops({"table": table}, "NVIDIA H200", "bfloat16")["tflops"]
     989.4

@@ -26,7 +26,6 @@ def t_quantile(p: float, dof: float) -> float:
 def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
     """1-based ranks ``(j, n + 1 - j)`` of the order statistics bounding the median of ``n`` values
     with ``level`` (the sign test's, from Binomial(n, 1/2)); None when ``[min, max]`` falls short.
-
     >>> median_ci_ranks(10), median_ci_ranks(5)
     ((2, 9), None)
     """
@@ -132,7 +131,6 @@ class LatencyStats:
     @classmethod
     def from_ms(cls, samples_ms: Sequence[float], earlier_ms: Sequence[float] = ()) -> LatencyStats:
         """From samples in ms in call order (at least one) and the earlier runs' medians.
-
         >>> s = LatencyStats.from_ms([1.0, 2.0, 3.0, 4.0])
         >>> s.median_ms, s.iqr_ms, round(s.p99_ms, 6)
         (2.5, 1.5, 3.97)
@@ -190,7 +188,6 @@ class Shift:
     @classmethod
     def paired(cls, old: Sequence[float], new: Sequence[float]) -> Shift:
         """Median log ratio of an interleaved run's block medians, pair by pair; sign-test bounds.
-
         >>> s = Shift.paired([1.0] * 8, [1.05, 1.04, 1.06, 1.05, 1.05, 1.03, 1.07, 1.05])
         >>> [round(v, 3) for v in (math.expm1(s.log), *s.bounds(0.05))]
         [0.05, 0.04, 0.06]

@@ -11,7 +11,6 @@ from ascendbench.metrics.verdict import as_number
 
 def stop_text(reason: Any, achieved: Any = None, target: Any = None) -> str:
     """Why the timed loop stopped and how precise its median is.
-
     >>> stop_text("max_time_s", 0.034, 0.01)
     'max_time_s, CI +-3.4% (target 1%)'
     """
@@ -40,7 +39,6 @@ def warmup_line(bench: Mapping[str, Any]) -> str | None:
 
 def interval_text(bench: Mapping[str, Any]) -> str:
     """Where the interval's error came from: ``, from 8 blocks`` or ``, with 9 earlier runs (...)``.
-
     >>> interval_text({"interval": {"used": "runs", "own_rel_half_width": 0.004,
     ...                              "runs": {"earlier_ms": [1.0] * 9}}})
     ", with 9 earlier runs (this run's calls +-0.4%)"

@@ -25,9 +25,8 @@ SCHEDULER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "SLU
 
 
 class CardPool(Callback):
-    """Before each job of a multirun, in its worker, claim a free card of ``cards`` and set
-    ``variables`` to it (options: conf/hydra/launcher/joblib_cards.yaml); a worker keeps its card,
-    and one that finds none free in ``wait_s`` fails. The choice goes to ``<job dir>/card.json``."""
+    """Before each multirun job, in its worker, claim a free card of ``cards`` (kept), set
+    ``variables`` to it, write ``<job dir>/card.json``; none free in ``wait_s``: the job fails."""
 
     def __init__(self, cards: Any = None, variables: Iterable[str] = VISIBLE_DEVICE_VARIABLES,
                  inherit_from: Iterable[str] = SCHEDULER_VARIABLES, lock_dir: str | None = None,

@@ -70,8 +70,7 @@ def _multirun(config: DictConfig) -> bool:
 
 
 def _job_status(job_return: Any) -> str:
-    """What the app returned (with an objective: ``ok`` for a number, ``did not pass`` for inf),
-    else Hydra's job status."""
+    """With an objective ``ok`` (a number) or ``did not pass`` (inf), else Hydra's job status."""
     value = getattr(job_return, "return_value", None) if job_return is not None else None
     if isinstance(value, str):
         return value

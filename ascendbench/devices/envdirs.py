@@ -1,6 +1,5 @@
-"""Directories named by ``ASCEND_CACHE_PATH``, ``ASCEND_WORK_PATH``, ``ASCEND_PROCESS_LOG_PATH``,
-made to exist before ``torch_npu`` is imported: CANN reads them at import and fails with error
-500001, naming no variable, when one names a missing directory."""
+"""Directories of ``ASCEND_CACHE_PATH``, ``ASCEND_WORK_PATH``, ``ASCEND_PROCESS_LOG_PATH``, made
+before ``torch_npu`` loads: CANN fails with error 500001, naming no variable, if one is missing."""
 
 from __future__ import annotations
 
@@ -30,10 +29,8 @@ def env_dir_status(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def ensure_env_dirs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """Create every missing directory; ``{key: 'created: <dir>' | 'exists: <dir>'}`` of set ones.
-
     Raises:
-        ConfigError: a value names a file, or the directory cannot be created.
-    """
+        ConfigError: a value names a file, or the directory cannot be created."""
     environ = os.environ if environ is None else environ
     done = {}
     for key, state in env_dir_status(environ).items():

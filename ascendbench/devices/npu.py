@@ -42,10 +42,8 @@ def select_card(runtime: Any, index: int) -> int:
 
 def apply_precision_mode(runtime: Any, chip: str, requested: str | None) -> dict[str, Any]:
     """Set ACL_PRECISION_MODE where the chip's default runs float32 in float16 (or as requested).
-
     Raises:
-        ConfigError: ``requested`` is not a mode torch_npu accepts.
-    """
+        ConfigError: ``requested`` is not a mode torch_npu accepts."""
     if requested is not None and requested not in PRECISION_MODES:
         raise ConfigError(
             f"device.precision_mode={requested!r} is not an ACL_PRECISION_MODE; allowed: null "

@@ -55,10 +55,8 @@ def _unavailable(device_type: str, why: str, short: str) -> DeviceUnavailableErr
 
 def load_runtime(device_type: str) -> Any:
     """The ``torch.<type>`` runtime module of an accelerator, checked for a visible device.
-
     Raises:
-        DeviceUnavailableError: the runtime package cannot be imported or shows no device.
-    """
+        DeviceUnavailableError: the runtime package cannot be imported or shows no device."""
     spec = RUNTIMES[device_type]
     try:
         runtime = spec.load()

@@ -49,10 +49,8 @@ TARGET_ATTRIBUTES = ("transformer", "unet", "decoder")
 
 def variant_of(device_cfg: Mapping[str, Any], device_type: str) -> GraphVariant | None:
     """The variant ``device.compile`` asks for on ``device_type`` (None: eager).
-
     Raises:
-        ConfigError: an unknown value, or one that does not run on this device type.
-    """
+        ConfigError: an unknown value, or one that does not run on this device type."""
     name = str(device_cfg.get("compile") or "none")
     if name == "none":
         return None

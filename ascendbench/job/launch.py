@@ -31,9 +31,8 @@ _OUTCOMES: list[dict[str, Any]] = []  # outcomes of the jobs of this process's l
 
 
 class LaunchRefused(SystemExit):
-    """A run or sweep refused before Hydra writes anything or any job runs: exit status 1 and the
-    one-paragraph message. A ``SystemExit``: Hydra turns a callback's ordinary exception into a
-    warning and goes on (into the refused directory, or two workers on one card)."""
+    """A run or sweep refused before anything is written or run: exit 1 and the message. A
+    ``SystemExit``: Hydra turns a callback's ordinary exception into a warning and goes on."""
 
 
 def _override_key(override: str) -> str:
@@ -41,8 +40,7 @@ def _override_key(override: str) -> str:
 
 
 def _shortened(name: str) -> str:
-    """``name`` when it fits :data:`MAX_NAME_BYTES`, else its shortest overrides that fit, in order
-    (the long values go, the hash tells those jobs apart)."""
+    """``name`` if it fits :data:`MAX_NAME_BYTES`, else the shortest overrides that fit."""
     if len(name.encode()) <= MAX_NAME_BYTES:
         return name
     items = name.split(",")

@@ -1,6 +1,5 @@
-""""Ran on the device": where the model's tensors and outputs were and which operators fell back
-to the CPU (torch_npu's CAUTION line on fd 2 included; docs/performance.md): a WARN, a FAIL under
-``model.thresholds.placement_findings={max: 0}``."""
+""""Ran on the device": where the model's tensors and outputs were, which operators fell back to the
+CPU (torch_npu's CAUTION on fd 2 too): a WARN, a FAIL under ``placement_findings={max: 0}``."""
 
 from __future__ import annotations
 

@@ -125,8 +125,7 @@ def _timed_calls(call: Callable[[], Any], adapter: Any, calls: int) -> list[floa
 
 def _profile_npu(out_dir: Path,
                  timed: Callable[[], list[float]]) -> tuple[list[float], Path | None]:
-    """Run ``timed`` under ``torch_npu.profiler.profile``: (its wall times, the run directory in
-    ``<job dir>/profile_npu``, written in the temp dir first where torch_npu refuses that path)."""
+    """Run ``timed`` under ``torch_npu.profiler.profile``: (wall times, ``profile_npu`` run dir)."""
     npu_profiler = importlib.import_module("torch_npu.profiler")  # only on an NPU host
     if multiprocessing.current_process().daemon:
         raise ConfigError("torch_npu's profiler cannot analyse its data in a daemon process: use "

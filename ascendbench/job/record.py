@@ -91,7 +91,6 @@ class RecordWriter:
 
 def instant(stamp: Any) -> float:
     """Seconds since the epoch of a record's ``timing`` time (``-inf`` when it is not one).
-
     >>> instant("2026-12-01T09:00:00+0000") > instant("2026-12-01T16:00:00+0800")
     True
     """

@@ -112,8 +112,7 @@ def _fail(job: Job, exc: BaseException, reason: str) -> None:
 
 
 def _plan(job: Job) -> None:
-    """The same stages, planning: every problem is listed, nothing is loaded or downloaded; the
-    plan is printed and kept in the record, and the dry run fails when the job would."""
+    """The same stages, planning only: every problem listed, nothing loaded; plan printed, kept."""
     cfg = job.cfg  # what was asked for, until the device stage says what was chosen
     job.add_plan({"job": {"model": cfg.model.name, "device": cfg.device.name,
                           "device_name": "not set up", "dtype": cfg.dtype.name,

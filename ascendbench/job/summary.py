@@ -42,7 +42,6 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str,
 
 def ab_line(section: Any) -> str | None:
     """The line of the record's ``ab`` section (``bench.ab=unpatched``), ``None`` without one.
-
     >>> ab_line({"decision": {"text": "-20.0%, p=0.001, ...: FASTER"}, "speedup_paired": 1.25})
     'A/B       patches vs none, interleaved: -20.0%, p=0.001, ...: FASTER; speed-up x1.25'
     """
@@ -58,7 +57,6 @@ def ab_line(section: Any) -> str | None:
 
 def source_label(source: Mapping[str, Any]) -> str:
     """A saved reference (``baseline.source``) in a few words: device, dtype, host and record.
-
     >>> source_label({"kind": "tensors", "tensors": "ref.safetensors"})
     'saved outputs ref.safetensors (names and shapes checked only)'
     """
@@ -99,8 +97,7 @@ def _reason_text(reason: str, seen: set[str] | None) -> str:
 
 def _metric_lines(metrics: Mapping[str, Any], verdict: str | None, declared: set[str],
                   seen: set[str] | None) -> list[str]:
-    """The verdict with the key and declared metrics, every metric that did not pass, then the
-    skipped ones by reason."""
+    """The verdict with key and declared metrics, every metric not passed, the skipped by reason."""
     judged = {k: m for k, m in metrics.items() if isinstance(m, Mapping) and "value" in m}
     shown = [f"{k} {judged_value(k, m)}"
              + (f" [{m['verdict']} {judged_rule(k, m)}]" if m.get("verdict") else "")

@@ -155,7 +155,6 @@ class TokenEvaluator(Evaluator):
 def token_metrics(reference: torch.Tensor, device: torch.Tensor,
                   codebook_size: int | None) -> dict[str, float]:
     """Share of equal ids, distinct ids on each side, ids, and (with a codebook) ids outside it.
-
     >>> token_metrics(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 9]), 8)["token_agreement"]
     0.75
     """

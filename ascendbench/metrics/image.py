@@ -126,8 +126,7 @@ class ImageEvaluator(Evaluator):
 
 class VideoEvaluator(ImageEvaluator):
     """The image metrics per frame of 5-D outputs (``layout`` BCTHW, BTCHW or auto): over all
-    frames ``video_<metric>_mean`` (``per_frame``), ``_std`` and the worst (``video_psnr_db_min``,
-    ``video_ssim_min``, ``video_lpips_max``, with ``worst_frame``)."""
+    frames ``video_<metric>_mean`` (``per_frame``), ``_std``, the worst (``_min``/``_max``)."""
 
     what = "5-D video outputs ([B, C, T, H, W] or [B, T, C, H, W])"
     always_rules = _mismatch_rule("video_")

@@ -40,9 +40,8 @@ def _stats(tensor: torch.Tensor) -> dict[str, Any]:
 
 
 class SafetensorsLayerLoader(ModelLoader):
-    """Builds ``module`` (``_target_``, e.g. ``torch.nn.Conv3d``, and its arguments) and fills it
-    strictly with the tensors under ``prefix`` (``decoder.conv_in.conv.``) of ``filename`` (the
-    one file holding them when not set) in ``subfolder``."""
+    """Builds ``module`` (a ``_target_`` node) and fills it strictly with the tensors under
+    ``prefix`` (``decoder.conv_in.conv.``) of ``filename`` (default: the one) in ``subfolder``."""
 
     def __init__(self, module: Mapping[str, Any], prefix: str, filename: str | None = None,
                  subfolder: str | None = None, memory_check: bool = True) -> None:

@@ -1,6 +1,5 @@
-"""Write a diffusers LTX-Video pipeline as one single file in Lightricks' original key layout: the
-key map inverts diffusers' own converters (candidate keys pushed through with distinct tag values),
-and the result converted back must reproduce every tensor exactly."""
+"""A diffusers LTX-Video pipeline as one file in Lightricks' original key layout: the key map
+inverts diffusers' converters (tagged candidate keys); converted back it reproduces every tensor."""
 
 from __future__ import annotations
 
@@ -64,13 +63,9 @@ def invert_keys(state: Mapping[str, torch.Tensor], candidates: Callable[[str], s
                 convert: Callable[..., dict], markers: Mapping[str, str] | None = None,
                 renames: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
     """Map each diffusers key of ``state`` to an original key that ``convert`` turns back into it.
-
-    Args:
-        markers: original key -> diffusers key of tensors a converter inspects by shape; their
-            probe carries the real tensor's shape.
-        renames: where several candidates convert to the same key, the one spelled with the most
-            original names wins (converters keep the last key written; candidates go in that order).
-    """
+    ``markers``: original -> diffusers key of tensors a converter inspects by shape (their probe has
+    the real shape); ``renames``: of candidates converting to one key, the one spelled with the most
+    original names wins (converters keep the last key written; candidates go in that order)."""
     markers = dict(markers or {})
     pool = sorted(set().union(*(candidates(k) for k in state)),
                   key=lambda key: (sum(old in key for _, old in renames), key))

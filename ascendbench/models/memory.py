@@ -1,6 +1,5 @@
 """Memory a model run will need, estimated without allocating it (``meta`` device, safetensors
 headers), and the refusal of what cannot fit.
-
 >>> MemoryEstimate("demo", {"transformer": 2_000_000_000}, "float32").gigabytes
 8.0
 """
@@ -124,9 +123,8 @@ def available_host_bytes() -> int:
 
 def check_host_memory(estimate: MemoryEstimate, hint: str, available: int | None = None,
                       skip_key: str | None = "model.loader.memory_check=false") -> dict[str, Any]:
-    """The record's view of the check; an :class:`InsufficientMemoryError` naming the numbers,
-    ``hint`` (the smaller option) and ``skip_key`` (the override that turns the check off) unless
-    ``estimate`` fits in the headroom of ``available`` bytes (``None``: measured)."""
+    """The record's view of the check; unless ``estimate`` fits the headroom of ``available`` bytes
+    (None: measured), an ``InsufficientMemoryError`` naming the numbers, ``hint``, ``skip_key``."""
     available = available_host_bytes() if available is None else int(available)
     headroom = DEFAULT_HEADROOM
     fits = estimate.bytes_needed <= available * float(headroom)
@@ -194,8 +192,7 @@ class LiveTensorBytes(TorchDispatchMode):
 
 
 class _TaskCall(torch.nn.Module):
-    """``task.run(model, inputs)`` as a forward, so that :func:`torch.func.functional_call` swaps
-    the parameters of the model (or of a pipeline's components, held here) for meta tensors."""
+    """``task.run(model, inputs)`` as a forward, for :func:`torch.func.functional_call`."""
 
     def __init__(self, model: Any, task: Any) -> None:
         super().__init__()

@@ -273,8 +273,7 @@ class PipelineLoader(ModelLoader):
 
 
 def _object_files(spec: Mapping[str, Any]) -> tuple[Path, ...]:
-    """The safetensors files of a separately loaded component already on disk (a local directory
-    or the hub cache); one still to be downloaded is not counted."""
+    """The safetensors files of a separately loaded component already on disk (local or cached)."""
     layout = Layout(spec.get("subfolder"), allow_pickle=True)
     found = resolve_source(str(spec["source"]), layout, allow_network=False)
     return tuple(f for f in getattr(found, "files", ()) if f.suffix == ".safetensors")

@@ -1,5 +1,4 @@
 """A character-level tokenizer over printable ASCII built in memory; no vocabulary, no network.
-
 >>> tok = build_tokenizer("transformers.PreTrainedTokenizerFast", model_max_length=8)
 >>> tok("ab").input_ids
 [98, 15, 1]
@@ -31,14 +30,10 @@ _SPEC = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>", "bos_t
 
 def build_tokenizer(class_path: str = "transformers.PreTrainedTokenizerFast",
                     model_max_length: int = 128, **spec: Any) -> Any:
-    """An instance of ``class_path`` (a ``tokenizers``-backed transformers class) built in memory.
-
-    Args:
-        **spec: the special tokens ``pad_token``, ``eos_token``, ``unk_token``, ``bos_token`` (ids
-            from 0 in that order), ``append_eos`` (T5 style), ``prepend_bos`` (Gemma style),
-            ``padding_side`` and ``init_kwargs`` (further constructor arguments, e.g.
-            ``extra_ids: 0`` for T5); an unknown key is a ``TypeError``.
-    """
+    """An instance of ``class_path`` (a ``tokenizers``-backed transformers class) built in memory;
+    ``spec``: ``pad_token``, ``eos_token``, ``unk_token``, ``bos_token`` (ids from 0 in that order),
+    ``append_eos`` (T5), ``prepend_bos`` (Gemma), ``padding_side``, ``init_kwargs`` (constructor
+    arguments, e.g. ``extra_ids: 0`` for T5); an unknown key is a ``TypeError``."""
     unknown = sorted(set(spec) - set(_SPEC))
     if unknown:
         raise TypeError(f"unknown tokenizer keys {unknown}; allowed: {', '.join(_SPEC)}")

@@ -43,7 +43,6 @@ def _flex() -> Any:
 def evaluate_mask_mod(mask_mod: MaskMod, grid: MaskGrid) -> torch.Tensor:
     """The token-level boolean mask of ``mask_mod``, broadcastable to ``[B, H, M, N]`` (torch's
     ``create_mask`` for a ``mask_mod`` that cannot take grids).
-
     >>> evaluate_mask_mod(lambda b, h, q, kv: q >= kv, MaskGrid(2, 4, 3, 3, "cpu")).int()[0, 0]
     tensor([[1, 0, 0],
             [1, 1, 0],
@@ -228,13 +227,9 @@ def _targets_found(patch: FlexAttentionDense, target: Any) -> str | None:
                  "callables.",
 )
 class FlexAttentionDense(Patch):
-    """Replace a model's flex_attention / create_block_mask callables with dense drop-ins.
-
-    Args:
-        attention_attrs, block_mask_attrs: instance attributes holding such callables.
-        module_classes: restrict to submodules of these class names (``None``: any).
-        functions: module-level callables by dotted path -> ``attention`` or ``block_mask``.
-    """
+    """Replace a model's flex_attention / create_block_mask callables (instance attributes
+    ``attention_attrs``, ``block_mask_attrs`` of ``module_classes``, None: any; ``functions`` by
+    dotted path -> ``attention`` or ``block_mask``) with dense drop-ins."""
 
     def __init__(self, attention_attrs: Sequence[str] = ("flex_attention",),
                  block_mask_attrs: Sequence[str] = ("create_block_mask",),

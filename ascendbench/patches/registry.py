@@ -136,11 +136,8 @@ def build_patch(spec: PatchSpec) -> Patch:
 def patches_applied(specs: Any, target: Any, device_type: str,
                     dtype: str | None = None) -> Iterator[list[dict[str, Any]]]:
     """Apply the patches of ``specs`` for ``device_type`` and ``dtype``; restore them all on exit.
-
-    Yields:
-        One entry per spec for the record: ``{name, options, ...what apply returned}`` or
-        ``{name, options, skipped: reason}``.
-    """
+    Yields one record entry per spec: ``{name, options, ...what apply returned}`` or ``{name,
+    options, skipped: reason}``."""
     applied: list[Patch] = []
     infos: list[dict[str, Any]] = []
     try:

@@ -62,13 +62,8 @@ NO_OK = "No job finished ok, so there is no {} to show (see the failed jobs)."
 
 
 class Report:
-    """Everything the report says, computed from one DataFrame of records.
-
-    Args:
-        frame: rows from :func:`ascendbench.report.gather.records_frame`.
-        settings: the report options (``conf/report.yaml`` with overrides).
-        sources: the paths the records were gathered from (named when there are none).
-    """
+    """Everything the report says, from rows of :func:`ascendbench.report.gather.records_frame`,
+    the report options and the paths the records came from (named when there are none)."""
 
     def __init__(self, frame: pd.DataFrame, settings: DictConfig, sources: list[str]) -> None:
         self.frame, self.settings = frame, settings

@@ -44,14 +44,10 @@ _IDENTITY = re.compile(r"[A-Za-z0-9_.:/+@=,-]{1,200}")
 
 
 def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[Path]:
-    """Every ``record.json`` under the given directories (or the given files), sorted, once.
-
-    A record found in a directory that is a link to a file outside it is left out with a warning
-    (never read); a record file named on the command line is read.
-
+    """Every ``record.json`` under the given directories (or the given files), sorted, once; one
+    in a directory that links outside it is left out with a warning, a file named here is read.
     Raises:
-        ReportError: a path does not exist and ``missing_ok`` is false.
-    """
+        ReportError: a path does not exist and ``missing_ok`` is false."""
     found: set[Path] = set()
     for path in map(Path, paths):
         if path.is_file():
@@ -103,8 +99,7 @@ def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
 
 
 def _printable(value: Any) -> Any:
-    """The parsed record with the control characters of every text escaped (the one cleaning of
-    record text: every report, the CSV, the port report and the README get it from here)."""
+    """The parsed record with every text's control characters escaped (the one cleaning for all)."""
     if isinstance(value, dict):
         return {printable(key): _printable(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -200,9 +195,8 @@ def ab_fields(section: Any) -> dict[str, Any]:
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str, lists: bool = False) -> dict[str, Any]:
-    """Nested mapping -> ``{prefix.key.sub: scalar}``; lists of scalars become JSON text (but
-    ``samples_ms``); with ``lists``, lists of mappings by index (``model.patches.0.backend``) and
-    any other list as JSON text."""
+    """Nested mapping -> ``{prefix.key.sub: scalar}``; lists of scalars (but ``samples_ms``) as JSON
+    text; with ``lists``, lists of mappings by index (``model.patches.0.backend``), others JSON."""
     flat: dict[str, Any] = {}
     for key, value in mapping.items():
         name = f"{prefix}.{key}" if prefix else str(key)

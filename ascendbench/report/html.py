@@ -27,9 +27,8 @@ PAGE = yaml.safe_load(Path(__file__).with_name("page.yaml").read_text())  # styl
 
 
 class Pictures:
-    """Turns link targets (relative to ``base_dir``) into ``data:`` URIs: each picture up to
-    ``max_bytes``, all together up to ``total_bytes`` (first come first; later ones stay links,
-    counted in ``linked``). Only pictures inside ``base_dir`` or ``roots`` are read."""
+    """Link targets in ``base_dir`` or ``roots`` -> ``data:`` URIs: each up to ``max_bytes``, all up
+    to ``total_bytes`` (first come first; later ones stay links, counted in ``linked``)."""
 
     def __init__(self, base_dir: Path, max_bytes: int, total_bytes: int | None = None,
                  roots: Sequence[Path] = ()) -> None:
@@ -131,12 +130,8 @@ def _block(kind: str, lines: list[str], pictures: Pictures) -> str:
 
 def html_document(markdown: str, base_dir: Path, embed_max_mb: float,
                   embed_total_mb: float | None = None, roots: Sequence[Path] = ()) -> str:
-    """The whole page for the report's Markdown, links relative to ``base_dir`` (its directory).
-
-    Pictures inside ``base_dir`` or ``roots`` (the jobs' directories) up to ``embed_max_mb`` MiB
-    each, ``embed_total_mb`` together, are embedded; the others stay links, and a note at the top
-    says how many the page's budget left as links.
-    """
+    """The whole page for the report's Markdown, links relative to ``base_dir``; pictures in it or
+    ``roots`` within the ``embed_*_mb`` budgets embedded, the others linked (a note counts them)."""
     total = None if embed_total_mb is None else int(float(embed_total_mb) * 2**20)
     pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20), total, roots)
     blocks = []

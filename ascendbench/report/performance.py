@@ -47,10 +47,8 @@ def latest(rows: Sequence[fmt.Row]) -> fmt.Row | None:
 
 def perf_show(show: Iterable[Any]) -> list[str]:
     """The ``performance.show`` names in order (``all``: every column of :data:`PERF_VALUES`).
-
     Raises:
-        ReportError: a name is not one of :data:`PERF_VALUES` (nor ``all``), or the list is empty.
-    """
+        ReportError: a name not in :data:`PERF_VALUES` (nor ``all``), or an empty list."""
     names = [str(n) for n in show]
     if "all" in names:
         return list(PERF_VALUES)
@@ -151,11 +149,8 @@ def _number_first(value: str) -> bool:
 def performance_table(rows: fmt.Rows, cpu_rows: fmt.Rows, cpu_dtype: str, base_dir: Path,
                       show: Sequence[str] = ("median_ms", "p90_ms", "throughput", "memory",
                                              "speedup")) -> str:
-    """One model's performance table: device x dtype x workload x batch, the ``show`` columns.
-
-    ``steps`` the same in every row, and a FLOPs / speed-up column saying one non-number in every
-    row, fold into notes.
-    """
+    """One model's performance table: device x dtype x workload x batch, the ``show`` columns;
+    ``steps`` equal in every row and a FLOPs / speed-up column of one non-number fold into notes."""
     values: list[tuple[str, Any]] = []
     for name in perf_show(show):
         if name == "flops":

@@ -22,11 +22,8 @@ log = logging.getLogger(__name__)
 
 def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
     """The report options with dotted overrides applied (e.g. ``compare.min_effect=0.05``).
-
     Raises:
-        ReportError: an override is malformed, names a key the options do not have, or a value is
-            not allowed.
-    """
+        ReportError: an override is malformed, names an unknown key, or sets a value not allowed."""
     settings = OmegaConf.load(config_dir() / SETTINGS_FILE)
     OmegaConf.set_struct(settings, True)
     overrides = list(overrides)
@@ -70,14 +67,10 @@ def _number(raw: Any, allowed: Callable[[float], bool], message: str) -> float:
 
 
 def check_compare(settings: DictConfig) -> None:
-    """Validate the regression gate's ``compare`` options and store them with their types: ``alpha``
-    in (0, 1), ``min_effect`` a finite fraction >= 0 (``noise``, its deprecated alias, replaces it
-    when set, logged), ``allow_missing`` a boolean; the deprecated ``method`` (null or one of
-    :data:`~ascendbench.report.significance.METHODS`) and ``min_samples`` (null or an integer >= 2).
-
-    Raises:
-        ReportError: naming the key, the value, what is allowed and how to set it.
-    """
+    """Validate the gate's ``compare`` options and store them typed: ``alpha`` in (0, 1),
+    ``min_effect`` a finite fraction >= 0 (its deprecated alias ``noise`` wins when set, logged),
+    ``allow_missing`` a boolean; deprecated ``method`` (null or in ``METHODS``), ``min_samples``
+    (null or an integer >= 2); a ``ReportError`` names the key, value, what is allowed, the fix."""
     compare = settings.compare
     if compare.method is not None and compare.method not in METHODS:
         raise ReportError(

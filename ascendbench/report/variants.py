@@ -180,9 +180,8 @@ def patches_cell(row: fmt.Row) -> str:
 
 def shift(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None
           ) -> tuple[float, str, str] | None:
-    """(ratio, answer, evidence) of ``row``'s median latency over ``base``'s by the regression
-    gate's rule: ``slower``, ``faster``, :data:`SAME` or ``untested`` (no samples, no intervals:
-    nothing says the shift is not noise); None without both medians."""
+    """(ratio, answer, evidence) of ``row``'s median latency over ``base``'s (None without both) by
+    the gate's rule: ``slower``, ``faster``, :data:`SAME` or ``untested`` (nothing to test by)."""
     old, new = latency_of(base), latency_of(row)
     if old is None or new is None or not old.median_ms:
         return None

@@ -15,9 +15,8 @@ from ascendbench.metrics.verdict import judge
 
 @dataclass
 class CheckContext:
-    """What a task's checks may use: the model on the device (patched), the CPU inputs and
-    outputs, the record's ``weights``, the verdict rules by metric name, and ``control``: a factory
-    of a context yielding the architecture randomly initialised (``None``: none)."""
+    """What a task's checks may use: the patched device model, CPU inputs and outputs, ``weights``,
+    the rules by metric, ``control`` (a context factory of the random-init architecture or None)."""
 
     module: torch.nn.Module
     device: torch.device
@@ -37,7 +36,6 @@ class CheckContext:
 def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
          details: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A metric entry for ``<group>/<metric>``, judged by the rule of ``<metric>`` if any.
-
     >>> gate("gate/x", 0.0, {"x": {"max": 0}})["verdict"]
     'PASS'
     >>> gate("gate/y", 3.0, {})["verdict"] is None
@@ -54,7 +52,6 @@ def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
 
 def compare_runs(first: torch.Tensor, second: torch.Tensor) -> tuple[float, dict[str, Any]]:
     """Two runs of one output: the largest difference, ``identical`` and ``nonfinite_mismatch``.
-
     >>> inf = float("inf")
     >>> compare_runs(torch.tensor([inf, 1.0]), torch.tensor([inf, 1.0]))
     (0.0, {'identical': True, 'nonfinite_mismatch': 0})

@@ -23,7 +23,6 @@ def cpu_randn(shape: tuple[int, ...], seed: int) -> torch.Tensor:
 def structured_clip(batch: int, frames: int, height: int, width: int, seed: int) -> torch.Tensor:
     """``[batch, 3, frames, height, width]`` float32 clips in ``[-1, 1]``: a drifting colour
     gradient, a disc and a box moving on straight lines (seeded on the CPU: the same everywhere).
-
     >>> clip = structured_clip(1, 5, 16, 16, seed=42)
     >>> tuple(clip.shape), bool(clip.min() >= -1) and bool(clip.max() <= 1)
     ((1, 3, 5, 16, 16), True)
@@ -67,7 +66,6 @@ def describe(tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
 
 def tensor_stats(tensor: torch.Tensor, preview: int = 5) -> dict[str, Any]:
     """Mean, std, min, max of the finite elements, the non-finite count, first/last values.
-
     >>> tensor_stats(torch.tensor([1.0, 2.0, float("inf"), 3.0]), preview=2)["first"]
     [1.0, 2.0]
     """

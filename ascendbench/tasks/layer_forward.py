@@ -17,12 +17,8 @@ from ascendbench.tasks.vae_decode import latent_shape
 
 @dataclass(eq=False)
 class LayerForwardTask(Task):
-    """``outputs[output_name] = module(inputs[input_name])``; the fields are ``model.task``'s keys.
-
-    Attributes:
-        input_shape: the input's full shape; ``None``: a latent shaped by the preset, ``channels``,
-            ``spatial_compression`` and ``temporal_compression``.
-    """
+    """``outputs[output_name] = module(inputs[input_name])``; the fields are ``model.task``'s keys;
+    ``input_shape`` ``None``: a latent shaped by the preset, ``channels`` and the compressions."""
 
     kind = "layer_forward"
     output_kind = "tensor"

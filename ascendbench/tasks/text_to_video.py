@@ -166,10 +166,8 @@ def generated_image(height: int, width: int, seed: int) -> torch.Tensor:
 
 def read_image(path: Path, height: int, width: int) -> tuple[torch.Tensor, dict[str, Any]]:
     """The image file as a ``[1, 3, height, width]`` uint8 RGB tensor, and its facts for the record.
-
     Raises:
-        ConfigError: the file does not exist or is no image PIL can read.
-    """
+        ConfigError: the file does not exist or is no image PIL can read."""
     if not path.is_file():
         raise ConfigError(f"model.task.image={path}: no such file. Give the path of a PNG or JPEG "
                           "image, or model.task.image=null for a generated image (seeded by "
@@ -239,12 +237,9 @@ def float32_encode_noise(vae: Any) -> bool:
 @dataclass(eq=False)
 class ImageToVideoTask(TextToVideoTask):
     """Generate a video from a conditioning image and the prompt (``LTX(2)ImageToVideoPipeline``).
-
     Attributes:
-        image: path of the conditioning image (resized with Lanczos); ``None``: the first frame of
-            :func:`~ascendbench.tasks.inputs.structured_clip` drawn from the job's seed.
-        float32_encode_noise: draw the VAE posterior's noise in float32 like every other noise.
-    """
+        image: the conditioning image (Lanczos-resized); ``None``: a seeded ``structured_clip``.
+        float32_encode_noise: draw the VAE posterior's noise in float32 like every other noise."""
 
     kind = "image_to_video"
 

@@ -1,6 +1,5 @@
 """The video tokenizer's gates, as the VideoFlexTok seed report checked them by hand: each is
-``metrics["gate/<name>"]``, judged by the rule ``<name>`` of ``model.thresholds``
-(docs/videoflextok.md lists them)."""
+``metrics["gate/<name>"]``, judged by ``model.thresholds.<name>`` (docs/videoflextok.md)."""
 
 from __future__ import annotations
 
@@ -190,9 +189,8 @@ def _control_gates(task: Any, ctx: CheckContext, psnr: float) -> dict[str, dict[
 
 
 def fixed_latent_gate(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
-    """``gate/fixed_latent_token_agreement``: two tokenizes, the second given the VAE latents of
-    the first (:class:`Replay`), so an id that differs comes from the encoder or the quantiser, not
-    from the VAE (whose 3D convolutions are not bit-deterministic on Ascend)."""
+    """``gate/fixed_latent_token_agreement``: two tokenizes, the second given the first's VAE
+    latents (:class:`Replay`), so a differing id comes from encoder or quantiser, not the VAE."""
     name = "gate/fixed_latent_token_agreement"
     if not task.latent_module:
         return {name: {"skipped": "model.task.latent_module is not set (the attribute path of the "

@@ -17,7 +17,6 @@ VAE_OPTION_KEYS = ("enable_slicing", "enable_tiling", "tiling")
 def latent_shape(preset: Mapping[str, Any], channels: int, spatial: int,
                  temporal: int | None = None) -> tuple[int, ...]:
     """``[B, C, H / spatial, W / spatial]``, with ``1 + (F - 1) / temporal`` frames after ``C``.
-
     >>> latent_shape({"height": 256, "width": 256, "num_frames": 9, "batch_size": 1}, 128, 32, 8)
     (1, 128, 2, 8, 8)
     """

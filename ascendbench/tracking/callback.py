@@ -19,12 +19,8 @@ log = logging.getLogger(__name__)
 
 
 class MlflowTracking(Callback):
-    """Log the record of every job (single run or sweep job) to MLflow in ``on_job_end``.
-
-    Args:
-        uri: tracking URI; None: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db`` here.
-        experiment: MLflow experiment name (created when missing).
-    """
+    """Log every job's record to MLflow in ``on_job_end``; ``uri`` None: ``$MLFLOW_TRACKING_URI``,
+    else ``sqlite:///mlflow.db`` here; ``experiment`` is created when missing."""
 
     def __init__(self, uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
         self.uri, self.experiment = uri, experiment

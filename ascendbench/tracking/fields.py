@@ -63,7 +63,6 @@ class RunFields:
 
 def safe_key(key: str, limit: int = MAX_KEY) -> str:
     """``key`` as MLflow accepts it: characters outside ``[/\\w.\\- :]`` become ``_``, bounded.
-
     >>> safe_key("metrics.layer/blocks.0#1/0/cosine.value")
     'metrics.layer/blocks.0_1/0/cosine.value'
     """
@@ -77,7 +76,6 @@ def safe_key(key: str, limit: int = MAX_KEY) -> str:
 
 def param_text(value: Any) -> str:
     """A config value as the command line writes it: strings as they are, anything else as JSON.
-
     >>> [param_text(v) for v in ("fp16", True, None, 2.5, [8, 16])]
     ['fp16', 'true', 'null', '2.5', '[8, 16]']
     """

@@ -1,12 +1,7 @@
-"""Records -> MLflow runs, each record at most once: ``python -m ascendbench.report --mlflow [URI]
-[paths...]`` (:func:`run_mlflow`) and the ``+tracking=mlflow`` callback.
-
-A record is its job directory: its run carries :data:`KEY_TAG` (a hash of the resolved job
-directory) and, once complete, :data:`DIGEST_TAG` (a hash of the ``record.json`` bytes). The same
-digest is ``unchanged``; another digest or none is ``replaced`` (a new run, the old ones
-soft-deleted: params cannot change); no run is ``created``. MLflow is imported only when an
-exporter is made.
-"""
+"""Records -> MLflow runs, each record at most once (``report --mlflow``, the ``+tracking=mlflow``
+callback). A run carries :data:`KEY_TAG` (hash of the job directory) and, once complete,
+:data:`DIGEST_TAG` (of ``record.json``): same digest ``unchanged``, another or none ``replaced`` (a
+new run, the old ones soft-deleted: params cannot change), no run ``created``."""
 
 from __future__ import annotations
 
@@ -67,7 +62,6 @@ def import_mlflow() -> Any:
 def resolve_uri(uri: str | None) -> str:
     """``uri``, else ``$MLFLOW_TRACKING_URI``, else :data:`DEFAULT_URI`; a relative SQLite path is
     made absolute, so that every process of a sweep uses one database.
-
     >>> resolve_uri("sqlite:////data/mlflow.db"), resolve_uri("http://tracking:5000")
     ('sqlite:////data/mlflow.db', 'http://tracking:5000')
     """
@@ -99,9 +93,8 @@ def _epoch_ms(stamp: Any) -> int | None:
 
 
 def artifact_files(job_dir: Path) -> list[tuple[Path, str | None]]:
-    """``(file, artifact folder)``: :data:`JOB_FILES` and every :data:`MEDIA` file of the job, no
-    link and nothing outside it (``passwd.png -> /etc/passwd`` is never uploaded), nothing of
-    another job's directory nested in it."""
+    """``(file, artifact folder)``: :data:`JOB_FILES` and every :data:`MEDIA` file of the job: no
+    link, nothing outside it, nothing of another job's directory nested in it."""
     root = job_dir.resolve()
 
     def own(path: Path) -> bool:
@@ -159,15 +152,10 @@ class RecordFile:
 
 
 class MlflowExporter:
-    """One tracking store and experiment; :meth:`export` logs one record as a run, at most once.
-
-    Args:
-        uri: tracking URI (see :func:`resolve_uri`).
-        experiment: experiment name, created when missing.
-
+    """One tracking store (``uri``: see :func:`resolve_uri`) and ``experiment`` (created when
+    missing); :meth:`export` logs one record as a run, at most once.
     Raises:
-        TrackingError: MLflow is not installed, or the URI cannot be used (says which and why).
-    """
+        TrackingError: MLflow is not installed, or the URI cannot be used (says which and why)."""
 
     def __init__(self, uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
         self.mlflow = import_mlflow()
@@ -287,7 +275,6 @@ class MlflowExporter:
 
 def split_uri(value: str | None, paths: Sequence[str]) -> tuple[str | None, list[str]]:
     """``--mlflow VALUE``'s URI and the record paths: a value without a scheme is a path.
-
     >>> split_uri("multirun", ["outputs"]), split_uri("sqlite:///x.db", []), split_uri("", ["a"])
     ((None, ['multirun', 'outputs']), ('sqlite:///x.db', []), (None, ['a']))
     """
@@ -297,9 +284,8 @@ def split_uri(value: str | None, paths: Sequence[str]) -> tuple[str | None, list
 
 
 def run_mlflow(args: Any, settings: Any) -> int:
-    """The ``--mlflow`` mode of ``python -m ascendbench.report``: one line per record (created,
-    replaced, unchanged, skipped, failed) and a count; exit 0, 1 (some record refused, the others
-    logged) or 2 (MLflow missing or the URI unusable: nothing logged)."""
+    """``report --mlflow``: one line per record (created, replaced, unchanged, skipped, failed), a
+    count; exit 0, 1 (some record refused) or 2 (MLflow missing or the URI unusable)."""
     uri, paths = split_uri(args.mlflow, args.paths)
     records = find_records(paths or list(settings.paths), missing_ok=not paths)
     try:

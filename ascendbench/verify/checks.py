@@ -1,8 +1,6 @@
 """``python -m ascendbench.verify`` (``make verify``): is this host ready to validate a port?
-
 One ``PASS``/``WARN``/``FAIL`` line per check; exit 1 when any fails. Probes and commands run under
-timeouts, so nothing hangs or crashes on a host without an accelerator.
-"""
+timeouts, so nothing hangs or crashes on a host without an accelerator."""
 
 from __future__ import annotations
 

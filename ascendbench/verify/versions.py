@@ -1,6 +1,5 @@
-"""Versions for ``ascendbench.verify``: the interpreter and libraries against ascendbench's own
-requirements, CANN and the accelerator drivers (the first source that answers wins; nothing imports
-torch_npu, and external commands run under a timeout)."""
+"""Versions for ``ascendbench.verify``: the interpreter and libraries against our requirements, CANN
+and the drivers (the first source answering wins; no torch_npu import, commands under a timeout)."""
 
 from __future__ import annotations
 
@@ -112,7 +111,6 @@ def _nvidia_proc(timeout_s: float) -> str | None:
 
 def nvidia_proc_version(text: str) -> str | None:
     """The driver version in ``/proc/driver/nvidia/version`` (proprietary and open modules).
-
     >>> nvidia_proc_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04")
     '580.159.04'
     """

@@ -29,9 +29,8 @@ MODES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ParallelSettings:
-    """A job's ranks: how many, the mode (a key of :data:`MODES`), the backend, the rendezvous
-    (``master_port`` 0: a free port when the ranks start), the collective timeout, and how long the
-    other ranks get to exit after one fails (``grace_s``) before SIGTERM, then SIGKILL."""
+    """A job's ranks: count, mode (a key of :data:`MODES`), backend, rendezvous (``master_port`` 0:
+    a free port), collective timeout, ``grace_s`` for the others after one fails (then signals)."""
 
     world_size: int = 1
     mode: str = "none"
@@ -187,9 +186,8 @@ def _has_blocks(module: nn.Module) -> bool:
 
 
 def largest_block_list(model: Any) -> tuple[str, nn.ModuleList]:
-    """``(dotted path, ModuleList)`` of the module list holding the most parameter bytes (the
-    denoiser's, in a pipeline that has one: what outgrows a card); a :class:`ConfigError` when the
-    model has no list of two or more blocks."""
+    """``(dotted path, ModuleList)`` holding the most parameter bytes (the denoiser's, if any); a
+    :class:`ConfigError` when the model has no list of two or more blocks."""
     roots = ({"": model} if isinstance(model, nn.Module)
              else {name: m for name, m in vars(model).items() if isinstance(m, nn.Module)})
     for name in ("transformer", "unet"):

@@ -247,8 +247,7 @@ def _run_rank(rank: int, cfg: DictConfig, settings: ParallelSettings, digest: st
 
 def _share(mine: dict[str, Any], outputs: Mapping[str, torch.Tensor], bench: dict[str, Any],
            world_size: int, ranks: Path) -> None:
-    """Gather every rank's figures (with its outputs' digests); rank 0 writes them, its bench and
-    its outputs for the parent; then the group ends."""
+    """Gather every rank's figures and output digests; rank 0 writes them all for the parent."""
     outputs = {k: v.detach().to("cpu") for k, v in outputs.items()}
     mine["outputs_sha256"] = {k: tensor_sha256(v) for k, v in outputs.items()}
     everyone: list[Any] = [None] * world_size
@@ -296,9 +295,8 @@ def synchronized(call: Callable[[], Any], adapter: Any) -> Callable[[], Any]:
 
 
 def rank_bench(bench: DictConfig) -> DictConfig:
-    """``bench`` with a budget every rank keeps to the same count: ``iters`` fixed (else
-    ``min_iters``), exactly ``warmup`` warm-up calls, no time cap, no FLOP count (its extra call is
-    not a collective every rank is sure to make)."""
+    """``bench`` with a budget every rank keeps alike: ``iters`` fixed (else ``min_iters``), exactly
+    ``warmup`` warm-up calls, no time cap, no FLOP count (its extra call is no sure collective)."""
     fixed = OmegaConf.to_container(bench, resolve=True)
     fixed.update(iters=int(fixed.get("iters") or fixed.get("min_iters") or 1), warmup_max=None,
                  max_time_s=1e9, min_time_s=0.0, precision=None)

@@ -73,8 +73,7 @@ def _layers(job: Job, spec: Any, capture: Any) -> Sections:
 
 
 def _keep_only(job: Job, spec: Any) -> dict[str, Any]:
-    """No reference: the device's capture is still kept, for this run to be another's
-    ``baseline.source``."""
+    """No reference: keep the device's capture, for this run to be another's ``baseline.source``."""
     capture = capture_on_device(job, spec)
     kept = save_device_layers(job, spec, capture)
     if spec != "all":

@@ -83,8 +83,7 @@ def _memory_plan(job: Job) -> dict[str, Any]:
 
 def _ranks_plan(job: Job, settings: modes.ParallelSettings, single: RunMemory,
                 free: int) -> dict[str, Any]:
-    """A multi-card plan: the rank that needs the most (the headline), a line per rank against its
-    card (``per_rank``) and, on the CPU, the ranks together against the host (``host``)."""
+    """A multi-card plan: the neediest rank, ``per_rank`` against each card, on CPU ``host``."""
     needs = modes.rank_memory(settings, job.model, single)
     where = f"({settings.mode}) on {job.adapter.name} in {job.precision.name}"
     lines = [memory_line(job, f"rank {r} of {settings.world_size} {where}", need, free)

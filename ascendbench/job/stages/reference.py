@@ -134,8 +134,7 @@ class ReferenceStage(Stage):
         return {}
 
     def _estimate_plan(self, job: Job) -> dict[str, Any]:
-        """The estimate before anything is loaded (the job's float32 copy counted); under ``auto``
-        the precision is chosen here, as the real job will."""
+        """The estimate before loading (float32 copy counted); ``auto`` picks the precision here."""
         cfg, model, task, inputs = job.cfg, job.model, job.task, job.inputs
         budget = HostBudget(child_process=_setting(job, "process", "child") == "child",
                             available=free_host_bytes(),
@@ -166,8 +165,7 @@ class ReferenceStage(Stage):
                 "cache_hit": query.cached()}
 
     def _guard(self, job: Job) -> tuple[ReferenceQuery, dict[str, Any]]:
-        """The memory check before the reference (refuses what does not fit); under ``auto`` it
-        also chooses the precision, which may give another query."""
+        """The memory check before the reference; ``auto`` also picks the precision (and query)."""
         query = _query(job, job.weights)
         if _setting(job, "reference", "auto") != "auto":
             return query, guard_reference_memory(query)
