@@ -1,5 +1,4 @@
-"""The port report (``--port``): one README-shaped document per model in the seeds' structure,
-every fact from a record: ``<out>/port/<model>.md`` and ``.html``, in English or Chinese."""
+"""The port report (``--port``): ``<out>/port/<model>.md`` and ``.html`` from records."""
 
 from __future__ import annotations
 
@@ -127,9 +126,8 @@ def layouts(rows: fmt.Rows, lang: str, base_dir: Path, performance: bool) -> str
 
 
 def shown_pictures(rows: fmt.Rows) -> tuple[fmt.Row, list[tuple[str, Path]]]:
-    """The worst judged workload and its pictures to show: the side-by-side ones (else its first
-    device and reference frames), the first of each output, :data:`SHOWN` at most. Only files a
-    record lists inside its job directory (:func:`media_files`)."""
+    """The worst judged workload and the first side-by-side picture (else frame) of each output it
+    lists inside its job directory (:func:`media_files`), :data:`SHOWN` at most."""
     judged = sorted((r for r in rows if fmt.get(r, "verdict") in ("PASS", "FAIL")),
                     key=lambda r: fmt.get(r, "verdict") != "FAIL") or [{}]
     first: dict[str, Path] = {}
@@ -143,18 +141,14 @@ def shown_pictures(rows: fmt.Rows) -> tuple[fmt.Row, list[tuple[str, Path]]]:
 def pictures(rows: fmt.Rows, base_dir: Path, lang: str) -> str:
     """:func:`shown_pictures` shown, every other picture and video of the jobs as a link."""
     worst, shown = shown_pictures(rows)
-    parts = ["!" + fmt.link(picture_alt(name, worst), path, base_dir) for name, path in shown]
+    where = [str(fmt.get(worst, k) or "") for k in ("job.device", "job.dtype", "job.preset")]
+    parts = ["!" + fmt.link(fmt.md_escape(re.sub(r"[\[\]]", "", " ".join(  # alt: record text
+        [name, *where, fmt.size_label(worst)]))), path, base_dir) for name, path in shown]
     rest = [f"- {fmt.workload_label(r)}: " + " ".join(links) for r in rows
             if (links := [fmt.link(fmt.md_escape(n), p, base_dir) for n, p in media_files(r)
                           if p.is_file() and p not in dict(shown).values()])]
     parts += ["\n".join(rest)] if rest else []
     return "\n\n".join(parts) or fmt.word("p_no_pictures", lang)
-
-
-def picture_alt(name: str, row: fmt.Row) -> str:
-    """``image_compare_png npu float16 mini 512x512``: record text, brackets dropped, escaped."""
-    where = [str(fmt.get(row, k) or "") for k in ("job.device", "job.dtype", "job.preset")]
-    return fmt.md_escape(re.sub(r"[\[\]]", "", " ".join([name, *where, fmt.size_label(row)])))
 
 
 def known_issues(rows: fmt.Rows, failed: fmt.Rows, lang: str) -> list[str]:

@@ -1,5 +1,4 @@
-"""The LTX VAE layer and VideoFlexTok seeds' layouts (item | value tables labelled with the seeds'
-own log words), and the section picking each model's seed layouts by its task."""
+"""The LTX VAE layer and VideoFlexTok seeds' layouts in their log words; each task's layouts."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ from ascendbench.report.select import latest_per_workload, timing_rows
 from ascendbench.report.tables import random_init
 from ascendbench.report.variants import UNSET, settings
 
-LATENCY = (("avg", "mean_ms"), ("min", "min_ms"), ("max", "max_ms"), (None, "median_ms"),
-           (None, "p90_ms"), (None, "p95_ms"))
+LATENCY = (("avg", "mean_ms"), ("min", "min_ms"), ("max", "max_ms"), ("p50", "median_ms"),
+           ("p90", "p90_ms"), ("p95", "p95_ms"))
 GATES = (("[Gate1] strict load: missing", "gate/load_missing_keys"),
          ("[Gate1] strict load: unexpected", "gate/load_unexpected_keys"),
          ("[Gate2] config: not OK", "gate/config_mismatches"),
@@ -43,10 +42,6 @@ GATES = (("[Gate1] strict load: missing", "gate/load_missing_keys"),
 Layout = Callable[[fmt.Rows, str, Path], "str | None"]
 
 
-def _stat_name(key: str | None, stat: str) -> str:
-    return key or stat.split("_")[0].replace("median", "p50")
-
-
 def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """Item | Value: inputs, first call, steady latency, memory, determinism, verdict."""
     parts = []
@@ -61,8 +56,7 @@ def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
             body.append([f"{fmt.word('input', lang)} {name}",
                          f"shape {shape} {dtype}" + (f"; {stats}" if stats else "")])
         body.append([fmt.word("first_run", lang), f"{fmt.field(row, 'bench.cold_ms')} ms"])
-        body += [[f"{fmt.word('steady', lang)} "
-                  + (fmt.word(key, lang) if key else _stat_name(None, stat)),
+        body += [[f"{fmt.word('steady', lang)} {fmt.word(key, lang) if key in fmt.WORDS else key}",
                   latency_cell(row, lang, stat, " ms")]
                  for key, stat in LATENCY if fmt.latency(row, stat) is not None]
         unit = fmt.field(row, "bench.throughput.unit")
@@ -88,8 +82,7 @@ def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def gate_cell(row: fmt.Row, name: str, lang: str) -> str:
-    """The gate's value as the seed writes it (the token shape, ``equal/total``, ``unique/total``,
-    a signed gap) with its verdict, or why it was not judged (random-init weights)."""
+    """The gate's value as the seed writes it (``[1, 5, 256]``, ``1275/1280``, ``+13.8 dB``)."""
     key = f"metrics.{name}"
     value, verdict, _ = fmt.judged(row, key, name)
     if value == fmt.MISSING:
@@ -119,8 +112,7 @@ def gate_threshold(rows: fmt.Rows, name: str) -> str:
 
 
 def job_labels(jobs: fmt.Rows) -> list[str]:
-    """``cpu float32 loaded mini @ 32x32x9`` per job; jobs alike so far add the settings that
-    differ between them (``#n`` where none does)."""
+    """``cpu float32 loaded mini @ 32x32x9``; jobs alike so far add the settings they differ in."""
     labels = [" ".join(fmt.cells(r, ["job.device", "job.dtype", "weights.kind", "workload"]))
               for r in jobs]
     for members in fmt.group(range(len(jobs)), labels.__getitem__).values():
@@ -133,12 +125,9 @@ def job_labels(jobs: fmt.Rows) -> list[str]:
 
 
 def perf_line(label: str, row: fmt.Row, lang: str) -> str:
-    """The seed's ``PERF`` line: avg, min, max, p50 (flagged when noisy), p90, p95, throughput and
-    peak memory."""
-    stats = " ".join(f"{_stat_name(key, stat)}="
-                     + (latency_cell(row, lang) if stat == "median_ms"
-                        else fmt.num(fmt.latency(row, stat))) + ("ms" if key == "avg" else "")
-                     for key, stat in LATENCY)
+    """The seed's ``PERF`` line: avg, min, max, p50 (flagged when noisy), p90, p95, throughput."""
+    stats = " ".join(f"{key}=" + (latency_cell(row, lang) if key == "p50" else fmt.num(
+        fmt.latency(row, stat))) + ("ms" if key == "avg" else "") for key, stat in LATENCY)
     peak, kind = memory_of(row)
     memory = f" {fmt.word(kind, lang)}={fmt.num(peak)} MB" if peak is not None else ""
     return (f"PERF {label}: {stats} throughput={fmt.field(row, 'bench.throughput.value')} "
@@ -146,8 +135,7 @@ def perf_line(label: str, row: fmt.Row, lang: str) -> str:
 
 
 def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """Gate | threshold | a column per job (value and verdict), the job's verdict last; then the
-    seed's PERF line per job."""
+    """Gate | threshold | a column of value and verdict per job; then a PERF line per job."""
     jobs = latest_per_workload(rows)
     if not jobs:
         return None
