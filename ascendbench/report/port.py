@@ -1,9 +1,9 @@
-"""The port report (``--port``): one README-shaped document per model in the seeds' structure,
-every fact from a record: ``<out>/port/<model>.md`` and ``.html``, in English or Chinese."""
+"""The port report (``--port``): ``<out>/port/<model>.md`` and ``.html`` from records."""
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any, Sequence
@@ -13,6 +13,7 @@ import yaml
 from ascendbench.fileio import read_regular, write_atomic
 from ascendbench.job.summary import summary_lines
 from ascendbench.report import fmt
+from ascendbench.report.document import media_files
 from ascendbench.report.html import html_document
 from ascendbench.report.performance import started_key
 from ascendbench.report.plots import safe_name
@@ -25,6 +26,7 @@ ENV_KEYS = (("p_host", "env.hostname"), ("p_chip", "env.device.name"), ("p_drive
             ("CANN", "env.cann"), ("Python", "env.python"), ("torch", "env.libraries.torch"),
             ("torch_npu", "env.libraries.torch_npu"), ("diffusers", "env.libraries.diffusers"),
             ("transformers", "env.libraries.transformers"))
+SHOWN = 4  # pictures shown per model; the others are links
 
 
 def _json(value: Any, kind: type) -> Any:
@@ -123,6 +125,32 @@ def layouts(rows: fmt.Rows, lang: str, base_dir: Path, performance: bool) -> str
     return fmt.word("p_no_latency" if performance else "p_perf_only", lang)
 
 
+def shown_pictures(rows: fmt.Rows) -> tuple[fmt.Row, list[tuple[str, Path]]]:
+    """The worst judged workload and the first side-by-side picture (else frame) of each output it
+    lists inside its job directory (:func:`media_files`), :data:`SHOWN` at most."""
+    judged = sorted((r for r in rows if fmt.get(r, "verdict") in ("PASS", "FAIL")),
+                    key=lambda r: fmt.get(r, "verdict") != "FAIL") or [{}]
+    first: dict[str, Path] = {}
+    for name, path in media_files(judged[0]) if judged[0] else ():
+        if path.suffix.lower() == ".png" and path.is_file():
+            first.setdefault(name.split("[")[0], path)
+    compare = [(n, p) for n, p in first.items() if n.endswith("_compare_png")]
+    return judged[0], (compare or list(first.items()))[:SHOWN]
+
+
+def pictures(rows: fmt.Rows, base_dir: Path, lang: str) -> str:
+    """:func:`shown_pictures` shown, every other picture and video of the jobs as a link."""
+    worst, shown = shown_pictures(rows)
+    where = [str(fmt.get(worst, k) or "") for k in ("job.device", "job.dtype", "job.preset")]
+    parts = ["!" + fmt.link(fmt.md_escape(re.sub(r"[\[\]]", "", " ".join(  # alt: record text
+        [name, *where, fmt.size_label(worst)]))), path, base_dir) for name, path in shown]
+    rest = [f"- {fmt.workload_label(r)}: " + " ".join(links) for r in rows
+            if (links := [fmt.link(fmt.md_escape(n), p, base_dir) for n, p in media_files(r)
+                          if p.is_file() and p not in dict(shown).values()])]
+    parts += ["\n".join(rest)] if rest else []
+    return "\n\n".join(parts) or fmt.word("p_no_pictures", lang)
+
+
 def known_issues(rows: fmt.Rows, failed: fmt.Rows, lang: str) -> list[str]:
     """Failed jobs, FAIL verdicts, skipped metrics, warnings, placement findings."""
     issues = [f"{fmt.word('p_failed_job', lang)} ({fmt.field(r, 'job.dtype')} "
@@ -174,6 +202,7 @@ def port_markdown(model: str, ok: fmt.Rows, failed: fmt.Rows, context: dict[str,
                 "reproduce": reproduce(every, context["sources"], lang),
                 "smoke": smoke(ok, base_dir, lang),
                 "accuracy": layouts(ok, lang, base_dir, performance=False),
+                "pictures": pictures(ok, base_dir, lang),
                 "performance": layouts(ok, lang, base_dir, performance=True),
                 "issues": fmt.bullets(known_issues(ok, failed, lang)),
                 "limits": fmt.bullets(limitations(ok, lang))}
@@ -198,7 +227,8 @@ def write_port(report: Any, out_dir: Path) -> list[Path]:
         failed = [r for r in rows
                   if fmt.get(r, "job.model") == model and fmt.get(r, "status") == "failed"]
         markdown = port_markdown(model, ok, failed, context)
-        page = html_document(markdown, port_dir, html.embed_max_mb, html.embed_total_mb)
+        shown = [path for _, path in shown_pictures(ok)[1]]  # embedded; the rest stay links
+        page = html_document(markdown, port_dir, html.embed_max_mb, html.embed_total_mb, shown)
         written += [write_atomic(port_dir / f"{safe_name(model)}{suffix}", content)
                     for suffix, content in ((".md", markdown), (".html", page))]
     return written

@@ -1,5 +1,4 @@
-"""The LTX VAE layer and VideoFlexTok seeds' layouts (item | value tables labelled with the seeds'
-own log words), and the section picking each model's seed layouts by its task."""
+"""The LTX VAE layer and VideoFlexTok seeds' layouts in their log words; each task's layouts."""
 
 from __future__ import annotations
 
@@ -20,9 +19,11 @@ from ascendbench.report.seedlayouts import (
     value_cell,
 )
 from ascendbench.report.select import latest_per_workload, timing_rows
+from ascendbench.report.tables import random_init
+from ascendbench.report.variants import UNSET, settings
 
-LATENCY = (("avg", "mean_ms"), ("min", "min_ms"), ("max", "max_ms"), (None, "median_ms"),
-           (None, "p90_ms"), (None, "p95_ms"))
+LATENCY = (("avg", "mean_ms"), ("min", "min_ms"), ("max", "max_ms"), ("p50", "median_ms"),
+           ("p90", "p90_ms"), ("p95", "p95_ms"))
 GATES = (("[Gate1] strict load: missing", "gate/load_missing_keys"),
          ("[Gate1] strict load: unexpected", "gate/load_unexpected_keys"),
          ("[Gate2] config: not OK", "gate/config_mismatches"),
@@ -32,6 +33,7 @@ GATES = (("[Gate1] strict load: missing", "gate/load_missing_keys"),
          ("[Gate3-b] stability: agreement", "gate/rerun_token_agreement"),
          ("[Gate3-b] encoder+FSQ deterministic (fixed VAE latents): agreement",
           "gate/fixed_latent_token_agreement"),
+         ("[Gate3-b] pretrained PSNR reproducible (dB)", "gate/recon_psnr_rerun_diff_db"),
          ("reconstruction: PSNR (dB)", "gate/recon_psnr_db"),
          ("reconstruction: MSE", "gate/recon_mse"),
          ("RANDOM-INIT: PSNR (dB)", "gate/control_psnr_db"),
@@ -54,8 +56,7 @@ def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
             body.append([f"{fmt.word('input', lang)} {name}",
                          f"shape {shape} {dtype}" + (f"; {stats}" if stats else "")])
         body.append([fmt.word("first_run", lang), f"{fmt.field(row, 'bench.cold_ms')} ms"])
-        body += [[f"{fmt.word('steady', lang)} "
-                  + (fmt.word(key, lang) if key else stat.split("_")[0].replace("median", "p50")),
+        body += [[f"{fmt.word('steady', lang)} {fmt.word(key, lang) if key in fmt.WORDS else key}",
                   latency_cell(row, lang, stat, " ms")]
                  for key, stat in LATENCY if fmt.latency(row, stat) is not None]
         unit = fmt.field(row, "bench.throughput.unit")
@@ -80,32 +81,74 @@ def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     return "\n\n".join(parts) or None
 
 
+def gate_cell(row: fmt.Row, name: str, lang: str) -> str:
+    """The gate's value as the seed writes it (``[1, 5, 256]``, ``1275/1280``, ``+13.8 dB``)."""
+    key = f"metrics.{name}"
+    value, verdict, _ = fmt.judged(row, key, name)
+    if value == fmt.MISSING:
+        return "skipped" if fmt.get(row, f"{key}.skipped") else "-"
+    detail = {k: fmt.get(row, f"{key}.details.{k}")
+              for k in ("actual", "equal", "unique", "total", "psnr_db", "rerun_psnr_db")}
+    if detail["actual"] is not None:
+        value = fmt.text(detail["actual"])
+    elif detail["total"] is not None and (count := detail["equal"] or detail["unique"]):
+        value = f"{fmt.num(count)}/{fmt.num(detail['total'])} ({value})"
+    elif detail["rerun_psnr_db"] is not None:
+        value += f" dB ({fmt.num(detail['psnr_db'])} / {fmt.num(detail['rerun_psnr_db'])} dB)"
+    elif name.endswith("_db"):
+        value = ("+" if name.endswith("gap_db") and fmt.get(row, f"{key}.value") >= 0 else "") \
+            + f"{value} dB"
+    if not_judged := fmt.get(row, f"{key}.not_judged"):
+        why = fmt.word("random", lang) if random_init(row) else fmt.text(not_judged)
+        return f"{value} ({fmt.word('not_judged', lang, why=why)})"
+    return f"{value} {verdict}" if verdict else value
+
+
+def gate_threshold(rows: fmt.Rows, name: str) -> str:
+    """The jobs' rules of a gate (the token shape: ``= <the expected shape>``), once each."""
+    found = [f"= {fmt.text(shape)}" if (shape := fmt.get(r, f"metrics.{name}.details.expected"))
+             else fmt.judged(r, f"metrics.{name}", name)[2] for r in rows]
+    return " / ".join(dict.fromkeys(f for f in found if f != fmt.MISSING)) or "-"
+
+
+def job_labels(jobs: fmt.Rows) -> list[str]:
+    """``cpu float32 loaded mini @ 32x32x9``; jobs alike so far add the settings they differ in."""
+    labels = [" ".join(fmt.cells(r, ["job.device", "job.dtype", "weights.kind", "workload"]))
+              for r in jobs]
+    for members in fmt.group(range(len(jobs)), labels.__getitem__).values():
+        found = [settings(jobs[i]) for i in members]
+        keys = sorted({k for s in found for k in s if len({o.get(k) for o in found}) > 1})[:3]
+        for n, (i, mine) in enumerate(zip(members, found, strict=True), 1):
+            said = ", ".join(f"{k}={fmt.text(mine.get(k, UNSET))}" for k in keys)
+            labels[i] += f" ({said or f'#{n}'})" if len(members) > 1 else ""
+    return labels
+
+
+def perf_line(label: str, row: fmt.Row, lang: str) -> str:
+    """The seed's ``PERF`` line: avg, min, max, p50 (flagged when noisy), p90, p95, throughput."""
+    stats = " ".join(f"{key}=" + (latency_cell(row, lang) if key == "p50" else fmt.num(
+        fmt.latency(row, stat))) + ("ms" if key == "avg" else "") for key, stat in LATENCY)
+    peak, kind = memory_of(row)
+    memory = f" {fmt.word(kind, lang)}={fmt.num(peak)} MB" if peak is not None else ""
+    return (f"PERF {label}: {stats} throughput={fmt.field(row, 'bench.throughput.value')} "
+            f"{fmt.field(row, 'bench.throughput.unit')}{memory}")
+
+
 def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """Gate | a column per job, the verdict last; then a perf line per job."""
+    """Gate | threshold | a column of value and verdict per job; then a PERF line per job."""
     jobs = latest_per_workload(rows)
     if not jobs:
         return None
-    # Several workloads (the recipe's preset sweep): each column and line names its preset and size.
-    which = {id(r): f" {fmt.workload_label(r)}" if len(jobs) > 1 else "" for r in jobs}
-    headers = [fmt.word("gate", lang)] + [" ".join(fmt.cells(r, ["job.device", "job.dtype",
-                                                                 "weights.kind"])) + which[id(r)]
-                                          for r in jobs]
-    body = [[label] + [value_cell(r, name) if fmt.get(r, f"metrics.{name}.value") is not None
-                       else ("skipped" if fmt.get(r, f"metrics.{name}.skipped") else "-")
-                       for r in jobs]
+    labels = job_labels(jobs)
+    body = [[label, gate_threshold(jobs, name)] + [gate_cell(r, name, lang) for r in jobs]
             for label, name in GATES
             if any(fmt.get(r, f"metrics.{name}.value") is not None for r in jobs)]
-    body.append([fmt.word("verdict", lang)] + [fmt.named_verdict(r) for r in jobs])
-    perf = [f"PERF {fmt.field(r, 'job.device')}{which[id(r)]}: "
-            f"avg={fmt.num(fmt.latency(r, 'mean_ms'))}ms "
-            f"p50={latency_cell(r, lang)} p90={fmt.num(fmt.latency(r, 'p90_ms'))} "
-            f"p95={fmt.num(fmt.latency(r, 'p95_ms'))} "
-            f"throughput={fmt.field(r, 'bench.throughput.value')} "
-            f"{fmt.field(r, 'bench.throughput.unit')} "
-            f"{fmt.word(memory_of(r)[1], lang)}={fmt.num(memory_of(r)[0])} MB"
-            for r in jobs if fmt.latency(r)]
+    body.append([fmt.word("verdict", lang), ""] + [fmt.named_verdict(r) for r in jobs])
+    perf = [perf_line(label, r, lang) for label, r in zip(labels, jobs, strict=True)
+            if fmt.latency(r)]
     skipped = sorted({f"{name}: {fmt.get(r, f'metrics.{name}.skipped')}"
                       for r in jobs for _, name in GATES if fmt.get(r, f"metrics.{name}.skipped")})
+    headers = [fmt.word("gate", lang), fmt.word("threshold", lang), *labels]
     return fmt.table(headers, body, [*perf, "skipped: " + "; ".join(skipped) if skipped else None,
                                      links_note(jobs, base_dir, lang)])
 

@@ -1,5 +1,4 @@
-"""The FLUX.2 and Sulphur-2 seeds' own tables, filled from records, in English or Chinese (a row
-or column the records do not carry is left out; rules and record links are notes)."""
+"""The FLUX.2 and Sulphur-2 seeds' own tables from records (rules and record links as notes)."""
 
 from __future__ import annotations
 
@@ -108,8 +107,7 @@ def _device(row: fmt.Row) -> str:
 
 
 def memory_of(row: fmt.Row) -> tuple[float | None, str]:
-    """Peak memory in MB and the word naming it: the allocator's peak, else the host's RSS (the
-    CPU has no allocator: its figures are the process RSS)."""
+    """Peak MB and its word: the allocator's peak, else the host's RSS (the CPU has none)."""
     allocated = None if no_allocator(row) else fmt.get(row, "bench.memory.peak_allocated_mb")
     if allocated is not None:
         return allocated, "allocated"
@@ -117,8 +115,7 @@ def memory_of(row: fmt.Row) -> tuple[float | None, str]:
 
 
 def flux2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """Metrics x dtypes (``指标 | NPU float32 vs CPU | ...``), a result row, rules in the
-    notes."""
+    """Metrics x dtypes (``指标 | NPU float32 vs CPU | ...``), a result row, rules in notes."""
     judged_rows = _accelerators(accuracy_rows(rows))
     if not judged_rows:
         return None
@@ -231,8 +228,7 @@ def flux2_dtype(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """The seed's table: 分辨率 | 帧数 | Steps | 中间张量 MaxDiff | 中间张量 CosSim |
-    视频 PSNR | 视频 SSIM | 判定."""
+    """The seed's table: 分辨率 | 帧数 | Steps | 中间张量 MaxDiff/CosSim | 视频 PSNR/SSIM | 判定."""
     judged_rows = accuracy_rows(rows)
     if not judged_rows:
         return None
@@ -244,8 +240,7 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
                                                 section_value(r, "ssim", ["ssim_mean"])]),
              fmt.named_verdict(r)] for r in judged_rows]
     first = judged_rows[0]
-    rules = [f"{c}: {fmt.field(first, f'hidden.{c}.rule')}"
-             for c in ("max_abs_err", "cosine")
+    rules = [f"{c}: {fmt.field(first, f'hidden.{c}.rule')}" for c in ("max_abs_err", "cosine")
              if fmt.get(first, f"hidden.{c}.rule") is not None]
     notes = [f"{fmt.word('rules', lang)}: hidden " + "; ".join(rules) if rules else None,
              REPLAY_NOTE if any(is_replay(r) for r in judged_rows) else None,
@@ -254,8 +249,7 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """The seed's table (指标 | 预估/实测数值 | 说明): load time, first call, time per
-    resolution, peak memory."""
+    """指标 | 预估/实测数值 | 说明: load time, first call, time per resolution, peak memory."""
     timed = [r for r in timing_rows(rows) if fmt.latency(r)]
     if not timed:
         return None
@@ -304,10 +298,9 @@ def resolution_table(rows: fmt.Rows, psnr: Sequence[str], ssim: Sequence[str],
                verdict_cell(row), fmt.record_link(row, base_dir)]
             for row in rows]
     shared = [f"{h} {fmt.field(rows[0], k)}" for h, k in _VARYING if (h, k) not in varying]
-    notes = ["hidden MaxDiff / CosSim: the worst max_abs_err / cosine over every hooked layer and "
-             "call; PSNR / SSIM: the metric the task declares for them (else the one matching "
-             f"{list(psnr)} / {list(ssim)}); \"missing\": not in the record; \"-\": the task does "
-             "not use it.", "every row: " + ", ".join(shared),
+    notes = ["hidden MaxDiff / CosSim: the worst over every hooked layer and call; PSNR / SSIM: "
+             f"the task's declared metric (else {list(psnr)} / {list(ssim)}); \"-\": not used by "
+             "the task.", "every row: " + ", ".join(shared),
              RANDOM_LEGEND if any(random_init(r) for r in rows) else None,
              REPLAY_NOTE if any(is_replay(r) for r in rows) else None]
     return fmt.table([h for h, _ in varying] + RESOLUTION + ["record"], body, notes)

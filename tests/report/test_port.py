@@ -12,10 +12,9 @@ from ascendbench.report.fmt import named_verdict
 from ascendbench.report.tables import verdict_cell
 
 SECTIONS = {"en": ("Overview", "Environment", "How to reproduce", "Smoke run", "Accuracy",
-                   "Performance",
-                   "Known issues", "Limitations"),
-            "zh": ("模型概述", "适配环境", "复现方法", "Smoke 验证", "精度评测", "性能测试",
-                   "已知问题", "限制")}
+                   "Pictures", "Performance", "Known issues", "Limitations"),
+            "zh": ("模型概述", "适配环境", "复现方法", "Smoke 验证", "精度评测", "输出图像",
+                   "性能测试", "已知问题", "限制")}
 PLACEHOLDERS = ("待实测填充", "TODO", "TBD", "placeholder", "to be filled", "⏳")
 
 
@@ -58,7 +57,7 @@ def test_every_section_is_there_filled_from_records_without_placeholders(flux_re
         assert command in reproduce
     assert "sha256:" + "ab" * 32 in found[SECTIONS[lang][0]], "the weights digest of the record"
     assert "7.33%" in found[SECTIONS[lang][4]] and "FAIL" in found[SECTIONS[lang][4]]
-    issues = found[SECTIONS[lang][6]]
+    issues = found[SECTIONS[lang][7]]
     assert "aclnn error 561000" in issues and "mean_rel_err" in issues and "image_lpips" in issues
     assert (out / "port" / "flux2_small_decoder.html").stat().st_size > 0
 

@@ -182,33 +182,80 @@ def test_the_layer_layout_labels_are_the_seeds_words_and_values_the_records(tmp_
         assert len(layer[0]) == 2
 
 
-def test_the_tokenizer_gates_table_shows_each_gates_value_from_its_record(tmp_path):
-    writer = RecordWriter(tmp_path / "records" / "vft", {"seed": 42})
-    gates = {"gate/load_missing_keys": 0, "gate/load_unexpected_keys": 0,
-             "gate/recon_psnr_db": 24.898,
-             "gate/control_psnr_db": 11.085, "gate/control_psnr_gap_db": 13.813,
-             "gate/rerun_token_agreement": 0.9961}
+SEED_GATES = {  # the seed's numbers (004): value, details, rule
+    "gate/load_missing_keys": (0, {}, "max"), "gate/token_shape_match": (
+        1, {"expected": [1, 5, 256], "actual": [1, 5, 256]}, "min"),
+    "gate/token_unique_ratio": (1215 / 1280, {"unique": 1215, "total": 1280}, "min"),
+    "gate/rerun_token_agreement": (1275 / 1280, {"equal": 1275, "total": 1280}, "min"),
+    "gate/recon_psnr_rerun_diff_db": (0.0, {"psnr_db": 24.898, "rerun_psnr_db": 24.898}, "max"),
+    "gate/recon_psnr_db": (24.898, {}, "min"), "gate/control_psnr_db": (11.085, {}, None),
+    "gate/control_psnr_gap_db": (13.813, {}, "min")}
+RULES = {"gate/token_unique_ratio": 0.1, "gate/rerun_token_agreement": 0.99,
+         "gate/recon_psnr_rerun_diff_db": 0.01, "gate/recon_psnr_db": 20,
+         "gate/control_psnr_gap_db": 6, "gate/token_shape_match": 1, "gate/load_missing_keys": 0}
+
+
+def _tokenizer_record(tmp_path, name: str, kind: str, steps: int) -> None:
+    metrics = {}
+    for gate, (value, details, side) in SEED_GATES.items():
+        bound = RULES.get(gate)
+        passed = side is None or (value >= bound if side == "min" else value <= bound)
+        metrics[gate] = {"value": value, "details": details, "threshold": bound,
+                         "verdict": "PASS" if passed else "FAIL",
+                         "rule": f"{'>=' if side == 'min' else '<='} {bound}"}
+        if kind == "random-init" and gate in ("gate/recon_psnr_db", "gate/token_unique_ratio"):
+            metrics[gate].update(verdict=None, threshold=None, rule=None,
+                                 not_judged="random-init weights")
+        if side is None:
+            metrics[gate].update(verdict=None, threshold=None, rule=None)
+    writer = RecordWriter(tmp_path / "records" / name, {"seed": 42, "model": {"steps": steps}})
     writer.update(job={"model": "videoflextok_d18_d28",
-                       "task": "ascendbench.tasks.tokenizer.VideoTokenizerTask",
-                       "device": "npu", "dtype": "float32", "preset": "mini", "seed": 42,
-                       "batch_size": 1},
-                  metrics={k: {"value": v, "verdict": "PASS"} for k, v in gates.items()},
-                  verdict="PASS",
-                  weights={"kind": "loaded", "digest": "sha256:ab"},
+                       "task": "ascendbench.tasks.tokenizer.VideoTokenizerTask", "device": "npu",
+                       "dtype": "float32", "preset": "mini", "seed": 42, "batch_size": 1,
+                       "height": 256, "width": 256, "num_frames": 17},
+                  metrics=metrics, verdict="PASS",
+                  weights={"kind": kind, "digest": "sha256:ab" if kind == "loaded" else None,
+                           "init_seed": None if kind == "loaded" else 42},
                   bench={"latency": {"count": 20, "mean_ms": 9938.2, "median_ms": 9934.8,
-                                     "p90_ms": 9955.5,
+                                     "min_ms": 9920.7, "max_ms": 9959.8, "p90_ms": 9955.5,
                                      "p95_ms": 9956.7},
                          "throughput": {"value": 0.101, "unit": "clips/s"}})
     writer.finish("ok")
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_tokenizer_gates_are_the_seeds_values_with_threshold_and_verdict(tmp_path, lang):
+    for name, kind, steps in (("a", "loaded", 20), ("b", "loaded", 10), ("r", "random-init", 20)):
+        _tokenizer_record(tmp_path, name, kind, steps)
     seed = seed_text("004").lower()
-    [gate] = tables(report(tmp_path, "zh"), "精度评测（Gate）")
-    cells = {r[0]: r[1] for r in gate[1:]}
-    for label in cells:
-        words = re.findall(r"[a-z0-9-]+", label.lower())
-        assert all(w in seed for w in words), label
-    assert cells["reconstruction: PSNR (dB)"] == "24.9"
-    assert cells["RANDOM-INIT: PSNR (dB)"] == "11.09"
-    assert cells["PSNR gap (dB)"] == "13.81" and cells["[Gate1] strict load: missing"] == "0"
+    text = report(tmp_path, lang)
+    [gate] = tables(text, "精度评测（Gate）" if lang == "zh" else "Gates")
+    assert gate[0][1] == ("阈值" if lang == "zh" else "Threshold")
+    labels = gate[0][2:]
+    assert len(set(labels)) == 3, "runs that differ are labelled apart"
+    assert sum("random-init" in label for label in labels) == 1
+    loaded = labels.index(next(x for x in labels if "loaded" in x and "steps=20" in x))
+    random = labels.index(next(x for x in labels if "random-init" in x))
+    rows = {r[0]: r for r in gate[1:]}
+    for label in list(rows)[:-1]:
+        assert all(w in seed for w in re.findall(r"[a-z0-9-]+", label.lower())), label
+    cell = {label: row[2 + loaded] for label, row in rows.items()}
+    assert cell["token shape"] == "\\[1, 5, 256\\] PASS" and "1, 5, 256" in rows["token shape"][1]
+    assert cell["token dist: unique ids / total"] == "1215/1280 (0.9492) PASS"
+    assert rows["token dist: unique ids / total"][1] == ">= 0.1"
+    assert cell["[Gate3-b] stability: agreement"] == "1275/1280 (0.9961) PASS"
+    assert cell["[Gate3-b] pretrained PSNR reproducible (dB)"].endswith("(24.9 / 24.9 dB) PASS")
+    assert cell["PSNR gap (dB)"] == "+13.81 dB PASS" and rows["PSNR gap (dB)"][1] == ">= 6"
+    assert cell["reconstruction: PSNR (dB)"] == "24.9 dB PASS"
+    assert cell["RANDOM-INIT: PSNR (dB)"] == "11.09 dB"
+    assert cell["[Gate1] strict load: missing"] == "0 PASS"
+    marked = rows["reconstruction: PSNR (dB)"][2 + random]
+    assert marked == ("24.9 dB (未判定：随机初始化权重)" if lang == "zh"
+                      else "24.9 dB (not judged: random-init weights)")
+    perf = [line for line in text.splitlines() if line.startswith("- PERF ")]
+    assert len(perf) == 3 and all(any(line.startswith(f"- PERF {x}: ") for line in perf)
+                                  for x in labels)
+    assert all("avg=9938ms min=9921 max=9960 p50=9935 p90=9956 p95=9957" in line for line in perf)
 
 
 def test_the_back_filled_accuracy_table_keeps_the_seeds_chinese_headers(write_t2v_record, tmp_path):

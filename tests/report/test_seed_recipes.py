@@ -356,7 +356,9 @@ GATES = {"[Gate1] strict load: missing": "gate/load_missing_keys",
          "reconstruction: PSNR (dB)": "gate/recon_psnr_db",
          "RANDOM-INIT: PSNR (dB)": "gate/control_psnr_db",
          "PSNR gap (dB)": "gate/control_psnr_gap_db",
-         "[Gate3-b] stability: agreement": "gate/rerun_token_agreement"}
+         "[Gate3-b] stability: agreement": "gate/rerun_token_agreement",
+         "[Gate3-b] pretrained PSNR reproducible (dB)": "gate/recon_psnr_rerun_diff_db",
+         "token dist: unique ids / total": "gate/token_unique_ratio"}
 
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
@@ -377,27 +379,30 @@ def test_the_videoflextok_recipe_gives_the_seeds_gates_with_their_values(tmp_pat
     for lang, title in (("zh", "精度评测（Gate）"), ("en", "Gates")):
         [gate] = tables(texts[lang], title)
         jobs = linked(texts[lang], title, reports)
-        assert len(jobs) == len(gate[0]) - 1 == len(ok_records(tmp_path)), "one column per workload"
+        assert len(jobs) == len(gate[0]) - 2 == len(ok_records(tmp_path)), "one column per workload"
         bodies_by_lang[lang] = [row[1:] for row in gate[1:]]
-        for column, record in enumerate(jobs, start=1):
+        for column, record in enumerate(jobs, start=2):
             job = record["job"]
-            which = (f"{job['preset']} @ "
-                     f"{job['height']}x{job['width']}x{record['config']['preset']['num_frames']}")
-            assert (gate[0][column]
-                    == f"{job['device']} {job['dtype']} {record['weights']['kind']} {which}")
+            which = (f"{job['device']} {job['dtype']} {record['weights']['kind']} "
+                     f"{job['preset']} @ {job['height']}x{job['width']}x"
+                     f"{record['config']['preset']['num_frames']}")
+            assert gate[0][column] == which
             cells = {row[0]: row[column] for row in gate[1:]}
             for label in list(cells)[:-1]:  # the seed's words (the last row: the job's verdict)
                 assert all(w in seed for w in re.findall(r"[a-z0-9-]+", label.lower())), label
             assert set(GATES) <= set(cells), cells
-            for label, name in GATES.items():
-                assert shows(cells[label], record["metrics"][name]["value"]), label
+            for label, name in GATES.items():  # ``576/576 (1) PASS``, ``+9.68 dB PASS``
+                entry, cell = record["metrics"][name], cells[label]
+                found = re.search(r"\(([-0-9.e]+)\)", cell)
+                assert shows(found.group(1) if found else cell.lstrip("+"), entry["value"]), label
+                assert cell.endswith(f" {entry['verdict']}") if entry["verdict"] else True, label
             assert names_verdict(cells[gate[-1][0]], record)
             bench = record["bench"]
-            perf = re.search(rf"- PERF {job['device']} {re.escape(which)}: avg=(\S+)ms p50=(\S+) "
-                             rf"p90=(\S+) "
-                             r"p95=(\S+) throughput=(\S+) ", section(texts[lang], title)).groups()
-            for cell, field in zip(perf[:4], ("mean_ms", "median_ms", "p90_ms", "p95_ms"),
-                                   strict=True):
+            perf = re.search(rf"- PERF {re.escape(which)}: avg=(\S+)ms min=(\S+) max=(\S+) "
+                             r"p50=(\S+) p90=(\S+) p95=(\S+) throughput=(\S+) ",
+                             section(texts[lang], title)).groups()
+            for cell, field in zip(perf[:6], ("mean_ms", "min_ms", "max_ms", "median_ms", "p90_ms",
+                                              "p95_ms"), strict=True):
                 assert shows(cell, bench["latency"][field]), field
-            assert shows(perf[4], bench["throughput"]["value"])
+            assert shows(perf[6], bench["throughput"]["value"])
     assert bodies_by_lang["en"] == bodies_by_lang["zh"]
