@@ -11,11 +11,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ascendbench import SCHEMA_VERSION
 from ascendbench.errors import OutputWriteError
 from ascendbench.fileio import write_atomic
 
 RECORD_NAME = "record.json"
-SCHEMA_VERSION = 1
 
 
 def _jsonable(value: Any) -> Any:

@@ -111,6 +111,13 @@ def test_a_saved_run_whose_own_verdict_is_fail_is_refused(saved, tmp_path):
         reference_from_source(str(copy), _mine(copy), [])
 
 
+def test_a_saved_run_of_a_newer_record_schema_is_refused(saved, tmp_path):
+    """Before: used without a word (its fields may mean something else in that version)."""
+    copy = _copy(saved["float32"], tmp_path / "copy", lambda r: r.update(schema=99))
+    with pytest.raises(ReferenceSourceError, match="is a record of schema 99, written by a newer"):
+        reference_from_source(str(copy), _mine(copy), [])
+
+
 def test_outputs_replaced_by_another_tensor_of_the_same_shape_and_dtype_are_refused(saved,
                                                                                    tmp_path):
     copy = _copy(saved["float32"], tmp_path / "copy")
