@@ -94,9 +94,9 @@ def main() -> None:
     try:
         Path.cwd()  # Hydra reads it first: a raw traceback otherwise
     except FileNotFoundError:
-        print("ascendbench: the working directory was deleted (or moved away) after this shell "
-              "entered it, and the job's output directories are made relative to it. `cd` into "
-              "an existing directory, then run the command again.", file=sys.stderr)
+        print("ascendbench: the working directory was deleted (or moved away), and the job's "
+              "output directories are relative to it. `cd` into one that exists, then run the "
+              "command again.", file=sys.stderr)
         sys.exit(2)
     exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
     for arg in (a for a in sys.argv[1:] if "=" in a):

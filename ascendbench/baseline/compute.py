@@ -67,9 +67,8 @@ def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch
 
 def write_entry(store: BaselineStore, request: Mapping[str, Any], run: ReferenceRun,
                 extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Write what ``request`` asked for (outputs, layers) into the cache; returns its meta. When
-    the cache cannot be written, the outputs go to ``request["uncached"]``, the error in its
-    metadata (the job uses them once)."""
+    """Write what ``request`` asked for into the cache (returns its meta); a cache that cannot be
+    written: the outputs go to ``request["uncached"]``, its error in their metadata."""
     meta = {"key": request["key"], "material": request["material"],
             "precision": request["precision"], "seconds": run.seconds,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "bounded": run.bounded, **extra}
@@ -200,16 +199,11 @@ def _not_empty_keep_in_float32(record: logging.LogRecord) -> bool:
     return not (message.startswith("There are modules in") and ": []." in message)
 
 
-def main(args: list[str]) -> int:
+def main() -> int:
     """``python -m ascendbench.baseline -``: the request is read from stdin (the job's pipe)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     logging.getLogger("diffusers.models.modeling_utils").addFilter(_not_empty_keep_in_float32)
-    if args != ["-"]:
-        print("usage: python -m ascendbench.baseline - (the request of an ascendbench job on "
-              "stdin; a request file is not accepted: nothing read from a file another user could "
-              "write is instantiated)", file=sys.stderr)
-        return 2
     try:
         meta = compute(json.loads(sys.stdin.read()))
     except AscendBenchError as exc:

@@ -212,13 +212,12 @@ def _estimate_bytes(query: ReferenceQuery) -> float | None:
 
 
 def _uncached(path: Path, info: dict[str, Any], precision: str) -> Baseline:
-    """The reference the cache could not keep: read once from the job dir (then removed), for this
-    job only, the cache's error kept as the record's ``baseline.not_cached``."""
+    """The reference the cache could not keep, read once from the job dir: why in ``not_cached``."""
     with safe_open(str(path), framework="pt") as handle:
         why = (handle.metadata() or {}).get(UNCACHED_WHY)
     outputs = load_file(str(path))
     path.unlink()
-    info.update(precision=precision, not_cached=f"computed but not cached, for this job only: {why}")
+    info.update(precision=precision, not_cached=f"computed, not cached, for this job only: {why}")
     log.warning("CPU reference %s", info["not_cached"])
     return Baseline(outputs, info)
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ascendbench import SCHEMA_VERSION
+import ascendbench
 from ascendbench.baseline.store import Baseline
 from ascendbench.compare.files import UnusableInput, read_outputs
 from ascendbench.errors import ReferenceMismatchError, ReferenceSourceError
@@ -160,12 +160,13 @@ def _job_run(path: Path, given: str) -> SavedRun:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReferenceSourceError(f"baseline.source={given}: {path} cannot be read as a record "
                                    f"({type(exc).__name__}: {exc}). Pass {ACCEPTED}.") from exc
-    schema = record.get("schema") if isinstance(record, dict) else None
-    if isinstance(schema, int) and schema > SCHEMA_VERSION:
+    schema, mine = (record.get("schema") if isinstance(record, dict) else None,
+                    ascendbench.SCHEMA_VERSION)
+    if isinstance(schema, int) and schema > mine:
         raise ReferenceSourceError(
             f"baseline.source={given}: {path} is a record of schema {schema}, written by a newer "
-            f"ascendbench (this one reads schema {SCHEMA_VERSION}), so its fields may not mean "
-            "what this version checks. Use the ascendbench that wrote it, or upgrade this one.")
+            f"ascendbench (this one reads schema {mine}): its fields may not mean what this "
+            "version checks. Use the ascendbench that wrote it, or upgrade this one.")
     if not isinstance(record, dict) or record.get("status") != "ok" or "plan" in record:
         what = "not a record" if not isinstance(record, dict) else (
             "a dry run" if "plan" in record else f"a job with status {record.get('status')!r}")

@@ -289,11 +289,9 @@ class BaselineStore:
             self.root.mkdir(parents=True, exist_ok=True)
             os.close(os.open(lock.lock_file, os.O_RDWR | os.O_CREAT, 0o666))
         except OSError as exc:
-            raise ConfigError(
-                f"baseline.cache_dir={self.root} cannot be written ({type(exc).__name__}: {exc}), "
-                "and a reference not in it is computed under a lock file there. Point "
-                "baseline.cache_dir at a writable directory (a read-only one serves only the "
-                "references it holds).") from exc
+            raise ConfigError(f"baseline.cache_dir={self.root} cannot be written ({exc}), and a "
+                              "reference not in it is computed under a lock file there. Point "
+                              "baseline.cache_dir at a writable directory.") from exc
         wait = self._acquire(lock, key, float(timeout_s))
         try:
             now = time.time()

@@ -98,8 +98,8 @@ def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
         return _broken(path, problem)
     if isinstance(record.get("schema"), int) and record["schema"] > SCHEMA_VERSION:
         log.warning("%s is a record of schema %s, newer than this ascendbench's %s: shown as read, "
-                    "but fields it added or renamed may be missing or misread; use a newer "
-                    "ascendbench to report it", path, record["schema"], SCHEMA_VERSION)
+                    "its fields may be misread; report it with a newer ascendbench", path,
+                    record["schema"], SCHEMA_VERSION)
     try:
         return record_row(record, path)
     except RecursionError:

@@ -133,7 +133,7 @@ def test_a_reference_process_that_exits_with_an_error_keeps_its_log_lines(child_
 def test_a_reference_process_error_is_shown_whole_after_a_long_log(child_query, monkeypatch):
     """Before: the child's error came after 25 log lines, cut off by the console's "[...]"."""
     cause = "OutputWriteError: could not write " + "/very/long/path" * 20 + "; free space there."
-    script = f"import sys\nfor i in range(30): print('log line ' * 12)\nprint('{cause}')\nsys.exit(2)"
+    script = f"for i in range(30): print('log line ' * 12)\nprint('{cause}')\nraise SystemExit(2)"
     _replace_child(monkeypatch, script)
     with pytest.raises(BaselineError) as err:
         get_or_compute(child_query)

@@ -168,4 +168,5 @@ def test_a_lying_safetensors_header_keeps_safetensors_own_message(tmp_path, caps
     data = (tmp_path / "a.safetensors").read_bytes()
     (tmp_path / "b.safetensors").write_bytes((10 ** 9).to_bytes(8, "little") + data[8:])
     assert _run(tmp_path, tmp_path / "a.safetensors", tmp_path / "b.safetensors") == 2
-    assert "b.safetensors cannot be read as .safetensors: SafetensorError" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "b.safetensors cannot be read as .safetensors: SafetensorError" in err
