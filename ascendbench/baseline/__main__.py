@@ -19,8 +19,8 @@ ORPHANED = 3  # exit status when the job is gone before this process could start
 USAGE = """usage: python -m ascendbench.baseline - | replay
 
 The clean CPU process of an ascendbench job: `-` computes its reference, `replay` re-runs its
-recorded modules (baseline.reference_mode=replay). Its request comes on stdin: a request file is not
-accepted. It runs without torch_npu. Jobs start it, not people."""
+recorded modules (baseline.reference_mode=replay). It reads the job's request on stdin only:
+a request file is not accepted. It runs without torch_npu. Jobs start it, not people."""
 
 
 def watch_parent(parent: int, getppid: Callable[[], int] = os.getppid, interval_s: float = 1.0,
