@@ -138,6 +138,13 @@ def main() -> None:
     if "--version" in sys.argv[1:]:  # before Hydra, whose own --version prints only Hydra's
         print(version_text())
         return
+    try:
+        Path.cwd()  # Hydra reads it first: a raw traceback otherwise
+    except FileNotFoundError:
+        print("ascendbench: the working directory was deleted (or moved away), and the job's "
+              "output directories are relative to it. `cd` into one that exists, then run the "
+              "command again.", file=sys.stderr)
+        sys.exit(2)
     exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
     for arg in (a for a in sys.argv[1:] if "=" in a):
         if hint := missing_extra(arg.lstrip("+~").split("=", 1)[0]):

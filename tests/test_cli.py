@@ -13,6 +13,7 @@ import importlib.util
 import logging
 import os
 import signal
+import subprocess
 import sys
 
 import diffusers
@@ -188,3 +189,14 @@ def test_version_prints_ascendbench_and_its_libraries_without_composing_a_job(cl
     npu_installed = importlib.util.find_spec("torch_npu") is not None
     assert (named["torch_npu"] != "not installed") == npu_installed
     assert not job.exists(), "no job composed, nothing written"
+
+
+def test_a_deleted_working_directory_is_one_paragraph_and_exit_2(tmp_path):
+    """Before: Hydra's raw FileNotFoundError traceback from os.getcwd()."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m ascendbench device=cpu'
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "working directory was deleted" in done.stderr and "Traceback" not in done.stderr

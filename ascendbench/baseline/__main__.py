@@ -19,8 +19,8 @@ ORPHANED = 3  # exit status when the job is gone before this process could start
 USAGE = """usage: python -m ascendbench.baseline - | replay
 
 The clean CPU process of an ascendbench job: `-` computes its reference, `replay` re-runs its
-recorded modules (baseline.reference_mode=replay). It reads the job's request on stdin (never from a
-file) and runs without torch_npu. Jobs start it; there is no need to run it by hand."""
+recorded modules (baseline.reference_mode=replay). It reads the job's request on stdin only:
+a request file is not accepted. It runs without torch_npu. Jobs start it, not people."""
 
 
 def watch_parent(parent: int, getppid: Callable[[], int] = os.getppid, interval_s: float = 1.0,
@@ -75,6 +75,9 @@ def start(argv: list[str] | None = None) -> int:
     if any(arg in ("-h", "--help") for arg in args):
         print(USAGE)
         return 0
+    if args not in (["-"], ["replay"]):  # never a request file: another user may write it
+        print(USAGE, file=sys.stderr)
+        return 2
     hold_lifeline()
     block_torch_npu()
     if args == ["replay"]:
@@ -83,7 +86,7 @@ def start(argv: list[str] | None = None) -> int:
         return replay()
     from ascendbench.baseline.compute import main  # deferred: torch is imported after the guard
 
-    return main(args)
+    return main()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from omegaconf import OmegaConf
+from safetensors.torch import save_file
 
 from ascendbench.baseline.bounded import bounded_if_float64
 from ascendbench.baseline.key import reference_patches
@@ -24,13 +25,15 @@ from ascendbench.baseline.process import PROGRESS_PREFIX, RSS_SCALE
 from ascendbench.baseline.store import BaselineStore
 from ascendbench.compare.hooks import capturing
 from ascendbench.config.targets import build
-from ascendbench.errors import AscendBenchError, BaselineError
+from ascendbench.errors import AscendBenchError, BaselineError, OutputWriteError
+from ascendbench.fileio import atomic_path
 from ascendbench.models.memory import activation_bytes
 from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import dtype_name
 from ascendbench.tasks.inputs import describe
 
 log = logging.getLogger(__name__)
+UNCACHED_WHY = "cache_write_error"  # the uncached reference file's metadata: why
 
 
 @dataclass
@@ -64,14 +67,21 @@ def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch
 
 def write_entry(store: BaselineStore, request: Mapping[str, Any], run: ReferenceRun,
                 extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Write what ``request`` asked for (outputs, layers) into the cache; returns its meta."""
+    """Write what ``request`` asked for into the cache (returns its meta); a cache that cannot be
+    written: the outputs go to ``request["uncached"]``, its error in their metadata."""
     meta = {"key": request["key"], "material": request["material"],
             "precision": request["precision"], "seconds": run.seconds,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "bounded": run.bounded, **extra}
-    if request["want_outputs"]:
-        store.write_outputs(request["key"], run.outputs, meta)
-    if request["layers"] is not None:
-        store.write_layers(request["key"], request["layers"], run.capture)
+    try:
+        if request["want_outputs"]:
+            store.write_outputs(request["key"], run.outputs, meta)
+        if request["layers"] is not None:
+            store.write_layers(request["key"], request["layers"], run.capture)
+    except OutputWriteError as exc:
+        log.warning("the CPU reference could not be cached: %s", exc)
+        tensors = {k: v.contiguous() for k, v in run.outputs.items()}
+        with atomic_path(request["uncached"]) as tmp:
+            save_file(tensors, str(tmp), metadata={UNCACHED_WHY: str(exc)})
     return meta
 
 
@@ -189,16 +199,11 @@ def _not_empty_keep_in_float32(record: logging.LogRecord) -> bool:
     return not (message.startswith("There are modules in") and ": []." in message)
 
 
-def main(args: list[str]) -> int:
+def main() -> int:
     """``python -m ascendbench.baseline -``: the request is read from stdin (the job's pipe)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     logging.getLogger("diffusers.models.modeling_utils").addFilter(_not_empty_keep_in_float32)
-    if args != ["-"]:
-        print("usage: python -m ascendbench.baseline - (the request of an ascendbench job on "
-              "stdin; a request file is not accepted: nothing read from a file another user could "
-              "write is instantiated)", file=sys.stderr)
-        return 2
     try:
         meta = compute(json.loads(sys.stdin.read()))
     except AscendBenchError as exc:

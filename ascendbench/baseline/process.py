@@ -103,6 +103,8 @@ def _size(n_bytes: float) -> str:
 def _failure(ended: ChildExit, log_path: Path, what: str, estimate: float | None) -> str:
     """The one-paragraph error of a process that did not exit 0."""
     lines = log_path.read_text(errors="replace").splitlines()[-25:] if log_path.is_file() else []
+    if ended.code == 2 and lines:  # an ascendbench error, printed last: the cause, whole
+        return f"{what} failed: {lines[-1]} (its log: {log_path})"
     last = " Last lines of its log:\n" + "\n".join(lines) + "\n" if lines else " Its log is empty. "
     if ended.signal_name is None:
         return (f"{what} exited with status {ended.code}; its log is {log_path}.{last}Fix the "

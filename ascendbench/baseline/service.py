@@ -16,8 +16,10 @@ from typing import Any, Mapping
 
 import torch
 from omegaconf import DictConfig, OmegaConf
+from safetensors import safe_open
+from safetensors.torch import load_file
 
-from ascendbench.baseline.compute import run_reference, write_entry
+from ascendbench.baseline.compute import UNCACHED_WHY, run_reference, write_entry
 from ascendbench.baseline.key import cache_key, key_material
 from ascendbench.baseline.memory import reference_memory
 from ascendbench.baseline.process import CHILD_LOG, run_child
@@ -27,6 +29,7 @@ from ascendbench.errors import BaselineError, ConfigError
 from ascendbench.precision import REFERENCE_DTYPES, dtype_name
 
 log = logging.getLogger(__name__)
+UNCACHED = "reference-uncached.safetensors"  # in the job dir: a reference the cache could not keep
 
 
 @dataclass
@@ -176,6 +179,7 @@ def _request(query: ReferenceQuery, layers: Any, want_outputs: bool) -> dict[str
             "inputs": {k: dict(v) for k, v in query.inputs_info.items()},
             "precision": dtype_name(query.precision), "layers": layers,
             "want_outputs": want_outputs, "max_capture_bytes": capture_bytes,
+            "uncached": str(Path(query.log_dir) / UNCACHED),
             "owner": {"pid": os.getpid(), "host": socket.gethostname()}}
 
 
@@ -207,6 +211,17 @@ def _estimate_bytes(query: ReferenceQuery) -> float | None:
         return None
 
 
+def _uncached(path: Path, info: dict[str, Any], precision: str) -> Baseline:
+    """The reference the cache could not keep, read once from the job dir: why in ``not_cached``."""
+    with safe_open(str(path), framework="pt") as handle:
+        why = (handle.metadata() or {}).get(UNCACHED_WHY)
+    outputs = load_file(str(path))
+    path.unlink()
+    info.update(precision=precision, not_cached=f"computed, not cached, for this job only: {why}")
+    log.warning("CPU reference %s", info["not_cached"])
+    return Baseline(outputs, info)
+
+
 def _compute(query: ReferenceQuery, own: _Entry, info: dict[str, Any]) -> Baseline:
     """Under the lock: drop what did not verify, compute what the cache lacks, read it back."""
     store, outputs_ok = query.store, query.use_cache and own.outputs is not None
@@ -218,15 +233,18 @@ def _compute(query: ReferenceQuery, own: _Entry, info: dict[str, Any]) -> Baseli
         store.discard(query.key, [own.problem.path.name])
     layers = None if outputs_ok and own.has_layers else query.spec
     request = _request(query, layers, not outputs_ok)
+    uncached = Path(request["uncached"])
+    uncached.unlink(missing_ok=True)  # only what this run writes is used
     if str(query.cfg.baseline.get("process", "child")) == "child":
         log_path = Path(query.log_dir) / CHILD_LOG
-        store.entry(query.key).mkdir(parents=True, exist_ok=True)
         log.info("CPU reference in a clean child process (torch_npu blocked); log: %s", log_path)
         label = f"reference (cpu {request['precision']})"
         ran = run_child("-", request, log_path, label, lambda: _estimate_bytes(query))
     else:
         ran = _run_in_process(request, query)
     info.update(cache_hit=False, computed=not outputs_ok, computed_layers=layers is not None, **ran)
+    if uncached.is_file():
+        return _uncached(uncached, info, own.precision)
     start = time.perf_counter()
     entry = _read_entry(store, query.key, own.precision, query.spec)
     if not entry.complete:

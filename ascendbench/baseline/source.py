@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from safetensors.torch import load_file
 
+import ascendbench
 from ascendbench.baseline.store import Baseline
 from ascendbench.compare.files import UnusableInput, read_outputs
 from ascendbench.errors import ReferenceMismatchError, ReferenceSourceError
@@ -160,6 +160,13 @@ def _job_run(path: Path, given: str) -> SavedRun:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReferenceSourceError(f"baseline.source={given}: {path} cannot be read as a record "
                                    f"({type(exc).__name__}: {exc}). Pass {ACCEPTED}.") from exc
+    schema, mine = (record.get("schema") if isinstance(record, dict) else None,
+                    ascendbench.SCHEMA_VERSION)
+    if isinstance(schema, int) and schema > mine:
+        raise ReferenceSourceError(
+            f"baseline.source={given}: {path} is a record of schema {schema}, written by a newer "
+            f"ascendbench (this one reads schema {mine}): its fields may not mean what this "
+            "version checks. Use the ascendbench that wrote it, or upgrade this one.")
     if not isinstance(record, dict) or record.get("status") != "ok" or "plan" in record:
         what = "not a record" if not isinstance(record, dict) else (
             "a dry run" if "plan" in record else f"a job with status {record.get('status')!r}")
@@ -232,13 +239,18 @@ def _same(recorded: Any, found: Any) -> bool:
     return recorded == found
 
 
+def _read(given: str, path: Path) -> dict[str, torch.Tensor]:
+    try:
+        return read_outputs(path)
+    except UnusableInput as exc:  # a lying header: safetensors' own words kept
+        raise ReferenceSourceError(f"baseline.source={given}: {exc}. Copy the saved run again, "
+                                   f"or pass {ACCEPTED}.") from exc
+
+
 def _read_tensors(run: SavedRun) -> dict[str, torch.Tensor]:
     """The saved outputs, matching their record's shapes, dtypes and (from a job) statistics."""
     given, path = run.given, run.tensors
-    try:
-        tensors = read_outputs(path)
-    except UnusableInput as exc:
-        raise ReferenceSourceError(f"baseline.source={given}: {exc}. Pass {ACCEPTED}.") from exc
+    tensors = _read(given, path)
     outputs = run.record.get("outputs") if isinstance(run.record.get("outputs"), Mapping) else {}
     expected = {k: (v.get("shape"), v.get("dtype")) for k, v in outputs.items()}
     found = {k: (list(t.shape), dtype_name(t.dtype)) for k, t in tensors.items()}
@@ -276,7 +288,8 @@ def _check_inputs(run: SavedRun) -> None:
         return  # a bare file, or a record without inputs (refused unless allowed, then recorded)
     name = str((run.record.get("artifacts") or {}).get("inputs") or "tensors/inputs.safetensors")
     path = confined(run.record_path.parent, name, run.given, "artifacts.inputs")
-    found = {k: tensor_sha256(t) for k, t in load_file(str(path)).items()} if path.is_file() else {}
+    tensors = _read(run.given, path) if path.is_file() else {}
+    found = {k: tensor_sha256(t) for k, t in tensors.items()}
     differ = sorted(k for k in recorded.keys() | found.keys() if recorded.get(k) != found.get(k))
     if differ:
         raise ReferenceSourceError(
@@ -338,7 +351,7 @@ def benchmark(reference: SourceBaseline, outputs: Tensors, score: Score) -> dict
                            "against a CPU output"}
     if path is None:
         return {"skipped": "the saved run kept no CPU reference (tensors/reference.safetensors)"}
-    cpu = load_file(str(path))
+    cpu = _read(reference.run.given, path)
     return {"cpu_reference": str(path), "cpu_reference_dtype": source.get("reference_dtype"),
             "reference_device": source.get("device"), "device": dict(score(cpu, outputs)),
             "reference": dict(score(cpu, reference))}

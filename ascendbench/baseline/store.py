@@ -19,7 +19,7 @@ from filelock import FileLock, Timeout
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from ascendbench.errors import BaselineError
+from ascendbench.errors import BaselineError, ConfigError
 from ascendbench.fileio import atomic_path, write_atomic
 
 log = logging.getLogger(__name__)
@@ -284,8 +284,14 @@ class BaselineStore:
              owner: Mapping[str, Any] | None = None) -> Iterator[LockWait]:
         """Hold ``<key>.lock`` (negative ``timeout_s``: for ever), naming the holder in its owner
         file; a waiting job logs who holds it, then a heartbeat."""
-        self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(str(self.root / f"{key}.lock"))
+        try:  # created here: a place that cannot hold it would read as a lock held for ever
+            self.root.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(lock.lock_file, os.O_RDWR | os.O_CREAT, 0o666))
+        except OSError as exc:
+            raise ConfigError(f"baseline.cache_dir={self.root} cannot be written ({exc}), and a "
+                              "reference not in it is computed under a lock file there. Point "
+                              "baseline.cache_dir at a writable directory.") from exc
         wait = self._acquire(lock, key, float(timeout_s))
         try:
             now = time.time()

@@ -125,6 +125,11 @@ def pair_outputs(reference: Tensors, candidate: Tensors) -> tuple[Tensors, Tenso
                                 "outputs of a run that produced values")
         if ref != cand:
             raise UnusableInput(f"{name}: shapes differ, reference {ref} vs candidate {cand}")
+        eight = sorted({str(t.dtype) for t in (reference[name], candidate[name])
+                        if t.is_floating_point() and t.element_size() == 1})
+        if eight:  # no dtype config has rules for them; the float32 ones would judge them
+            raise UnusableInput(f"{name} is {', '.join(eight)}, a float8 dtype without verdict "
+                                "rules: cast both outputs to bfloat16 or float32 first")
     return reference, candidate
 
 

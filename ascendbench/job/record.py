@@ -11,11 +11,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import ascendbench
 from ascendbench.errors import OutputWriteError
 from ascendbench.fileio import write_atomic
 
 RECORD_NAME = "record.json"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = ascendbench.SCHEMA_VERSION
 
 
 def _jsonable(value: Any) -> Any:

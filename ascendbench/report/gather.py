@@ -15,7 +15,7 @@ import pandas as pd
 from ascendbench.digits import printable
 from ascendbench.errors import ReportError
 from ascendbench.fileio import read_regular
-from ascendbench.job.record import RECORD_NAME
+from ascendbench.job.record import RECORD_NAME, SCHEMA_VERSION
 from ascendbench.report.fmt import DRY_RUN, ORDER, get, present
 from ascendbench.report.hidden import hidden_fields
 
@@ -92,6 +92,10 @@ def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
     problem = malformed(record)
     if problem:
         return _broken(path, problem)
+    if isinstance(record.get("schema"), int) and record["schema"] > SCHEMA_VERSION:
+        log.warning("%s is a record of schema %s, newer than this ascendbench's %s: shown as read, "
+                    "its fields may be misread; report it with a newer ascendbench", path,
+                    record["schema"], SCHEMA_VERSION)
     try:
         return record_row(record, path)
     except RecursionError:

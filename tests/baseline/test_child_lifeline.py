@@ -19,6 +19,7 @@ from ascendbench.baseline import process
 from ascendbench.baseline.__main__ import PARENT_PID_ENV, watch_parent
 from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.errors import BaselineError
+from ascendbench.job.failures import console_paragraph
 from ascendbench.tasks.inputs import describe
 
 from helpers import TINY_RUN, build_tiny_flux2
@@ -124,6 +125,16 @@ def test_a_reference_process_killed_by_a_signal_is_reported_as_such(child_query,
 
 def test_a_reference_process_that_exits_with_an_error_keeps_its_log_lines(child_query, monkeypatch):
     boom = "boom: the model class is missing"
-    _replace_child(monkeypatch, f"import sys; print('{boom}'); sys.exit(2)")
-    with pytest.raises(BaselineError, match=f"(?s)exited with status 2.*{boom}"):
+    _replace_child(monkeypatch, f"import sys; print('{boom}'); sys.exit(1)")
+    with pytest.raises(BaselineError, match=f"(?s)exited with status 1.*{boom}"):
         get_or_compute(child_query)
+
+
+def test_a_reference_process_error_is_shown_whole_after_a_long_log(child_query, monkeypatch):
+    """Before: the child's error came after 25 log lines, cut off by the console's "[...]"."""
+    cause = "OutputWriteError: could not write " + "/very/long/path" * 20 + "; free space there."
+    script = f"for i in range(30): print('log line ' * 12)\nprint('{cause}')\nraise SystemExit(2)"
+    _replace_child(monkeypatch, script)
+    with pytest.raises(BaselineError) as err:
+        get_or_compute(child_query)
+    assert cause in console_paragraph(err.value) and "[...]" not in console_paragraph(err.value)

@@ -111,6 +111,13 @@ def test_a_saved_run_whose_own_verdict_is_fail_is_refused(saved, tmp_path):
         reference_from_source(str(copy), _mine(copy), [])
 
 
+def test_a_saved_run_of_a_newer_record_schema_is_refused(saved, tmp_path):
+    """Before: used without a word (its fields may mean something else in that version)."""
+    copy = _copy(saved["float32"], tmp_path / "copy", lambda r: r.update(schema=99))
+    with pytest.raises(ReferenceSourceError, match="is a record of schema 99, written by a newer"):
+        reference_from_source(str(copy), _mine(copy), [])
+
+
 def test_outputs_replaced_by_another_tensor_of_the_same_shape_and_dtype_are_refused(saved,
                                                                                    tmp_path):
     copy = _copy(saved["float32"], tmp_path / "copy")
@@ -168,3 +175,14 @@ def test_a_record_naming_other_inputs_than_its_inputs_file_is_refused(saved, tmp
         reference_from_source(str(copy), _mine(saved["float32"]), [])
     save_file(inputs, str(path))  # the original file back: accepted
     assert reference_from_source(str(copy), _mine(saved["float32"]), [])
+
+
+@pytest.mark.parametrize("name", ["device.safetensors", "inputs.safetensors"])
+def test_a_lying_safetensors_header_keeps_safetensors_own_message(saved, tmp_path, name):
+    """Header length past the file's end. Before: the inputs file's raw SafetensorError, naming no
+    file and no setting."""
+    copy = _copy(saved["float32"], tmp_path / "copy")
+    path = copy / "tensors" / name
+    path.write_bytes((10 ** 9).to_bytes(8, "little") + path.read_bytes()[8:])
+    with pytest.raises(ReferenceSourceError, match=rf"baseline.source=.*{path}.*header too large"):
+        reference_from_source(str(copy), _mine(copy), [])

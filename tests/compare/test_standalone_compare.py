@@ -147,3 +147,26 @@ def test_a_layers_5d_npy_outputs_compared_with_the_jobs_dtype_and_max_abs_err_pr
     (job / "record.json").write_text(json.dumps({"job": {"dtype": "import os"}}))
     assert _run(tmp_path, job / "cpu_output.npy", job / "npu_output.npy") in (0, 1)
     assert json.loads((tmp_path / "out" / "record.json").read_text())["dtype_rules"] == "float32"
+
+
+@pytest.mark.parametrize("side", ["candidate", "reference"])
+def test_a_float8_output_is_refused_not_judged_by_float32_rules(tmp_path, capsys, side):
+    """Before: an F8_E4M3 file was judged "with float32 rules from the candidate file's dtype"."""
+    values = torch.linspace(-1, 1, 3 * 8 * 8).reshape(1, 3, 8, 8)
+    save_file({"image": values}, tmp_path / "f32.safetensors")
+    save_file({"image": values.to(torch.float8_e4m3fn)}, tmp_path / "f8.safetensors")
+    files = [tmp_path / "f32.safetensors", tmp_path / "f8.safetensors"]
+    assert _run(tmp_path, *(files if side == "candidate" else files[::-1])) == 2
+    err = capsys.readouterr().err
+    assert "image is torch.float8_e4m3fn, a float8 dtype without verdict rules" in err
+    assert "cast both outputs to bfloat16 or float32" in err and not (tmp_path / "out").exists()
+
+
+def test_a_lying_safetensors_header_keeps_safetensors_own_message(tmp_path, capsys):
+    """Header length past the file's end (this held already; the saved-run reader now does too)."""
+    save_file({"image": torch.zeros(1, 3, 8, 8)}, tmp_path / "a.safetensors")
+    data = (tmp_path / "a.safetensors").read_bytes()
+    (tmp_path / "b.safetensors").write_bytes((10 ** 9).to_bytes(8, "little") + data[8:])
+    assert _run(tmp_path, tmp_path / "a.safetensors", tmp_path / "b.safetensors") == 2
+    err = capsys.readouterr().err
+    assert "b.safetensors cannot be read as .safetensors: SafetensorError" in err

@@ -166,3 +166,36 @@ def test_kill_9_during_the_reference_takes_the_child_with_it(popen, fast, tmp_pa
     output, _ = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, output[-3000:]
     assert read_record(tmp_path / "b")["baseline"]["computed"] is True
+
+
+@pytest.mark.parametrize("process", ["in-process", "child"])
+def test_reference_the_cache_cannot_keep_still_serves_the_job(app, fast, planted, pristine,
+                                                              process):
+    """A directory where outputs.safetensors goes: every cache write fails (as on a full disk).
+    Before: the job failed (OutputWriteError, its cause cut to "[...]" on the console) and the
+    computed reference was lost; now it is used for this job, the cache's error in the record."""
+    for path in planted.iterdir():
+        path.unlink()
+    (planted / "outputs.safetensors" / "blocker").mkdir(parents=True)
+    overrides = [o for o in fast if not o.startswith("baseline.process=")]
+    code, output, job = app(*JOB, *overrides, f"baseline.process={process}")
+    record = read_record(job)
+    assert code == 0, output[-3000:]
+    assert record["status"] == "ok", record["error"]
+    assert "could not write" in record["baseline"]["not_cached"]
+    assert str(planted / "outputs.safetensors") in record["baseline"]["not_cached"]
+    assert record["metrics"][METRIC]["value"] == pristine[1]["metrics"][METRIC]["value"]
+    assert not list(job.glob("reference-uncached*")), "the job dir keeps no copy"
+
+
+def test_read_only_cache_is_a_config_error_naming_the_key(tmp_path):
+    """Before: a raw FileNotFoundError (reason unexpected) naming no setting."""
+    from faults.conftest import FAST
+
+    where = "/proc/ascendbench-no-cache"  # /proc refuses new files even to root
+    result = run_app([*JOB, *FAST, f"baseline.cache_dir={where}"], cwd=tmp_path)
+    record = read_record(result.job_dir)
+    assert result.returncode != 0 and record["error"]["reason"] == "config", record["error"]
+    message = record["error"]["message"]
+    assert f"baseline.cache_dir={where} cannot be written" in message
+    assert "writable directory" in message and message in " ".join(result.output.split())

@@ -97,3 +97,16 @@ def test_dry_run_record_is_labelled_and_not_counted_as_ok(write_record, tmp_path
     dry = text.split("## Dry runs\n", 1)[1].split("\n## ", 1)[0]
     assert "(../records/planned/record.json)" in dry and "| float32 |" in dry
     assert "| missing |" not in dry
+
+
+@pytest.mark.parametrize("schema, warned", [(99, True), (1, False)])
+def test_a_record_of_a_newer_schema_is_shown_with_a_warning_naming_it(write_record, caplog,
+                                                                       schema, warned):
+    """Before: read without a word, though its fields may mean something else."""
+    path = write_record("future")
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "schema": schema}))
+    with caplog.at_level("WARNING", logger="ascendbench.report.gather"):
+        row = load_row(path)
+    assert row["status"] == "ok"
+    assert (f"{path} is a record of schema 99, newer than" in caplog.text) is warned
