@@ -87,9 +87,10 @@ def hidden_fields(metrics: Mapping[str, Any], compare: Any) -> dict[str, Any]:
             agg.update(value=value, at=layer)
         verdict = entry.get("verdict")
         if verdict in ORDER and ORDER[verdict] >= ORDER.get(agg.get("verdict"), -1):
-            agg.update(verdict=verdict, rule=entry.get("rule") or entry.get("threshold"))
+            agg.update(verdict=verdict, rule=entry.get("rule") or entry.get("threshold"),
+                       source=entry.get("source"))
     fields = {f"hidden.{metric}.{key}": agg[key] for metric, agg in folded.items()
-              for key in ("value", "verdict", "rule", "at", "layers") if key in agg}
+              for key in ("value", "verdict", "rule", "source", "at", "layers") if key in agg}
     divergent = first_divergent(metrics, compare)
     if divergent is not None:
         fields["hidden.first_divergent"] = divergent

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from ascendbench.metrics.verdict import ORDER
 from ascendbench.report import fmt
 from ascendbench.report.fmt import primary_output, section_metric
 from ascendbench.report.gather import TASK_PRESET_FIELDS
@@ -227,6 +228,36 @@ def flux2_dtype(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     return fmt.table(headers, body, [links_note(judged_rows, base_dir, lang)])
 
 
+SULPHUR_HIDDEN = {"max_abs_err": "<= 0.001", "cosine": ">= 0.9999"}  # the seed's 6.1 rules
+
+
+def seed_verdict(row: fmt.Row, prefixes: Sequence[str]) -> str:
+    """The verdict of the seed's own rules (the entries at ``prefixes``), naming what failed; the
+    record's verdict where none of them was judged (a replay)."""
+    judged = [v for p in prefixes if (v := fmt.get(row, f"{p}.verdict")) in ORDER]
+    if not judged:
+        return fmt.named_verdict(row)
+    verdict = max(judged, key=ORDER.__getitem__)
+    names = {p.removeprefix("metrics.") for p in prefixes}
+    failed = [said for said in fmt.failed_rules(row) if said.split(" ", 1)[0] in names]
+    return f"FAIL ({', '.join(failed)})" if verdict == "FAIL" and failed else verdict
+
+
+def _replaced_rules(row: fmt.Row, lang: str) -> list[str]:
+    """Where a hidden-state rule in force is not the seed's, which and why."""
+    said = []
+    for check, seed_rule in SULPHUR_HIDDEN.items():
+        rule = fmt.get(row, f"hidden.{check}.rule")
+        if fmt.get(row, f"hidden.{check}.value") is None or rule == seed_rule:
+            continue
+        why = fmt.get(row, f"hidden.{check}.source") or fmt.word(
+            "not_judged_for", lang, dtype=fmt.field(row, "job.dtype"),
+            reference=fmt.field(row, "job.reference_dtype"))
+        said.append(f"hidden {check} {rule or fmt.word('no_rule', lang)} "
+                    f"({fmt.word('instead_of', lang)} {seed_rule}): {why}")
+    return said
+
+
 def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     """The seed's table: 分辨率 | 帧数 | Steps | 中间张量 MaxDiff/CosSim | 视频 PSNR/SSIM | 判定."""
     judged_rows = accuracy_rows(rows)
@@ -238,11 +269,15 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
              hidden_value(r, "cosine"),
              *(["-", "-"] if is_replay(r) else [section_value(r, "psnr", ["psnr_db_mean"]),
                                                 section_value(r, "ssim", ["ssim_mean"])]),
-             fmt.named_verdict(r)] for r in judged_rows]
-    first = judged_rows[0]
-    rules = [f"{c}: {fmt.field(first, f'hidden.{c}.rule')}" for c in ("max_abs_err", "cosine")
-             if fmt.get(first, f"hidden.{c}.rule") is not None]
-    notes = [f"{fmt.word('rules', lang)}: hidden " + "; ".join(rules) if rules else None,
+             seed_verdict(r, [f"hidden.{c}" for c in SULPHUR_HIDDEN] + [
+                 f"metrics.{section_metric(r, s, [w])}" for s, w in
+                 (("psnr", "psnr_db_mean"), ("ssim", "ssim_mean"))])] for r in judged_rows]
+    own = [f"[{i}] {fmt.named_verdict(r)}" for i, (r, cells) in enumerate(
+        zip(judged_rows, body, strict=True), 1)
+        if fmt.field(r, "verdict") != cells[-1].split(" ", 1)[0]]
+    replaced = list(dict.fromkeys(x for r in judged_rows for x in _replaced_rules(r, lang)))
+    notes = [fmt.word("seed_rules", lang), *replaced,
+             f"{fmt.word('own_rules', lang)}: {'; '.join(own)}" if own else None,
              REPLAY_NOTE if any(is_replay(r) for r in judged_rows) else None,
              *variants_note(judged_rows, lang), links_note(judged_rows, base_dir, lang)]
     return fmt.table([fmt.word(k, lang) for k in keys], body, notes)

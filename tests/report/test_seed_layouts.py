@@ -13,7 +13,15 @@ import pytest
 from ascendbench.job.record import RecordWriter
 from ascendbench.report.__main__ import main
 
-from helpers.seeds import SEEDS, names_verdict, seed_column, seed_header, seed_text, tables
+from helpers.recipes import section
+from helpers.seeds import (
+    SEEDS,
+    names_verdict,
+    seed_column,
+    seed_header,
+    seed_text,
+    tables,
+)
 
 pytestmark = pytest.mark.skipif(not SEEDS.is_dir(), reason=f"the seed reports are not at {SEEDS}")
 
@@ -132,6 +140,36 @@ def test_sulphur2_per_resolution_and_perf_reference_are_the_seeds_tables(write_t
                                                      if r.endswith(" 生成时间")}
     assert (any(label.endswith(" 生成时间") for label in labels)
             and any("生成时间" in r for r in seed_rows))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_sulphur2_verdict_is_the_seeds_rules_and_ascendbenchs_own_are_named_apart(
+        write_t2v_record, tmp_path, lang):
+    """Every cell of the seed's rules passes; the record FAILs only by ascendbench's own
+    video/mean_rel_err: the row says PASS, a note names the FAIL with its value (the FLUX.2 seed's
+    rule judged a Sulphur row in silence before). A bf16 row's hidden rules in force are not the
+    seed's: the note says which and why."""
+    path = write_t2v_record("mini", dtype="bfloat16")
+    record = json.loads(path.read_text())
+    record["metrics"]["video/mean_rel_err"] = {"value": 0.0724, "verdict": "FAIL",
+                                               "threshold": 0.01, "rule": "<= 0.01"}
+    for name, entry in record["metrics"].items():
+        if name.startswith("layer/") and name.endswith("/cosine"):
+            entry.update(rule=">= 0.99", threshold=0.99, source="Ascend msprobe compare: 0.99")
+        if name.startswith("layer/") and name.endswith("/max_abs_err"):
+            for key in ("rule", "threshold", "verdict"):
+                entry.pop(key, None)
+    record["verdict"] = "FAIL"
+    path.write_text(json.dumps(record))
+    text = report(tmp_path, lang)
+    title = "精度对比结果" if lang == "zh" else "Accuracy per resolution"
+    [acc] = tables(text, title)
+    assert acc[1][-1] == "PASS", acc
+    notes = section(text, title)
+    own = "ascendbench 自有规则" if lang == "zh" else "ascendbench's own rules"
+    assert re.search(rf"{own}.*\[1\] FAIL \(video/mean\\?_rel\\?_err 7\.24% > 1%\)", notes), notes
+    assert "hidden cosine >= 0.99" in notes and "0.9999): Ascend msprobe compare" in notes
+    assert "hidden max_abs_err" in notes and "bfloat16" in notes and "float64" in notes
 
 
 # -- LTX VAE layer (001) and VideoFlexTok (004): no tables in the seeds; the labels are the seeds' w
