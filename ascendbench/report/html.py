@@ -35,6 +35,7 @@ class Pictures:
         self.base_dir = Path(base_dir)
         self.roots = [Path(r).resolve() for r in (base_dir, *roots)]
         self.max_bytes, self.left, self.linked = max_bytes, total_bytes, 0
+        self.shown: dict[Path, str] = {}  # embedded once: a later mention links to it
 
     def data_uri(self, target: str) -> str | None:
         """The picture at ``target`` as a ``data:`` URI, or None (outside, too large, no budget)."""
@@ -58,13 +59,18 @@ class Pictures:
         if not (relative_target(target) or target.startswith(("https://", "http://"))):
             return html.escape(f"{label} ({target})")  # an absolute, //host or scheme: no link
         anchor = f'<a href="{html.escape(quote(target, safe=URL_SAFE))}">{html.escape(label)}</a>'
+        seen = self.shown.get((self.base_dir / target).resolve())
+        if seen is not None:
+            return f'{anchor} (<a href="#{seen}">shown above</a>)'
         uri = self.data_uri(target)
         if uri is None:
             return anchor + (" (not embedded: no such picture, larger than html.embed_max_mb, or "
                              "past html.embed_total_mb)" if image else "")
         picture = f'<img src="{uri}" alt="{html.escape(label)}" title="{html.escape(label)}">'
-        kind = "plot" if image else "picture"
-        return f'<figure class="{kind}">{picture}<figcaption>{anchor}</figcaption></figure>'
+        kind, figure_id = "plot" if image else "picture", f"figure-{len(self.shown) + 1}"
+        self.shown[(self.base_dir / target).resolve()] = figure_id
+        return (f'<figure class="{kind}" id="{figure_id}">{picture}<figcaption>{anchor}'
+                "</figcaption></figure>")
 
 
 def relative_target(target: str) -> bool:

@@ -9,7 +9,7 @@ from urllib.parse import unquote
 import pytest
 
 from ascendbench.report.__main__ import main
-from ascendbench.report.html import Pictures, inline, table_cells
+from ascendbench.report.html import Pictures, html_document, inline, table_cells
 
 from helpers.report_html import html_tables, markdown_tables, numbers
 
@@ -97,3 +97,12 @@ def test_a_bad_embedding_limit_is_a_usage_error_naming_the_key(option, dtype_pre
     assert main([str(dtype_preset_records), "--out", str(tmp_path / "r"), "--set", option]) == 2
     error = capsys.readouterr().err
     assert option.split("=")[0] in error and "number > 0" in error and "Traceback" not in error
+
+
+def test_a_picture_mentioned_twice_is_embedded_once(tmp_path):
+    """The page holds each picture's bytes once; a later mention links to the shown figure."""
+    (tmp_path / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"x" * 100)
+    page = html_document("[one](a.png)\n\n[again](a.png)", tmp_path, embed_max_mb=1)
+    assert page.count("data:image/png") == 1
+    assert '<figure class="picture" id="figure-1">' in page
+    assert '<a href="a.png">again</a> (<a href="#figure-1">shown above</a>)' in page
