@@ -194,8 +194,10 @@ def _from_hub(repo_id: str, layout: Layout, revision: str | None,
 
 def files_digests(files: tuple[Path, ...]) -> tuple[str, list[str], list[int]]:
     """``(digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted): SHA256 over names
-    and bytes as ``sha256:<hex>``, each file's ``<hex>  <name>`` (as ``sha256sum``), sizes."""
+    and bytes as ``sha256:<hex>``, each file's ``<hex>  <path>`` (as ``sha256sum`` run in their
+    common folder: ``vae/diffusion_pytorch_model.safetensors``), sizes."""
     digest, lines, sizes = hashlib.sha256(), [], []
+    root = Path(os.path.commonpath([p.parent for p in files])) if files else Path()
     for path in sorted(files):
         digest.update(path.name.encode())
         own, size = hashlib.sha256(), 0
@@ -204,7 +206,7 @@ def files_digests(files: tuple[Path, ...]) -> tuple[str, list[str], list[int]]:
                 digest.update(block)
                 own.update(block)
                 size += len(block)
-        lines.append(f"{own.hexdigest()}  {path.name}")
+        lines.append(f"{own.hexdigest()}  {path.relative_to(root)}")
         sizes.append(size)
     return "sha256:" + digest.hexdigest(), lines, sizes
 

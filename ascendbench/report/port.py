@@ -44,7 +44,10 @@ def overview(rows: fmt.Rows, all_rows: fmt.Rows, lang: str) -> str:
     loader = (_json(row.get("config"), dict).get("model") or {}).get("loader") or {}
     digest = fmt.get(row, "weights.digest")
     items = [("p_model", fmt.field(row, "job.model")), ("p_task", fmt.text(task_of(row))),
-             ("p_architecture", fmt.text(loader.get("class_path") or loader.get("_target_"))),
+             ("p_architecture", fmt.text(fmt.get(row, "weights.module") or loader.get(
+                 "class_path") or loader.get("_target_"))),
+             ("p_patches", fmt.text(", ".join(_json(fmt.get(row, "pipeline.patches_applied"),
+                                                   list)))),
              ("p_parameters", fmt.field(row, "weights.num_params")),
              ("p_weights", " ".join(fmt.cells(row, ["weights.kind"])
                                     + [fmt.text(fmt.get(row, "weights.source") or "")]).strip())]

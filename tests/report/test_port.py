@@ -121,9 +121,12 @@ def test_the_overview_shows_each_files_sha256sum_and_the_size_that_ran(flux_reco
     for path in (tmp_path / "records").glob("*/record.json"):  # as the loader records them
         record = json.loads(path.read_text())
         record["weights"].update(sha256sum=["d54e" + "0" * 60 + "  model.safetensors"],
-                                 file_bytes=[10779872388])
+                                 file_bytes=[10779872388], module="Conv3d(128, 1024)")
+        record["pipeline"] = {"patches_applied": ["flex_attention_dense"]}
         path.write_text(json.dumps(record))
     overview = sections(_port(tmp_path, "en"))["Overview"]
+    assert "| architecture | Conv3d(128, 1024) |" in overview, "the module that ran, not its loader"
+    assert "| patches applied | flex_attention_dense |" in overview
     assert "| sha256sum | d54e" + "0" * 60 + "  model.safetensors (10779872388 bytes) |" in overview
     assert "| weights.digest (names and bytes of the files) | sha256:" in overview, \
         "the digest says what it covers"

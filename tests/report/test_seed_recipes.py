@@ -193,6 +193,9 @@ def test_the_layer_recipe_gives_the_seeds_consistency_and_performance_lines(tiny
     assert names_verdict(zh["判定"], record)
     assert bench["warmup"]["calls"] == 1 and bench["latency"]["count"] == 2, \
         "bench.protocol=fixed: exactly as asked"
+    port = next((tmp_path / "reports" / "port").glob("*.md")).read_text()
+    assert re.search(r"\| 模型架构 \| Conv3d\(8, 32, kernel_size=", port), \
+        "the layer that ran, not the loader that read it"
 
 
 # -- Sulphur-2 (000) -------------------------------------------------------------------------------

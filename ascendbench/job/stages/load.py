@@ -121,8 +121,11 @@ class LoadStage(Stage):
                 job.loaded = job.loader.load(cfg.model.source, cfg.model.weights,
                                              cfg.model.init_seed, cfg.model.get("revision"))
         job.model = job.loaded.module
+        described = repr(job.model)  # a layer says its shape: Conv3d(128, 1024, ...)
+        module = type(job.model).__module__ + "." + type(job.model).__qualname__
         job.weights = {**job.loaded.weights, "load_seconds": job.loaded.load_seconds,
-                       "load": load_memory.to_dict()}
+                       "load": load_memory.to_dict(),
+                       "module": described if len(described) <= 200 else module}
         if job.weights["kind"] == "random-init":
             job.warn(f"weights: random-init (seed {job.weights['init_seed']}): "
                      f"{job.weights['reason']}")
