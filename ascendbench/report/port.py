@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -171,6 +172,8 @@ def known_issues(rows: fmt.Rows, failed: fmt.Rows, lang: str) -> list[str]:
         for name, reason in fmt.metric_fields(row, "skipped", True).items():
             if reason:
                 skipped.setdefault(str(reason), set()).add(name)
+    runs = Counter(issues)  # the same line from repeated runs: once, with its count
+    issues = [f"{line} (x{runs[line]})" if runs[line] > 1 else line for line in runs]
     issues += [f"{fmt.word('p_skipped', lang)} {', '.join(sorted(names))}: {fmt.short(reason, 300)}"
                for reason, names in skipped.items()]
     warnings = {w for row in rows for w in str(fmt.get(row, "warnings") or "").split(" | ")

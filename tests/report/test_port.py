@@ -166,3 +166,12 @@ def test_a_verdict_names_at_most_three_rules_hidden_states_by_their_worst():
                                   "gate/token_shape_match 0 (rule == 1), +2 …)")
     assert named_verdict(row, most=9).endswith("psnr_db 12 < 30, hidden.max_abs_err 0.002 > 0.001)")
     assert verdict_cell(row).endswith(" †") and named_verdict({"verdict": "PASS"}) == "PASS"
+
+
+def test_a_known_issue_repeated_by_several_runs_is_said_once_with_its_count(write_record,
+                                                                            tmp_path):
+    for run in range(3):  # three runs of one failing workload
+        write_record(f"bf16_{run}", dtype="bfloat16", mean_rel_err=0.07)
+    issues = sections(_port(tmp_path, "en"))["Known issues"]
+    line = "npu bfloat16 mini @ 512x512: FAIL (mean_rel_err 7% > 1%) (x3)"
+    assert line in issues and issues.count("npu bfloat16 mini @ 512x512: FAIL") == 1, issues
