@@ -71,8 +71,10 @@ def _series(rows: Rows, x: Callable[[Row], float], fixed: Callable[[Row], bool]
     return found
 
 
-def draw_latency(ax: Any, series: dict[str, list[Point]], label: Callable[[Row], str]) -> bool:
-    """Medians with 95% CI bars and earlier runs; categorical for few x values (returned)."""
+def draw_latency(ax: Any, series: dict[str, list[Point]], label: Callable[[Row], str],
+                 colors: dict[str, str] | None = None) -> bool:
+    """Medians with 95% CI bars and earlier runs, a series in its ``colors`` entry (one colour per
+    dtype in every panel); categorical for few x values (returned)."""
     xs = sorted({x for pts in series.values() for x, _ in pts})
     categorical = len(xs) <= CATEGORICAL_MAX
     width = 0.6 / max(len(series), 1)
@@ -86,7 +88,8 @@ def draw_latency(ax: Any, series: dict[str, list[Point]], label: Callable[[Row],
         errors = [ci_errors(row) for _, row in pts]
         drawn = ax.errorbar(where, [fmt.latency(row) for _, row in pts],
                             yerr=[[e[0] for e in errors], [e[1] for e in errors]], marker="o",
-                            capsize=4, label=name, linestyle="none" if categorical else "-")
+                            capsize=4, label=name, linestyle="none" if categorical else "-",
+                            color=(colors or {}).get(name))
         earlier = [(w, m) for w, (_, row) in zip(where, pts, strict=True)
                    for m in row.get(REPEATS) or []]
         if earlier:
@@ -131,9 +134,12 @@ def latency_figure(rows: Rows, model: str) -> Any | None:
         return None
     devices = sorted({str(get(r, "job.device")) for r in rows})
     fig, axes = pyplot().subplots(len(devices), 2, figsize=(10, 4.2 * len(devices)), squeeze=False)
+    panels = {device: _panels(rows, device) for device in devices}
+    names = sorted({name for both in panels.values() for panel in both for name in panel[0]})
+    colors = {name: f"C{i % 10}" for i, name in enumerate(names)}
     for axrow, device in zip(axes, devices, strict=True):
-        for ax, (series, title, xlabels, label) in zip(axrow, _panels(rows, device), strict=True):
-            categorical = draw_latency(ax, series, label)
+        for ax, (series, title, xlabels, label) in zip(axrow, panels[device], strict=True):
+            categorical = draw_latency(ax, series, label, colors)
             ax.set(xlabel=xlabels[categorical], ylabel="median latency (ms)", yscale="log")
             ax.set_title(title, fontsize=9)
             ax.grid(True, alpha=0.3)

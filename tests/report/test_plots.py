@@ -167,3 +167,21 @@ def test_a_plot_planted_as_a_link_is_replaced_not_written_through(write_record, 
     path = latency_plot(rows, "flux2_small_decoder", out)
     assert victim.read_bytes() == b"precious"
     assert not path.is_symlink() and path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_dtype_keeps_its_colour_in_every_panel(write_record):
+    """float16 only in the size panel (batch 1 at 256 and 1024 px), float32 in both: float32 is
+    drawn in one colour in both panels (the colour cycle started again per panel before)."""
+    from ascendbench.report.plots import latency_figure, pyplot
+
+    rows = [load_row(write_record(f"h{px}", dtype="float16", height=px, width=px))
+            for px in (256, 1024)]
+    rows += [load_row(write_record(f"b{b}", dtype="float32", height=512, width=512, batch=b,
+                                   median_ms=10.0 * b)) for b in (1, 2)]
+    fig = latency_figure(rows, "m")
+    colours = {}
+    for ax in fig.axes:
+        for bars in ax.containers:  # errorbar: one container per series, its label the dtype
+            colours.setdefault(bars.get_label(), set()).add(bars.lines[0].get_color())
+    pyplot().close(fig)
+    assert len(colours["float32"]) == 1 and colours["float32"] != colours["float16"], colours
