@@ -72,14 +72,11 @@ SETUP: dict[str, Callable[[DeviceAdapter], None]] = {"cuda": _setup_cuda, "npu":
 @dataclass(eq=False)
 class DeviceAdapter:
     """A device of type ``cpu``, ``cuda`` or ``npu``: timing sync, events, memory and identity.
-
     Its fields are the keys of ``conf/device/*.yaml`` (docs/devices.md); building it applies them
     and loads the device runtime. ``DeviceAdapter("cpu")`` is the host with every default.
-
     Raises:
         ConfigError: ``name`` is not a device type.
-        DeviceUnavailableError: the device runtime is missing or shows no device.
-    """
+        DeviceUnavailableError: the device runtime is missing or shows no device."""
 
     name: str
     index: int = 0
@@ -208,10 +205,8 @@ class DeviceAdapter:
 def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto",
                 **kwargs: Any) -> DeviceAdapter:
     """``device=auto``: the first available device type in ``order``; the choice is logged.
-
     Raises:
-        DeviceUnavailableError: none of the listed types is available.
-    """
+        DeviceUnavailableError: none of the listed types is available."""
     _apply_env(kwargs.get("env") or {})
     if "npu" in order:
         ensure_env_dirs()
