@@ -86,10 +86,8 @@ def floor_problem(floor: Floor, found: str | None) -> str | None:
 
 def require_supported(lookup: VersionLookup | None = None) -> None:
     """Raise :class:`UnsupportedVersionError` when torch or diffusers is missing or below its floor.
-
     Args:
-        lookup: distribution name -> installed version; default :func:`installed_version`.
-    """
+        lookup: distribution name -> installed version; default :func:`installed_version`."""
     lookup = lookup or installed_version
     problems = [p for p in (floor_problem(f, lookup(f.name)) for f in FLOORS) if p]
     if problems:

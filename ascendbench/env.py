@@ -57,19 +57,13 @@ def host_stack() -> dict[str, Any]:
 def environment() -> dict[str, Any]:
     """Host, interpreter, library, driver and revision facts for the record."""
     return {
-        "ascendbench": ascendbench.__version__,
-        **source_revision(),
-        **host_stack(),
+        "ascendbench": ascendbench.__version__, **source_revision(), **host_stack(),
         "torch_build": {"git_version": getattr(torch.version, "git_version", None),
                         "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None)},
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "hostname": socket.gethostname(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch_cuda": torch.version.cuda,
-        "torch_cann": getattr(torch.version, "cann", None),
-        "libraries": library_versions(),
+        "python": sys.version.split()[0], "platform": platform.platform(),
+        "hostname": socket.gethostname(), "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(), "torch_cuda": torch.version.cuda,
+        "torch_cann": getattr(torch.version, "cann", None), "libraries": library_versions(),
         "hf_endpoint": os.environ.get("HF_ENDPOINT"),
         "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
     }

@@ -9,15 +9,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ascendbench.baseline import replay_modules
 from ascendbench.baseline.process import run_child
 from ascendbench.baseline.replay_memory import memory_check, recorded_plan
-from ascendbench.baseline.replay_modules import (
-    ModuleSpec,
-    module_specs,
-    prepare_weights,
-    replay_patterns,
-    replay_settings,
-)
 from ascendbench.compare.capture import CallRecorder
 from ascendbench.compare.select import named_modules
 from ascendbench.errors import BaselineError
@@ -44,7 +38,7 @@ class ReplayPlan:
 
     reason: str
     patterns: list[str]
-    specs: list[ModuleSpec]
+    specs: list[replay_modules.ModuleSpec]
     folder: Path
     settings: dict[str, Any] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -59,11 +53,11 @@ class ReplayPlan:
 
 def prepare_replay(job: Any, reason: str) -> ReplayPlan:
     """Choose the modules and export what the checkpoint cannot serve (the job's float32 model)."""
-    patterns = replay_patterns(job.cfg)
-    specs = module_specs(job.model, patterns)
+    patterns = replay_modules.replay_patterns(job.cfg)
+    specs = replay_modules.module_specs(job.model, patterns)
     folder = job.dir / "replay"
-    prepare_weights(job.model, specs, job.weights, folder / "weights")
-    return ReplayPlan(reason, patterns, specs, folder, replay_settings(job.cfg))
+    replay_modules.prepare_weights(job.model, specs, job.weights, folder / "weights")
+    return ReplayPlan(reason, patterns, specs, folder, replay_modules.replay_settings(job.cfg))
 
 
 def record_calls(job: Any, plan: ReplayPlan) -> CallRecorder:

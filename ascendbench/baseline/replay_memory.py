@@ -11,15 +11,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
+from ascendbench.baseline import replay_modules
 from ascendbench.baseline.bounded import bounded_if_float64
 from ascendbench.baseline.memory import CHILD_PROCESS_BYTES
-from ascendbench.baseline.replay_modules import (
-    ModuleSpec,
-    meta_module,
-    module_specs,
-    replay_patterns,
-    replay_settings,
-)
 from ascendbench.baseline.store import header_tensors
 from ascendbench.compare.capture import CallRecorder, call_file, decode
 from ascendbench.compare.select import named_modules
@@ -111,12 +105,13 @@ def choose_precision(setting: str, plan_in: Callable[[str], Plan], available: in
     return {**second, "fits": fits(second), "choice": why}
 
 
-def recorded_plan(specs: list[ModuleSpec], calls_dir: str, calls: Calls, setting: str) -> Plan:
+def recorded_plan(specs: list[replay_modules.ModuleSpec], calls_dir: str, calls: Calls,
+                  setting: str) -> Plan:
     """The process's plan on the recorded shapes; refused before it starts if it does not fit."""
     tensors: dict[str, torch.Tensor] = {}
     for call in calls:
         tensors.update(header_tensors(call_file(calls_dir, call)))
-    builders = {s.name: (lambda spec=s: meta_module(vars(spec))) for s in specs}
+    builders = {s.name: (lambda spec=s: replay_modules.meta_module(vars(spec))) for s in specs}
     available = available_host_bytes()
     memory = choose_precision(setting, lambda p: process_plan(builders, calls, tensors, p),
                               available)
@@ -197,8 +192,8 @@ def _dropped(calls: Calls, cap_mb: float) -> list[str]:
 def plan_replay(model: Any, task: Any, inputs: Tensors, cfg: Any, dtype: torch.dtype,
                 available: int) -> Plan:
     """The dry run's plan: the sampled calls recorded in a meta run, each module on its largest."""
-    settings, patterns = replay_settings(cfg), replay_patterns(cfg)
-    specs = module_specs(model, patterns)
+    settings, patterns = replay_modules.replay_settings(cfg), replay_modules.replay_patterns(cfg)
+    specs = replay_modules.module_specs(model, patterns)
     named = named_modules(model)
     hooked = {s.name: named[s.name] for s in specs}
     recorder, stopped = CallRecorder(hooked, settings["calls"], 1 << 62, keep=False), None

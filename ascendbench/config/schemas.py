@@ -326,10 +326,8 @@ class AscendBenchConfig:
 # file names one in its defaults list as `- /<name>@_here_`.
 SCHEMAS: dict[str, type] = {
     "ascendbench_schema": AscendBenchConfig,
-    "dtype_schema": DtypeRulesConfig,
-    "dtype_auto_schema": AutoDtypeConfig,
-    "device_npu_schema": NpuDeviceConfig,
-    "device_auto_schema": AutoDeviceConfig,
+    "dtype_schema": DtypeRulesConfig, "dtype_auto_schema": AutoDtypeConfig,
+    "device_npu_schema": NpuDeviceConfig, "device_auto_schema": AutoDeviceConfig,
 }
 
 

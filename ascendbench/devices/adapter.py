@@ -72,14 +72,11 @@ SETUP: dict[str, Callable[[DeviceAdapter], None]] = {"cuda": _setup_cuda, "npu":
 @dataclass(eq=False)
 class DeviceAdapter:
     """A device of type ``cpu``, ``cuda`` or ``npu``: timing sync, events, memory and identity.
-
     Its fields are the keys of ``conf/device/*.yaml`` (docs/devices.md); building it applies them
     and loads the device runtime. ``DeviceAdapter("cpu")`` is the host with every default.
-
     Raises:
         ConfigError: ``name`` is not a device type.
-        DeviceUnavailableError: the device runtime is missing or shows no device.
-    """
+        DeviceUnavailableError: the device runtime is missing or shows no device."""
 
     name: str
     index: int = 0
@@ -195,10 +192,8 @@ class DeviceAdapter:
             "torch_device": "cpu" if self.runtime is None else f"{self.name}:{self.index}",
             "precision_switches": self.precision_switches, "env_set": self.env_set,
             "env_dirs": self.env_dirs, "cpu_threads": torch.get_num_threads(),
-            "interop_threads": torch.get_num_interop_threads(),
-            "deterministic": self.deterministic,
-            "deterministic_switches": self.deterministic_switches,
-            "jit_compile": self.jit_compile,
+            "interop_threads": torch.get_num_interop_threads(), "deterministic": self.deterministic,
+            "deterministic_switches": self.deterministic_switches, "jit_compile": self.jit_compile,
             "set_device": None if self.runtime is None else self.index,
             "chip_options": self.chip_options, "import_order": self.import_order,
             "env_observed": {key: os.environ.get(key) for key in self.record_env},
@@ -208,10 +203,8 @@ class DeviceAdapter:
 def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto",
                 **kwargs: Any) -> DeviceAdapter:
     """``device=auto``: the first available device type in ``order``; the choice is logged.
-
     Raises:
-        DeviceUnavailableError: none of the listed types is available.
-    """
+        DeviceUnavailableError: none of the listed types is available."""
     _apply_env(kwargs.get("env") or {})
     if "npu" in order:
         ensure_env_dirs()

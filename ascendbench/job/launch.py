@@ -35,10 +35,6 @@ class LaunchRefused(SystemExit):
     ``SystemExit``: Hydra turns a callback's ordinary exception into a warning and goes on."""
 
 
-def _override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def _shortened(name: str) -> str:
     """``name`` if it fits :data:`MAX_NAME_BYTES`, else the shortest overrides that fit."""
     if len(name.encode()) <= MAX_NAME_BYTES:
@@ -56,7 +52,8 @@ def _shortened(name: str) -> str:
 def job_subdir(readable: str, overrides: Any) -> str:
     """A sweep job's directory name: ``readable`` (Hydra's ``override_dirname``), plus ``_<hash>``
     of its overrides when ``readable`` leaves one out, holds a separator or is too long."""
-    identity = sorted(str(o) for o in overrides or [] if _override_key(str(o)) not in NOT_IDENTITY)
+    identity = sorted(str(o) for o in overrides or []
+                      if str(o).split("=", 1)[0].lstrip("+~") not in NOT_IDENTITY)
     safe = str(readable).replace(os.sep, "_").replace("\0", "_")
     if os.altsep:
         safe = safe.replace(os.altsep, "_")

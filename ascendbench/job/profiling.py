@@ -11,7 +11,6 @@ import re
 import shutil
 import statistics
 import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
@@ -19,6 +18,7 @@ from typing import Any, Callable
 from torch.profiler import ProfilerActivity, profile
 
 from ascendbench.errors import ConfigError
+from ascendbench.graph import first_call
 
 TRACE_NAME = "profile_trace.json"
 PROFILE_DIR = "profile_npu"  # inside the job dir: the *_ascend_pt run directories
@@ -113,14 +113,7 @@ def npu_section(run_dir: Path | None, job_dir: Path, calls: int,
 
 def _timed_calls(call: Callable[[], Any], adapter: Any, calls: int) -> list[float]:
     """``calls`` calls, each timed on the host clock between two synchronizes (ms)."""
-    wall_ms = []
-    for _ in range(calls):
-        adapter.synchronize()
-        start = time.perf_counter()
-        call()
-        adapter.synchronize()
-        wall_ms.append((time.perf_counter() - start) * 1000.0)
-    return wall_ms
+    return [first_call(call, adapter) for _ in range(calls)]
 
 
 def _profile_npu(out_dir: Path,

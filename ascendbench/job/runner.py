@@ -14,15 +14,8 @@ from ascendbench import progress
 from ascendbench.baseline.replay_memory import plan_lines
 from ascendbench.env import environment
 from ascendbench.errors import AscendBenchError, DryRunError, OutputWriteError, WouldBuild
+from ascendbench.job import failures
 from ascendbench.job.claim import check_job_dir, claim, release
-from ascendbench.job.failures import (
-    classify,
-    config_for_record,
-    console_paragraph,
-    interrupted,
-    log_traceback,
-    release_memory,
-)
 from ascendbench.job.job import Job
 from ascendbench.job.planning import declared_target
 from ascendbench.job.record import RecordWriter
@@ -54,7 +47,7 @@ def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
 
 
 def _run_claimed(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
-    writer = RecordWriter(job_dir, config_for_record(cfg))
+    writer = RecordWriter(job_dir, failures.config_for_record(cfg))
     job = Job(cfg=cfg, dir=job_dir, writer=writer, dry_run=bool(cfg.get("dry_run", False)))
     try:
         if (previous := finished_record(cfg, job_dir)) is not None:  # resume: same config, weights
@@ -63,13 +56,14 @@ def _run_claimed(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
         writer.update(env=job.env)
         _plan(job) if job.dry_run else _run(job)
     except KeyboardInterrupt as exc:
-        where = _finish_quietly(writer, "interrupted", interrupted(exc, job.stage))
+        where = _finish_quietly(writer, "interrupted", failures.interrupted(exc, job.stage))
         log.error("job interrupted; record (status interrupted): %s", where)
         raise
     except Exception as exc:  # own errors keep their reason, out-of-memory: oom, else 'unexpected'
-        _fail(job, *classify(exc, job.adapter.name if job.adapter else None, job.stage))
+        _fail(job, *failures.classify(exc, job.adapter.name if job.adapter else None, job.stage))
     if writer.data["status"] == "failed":
-        release_memory()  # out of the except block: the traceback no longer holds the tensors
+        # out of the except block: the traceback no longer holds the tensors
+        failures.release_memory()
     return writer.data
 
 
@@ -103,12 +97,13 @@ def _run(job: Job) -> None:
 
 def _fail(job: Job, exc: BaseException, reason: str) -> None:
     try:
-        log_path: Path | str = log_traceback(exc, job.writer.job_dir)
+        log_path: Path | str = failures.log_traceback(exc, job.writer.job_dir)
     except OSError as log_exc:  # the disk that failed the job may not take the traceback either
         log_path = f"not written ({type(log_exc).__name__}: {log_exc})"
     where = _finish_quietly(job.writer, "failed", exc, reason)
     log.error("job failed (%s, reason %s): %s\n  %s", type(exc).__name__, reason,
-              console_paragraph(exc), f"record: {where}\n  full log with traceback: {log_path}")
+              failures.console_paragraph(exc),
+              f"record: {where}\n  full log with traceback: {log_path}")
 
 
 def _plan(job: Job) -> None:

@@ -11,12 +11,7 @@ import torch
 from hydra.utils import get_method
 
 from ascendbench.errors import ConfigError
-from ascendbench.metrics.functional.regression import (
-    DEFAULT_CHUNK,
-    ErrorTolerances,
-    first_nonfinite_mismatch,
-    regression_metrics,
-)
+from ascendbench.metrics.functional import regression
 from ascendbench.metrics.suite import Evaluator
 
 # Not configurable: a position where reference and device disagree about NaN/Inf always fails.
@@ -34,17 +29,17 @@ class RegressionOptions:
     psnr_cap_db: float = 200.0
     small_value: float | None = None
     small_value_atol: float | None = None
-    chunk_elements: int = DEFAULT_CHUNK
+    chunk_elements: int = regression.DEFAULT_CHUNK
 
     def __post_init__(self) -> None:
         self.eps, self.data_range = float(self.eps), float(self.data_range)
         self.psnr_cap_db, self.chunk_elements = float(self.psnr_cap_db), int(self.chunk_elements)
 
-    def tolerances(self, given: Mapping[str, float]) -> ErrorTolerances:
+    def tolerances(self, given: Mapping[str, float]) -> regression.ErrorTolerances:
         """``given`` (the dtype's tolerances) with these options' own values first."""
         own = {"small_value": self.small_value, "small_value_atol": self.small_value_atol}
         own = {k: v for k, v in own.items() if v is not None}
-        return ErrorTolerances.from_mapping(given, eps=self.eps, **own)
+        return regression.ErrorTolerances.from_mapping(given, eps=self.eps, **own)
 
 
 class RegressionEvaluator(Evaluator):
@@ -65,12 +60,12 @@ class RegressionEvaluator(Evaluator):
                 tolerances: Mapping[str, float]) -> dict[str, Any]:
         """All regression metrics of one output; ``nonfinite_mismatch`` with its first index."""
         options = self.options
-        metrics: dict[str, Any] = regression_metrics(
+        metrics: dict[str, Any] = regression.regression_metrics(
             reference, device, options.tolerances(tolerances), data_range=options.data_range,
             psnr_cap_db=options.psnr_cap_db, chunk_elements=options.chunk_elements)
         mismatch = metrics["nonfinite_mismatch"]
         if mismatch > 0:  # where the first NaN/Inf is, to start debugging there
-            first = first_nonfinite_mismatch(reference, device, options.chunk_elements)
+            first = regression.first_nonfinite_mismatch(reference, device, options.chunk_elements)
             metrics["nonfinite_mismatch"] = {"value": mismatch, "first_index": first}
         return metrics
 

@@ -9,15 +9,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from ascendbench.metrics import lpips_net
-from ascendbench.metrics.functional.image import (
-    SSIM_MIN_SIDE,
-    aggregate,
-    frames,
-    psnr_per_image,
-    resolve_layout,
-    ssim_per_image,
-    to_lpips_range,
-)
+from ascendbench.metrics.functional import image
 from ascendbench.metrics.functional.nonfinite import neutralize
 from ascendbench.metrics.suite import Evaluator
 
@@ -52,10 +44,10 @@ class PerImageMetrics:
     def skips(self, height: int, width: int) -> dict[str, str]:
         """Metric -> reason for the metrics that cannot be computed on ``height x width`` images."""
         reasons: dict[str, str] = {}
-        if self.ssim and min(height, width) < SSIM_MIN_SIDE:
+        if self.ssim and min(height, width) < image.SSIM_MIN_SIDE:
             reasons["ssim"] = (f"images of {height}x{width} px are smaller than the "
-                               f"{SSIM_MIN_SIDE} px Gaussian SSIM window (sigma 1.5); use a preset "
-                               "with larger height and width")
+                               f"{image.SSIM_MIN_SIDE} px Gaussian SSIM window (sigma 1.5); use a "
+                               "preset with larger height and width")
         if self.lpips:
             net, need = self.lpips_net, lpips_net.MIN_SIDE.get(self.lpips_net, 0)
             problem = lpips_net.backbone_problem(net, self.lpips_version, self.lpips_verify_hash)
@@ -75,14 +67,15 @@ class PerImageMetrics:
             ref, dev, bad = neutralize(reference[start:start + chunk], device[start:start + chunk])
             ref, dev = ref.clamp_(low, high), dev.clamp_(low, high)
             mismatch += bad
-            values = {"psnr_db": psnr_per_image(ref, dev, self.data_range, self.psnr_cap_db)}
+            values = {"psnr_db": image.psnr_per_image(ref, dev, self.data_range, self.psnr_cap_db)}
             if self.ssim and "ssim" not in skip:
-                values["ssim"] = ssim_per_image(ref, dev, self.data_range)
+                values["ssim"] = image.ssim_per_image(ref, dev, self.data_range)
             if self.lpips and "lpips" not in skip:
                 hub = torch.hub.get_dir()
                 model = lpips_net.load_lpips(self.lpips_net, self.lpips_version, hub)
                 values["lpips"] = lpips_net.lpips_per_image(
-                    model, to_lpips_range(ref, (low, high)), to_lpips_range(dev, (low, high)))
+                    model, image.to_lpips_range(ref, (low, high)),
+                    image.to_lpips_range(dev, (low, high)))
             for metric, per_image in values.items():
                 lists.setdefault(metric, []).extend(per_image)
         return lists, mismatch
@@ -118,7 +111,7 @@ class ImageEvaluator(Evaluator):
         results: dict[str, Any] = {f"image_{m}": {"skipped": reason} for m, reason in skip.items()}
         results["image_nonfinite_mismatch"] = float(mismatch)
         for metric, values in lists.items():
-            stats = aggregate(values, HIGHER_IS_BETTER[metric])
+            stats = image.aggregate(values, HIGHER_IS_BETTER[metric])
             results[f"image_{metric}"] = {"value": stats["mean"], "worst": stats["worst"],
                                           "worst_index": stats["worst_index"], "per_image": values}
         return results
@@ -145,12 +138,12 @@ class VideoEvaluator(ImageEvaluator):
                 tolerances: Mapping[str, float]) -> dict[str, Any]:
         """Mean, std and worst frame of each per-frame metric."""
         skip = self.metrics.skips(int(reference.shape[-2]), int(reference.shape[-1]))
-        layout = resolve_layout(tuple(reference.shape), self.layout)
+        layout = image.resolve_layout(tuple(reference.shape), self.layout)
         lists: dict[str, list[float]] = {}
         where: list[tuple[int, int]] = []  # (batch, frame) of every value
         mismatch = 0
         for batch in range(int(reference.shape[0])):
-            ref, dev = frames(reference, batch, layout), frames(device, batch, layout)
+            ref, dev = image.frames(reference, batch, layout), image.frames(device, batch, layout)
             values, bad = self.metrics.compute(ref, dev, skip, self.chunk)
             mismatch += bad
             for metric, per_frame in values.items():
@@ -164,7 +157,7 @@ class VideoEvaluator(ImageEvaluator):
                                 for s in ("mean", worst, "std")})
                 continue
             values = lists[metric]
-            stats = aggregate(values, HIGHER_IS_BETTER[metric])
+            stats = image.aggregate(values, HIGHER_IS_BETTER[metric])
             batch, frame = where[stats["worst_index"]] if values else (-1, -1)
             results[f"video_{metric}_mean"] = {"value": stats["mean"], "frames": len(values),
                                                "per_frame": values}

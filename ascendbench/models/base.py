@@ -14,16 +14,8 @@ import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ascendbench.errors import ConfigError, MissingPackageError, WeightsNotFoundError
+from ascendbench.models import sources
 from ascendbench.models.memory import tensor_count
-from ascendbench.models.sources import (
-    Layout,
-    NotFound,
-    ResolvedSource,
-    files_digests,
-    hub_download,
-    hub_forced_offline,
-    resolve_source,
-)
 
 log = logging.getLogger(__name__)
 
@@ -79,16 +71,16 @@ class ModelLoader(ABC):
     install_hint: str | None = None
 
     @abstractmethod
-    def from_weights(self, found: ResolvedSource, seed: int) -> tuple[Any, dict[str, Any]]:
+    def from_weights(self, found: sources.ResolvedSource, seed: int) -> tuple[Any, dict[str, Any]]:
         """The model with the weights of ``found``, and facts for the record beyond the files'."""
 
     @abstractmethod
     def random_init(self, seed: int, source: str | None, revision: str | None) -> tuple[Any, dict]:
         """The real architecture with weights drawn from ``torch.manual_seed(seed)``, and facts."""
 
-    def loaded_info(self, found: ResolvedSource) -> dict[str, Any]:
+    def loaded_info(self, found: sources.ResolvedSource) -> dict[str, Any]:
         """The record's ``weights`` of weights read from ``found`` (one read for every digest)."""
-        digest, sha256sum, sizes = files_digests(found.files)
+        digest, sha256sum, sizes = sources.files_digests(found.files)
         return {"kind": "loaded", "source": str(found.path), "origin": found.origin,
                 "digest": digest, "sha256sum": sha256sum, "file_bytes": sizes,
                 "format": "pickle" if found.pickle else "safetensors",
@@ -108,8 +100,9 @@ class ModelLoader(ABC):
         if self.class_path:  # a missing package is named before any lookup
             import_class(self.class_path, self.install_hint)
         start, seed = time.perf_counter(), int(init_seed)
-        found = None if weights == "random" else resolve_source(source, Layout.of(self), revision)
-        if isinstance(found, ResolvedSource):
+        layout = sources.Layout.of(self)
+        found = None if weights == "random" else sources.resolve_source(source, layout, revision)
+        if isinstance(found, sources.ResolvedSource):
             model, extra = self.from_weights(found, seed)
             info = {**self.loaded_info(found), **extra}
         elif weights == "required":
@@ -129,27 +122,28 @@ class ModelLoader(ABC):
     def build_meta(self, found: Any, init_seed: int) -> Any:
         """The model as :meth:`load` would build it, on the ``meta`` device: from a checkpoint
         directory's ``config.json`` where the class reads one, else the random-init path."""
-        if isinstance(found, ResolvedSource) and found.kind == "dir" and self.class_path \
+        if isinstance(found, sources.ResolvedSource) and found.kind == "dir" and self.class_path \
                 and not self.pipeline:
             cls = import_class(self.class_path)
             if hasattr(cls, "load_config"):  # diffusers' ConfigMixin
                 config = cls.load_config(str(found.path), subfolder=self.subfolder)
                 with torch.device("meta"):
                     return cls.from_config(config)
-        with torch.device("meta"), hub_forced_offline():
+        with torch.device("meta"), sources.hub_forced_offline():
             return self.load(None, "random", int(init_seed), None).module
 
 
-def locate(loader: Any, source: str | None, revision: str | None) -> ResolvedSource | NotFound:
+def locate(loader: Any, source: str | None,
+           revision: str | None) -> sources.ResolvedSource | sources.NotFound:
     """Where ``loader``'s weights for ``source`` are, without downloading (any loader object)."""
-    return resolve_source(source, Layout.of(loader), revision, allow_network=False)
+    return sources.resolve_source(source, sources.Layout.of(loader), revision, allow_network=False)
 
 
-def _not_found(source: str | None, found: NotFound, filename: str | None) -> str:
+def _not_found(source: str | None, found: sources.NotFound, filename: str | None) -> str:
     named = f" (model.loader.filename={filename})" if filename else ""
     return (
         f"model.weights=required but no weights were found for model.source={source!r}{named}: "
-        f"{found.reason}. Download them first (e.g. `{hub_download()} <hub id> "
+        f"{found.reason}. Download them first (e.g. `{sources.hub_download()} <hub id> "
         f"{filename or ''} --local-dir <dir>`, with HF_ENDPOINT=<mirror url> where the hub is not "
         "reachable) and pass `model.source=<file or dir>`, or run `model.weights=auto` / "
         "`model.weights=random` to use the real architecture with random weights.")

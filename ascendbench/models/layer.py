@@ -12,14 +12,9 @@ from hydra.utils import instantiate
 from safetensors import safe_open
 
 from ascendbench.errors import ConfigError, WeightsLoadError
+from ascendbench.models import memory
 from ascendbench.models.base import ModelLoader, plain
 from ascendbench.models.loader import strict_mismatch
-from ascendbench.models.memory import (
-    MemoryEstimate,
-    check_host_memory,
-    count_meta_params,
-    safetensors_numel,
-)
 from ascendbench.models.sources import ResolvedSource
 from ascendbench.precision import dtype_name
 
@@ -56,9 +51,9 @@ class SafetensorsLayerLoader(ModelLoader):
         """The module with its default initialisation drawn from ``torch.manual_seed(seed)``."""
         target = self.module_spec["_target_"]
         if self.memory_check:
-            numel = count_meta_params(lambda: instantiate(self.module_spec))
-            check_host_memory(MemoryEstimate(f"module {target}", {"module": numel}, "float32"),
-                              "Use a smaller module configuration.")
+            numel = memory.count_meta_params(lambda: instantiate(self.module_spec))
+            estimate = memory.MemoryEstimate(f"module {target}", {"module": numel}, "float32")
+            memory.check_host_memory(estimate, "Use a smaller module configuration.")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             module = instantiate(self.module_spec)
@@ -97,7 +92,7 @@ class SafetensorsLayerLoader(ModelLoader):
         if found.kind == "file":
             return found.path
         files = [f for f in found.files if (f.name == self.filename if self.filename
-                                            else safetensors_numel([f], self.prefix) > 0)]
+                                            else memory.safetensors_numel([f], self.prefix) > 0)]
         if len(files) != 1:
             raise WeightsLoadError(
                 f"model.loader.prefix={self.prefix!r}: expected one checkpoint file under "

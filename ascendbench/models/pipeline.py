@@ -15,23 +15,8 @@ from typing import Any, Callable, ClassVar, Mapping
 import torch
 
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
+from ascendbench.models import memory, sources
 from ascendbench.models.base import ModelLoader, import_class, plain
-from ascendbench.models.memory import (
-    MemoryEstimate,
-    check_host_memory,
-    count_meta_params,
-    safetensors_numel,
-)
-from ascendbench.models.sources import (
-    Layout,
-    ResolvedSource,
-    files_digest,
-    hub_download,
-    hub_forced_offline,
-    hub_offline,
-    looks_like_hub_id,
-    resolve_source,
-)
 from ascendbench.models.tokenizer import build_tokenizer
 from ascendbench.precision import TORCH_DTYPES
 
@@ -95,7 +80,7 @@ def count_component_params(specs: Mapping[str, Any]) -> dict[str, int]:
     for name in sorted(specs):
         spec = _checked(name, specs[name])
         if spec["kind"] != "tokenizer":
-            count = count_meta_params(lambda spec=spec: BUILDERS[spec["kind"]][0](spec))
+            count = memory.count_meta_params(lambda spec=spec: BUILDERS[spec["kind"]][0](spec))
             if count:  # schedulers hold no tensors
                 counts[name] = count
     return counts
@@ -137,11 +122,11 @@ class PipelineLoader(ModelLoader):
     def load(self, source: str | None, weights: str = "auto", init_seed: int = 42,
              revision: str | None = None) -> Any:
         """As every loader; with ``offline`` under ``HF_HUB_OFFLINE=1`` throughout."""
-        with hub_forced_offline() if self.offline else contextlib.nullcontext():
+        with sources.hub_forced_offline() if self.offline else contextlib.nullcontext():
             return super().load(source, weights, init_seed, revision)
 
     def _local_only(self) -> bool:
-        return self.offline or hub_offline()
+        return self.offline or sources.hub_offline()
 
     def _check_memory(self, what: str, parts: Mapping[str, int], basis: str) -> dict | None:
         if not self.memory_check:
@@ -149,7 +134,8 @@ class PipelineLoader(ModelLoader):
         twin = (f"Run the tiny twin with the same classes, `model={self.tiny_twin}`."
                 if self.tiny_twin else "Use a smaller architecture in model.loader.components.")
         hint = f"{twin} Half precision halves the estimate: `model.loader.load_dtype=bfloat16`."
-        return check_host_memory(MemoryEstimate(what, dict(parts), self.load_dtype, basis), hint)
+        estimate = memory.MemoryEstimate(what, dict(parts), self.load_dtype, basis)
+        return memory.check_host_memory(estimate, hint)
 
     def random_init(self, seed: int, source: str | None, revision: str | None) -> tuple[Any, dict]:
         """The pipeline built from ``components`` after the memory check."""
@@ -158,9 +144,9 @@ class PipelineLoader(ModelLoader):
                 f"{self.class_path} has no weights at model.source={source!r} and "
                 "model.loader.components is empty, so it cannot be built with random weights "
                 "either. Point model.source at the checkpoint.")
-        memory = self._check_memory(f"random-init {self.class_path}",
-                                    count_component_params(self.components),
-                                    "architecture config on the meta device")
+        checked = self._check_memory(f"random-init {self.class_path}",
+                                     count_component_params(self.components),
+                                     "architecture config on the meta device")
         components = build_components(self.components, seed)
         tokenizer, encoder = components.get("tokenizer"), components.get("text_encoder")
         config = getattr(encoder, "config", None)
@@ -173,15 +159,15 @@ class PipelineLoader(ModelLoader):
                 f"vocab_size to at least {len(tokenizer)}.")
         pipe = import_class(self.class_path)(**components)
         pipe.to(dtype=TORCH_DTYPES[self.load_dtype])
-        return pipe, {"loader": "components", "memory_check": memory}
+        return pipe, {"loader": "components", "memory_check": checked}
 
-    def from_weights(self, found: ResolvedSource, seed: int) -> tuple[Any, dict]:
+    def from_weights(self, found: sources.ResolvedSource, seed: int) -> tuple[Any, dict]:
         """``from_single_file`` or ``from_pretrained``, after the memory check from the headers."""
-        extra = {name: safetensors_numel(_object_files(spec))
+        extra = {name: memory.safetensors_numel(_object_files(spec))
                  for name, spec in self.objects.items()}
-        memory = self._check_memory(f"{self.class_path} from {found.path.name}",
-                                    {"checkpoint": safetensors_numel(found.files), **extra},
-                                    "safetensors headers")
+        checked = self._check_memory(f"{self.class_path} from {found.path.name}",
+                                     {"checkpoint": memory.safetensors_numel(found.files), **extra},
+                                     "safetensors headers")
         cls = import_class(self.class_path)
         objects = {name: self._load_object(name, spec) for name, spec in self.objects.items()}
         dtype, how = TORCH_DTYPES[self.load_dtype], "from_pretrained" if found.kind == "dir" else \
@@ -203,7 +189,7 @@ class PipelineLoader(ModelLoader):
                 "its text encoder, or run `model.weights=random`.") from exc
         objects = {k: dict(v) for k, v in self.objects.items()}
         return pipe, {"loader": how, "config": self.config, "offline": self._local_only(),
-                      "memory_check": memory, "objects": objects}
+                      "memory_check": checked, "objects": objects}
 
     def finish(self, model: Any, info: dict[str, Any]) -> Any:
         """LoRA weights where configured; diffusers' own progress bars off."""
@@ -217,8 +203,8 @@ class PipelineLoader(ModelLoader):
         path = Path(os.path.expanduser(self.config)) if self.config else None
         if path is not None and path.is_dir() and (path / "model_index.json").is_file():
             return {"config": str(path)}
-        if self._local_only() or (path is not None and (path.exists()
-                                                        or not looks_like_hub_id(self.config))):
+        if self._local_only() or (path is not None and (
+                path.exists() or not sources.looks_like_hub_id(self.config))):
             given = (f"model.loader.config={self.config!r} is not a local diffusers-format "
                      "directory (no model_index.json)" if self.config
                      else "model.loader.config is not set")
@@ -226,7 +212,7 @@ class PipelineLoader(ModelLoader):
                 f"{given}, but {self.class_path}.from_single_file needs the pipeline's diffusers "
                 "configs and offline (model.loader.offline=true or HF_HUB_OFFLINE=1) they cannot "
                 "be downloaded -- diffusers would otherwise fetch them from the hub silently. On a "
-                f"connected machine run `{hub_download()} "
+                f"connected machine run `{sources.hub_download()} "
                 f"{self.config_repo or '<the pipeline family repository>'} --include '*.json' "
                 "'tokenizer/*' --local-dir ./pipeline-config`, copy the directory here and pass "
                 "`model.loader.config=./pipeline-config`.")
@@ -269,11 +255,11 @@ class PipelineLoader(ModelLoader):
         path = Path(self.lora["path"])
         files = (path,) if path.is_file() else tuple(sorted(path.glob("*.safetensors")))
         return {"path": str(path), "adapter_name": name, "scale": scale,
-                "digest": files_digest(files) if files else None}
+                "digest": sources.files_digest(files) if files else None}
 
 
 def _object_files(spec: Mapping[str, Any]) -> tuple[Path, ...]:
     """The safetensors files of a separately loaded component already on disk (local or cached)."""
-    layout = Layout(spec.get("subfolder"), allow_pickle=True)
-    found = resolve_source(str(spec["source"]), layout, allow_network=False)
+    layout = sources.Layout(spec.get("subfolder"), allow_pickle=True)
+    found = sources.resolve_source(str(spec["source"]), layout, allow_network=False)
     return tuple(f for f in getattr(found, "files", ()) if f.suffix == ".safetensors")

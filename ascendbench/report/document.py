@@ -15,16 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.errors import OutputWriteError, ReportError
 from ascendbench.fileio import atomic_path, write_atomic
+from ascendbench.report import hidden, tables
 from ascendbench.report.crossdevice import crossdevice_section
 from ascendbench.report.fmt import DRY_RUN, Row, Rows, cells, get, inside, link
 from ascendbench.report.gather import CONFIG_COLUMN
-from ascendbench.report.hidden import (
-    layer_detail_table,
-    layer_rows,
-    layers_frame,
-    output_checks_section,
-    replay_section,
-)
 from ascendbench.report.html import html_document
 from ascendbench.report.performance import performance_table, pivot_section
 from ascendbench.report.plots import error_plot, latency_plot
@@ -35,14 +29,6 @@ from ascendbench.report.seedlayer import PROFILE_SECTIONS, layout, seed_layouts_
 from ascendbench.report.seedlayouts import resolution_table
 from ascendbench.report.select import accuracy_rows, repeats_note, timing_rows
 from ascendbench.report.significance import LatencyRule
-from ascendbench.report.tables import (
-    accuracy_table,
-    dry_runs_table,
-    environment_table,
-    failures_table,
-    models,
-    ok_rows,
-)
 from ascendbench.report.variants import variants_section
 
 MEDIA = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4")
@@ -68,8 +54,8 @@ class Report:
     def __init__(self, frame: pd.DataFrame, settings: DictConfig, sources: list[str]) -> None:
         self.frame, self.settings = frame, settings
         self.sources = [str(s) for s in sources]
-        self.rows = ok_rows(frame)
-        self.models = models(frame)
+        self.rows = tables.ok_rows(frame)
+        self.models = tables.models(frame)
         self.plot_files: list[Path] = []
 
     @property
@@ -123,9 +109,9 @@ class Report:
                                    "performance"),
             "per_resolution": partial(self._per_resolution, base_dir),
             "layers": partial(self._layers, base_dir, heading),
-            "replay": partial(replay_section, rows, base_dir, heading),
-            "output_checks": partial(output_checks_section, rows, base_dir),
-            "dry_runs": partial(dry_runs_table, self.frame, base_dir),
+            "replay": partial(hidden.replay_section, rows, base_dir, heading),
+            "output_checks": partial(hidden.output_checks_section, rows, base_dir),
+            "dry_runs": partial(tables.dry_runs_table, self.frame, base_dir),
             "pivot": partial(pivot_section, rows, self.models, base_dir, heading),
             "profile": partial(profile_section, rows, base_dir, heading),
             "variants": partial(variants_section, rows, list(s.variants.show), base_dir, heading,
@@ -137,8 +123,8 @@ class Report:
             "cross_device": partial(crossdevice_section, rows, s.cross_device.reference_device,
                                     OmegaConf.to_container(s.cross_device.limits, resolve=True),
                                     base_dir),
-            "environment": partial(environment_table, self.frame, base_dir),
-            "failures": partial(failures_table, self.frame, base_dir),
+            "environment": partial(tables.environment_table, self.frame, base_dir),
+            "failures": partial(tables.failures_table, self.frame, base_dir),
             "plots": partial(self._plots, base_dir),
             "artifacts": partial(self._artifacts, base_dir)}
         if name == "recommendation" and not rows:
@@ -156,7 +142,7 @@ class Report:
         if not rows:
             return "Only performance runs (baseline.enabled=false): nothing judged."
         note = repeats_note(rows)
-        return (accuracy_table(rows, list(self.settings.accuracy.show), base_dir)
+        return (tables.accuracy_table(rows, list(self.settings.accuracy.show), base_dir)
                 + (f"\n- {note}" if note else ""))
 
     def _performance(self, rows: Rows, base_dir: Path) -> str:
@@ -178,8 +164,9 @@ class Report:
         return resolution_table(rows, list(options.psnr), list(options.ssim), base_dir)
 
     def _layers(self, base_dir: Path, heading: str) -> str:
-        parts = [f"{heading} {model}\n\n" + layer_detail_table(rows, base_dir)
-                 for model in self.models if (rows := [r for r in self.of(model) if layer_rows(r)])]
+        parts = [f"{heading} {model}\n\n" + hidden.layer_detail_table(rows, base_dir)
+                 for model in self.models
+                 if (rows := [r for r in self.of(model) if hidden.layer_rows(r)])]
         if not parts:
             return ("No job compared hidden states (compare.layers), so there is no per-layer "
                     "detail.")
@@ -276,7 +263,7 @@ def _write_all(report: Report, out_dir: Path) -> dict[str, Any]:
     frame = report.frame[[c for c in report.frame.columns
                           if not c.startswith("metrics.layer/") and c != CONFIG_COLUMN]]
     write_atomic(written["csv"], frame.to_csv(index=False))
-    layers = layers_frame(report.rows)
+    layers = hidden.layers_frame(report.rows)
     if not layers.empty:
         written["layers_csv"] = write_atomic(out_dir / "layers.csv", layers.to_csv(index=False))
     if importlib.util.find_spec("pyarrow") is not None:

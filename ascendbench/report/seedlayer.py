@@ -5,19 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ascendbench.report import fmt
+from ascendbench.report import fmt, seedlayouts
 from ascendbench.report.performance import latency_cell, no_allocator
-from ascendbench.report.seedlayouts import (
-    flux2_accuracy,
-    flux2_dtype,
-    flux2_performance,
-    flux2_speedup,
-    links_note,
-    memory_of,
-    sulphur2_accuracy,
-    sulphur2_performance,
-    value_cell,
-)
 from ascendbench.report.select import latest_per_workload, timing_rows
 from ascendbench.report.tables import random_init
 from ascendbench.report.variants import UNSET, settings
@@ -69,14 +58,14 @@ def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
         checks = ((fmt.word("second_run", lang), "determinism/second_run_max_abs_diff"),
                   ("max_abs", "max_abs_err"), ("cosine", "cosine"),
                   ("mean_rel_err", "mean_rel_err"))
-        body += [[label, value_cell(row, name)] for label, name in checks
+        body += [[label, seedlayouts.value_cell(row, name)] for label, name in checks
                  if fmt.get(row, f"metrics.{name}.value") is not None]
         body.append([fmt.word("verdict", lang), fmt.named_verdict(row)])
         keys = ["job.device", "job.dtype", "bench.stop.protocol", "bench.memory.scope"]
         device, dtype, protocol, scope = fmt.cells(row, keys)
         notes = [f"{device} {dtype}; warm-up {fmt.field(row, 'bench.warmup.calls')}, timed "
                  f"{fmt.num(fmt.latency(row, 'count'))} ({protocol}); memory: {scope}",
-                 links_note([row], base_dir, lang)]
+                 seedlayouts.links_note([row], base_dir, lang)]
         parts.append(fmt.table([fmt.word("item", lang), fmt.word("value", lang)], body, notes))
     return "\n\n".join(parts) or None
 
@@ -128,7 +117,7 @@ def perf_line(label: str, row: fmt.Row, lang: str) -> str:
     """The seed's ``PERF`` line: avg, min, max, p50 (flagged when noisy), p90, p95, throughput."""
     stats = " ".join(f"{key}=" + (latency_cell(row, lang) if key == "p50" else fmt.num(
         fmt.latency(row, stat))) + ("ms" if key == "avg" else "") for key, stat in LATENCY)
-    peak, kind = memory_of(row)
+    peak, kind = seedlayouts.memory_of(row)
     memory = f" {fmt.word(kind, lang)}={fmt.num(peak)} MB" if peak is not None else ""
     return (f"PERF {label}: {stats} throughput={fmt.field(row, 'bench.throughput.value')} "
             f"{fmt.field(row, 'bench.throughput.unit')}{memory}")
@@ -150,20 +139,22 @@ def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
                       for r in jobs for _, name in GATES if fmt.get(r, f"metrics.{name}.skipped")})
     headers = [fmt.word("gate", lang), fmt.word("threshold", lang), *labels]
     return fmt.table(headers, body, [*perf, "skipped: " + "; ".join(skipped) if skipped else None,
-                                     links_note(jobs, base_dir, lang)])
+                                     seedlayouts.links_note(jobs, base_dir, lang)])
 
 
 # task class -> the seed's layouts, in the seed's order: (name, title en, title zh, layout)
 PROFILES: dict[str, tuple[tuple[str, str, str, Layout], ...]] = {
     "VaeDecodeTask": (
-        ("flux2_accuracy", "Accuracy (metrics x dtypes)", "精度评测", flux2_accuracy),
+        ("flux2_accuracy", "Accuracy (metrics x dtypes)", "精度评测", seedlayouts.flux2_accuracy),
         ("flux2_performance", "Performance (batch x resolution)", "性能测试",
-         flux2_performance),
-        ("flux2_speedup", "Speed-up over the CPU", "加速比", flux2_speedup),
-        ("flux2_dtype", "dtype recommendation", "数据类型选择", flux2_dtype)),
+         seedlayouts.flux2_performance),
+        ("flux2_speedup", "Speed-up over the CPU", "加速比", seedlayouts.flux2_speedup),
+        ("flux2_dtype", "dtype recommendation", "数据类型选择", seedlayouts.flux2_dtype)),
     "TextToVideoTask": (
-        ("sulphur2_accuracy", "Accuracy per resolution", "精度对比结果", sulphur2_accuracy),
-        ("sulphur2_performance", "Performance reference", "性能参考", sulphur2_performance)),
+        ("sulphur2_accuracy", "Accuracy per resolution", "精度对比结果",
+         seedlayouts.sulphur2_accuracy),
+        ("sulphur2_performance", "Performance reference", "性能参考",
+         seedlayouts.sulphur2_performance)),
     "LayerForwardTask": (("vae_layer", "Layer: consistency and performance", "一致性与性能",
                           vae_layer),),
     "VideoTokenizerTask": (("videoflextok_gates", "Gates", "精度评测（Gate）",

@@ -57,8 +57,7 @@ def summary_markdown(frame: pd.DataFrame, sweep_dir: Path) -> str:
     for label, row in zip(labels, rows, strict=True):
         error = fmt.get(row, "error.type")
         dry = " (dry run: nothing measured)" if fmt.get(row, "run") == fmt.DRY_RUN else ""
-        body.append([fmt.link(label, row["record"], sweep_dir),
-                     fmt.field(row, "status") + dry,
+        body.append([fmt.link(label, row["record"], sweep_dir), fmt.field(row, "status") + dry,
                      *fmt.cells(row, ["job.model", "job.device", "job.dtype", "job.preset", "size",
                                       "job.batch_size", "verdict"]),
                      judged_metrics(row), fmt.num(fmt.latency(row)), stop_cell(row),
@@ -66,8 +65,7 @@ def summary_markdown(frame: pd.DataFrame, sweep_dir: Path) -> str:
                      f"{error}: {fmt.short(fmt.get(row, 'error.message'), 200)}" if error
                      else "none"])
     ab = [f"- {fmt.link(label, row['record'], sweep_dir)}: "
-          f"{fmt.short(fmt.get(row, 'ab.effect'), 300)}: "
-          f"{fmt.field(row, 'ab.verdict')}"
+          f"{fmt.short(fmt.get(row, 'ab.effect'), 300)}: {fmt.field(row, 'ab.verdict')}"
           for label, row in zip(labels, rows, strict=True)
           if fmt.get(row, "ab.verdict") is not None]
     ab_text = ("Patches against none, interleaved (`bench.ab=unpatched`):\n\n" + "\n".join(ab)

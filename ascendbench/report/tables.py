@@ -221,13 +221,11 @@ def failures_table(frame: pd.DataFrame, base_dir: Path) -> str:
             message = ("no final status: the job was killed or is still running "
                        f"(started {fmt.field(row, 'timing.started_at')})")
         dry = " (dry run)" if fmt.get(row, "run") == fmt.DRY_RUN else ""
-        body.append([fmt.field(row, "status") + dry,
-                     *fmt.cells(row,
-                                ["job.model", "job.device", "job.dtype", "job.preset", "size"]),
+        keys = ["job.model", "job.device", "job.dtype", "job.preset", "size"]
+        body.append([fmt.field(row, "status") + dry, *fmt.cells(row, keys),
                      f"{fmt.text(error)} ({fmt.text(reason)})" if error and reason
                      else fmt.text(error),
-                     message,
-                     fmt.record_link(row, base_dir),
+                     message, fmt.record_link(row, base_dir),
                      fmt.link("log", log_file, base_dir) if log_file.is_file() else "none"])
     headers = ["status", "model", "device", "dtype", "preset", "size", "error", "message", "record",
                "log"]

@@ -8,22 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from ascendbench.report import fmt
+from ascendbench.report import fmt, tables
 from ascendbench.report.fmt import group
 from ascendbench.report.gather import CONFIG_COLUMN, KEY, flatten, measured
 from ascendbench.report.hidden import hidden_metrics
 from ascendbench.report.performance import latency_cell, latest, started_key
 from ascendbench.report.significance import MEDIANS, LatencyRule, decide, latency_of
-from ascendbench.report.tables import (
-    RANDOM_LEGEND,
-    hidden_columns,
-    metric_cell,
-    metric_names,
-    random_init,
-    rules_notes,
-    verdict_cell,
-    weights_label,
-)
 
 WORKLOAD = KEY + ("job.task", "weights.digest", "weights.init_seed", "inputs.digest",
                   "env.hostname")
@@ -156,8 +146,8 @@ def workload_title(row: fmt.Row) -> str:
         "inputs.digest", "env.hostname"])
     return (f"{model} ({task}) on {device} {dtype}, {preset} {size}"
             + (f", {fmt.num(steps)} steps" if steps is not None else "")
-            + f", batch {batch}, seed {seed}, weights {weights_label(row)}, inputs {inputs}, "
-            f"machine {host}")
+            + f", batch {batch}, seed {seed}, weights {tables.weights_label(row)}, "
+            f"inputs {inputs}, machine {host}")
 
 
 def patches_cell(row: fmt.Row) -> str:
@@ -225,16 +215,17 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
     parts = []
     for g in groups:
         members = [v.row for v in g.variants]
-        names = [n for n in metric_names(members, show)
+        names = [n for n in tables.metric_names(members, show)
                  if any(fmt.metric_matches(n, w) for w in show)]
-        hid_headers, hid_cells = hidden_columns(members)
+        hid_headers, hid_cells = tables.hidden_columns(members)
         headers = ["variant", "device patches", *names, *hid_headers, "verdict", "median ms",
                    "latency / baseline", "record"]
-        body = [[v.label(g.keys), patches_cell(v.row), *(metric_cell(v.row, n) for n in names),
-                 *hid_cells(v.row), verdict_cell(v.row), latency_cell(v.row),
-                 ratio_cell(g, v, rule), fmt.record_link(v.row, base_dir)] for v in g.variants]
-        notes = (rules_notes(members, names)
-                 + rules_notes(members, hidden_metrics(members), "hidden", "rule hidden"))
+        body = [[v.label(g.keys), patches_cell(v.row),
+                 *(tables.metric_cell(v.row, n) for n in names), *hid_cells(v.row),
+                 tables.verdict_cell(v.row), latency_cell(v.row), ratio_cell(g, v, rule),
+                 fmt.record_link(v.row, base_dir)] for v in g.variants]
+        notes = (tables.rules_notes(members, names)
+                 + tables.rules_notes(members, hidden_metrics(members), "hidden", "rule hidden"))
         parts.append(f"{heading} {workload_title(g.baseline.row)}\n\nVariants differ in: "
                      + ", ".join(f"`{k}`" for k in g.keys) + "\n\n" + fmt.table(headers, body,
                                                                                 notes))
@@ -245,5 +236,6 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
              "skipped here leaves the variants running the same code); `ran:` the attention "
              "kernel the calls took (`native` and `_native_npu` can be the same one).",
              "A variant is the latest record of its settings; each row links to it.",
-             RANDOM_LEGEND if any(random_init(v.row) for g in groups for v in g.variants) else None]
+             tables.RANDOM_LEGEND if any(tables.random_init(v.row) for g in groups
+                                         for v in g.variants) else None]
     return "\n\n".join(parts) + "\n\n" + fmt.bullets(notes)

@@ -194,15 +194,12 @@ def run_checks(timeout_s: float = 120.0, hub_timeout_s: float = 5.0,
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("python", lambda: Check("python", *versions.python_status())),
         ("libraries", lambda: [Check(*row) for row in versions.library_statuses()]),
-        ("device probe", lambda: check_probe(probe)),
-        ("torch_npu", lambda: check_torch_npu(probe)),
+        ("device probe", lambda: check_probe(probe)), ("torch_npu", lambda: check_torch_npu(probe)),
         ("torch_npu wheel", lambda: check_torch_npu_wheel(probe)),
-        ("CANN", lambda: check_cann(probe)),
-        ("ascend dirs", check_ascend_dirs),
+        ("CANN", lambda: check_cann(probe)), ("ascend dirs", check_ascend_dirs),
         ("driver", lambda: check_driver(min(timeout_s, 15.0))),
         ("devices", lambda: check_devices(probe, require)),
-        ("attention", lambda: check_attention(probe)),
-        ("lpips weights", check_lpips),
+        ("attention", lambda: check_attention(probe)), ("lpips weights", check_lpips),
         ("hub", lambda: check_hub(hub_timeout_s)),
     ]
     return [check for name, step in steps for check in _guarded(name, step)]

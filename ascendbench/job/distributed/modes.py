@@ -181,17 +181,14 @@ def _gather_halves(half: torch.Tensor) -> torch.Tensor:
     return torch.cat([parts[UNCONDITIONAL_RANK], parts[CONDITIONAL_RANK]])
 
 
-def _has_blocks(module: nn.Module) -> bool:
-    return any(isinstance(sub, nn.ModuleList) and len(sub) >= 2 for sub in module.modules())
-
-
 def largest_block_list(model: Any) -> tuple[str, nn.ModuleList]:
     """``(dotted path, ModuleList)`` holding the most parameter bytes (the denoiser's, if any); a
     :class:`ConfigError` when the model has no list of two or more blocks."""
     roots = ({"": model} if isinstance(model, nn.Module)
              else {name: m for name, m in vars(model).items() if isinstance(m, nn.Module)})
     for name in ("transformer", "unet"):
-        if name in roots and _has_blocks(roots[name]):
+        if name in roots and any(isinstance(sub, nn.ModuleList) and len(sub) >= 2
+                                 for sub in roots[name].modules()):
             roots = {name: roots[name]}
             break
     best: tuple[int, str, nn.ModuleList] | None = None

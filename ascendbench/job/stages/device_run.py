@@ -129,8 +129,7 @@ def pipeline_options(task: Any, model: Any,
         vae = model if hasattr(model, "use_slicing") or hasattr(model, "use_tiling") else None
     return {
         "cpu_offload": bool(applied.get("cpu_offload", False)),
-        "vae_slicing": _switch(vae, "use_slicing"),
-        "vae_tiling": _switch(vae, "use_tiling"),
+        "vae_slicing": _switch(vae, "use_slicing"), "vae_tiling": _switch(vae, "use_tiling"),
         "vae_tiling_options": dict((applied.get("vae") or {}).get("tiling") or {}),
         **attention(model),
         "patches_applied": [entry["name"] for entry in patches if "skipped" not in entry],

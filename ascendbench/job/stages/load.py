@@ -14,17 +14,9 @@ from ascendbench.devices.adapter import DeviceAdapter
 from ascendbench.errors import AscendBenchError, InsufficientMemoryError
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
+from ascendbench.models import sources
 from ascendbench.models.base import ModelLoader, locate
 from ascendbench.models.memory import declared_host_memory, safetensors_numel, tensor_count
-from ascendbench.models.sources import (
-    NotFound,
-    ResolvedSource,
-    check_digest,
-    files_digest,
-    hub_forced_offline,
-    hub_offline,
-    looks_like_hub_id,
-)
 from ascendbench.progress import Progress
 from ascendbench.tasks.inputs import describe, summarize
 
@@ -37,20 +29,21 @@ def weights_plan(job: Job) -> tuple[dict[str, Any], Any]:
     if mode == "random":
         return {**random_init, "reason": "model.weights=random"}, None
     try:
-        with hub_forced_offline():
+        with sources.hub_forced_offline():
             found = locate(job.loader, source, cfg.model.get("revision"))
     except AscendBenchError as exc:  # e.g. a pickle checkpoint without model.allow_pickle=true
         job.problems.append(str(exc))
         return {"action": "refused", "source": source, "reason": str(exc)}, None
     files = tuple(getattr(found, "files", ()) or ())
     path = getattr(found, "path", None)
-    if path is not None and not isinstance(found, NotFound):
+    if path is not None and not isinstance(found, sources.NotFound):
         size = sum(f.stat().st_size for f in files if f.is_file())
         return {"action": "load", "source": source, "path": str(path),
                 "origin": getattr(found, "origin", "local"), "files": [f.name for f in files],
-                "size_mb": size / 1e6, "digest": files_digest(files) if files else None}, found
+                "size_mb": size / 1e6,
+                "digest": sources.files_digest(files) if files else None}, found
     reason = getattr(found, "reason", "not found")
-    if looks_like_hub_id(str(source or "")) and not hub_offline():
+    if sources.looks_like_hub_id(str(source or "")) and not sources.hub_offline():
         fallback = "random-init" if mode == "auto" else "the job fails"
         return {"action": "download", "source": source, "endpoint": constants.ENDPOINT,
                 "reason": f"not in the hub cache {constants.HF_HUB_CACHE}: the job would download "
@@ -65,7 +58,7 @@ def weights_plan(job: Job) -> tuple[dict[str, Any], Any]:
 def _on_meta(loader: Any, found: Any, seed: int) -> Any:
     if isinstance(loader, ModelLoader):
         return loader.build_meta(found, seed)
-    with torch.device("meta"), hub_forced_offline():
+    with torch.device("meta"), sources.hub_forced_offline():
         return loader.load(None, "random", seed, None).module
 
 
@@ -106,7 +99,7 @@ class LoadStage(Stage):
             return {}
         job.model = model
         memory = {"num_params": tensor_count(model), "basis": "model built on the meta device"}
-        if isinstance(job.found, ResolvedSource) and not job.found.pickle:
+        if isinstance(job.found, sources.ResolvedSource) and not job.found.pickle:
             memory["num_params_on_disk"] = safetensors_numel(job.found.files)
         job.add_plan({"memory": memory})
         return {}
@@ -130,14 +123,14 @@ class LoadStage(Stage):
             job.warn(f"weights: random-init (seed {job.weights['init_seed']}): "
                      f"{job.weights['reason']}")
         job.record({"weights": job.weights})  # a refused digest still leaves the digest found
-        job.weights.update(check_digest(cfg.model.get("expect_digest"), job.weights))
+        job.weights.update(sources.check_digest(cfg.model.get("expect_digest"), job.weights))
         return {"weights": job.weights}
 
 
 def with_sources(inputs: dict[str, dict[str, Any]], task: Any) -> dict[str, dict[str, Any]]:
     """The record's ``inputs`` with each input's ``source`` where the task gives one."""
-    sources = task.input_sources() if task is not None else {}
-    return {name: {**info, **({"source": sources[name]} if name in sources else {})}
+    given = task.input_sources() if task is not None else {}
+    return {name: {**info, **({"source": given[name]} if name in given else {})}
             for name, info in inputs.items()}
 
 

@@ -10,15 +10,8 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from ascendbench.baseline import memory
 from ascendbench.baseline.key import reference_patches
-from ascendbench.baseline.memory import (
-    HostBudget,
-    choose_auto_reference,
-    estimate_reference,
-    guard_reference_memory,
-    job_budget,
-    memory_check_skipped,
-)
 from ascendbench.baseline.replay import prepare_replay
 from ascendbench.baseline.replay_modules import replay_patterns
 from ascendbench.baseline.service import ReferenceQuery, get_or_compute
@@ -136,16 +129,16 @@ class ReferenceStage(Stage):
     def _estimate_plan(self, job: Job) -> dict[str, Any]:
         """The estimate before loading (float32 copy counted); ``auto`` picks the precision here."""
         cfg, model, task, inputs = job.cfg, job.model, job.task, job.inputs
-        budget = HostBudget(child_process=_setting(job, "process", "child") == "child",
-                            available=free_host_bytes(),
-                            what=f"{cfg.model.name} at preset {cfg.preset.name}")
+        budget = memory.HostBudget(child_process=_setting(job, "process", "child") == "child",
+                                   available=free_host_bytes(),
+                                   what=f"{cfg.model.name} at preset {cfg.preset.name}")
         if _setting(job, "reference", "auto") != "auto":
-            return estimate_reference(model, task, inputs, job.precision.reference, budget)
+            return memory.estimate_reference(model, task, inputs, job.precision.reference, budget)
         try:
-            precision, info = choose_auto_reference(model, task, inputs, budget)
+            precision, info = memory.choose_auto_reference(model, task, inputs, budget)
         except InsufficientMemoryError:  # neither fits: the float64 line says so, as a problem
             precision = torch.float64
-            info = estimate_reference(model, task, inputs, precision, budget)
+            info = memory.estimate_reference(model, task, inputs, precision, budget)
         _use(job, precision)
         return info
 
@@ -168,12 +161,12 @@ class ReferenceStage(Stage):
         """The memory check before the reference; ``auto`` also picks the precision (and query)."""
         query = _query(job, job.weights)
         if _setting(job, "reference", "auto") != "auto":
-            return query, guard_reference_memory(query)
-        skipped = memory_check_skipped(query)
+            return query, memory.guard_reference_memory(query)
+        skipped = memory.memory_check_skipped(query)
         if skipped:
             return query, {"skipped": skipped, "choice": f"auto: {dtype_name(query.precision)}"}
-        precision, info = choose_auto_reference(query.module, query.task, query.inputs,
-                                                job_budget(query))
+        precision, info = memory.choose_auto_reference(query.module, query.task, query.inputs,
+                                                       memory.job_budget(query))
         _use(job, precision)
         return (query if precision == query.precision else _query(job, job.weights)), info
 

@@ -111,12 +111,9 @@ def finalize(sums: dict[str, float], *, data_range: float, psnr_cap_db: float) -
     empty = float("nan") if sums["nonfinite_mismatch"] else 0.0
     mse = sums["sum_sq"] / n if n else empty
     return {
-        "mae": sums["sum_abs"] / n if n else empty,
-        "mse": mse,
-        "rmse": math.sqrt(mse),
+        "mae": sums["sum_abs"] / n if n else empty, "mse": mse, "rmse": math.sqrt(mse),
         "max_abs_err": sums["max_abs"] if n else empty,
-        "mean_rel_err": _ratio(sums["sum_rel"], sums["n_big"], 0.0),
-        "max_rel_err": sums["max_rel"],
+        "mean_rel_err": _ratio(sums["sum_rel"], sums["n_big"], 0.0), "max_rel_err": sums["max_rel"],
         "one_thousandth_err_ratio": _ratio(sums["n_rel_1e3"], sums["n_big"], 1.0),
         "five_thousandths_err_ratio": _ratio(sums["n_rel_5e3"], sums["n_big"], 1.0),
         "small_value_err_ratio": _ratio(sums["n_small_err"], sums["n_small"], 0.0),
@@ -127,8 +124,7 @@ def finalize(sums: dict[str, float], *, data_range: float, psnr_cap_db: float) -
         "error_balance": _ratio(abs(sums["sign_sum"]), n, 0.0),
         "nonfinite_mismatch": float(sums["nonfinite_mismatch"]),
         "ref_nonfinite": float(sums["ref_nonfinite"]),
-        "dev_nonfinite": float(sums["dev_nonfinite"]),
-        "numel": float(sums["numel"]),
+        "dev_nonfinite": float(sums["dev_nonfinite"]), "numel": float(sums["numel"]),
     }
 
 
