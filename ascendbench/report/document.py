@@ -4,7 +4,6 @@ report.html, records.csv, layers.csv, records.parquet (with pyarrow) and PNG plo
 from __future__ import annotations
 
 import importlib.util
-import json
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -17,7 +16,7 @@ from ascendbench.errors import OutputWriteError, ReportError
 from ascendbench.fileio import atomic_path, write_atomic
 from ascendbench.report import hidden, tables
 from ascendbench.report.crossdevice import crossdevice_section
-from ascendbench.report.fmt import DRY_RUN, Row, Rows, cells, get, inside, link
+from ascendbench.report.fmt import DRY_RUN, Row, Rows, cells, get, link, media_files
 from ascendbench.report.gather import CONFIG_COLUMN
 from ascendbench.report.html import html_document
 from ascendbench.report.performance import performance_table, pivot_section
@@ -31,7 +30,6 @@ from ascendbench.report.select import accuracy_rows, repeats_note, timing_rows
 from ascendbench.report.significance import LatencyRule
 from ascendbench.report.variants import variants_section
 
-MEDIA = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4")
 TITLES = (("Seed layouts", "seed_layouts"), ("Accuracy", "accuracy"),
           ("Local error per module (replay reference)", "replay"),
           ("Output checks without a reference", "output_checks"),
@@ -206,23 +204,6 @@ class Report:
         body = "\n\n".join(f"## {title}\n\n{self.section(name, base_dir)}"
                            for title, name in titles)
         return f"{head}{intro}\n\n{body}\n"
-
-
-def media_files(row: Row) -> list[tuple[str, Path]]:
-    """(name, path) of the image/heatmap/video artifacts a record lists inside its job dir."""
-    try:
-        artifacts = json.loads(row.get("artifacts") or "{}")
-    except (TypeError, json.JSONDecodeError):
-        return []
-    found = []
-    for name, value in sorted(artifacts.items()):
-        paths = value if isinstance(value, list) else [value]
-        media = [p for p in paths if isinstance(p, str) and p.lower().endswith(MEDIA)]
-        for i, rel in enumerate(media):
-            path = inside(Path(row["job_dir"]), rel)
-            if path is not None:  # an absolute, ../ or linked-out path points elsewhere: not listed
-                found.append((name if len(paths) == 1 else f"{name}[{i}]", path))
-    return found
 
 
 def write_report(report: Report, out_dir: Path) -> dict[str, Path]:

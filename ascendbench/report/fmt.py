@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -272,3 +273,23 @@ def section_metric(row: Row, section: str, wanted: Sequence[str] = ()) -> str | 
         if found:
             return None  # several outputs' metrics match and nothing says which one is meant
     return None
+
+
+MEDIA = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4")
+
+
+def media_files(row: Row) -> list[tuple[str, Path]]:
+    """(name, path) of the image/heatmap/video artifacts a record lists inside its job dir."""
+    try:
+        artifacts = json.loads(row.get("artifacts") or "{}")
+    except (TypeError, json.JSONDecodeError):
+        return []
+    found = []
+    for name, value in sorted(artifacts.items()):
+        paths = value if isinstance(value, list) else [value]
+        media = [p for p in paths if isinstance(p, str) and p.lower().endswith(MEDIA)]
+        for i, rel in enumerate(media):
+            path = inside(Path(row["job_dir"]), rel)
+            if path is not None:  # an absolute, ../ or linked-out path points elsewhere: not listed
+                found.append((name if len(paths) == 1 else f"{name}[{i}]", path))
+    return found

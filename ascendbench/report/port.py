@@ -14,7 +14,6 @@ import yaml
 from ascendbench.fileio import read_regular, write_atomic
 from ascendbench.job.summary import summary_lines
 from ascendbench.report import fmt
-from ascendbench.report.document import media_files
 from ascendbench.report.html import html_document
 from ascendbench.report.performance import started_key
 from ascendbench.report.plots import safe_name
@@ -135,7 +134,7 @@ def shown_pictures(rows: fmt.Rows) -> tuple[fmt.Row, list[tuple[str, Path]]]:
     judged = sorted((r for r in rows if fmt.get(r, "verdict") in ("PASS", "FAIL")),
                     key=lambda r: fmt.get(r, "verdict") != "FAIL") or [{}]
     first: dict[str, Path] = {}
-    for name, path in media_files(judged[0]) if judged[0] else ():
+    for name, path in fmt.media_files(judged[0]) if judged[0] else ():
         if path.suffix.lower() == ".png" and path.is_file():
             first.setdefault(name.split("[")[0], path)
     compare = [(n, p) for n, p in first.items() if n.endswith("_compare_png")]
@@ -149,7 +148,7 @@ def pictures(rows: fmt.Rows, base_dir: Path, lang: str) -> str:
     parts = ["!" + fmt.link(fmt.md_escape(re.sub(r"[\[\]]", "", " ".join(  # alt: record text
         [name, *where, fmt.size_label(worst)]))), path, base_dir) for name, path in shown]
     rest = [f"- {fmt.workload_label(r)}: " + " ".join(links) for r in rows
-            if (links := [fmt.link(fmt.md_escape(n), p, base_dir) for n, p in media_files(r)
+            if (links := [fmt.link(fmt.md_escape(n), p, base_dir) for n, p in fmt.media_files(r)
                           if p.is_file() and p not in dict(shown).values()])]
     parts += ["\n".join(rest)] if rest else []
     return "\n\n".join(parts) or fmt.word("p_no_pictures", lang)
