@@ -145,7 +145,8 @@ def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 # task class -> the seed's layouts, in the seed's order: (name, title en, title zh, layout)
 PROFILES: dict[str, tuple[tuple[str, str, str, Layout], ...]] = {
     "VaeDecodeTask": (
-        ("flux2_accuracy", "Accuracy (metrics x dtypes)", "精度评测", seedlayouts.flux2_accuracy),
+        ("flux2_accuracy", "Accuracy (metrics x dtypes)", "精度评测",
+         seedlayouts.flux2_accuracy),
         ("flux2_performance", "Performance (batch x resolution)", "性能测试",
          seedlayouts.flux2_performance),
         ("flux2_speedup", "Speed-up over the CPU", "加速比", seedlayouts.flux2_speedup),

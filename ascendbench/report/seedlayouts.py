@@ -259,7 +259,8 @@ def _replaced_rules(row: fmt.Row, lang: str) -> list[str]:
 
 
 def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """The seed's table: 分辨率 | 帧数 | Steps | 中间张量 MaxDiff/CosSim | 视频 PSNR/SSIM | 判定."""
+    """The seed's table: 分辨率 | 帧数 | Steps | 中间张量 MaxDiff/CosSim |
+    视频 PSNR/SSIM | 判定."""
     judged_rows = accuracy_rows(rows)
     if not judged_rows:
         return None
@@ -284,7 +285,8 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """指标 | 预估/实测数值 | 说明: load time, first call, time per resolution, peak memory."""
+    """指标 | 预估/实测数值 | 说明: load time, first call, time per resolution, peak
+    memory."""
     timed = [r for r in timing_rows(rows) if fmt.latency(r)]
     if not timed:
         return None
