@@ -72,6 +72,14 @@ def md_escape(value: Any) -> str:
     return _MD_ACTIVE.sub(lambda m: "\\" + m.group(0), str(value))
 
 
+def log_text(value: Any, limit: int = 400) -> str:
+    """Record text no template wrote (an exception, a library's skip reason, a note) as log text:
+    :func:`short`, in inline code where it holds no backtick; never translated."""
+    line = short(value, limit)
+    raw = re.sub(r"\\([\\`*\[\]<])", r"\1", line)  # md_escape undone: code shows it as it is
+    return line if "`" in raw else f"`{raw}`"
+
+
 def text(value: Any) -> str:
     """Any cell as text (Markdown-escaped); ``missing`` when absent."""
     if isinstance(value, (int, float)):
@@ -222,6 +230,12 @@ def word(key: str, lang: str, **fill: str) -> str:
     """The word ``key`` in ``lang`` (``en`` or ``zh``), its ``{placeholders}`` filled."""
     text = WORDS[key][LANGS.index(lang)] if lang in LANGS else WORDS[key][0]
     return text.format(**fill) if fill else text
+
+
+def value_word(value: Any, lang: str) -> str:
+    """A record's word (``loaded``, ``random-init``, ``not applied``) in ``lang``, else as text."""
+    key = f"v_{value}".replace(" ", "_")
+    return word(key, lang) if key in WORDS else text(value)
 
 
 def machines(rows: Rows) -> list[str]:

@@ -15,10 +15,6 @@ LAYER = "layer/"
 _HIGHER_IS_BETTER = ("cosine", "psnr", "ssim")
 REPLAY = ("metrics.replay/", "/local_rel_err.value")
 REPLAY_LABEL = "replay (per-module)"
-REPLAY_NOTE = (f"{REPLAY_LABEL}: no whole-model reference ran for this row; hidden MaxDiff / "
-               "CosSim are the worst local max abs err / cosine over the replayed modules, each "
-               "re-run alone on the CPU on the device's own inputs (see the local-error section); "
-               "PSNR / SSIM need the whole-model output: \"-\"")
 OUTPUT_CHECKS = (("output_flat_frames", "flat frames"),
                  ("output_black_white_frames", "black/white frames"),
                  ("output_spectral_exponent", "spectral exponent"),

@@ -13,6 +13,8 @@ from urllib.parse import quote
 
 import yaml
 
+from ascendbench.report.fmt import word
+
 MIME = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
         ".webp": "image/webp"}
 URL_SAFE = "/=,+@;~!$'()*"  # kept as written in a link's path; the rest is %-encoded (spaces, #, ?)
@@ -31,8 +33,8 @@ class Pictures:
     to ``total_bytes`` (first come first; later ones stay links, counted in ``linked``)."""
 
     def __init__(self, base_dir: Path, max_bytes: int, total_bytes: int | None = None,
-                 roots: Sequence[Path] = ()) -> None:
-        self.base_dir = Path(base_dir)
+                 roots: Sequence[Path] = (), lang: str = "en") -> None:
+        self.base_dir, self.lang = Path(base_dir), lang
         self.roots = [Path(r).resolve() for r in (base_dir, *roots)]
         self.max_bytes, self.left, self.linked = max_bytes, total_bytes, 0
         self.shown: dict[Path, str] = {}  # embedded once: a later mention links to it
@@ -61,11 +63,10 @@ class Pictures:
         anchor = f'<a href="{html.escape(quote(target, safe=URL_SAFE))}">{html.escape(label)}</a>'
         seen = self.shown.get((self.base_dir / target).resolve())
         if seen is not None:
-            return f'{anchor} (<a href="#{seen}">shown above</a>)'
+            return f'{anchor} (<a href="#{seen}">{word("h_shown_above", self.lang)}</a>)'
         uri = self.data_uri(target)
         if uri is None:
-            return anchor + (" (not embedded: no such picture, larger than html.embed_max_mb, or "
-                             "past html.embed_total_mb)" if image else "")
+            return anchor + (f" ({word('h_not_embedded', self.lang)})" if image else "")
         picture = f'<img src="{uri}" alt="{html.escape(label)}" title="{html.escape(label)}">'
         kind, figure_id = "plot" if image else "picture", f"figure-{len(self.shown) + 1}"
         self.shown[(self.base_dir / target).resolve()] = figure_id
@@ -135,11 +136,12 @@ def _block(kind: str, lines: list[str], pictures: Pictures) -> str:
 
 
 def html_document(markdown: str, base_dir: Path, embed_max_mb: float,
-                  embed_total_mb: float | None = None, roots: Sequence[Path] = ()) -> str:
+                  embed_total_mb: float | None = None, roots: Sequence[Path] = (),
+                  lang: str = "en") -> str:
     """The whole page for the report's Markdown, links relative to ``base_dir``; pictures in it or
     ``roots`` within the ``embed_*_mb`` budgets embedded, the others linked (a note counts them)."""
     total = None if embed_total_mb is None else int(float(embed_total_mb) * 2**20)
-    pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20), total, roots)
+    pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20), total, roots, lang)
     blocks = []
     for kind, group in itertools.groupby(markdown.splitlines(), key=_kind):
         lines = list(group)
@@ -151,14 +153,11 @@ def html_document(markdown: str, base_dir: Path, embed_max_mb: float,
               if m and m.group(1) == "##"]
     items = "".join(f'<li><a href="#{slug(t)}">{html.escape(t)}</a></li>' for t in titles)
     contents = f"<nav><ul>{items}</ul></nav>" if titles else ""
-    note = "" if not pictures.linked else (
-        f'<p class="note">{pictures.linked} picture(s) are links, not embedded: the page already '
-        f"holds html.embed_total_mb={embed_total_mb:g} MiB of pictures (raise it with "
-        "<code>--set html.embed_total_mb=...</code>; open those links beside the report "
-        "directory).</p>\n")
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+    note = "" if not pictures.linked else '<p class="note">{}</p>\n'.format(word(
+        "h_linked", lang, n=str(pictures.linked), mb=f"{embed_total_mb:g}"))
+    return (f'<!DOCTYPE html>\n<html lang="{lang}">\n<head>\n<meta charset="utf-8">\n'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>ascendbench report</title>\n<style>\n{PAGE['style']}</style>\n</head>\n"
+            f"<title>{word('h_title', lang)}</title>\n<style>\n{PAGE['style']}</style>\n</head>\n"
             "<body>\n"
             f"{contents}\n<main>\n{note}" + "\n\n".join(blocks) + "\n</main>\n"
             f"<script>\n{PAGE['script']}</script>\n</body>\n</html>\n")

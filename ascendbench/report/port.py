@@ -49,8 +49,8 @@ def overview(rows: fmt.Rows, all_rows: fmt.Rows, lang: str) -> str:
              ("p_patches", fmt.text(", ".join(_json(fmt.get(row, "pipeline.patches_applied"),
                                                    list)))),
              ("p_parameters", fmt.field(row, "weights.num_params")),
-             ("p_weights", " ".join(fmt.cells(row, ["weights.kind"])
-                                    + [fmt.text(fmt.get(row, "weights.source") or "")]).strip())]
+             ("p_weights", f"{fmt.value_word(fmt.get(row, 'weights.kind'), lang)} "
+                           f"{fmt.text(fmt.get(row, 'weights.source') or '')}".strip())]
     if digest is None:
         no_digest = fmt.word("p_no_digest", lang, seed=fmt.field(row, "weights.init_seed"))
         items.append(("weights.digest", no_digest))
@@ -62,7 +62,8 @@ def overview(rows: fmt.Rows, all_rows: fmt.Rows, lang: str) -> str:
             size = (f" ({fmt.num(sizes[i])} {fmt.word('p_bytes', lang)})"
                     if i < len(sizes) and isinstance(sizes[i], int) else "")
             items.append(("sha256sum", f"{fmt.md_escape(str(line))}{size}"))
-    items.append(("records", f"{len(all_rows)} ({len(rows)} ok)"))
+    items.append(("records", fmt.word("p_records_ok", lang, n=str(len(all_rows)),
+                                      ok=str(len(rows)))))
     if fmt.get(row, "weights.digest_check"):
         items.append(("p_expected", f"{fmt.field(row, 'weights.expected_digest')}: "
                                     f"{fmt.get(row, 'weights.digest_check')}"))
@@ -106,13 +107,13 @@ def reproduce(rows: fmt.Rows, sources: Sequence[str], lang: str) -> str:
 def smoke(rows: fmt.Rows, base_dir: Path, lang: str) -> str:
     """The first job's end-of-job summary, rebuilt from its record."""
     first = Path(str(min(rows, key=started_key)["record"]))
+    link = fmt.link(fmt.word("p_record", lang), first, base_dir)
     try:
         record = json.loads(read_regular(first))  # a regular file only: never a FIFO
     except (OSError, ValueError):
-        return fmt.word("p_reread", lang, link=fmt.link("record", first, base_dir))
+        return fmt.word("p_reread", lang, link=link)
     lines = [line for line in summary_lines(record, first.name) if not line.startswith("record")]
-    items = [code_item(line) for line in lines] + ["- " + fmt.link("record", first, base_dir)]
-    return "\n".join(items)
+    return "\n".join([code_item(line) for line in lines] + [f"- {link}"])
 
 
 def layouts(rows: fmt.Rows, lang: str, base_dir: Path, performance: bool) -> str:
@@ -158,7 +159,7 @@ def known_issues(rows: fmt.Rows, failed: fmt.Rows, lang: str) -> list[str]:
     """Failed jobs, FAIL verdicts, skipped metrics, warnings, placement findings."""
     issues = [f"{fmt.word('p_failed_job', lang)} ({fmt.field(r, 'job.dtype')} "
               f"{fmt.workload_label(r)}): "
-              f"{fmt.field(r, 'error.type')}: {fmt.short(fmt.get(r, 'error.message'), 200)}"
+              + fmt.log_text(f"{fmt.get(r, 'error.type')}: {fmt.get(r, 'error.message')}", 200)
               for r in failed]
     skipped: dict[str, set[str]] = {}
     for row in rows:
@@ -173,11 +174,12 @@ def known_issues(rows: fmt.Rows, failed: fmt.Rows, lang: str) -> list[str]:
                 skipped.setdefault(str(reason), set()).add(name)
     runs = Counter(issues)  # the same line from repeated runs: once, with its count
     issues = [f"{line} (x{runs[line]})" if runs[line] > 1 else line for line in runs]
-    issues += [f"{fmt.word('p_skipped', lang)} {', '.join(sorted(names))}: {fmt.short(reason, 300)}"
+    issues += [f"{fmt.word('p_skipped', lang)} {', '.join(sorted(names))}: "
+               f"{fmt.log_text(reason, 300)}"
                for reason, names in skipped.items()]
     warnings = {w for row in rows for w in str(fmt.get(row, "warnings") or "").split(" | ")
                 if w.strip()}
-    issues += [f"{fmt.word('p_warning', lang)}: {fmt.short(w, 200)}" for w in sorted(warnings)]
+    issues += [f"{fmt.word('p_warning', lang)}: {fmt.log_text(w, 200)}" for w in sorted(warnings)]
     return issues or [fmt.word("p_no_issues", lang)]
 
 
@@ -233,7 +235,8 @@ def write_port(report: Any, out_dir: Path) -> list[Path]:
                   if fmt.get(r, "job.model") == model and fmt.get(r, "status") == "failed"]
         markdown = port_markdown(model, ok, failed, context)
         shown = [path for _, path in shown_pictures(ok)[1]]  # embedded; the rest stay links
-        page = html_document(markdown, port_dir, html.embed_max_mb, html.embed_total_mb, shown)
+        page = html_document(markdown, port_dir, html.embed_max_mb, html.embed_total_mb, shown,
+                             context["lang"])
         written += [write_atomic(port_dir / f"{safe_name(model)}{suffix}", content)
                     for suffix, content in ((".md", markdown), (".html", page))]
     return written

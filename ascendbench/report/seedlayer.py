@@ -13,21 +13,12 @@ from ascendbench.report.variants import UNSET, settings
 
 LATENCY = (("avg", "mean_ms"), ("min", "min_ms"), ("max", "max_ms"), ("p50", "median_ms"),
            ("p90", "p90_ms"), ("p95", "p95_ms"))
-GATES = (("[Gate1] strict load: missing", "gate/load_missing_keys"),
-         ("[Gate1] strict load: unexpected", "gate/load_unexpected_keys"),
-         ("[Gate2] config: not OK", "gate/config_mismatches"),
-         ("token shape", "gate/token_shape_match"),
-         ("token id range: not in valid codebook", "gate/token_ids_out_of_range"),
-         ("token dist: unique ids / total", "gate/token_unique_ratio"),
-         ("[Gate3-b] stability: agreement", "gate/rerun_token_agreement"),
-         ("[Gate3-b] encoder+FSQ deterministic (fixed VAE latents): agreement",
-          "gate/fixed_latent_token_agreement"),
-         ("[Gate3-b] pretrained PSNR reproducible (dB)", "gate/recon_psnr_rerun_diff_db"),
-         ("reconstruction: PSNR (dB)", "gate/recon_psnr_db"),
-         ("reconstruction: MSE", "gate/recon_mse"),
-         ("RANDOM-INIT: PSNR (dB)", "gate/control_psnr_db"),
-         ("PSNR gap (dB)", "gate/control_psnr_gap_db"),
-         ("recon in [-1,1]: not in range", "gate/recon_out_of_range"))
+# The gates in the seed's order, each labelled with the seed's own words (words.yaml).
+GATES = ("gate/load_missing_keys", "gate/load_unexpected_keys", "gate/config_mismatches",
+         "gate/token_shape_match", "gate/token_ids_out_of_range", "gate/token_unique_ratio",
+         "gate/rerun_token_agreement", "gate/fixed_latent_token_agreement",
+         "gate/recon_psnr_rerun_diff_db", "gate/recon_psnr_db", "gate/recon_mse",
+         "gate/control_psnr_db", "gate/control_psnr_gap_db", "gate/recon_out_of_range")
 Layout = Callable[[fmt.Rows, str, Path], "str | None"]
 
 
@@ -38,12 +29,10 @@ def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
         body = []
         for name in sorted({k.split(".")[1] for k in row
                             if k.startswith("inputs.") and k.endswith(".shape")}):
-            stats = ", ".join(f"{s} {fmt.field(row, f'inputs.{name}.{s}')}"
-                              for s in ("mean", "std", "min", "max")
-                              if fmt.get(row, f"inputs.{name}.{s}") is not None)
-            shape, dtype = fmt.cells(row, [f"inputs.{name}.shape", f"inputs.{name}.dtype"])
+            stats = {s: fmt.field(row, f"inputs.{name}.{s}")
+                     for s in ("shape", "dtype", "mean", "std", "min", "max")}
             body.append([f"{fmt.word('input', lang)} {name}",
-                         f"shape {shape} {dtype}" + (f"; {stats}" if stats else "")])
+                         fmt.word("input_stats", lang, **stats)])
         body.append([fmt.word("first_run", lang), f"{fmt.field(row, 'bench.cold_ms')} ms"])
         body += [[f"{fmt.word('steady', lang)} {fmt.word(key, lang) if key in fmt.WORDS else key}",
                   latency_cell(row, lang, stat, " ms")]
@@ -61,10 +50,12 @@ def vae_layer(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
         body += [[label, seedlayouts.value_cell(row, name)] for label, name in checks
                  if fmt.get(row, f"metrics.{name}.value") is not None]
         body.append([fmt.word("verdict", lang), fmt.named_verdict(row)])
-        keys = ["job.device", "job.dtype", "bench.stop.protocol", "bench.memory.scope"]
-        device, dtype, protocol, scope = fmt.cells(row, keys)
-        notes = [f"{device} {dtype}; warm-up {fmt.field(row, 'bench.warmup.calls')}, timed "
-                 f"{fmt.num(fmt.latency(row, 'count'))} ({protocol}); memory: {scope}",
+        device, dtype = fmt.cells(row, ["job.device", "job.dtype"])
+        protocol, scope = (fmt.log_text(fmt.get(row, f"bench.{k}")) for k in ("stop.protocol",
+                                                                             "memory.scope"))
+        notes = [fmt.word("layer_run", lang, device=device, dtype=dtype, scope=scope,
+                          warmup=fmt.field(row, "bench.warmup.calls"), protocol=protocol,
+                          timed=fmt.num(fmt.latency(row, "count"))),
                  seedlayouts.links_note([row], base_dir, lang)]
         parts.append(fmt.table([fmt.word("item", lang), fmt.word("value", lang)], body, notes))
     return "\n\n".join(parts) or None
@@ -75,7 +66,7 @@ def gate_cell(row: fmt.Row, name: str, lang: str) -> str:
     key = f"metrics.{name}"
     value, verdict, _ = fmt.judged(row, key, name)
     if value == fmt.MISSING:
-        return "skipped" if fmt.get(row, f"{key}.skipped") else "-"
+        return fmt.word("p_skipped", lang) if fmt.get(row, f"{key}.skipped") else "-"
     detail = {k: fmt.get(row, f"{key}.details.{k}")
               for k in ("actual", "equal", "unique", "total", "psnr_db", "rerun_psnr_db")}
     if detail["actual"] is not None:
@@ -100,27 +91,28 @@ def gate_threshold(rows: fmt.Rows, name: str) -> str:
     return " / ".join(dict.fromkeys(f for f in found if f != fmt.MISSING)) or "-"
 
 
-def job_labels(jobs: fmt.Rows) -> list[str]:
+def job_labels(jobs: fmt.Rows, lang: str) -> list[str]:
     """``cpu float32 loaded mini @ 32x32x9``; jobs alike so far add the settings they differ in."""
-    labels = [" ".join(fmt.cells(r, ["job.device", "job.dtype", "weights.kind", "workload"]))
-              for r in jobs]
+    labels = [" ".join(fmt.cells(r, ["job.device", "job.dtype"]) + [fmt.value_word(fmt.get(
+        r, "weights.kind"), lang), fmt.workload_label(r)]) for r in jobs]
     for members in fmt.group(range(len(jobs)), labels.__getitem__).values():
         found = [settings(jobs[i]) for i in members]
         keys = sorted({k for s in found for k in s if len({o.get(k) for o in found}) > 1})[:3]
         for n, (i, mine) in enumerate(zip(members, found, strict=True), 1):
-            said = ", ".join(f"{k}={fmt.text(mine.get(k, UNSET))}" for k in keys)
+            said = ", ".join(f"{k}={fmt.value_word(mine.get(k, UNSET), lang)}" for k in keys)
             labels[i] += f" ({said or f'#{n}'})" if len(members) > 1 else ""
     return labels
 
 
 def perf_line(label: str, row: fmt.Row, lang: str) -> str:
     """The seed's ``PERF`` line: avg, min, max, p50 (flagged when noisy), p90, p95, throughput."""
-    stats = " ".join(f"{key}=" + (latency_cell(row, lang) if key == "p50" else fmt.num(
-        fmt.latency(row, stat))) + ("ms" if key == "avg" else "") for key, stat in LATENCY)
+    stats = {key: latency_cell(row, lang) if key == "p50" else fmt.num(fmt.latency(row, stat))
+             for key, stat in LATENCY}
     peak, kind = seedlayouts.memory_of(row)
     memory = f" {fmt.word(kind, lang)}={fmt.num(peak)} MB" if peak is not None else ""
-    return (f"PERF {label}: {stats} throughput={fmt.field(row, 'bench.throughput.value')} "
-            f"{fmt.field(row, 'bench.throughput.unit')}{memory}")
+    return fmt.word("perf_line", lang, label=label, memory=memory, **stats,
+                    thr=fmt.field(row, "bench.throughput.value"),
+                    unit=fmt.field(row, "bench.throughput.unit"))
 
 
 def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
@@ -128,17 +120,18 @@ def videoflextok_gates(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     jobs = latest_per_workload(rows)
     if not jobs:
         return None
-    labels = job_labels(jobs)
-    body = [[label, gate_threshold(jobs, name)] + [gate_cell(r, name, lang) for r in jobs]
-            for label, name in GATES
+    labels = job_labels(jobs, lang)
+    body = [[fmt.word(name, lang), gate_threshold(jobs, name)]
+            + [gate_cell(r, name, lang) for r in jobs] for name in GATES
             if any(fmt.get(r, f"metrics.{name}.value") is not None for r in jobs)]
     body.append([fmt.word("verdict", lang), ""] + [fmt.named_verdict(r) for r in jobs])
     perf = [perf_line(label, r, lang) for label, r in zip(labels, jobs, strict=True)
             if fmt.latency(r)]
-    skipped = sorted({f"{name}: {fmt.get(r, f'metrics.{name}.skipped')}"
-                      for r in jobs for _, name in GATES if fmt.get(r, f"metrics.{name}.skipped")})
+    skipped = sorted({f"{name}: {fmt.log_text(fmt.get(r, f'metrics.{name}.skipped'))}"
+                      for r in jobs for name in GATES if fmt.get(r, f"metrics.{name}.skipped")})
     headers = [fmt.word("gate", lang), fmt.word("threshold", lang), *labels]
-    return fmt.table(headers, body, [*perf, "skipped: " + "; ".join(skipped) if skipped else None,
+    skipped_note = f"{fmt.word('p_skipped', lang)}: " + "; ".join(skipped) if skipped else None
+    return fmt.table(headers, body, [*perf, skipped_note,
                                      seedlayouts.links_note(jobs, base_dir, lang)])
 
 
@@ -192,5 +185,4 @@ def seed_layouts_section(rows: fmt.Rows, models: list[str], lang: str, base_dir:
             body = render(mine, lang, base_dir)
             if body:
                 parts.append(f"{heading} {model}: {zh if lang == 'zh' else en}\n\n{body}")
-    return "\n\n".join(parts) or ("No record of a task with a seed layout (VAE decode, "
-                                  "text-to-video, layer, tokenizer).")
+    return "\n\n".join(parts) or fmt.word("no_layout", lang)

@@ -9,7 +9,7 @@ from ascendbench.metrics.verdict import ORDER
 from ascendbench.report import fmt
 from ascendbench.report.fmt import primary_output, section_metric
 from ascendbench.report.gather import TASK_PRESET_FIELDS
-from ascendbench.report.hidden import REPLAY_NOTE, is_replay, replay_hidden_cell
+from ascendbench.report.hidden import is_replay, replay_hidden_cell
 from ascendbench.report.performance import latency_cell, no_allocator
 from ascendbench.report.select import accuracy_rows, timing_rows
 from ascendbench.report.tables import RANDOM_LEGEND, random_init, verdict_cell
@@ -18,8 +18,7 @@ from ascendbench.report.variants import SAME, UNSET, in_force, shift, shift_cell
 FLUX_METRICS = (("MAE", "mae"), ("MSE", "mse"), ("RMSE", "rmse"), ("Max Abs Error", "max_abs_err"),
                 ("Mean Rel Error", "mean_rel_err"), ("PSNR", "psnr_db"),
                 ("Cosine Similarity", "cosine"))
-RESOLUTION = ["Resolution", "Frames", "Steps", "hidden MaxDiff", "hidden CosSim", "PSNR", "SSIM",
-              "verdict"]
+COLUMNS = ("res", "frames", "steps", "hidden_max", "hidden_cos", "psnr", "ssim", "verdict")
 _VARYING = (("model", "job.model"), ("device", "job.device"), ("dtype", "job.dtype"),
             ("batch", "job.batch_size"))
 
@@ -75,7 +74,7 @@ def rules_note(rows: fmt.Rows, names: Sequence[str], lang: str) -> str | None:
         for name in names:
             rule, source = (fmt.get(row, f"metrics.{name}.{k}") for k in ("rule", "source"))
             if rule is not None and name not in seen:
-                source = f" ({fmt.text(source)})" if source else ""
+                source = f" ({fmt.log_text(source)})" if source else ""
                 seen[name] = f"{fmt.text(name)} {fmt.text(rule)}{source}"
     return f"{fmt.word('rules', lang)}: " + "; ".join(seen.values()) if seen else None
 
@@ -90,10 +89,13 @@ def variants_note(rows: fmt.Rows, lang: str, ratios: bool = False) -> list[str |
                                                   fmt.get(m[1], "job.dtype"))).values():
         asked = {k for m in members for k in m[2] if len({o[2].get(k) for o in members}) > 1}
         ran = sorted(k for k in asked if len({m[3].get(k, UNSET) for m in members}) > 1)
-        same |= {f"{k}={fmt.text(m[3].get(k, UNSET))}" for m in members for k in asked - set(ran)}
+        same |= {f"{k}={fmt.value_word(m[3].get(k, UNSET), lang)}" for m in members
+                 for k in asked - set(ran)}
         first = members[0][1]
-        parts += [f"{n} " + ", ".join(f"{k}={fmt.text(force.get(k, UNSET))}" for k in ran)
-                  + (f": {shift_cell(first, row)}" if ratios and row is not first else "")
+        parts += [f"{n} " + ", ".join(f"{k}={fmt.value_word(force.get(k, UNSET), lang)}"
+                                      for k in ran)
+                  + (f": {shift_cell(first, row, None, lang)}" if ratios and row is not first
+                     else "")
                   for n, row, _, force in members if ran]
     return [f"{fmt.word('variants', lang)}: " + "; ".join(parts) if parts else None,
             fmt.word("no_op", lang, keys=", ".join(sorted(same))) if same else None]
@@ -164,7 +166,7 @@ def flux2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     scope = fmt.get(timed[0], "bench.memory.scope")
     memory = (f"{fmt.word('device', lang)}: "
               f"{', '.join(sorted(fmt.md_escape(d.upper()) for d in devices))}"
-              f"; Mem: {', '.join(kinds)}" + (f" ({fmt.text(scope)})" if scope else ""))
+              f"; Mem: {', '.join(kinds)}" + (f" ({fmt.log_text(scope)})" if scope else ""))
     return fmt.table(headers, body, [memory, fmt.word("throughput_mean", lang),
                                      links_note(timed, base_dir, lang)])
 
@@ -246,15 +248,17 @@ def seed_verdict(row: fmt.Row, prefixes: Sequence[str]) -> str:
 def _replaced_rules(row: fmt.Row, lang: str) -> list[str]:
     """Where a hidden-state rule in force is not the seed's, which and why."""
     said = []
-    for check, seed_rule in SULPHUR_HIDDEN.items():
+    for (check, seed_rule), word in zip(SULPHUR_HIDDEN.items(), ("hidden_max", "hidden_cos"),
+                                           strict=True):
         rule = fmt.get(row, f"hidden.{check}.rule")
         if fmt.get(row, f"hidden.{check}.value") is None or rule == seed_rule:
             continue
-        why = fmt.get(row, f"hidden.{check}.source") or fmt.word(
+        source = fmt.get(row, f"hidden.{check}.source")
+        why = fmt.log_text(source) if source else fmt.word(
             "not_judged_for", lang, dtype=fmt.field(row, "job.dtype"),
             reference=fmt.field(row, "job.reference_dtype"))
-        said.append(f"hidden {check} {rule or fmt.word('no_rule', lang)} "
-                    f"({fmt.word('instead_of', lang)} {seed_rule}): {why}")
+        said.append(fmt.word("replaced", lang, check=fmt.word(word, lang), seed=seed_rule,
+                             rule=rule or fmt.word("no_rule", lang), why=why))
     return said
 
 
@@ -264,7 +268,6 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     judged_rows = accuracy_rows(rows)
     if not judged_rows:
         return None
-    keys = ("res", "frames", "steps", "hidden_max", "hidden_cos", "psnr", "ssim", "verdict")
     body = [[f"{fmt.field(r, 'job.height')}x{fmt.field(r, 'job.width')}",
              *fmt.cells(r, ["job.num_frames", "job.steps"]), hidden_value(r, "max_abs_err"),
              hidden_value(r, "cosine"),
@@ -279,9 +282,9 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     replaced = list(dict.fromkeys(x for r in judged_rows for x in _replaced_rules(r, lang)))
     notes = [fmt.word("seed_rules", lang), *replaced,
              f"{fmt.word('own_rules', lang)}: {'; '.join(own)}" if own else None,
-             REPLAY_NOTE if any(is_replay(r) for r in judged_rows) else None,
+             fmt.word("replay_note", lang) if any(is_replay(r) for r in judged_rows) else None,
              *variants_note(judged_rows, lang), links_note(judged_rows, base_dir, lang)]
-    return fmt.table([fmt.word(k, lang) for k in keys], body, notes)
+    return fmt.table([fmt.word(k, lang) for k in COLUMNS], body, notes)
 
 
 def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
@@ -299,7 +302,8 @@ def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | Non
               fmt.size_label(r)]
              for r in timed if fmt.get(r, "bench.cold_ms") is not None]
     body += [[fmt.word("gen_time", lang, size=fmt.size_label(r)), latency_cell(r, lang, unit=" ms"),
-              f"{fmt.field(r, 'job.steps')} steps, {fmt.field(r, 'job.dtype')}"]
+              fmt.word("steps_dtype", lang, steps=fmt.field(r, "job.steps"),
+                       dtype=fmt.field(r, "job.dtype"))]
              for r in timed]
     memory = [(*memory_of(r), r) for r in timed if memory_of(r)[0] is not None]
     if memory:
@@ -339,5 +343,6 @@ def resolution_table(rows: fmt.Rows, psnr: Sequence[str], ssim: Sequence[str],
              f"the task's declared metric (else {list(psnr)} / {list(ssim)}); \"-\": not used by "
              "the task.", "every row: " + ", ".join(shared),
              RANDOM_LEGEND if any(random_init(r) for r in rows) else None,
-             REPLAY_NOTE if any(is_replay(r) for r in rows) else None]
-    return fmt.table([h for h, _ in varying] + RESOLUTION + ["record"], body, notes)
+             fmt.word("replay_note", "en") if any(is_replay(r) for r in rows) else None]
+    headers = [h for h, _ in varying] + [fmt.word(k, "en") for k in (*COLUMNS, "p_record")]
+    return fmt.table(headers, body, notes)

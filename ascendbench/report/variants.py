@@ -185,16 +185,14 @@ def shift(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None
     return ratio, "slower" if slower.regressed else SAME, slower.effect
 
 
-def shift_cell(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None) -> str:
-    """:func:`shift` as text: ``2.41x slower (evidence)``, ``no significant difference (...)``."""
+def shift_cell(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None,
+               lang: str = "en") -> str:
+    """:func:`shift` in ``lang``: ``2.41x slower (`evidence`)``, ``no significant difference``."""
     if (found := shift(base, row, rule)) is None:
         return fmt.MISSING
     ratio, answer, evidence = found
-    if answer in ("slower", "faster"):
-        return f"{fmt.times(ratio)} {answer} ({evidence})"
-    if answer == SAME:
-        return f"{SAME} ({fmt.times(ratio)}; {evidence})"
-    return f"{fmt.times(ratio)} (untested: {evidence})"
+    return fmt.word(f"shift_{answer.replace(' ', '_')}", lang, ratio=fmt.times(ratio),
+                    evidence=fmt.log_text(evidence))
 
 
 def ratio_cell(group: VariantGroup, variant: Variant, rule: LatencyRule | None = None) -> str:
@@ -229,13 +227,7 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
         parts.append(f"{heading} {workload_title(g.baseline.row)}\n\nVariants differ in: "
                      + ", ".join(f"`{k}`" for k in g.keys) + "\n\n" + fmt.table(headers, body,
                                                                                 notes))
-    notes = ["latency / baseline: the variant's median latency over the first variant's, with "
-             "the regression gate's evidence (report.yaml `compare`); \"no significant "
-             "difference\" when the shift is within the noise or the minimum effect.",
-             "device patches: what each patch of `model.patches` did on the device run (one "
-             "skipped here leaves the variants running the same code); `ran:` the attention "
-             "kernel the calls took (`native` and `_native_npu` can be the same one).",
-             "A variant is the latest record of its settings; each row links to it.",
+    notes = [*(fmt.word(k, "en") for k in ("ab_ratio_note", "ab_patches_note", "ab_latest_note")),
              tables.RANDOM_LEGEND if any(tables.random_init(v.row) for g in groups
                                          for v in g.variants) else None]
     return "\n\n".join(parts) + "\n\n" + fmt.bullets(notes)

@@ -14,6 +14,7 @@ import pytest
 from ascendbench.job.failures import applied, config_for_record
 from ascendbench.job.record import RecordWriter
 from ascendbench.report.__main__ import main
+from ascendbench.report.fmt import word
 
 from helpers import compose_config
 from helpers.seeds import tables
@@ -65,7 +66,8 @@ def test_variants_that_did_not_run_are_not_shown_as_differences(write_t2v_record
         "a skipped patch and the same offload in force sold as variants"
     noop = [line for line in text.splitlines()
             if line.startswith(("- not applied / same setting", "- 未生效 / 设置相同"))]
-    assert noop and all("model.patches.0.backend=not applied" in line
+    not_applied = word("v_not_applied", lang)  # the value in force, in the report's language
+    assert noop and all(f"model.patches.0.backend={not_applied}" in line
                         and "model.task.cpu_offload=false" in line for line in noop), noop
     assert "_native_npu" not in "\n".join(noop), "the value in force, not the value asked"
 

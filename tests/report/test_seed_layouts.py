@@ -12,6 +12,7 @@ import pytest
 
 from ascendbench.job.record import RecordWriter
 from ascendbench.report.__main__ import main
+from ascendbench.report.fmt import word
 
 from helpers.recipes import section
 from helpers.seeds import (
@@ -168,8 +169,10 @@ def test_the_sulphur2_verdict_is_the_seeds_rules_and_ascendbenchs_own_are_named_
     notes = section(text, title)
     own = "ascendbench 自有规则" if lang == "zh" else "ascendbench's own rules"
     assert re.search(rf"{own}.*\[1\] FAIL \(video/mean\\?_rel\\?_err 7\.24% > 1%\)", notes), notes
-    assert "hidden cosine >= 0.99" in notes and "0.9999): Ascend msprobe compare" in notes
-    assert "hidden max_abs_err" in notes and "bfloat16" in notes and "float64" in notes
+    cos, most = word("hidden_cos", lang), word("hidden_max", lang)
+    assert re.search(rf"{cos} >= 0\.99[ （(].*0\.9999[)）][:：] ?`Ascend msprobe compare",
+                     notes), "the seed's rule replaced: which, instead of what, why (quoted)"
+    assert f"{most} " in notes and "bfloat16" in notes and "float64" in notes
 
 
 # -- LTX VAE layer (001) and VideoFlexTok (004): no tables in the seeds; the labels are the seeds' w
@@ -271,9 +274,10 @@ def test_the_tokenizer_gates_are_the_seeds_values_with_threshold_and_verdict(tmp
     assert gate[0][1] == ("阈值" if lang == "zh" else "Threshold")
     labels = gate[0][2:]
     assert len(set(labels)) == 3, "runs that differ are labelled apart"
-    assert sum("random-init" in label for label in labels) == 1
-    loaded = labels.index(next(x for x in labels if "loaded" in x and "steps=20" in x))
-    random = labels.index(next(x for x in labels if "random-init" in x))
+    kind = {k: word(f"v_{k}", lang) for k in ("loaded", "random-init")}  # 已加载, 随机初始化
+    assert sum(kind["random-init"] in label for label in labels) == 1
+    loaded = labels.index(next(x for x in labels if kind["loaded"] in x and "steps=20" in x))
+    random = labels.index(next(x for x in labels if kind["random-init"] in x))
     rows = {r[0]: r for r in gate[1:]}
     for label in list(rows)[:-1]:
         assert all(w in seed for w in re.findall(r"[a-z0-9-]+", label.lower())), label

@@ -237,4 +237,5 @@ def test_overlapping_samples_read_no_significant_difference_not_a_ratio(tmp_path
     slower = [_samples(_record("_native_npu"), tmp_path, "c", noise),
               _samples(_record("native", started="2026-01-01T10:05:00"), tmp_path, "d",
                        [v * 2 for v in noise])]
-    assert "2x slower (+100.0%" in variants_section(slower, SHOW, tmp_path)
+    assert "2x slower (`+100.0%" in variants_section(slower, SHOW, tmp_path), \
+        "the gate's evidence quoted as it wrote it"
