@@ -73,8 +73,7 @@ def md_escape(value: Any) -> str:
 
 
 def log_text(value: Any, limit: int = 400) -> str:
-    """Record text no template wrote (an exception, a library's skip reason, a note) as log text:
-    :func:`short`, in inline code where it holds no backtick; never translated."""
+    """Record text no template wrote (an error, a skip reason) as :func:`short` log text (code)."""
     line = short(value, limit)
     raw = re.sub(r"\\([\\`*\[\]<])", r"\1", line)  # md_escape undone: code shows it as it is
     return line if "`" in raw else f"`{raw}`"

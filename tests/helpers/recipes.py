@@ -71,13 +71,16 @@ def make_report(tmp_path: Path, monkeypatch, readme: Path | None = None) -> dict
     """``make report [README=...]`` and ``make report REPORT_LANG=zh``: ``python -m
     ascendbench.report --port [--lang zh] [--readme ...]`` in the directory of the runs (records
     from outputs/ and multirun/, into reports/); report.md per language (the README is back-filled
-    by each, Chinese last)."""
+    by each, Chinese last); the port report's Markdown and HTML as ``port_<lang>`` and
+    ``port_html_<lang>``."""
     monkeypatch.chdir(tmp_path)
     texts = {}
     for lang, flags in (("en", []), ("zh", ["--lang", "zh"])):
         assert report_main(["--port", *flags, *(["--readme", str(readme)] if readme else [])]) == 0
-        assert list((tmp_path / "reports" / "port").glob("*.md")), "no port report"
+        [port] = (tmp_path / "reports" / "port").glob("*.md")
         texts[lang] = (tmp_path / "reports" / "report.md").read_text()
+        texts[f"port_{lang}"], texts[f"port_html_{lang}"] = (
+            port.read_text(), port.with_suffix(".html").read_text())
     return texts
 
 

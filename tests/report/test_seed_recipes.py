@@ -13,11 +13,14 @@ on two idle cores.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
 
 import pytest
+
+from ascendbench.report.fmt import WORDS, word
 
 from helpers.recipes import (
     ROOT,
@@ -39,6 +42,34 @@ pytestmark = [pytest.mark.skipif(not SEEDS.is_dir(), reason=f"the seed reports a
 # What every job of the tests adds: seconds, not hours.
 QUICK = ["bench.protocol=fixed", "preset.warmup=1", "preset.iters=2", "bench.flops.enabled=false",
          "baseline.process=in-process"]
+
+
+def _template_phrases() -> set[str]:
+    """The literal text of every English template of the words file (split at its ``{fields}``,
+    code and tags) but what the Chinese forms write too (the seeds' own English: Batch, PERF)."""
+    chinese = re.sub(r"\{[^}]*\}", " ", "\n".join(zh for _, zh in WORDS.values()))
+    pieces = {p.strip(" :;,.()[]=\"'") for en, _ in WORDS.values()
+              for p in re.split(r"\{[^}]*\}|`[^`]*`|<[^>]*>", en)}
+    return {p for p in pieces if re.search(r"[A-Za-z]{2}", p) and p not in chinese}
+
+
+def _english_templates(text: str) -> list[str]:
+    """The template phrases a reader reads in ``text`` (Markdown or HTML); log text (code), link
+    targets, tags and the page's style and script are not read."""
+    text = re.sub(r"<(script|style)>.*?</\1>", " ", text, flags=re.S)
+    text = html.unescape(re.sub(r"<code>.*?</code>|`[^`\n]*`|\]\([^)]*\)|<[^>]+>", " ", text))
+    return sorted(p for p in _template_phrases()
+                  if re.search(rf"(?<![\w./-]){re.escape(p)}(?![\w/-]|\.\w)", text, re.ASCII))
+
+
+def _no_english_template_in_chinese(texts: dict[str, str]) -> None:
+    """The Chinese port report (Markdown, HTML) and report.md's seed layouts say no fixed phrase in
+    English; the English ones do (the check sees the phrases where they are)."""
+    for lang in ("en", "zh"):
+        texts[f"layouts_{lang}"] = texts[lang].split("\n## ", 2)[1]  # "## Seed layouts" only
+    for kind in ("port", "port_html", "layouts"):
+        assert _english_templates(texts[f"{kind}_en"]), f"the check finds nothing in {kind}_en"
+        assert _english_templates(texts[f"{kind}_zh"]) == [], f"English template in {kind}_zh"
 
 
 # -- FLUX.2 (003) ----------------------------------------------------------------------------------
@@ -67,6 +98,7 @@ def test_flux2_recipe_gives_the_seeds_accuracy_performance_and_dtype_tables(tiny
     run_recipe(tmp_path, "flux2_perf_cpu", tiny(FLUX2[2], places, [*twin, *grid]))
     texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
     zh = texts["zh"]
+    _no_english_template_in_chinese(texts)
 
     # metrics x dtypes; the device that ran (CPU) where the seed ran the NPU
     [acc] = tables(zh, "精度评测")
@@ -157,6 +189,7 @@ def test_the_layer_recipe_gives_the_seeds_consistency_and_performance_lines(tiny
     run_recipe(tmp_path, "conv_in",
                tiny(LAYER.replace("\\\n", ""), {"<LTX-2 dir>": str(tiny_ltx2_dir)}, twin))
     texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
+    _no_english_template_in_chinese(texts)
     [record] = ok_records(tmp_path)
     seed = seed_text("001")
     cells = {}
@@ -178,8 +211,8 @@ def test_the_layer_recipe_gives_the_seeds_consistency_and_performance_lines(tiny
     for stat in ("mean", "std", "min", "max"):
         assert shows(re.search(rf"{stat} (\S+?)(,|$)", shape).group(1), latent[stat]), stat
     assert shows(zh["首轮编译"], bench["cold_ms"])
-    for word, field in LATENCY.items():
-        assert shows(zh[f"稳定推理 {word}"], bench["latency"][field]), word
+    for label, field in LATENCY.items():
+        assert shows(zh[f"稳定推理 {label}"], bench["latency"][field]), label
     assert shows(zh["吞吐 p50"], bench["throughput"]["value"]) \
         and zh["吞吐 p50"].endswith(bench["throughput"]["unit"]), "the median's throughput, named"
     memory = bench["memory"]
@@ -233,7 +266,7 @@ def _variants(text: str, title: str, records: list[dict]) -> None:
     assert not any(re.match(r"- (variants|变体): ", x) for x in lines), lines
     [line] = [x for x in lines
               if x.startswith(("- not applied / same setting", "- 未生效 / 设置相同"))]
-    assert "model.patches.0.backend=not applied" in line, line
+    assert f"model.patches.0.backend={word('v_not_applied', 'zh')}" in line, line
     assert all(r["pipeline"]["patches_applied"] == [] for r in records)
     if any(r["config"]["model"]["task"].get("cpu_offload") for r in records):
         assert "model.task.cpu_offload=false" in line, line
@@ -285,6 +318,7 @@ def test_the_sulphur2_recipe_gives_the_seeds_per_resolution_and_perf_reference_t
                       + "\n".join(placeholders) + "\n<!-- ACCURACY_TABLE_END -->\n")
     assert len(placeholders) == 4
     texts, reports = make_report(tmp_path, monkeypatch, readme), tmp_path / "reports"
+    _no_english_template_in_chinese(texts)
     zh, everything = texts["zh"], ok_records(tmp_path)
     accuracy = [r for r in everything if r["config"]["baseline"]["enabled"]]
 
@@ -385,6 +419,7 @@ def test_the_videoflextok_recipe_gives_the_seeds_gates_with_their_values(tmp_pat
     run_recipe(tmp_path, "videoflextok", tiny(command, {"<dir>": str(tmp_path / "standin")}, twin),
                env={"PYTHONPATH": str(STANDINS)})
     texts, reports = make_report(tmp_path, monkeypatch), tmp_path / "reports"
+    _no_english_template_in_chinese(texts)
     seed = seed_text("004").lower()
     bodies_by_lang = {}
     for lang, title in (("zh", "精度评测（Gate）"), ("en", "Gates")):
@@ -394,7 +429,8 @@ def test_the_videoflextok_recipe_gives_the_seeds_gates_with_their_values(tmp_pat
         bodies_by_lang[lang] = [row[1:] for row in gate[1:]]
         for column, record in enumerate(jobs, start=2):
             job = record["job"]
-            which = (f"{job['device']} {job['dtype']} {record['weights']['kind']} "
+            kind = word(f"v_{record['weights']['kind']}", lang)  # loaded, 已加载
+            which = (f"{job['device']} {job['dtype']} {kind} "
                      f"{job['preset']} @ {job['height']}x{job['width']}x"
                      f"{record['config']['preset']['num_frames']}")
             assert gate[0][column] == which
