@@ -175,3 +175,18 @@ def test_a_known_issue_repeated_by_several_runs_is_said_once_with_its_count(writ
     issues = sections(_port(tmp_path, "en"))["Known issues"]
     line = "npu bfloat16 mini @ 512x512: FAIL (mean_rel_err 7% > 1%) (x3)"
     assert line in issues and issues.count("npu bfloat16 mini @ 512x512: FAIL") == 1, issues
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_record_text_no_template_wrote_is_quoted_as_log_text(flux_records, tmp_path, lang):
+    import json
+
+    record = json.loads(flux_records["float16"].read_text())
+    record["warnings"] = ["see [docs](x) *now* <b> \\ here", "the `cpu` device is slow"]
+    flux_records["float16"].write_text(json.dumps(record))
+    issues = sections(_port(tmp_path, lang))[SECTIONS[lang][7]]
+    for said in ("`RuntimeError: device run failed: aclnn error 561000`",
+                 "`LPIPS backbone weights not available offline`",
+                 "`see [docs](x) *now* <b> \\ here`"):  # as recorded, in code: nothing to escape
+        assert said in issues, issues
+    assert "the \\`cpu\\` device is slow" in issues, "a backtick cannot open code: escaped text"
