@@ -274,7 +274,7 @@ def test_the_tokenizer_gates_are_the_seeds_values_with_threshold_and_verdict(tmp
     assert gate[0][1] == ("阈值" if lang == "zh" else "Threshold")
     labels = gate[0][2:]
     assert len(set(labels)) == 3, "runs that differ are labelled apart"
-    kind = {k: word(f"v_{k}", lang) for k in ("loaded", "random-init")}  # 已加载, 随机初始化
+    kind = {k: word(f"v_{k}", lang) for k in ("loaded", "random-init")}  # zh: 已加载
     assert sum(kind["random-init"] in label for label in labels) == 1
     loaded = labels.index(next(x for x in labels if kind["loaded"] in x and "steps=20" in x))
     random = labels.index(next(x for x in labels if kind["random-init"] in x))
