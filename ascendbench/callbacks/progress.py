@@ -1,14 +1,16 @@
 """One log line at each start and end of a multirun's jobs (job i of N, ok/failed so far, ETA);
-worker processes share the counts through files in the sweep dir."""
+worker processes share the jobs' start and end times through files in the sweep dir."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import math
+import statistics
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
@@ -19,7 +21,7 @@ from ascendbench.progress import format_seconds
 log = logging.getLogger(__name__)
 
 SWEEP_STATE = ".progress.json"
-SWEEP_ENDED = ".progress-ended.jsonl"
+SWEEP_EVENTS = ".progress-events.jsonl"  # one line per job start and end
 
 
 def sweep_overrides(config: DictConfig) -> list[str]:
@@ -96,37 +98,32 @@ class SweepProgress(Callback):
             total = planned_jobs(config, overrides)
             state = {"started": self.clock(), "total": total, "keys": sweep_keys(overrides)}
             (sweep_dir / SWEEP_STATE).write_text(json.dumps(state))
-            (sweep_dir / SWEEP_ENDED).write_text("")
+            (sweep_dir / SWEEP_EVENTS).write_text("")
             log.info("[sweep] %s job(s) to run", "an unknown number of" if total is None else total)
         except Exception:  # progress must never break a sweep
             log.debug("sweep progress: could not start", exc_info=True)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Log ``job i of N ... started`` with the counts so far."""
+        """Note this job's start in the shared file; log ``job i of N ... started``."""
         self._job_started = self.clock()
-        self._log(config, "started")
+        self._log(config, "started", {"started": self._job_started})
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
-        """Append this job's outcome to the shared file, then log it with the new counts."""
-        if not _multirun(config):
-            return
+        """Note this job's end and outcome in the shared file, then log it with the new counts."""
         status = _job_status(job_return)
-        ended = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))) / SWEEP_ENDED
-        try:
-            with open(ended, "a") as handle:  # one short O_APPEND write per job
-                num = OmegaConf.select(config, "hydra.job.num")
-                handle.write(json.dumps({"num": num, "status": status}) + "\n")
-        except OSError:
-            log.debug("sweep progress: could not note the end of a job", exc_info=True)
         took = ""
         if self._job_started is not None:
             took = f" in {format_seconds(self.clock() - self._job_started)}"
-        self._log(config, f"ended {status}{took}")
+        self._log(config, f"ended {status}{took}", {"ended": self.clock(), "status": status})
 
-    def _log(self, config: DictConfig, event: str) -> None:
+    def _log(self, config: DictConfig, event: str, entry: dict[str, Any]) -> None:
         if not _multirun(config):
             return
+        events = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))) / SWEEP_EVENTS
         try:
+            with open(events, "a") as handle:  # one short O_APPEND write per event
+                num = OmegaConf.select(config, "hydra.job.num")
+                handle.write(json.dumps({"num": num, **entry}) + "\n")
             log.info(self.line(config, event))
         except Exception:  # progress must never break a sweep
             log.debug("sweep progress: no line", exc_info=True)
@@ -134,10 +131,11 @@ class SweepProgress(Callback):
     def line(self, config: DictConfig, event: str) -> str:
         """``[sweep] job i of N (name) <event>; k finished (counts), elapsed, ETA``."""
         sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
-        state_file, ended_file = sweep_dir / SWEEP_STATE, sweep_dir / SWEEP_ENDED
+        state_file = sweep_dir / SWEEP_STATE
         state = json.loads(state_file.read_text()) if state_file.is_file() else {}
-        lines = ended_file.read_text().splitlines() if ended_file.is_file() else []
-        ended = [json.loads(line) for line in lines if line.strip()]
+        events = [json.loads(line) for line in (sweep_dir / SWEEP_EVENTS).read_text().splitlines()]
+        starts = {e["num"]: e["started"] for e in events if "started" in e}
+        ended = {e["num"]: e for e in events if "ended" in e}
         total, num = state.get("total"), OmegaConf.select(config, "hydra.job.num")
         keys = set(state.get("keys") or [])
         task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]
@@ -146,14 +144,37 @@ class SweepProgress(Callback):
                 or "no overrides")
         which = f"job {num + 1 if isinstance(num, int) else '?'}{f' of {total}' if total else ''}"
         counts: dict[str, int] = {}
-        for entry in ended:
+        for entry in ended.values():
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
         ordered = sorted(counts.items(), key=lambda kv: (kv[0] != "ok", kv[0]))  # ok first
         done = ", ".join(f"{n} {s}" for s, n in ordered)
         parts = [f"{len(ended)} finished" + (f" ({done})" if done else "")]
         if "started" in state:
-            elapsed = self.clock() - state["started"]
-            parts.append(f"elapsed {format_seconds(elapsed)}")
-            if total and ended and len(ended) < total:
-                parts.append(f"ETA {format_seconds(elapsed / len(ended) * (total - len(ended)))}")
+            parts.append(f"elapsed {format_seconds(self.clock() - state['started'])}")
+            ends = {n: e["ended"] for n, e in ended.items()}
+            if total and (eta := remaining_s(starts, ends, total, self.clock())) is not None:
+                parts.append(f"ETA {format_seconds(eta)}")
         return f"[sweep] {which} ({name}) {event}; " + ", ".join(parts)
+
+
+def remaining_s(starts: Mapping[Any, float], ends: Mapping[Any, float], total: int,
+                now: float) -> float | None:
+    """Seconds until the last of ``total`` jobs ends (``None`` before one ended, or after all):
+    the jobs not started yet queue behind the running ones on as many workers as ever ran at once,
+    each taking as long as the ended jobs took on average (the first to end left out once others
+    did: it paid for the reference and cold caches)."""
+    took = [ends[n] - starts[n] for n in sorted(ends, key=ends.__getitem__) if n in starts]
+    if not took or len(ends) >= total:
+        return None
+    per_job = statistics.fmean(took[1:] or took)
+    moves = sorted([(t, 1) for t in starts.values()] + [(t, -1) for t in ends.values()])
+    running, workers = 0, 1
+    for _, step in moves:  # an end sorts before a start at the same time
+        running += step
+        workers = max(workers, running)
+    free = [max(per_job - (now - starts[n]), 0.0) for n in starts if n not in ends]
+    free = sorted(free)[:workers] + [0.0] * (workers - len(free))
+    heapq.heapify(free)
+    for _ in range(total - len(starts)):  # each queued job goes to the first worker free
+        heapq.heappush(free, heapq.heappop(free) + per_job)
+    return max(free)
