@@ -111,26 +111,22 @@ class LaunchGuard(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Refuse (one paragraph, nothing written) a run dir unusable or held by another process."""
-        try:
-            claim(check_job_dir(os.path.abspath(str(config.hydra.run.dir)), "hydra.run.dir"))
-        except AscendBenchError as exc:
-            raise LaunchRefused(f"ascendbench: {exc}") from None
+        _claim_or_refuse(config.hydra.run.dir, "hydra.run.dir")
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Give the run dir back (the job releases it itself; this covers Hydra failing first)."""
         release(os.path.abspath(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Refuse an unusable sweep dir; fix this launch's token before any job is composed."""
+        """Refuse a sweep dir unusable or held by another launch (a copy of this sweep started
+        twice); fix this launch's token before any job is composed."""
         reset_outcomes()
         _token(config)  # resolved here, in the launching process: its cached value reaches all
-        try:
-            check_job_dir(os.path.abspath(str(config.hydra.sweep.dir)), "hydra.sweep.dir")
-        except AscendBenchError as exc:
-            raise LaunchRefused(f"ascendbench: {exc}") from None
+        _claim_or_refuse(config.hydra.sweep.dir, "hydra.sweep.dir")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Collect the outcomes of this launch's jobs, then remove them (their purpose served)."""
+        release(os.path.abspath(str(config.hydra.sweep.dir)))
         if not (token := _token(config)):
             return
         directory = _outcomes_dir(str(config.hydra.sweep.dir), token)
@@ -143,3 +139,24 @@ class LaunchGuard(Callback):
         with contextlib.suppress(OSError):
             shutil.rmtree(directory)
             directory.parent.rmdir()  # only when no other launch's outcomes are left there
+
+
+def _claim_or_refuse(directory: str, key: str) -> None:
+    try:
+        claim(check_job_dir(os.path.abspath(str(directory)), key), key)
+    except AscendBenchError as exc:
+        raise LaunchRefused(f"ascendbench: {exc}") from None
+
+
+def busy_paragraph(outcomes: list[dict[str, Any]]) -> str | None:
+    """One paragraph on the jobs skipped because another process held their directories (the
+    outcomes of this launch), ``None`` when there were none."""
+    held = {o["job_dir"]: o.get("held_by") for o in outcomes
+            if o.get("status") == "busy" and "job_dir" in o}
+    if not held:
+        return None
+    where = "; ".join(f"{job_dir} ({holder})" for job_dir, holder in held.items())
+    return (f"ascendbench: {len(held)} job(s) did not run, because another ascendbench process "
+            f"holds their directories: {where}. Their files were left as they are, and they make "
+            "this run exit 1. When that process has ended, run the same command again: jobs that "
+            "ended ok are skipped and these run (or give this sweep its own `hydra.sweep.dir=`).")
