@@ -31,14 +31,7 @@ from ascendbench.compat import exit_if_unsupported, library_versions, missing_ex
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
-from ascendbench.job.claim import holder_of
-from ascendbench.job.launch import (
-    busy_paragraph,
-    launch_outcomes,
-    note_outcome,
-    register_resolvers,
-    reset_outcomes,
-)
+from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers, reset_outcomes
 from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
 
@@ -60,7 +53,6 @@ def _app(cfg: DictConfig) -> str | float:
 
     job_dir = Path(HydraConfig.get().runtime.output_dir)
     record: dict = {"status": "not run"}
-    held_by = None  # who holds the job dir, when another process does
     try:
         _follow_launcher()
         record = run_job(cfg, job_dir)
@@ -70,15 +62,12 @@ def _app(cfg: DictConfig) -> str | float:
             logging.shutdown()  # `interrupted`; it ends now, and its card lock with it
             os._exit(EXIT_INTERRUPTED)
         raise
-    except JobDirBusyError:  # one paragraph on all such jobs at the end (busy_paragraph)
-        status, held_by = "busy", holder_of(job_dir)
-        log.error("job not run (busy): %s is held by %s", job_dir, held_by)
-    except JobDirError as exc:  # nothing of the job was written: say so
+    except (JobDirBusyError, JobDirError) as exc:  # nothing of the job was written: say so
         log.error("job not run (%s): %s", exc.reason, exc)
         status = exc.reason
     outcome = job_outcome(status, record, cfg.get("objective"), cfg.get("fail_on"))
     _JOBS.append(outcome)
-    note_outcome(job_dir=job_dir, held_by=held_by, **outcome)
+    note_outcome(job_dir=job_dir, **outcome)
     if "objective" in outcome:  # an optimisation sweep: the sampler reads a number
         value = outcome["objective"]
         log.info("objective %s: %s", cfg.objective,
@@ -96,10 +85,9 @@ def _gate(record: dict, fail_on: str | None) -> str:
 def version_text() -> str:
     """``ascendbench <version>`` and the versions of the libraries a run depends on (from their
     installed metadata, nothing imported; ``not installed`` where missing)."""
-    lines = [f"ascendbench {ascendbench.__version__}"]
-    for name, version in library_versions(VERSION_LIBRARIES).items():
-        lines.append(f"{name} {version or 'not installed'}")
-    return "\n".join(lines)
+    versions = library_versions(VERSION_LIBRARIES).items()
+    return "\n".join([f"ascendbench {ascendbench.__version__}"]
+                     + [f"{name} {version or 'not installed'}" for name, version in versions])
 
 
 def _launcher() -> str | None:
@@ -123,6 +111,10 @@ def _follow_launcher() -> None:
 
 
 def _terminated(signum: int, frame: object) -> None:
+    # once is enough: a second signal (a worker gets one per launcher thread that dies) would
+    # interrupt the `interrupted` record being written, leaving it `running`
+    for name in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(name, signal.SIG_IGN)
     if _launcher() == str(os.getpid()):  # the launcher: its joblib workers first
         _stop_workers(signum)
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
@@ -176,8 +168,6 @@ def main() -> None:
               file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
     outcomes = [*_JOBS, *launch_outcomes()]  # a job seen twice changes nothing
-    if paragraph := busy_paragraph(launch_outcomes()):
-        print(paragraph, file=sys.stderr)
     code = (search_exit_status(outcomes) if any("objective" in o for o in outcomes)
             else int(any(outcome.get("status") != "ok" for outcome in outcomes)))
     if code:

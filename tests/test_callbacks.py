@@ -345,11 +345,12 @@ def test_sweep_progress_stays_silent_in_a_single_run_and_never_raises(tmp_path, 
 
 
 def test_sweep_size_of_grid_sweeps():
-    assert callbacks.sweep_size(["dtype=float32,float16", "preset=mini,balanced,quality",
-                                 "seed=1"]) == 6
-    assert callbacks.sweep_size(["seed=range(0,5)"]) == 5
-    assert callbacks.sweep_size([]) == 1
-    assert callbacks.sweep_keys(["dtype=float32,float16", "seed=1", "+x=a,b"]) == ["dtype", "x"]
+    assert callbacks.sweep_shape(["dtype=float32,float16", "preset=mini,balanced,quality",
+                                  "seed=1"]) == (6, ["dtype", "preset"])
+    assert callbacks.sweep_shape(["seed=range(0,5)"]) == (5, ["seed"])
+    assert callbacks.sweep_shape([]) == (1, [])
+    assert callbacks.sweep_shape(["dtype=float32,float16", "seed=1", "+x=a,b"])[1] == ["dtype", "x"]
+    assert callbacks.sweep_shape(["lr=interval(0,1)"]) == (None, ["lr"])  # optuna's: not sized
 
 
 def test_the_sweep_summary_says_why_each_timed_loop_stopped_and_how_precise_it_was(tmp_path):

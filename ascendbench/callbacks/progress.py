@@ -4,11 +4,13 @@ worker processes share the jobs' start and end times through files in the sweep 
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import logging
 import math
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -33,42 +35,29 @@ def sweep_overrides(config: DictConfig) -> list[str]:
     return [f"{key}={value}" for key, value in params.items() if key not in given] + task
 
 
-def _sweeps(task_overrides: Iterable[str]) -> list[Any]:
-    overrides = OverridesParser.create().parse_overrides(list(task_overrides))
-    return [override for override in overrides if override.is_sweep_override()]
-
-
-def sweep_size(task_overrides: Iterable[str]) -> int | None:
-    """Jobs of a grid sweep over ``task_overrides``, or ``None`` when they cannot be sized."""
+def sweep_shape(task_overrides: Iterable[str]) -> tuple[int | None, list[str]]:
+    """Jobs of a grid sweep over ``task_overrides`` and the keys it varies (``dtype``...); ``None``
+    and ``[]`` when they cannot be parsed (a sweeper of its own: the lines then name job numbers)."""
+    keys: list[str] = []
     try:
-        return math.prod(len(list(o.sweep_string_iterator())) for o in _sweeps(task_overrides))
-    except Exception:  # a sweeper of its own (optuna, ...) or an override this parser cannot size
-        return None
-
-
-def sweep_keys(task_overrides: Iterable[str]) -> list[str]:
-    """The keys a sweep varies (``dtype``, ``preset`` ...), ``[]`` when they cannot be parsed."""
-    try:
-        return [override.key_or_group for override in _sweeps(task_overrides)]
-    except Exception:  # the lines then name the job by its number only
-        return []
+        overrides = OverridesParser.create().parse_overrides(list(task_overrides))
+        sweeps = [override for override in overrides if override.is_sweep_override()]
+        keys = [override.key_or_group for override in sweeps]
+        return math.prod(len(list(o.sweep_string_iterator())) for o in sweeps), keys
+    except Exception:  # optuna's interval(...), or an override this parser cannot size
+        return None, keys
 
 
 def planned_jobs(config: DictConfig, task_overrides: Iterable[str]) -> int | None:
     """The grid's size, or an Optuna search's ``n_trials`` (capped at the grid's size under its
     grid sampler, as the sweeper caps it)."""
-    size = sweep_size(task_overrides)
+    size = sweep_shape(task_overrides)[0]
     trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
     if not isinstance(trials, int):
         return size
     sampler = str(OmegaConf.select(config, "hydra.sweeper.sampler._target_") or "")
     grid = sampler.endswith("GridSampler")
     return min(trials, size) if grid and size else trials
-
-
-def _multirun(config: DictConfig) -> bool:
-    mode = OmegaConf.select(config, "hydra.mode")
-    return getattr(mode, "name", str(mode)) == "MULTIRUN"
 
 
 def _job_status(job_return: Any) -> str:
@@ -96,7 +85,7 @@ class SweepProgress(Callback):
             sweep_dir.mkdir(parents=True, exist_ok=True)
             overrides = sweep_overrides(config)
             total = planned_jobs(config, overrides)
-            state = {"started": self.clock(), "total": total, "keys": sweep_keys(overrides)}
+            state = {"started": self.clock(), "total": total, "keys": sweep_shape(overrides)[1]}
             (sweep_dir / SWEEP_STATE).write_text(json.dumps(state))
             (sweep_dir / SWEEP_EVENTS).write_text("")
             log.info("[sweep] %s job(s) to run", "an unknown number of" if total is None else total)
@@ -117,7 +106,8 @@ class SweepProgress(Callback):
         self._log(config, f"ended {status}{took}", {"ended": self.clock(), "status": status})
 
     def _log(self, config: DictConfig, event: str, entry: dict[str, Any]) -> None:
-        if not _multirun(config):
+        mode = OmegaConf.select(config, "hydra.mode")
+        if getattr(mode, "name", str(mode)) != "MULTIRUN":
             return
         events = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))) / SWEEP_EVENTS
         try:
@@ -143,9 +133,7 @@ class SweepProgress(Callback):
         name = (",".join(varied) or OmegaConf.select(config, "hydra.job.override_dirname")
                 or "no overrides")
         which = f"job {num + 1 if isinstance(num, int) else '?'}{f' of {total}' if total else ''}"
-        counts: dict[str, int] = {}
-        for entry in ended.values():
-            counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        counts = Counter(entry["status"] for entry in ended.values())
         ordered = sorted(counts.items(), key=lambda kv: (kv[0] != "ok", kv[0]))  # ok first
         done = ", ".join(f"{n} {s}" for s, n in ordered)
         parts = [f"{len(ended)} finished" + (f" ({done})" if done else "")]
@@ -159,22 +147,17 @@ class SweepProgress(Callback):
 
 def remaining_s(starts: Mapping[Any, float], ends: Mapping[Any, float], total: int,
                 now: float) -> float | None:
-    """Seconds until the last of ``total`` jobs ends (``None`` before one ended, or after all):
-    the jobs not started yet queue behind the running ones on as many workers as ever ran at once,
-    each taking as long as the ended jobs took on average (the first to end left out once others
-    did: it paid for the reference and cold caches)."""
+    """Seconds until the last of ``total`` jobs ends (``None`` before one ended, or after all): the
+    jobs not started queue on as many workers as ever ran at once, each taking the mean time of the
+    jobs that ended (the first to end left out once another did: it paid for the cold caches)."""
     took = [ends[n] - starts[n] for n in sorted(ends, key=ends.__getitem__) if n in starts]
     if not took or len(ends) >= total:
         return None
     per_job = statistics.fmean(took[1:] or took)
     moves = sorted([(t, 1) for t in starts.values()] + [(t, -1) for t in ends.values()])
-    running, workers = 0, 1
-    for _, step in moves:  # an end sorts before a start at the same time
-        running += step
-        workers = max(workers, running)
+    workers = max([1, *itertools.accumulate(step for _, step in moves)])  # an end sorts first
     free = [max(per_job - (now - starts[n]), 0.0) for n in starts if n not in ends]
-    free = sorted(free)[:workers] + [0.0] * (workers - len(free))
-    heapq.heapify(free)
+    free = sorted(free + [0.0] * (workers - len(free)))  # when each worker is free: a heap
     for _ in range(total - len(starts)):  # each queued job goes to the first worker free
-        heapq.heappush(free, heapq.heappop(free) + per_job)
+        heapq.heapreplace(free, free[0] + per_job)
     return max(free)

@@ -147,16 +147,3 @@ def _claim_or_refuse(directory: str, key: str) -> None:
     except AscendBenchError as exc:
         raise LaunchRefused(f"ascendbench: {exc}") from None
 
-
-def busy_paragraph(outcomes: list[dict[str, Any]]) -> str | None:
-    """One paragraph on the jobs skipped because another process held their directories (the
-    outcomes of this launch), ``None`` when there were none."""
-    held = {o["job_dir"]: o.get("held_by") for o in outcomes
-            if o.get("status") == "busy" and "job_dir" in o}
-    if not held:
-        return None
-    where = "; ".join(f"{job_dir} ({holder})" for job_dir, holder in held.items())
-    return (f"ascendbench: {len(held)} job(s) did not run, because another ascendbench process "
-            f"holds their directories: {where}. Their files were left as they are, and they make "
-            "this run exit 1. When that process has ended, run the same command again: jobs that "
-            "ended ok are skipped and these run (or give this sweep its own `hydra.sweep.dir=`).")
