@@ -31,7 +31,7 @@ from ascendbench.compat import exit_if_unsupported, library_versions, missing_ex
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
-from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers, reset_outcomes
+from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers
 from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
 
@@ -155,7 +155,6 @@ def main() -> None:
                      f"sweeper plugin). Install it with `{hint}` (it installs no torch), then run "
                      "the command again.")
     _JOBS.clear()
-    reset_outcomes()
     os.environ[LAUNCHER] = f"{socket.gethostname()}:{os.getpid()}"
     for name in (signal.SIGTERM, signal.SIGHUP):  # Slurm preemption, `kill`, a closed terminal
         signal.signal(name, _terminated)  # record `interrupted`

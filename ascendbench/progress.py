@@ -196,8 +196,7 @@ class Progress:
         budget = f" of {format_seconds(self.budget_s)}" if self.budget_s else ""
         parts.append(format_seconds(elapsed) + budget)
         if self.total and self._first and self._first[1] < self.done < self.total:
-            # units since the first update, which may carry a warm-up or units done unseen; it
-            # counts down between updates (a rate from the elapsed time would grow meanwhile)
+            # from the first update on (before it: a warm-up, units done unseen); counts down
             per_unit = (self._updated - self._first[0]) / (self.done - self._first[1])
             eta = per_unit * (self.total - self.done) - (now - self._updated)
             parts.append(f"ETA {format_seconds(max(eta, 0.0))}")

@@ -340,7 +340,7 @@ def test_sweep_progress_stays_silent_in_a_single_run_and_never_raises(tmp_path, 
     assert not [m for m in caplog.messages if m.startswith("[sweep]")]
     unreadable = _job_cfg(tmp_path / "sweep", 0, "x")
     (tmp_path / "sweep").mkdir()
-    (tmp_path / "sweep" / callbacks.SWEEP_STATE).write_text("{not json")
+    (tmp_path / "sweep" / callbacks.SWEEP_EVENTS).write_text("{not json")
     callbacks.SweepProgress().on_job_start(unreadable)  # logged at debug level, no exception
 
 

@@ -202,8 +202,9 @@ def test_a_deleted_working_directory_is_one_paragraph_and_exit_2(tmp_path):
     assert "working directory was deleted" in done.stderr and "Traceback" not in done.stderr
 
 
-# A worker of a joblib launcher killed with SIGKILL gets one SIGTERM (PR_SET_PDEATHSIG) per thread of
-# the launcher that dies: the second arrives while the first one's `interrupted` record is written.
+# A worker of a joblib launcher killed with SIGKILL gets one SIGTERM (PR_SET_PDEATHSIG) per thread
+# of the launcher that dies: the second arrives while the first one's `interrupted` record is
+# written.
 SECOND_SIGNAL = """
 import os, signal, sys, time
 from pathlib import Path

@@ -22,8 +22,7 @@ from ascendbench.progress import format_seconds
 
 log = logging.getLogger(__name__)
 
-SWEEP_STATE = ".progress.json"
-SWEEP_EVENTS = ".progress-events.jsonl"  # one line per job start and end
+SWEEP_EVENTS = ".progress.jsonl"  # the sweep's start and size, then a line per job start and end
 
 
 def sweep_overrides(config: DictConfig) -> list[str]:
@@ -36,8 +35,8 @@ def sweep_overrides(config: DictConfig) -> list[str]:
 
 
 def sweep_shape(task_overrides: Iterable[str]) -> tuple[int | None, list[str]]:
-    """Jobs of a grid sweep over ``task_overrides`` and the keys it varies (``dtype``...); ``None``
-    and ``[]`` when they cannot be parsed (a sweeper of its own: the lines then name job numbers)."""
+    """Jobs of a grid sweep over ``task_overrides`` and the keys it varies (``dtype``...): ``None``
+    where they cannot be counted (optuna's ``interval``), ``[]`` where they cannot be parsed."""
     keys: list[str] = []
     try:
         overrides = OverridesParser.create().parse_overrides(list(task_overrides))
@@ -85,9 +84,8 @@ class SweepProgress(Callback):
             sweep_dir.mkdir(parents=True, exist_ok=True)
             overrides = sweep_overrides(config)
             total = planned_jobs(config, overrides)
-            state = {"started": self.clock(), "total": total, "keys": sweep_shape(overrides)[1]}
-            (sweep_dir / SWEEP_STATE).write_text(json.dumps(state))
-            (sweep_dir / SWEEP_EVENTS).write_text("")
+            state = {"since": self.clock(), "total": total, "keys": sweep_shape(overrides)[1]}
+            (sweep_dir / SWEEP_EVENTS).write_text(json.dumps(state) + "\n")
             log.info("[sweep] %s job(s) to run", "an unknown number of" if total is None else total)
         except Exception:  # progress must never break a sweep
             log.debug("sweep progress: could not start", exc_info=True)
@@ -100,9 +98,8 @@ class SweepProgress(Callback):
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
         """Note this job's end and outcome in the shared file, then log it with the new counts."""
         status = _job_status(job_return)
-        took = ""
-        if self._job_started is not None:
-            took = f" in {format_seconds(self.clock() - self._job_started)}"
+        started = self._job_started
+        took = f" in {format_seconds(self.clock() - started)}" if started is not None else ""
         self._log(config, f"ended {status}{took}", {"ended": self.clock(), "status": status})
 
     def _log(self, config: DictConfig, event: str, entry: dict[str, Any]) -> None:
@@ -121,9 +118,8 @@ class SweepProgress(Callback):
     def line(self, config: DictConfig, event: str) -> str:
         """``[sweep] job i of N (name) <event>; k finished (counts), elapsed, ETA``."""
         sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
-        state_file = sweep_dir / SWEEP_STATE
-        state = json.loads(state_file.read_text()) if state_file.is_file() else {}
         events = [json.loads(line) for line in (sweep_dir / SWEEP_EVENTS).read_text().splitlines()]
+        state = events[0] if events and "since" in events[0] else {}
         starts = {e["num"]: e["started"] for e in events if "started" in e}
         ended = {e["num"]: e for e in events if "ended" in e}
         total, num = state.get("total"), OmegaConf.select(config, "hydra.job.num")
@@ -137,8 +133,8 @@ class SweepProgress(Callback):
         ordered = sorted(counts.items(), key=lambda kv: (kv[0] != "ok", kv[0]))  # ok first
         done = ", ".join(f"{n} {s}" for s, n in ordered)
         parts = [f"{len(ended)} finished" + (f" ({done})" if done else "")]
-        if "started" in state:
-            parts.append(f"elapsed {format_seconds(self.clock() - state['started'])}")
+        if "since" in state:
+            parts.append(f"elapsed {format_seconds(self.clock() - state['since'])}")
             ends = {n: e["ended"] for n, e in ended.items()}
             if total and (eta := remaining_s(starts, ends, total, self.clock())) is not None:
                 parts.append(f"ETA {format_seconds(eta)}")

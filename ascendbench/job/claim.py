@@ -99,11 +99,10 @@ def claim(job_dir: Path | str, key: str | None = None) -> bool:
     except Timeout as exc:
         raise JobDirBusyError(
             f"{f'{key}={path}' if key else f'the job directory {path}'} is in use by another "
-            f"ascendbench process ({holder_of(path)}): two runs writing one directory would "
-            "overwrite each other's records, so this one ran nothing there and left its files as "
-            "they are. Wait for that process to end, then run the same command again (jobs that "
-            f"ended ok are skipped), or give this run its own directory (`{key or 'hydra.run.dir'}"
-            f"={path}-2`, or another `hydra.sweep.dir` for a sweep).") from exc
+            f"ascendbench process ({holder_of(path)}): two runs in one directory would overwrite "
+            "each other's records, so this one ran nothing there and left its files as they are. "
+            "Wait for that process to end, then run the same command again (jobs that ended ok "
+            f"are skipped), or give this run its own `{key or 'hydra.run.dir'}={path}-2`.") from exc
     except OSError as exc:  # a link planted after the check: the lock opens without following it
         raise _unusable(name, path, _os_reason(exc)) from exc
     _HELD[str(path)] = lock

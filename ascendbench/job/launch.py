@@ -96,13 +96,9 @@ def note_outcome(status: str, job_dir: Path, **more: Any) -> None:
 
 
 def launch_outcomes() -> list[dict[str, Any]]:
-    """The outcomes of the jobs of this process's last multirun (``[]`` if none ran)."""
-    return list(_OUTCOMES)
-
-
-def reset_outcomes() -> None:
-    """Forget the last multirun's outcomes (a new run of the app starts with none)."""
-    _OUTCOMES.clear()
+    """The outcomes of the jobs of this process's last multirun, handed over once (else ``[]``)."""
+    outcomes, _OUTCOMES[:] = list(_OUTCOMES), []
+    return outcomes
 
 
 class LaunchGuard(Callback):
@@ -120,7 +116,6 @@ class LaunchGuard(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Refuse a sweep dir unusable or held by another launch (a copy of this sweep started
         twice); fix this launch's token before any job is composed."""
-        reset_outcomes()
         _token(config)  # resolved here, in the launching process: its cached value reaches all
         _claim_or_refuse(config.hydra.sweep.dir, "hydra.sweep.dir")
 
