@@ -31,7 +31,7 @@ from ascendbench.compat import exit_if_unsupported, library_versions, missing_ex
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
 from ascendbench.errors import JobDirBusyError, JobDirError
-from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers, reset_outcomes
+from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers
 from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
 
@@ -85,10 +85,9 @@ def _gate(record: dict, fail_on: str | None) -> str:
 def version_text() -> str:
     """``ascendbench <version>`` and the versions of the libraries a run depends on (from their
     installed metadata, nothing imported; ``not installed`` where missing)."""
-    lines = [f"ascendbench {ascendbench.__version__}"]
-    for name, version in library_versions(VERSION_LIBRARIES).items():
-        lines.append(f"{name} {version or 'not installed'}")
-    return "\n".join(lines)
+    versions = library_versions(VERSION_LIBRARIES).items()
+    return "\n".join([f"ascendbench {ascendbench.__version__}"]
+                     + [f"{name} {version or 'not installed'}" for name, version in versions])
 
 
 def _launcher() -> str | None:
@@ -112,6 +111,10 @@ def _follow_launcher() -> None:
 
 
 def _terminated(signum: int, frame: object) -> None:
+    # once is enough: a second signal (a worker gets one per launcher thread that dies) would
+    # interrupt the `interrupted` record being written, leaving it `running`
+    for name in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(name, signal.SIG_IGN)
     if _launcher() == str(os.getpid()):  # the launcher: its joblib workers first
         _stop_workers(signum)
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
@@ -152,7 +155,6 @@ def main() -> None:
                      f"sweeper plugin). Install it with `{hint}` (it installs no torch), then run "
                      "the command again.")
     _JOBS.clear()
-    reset_outcomes()
     os.environ[LAUNCHER] = f"{socket.gethostname()}:{os.getpid()}"
     for name in (signal.SIGTERM, signal.SIGHUP):  # Slurm preemption, `kill`, a closed terminal
         signal.signal(name, _terminated)  # record `interrupted`

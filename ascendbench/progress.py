@@ -130,7 +130,8 @@ class Progress:
         self.mode = _mode(self.options)
         self.done = 0
         self.fields: dict[str, Any] = {}
-        self._start = self._last_line = self.options.clock()
+        self._start = self._last_line = self._updated = self.options.clock()
+        self._first: tuple[float, int] | None = None  # when the first update came, done after it
         self._lock = threading.Lock()
         self._bar = self._make_bar() if self.mode == "bar" else None
 
@@ -154,6 +155,9 @@ class Progress:
             return
         self.done += n
         self.fields.update(fields)
+        if n:
+            self._updated = self.options.clock()
+            self._first = self._first or (self._updated, self.done)
         if self._bar is None:
             self._heartbeat()
             return
@@ -185,13 +189,17 @@ class Progress:
 
     def line(self) -> str:
         """``[job] label: done[/total] unit, elapsed[ of budget][, ETA][, fields]``."""
-        elapsed = self.options.clock() - self._start
+        now = self.options.clock()
+        elapsed = now - self._start
         count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
         parts = [f"{count} {self.unit}".rstrip()] if self.done or self.total else []
         budget = f" of {format_seconds(self.budget_s)}" if self.budget_s else ""
         parts.append(format_seconds(elapsed) + budget)
-        if self.total and 0 < self.done < self.total:
-            parts.append(f"ETA {format_seconds(elapsed / self.done * (self.total - self.done))}")
+        if self.total and self._first and self._first[1] < self.done < self.total:
+            # from the first update on (before it: a warm-up, units done unseen); counts down
+            per_unit = (self._updated - self._first[0]) / (self.done - self._first[1])
+            eta = per_unit * (self.total - self.done) - (now - self._updated)
+            parts.append(f"ETA {format_seconds(max(eta, 0.0))}")
         if self.fields:
             parts.append(self._fields_text())
         return f"{self.prefix}: " + ", ".join(parts)

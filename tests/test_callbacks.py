@@ -3,10 +3,12 @@ process)."""
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import multiprocessing as mp
 import os
+import re
 import sys
 import threading
 import time
@@ -26,6 +28,7 @@ from ascendbench.devices.cards import claim_card, release_card
 from ascendbench.errors import ConfigError
 from ascendbench.job.launch import LaunchRefused
 from ascendbench.job.record import RecordWriter
+from ascendbench.progress import format_seconds
 
 from helpers import run_app
 
@@ -245,14 +248,56 @@ def test_sweep_progress_logs_job_i_of_n_the_counts_and_an_eta(tmp_path, caplog):
         "[sweep] job 1 of 3 (dtype=float32) ended ok in 10.0 s; 1 finished (1 ok), elapsed 10.0 s, "
         "ETA 20.0 s",
         "[sweep] job 2 of 3 (dtype=float16) started; 1 finished (1 ok), elapsed 10.0 s, ETA 20.0 s",
+        # the first job to end is left out of the time per job once another ended
         "[sweep] job 2 of 3 (dtype=float16) ended failed in 20.0 s; 2 finished (1 ok, 1 failed), "
         "elapsed 30.0 s, "
-        "ETA 15.0 s",
+        "ETA 20.0 s",
         "[sweep] job 3 of 3 (dtype=bfloat16) started; 2 finished (1 ok, 1 failed), elapsed 30.0 s, "
-        "ETA 15.0 s",
+        "ETA 20.0 s",
         "[sweep] job 3 of 3 (dtype=bfloat16) ended ok in 30.0 s; 3 finished (2 ok, 1 failed), "
         "elapsed 60.0 s",
     ]
+
+
+@pytest.mark.parametrize("workers, durations, launch_s, exact_from", [
+    (1, [10.0] * 4, 5.0, 1),  # Hydra and the launcher take 5 s before the first job starts
+    (1, [30.0, 10.0, 10.0, 10.0], 0.0, 2),  # the first job pays for the reference
+    (2, [10.0] * 6, 3.0, 1),  # joblib, two workers: jobs end in pairs
+    (3, [12.0] * 7, 0.0, 1),
+])
+def test_sweep_eta_agrees_with_the_wall_clock_of_a_planted_schedule(
+        tmp_path, caplog, workers, durations, launch_s, exact_from):
+    """Jobs run on ``workers`` processes (one callback object each, as joblib's) at planted times;
+    every ETA printed once ``exact_from`` jobs ended is the time left until the last job ends."""
+    from types import SimpleNamespace
+
+    sweep, clock = tmp_path / "sweep", _Clock()
+    begin, size = clock.now, len(durations)
+    callbacks.SweepProgress(clock=clock).on_multirun_start(
+        _job_cfg(sweep, 0, "", task=[f"seed=range(0,{size})"]))
+    free = [(begin + launch_s, w) for w in range(workers)]  # when each worker takes its next job
+    events = []
+    for num, seconds in enumerate(durations):
+        at, worker = heapq.heappop(free)
+        events += [(at, 1, num, worker), (at + seconds, 0, num, worker)]  # an end before a start
+        heapq.heappush(free, (at + seconds, worker))
+    last_end = max(at for at, *_ in events)
+    objects = [callbacks.SweepProgress(clock=clock) for _ in range(workers)]
+    checked = []
+    with caplog.at_level("INFO", logger="ascendbench.callbacks"):
+        for at, starts, num, worker in sorted(events):
+            clock.now = at
+            cfg = _job_cfg(sweep, num, f"seed={num}")
+            if starts:
+                objects[worker].on_job_start(cfg)
+            else:
+                objects[worker].on_job_end(cfg, SimpleNamespace(return_value="ok"))
+            line = caplog.messages[-1]
+            finished = int(re.search(r"; (\d+) finished", line).group(1))
+            if exact_from <= finished < size:
+                checked.append((line.rsplit("ETA ", 1)[-1], format_seconds(last_end - at)))
+    assert len(checked) >= size - exact_from
+    assert all(printed == left for printed, left in checked), checked
 
 
 def test_sweep_progress_counts_the_params_of_a_sweep_file(tmp_path, caplog):
@@ -295,16 +340,17 @@ def test_sweep_progress_stays_silent_in_a_single_run_and_never_raises(tmp_path, 
     assert not [m for m in caplog.messages if m.startswith("[sweep]")]
     unreadable = _job_cfg(tmp_path / "sweep", 0, "x")
     (tmp_path / "sweep").mkdir()
-    (tmp_path / "sweep" / callbacks.SWEEP_STATE).write_text("{not json")
+    (tmp_path / "sweep" / callbacks.SWEEP_EVENTS).write_text("{not json")
     callbacks.SweepProgress().on_job_start(unreadable)  # logged at debug level, no exception
 
 
 def test_sweep_size_of_grid_sweeps():
-    assert callbacks.sweep_size(["dtype=float32,float16", "preset=mini,balanced,quality",
-                                 "seed=1"]) == 6
-    assert callbacks.sweep_size(["seed=range(0,5)"]) == 5
-    assert callbacks.sweep_size([]) == 1
-    assert callbacks.sweep_keys(["dtype=float32,float16", "seed=1", "+x=a,b"]) == ["dtype", "x"]
+    assert callbacks.sweep_shape(["dtype=float32,float16", "preset=mini,balanced,quality",
+                                  "seed=1"]) == (6, ["dtype", "preset"])
+    assert callbacks.sweep_shape(["seed=range(0,5)"]) == (5, ["seed"])
+    assert callbacks.sweep_shape([]) == (1, [])
+    assert callbacks.sweep_shape(["dtype=float32,float16", "seed=1", "+x=a,b"])[1] == ["dtype", "x"]
+    assert callbacks.sweep_shape(["lr=interval(0,1)"]) == (None, ["lr"])  # optuna's: not sized
 
 
 def test_the_sweep_summary_says_why_each_timed_loop_stopped_and_how_precise_it_was(tmp_path):

@@ -200,3 +200,29 @@ def test_a_deleted_working_directory_is_one_paragraph_and_exit_2(tmp_path):
                           env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 2, done.stderr[-2000:]
     assert "working directory was deleted" in done.stderr and "Traceback" not in done.stderr
+
+
+# A worker of a joblib launcher killed with SIGKILL gets one SIGTERM (PR_SET_PDEATHSIG) per thread
+# of the launcher that dies: the second arrives while the first one's `interrupted` record is
+# written.
+SECOND_SIGNAL = """
+import os, signal, sys, time
+from pathlib import Path
+from ascendbench import cli
+from ascendbench.job.record import RecordWriter
+signal.signal(signal.SIGTERM, cli._terminated)
+writer = RecordWriter(Path(sys.argv[1]), {})
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(30)
+except KeyboardInterrupt as exc:
+    os.kill(os.getpid(), signal.SIGTERM)  # the next launcher thread dies meanwhile
+    writer.finish("interrupted", exc)
+"""
+
+
+def test_a_second_termination_signal_cannot_cut_the_interrupted_record_short(tmp_path):
+    done = subprocess.run([sys.executable, "-c", SECOND_SIGNAL, str(tmp_path)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert read_record(tmp_path)["status"] == "interrupted"

@@ -17,7 +17,7 @@ from ascendbench import progress
 from ascendbench.bench.budget import BenchBudget
 from ascendbench.bench.loop import BenchLoop
 from ascendbench.errors import ConfigError
-from ascendbench.progress import Progress, ProgressOptions, quiet_logger
+from ascendbench.progress import Progress, ProgressOptions, format_seconds, quiet_logger
 from ascendbench.tasks.text_to_video import TextToVideoTask
 
 from helpers.timing import HostOnlyAdapter
@@ -291,3 +291,24 @@ def test_quiet_logger_lets_errors_through_and_restores_the_level_even_after_an_e
             raise RuntimeError("the block failed")
         assert parent.level == logging.INFO
     assert [r.getMessage() for r in caplog.records] == ["a patch failed"]
+
+
+def test_a_reference_child_eta_counts_down_with_the_wall_clock_and_never_grows():
+    """Planted schedule of the reference process: its first block is already done when the job
+    first reads it (t=0), then one block every 40 s until 8/8 at 280 s; the job polls every 0.5 s
+    (``follow_child_progress``). Every ETA printed is the time left, so it never grows."""
+    clock, stream = FakeClock(0.0), io.StringIO()
+    bar = Progress("reference (cpu float64)", total=8, unit="blocks",
+                   options=ProgressOptions(mode="log", stream=stream, clock=clock))
+    bar.update(1)
+    printed = []  # (time, ETA text) of each line
+    while clock.now < 279.0:
+        clock.now += 0.5
+        before = len(_lines(stream))
+        bar.update(1 if clock.now % 40.0 == 0 else 0)
+        bar.tick()
+        if len(_lines(stream)) > before:
+            printed.append((clock.now, _lines(stream)[-1].partition("ETA ")[2]))
+    with_eta = [(at, eta) for at, eta in printed if eta]
+    assert len(with_eta) >= 15 and with_eta[0][0] < 60.0, printed
+    assert all(eta == format_seconds(280.0 - at) for at, eta in with_eta), printed

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from ascendbench.callbacks.progress import SWEEP_STATE, SweepProgress, _job_status
+from ascendbench.callbacks.progress import SWEEP_EVENTS, SweepProgress, _job_status
 from ascendbench.config import group_options
 from ascendbench.config.schemas import Objective
 from ascendbench.job import objective
@@ -149,7 +149,7 @@ def test_progress_counts_the_trials_of_a_search(tmp_path):
     cfg = compose_config(["+search=tiny_cpu", f"hydra.sweep.dir={tmp_path}"],
                          return_hydra_config=True)
     SweepProgress(clock=lambda: 0.0).on_multirun_start(cfg)
-    state = json.loads((tmp_path / SWEEP_STATE).read_text())
+    state = json.loads((tmp_path / SWEEP_EVENTS).read_text().splitlines()[0])
     assert (state["total"] == 8
             and set(state["keys"]) == {"dtype", "device.threads", "preset.batch_size"})
 

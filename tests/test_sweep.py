@@ -72,8 +72,8 @@ def test_flux2_perf_is_the_seed_grid_of_square_images(compose_hydra):
 def test_launcher_configs(compose_hydra):
     joblib = compose_hydra(["hydra/launcher=joblib_cards"]).hydra
     assert joblib.launcher.n_jobs == len(joblib.callbacks.cards.cards) == 2
-    assert list(joblib.callbacks) == ["cards", "summary", "progress",
-                                      "guard"], "cards are claimed first"
+    assert list(joblib.callbacks) == ["cards", "guard", "summary",
+                                      "progress"], "cards are claimed first, then the sweep dir"
     slurm = compose_hydra(["hydra/launcher=slurm_cards"]).hydra
     assert slurm.launcher._target_.endswith("SlurmLauncher")
     assert slurm.launcher.gpus_per_node == 1 and slurm.launcher.tasks_per_node == 1

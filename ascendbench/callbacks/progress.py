@@ -1,14 +1,18 @@
 """One log line at each start and end of a multirun's jobs (job i of N, ok/failed so far, ETA);
-worker processes share the counts through files in the sweep dir."""
+worker processes share the jobs' start and end times through files in the sweep dir."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import logging
 import math
+import statistics
 import time
+from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
@@ -18,8 +22,7 @@ from ascendbench.progress import format_seconds
 
 log = logging.getLogger(__name__)
 
-SWEEP_STATE = ".progress.json"
-SWEEP_ENDED = ".progress-ended.jsonl"
+SWEEP_EVENTS = ".progress.jsonl"  # the sweep's start and size, then a line per job start and end
 
 
 def sweep_overrides(config: DictConfig) -> list[str]:
@@ -31,42 +34,29 @@ def sweep_overrides(config: DictConfig) -> list[str]:
     return [f"{key}={value}" for key, value in params.items() if key not in given] + task
 
 
-def _sweeps(task_overrides: Iterable[str]) -> list[Any]:
-    overrides = OverridesParser.create().parse_overrides(list(task_overrides))
-    return [override for override in overrides if override.is_sweep_override()]
-
-
-def sweep_size(task_overrides: Iterable[str]) -> int | None:
-    """Jobs of a grid sweep over ``task_overrides``, or ``None`` when they cannot be sized."""
+def sweep_shape(task_overrides: Iterable[str]) -> tuple[int | None, list[str]]:
+    """Jobs of a grid sweep over ``task_overrides`` and the keys it varies (``dtype``...): ``None``
+    where they cannot be counted (optuna's ``interval``), ``[]`` where they cannot be parsed."""
+    keys: list[str] = []
     try:
-        return math.prod(len(list(o.sweep_string_iterator())) for o in _sweeps(task_overrides))
-    except Exception:  # a sweeper of its own (optuna, ...) or an override this parser cannot size
-        return None
-
-
-def sweep_keys(task_overrides: Iterable[str]) -> list[str]:
-    """The keys a sweep varies (``dtype``, ``preset`` ...), ``[]`` when they cannot be parsed."""
-    try:
-        return [override.key_or_group for override in _sweeps(task_overrides)]
-    except Exception:  # the lines then name the job by its number only
-        return []
+        overrides = OverridesParser.create().parse_overrides(list(task_overrides))
+        sweeps = [override for override in overrides if override.is_sweep_override()]
+        keys = [override.key_or_group for override in sweeps]
+        return math.prod(len(list(o.sweep_string_iterator())) for o in sweeps), keys
+    except Exception:  # optuna's interval(...), or an override this parser cannot size
+        return None, keys
 
 
 def planned_jobs(config: DictConfig, task_overrides: Iterable[str]) -> int | None:
     """The grid's size, or an Optuna search's ``n_trials`` (capped at the grid's size under its
     grid sampler, as the sweeper caps it)."""
-    size = sweep_size(task_overrides)
+    size = sweep_shape(task_overrides)[0]
     trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
     if not isinstance(trials, int):
         return size
     sampler = str(OmegaConf.select(config, "hydra.sweeper.sampler._target_") or "")
     grid = sampler.endswith("GridSampler")
     return min(trials, size) if grid and size else trials
-
-
-def _multirun(config: DictConfig) -> bool:
-    mode = OmegaConf.select(config, "hydra.mode")
-    return getattr(mode, "name", str(mode)) == "MULTIRUN"
 
 
 def _job_status(job_return: Any) -> str:
@@ -94,39 +84,33 @@ class SweepProgress(Callback):
             sweep_dir.mkdir(parents=True, exist_ok=True)
             overrides = sweep_overrides(config)
             total = planned_jobs(config, overrides)
-            state = {"started": self.clock(), "total": total, "keys": sweep_keys(overrides)}
-            (sweep_dir / SWEEP_STATE).write_text(json.dumps(state))
-            (sweep_dir / SWEEP_ENDED).write_text("")
+            state = {"since": self.clock(), "total": total, "keys": sweep_shape(overrides)[1]}
+            (sweep_dir / SWEEP_EVENTS).write_text(json.dumps(state) + "\n")
             log.info("[sweep] %s job(s) to run", "an unknown number of" if total is None else total)
         except Exception:  # progress must never break a sweep
             log.debug("sweep progress: could not start", exc_info=True)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Log ``job i of N ... started`` with the counts so far."""
+        """Note this job's start in the shared file; log ``job i of N ... started``."""
         self._job_started = self.clock()
-        self._log(config, "started")
+        self._log(config, "started", {"started": self._job_started})
 
     def on_job_end(self, config: DictConfig, job_return: Any = None, **kwargs: Any) -> None:
-        """Append this job's outcome to the shared file, then log it with the new counts."""
-        if not _multirun(config):
-            return
+        """Note this job's end and outcome in the shared file, then log it with the new counts."""
         status = _job_status(job_return)
-        ended = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))) / SWEEP_ENDED
-        try:
-            with open(ended, "a") as handle:  # one short O_APPEND write per job
-                num = OmegaConf.select(config, "hydra.job.num")
-                handle.write(json.dumps({"num": num, "status": status}) + "\n")
-        except OSError:
-            log.debug("sweep progress: could not note the end of a job", exc_info=True)
-        took = ""
-        if self._job_started is not None:
-            took = f" in {format_seconds(self.clock() - self._job_started)}"
-        self._log(config, f"ended {status}{took}")
+        started = self._job_started
+        took = f" in {format_seconds(self.clock() - started)}" if started is not None else ""
+        self._log(config, f"ended {status}{took}", {"ended": self.clock(), "status": status})
 
-    def _log(self, config: DictConfig, event: str) -> None:
-        if not _multirun(config):
+    def _log(self, config: DictConfig, event: str, entry: dict[str, Any]) -> None:
+        mode = OmegaConf.select(config, "hydra.mode")
+        if getattr(mode, "name", str(mode)) != "MULTIRUN":
             return
+        events = Path(str(OmegaConf.select(config, "hydra.sweep.dir"))) / SWEEP_EVENTS
         try:
+            with open(events, "a") as handle:  # one short O_APPEND write per event
+                num = OmegaConf.select(config, "hydra.job.num")
+                handle.write(json.dumps({"num": num, **entry}) + "\n")
             log.info(self.line(config, event))
         except Exception:  # progress must never break a sweep
             log.debug("sweep progress: no line", exc_info=True)
@@ -134,10 +118,10 @@ class SweepProgress(Callback):
     def line(self, config: DictConfig, event: str) -> str:
         """``[sweep] job i of N (name) <event>; k finished (counts), elapsed, ETA``."""
         sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
-        state_file, ended_file = sweep_dir / SWEEP_STATE, sweep_dir / SWEEP_ENDED
-        state = json.loads(state_file.read_text()) if state_file.is_file() else {}
-        lines = ended_file.read_text().splitlines() if ended_file.is_file() else []
-        ended = [json.loads(line) for line in lines if line.strip()]
+        events = [json.loads(line) for line in (sweep_dir / SWEEP_EVENTS).read_text().splitlines()]
+        state = events[0] if events and "since" in events[0] else {}
+        starts = {e["num"]: e["started"] for e in events if "started" in e}
+        ended = {e["num"]: e for e in events if "ended" in e}
         total, num = state.get("total"), OmegaConf.select(config, "hydra.job.num")
         keys = set(state.get("keys") or [])
         task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]
@@ -145,15 +129,31 @@ class SweepProgress(Callback):
         name = (",".join(varied) or OmegaConf.select(config, "hydra.job.override_dirname")
                 or "no overrides")
         which = f"job {num + 1 if isinstance(num, int) else '?'}{f' of {total}' if total else ''}"
-        counts: dict[str, int] = {}
-        for entry in ended:
-            counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        counts = Counter(entry["status"] for entry in ended.values())
         ordered = sorted(counts.items(), key=lambda kv: (kv[0] != "ok", kv[0]))  # ok first
         done = ", ".join(f"{n} {s}" for s, n in ordered)
         parts = [f"{len(ended)} finished" + (f" ({done})" if done else "")]
-        if "started" in state:
-            elapsed = self.clock() - state["started"]
-            parts.append(f"elapsed {format_seconds(elapsed)}")
-            if total and ended and len(ended) < total:
-                parts.append(f"ETA {format_seconds(elapsed / len(ended) * (total - len(ended)))}")
+        if "since" in state:
+            parts.append(f"elapsed {format_seconds(self.clock() - state['since'])}")
+            ends = {n: e["ended"] for n, e in ended.items()}
+            if total and (eta := remaining_s(starts, ends, total, self.clock())) is not None:
+                parts.append(f"ETA {format_seconds(eta)}")
         return f"[sweep] {which} ({name}) {event}; " + ", ".join(parts)
+
+
+def remaining_s(starts: Mapping[Any, float], ends: Mapping[Any, float], total: int,
+                now: float) -> float | None:
+    """Seconds until the last of ``total`` jobs ends (``None`` before one ended, or after all): the
+    jobs not started queue on as many workers as ever ran at once, each taking the mean time of the
+    jobs that ended (the first to end left out once another did: it paid for the cold caches)."""
+    took = [ends[n] - starts[n] for n in sorted(ends, key=ends.__getitem__) if n in starts]
+    if not took or len(ends) >= total:
+        return None
+    per_job = statistics.fmean(took[1:] or took)
+    moves = sorted([(t, 1) for t in starts.values()] + [(t, -1) for t in ends.values()])
+    workers = max([1, *itertools.accumulate(step for _, step in moves)])  # an end sorts first
+    free = [max(per_job - (now - starts[n]), 0.0) for n in starts if n not in ends]
+    free = sorted(free + [0.0] * (workers - len(free)))  # when each worker is free: a heap
+    for _ in range(total - len(starts)):  # each queued job goes to the first worker free
+        heapq.heapreplace(free, free[0] + per_job)
+    return max(free)

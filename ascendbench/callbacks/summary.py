@@ -21,12 +21,8 @@ class SweepSummary(Callback):
     ``torch.utils.collect_env``'s report, given ``collect_env_timeout_s`` (``0``: none)."""
 
     def __init__(self, collect_env_timeout_s: float = 60.0) -> None:
-        self._started = time.time()
-        self.collect_env_timeout_s = float(collect_env_timeout_s)
-
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Remember when the sweep started: the log line counts the records written after it."""
-        self._started = time.time()
+        self._started = time.time()  # Hydra makes its callbacks as the sweep starts: the log line
+        self.collect_env_timeout_s = float(collect_env_timeout_s)  # counts the records after it
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Write the summary into ``hydra.sweep.dir``; log where, and how many jobs were not ok."""

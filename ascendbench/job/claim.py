@@ -3,6 +3,7 @@ a file lock on ``<job dir>/.ascendbench.lock``, so that two jobs never write one
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -77,50 +78,44 @@ def holder_of(job_dir: Path | str) -> str:
     return f"pid {info.get('pid')} on {info.get('host')}, since {info.get('since')}"
 
 
-def claim(job_dir: Path | str) -> bool:
-    """Lock ``job_dir`` for this process; ``True`` when newly claimed, ``False`` when already held
-    (:class:`JobDirBusyError`: another process holds it; :class:`JobDirError`: no lock file)."""
-    key = os.path.abspath(str(job_dir))
-    if key in _HELD:
+def claim(job_dir: Path | str, key: str | None = None) -> bool:
+    """Lock ``job_dir`` (the directory of ``key``) for this process; ``True`` when newly claimed,
+    ``False`` when already held (:class:`JobDirBusyError`: another process holds it;
+    :class:`JobDirError`: no lock file)."""
+    path = Path(os.path.abspath(str(job_dir)))
+    if str(path) in _HELD:
         return False
-    path, where = Path(key), "the job directory"
-    lock_path = path / LOCK_NAME
+    lock_path, name = path / LOCK_NAME, key or "the job directory"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise _unusable(where, path, _os_reason(exc)) from exc
+        raise _unusable(name, path, _os_reason(exc)) from exc
     if lock_path.is_symlink():
-        raise _unusable(where, path, f"{lock_path} is a symbolic link, and a lock file is never "
-                                     "written through one (remove the link)")
+        raise _unusable(name, path, f"{lock_path} is a symbolic link, and a lock file is never "
+                                    "written through one (remove the link)")
     lock = FileLock(str(lock_path), thread_local=False)
     try:
         lock.acquire(timeout=0)
     except Timeout as exc:
         raise JobDirBusyError(
-            f"the job directory {path} is in use by another ascendbench job ({holder_of(path)}): "
-            "two jobs writing one directory would overwrite each other's record.json, so this one "
-            "did not run and left that job's files as they are. Wait for it to end, or give this "
-            f"job its own directory (e.g. `hydra.run.dir={path}-2`, or `hydra.sweep.dir=...` for "
-            "a sweep).") from exc
+            f"{f'{key}={path}' if key else f'the job directory {path}'} is in use by another "
+            f"ascendbench process ({holder_of(path)}): two runs in one directory would overwrite "
+            "each other's records, so this one ran nothing there and left its files as they are. "
+            "Wait for that process to end, then run the same command again (jobs that ended ok "
+            f"are skipped), or give this run its own `{key or 'hydra.run.dir'}={path}-2`.") from exc
     except OSError as exc:  # a link planted after the check: the lock opens without following it
-        raise _unusable(where, path, _os_reason(exc)) from exc
-    _HELD[key] = lock
-    _write_holder(lock_path)
-    return True
-
-
-def _write_holder(path: Path) -> None:
+        raise _unusable(name, path, _os_reason(exc)) from exc
+    _HELD[str(path)] = lock
     info = {"pid": os.getpid(), "host": socket.gethostname(),
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    try:
-        fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+    with contextlib.suppress(OSError):  # a full disk: the lock holds, only its holder is unnamed
+        fd = os.open(lock_path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
         try:
             os.ftruncate(fd, 0)
             os.write(fd, json.dumps(info).encode())
         finally:
             os.close(fd)
-    except OSError:  # a full disk: the lock holds all the same, only the holder's name is missing
-        pass
+    return True
 
 
 def release(job_dir: Path | str) -> None:

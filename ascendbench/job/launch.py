@@ -96,13 +96,9 @@ def note_outcome(status: str, job_dir: Path, **more: Any) -> None:
 
 
 def launch_outcomes() -> list[dict[str, Any]]:
-    """The outcomes of the jobs of this process's last multirun (``[]`` if none ran)."""
-    return list(_OUTCOMES)
-
-
-def reset_outcomes() -> None:
-    """Forget the last multirun's outcomes (a new run of the app starts with none)."""
-    _OUTCOMES.clear()
+    """The outcomes of the jobs of this process's last multirun, handed over once (else ``[]``)."""
+    outcomes, _OUTCOMES[:] = list(_OUTCOMES), []
+    return outcomes
 
 
 class LaunchGuard(Callback):
@@ -111,26 +107,21 @@ class LaunchGuard(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Refuse (one paragraph, nothing written) a run dir unusable or held by another process."""
-        try:
-            claim(check_job_dir(os.path.abspath(str(config.hydra.run.dir)), "hydra.run.dir"))
-        except AscendBenchError as exc:
-            raise LaunchRefused(f"ascendbench: {exc}") from None
+        _claim_or_refuse(config.hydra.run.dir, "hydra.run.dir")
 
     def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Give the run dir back (the job releases it itself; this covers Hydra failing first)."""
         release(os.path.abspath(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Refuse an unusable sweep dir; fix this launch's token before any job is composed."""
-        reset_outcomes()
+        """Refuse a sweep dir unusable or held by another launch (a copy of this sweep started
+        twice); fix this launch's token before any job is composed."""
         _token(config)  # resolved here, in the launching process: its cached value reaches all
-        try:
-            check_job_dir(os.path.abspath(str(config.hydra.sweep.dir)), "hydra.sweep.dir")
-        except AscendBenchError as exc:
-            raise LaunchRefused(f"ascendbench: {exc}") from None
+        _claim_or_refuse(config.hydra.sweep.dir, "hydra.sweep.dir")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Collect the outcomes of this launch's jobs, then remove them (their purpose served)."""
+        release(os.path.abspath(str(config.hydra.sweep.dir)))
         if not (token := _token(config)):
             return
         directory = _outcomes_dir(str(config.hydra.sweep.dir), token)
@@ -143,3 +134,11 @@ class LaunchGuard(Callback):
         with contextlib.suppress(OSError):
             shutil.rmtree(directory)
             directory.parent.rmdir()  # only when no other launch's outcomes are left there
+
+
+def _claim_or_refuse(directory: str, key: str) -> None:
+    try:
+        claim(check_job_dir(os.path.abspath(str(directory)), key), key)
+    except AscendBenchError as exc:
+        raise LaunchRefused(f"ascendbench: {exc}") from None
+

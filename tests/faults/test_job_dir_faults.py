@@ -85,7 +85,7 @@ def test_data_loss_two_jobs_same_run_dir_second_refuses_and_leaves_the_first_alo
     code, console, _ = app(TINY, *fast, f"hydra.run.dir={job}")
     assert code == 1, "the second claimant must exit non-zero"
     _one_paragraph(
-        console, "is in use by another ascendbench job", f"pid {holder.pid}", "hydra.run.dir="
+        console, "is in use by another ascendbench process", f"pid {holder.pid}", "hydra.run.dir="
     )
     assert not (job / "record.json").exists(), (
         "the refused job wrote a record into the other job's dir"
@@ -110,7 +110,9 @@ def test_data_loss_same_sweep_twice_skips_jobs_another_process_holds(
         TINY, *fast, "seed=1,2", "resume.force=true", multirun=True, out_dir=sweep
     )
     assert code == 1, "a sweep that could not run one of its jobs must not exit 0"
-    _one_paragraph(console, "job not run (busy)", str(held))
+    _one_paragraph(console, "job not run (busy)", str(held), "2 finished (1 ok, 1 busy)",
+                   "run the same command again")
+    assert console.count("is in use by another ascendbench process") == 1, console[-3000:]
     assert (held / "record.json").read_bytes() == before, "the held job's record was overwritten"
     assert record_of(free)["status"] == "ok"
 

@@ -210,8 +210,9 @@ def test_a_signalled_joblib_launcher_leaves_interrupted_records_and_no_worker(po
     deadline = time.monotonic() + (300 if sent == signal.SIGTERM else 30)  # backstops
     while "running" in records() and time.monotonic() < deadline:
         time.sleep(0.1)
-    if sent == signal.SIGTERM:  # SIGKILL: under load a record can stay `running` (open)
-        assert records() == ["interrupted"] * 2, (records(), output[-3000:])
+    # SIGKILL: one SIGTERM per launcher thread that dies; the second must not cut the first's
+    # `interrupted` record short (it did under load)
+    assert records() == ["interrupted"] * 2, (records(), output[-3000:])
     _wait_for(lambda: not Path(f"/proc/{worker}").exists(), what=f"worker {worker} to end")
     for lock in (sweep / ".cards").glob("card-*.lock"):
         FileLock(str(lock)).acquire(timeout=0)  # free: its worker is gone

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,36 @@ def test_false_verdict_resume_after_the_checkpoint_changed_runs_again(
     assert record_of(job)["weights"]["digest"] != old
     code, console, _ = app(*args)
     assert "resume: skipped" in console, "unchanged weights: the job is skipped again"
+
+
+@pytest.mark.slow
+def test_message_two_copies_of_one_sweep_one_runs_the_jobs_the_other_says_busy_once(
+    popen, fast, tmp_path
+):
+    """Copy A pauses in its first job (holding the sweep dir) until the test releases it, and copy
+    B, the same command, starts meanwhile: B runs nothing and says so in one paragraph, exit 1; A
+    counts its own 3 jobs (never 6) and exits 0 by their verdicts."""
+    sweep, marker, release = tmp_path / "sweep", tmp_path / "paused", tmp_path / "release"
+    args = ["-m", "model=slow_tiny", *fast, "seed=1,2,3", f"hydra.sweep.dir={sweep}",
+            "model.task.pause_s=600", "model.task.pause_seed=1", f"model.task.marker={marker}",
+            f"model.task.release={release}"]
+    first = popen(*args)
+    deadline = time.monotonic() + 300  # a generous bound on a loaded host, not a timing claim
+    while not marker.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), "copy A never reached its first job"
+    second = popen(*args)
+    said, _ = second.communicate(timeout=300)
+    release.touch()
+    ran, _ = first.communicate(timeout=300)
+    assert second.returncode == 1 and "Traceback" not in said, said[-3000:]
+    assert said.count("is in use by another ascendbench process") == 1, said[-3000:]
+    for needle in (f"hydra.sweep.dir={sweep}", f"pid {first.pid} on ", "run the same command"):
+        assert needle in said, (needle, said[-3000:])
+    assert "[sweep] job" not in said, "the refused copy started no job"
+    assert first.returncode == 0, ran[-3000:]
+    assert "3 finished (3 ok)" in ran and "busy" not in ran, ran[-3000:]
+    assert [r["status"] for r in _records(sweep).values()] == ["ok"] * 3
 
 
 @pytest.mark.slow
