@@ -41,16 +41,13 @@ def select_card(runtime: Any, index: int) -> int:
 
 
 def apply_precision_mode(runtime: Any, chip: str, requested: str | None) -> dict[str, Any]:
-    """Set ACL_PRECISION_MODE where the chip's default runs float32 in float16 (or as requested).
-    Raises:
-        ConfigError: ``requested`` is not a mode torch_npu accepts."""
+    """Set ACL_PRECISION_MODE where the chip's default runs float32 in float16 (or as requested)."""
     if requested is not None and requested not in PRECISION_MODES:
         raise ConfigError(
             f"device.precision_mode={requested!r} is not an ACL_PRECISION_MODE; allowed: null "
             "(ascendbench keeps float32 float32: must_keep_origin_dtype on chips below "
             f"Ascend910B1, the chip default elsewhere), {', '.join(PRECISION_MODES)}. Fix the "
-            "override, e.g. "
-            "`device.precision_mode=null`.")
+            "override, e.g. `device.precision_mode=null`.")
     pre_a2 = chip in PRE_A2_SOCS
     default = "allow_fp32_to_fp16" if pre_a2 else KEEP_DTYPE
     value = requested or (KEEP_DTYPE if pre_a2 else None)

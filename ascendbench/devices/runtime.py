@@ -54,9 +54,8 @@ def _unavailable(device_type: str, why: str, short: str) -> DeviceUnavailableErr
 
 
 def load_runtime(device_type: str) -> Any:
-    """The ``torch.<type>`` runtime module of an accelerator, checked for a visible device.
-    Raises:
-        DeviceUnavailableError: the runtime package cannot be imported or shows no device."""
+    """The ``torch.<type>`` runtime module of an accelerator, checked for a visible device
+    (:class:`DeviceUnavailableError` if it cannot be imported or shows no device)."""
     spec = RUNTIMES[device_type]
     try:
         runtime = spec.load()
