@@ -116,8 +116,7 @@ def exit_if_unsupported(lookup: VersionLookup | None = None) -> None:
 
 def ascendbench_requirements(requires: list[str] | None = None,
                              lookup: VersionLookup | None = None) -> list[tuple[Requirement, str]]:
-    """(requirement, ``ok`` | ``MISSING`` | ``TOO OLD``) of each requirement without an extra;
-    default: the installed ascendbench's (none when it is not installed as a distribution)."""
+    """(requirement, ``ok`` | ``MISSING`` | ``TOO OLD``) of each non-extra requirement."""
     if requires is None:
         try:
             requires = md.requires("ascendbench") or []

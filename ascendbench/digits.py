@@ -15,14 +15,12 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u20
 
 
 def printable(text: str) -> str:
-    """``text`` with its control characters escaped (``\\x1b``, ``\\u202e``): record text cannot
-    retitle or clear a terminal, reorder a line or make a file binary."""
+    """``text`` with control characters escaped: record text cannot drive a terminal."""
     return _CONTROL.sub(lambda match: ascii(match.group())[1:-1], text)
 
 
 def figure(value: Any, digits: int = 4) -> str:
-    """``value`` with ``digits`` significant digits; a large float in plain digits (``11250``, not
-    ``1.125e+04``); ``n/a`` for None."""
+    """``value`` to ``digits`` significant digits, large floats in plain digits; None: ``n/a``."""
     if isinstance(value, float):
         text = f"{value:.{digits}g}"
         return f"{value:.0f}" if "e+" in text and abs(value) < 1e12 else text

@@ -28,8 +28,7 @@ def default_mode() -> int:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
-    """Yield a temporary path next to ``path`` (its directory made if missing); on a clean exit it
-    is synced and renamed onto it with ``mode`` (``None``: :func:`default_mode`)."""
+    """A temporary path beside ``path``, synced and renamed onto it (``mode``) on clean exit."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -85,8 +85,7 @@ class Precision:
 
     @classmethod
     def build(cls, cfg: DictConfig, device_type: str) -> Precision:
-        """The job's precision from ``cfg.dtype`` (``auto`` resolved for ``device_type``),
-        ``model.thresholds`` and ``baseline.reference`` (none with ``baseline.enabled=false``)."""
+        """The job's precision from ``cfg.dtype``, ``model.thresholds``, ``baseline.reference``."""
         option = resolve_dtype_option(cfg.dtype, device_type)
         device = torch_dtype(option.name)
         enabled = cfg.baseline.enabled

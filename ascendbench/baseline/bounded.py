@@ -77,8 +77,7 @@ class _ConvGeometry:
 
 
 def tile_shape(out: Sequence[int], positions: int) -> tuple[int, ...]:
-    """Output tile extents of at most ``positions`` positions (at least one row): trailing dims
-    whole while they fit, the first that does not is split, leading dims cut to 1."""
+    """Output tile extents of at most ``positions``: trailing dims whole, one split, rest 1."""
     tile, left = [1] * len(out), max(int(positions), 1)
     for dim in reversed(range(len(out))):
         if out[dim] > left:

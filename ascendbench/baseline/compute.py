@@ -67,8 +67,7 @@ def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch
 
 def write_entry(store: BaselineStore, request: Mapping[str, Any], run: ReferenceRun,
                 extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Write what ``request`` asked for into the cache (returns its meta); a cache that cannot be
-    written: the outputs go to ``request["uncached"]``, its error in their metadata."""
+    """Cache what ``request`` asked for (its meta); if unwritable, ``request["uncached"]``."""
     meta = {"key": request["key"], "material": request["material"],
             "precision": request["precision"], "seconds": run.seconds,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "bounded": run.bounded, **extra}

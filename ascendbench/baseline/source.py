@@ -279,8 +279,7 @@ def _read_tensors(run: SavedRun) -> dict[str, torch.Tensor]:
 
 
 def _check_inputs(run: SavedRun) -> None:
-    """The saved run's inputs file holds the inputs its record names: a record edited to another
-    seed, its inputs block copied from an honest run, does not pass the workload check."""
+    """The inputs file holds the inputs the record names (an edited seed does not pass)."""
     inputs = run.record.get("inputs") or {}
     recorded = {name: entry.get("sha256") for name, entry in inputs.items()
                 if isinstance(entry, Mapping) and entry.get("sha256")}

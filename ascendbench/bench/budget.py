@@ -135,8 +135,7 @@ class StopRule:
         return Interval.of(self.samples, self.earlier)
 
     def judge(self) -> str | None:
-        """``precision`` (the interval is within it), ``runs`` (only the earlier runs' spread keeps
-        it wider), or None; only with ``precision`` set and every block full."""
+        """``precision`` (interval within it), ``runs`` (only earlier runs widen it) or None."""
         if self.budget.precision is None or len(self.samples) < BLOCKS * STOP_BLOCK_CALLS:
             return None
         self.disturbed = True

@@ -104,8 +104,7 @@ class FlopCount:
 
 
 def count_flops(call: Callable[[], Any], heavy_ops: Iterable[str] = DEFAULT_HEAVY_OPS) -> FlopCount:
-    """Run ``call`` once under ``FlopCounterMode``; heavy operators (``heavy_ops`` regexes) that ran
-    without a formula are listed in ``uncounted_ops`` with how often they ran."""
+    """Run ``call`` once under ``FlopCounterMode``; heavy ops without formula: ``uncounted_ops``."""
     formulas = extra_formulas()
     recorder = _OpRecorder()
     with recorder, FlopCounterMode(display=False, custom_mapping=formulas) as counter:

@@ -55,8 +55,7 @@ class Interleaved:
 
 
 def paired_half_width(pairs: list[tuple[float, float]]) -> float | None:
-    """The larger side of the sign test's 95% interval of the median ratio B/A, relative; None
-    below 6 pairs."""
+    """The larger relative side of the sign test's 95% interval of B/A; None below 6 pairs."""
     if not pairs:
         return None
     shift = Shift.paired([a for a, _ in pairs], [b for _, b in pairs])

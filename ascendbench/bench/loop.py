@@ -107,8 +107,7 @@ def summarize(samples_ms: list[float], threshold: float, earlier_ms: tuple[float
 
 
 def stop_fields(interval: Any, budget: BenchBudget, source: str | None) -> dict[str, Any]:
-    """``ci_rel_half_width``, ``ci_source`` and ``precision_met`` of ``bench.stop`` (``interval``:
-    an :class:`Interval` or a relative half-width)."""
+    """``bench.stop``'s ``ci_rel_half_width``, ``ci_source``, ``precision_met``."""
     achieved = interval.rel_half_width() if isinstance(interval, Interval) else interval
     met = None if budget.precision is None or achieved is None else achieved <= budget.precision
     return {"ci_rel_half_width": achieved, "ci_source": source, "precision_met": met}
@@ -116,8 +115,7 @@ def stop_fields(interval: Any, budget: BenchBudget, source: str | None) -> dict[
 
 @dataclass
 class BenchLoop:
-    """The timing loop on one device: adapter, budget, noise threshold, device events or not, host
-    clock, progress options and the workload's :class:`~ascendbench.bench.history.RunHistory`."""
+    """The timing loop on one device (its workload's :class:`RunHistory` or None)."""
 
     adapter: Any
     budget: BenchBudget

@@ -19,8 +19,7 @@ SINGLE_CALL = BenchBudget(warmup=0, min_iters=1, max_iters=1, min_time_s=0.0)
 
 
 def attach_phase_timer(task: Any, module: Any, adapter: Any) -> PhaseTimer | None:
-    """A :class:`PhaseTimer` on the device's events if ``task.attach_phase_timer(module, timer)``
-    takes it."""
+    """A :class:`PhaseTimer` on device events, if ``task.attach_phase_timer`` takes it."""
     timer = PhaseTimer.for_adapter(adapter)
     return timer if task.attach_phase_timer(module, timer) else None
 
@@ -39,8 +38,7 @@ class Workload:
 
 def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
             workload: Workload) -> tuple[BenchResult, dict[str, Any]]:
-    """Time ``call`` (one model call on inputs already on the device) and count its FLOPs; returns
-    the raw result and the record's ``bench`` section."""
+    """Time ``call`` (inputs already on the device), count its FLOPs: (result, ``bench``)."""
     enabled = bool(bench_cfg.get("enabled", True))
     budget = BenchBudget.from_config(bench_cfg) if enabled else SINGLE_CALL
     timer = workload.phase_timer if enabled and bench_cfg.get("phases", True) else None

@@ -45,8 +45,7 @@ class MemoryDelta:
 
 
 def tensor_bytes_mb(module: Any) -> float:
-    """Parameters and buffers of a module in MiB; a pipeline counts the ``torch.nn.Module``
-    components it holds."""
+    """Parameters and buffers in MiB (of a pipeline: its ``torch.nn.Module`` components)."""
     if not isinstance(module, torch.nn.Module):
         return sum(tensor_bytes_mb(c) for c in getattr(module, "components", {}).values()
                    if isinstance(c, torch.nn.Module))

@@ -11,8 +11,7 @@ DERIVED_DTYPES = ("float16", "bfloat16")
 
 def match_entry(table: Mapping[str, Mapping[str, Any]],
                 device_name: str) -> tuple[str, Mapping[str, Any]] | None:
-    """The table entry for ``device_name``: an exact ``names`` entry, else the longest ``match``
-    substring."""
+    """The table entry for ``device_name``: exact ``names``, else the longest ``match``."""
     for key, entry in (table or {}).items():
         if device_name in [str(n) for n in entry.get("names") or []]:
             return key, entry

@@ -95,8 +95,7 @@ class PhaseTimer:
         return handle
 
     def wrap(self, obj: Any, method: str, name: str) -> _Handle:
-        """Time every call of ``obj.<method>`` (e.g. ``vae.decode``, which is no ``forward``) as
-        ``name``."""
+        """Time every call of ``obj.<method>`` (e.g. ``vae.decode``, not a ``forward``)."""
         had_own = method in vars(obj)
         original = getattr(obj, method)
 
@@ -139,8 +138,7 @@ class PhaseTimer:
         self._handles.clear()
 
     def result(self) -> dict[str, list[float]]:
-        """Durations (ms) of the current call by phase name, in the order they ended (call it after
-        a synchronize)."""
+        """Durations (ms) of the call by phase, in the order they ended (after a sync)."""
         out: dict[str, list[float]] = {}
         for name, start, end in self._spans:
             out.setdefault(name, []).append(self._elapsed_ms(start, end))

@@ -155,8 +155,7 @@ class LatencyStats:
 
 def noise_verdict(stats: LatencyStats, threshold: float,
                   interval: Interval | None = None) -> dict[str, Any]:
-    """The record's ``bench.noise``: ``noisy`` when IQR/median exceeds ``threshold`` (with a
-    warning), or when the earlier runs' spread was set aside (``runs_warning``)."""
+    """``bench.noise``: ``noisy`` when IQR/median > ``threshold`` or earlier runs set aside."""
     ratio = stats.iqr_over_median
     noisy = stats.count >= 4 and ratio > threshold
     warning = runs = None
@@ -198,8 +197,7 @@ class Shift:
 
     @classmethod
     def apart(cls, old: tuple[float, Interval | None], new: tuple[float, Interval | None]) -> Shift:
-        """From two runs timed apart, each ``(median, Interval or None)``: both runs' ``se`` with
-        Welch-Satterthwaite degrees of freedom."""
+        """From two runs timed apart, ``(median, Interval or None)`` each: Welch's t."""
         terms = [i.term[1:] for _, i in (old, new) if i is not None and i.term[1] > 0]
         var = sum(se ** 2 for se, _ in terms)
         dof = var ** 2 / sum(se ** 4 / d for se, d in terms) if terms else math.inf

@@ -51,8 +51,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def infer_metric(tensors: Mapping[str, torch.Tensor]) -> str:
-    """``tokens`` for integer ids, ``image`` for [N, 1|3, H, W] (also 8-bit pixels), else
-    ``regression`` (even 5-D); a complex output is refused (MetricError)."""
+    """``tokens`` for integer ids, ``image`` for [N, 1|3, H, W], else ``regression``."""
     first = judged_output(*next(iter(tensors.items())))
     if not first.is_floating_point():
         return "tokens"

@@ -82,8 +82,7 @@ def _cell(value: Any, blank_nan: bool) -> Any:
 
 def write_compare_csv(path: Path, rows: Iterable[Mapping[str, Any]],
                       columns: Sequence[str] | None = None) -> Path:
-    """Write the rows atomically (their ``entries`` left out): in ``columns`` (NaN left blank, as
-    msprobe does), else ``name, kind``, every other column, then ``result, message``."""
+    """Write the rows atomically (no ``entries``) in ``columns``, else msprobe's column order."""
     rows, blank_nan = list(rows), columns is not None
     if columns is None:
         columns = ["name", "kind"]

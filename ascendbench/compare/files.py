@@ -25,8 +25,7 @@ class UnusableInput(Exception):
 
 
 def safe_name(name: str) -> str:
-    """``name`` as one file name: itself when plain, else its safe characters and a digest (never
-    out of the folder; two names never share a file)."""
+    """``name`` as one file name: itself when plain, else safe characters and a digest."""
     safe = re.sub(r"[^A-Za-z0-9_.#-]+", "_", name).strip("._") or "output"
     if safe == name and len(name) <= 80:
         return name

@@ -153,8 +153,7 @@ class DeviceAdapter:
             self.runtime.reset_peak_memory_stats(self.index)
 
     def peak_memory_mb(self) -> dict[str, Any]:
-        """Peak memory since :meth:`reset_peak_memory` in MiB, with the scope it was measured in
-        (on the CPU the host's peak RSS stands in for the device figures)."""
+        """Peak memory (MiB) since the reset and its scope (on the CPU: the host's peak RSS)."""
         rss = _proc_status_mb("VmHWM")  # the peak resident set
         window = ("since reset_peak_memory" if self.rss_reset_ok
                   else "process lifetime (the peak-RSS mark could not be reset)")

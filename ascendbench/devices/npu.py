@@ -167,8 +167,7 @@ def card_facts(table: dict[str, Any], position: int, own_pid: int) -> dict[str, 
 
 
 def npu_smi_facts(index: int) -> dict[str, Any] | None:
-    """:func:`card_facts` of the job's card (row ``ASCEND_RT_VISIBLE_DEVICES[index]``, else
-    ``index``) from a fresh ``npu-smi info``; ``None`` when npu-smi is not on PATH."""
+    """:func:`card_facts` of the job's card from ``npu-smi info`` (None without npu-smi)."""
     binary = shutil.which("npu-smi")
     if binary is None:
         return None
@@ -194,8 +193,7 @@ def npu_smi_facts(index: int) -> dict[str, Any] | None:
 
 
 def chip_options(runtime: Any, index: int, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Apply ``device.precision_mode`` / ``allow_internal_format``; what is in force and the chip's
-    facts, for the record (``env.device.chip_options``)."""
+    """Apply the chip options; what is in force and the chip's facts for ``env.device``."""
     chip = str(runtime.get_device_name(index))
     return {"precision_mode": apply_precision_mode(runtime, chip, settings.get("precision_mode")),
             "allow_internal_format": apply_internal_format(

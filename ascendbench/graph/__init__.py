@@ -87,8 +87,7 @@ def backend_of(variant: GraphVariant) -> Any:
 
 
 def targets(model: Any, options: Mapping[str, Any]) -> dict[str, nn.Module]:
-    """The modules to compile: ``options.targets`` (dotted attribute paths), else the denoiser /
-    decoder / the model itself."""
+    """The modules to compile: ``options.targets``, else the denoiser / decoder / the model."""
     paths = list(options.get("targets") or []) or [next(
         (a for a in TARGET_ATTRIBUTES if isinstance(getattr(model, a, None), nn.Module)), "")]
     found = {}
@@ -106,8 +105,7 @@ def targets(model: Any, options: Mapping[str, Any]) -> dict[str, nn.Module]:
 
 def compile_model(model: Any, device_type: str,
                   device_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Compile the target modules in place (``nn.Module.compile``, at their first call); the
-    record's ``bench.compile`` head, or None for eager."""
+    """Compile the targets in place (at their first call); ``bench.compile``'s head or None."""
     variant = variant_of(device_cfg, device_type)
     if variant is None:
         return None

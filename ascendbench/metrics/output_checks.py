@@ -120,8 +120,7 @@ def _identical(ref: torch.Tensor, out: torch.Tensor, device_dtype: torch.dtype) 
 
 def identical_reference(reference: Mapping[str, torch.Tensor], outputs: Mapping[str, torch.Tensor],
                         device_dtype: torch.dtype) -> dict[str, dict[str, Any]]:
-    """``reference_identical`` (FAIL) where a reference finer than ``device_dtype`` equals every
-    floating-point device output exactly; ``{}`` otherwise."""
+    """``reference_identical`` (FAIL): a finer reference equal to every float output; else {}."""
     pairs = [(name, reference[name], out) for name, out in sorted(outputs.items())
              if name in reference and out.is_floating_point()]
     if not pairs or not all(_identical(ref, out, device_dtype) for _, ref, out in pairs):
@@ -233,8 +232,7 @@ class _Tally:
 
 def check_output(tensor: torch.Tensor, value_range: tuple[float, float], layout: str,
                  rules: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """The picture checks of one ``[N, C, H, W]`` image batch or 5-D video batch (``layout``
-    BCTHW or BTCHW) in ``value_range``, judged."""
+    """The judged picture checks of an ``[N, C, H, W]`` or 5-D (``layout``) batch."""
     tally, rules = _Tally(), rules or {}
     for index in range(int(tensor.shape[0])):  # an image alone, or a video's frames
         clip = [tensor[index]] if tensor.dim() == 4 else list(frames(tensor, index, layout))

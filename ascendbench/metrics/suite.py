@@ -20,8 +20,7 @@ def describe_outputs(outputs: Mapping[str, torch.Tensor]) -> str:
 
 
 def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The record entry of one value (a number, a dict with ``value`` and extras, or a skip); a
-    value with ``not_judged`` (why) gets its rule's verdict as ``would_be`` only."""
+    """The record entry of a value (number, dict, skip); ``not_judged``: verdict as ``would_be``."""
     if isinstance(value, Mapping) and "skipped" in value:
         return dict(value)
     entry: dict[str, Any] = dict(value) if isinstance(value, Mapping) else {"value": value}

@@ -138,8 +138,7 @@ def _models_found(patch: DiffusersAttentionBackend, target: Any) -> str | None:
     devices=("npu",),
 )
 class DiffusersAttentionBackend(Patch):
-    """Set a diffusers attention backend (an ``AttentionBackendName`` value) on a model or on the
-    pipeline components named in ``components`` (``None``: every diffusers model)."""
+    """Set a diffusers attention backend on a model or the pipeline's ``components`` (None: all)."""
 
     def __init__(self, backend: str = "_native_npu",
                  components: Sequence[str] | None = None) -> None:
@@ -200,8 +199,7 @@ class DiffusersAttentionBackend(Patch):
         return info
 
     def restore(self) -> None:
-        """``reset_attention_backend()`` on each model, earlier processor backends and the
-        registered backend function back, then the previous global backend."""
+        """Reset each model's backend, processors and registered function, then the global."""
         while self._saved:
             model, before = self._saved.pop()
             model.reset_attention_backend()

@@ -71,8 +71,7 @@ def _blocks_to_tokens(num_blocks: torch.Tensor, indices: torch.Tensor, block: tu
 
 
 def block_mask_to_dense(block_mask: Any, grid: MaskGrid) -> torch.Tensor:
-    """Token-level boolean mask of a ``BlockMask``: partial blocks keep the ``mask_mod``, full
-    blocks are kept whole, other blocks are masked (the compiled kernels' semantics)."""
+    """Token mask of a ``BlockMask``: partial blocks keep ``mask_mod``, full kept, others masked."""
     size = block_mask.BLOCK_SIZE
     size = (size, size) if isinstance(size, int) else tuple(size)
     dense = _blocks_to_tokens(block_mask.kv_num_blocks, block_mask.kv_indices, size, grid)
@@ -117,8 +116,7 @@ class DenseBlockMask:
 
 
 def dense_create_block_mask(mask_mod: MaskMod, *args: Any, **kwargs: Any) -> DenseBlockMask:
-    """Drop-in for ``create_block_mask``, bound to torch's own signature (every call form of the
-    original): a :class:`DenseBlockMask`, nothing compiled."""
+    """Drop-in for ``create_block_mask`` (torch's signature): a :class:`DenseBlockMask`."""
     bound = inspect.signature(_flex().create_block_mask).bind(mask_mod, *args, **kwargs).arguments
     return DenseBlockMask(mask_mod, bound["B"], bound["H"], bound["Q_LEN"], bound["KV_LEN"],
                           device=bound.get("device"))

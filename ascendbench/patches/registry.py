@@ -51,8 +51,7 @@ _REGISTRY: dict[str, type[Patch]] = {}
 
 def register_patch(name: str, *, checks: Sequence[Check] = (), install_hint: str = "",
                    devices: Sequence[str] | None = None) -> Callable[[type[Patch]], type[Patch]]:
-    """Class decorator registering a :class:`Patch` as ``name``; ``devices``: the device types it
-    applies on by default (``None``: every device)."""
+    """Register a :class:`Patch` as ``name``; ``devices``: where it applies (None: all)."""
 
     def decorator(cls: type[Patch]) -> type[Patch]:
         if name in _REGISTRY and _REGISTRY[name] is not cls:

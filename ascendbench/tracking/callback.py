@@ -19,8 +19,7 @@ log = logging.getLogger(__name__)
 
 
 class MlflowTracking(Callback):
-    """Log every job's record to MLflow in ``on_job_end``; ``uri`` None: ``$MLFLOW_TRACKING_URI``,
-    else ``sqlite:///mlflow.db`` here; ``experiment`` is created when missing."""
+    """Log each job's record to MLflow in ``on_job_end`` (``uri``: see ``resolve_uri``)."""
 
     def __init__(self, uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
         self.uri, self.experiment = uri, experiment

@@ -46,7 +46,7 @@ HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RET
 
 
 def import_mlflow() -> Any:
-    """The ``mlflow`` module (its telemetry off unless the environment says otherwise), or
+    """The ``mlflow`` module (telemetry off unless the environment says otherwise), or a
     :class:`TrackingError` saying how to install it."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
@@ -74,8 +74,7 @@ def resolve_uri(uri: str | None) -> str:
 
 
 def artifact_root(uri: str, experiment: str) -> str | None:
-    """``<database dir>/mlartifacts/<experiment>`` for a SQLite store (MLflow's default is the
-    ``./mlruns`` of wherever the run started); None for other stores."""
+    """``<database dir>/mlartifacts/<experiment>`` of a SQLite store (not ./mlruns), else None."""
     if not uri.startswith("sqlite:////"):
         return None
     database = Path(uri[len("sqlite:///"):].partition("?")[0])
@@ -87,14 +86,12 @@ def _digest(data: bytes) -> str:
 
 
 def _epoch_ms(stamp: Any) -> int | None:
-    """A record's ``timing`` time in milliseconds, or None."""
-    moment = instant(stamp)
+    moment = instant(stamp)  # a record's ``timing`` time in milliseconds, or None
     return None if moment == float("-inf") else int(moment * 1000)
 
 
 def artifact_files(job_dir: Path) -> list[tuple[Path, str | None]]:
-    """``(file, artifact folder)``: :data:`JOB_FILES` and every :data:`MEDIA` file of the job: no
-    link, nothing outside it, nothing of another job's directory nested in it."""
+    """``(file, folder)`` of :data:`JOB_FILES` and :data:`MEDIA`: own files only, no links."""
     root = job_dir.resolve()
 
     def own(path: Path) -> bool:
@@ -152,10 +149,8 @@ class RecordFile:
 
 
 class MlflowExporter:
-    """One tracking store (``uri``: see :func:`resolve_uri`) and ``experiment`` (created when
-    missing); :meth:`export` logs one record as a run, at most once.
-    Raises:
-        TrackingError: MLflow is not installed, or the URI cannot be used (says which and why)."""
+    """One tracking store and ``experiment`` (created when missing); :meth:`export` logs a
+    record as a run, at most once; :class:`TrackingError` when MLflow or the URI is unusable."""
 
     def __init__(self, uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
         self.mlflow = import_mlflow()
@@ -284,8 +279,7 @@ def split_uri(value: str | None, paths: Sequence[str]) -> tuple[str | None, list
 
 
 def run_mlflow(args: Any, settings: Any) -> int:
-    """``report --mlflow``: one line per record (created, replaced, unchanged, skipped, failed), a
-    count; exit 0, 1 (some record refused) or 2 (MLflow missing or the URI unusable)."""
+    """``report --mlflow``: a line per record, a count; exit 0, 1 (some refused) or 2."""
     uri, paths = split_uri(args.mlflow, args.paths)
     records = find_records(paths or list(settings.paths), missing_ok=not paths)
     try:

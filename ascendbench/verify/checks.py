@@ -93,8 +93,7 @@ def check_cann(probe: dict[str, Any]) -> Check:
 
 
 def check_ascend_dirs() -> Check:
-    """ASCEND_CACHE_PATH / ASCEND_WORK_PATH / ASCEND_PROCESS_LOG_PATH: each unset or a directory
-    (missing: WARN, a device=npu job creates it; a file: FAIL)."""
+    """The ASCEND_* directories: unset or a directory (missing: WARN; a file: FAIL)."""
     status = env_dir_status()
     detail = "; ".join(f"{k} {v}" for k, v in status.items())
     if any(v.startswith("not a directory") for v in status.values()):

@@ -57,8 +57,7 @@ def max_abs_diff(ref: torch.Tensor, dev: torch.Tensor) -> float:
 
 
 def neutralize(ref: torch.Tensor, dev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Float64 CPU copies with every position that is not a finite pair set to 0 on both sides, and
-    the number of mismatches (for SSIM and LPIPS, which cannot leave positions out)."""
+    """Float64 copies with non-finite pairs zeroed (SSIM, LPIPS cannot skip any), and the count."""
     ref = ref.detach().to("cpu", torch.float64, copy=True)
     dev = dev.detach().to("cpu", torch.float64, copy=True)
     pairs = finite_pairs(ref, dev)

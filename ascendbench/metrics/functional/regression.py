@@ -161,8 +161,7 @@ def regression_metrics(reference: torch.Tensor, device: torch.Tensor,
                        tolerances: ErrorTolerances | None = None, *, data_range: float = 2.0,
                        psnr_cap_db: float = 200.0,
                        chunk_elements: int = DEFAULT_CHUNK) -> dict[str, Any]:
-    """MAE, MSE, RMSE, max abs and relative errors, cosine (not judged where both RMS are below
-    ``small_value``: such a direction is noise), PSNR, allclose, NaN/Inf counts."""
+    """MAE, MSE, max abs/rel errors, cosine (unjudged below ``small_value``), PSNR, allclose."""
     check_same_shape(reference, device)
     tolerances = tolerances or ErrorTolerances()
     sums = None
