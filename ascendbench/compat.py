@@ -61,7 +61,6 @@ def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None
 
 def older_than(found: str, minimum: str) -> bool:
     """True when release ``found`` is older than ``minimum`` (an unparsable one is not judged).
-
     >>> older_than("2.0.1+cpu", "2.1"), older_than("2.1.0a0+git1234", "2.1")
     (True, False)
     """
@@ -85,9 +84,7 @@ def floor_problem(floor: Floor, found: str | None) -> str | None:
 
 
 def require_supported(lookup: VersionLookup | None = None) -> None:
-    """Raise :class:`UnsupportedVersionError` when torch or diffusers is missing or below its floor.
-    Args:
-        lookup: distribution name -> installed version; default :func:`installed_version`."""
+    """Raise UnsupportedVersionError when torch or diffusers is missing or below its floor."""
     lookup = lookup or installed_version
     problems = [p for p in (floor_problem(f, lookup(f.name)) for f in FLOORS) if p]
     if problems:
@@ -138,9 +135,8 @@ def ascendbench_requirements(requires: list[str] | None = None,
 
 def report(lookup: VersionLookup | None = None,
            requires: Callable[[], list[str] | None] = lambda: None) -> int:
-    """Print the floors and ascendbench's requirements; 2 when a floor is not met, 1 when another
-    requirement is missing or too old (a job would fail importing it; imageio-ffmpeg aside: mp4
-    files are then skipped with a warning), else 0."""
+    """Print the floors and requirements; 2: a floor not met, 1: another requirement missing or
+    too old (a job would fail importing it; without imageio-ffmpeg mp4s are skipped), else 0."""
     lookup = lookup or installed_version
     for floor in FLOORS:
         found = lookup(floor.name)

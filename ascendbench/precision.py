@@ -68,12 +68,9 @@ def _plain(node: Any) -> Any:
 
 @dataclass(frozen=True)
 class Precision:
-    """The numeric contract of one job.
-    Attributes:
-        name: the device dtype's name; ``requested``: what the user asked for (``auto`` or a name).
-        atol, rtol, tolerances: the dtype option's allclose tolerances, msprobe's small-value rule.
-        rules: verdict rules by metric: the dtype's thresholds overridden by ``model.thresholds``.
-        reference: the CPU reference dtype (``None``: performance-only run)."""
+    """The numeric contract of one job: ``name`` (device dtype), ``requested`` (``auto`` or a
+    name), ``atol``/``rtol``/``tolerances`` (allclose, msprobe's small values), ``rules`` (the
+    dtype's thresholds under ``model.thresholds``), ``reference`` (CPU dtype; None: no reference)."""
 
     name: str
     requested: str

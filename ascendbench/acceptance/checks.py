@@ -334,8 +334,7 @@ def _card_args(cards: list[str], n_jobs: int, seeds: int) -> list[str]:
 
 
 def check_cards(suite: Suite) -> list[Check]:
-    """``hydra/launcher=joblib_cards`` over the cards present (two stand-ins on the CPU): each
-    worker on its own card; and two workers on one card refused before any job runs."""
+    """``joblib_cards`` over the cards present: a card per worker; two workers on one refused."""
     if suite.device == "cpu":
         cards = ["0", "1"]
     else:

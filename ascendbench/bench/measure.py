@@ -26,8 +26,7 @@ def attach_phase_timer(task: Any, module: Any, adapter: Any) -> PhaseTimer | Non
 
 @dataclass(frozen=True)
 class Workload:
-    """What one timed call does: the run's dtype (for the peak table), items per call and their unit
-    (for throughput), a phase timer and the workload's run history (or None)."""
+    """One timed call: dtype (peak table), items per call and unit, phase timer, run history."""
 
     dtype: str
     items_per_call: int = 1

@@ -26,8 +26,7 @@ class _Handle:
 
 
 class PhaseTimer:
-    """Named phase durations of the current call in ms, from events of ``new_event`` (the
-    adapter's) or, when it is None or makes None, from the host ``clock``."""
+    """Phase durations (ms) of the current call, from device events, else the host ``clock``."""
 
     def __init__(self, new_event: Callable[[], Any] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:

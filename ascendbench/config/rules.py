@@ -291,9 +291,8 @@ def is_typed(cfg: DictConfig, key: str) -> bool:
 
 def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
                   roots: list[Path]) -> list[str]:
-    """Values of untyped keys whose type differs from the option file's (``model.task.x=abc``);
-    ``choices``: Hydra's ``runtime.choices`` (none: nothing is checked); ``roots``: the config
-    folders in search order. A shipped ``${other.key}`` asks for the type of that key's value."""
+    """Untyped keys whose value's type differs from the option file's (``model.task.x=abc``), with
+    Hydra's ``choices`` and config ``roots``; a shipped ``${other.key}`` asks that key's type."""
     problems = []
     for key, shipped, where in shipped_values(dict(choices or {}), roots):
         if is_typed(cfg, key):

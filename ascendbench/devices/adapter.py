@@ -202,8 +202,7 @@ class DeviceAdapter:
 
 def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto",
                 **kwargs: Any) -> DeviceAdapter:
-    """``device=auto``: the first available type in ``order``, logged; else a
-    :class:`DeviceUnavailableError`."""
+    """``device=auto``: the first available type in ``order`` (logged), else an error."""
     _apply_env(kwargs.get("env") or {})
     if "npu" in order:
         ensure_env_dirs()

@@ -54,8 +54,7 @@ def _unavailable(device_type: str, why: str, short: str) -> DeviceUnavailableErr
 
 
 def load_runtime(device_type: str) -> Any:
-    """The ``torch.<type>`` runtime module of an accelerator, checked for a visible device
-    (:class:`DeviceUnavailableError` if it cannot be imported or shows no device)."""
+    """``torch.<type>`` of an accelerator with a visible device, else DeviceUnavailableError."""
     spec = RUNTIMES[device_type]
     try:
         runtime = spec.load()

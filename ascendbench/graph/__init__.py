@@ -19,8 +19,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GraphVariant:
-    """One ``device.compile`` value: the device types it runs on, its dynamo backend (or
-    ``torchair:<mode>`` for a torchair-built backend), and what it does."""
+    """One ``device.compile`` value: device types, dynamo backend (or ``torchair:<mode>``), help."""
 
     devices: tuple[str, ...]
     backend: str
@@ -48,9 +47,8 @@ TARGET_ATTRIBUTES = ("transformer", "unet", "decoder")
 
 
 def variant_of(device_cfg: Mapping[str, Any], device_type: str) -> GraphVariant | None:
-    """The variant ``device.compile`` asks for on ``device_type`` (None: eager).
-    Raises:
-        ConfigError: an unknown value, or one that does not run on this device type."""
+    """The variant ``device.compile`` asks for on ``device_type`` (None: eager); ConfigError
+    for an unknown value or one that does not run on this device type."""
     name = str(device_cfg.get("compile") or "none")
     if name == "none":
         return None

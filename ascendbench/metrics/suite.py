@@ -110,8 +110,7 @@ class Evaluator:
 
 
 class MetricSuite:
-    """Evaluators by key (``None``: switched off), ``thresholds`` over all of them, one
-    ``data_range`` for all (``None``: their own) and ``clip`` (run by the evaluate stage)."""
+    """Evaluators by key (None: off), shared ``thresholds``, ``data_range`` and ``clip``."""
 
     def __init__(self, name: str, evaluators: Mapping[str, Any],
                  thresholds: Mapping[str, Any] | None = None, data_range: float | None = None,

@@ -225,9 +225,8 @@ def _targets_found(patch: FlexAttentionDense, target: Any) -> str | None:
                  "callables.",
 )
 class FlexAttentionDense(Patch):
-    """Replace a model's flex_attention / create_block_mask callables (instance attributes
-    ``attention_attrs``, ``block_mask_attrs`` of ``module_classes``, None: any; ``functions`` by
-    dotted path -> ``attention`` or ``block_mask``) with dense drop-ins."""
+    """Replace flex_attention / create_block_mask with dense drop-ins: instance attributes
+    (``attention_attrs``, ``block_mask_attrs`` of ``module_classes``), dotted ``functions``."""
 
     def __init__(self, attention_attrs: Sequence[str] = ("flex_attention",),
                  block_mask_attrs: Sequence[str] = ("create_block_mask",),

@@ -46,8 +46,7 @@ HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RET
 
 
 def import_mlflow() -> Any:
-    """The ``mlflow`` module (telemetry off unless the environment says otherwise), or a
-    :class:`TrackingError` saying how to install it."""
+    """The ``mlflow`` module (telemetry off by default), or TrackingError saying how to install."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
         import mlflow  # deferred: an optional dependency, and heavy
