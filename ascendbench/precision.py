@@ -70,7 +70,7 @@ def _plain(node: Any) -> Any:
 class Precision:
     """The numeric contract of one job: ``name`` (device dtype), ``requested`` (``auto`` or a
     name), ``atol``/``rtol``/``tolerances`` (allclose, msprobe's small values), ``rules`` (the
-    dtype's thresholds under ``model.thresholds``), ``reference`` (CPU dtype; None: no reference)."""
+    dtype's thresholds under ``model.thresholds``), ``reference`` (CPU dtype; None: none)."""
 
     name: str
     requested: str
