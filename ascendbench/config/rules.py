@@ -232,11 +232,6 @@ _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", list: "a
 _PURE_REFERENCE = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
 
 
-def _expected_type(value: Any) -> type | None:
-    """The type a shipped value asks for (``None``: anything goes, e.g. null or a string)."""
-    return next((kind for kind in (bool, int, float, list, dict) if isinstance(value, kind)), None)
-
-
 def _fits(value: Any, kind: type) -> bool:
     if kind in (int, float) and isinstance(value, bool):
         return False
@@ -299,7 +294,8 @@ def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
             continue
         if isinstance(shipped, str) and (match := _PURE_REFERENCE.match(shipped)):
             shipped = OmegaConf.select(cfg, match.group(1), default=None)
-        if (kind := _expected_type(shipped)) is None:
+        kind = next((k for k in (bool, int, float, list, dict) if isinstance(shipped, k)), None)
+        if kind is None:  # anything goes (null, a string)
             continue
         value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
         if value is not None and not _fits(value, kind):
@@ -321,15 +317,6 @@ def job_part(cfg: DictConfig) -> DictConfig:
     return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
 
 
-def _running_job() -> tuple[dict[str, Any] | None, list[Path]]:
-    """The running Hydra job's ``runtime.choices`` and its folders on the search path, if any."""
-    if not HydraConfig.initialized():
-        return None, []
-    job = HydraConfig.get().runtime
-    folders = [Path(s.path) for s in job.config_sources if s.schema == "file"]
-    return OmegaConf.to_container(job.choices), folders
-
-
 def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
                     folders: list[Path] | None = None) -> list[str]:
     """Every problem the job would reject from this config alone, one clause each; ``choices``
@@ -340,7 +327,11 @@ def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
         OmegaConf.to_container(job, resolve=True)
     except Exception as exc:  # InterpolationResolutionError and friends: nothing else can be read
         return [*problems, f"the config does not resolve: {one_line(exc)}"]
-    running, running_folders = _running_job() if choices is None else (None, [])
+    running, running_folders = None, []  # the running Hydra job's choices and folders, if any
+    if choices is None and HydraConfig.initialized():
+        runtime = HydraConfig.get().runtime
+        running = OmegaConf.to_container(runtime.choices)
+        running_folders = [Path(s.path) for s in runtime.config_sources if s.schema == "file"]
     roots = [config_dir(), *(running_folders if folders is None else folders)]
     problems += type_problems(job, choices if choices is not None else running, roots)
     problems += [problem for rule in RULES for problem in rule(job)]

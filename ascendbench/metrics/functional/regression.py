@@ -93,13 +93,6 @@ def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tol: ErrorTolerances) -> di
     }
 
 
-def merge_sums(a: dict[str, float] | None, b: dict[str, float]) -> dict[str, float]:
-    """Combine the partial sums of two chunks."""
-    if a is None:
-        return dict(b)
-    return {k: max(a[k], b[k]) if k in MAX_KEYS else a[k] + b[k] for k in b}
-
-
 def _ratio(num: float, den: float, empty: float) -> float:
     return num / den if den else empty
 
@@ -164,9 +157,11 @@ def regression_metrics(reference: torch.Tensor, device: torch.Tensor,
     """MAE, MSE, max abs/rel errors, cosine (unjudged below ``small_value``), PSNR, allclose."""
     check_same_shape(reference, device)
     tolerances = tolerances or ErrorTolerances()
-    sums = None
+    sums: dict[str, float] = {}
     for ref_chunk, dev_chunk in _flat_chunks(reference, device, int(chunk_elements)):
-        sums = merge_sums(sums, chunk_sums(ref_chunk, dev_chunk, tolerances))
+        part = chunk_sums(ref_chunk, dev_chunk, tolerances)
+        sums = {k: max(sums[k], v) if k in MAX_KEYS else sums[k] + v
+                for k, v in part.items()} if sums else part
     metrics: dict[str, Any] = finalize(sums, data_range=data_range, psnr_cap_db=psnr_cap_db)
     floor = sums["n_finite"] * tolerances.small_value**2
     if sums["ref_sq"] < floor and sums["dev_sq"] < floor:
