@@ -1,6 +1,5 @@
-"""The oldest torch and diffusers ascendbench supports, checked at start-up from the distributions'
-metadata before either is imported (docs/devices.md); ``python -m ascendbench.compat`` prints
-every floor and requirement with the version found."""
+"""The oldest torch and diffusers supported, checked at start-up from metadata before either is
+imported; ``python -m ascendbench.compat`` prints each floor and requirement with its version."""
 
 from __future__ import annotations
 

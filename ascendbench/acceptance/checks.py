@@ -1,5 +1,4 @@
-"""The acceptance checks; each takes the :class:`Suite` and returns one or more :class:`Check`
-(what each runs and proves: docs/devices.md, "The acceptance run")."""
+"""The acceptance checks: each takes the :class:`Suite`, returns Checks (docs/devices.md)."""
 
 from __future__ import annotations
 

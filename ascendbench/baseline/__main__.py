@@ -1,6 +1,5 @@
-"""``python -m ascendbench.baseline - | replay``: a job's clean CPU process, its request on stdin.
-It ties its life to the job, then blocks torch_npu before anything imports torch (so
-``ascendbench``, this package and this module import nothing heavy)."""
+"""``python -m ascendbench.baseline - | replay``: a job's clean CPU process (request on stdin),
+tied to the job, blocking torch_npu before anything imports torch (so nothing here is heavy)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The reference run (the task on CPU in the reference precision, layers hooked), and the work of
-``python -m ascendbench.baseline -``: rebuild the model from the request, check it sees the job's
-weights and inputs, run it with progress lines, write the cache (exit 2: an ascendbench error)."""
+"""The reference run (the task on CPU in the reference precision, layers hooked) and the work of
+``python -m ascendbench.baseline -``: rebuild, check weights and inputs, run, cache (exit 2)."""
 
 from __future__ import annotations
 

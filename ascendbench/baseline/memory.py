@@ -1,5 +1,4 @@
-"""The CPU reference's memory: its estimate, the host bytes it needs, and the refusal of a reference
-that would not fit, before anything is allocated."""
+"""The CPU reference's memory estimate, and the refusal of one that would not fit, up front."""
 
 from __future__ import annotations
 

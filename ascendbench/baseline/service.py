@@ -1,5 +1,4 @@
-"""A job's CPU reference: from the cache (verified; one that does not verify is recomputed), or
-computed once under a file lock, in a clean child process or in-process."""
+"""A job's CPU reference: from the cache (verified, else recomputed) or computed under a lock."""
 
 from __future__ import annotations
 

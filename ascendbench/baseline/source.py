@@ -1,6 +1,5 @@
-"""A saved run as the reference (``baseline.source``; docs/accuracy.md): data written by someone
-else, proven to be this job's workload, its files inside its directory and matching its record, and
-fit to judge. A bare tensors file carries no workload: only names and shapes are checked."""
+"""A saved run as the reference (``baseline.source``; docs/accuracy.md): data written elsewhere,
+proven to be this workload and fit to judge; a bare tensors file: only names and shapes checked."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The timing budget (``bench.*``), the rule that ends the timed loop and the rule that ends the
-warm-up (docs/performance.md "When the timed loop stops", "How one call is timed")."""
+"""The timing budget (``bench.*``) and the rules that end the timed loop and the warm-up."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""FLOPs of one call with ``torch.utils.flop_counter.FlopCounterMode``, plus formulas for the CPU
-flash-attention kernel and Ascend's ``npu.npu_fusion_attention``; a dispatch mode under the counter
-lists the heavy operators that ran without a formula (docs/performance.md)."""
+"""FLOPs of one call (``FlopCounterMode``), formulas for CPU flash attention and Ascend's
+``npu_fusion_attention``; heavy operators without a formula are listed (docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Two variants of one call timed in alternating blocks (``A B B A ...``), so that neighbouring
-blocks share the host's state (docs/performance.md "Between runs")."""
+"""Two variants of one call timed in alternating blocks (``A B B A ...``) sharing host state."""
 
 from __future__ import annotations
 

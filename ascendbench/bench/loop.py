@@ -1,5 +1,4 @@
-"""The timing loop: cold call, warm-up, timed calls bracketed by device synchronize, the stop rule
-(docs/performance.md "How one call is timed"; the record's ``bench`` section)."""
+"""The timing loop: cold call, warm-up, synchronized timed calls, the stop rule (``bench``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Peak dense TFLOP/s of a device for a dtype, from ``conf/device/peak/`` (docs: "Peak table"):
-``names`` match exactly, else the longest ``match`` substring wins; ``derive`` computes float16 and
-bfloat16 as cube cores x MACs/cycle x 2 x clock from the host's CANN platform file."""
+"""Peak dense TFLOP/s of a device for a dtype (``conf/device/peak/``: exact ``names``, else the
+longest ``match``; ``derive``: cores x MACs/cycle x 2 x clock from CANN's platform file)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Per-phase timing of one pipeline call (text encoding, each denoising step, VAE decode): a
-:class:`PhaseTimer` stamps device events inside the call (host clock on the CPU), so nothing in the
-call waits for the device (docs/performance.md "Per-phase timing for pipelines")."""
+"""Per-phase timing of one pipeline call (text encoding, each step, VAE decode) by device events
+stamped inside the call (host clock on the CPU): nothing in the call waits for the device."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Captured layers against the reference's: metrics per output (patterns), or statistics per module
-and the first divergent module (``all``; docs/accuracy.md)."""
+"""Captured layers against the reference's: per-output metrics, or per-module statistics and the
+first divergent module (``all``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Cards claimed by this process: one exclusive file lock per card (``flock(2)``, so shell scripts
-that lock the same files interlock), kept until the process exits; the ``CardPool`` callback
-claims here, the device stage asks :func:`card_refusal` whether its worker found none."""
+"""Cards claimed by this process: an exclusive ``flock(2)`` per card (shell scripts interlock),
+held until exit; ``CardPool`` claims here, the device stage asks :func:`card_refusal`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The Ascend chip a job runs on: its card, ACL_PRECISION_MODE, internal formats, cube figures
-(CANN's ``platform_config/<SoC>.ini``) and ``npu-smi info`` facts. The torch_npu sources each rule
-follows are listed in docs/devices.md ("Ascend specifics (device settings)")."""
+"""The Ascend chip a job runs on: card, ACL_PRECISION_MODE, internal formats, cube figures and
+``npu-smi info`` facts (the torch_npu sources: docs/devices.md, "Ascend specifics")."""
 
 from __future__ import annotations
 

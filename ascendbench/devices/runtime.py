@@ -1,5 +1,4 @@
-"""Device runtimes as a lookup table keyed by device type: how ``torch.<type>`` is obtained and
-what to tell a user when it is missing (the CPU has no runtime module)."""
+"""Device runtimes by type: how ``torch.<type>`` is loaded, what to say when it is missing."""
 
 from __future__ import annotations
 

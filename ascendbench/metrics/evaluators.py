@@ -1,5 +1,4 @@
-"""Per-output evaluators: ``regression`` (element-wise), ``tokens`` (integer ids) and a plain
-function by YAML (``FunctionEvaluator``, docs/extending.md)."""
+"""Per-output evaluators: ``regression``, ``tokens``, a YAML-named function (docs/extending.md)."""
 
 from __future__ import annotations
 

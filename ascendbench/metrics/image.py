@@ -1,5 +1,4 @@
-"""The ``image`` and ``video`` evaluators: PSNR, SSIM and LPIPS per image or per frame, a chunk of
-images or frames at a time (no float64 copy of a whole video; docs/accuracy.md)."""
+"""The ``image`` and ``video`` evaluators: PSNR, SSIM, LPIPS per image or frame, chunk by chunk."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The patch registry: named, checked, reversible changes to third-party code (``model.patches``:
-names, or mappings with ``name``, ``reference``, ``devices`` and the patch's options)."""
+"""The patch registry: named, checked, reversible changes to third-party code (model.patches)."""
 
 from __future__ import annotations
 

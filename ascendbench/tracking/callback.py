@@ -1,6 +1,5 @@
-"""The ``+tracking=mlflow`` Hydra callback: each job's record logged as an MLflow run when it ends,
-by the exporter of ``report --mlflow`` (a later export adds nothing). A failure is one warning (the
-traceback in the job log); the job's record, status and exit code stay as they were."""
+"""The ``+tracking=mlflow`` Hydra callback: each job's record logged as an MLflow run when it ends;
+a failure is one warning (traceback in the job log), the job's record and status unchanged."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""One record -> what an MLflow run holds: params, metrics, tags (pure functions, no MLflow import;
-docs/tracking.md, "What a run holds")."""
+"""One record -> an MLflow run's params, metrics, tags (no MLflow import; docs/tracking.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Records -> MLflow runs, each record at most once (``report --mlflow``, the ``+tracking=mlflow``
-callback). A run carries :data:`KEY_TAG` (hash of the job directory) and, once complete,
-:data:`DIGEST_TAG` (of ``record.json``): same digest ``unchanged``, another or none ``replaced`` (a
-new run, the old ones soft-deleted: params cannot change), no run ``created``."""
+"""Records -> MLflow runs, each at most once: a run carries :data:`KEY_TAG` (job dir hash) and, once
+complete, :data:`DIGEST_TAG`; same digest ``unchanged``, another ``replaced``, none ``created``."""
 
 from __future__ import annotations
 

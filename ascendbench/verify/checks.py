@@ -1,6 +1,5 @@
 """``python -m ascendbench.verify`` (``make verify``): is this host ready to validate a port?
-One ``PASS``/``WARN``/``FAIL`` line per check; exit 1 when any fails. Probes and commands run under
-timeouts, so nothing hangs or crashes on a host without an accelerator."""
+One PASS/WARN/FAIL line per check, exit 1 if any fails; timeouts: nothing hangs without a device."""
 
 from __future__ import annotations
 
