@@ -168,8 +168,7 @@ def settled(ratios: list[float], band: tuple[float, float] = FIDELITY) -> bool:
 
 def settled_rounds(harness: Callable[[], float], plain: Callable[[], dict[str, float | None]],
                    clock: Callable[[], float] = time.monotonic) -> dict[str, list[float]]:
-    """``TIMING_ROUNDS`` :func:`timing_rounds`, then ``MORE_ROUNDS`` at a time until every clock's
-    ratios are :func:`settled`, ``MAX_ROUNDS`` ran or ``MAX_TIMING_S`` passed."""
+    """Rounds until each clock's ratios are :func:`settled` (or ``MAX_ROUNDS``/``MAX_TIMING_S``)."""
     start, ratios = clock(), timing_rounds(harness, plain, TIMING_ROUNDS)
     while (len(ratios["host"]) < MAX_ROUNDS and clock() - start < MAX_TIMING_S
            and not all(settled(r) for r in ratios.values() if r)):

@@ -33,8 +33,7 @@ UNCACHED = "reference-uncached.safetensors"  # in the job dir: a reference the c
 
 @dataclass
 class ReferenceQuery:
-    """What one job's reference is computed from (``weights``, ``inputs_info``: the record's;
-    ``module``: the job's float32 model) and where it is cached; the child logs to ``log_dir``."""
+    """A job's reference: the record's ``weights``, ``inputs_info``, the float32 ``module``."""
 
     cfg: DictConfig
     task: Any

@@ -175,8 +175,7 @@ def noise_verdict(stats: LatencyStats, threshold: float,
 
 @dataclass(frozen=True)
 class Shift:
-    """NEW against OLD, ``log(median_NEW / median_OLD)``, with what bounds it: a standard error and
-    its degrees of freedom (Student's t), or the log ratios of interleaved pairs (the sign test)."""
+    """NEW vs OLD as ``log(median ratio)``, bounded by Student's t (se, dof) or a sign test."""
 
     log: float
     se: float = 0.0

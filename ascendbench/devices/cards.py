@@ -32,8 +32,7 @@ def _try_lock(path: Path) -> FileLock | None:
 
 def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count: int = 1,
                lock_name: str = "card-{card}.lock") -> str:
-    """Claim ``count`` free cards of ``cards`` for good (a runtime cannot switch), comma-joined;
-    :class:`NoFreeCardError` when fewer became free within ``wait_s``."""
+    """Claim ``count`` free cards for good (a runtime cannot switch); else NoFreeCardError."""
     if _CLAIM:
         if _CLAIM["lock_dir"] != str(lock_dir):
             log.warning("this process already holds card %s (pool %s); keeping it", _CLAIM["card"],

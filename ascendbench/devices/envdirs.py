@@ -28,8 +28,7 @@ def env_dir_status(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def ensure_env_dirs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Create every missing directory; ``{key: 'created: <dir>' | 'exists: <dir>'}`` of set ones
-    (:class:`ConfigError` for a file, or a directory that cannot be created)."""
+    """Create missing directories: ``{key: 'created: <dir>' | 'exists: <dir>'}`` or ConfigError."""
     environ = os.environ if environ is None else environ
     done = {}
     for key, state in env_dir_status(environ).items():

@@ -47,8 +47,7 @@ TARGET_ATTRIBUTES = ("transformer", "unet", "decoder")
 
 
 def variant_of(device_cfg: Mapping[str, Any], device_type: str) -> GraphVariant | None:
-    """The variant ``device.compile`` asks for on ``device_type`` (None: eager); ConfigError
-    for an unknown value or one that does not run on this device type."""
+    """The variant ``device.compile`` asks for on ``device_type`` (None: eager) or ConfigError."""
     name = str(device_cfg.get("compile") or "none")
     if name == "none":
         return None

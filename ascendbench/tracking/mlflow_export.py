@@ -146,8 +146,7 @@ class RecordFile:
 
 
 class MlflowExporter:
-    """One tracking store and ``experiment`` (created when missing); :meth:`export` logs a
-    record as a run, at most once; :class:`TrackingError` when MLflow or the URI is unusable."""
+    """A store and ``experiment`` (made if missing; TrackingError if unusable); export logs once."""
 
     def __init__(self, uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
         self.mlflow = import_mlflow()
