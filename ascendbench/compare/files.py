@@ -44,14 +44,6 @@ def _image_array(path: Path) -> np.ndarray:
         return np.asarray(image.convert("RGB"))
 
 
-def _read_image(path: Path) -> dict[str, torch.Tensor]:
-    return {path.stem: _video([_image_array(path)])[:, :, 0]}
-
-
-def _read_video(path: Path) -> dict[str, torch.Tensor]:
-    return {path.stem: _video(list(iio.imread(path, index=None)))}
-
-
 def _read_frames(path: Path) -> dict[str, torch.Tensor]:
     files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
@@ -81,7 +73,10 @@ READERS: dict[str, Callable[[Path], dict[str, torch.Tensor]]] = {
     ".safetensors": lambda path: dict(load_file(str(path))),
     ".npy": lambda path: {path.stem: torch.from_numpy(np.load(path, allow_pickle=False))},
     ".pt": _read_pt, ".pth": _read_pt,
-    **dict.fromkeys(IMAGE_SUFFIXES, _read_image), **dict.fromkeys(VIDEO_SUFFIXES, _read_video),
+    **dict.fromkeys(IMAGE_SUFFIXES,
+                    lambda path: {path.stem: _video([_image_array(path)])[:, :, 0]}),
+    **dict.fromkeys(VIDEO_SUFFIXES,
+                    lambda path: {path.stem: _video([*iio.imread(path, index=None)])}),
 }
 
 
