@@ -87,20 +87,14 @@ def tile_shape(out: Sequence[int], positions: int) -> tuple[int, ...]:
     return tuple(tile)
 
 
-def _corners(starts: Sequence[range], meta: bool) -> list[tuple[int, ...]]:
-    """Every tile; on meta tensors (an estimate) the first, an interior and the last per dim."""
-    if not meta:
-        return list(itertools.product(*starts))
-    return list(itertools.product(*[sorted({r[0], r[len(r) // 2], r[-1]}) for r in starts]))
-
-
 def _tiled_conv(func: Callable, call: dict[str, Any], geometry: _ConvGeometry,
                 tile: tuple[int, ...], stats: BoundedStats) -> torch.Tensor:
     x, weight = call["input"], call["weight"]
     out = x.new_empty((x.shape[0], weight.shape[0], *geometry.out))
     starts = [range(0, n, t) for n, t in zip(geometry.out, tile, strict=True)]
-    corners = _corners(starts, x.is_meta)
-    for corner in corners:
+    # every tile; on meta tensors (an estimate) the first, an interior and the last per dim
+    spots = [sorted({r[0], r[len(r) // 2], r[-1]}) for r in starts] if x.is_meta else starts
+    for corner in itertools.product(*spots):
         stops = [min(c + t, n) for c, t, n in zip(corner, tile, geometry.out, strict=True)]
         windows = [geometry.window(d, c, s)
                    for d, (c, s) in enumerate(zip(corner, stops, strict=True))]
