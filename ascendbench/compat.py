@@ -61,8 +61,7 @@ def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None
 def older_than(found: str, minimum: str) -> bool:
     """True when release ``found`` is older than ``minimum`` (an unparsable one is not judged).
     >>> older_than("2.0.1+cpu", "2.1"), older_than("2.1.0a0+git1234", "2.1")
-    (True, False)
-    """
+    (True, False)"""
     try:
         return Version(found).release < Version(minimum).release
     except InvalidVersion:

@@ -41,8 +41,7 @@ def _side(value: float, bound: float) -> int:
 def bounds_of(entry: Mapping[str, Any]) -> list[float]:
     """The bounds a metric entry was judged by: ``threshold``, the rule text's number, ``warn``.
     >>> bounds_of({"threshold": 0.9999, "rule": ">= 0.9999"}), bounds_of({"rule": "<= 0.001"})
-    ([0.9999], [0.001])
-    """
+    ([0.9999], [0.001])"""
     match = _RULE.match(str(entry["rule"])) if entry.get("rule") is not None else None
     rule = float(match.group("bound")) if match else None
     found: list[float] = []
@@ -56,8 +55,7 @@ def bounds_of(entry: Mapping[str, Any]) -> list[float]:
 def honest(value: float, bounds: Iterable[float] = (), digits: int = 4) -> str:
     """``value`` with at least ``digits`` significant digits, more where fewer would cross a bound.
     >>> honest(0.99989, [0.9999]), honest(0.99989, [0.99]), honest(0.0010004, [0.001])
-    ('0.99989', '0.9999', '0.0010004')
-    """
+    ('0.99989', '0.9999', '0.0010004')"""
     bounds = [b for b in bounds if b is not None and math.isfinite(b)]
     if not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -77,8 +75,7 @@ def is_percent(metric: str) -> bool:
 def percent_rule(rule: Any) -> str:
     """``<= 0.01`` -> ``<= 1%`` (any other text unchanged).
     >>> percent_rule("<= 0.01")
-    '<= 1%'
-    """
+    '<= 1%'"""
     match = _RULE.match(str(rule)) if rule is not None else None
     if not match:
         return str(rule)
@@ -88,8 +85,7 @@ def percent_rule(rule: Any) -> str:
 def judged_value(metric: str, entry: Mapping[str, Any], digits: int = 4) -> str:
     """A metric entry's value as text: honest digits against its bounds, in % for percent metrics.
     >>> judged_value("video/mean_rel_err", {"value": 0.0733, "rule": "<= 0.01"})
-    '7.33%'
-    """
+    '7.33%'"""
     value = number(entry.get("value"))
     if value is None:
         return str(entry.get("value"))

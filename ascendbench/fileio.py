@@ -88,8 +88,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int | No
     """Write ``data`` (text as UTF-8) to ``path`` atomically (see :func:`atomic_path`); ``path``.
     >>> import tempfile, pathlib
     >>> write_atomic(pathlib.Path(tempfile.mkdtemp()) / "a" / "note.txt", "hello").read_text()
-    'hello'
-    """
+    'hello'"""
     with atomic_path(path, mode) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else bytes(data))
     return Path(path)

@@ -40,8 +40,7 @@ def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
     """The reference precision under ``baseline.reference`` before memory is considered: ``auto``
     is float64 (float32 only when float64 does not fit), ``same`` the device's own dtype.
     >>> reference_dtype("auto", torch.bfloat16), reference_dtype("same", torch.bfloat16)
-    (torch.float64, torch.bfloat16)
-    """
+    (torch.float64, torch.bfloat16)"""
     if choice not in REFERENCE_CHOICES:
         raise ConfigError(
             f"baseline.reference={choice!r} is not allowed; use one of "

@@ -32,8 +32,7 @@ def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[in
     """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA
     count), from the shapes ``FlopCounterMode`` passes and ``head_num``, ``input_layout``.
     >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
-    16777216
-    """
+    16777216"""
     named = {**dict(zip(("head_num", "input_layout"), args, strict=False)),
              **{k: kwargs[k] for k in ("head_num", "input_layout") if k in kwargs}}
     heads, layout = int(named["head_num"]), str(named["input_layout"])

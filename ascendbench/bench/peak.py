@@ -56,8 +56,7 @@ def peak_tflops(peak_cfg: Mapping[str, Any] | None, device_name: str, dtype: str
     None if unknown); ``reduced_fp32``: float32 at the ``tf32`` rate.
     >>> table = {"H200": {"match": ["H200"], "bfloat16": 989.4, "source": "NVIDIA datasheet"}}
     >>> peak_tflops({"table": table}, "NVIDIA H200", "bfloat16")["tflops"]
-    989.4
-    """
+    989.4"""
     peak_cfg = peak_cfg or {}
     key = "tf32" if dtype == "float32" and reduced_fp32 else dtype
     fix = f"set `device.peak.override.{key}=<TFLOP/s>` to get MFU"

@@ -27,8 +27,7 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
     """1-based ranks ``(j, n + 1 - j)`` of the order statistics bounding the median of ``n`` values
     with ``level`` (the sign test's, from Binomial(n, 1/2)); None when ``[min, max]`` falls short.
     >>> median_ci_ranks(10), median_ci_ranks(5)
-    ((2, 9), None)
-    """
+    ((2, 9), None)"""
     tails = bdtr(np.arange(n // 2 + 1), n, 0.5)  # P(B <= i)
     j = int(np.searchsorted(tails, (1.0 - level) / 2.0, side="right"))
     return (j, n + 1 - j) if j >= 1 else None
@@ -133,8 +132,7 @@ class LatencyStats:
         """From samples in ms in call order (at least one) and the earlier runs' medians.
         >>> s = LatencyStats.from_ms([1.0, 2.0, 3.0, 4.0])
         >>> s.median_ms, s.iqr_ms, round(s.p99_ms, 6)
-        (2.5, 1.5, 3.97)
-        """
+        (2.5, 1.5, 3.97)"""
         if len(samples_ms) == 0:
             raise ValueError("LatencyStats needs at least one sample")
         ms = np.asarray(samples_ms, dtype=np.float64)
@@ -188,8 +186,7 @@ class Shift:
         """Median log ratio of an interleaved run's block medians, pair by pair; sign-test bounds.
         >>> s = Shift.paired([1.0] * 8, [1.05, 1.04, 1.06, 1.05, 1.05, 1.03, 1.07, 1.05])
         >>> [round(v, 3) for v in (math.expm1(s.log), *s.bounds(0.05))]
-        [0.05, 0.04, 0.06]
-        """
+        [0.05, 0.04, 0.06]"""
         logs = sorted(math.log(b / a) for a, b in zip(old, new, strict=True))
         how = f"sign test on {len(logs)} interleaved block pairs"
         return cls(statistics.median(logs), how=how, pairs=tuple(logs))

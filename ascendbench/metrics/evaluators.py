@@ -150,8 +150,7 @@ def token_metrics(reference: torch.Tensor, device: torch.Tensor,
                   codebook_size: int | None) -> dict[str, float]:
     """Share of equal ids, distinct ids on each side, ids, and (with a codebook) ids outside it.
     >>> token_metrics(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 9]), 8)["token_agreement"]
-    0.75
-    """
+    0.75"""
     ref, dev = reference.detach().cpu().reshape(-1), device.detach().cpu().reshape(-1)
     values = {
         "token_agreement": float((ref == dev).double().mean()) if ref.numel() else 1.0,

@@ -46,8 +46,7 @@ def evaluate_mask_mod(mask_mod: MaskMod, grid: MaskGrid) -> torch.Tensor:
     >>> evaluate_mask_mod(lambda b, h, q, kv: q >= kv, MaskGrid(2, 4, 3, 3, "cpu")).int()[0, 0]
     tensor([[1, 0, 0],
             [1, 1, 0],
-            [1, 1, 1]], dtype=torch.int32)
-    """
+            [1, 1, 1]], dtype=torch.int32)"""
     sizes = grid[:4]
     try:
         mask = torch.as_tensor(mask_mod(*grid.indices()), device=grid.device)

@@ -60,8 +60,7 @@ def resolve_uri(uri: str | None) -> str:
     """``uri``, else ``$MLFLOW_TRACKING_URI``, else :data:`DEFAULT_URI`; a relative SQLite path is
     made absolute, so that every process of a sweep uses one database.
     >>> resolve_uri("sqlite:////data/mlflow.db"), resolve_uri("http://tracking:5000")
-    ('sqlite:////data/mlflow.db', 'http://tracking:5000')
-    """
+    ('sqlite:////data/mlflow.db', 'http://tracking:5000')"""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     prefix = "sqlite:///"
     if uri.startswith(prefix) and not uri.startswith(prefix + "/") and len(uri) > len(prefix):
@@ -267,8 +266,7 @@ class MlflowExporter:
 def split_uri(value: str | None, paths: Sequence[str]) -> tuple[str | None, list[str]]:
     """``--mlflow VALUE``'s URI and the record paths: a value without a scheme is a path.
     >>> split_uri("multirun", ["outputs"]), split_uri("sqlite:///x.db", []), split_uri("", ["a"])
-    ((None, ['multirun', 'outputs']), ('sqlite:///x.db', []), (None, ['a']))
-    """
+    ((None, ['multirun', 'outputs']), ('sqlite:///x.db', []), (None, ['a']))"""
     if value and not _SCHEME.match(value):
         return None, [value, *paths]
     return value or None, list(paths)

@@ -112,8 +112,7 @@ def _nvidia_proc(timeout_s: float) -> str | None:
 def nvidia_proc_version(text: str) -> str | None:
     """The driver version in ``/proc/driver/nvidia/version`` (proprietary and open modules).
     >>> nvidia_proc_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04")
-    '580.159.04'
-    """
+    '580.159.04'"""
     match = re.search(r"Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)*)\b", text)
     return match.group(1) if match else None
 
