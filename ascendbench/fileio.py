@@ -52,8 +52,7 @@ def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterat
 
 
 def links_inside(directory: str | os.PathLike[str], depth: int = 3) -> list[Path]:
-    """The symbolic links in ``directory`` and its subdirectories ``depth`` levels down (none
-    followed): where a write below it would leave it (a copied job dir's ``tensors -> /etc``)."""
+    """Symbolic links ``depth`` levels below ``directory`` (unfollowed): where writes escape."""
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -95,8 +94,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int | No
 
 
 def open_regular(path: str | os.PathLike[str], follow: bool = True) -> int:
-    """Open ``path`` for reading only when it is a regular file, without blocking; the descriptor.
-    Anything else is an :class:`OSError` (``EINVAL``); ``follow=False`` refuses a link too."""
+    """A descriptor of ``path`` if a regular file (no blocking), else OSError (``follow``: link)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     fd = os.open(path, flags | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
     try:

@@ -113,8 +113,7 @@ def _gemm(suite: Suite) -> tuple[Any, Callable[[], torch.Tensor]]:
 
 def plain_loops(adapter: Any, op: Callable[[], Any], iters: int,
                 untimed: int = 0) -> dict[str, float | None]:
-    """Medians (ms) of a synchronized host-clock loop and of a device-event loop (``None`` without
-    events), after ``untimed`` calls (the harness's cold call and warm-ups, matched)."""
+    """Medians (ms) of a synchronized host loop and a device-event loop after ``untimed`` calls."""
     for _ in range(untimed):
         op()
     host, device = [], []

@@ -19,8 +19,7 @@ CHILD_PROCESS_BYTES = int(1e9)
 
 @dataclass(frozen=True)
 class HostBudget:
-    """Host memory a CPU reference may plan for: ``headroom`` x ``available`` (``None``: measured
-    now); a child's imports count, and the job's float32 copy unless ``parent_loaded``."""
+    """Host memory a reference may plan for: ``headroom`` x ``available`` (None: measured now)."""
 
     child_process: bool = True
     parent_loaded: bool = False

@@ -63,8 +63,7 @@ class BenchResult:
 def timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float],
                events: tuple[Any, Any] | None = None,
                keep: bool = False) -> tuple[Any, float, float | None]:
-    """One bracketed call: (outputs if ``keep`` else None, host ms, event ms or None). Outputs not
-    kept are freed before the next call, as in a plain loop (holding them raises the peak)."""
+    """One synchronized call: (outputs if ``keep``, host ms, event ms); unkept outputs are freed."""
     adapter.synchronize()
     t0 = clock()
     if events is not None:
@@ -125,8 +124,7 @@ class BenchLoop:
     history: Any = None
 
     def run(self, call: Callable[[], Any], phase_timer: Any = None) -> BenchResult:
-        """Time ``call``: a cold call, the warm-up, then timed calls until the stop rule says stop;
-        ``phase_timer`` (or None) is reset before every call and read after every timed one."""
+        """Time ``call``: cold call, warm-up, timed calls until the stop rule (``phase_timer``)."""
         adapter, budget = self.adapter, self.budget
         earlier = tuple(self.history.earlier()) if self.history is not None else ()
         events = None

@@ -27,8 +27,7 @@ def match_entry(table: Mapping[str, Mapping[str, Any]],
 
 def derived_figure(derive: Mapping[str, Any] | None,
                    chip: Mapping[str, Any] | None) -> tuple[float | None, str]:
-    """float16/bfloat16 TFLOP/s from the cube figures and their source: the host's CANN platform
-    file over the table's ``derive``, the runtime's ``cube_core_num`` for the cores."""
+    """float16/bfloat16 TFLOP/s from cube figures (CANN ini over ``derive``) and their source."""
     chip = chip or {}
     platform = chip.get("platform_config")
     figures, told = dict(derive or {}), "table"

@@ -116,8 +116,7 @@ class PhaseTimer:
 
     def step_callback(self, name: str = "step",
                       starts_with: str | None = None) -> Callable[..., Any]:
-        """A diffusers ``callback_on_step_end`` closing one ``name`` span per step: from the first
-        ``begin(starts_with)`` after the previous step, else from the previous step's end."""
+        """A ``callback_on_step_end`` closing a ``name`` span per step (from ``begin``)."""
         self._step_start_phase = starts_with
 
         def callback(pipe: Any, step_index: int, timestep: Any, callback_kwargs: Any) -> Any:

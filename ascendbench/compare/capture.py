@@ -63,8 +63,7 @@ def call_file(calls_dir: str | Path, call: Mapping[str, Any]) -> str:
 
 
 class CallRecorder:
-    """Inputs and outputs of the ``calls`` (``first``, ``last``, indices) of ``modules``; calls
-    past ``max_bytes`` are ``dropped``; ``keep=False`` keeps (meta) tensors as they are."""
+    """Inputs and outputs of the sampled ``calls`` of ``modules`` (past ``max_bytes``: dropped)."""
 
     def __init__(self, modules: dict[str, torch.nn.Module], calls: Sequence[Any], max_bytes: int,
                  keep: bool = True, spill: Path | None = None) -> None:

@@ -63,8 +63,7 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count
 
 
 def card_refusal() -> NoFreeCardError | None:
-    """Why the card pool gave the current job no card, or None; the device stage raises it (Hydra
-    only warns about an exception in a callback's ``on_job_start``, and would run the job)."""
+    """Why the pool gave this job no card, or None (Hydra only warns about callback errors)."""
     return _REFUSED.get("error")
 
 

@@ -33,8 +33,7 @@ _VERSION = re.compile(r"npu-smi\s+(\S+)")
 
 
 def select_card(runtime: Any, index: int) -> int:
-    """Make card ``index`` the runtime's current device, before anything else touches the runtime:
-    events record, the compile-mode probe initialises and the name reads the *current* card."""
+    """Make card ``index`` current before anything else touches the runtime (events, name)."""
     runtime.set_device(index)
     return index
 

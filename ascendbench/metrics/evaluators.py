@@ -70,8 +70,8 @@ class RegressionEvaluator(Evaluator):
 
 
 class FunctionEvaluator(Evaluator):
-    """Calls ``function`` (a dotted path to ``fn(reference, device, **kwargs) -> number | {name:
-    number}``) on every floating-point output pair in float64; imported when built (dry run)."""
+    """``function``: a dotted path to ``fn(reference, device, **kwargs) -> number | dict``, called
+    on every floating-point output pair in float64; imported when built (so a dry run checks it)."""
 
     def __init__(self, name: str, function: str, kwargs: Mapping[str, Any] | None = None,
                  metric: str | None = None, outputs: list[str] | None = None,

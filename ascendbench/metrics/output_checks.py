@@ -64,8 +64,7 @@ MIN_IDENTICAL_NUMEL = 16  # a handful of elements (or a constant) may legitimate
 
 def inspect(tensor: torch.Tensor, value_range: Sequence[float] | None = None,
             chunk_elements: int = CHUNK) -> SimpleNamespace:
-    """``numel``, ``nonfinite`` (NaN/Inf), ``first_nonfinite`` (index), ``out_of_range`` (finite
-    elements outside ``value_range``) and the finite ``low``/``high`` of a floating-point tensor."""
+    """``numel``, ``nonfinite``, ``first_nonfinite``, ``out_of_range``, finite ``low``/``high``."""
     flat = tensor.detach().reshape(-1)
     found = SimpleNamespace(numel=tensor.numel(), nonfinite=0, first_nonfinite=None,
                             out_of_range=0, low=None, high=None)

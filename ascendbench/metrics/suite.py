@@ -32,8 +32,7 @@ def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) 
 
 
 def judged_output(name: str, tensor: torch.Tensor) -> torch.Tensor:
-    """The output as the evaluators see it: uint8 images ``[N, 1|3, H, W]`` and videos ``[N, 1|3, T,
-    H, W]`` as pixels in ``[-1, 1]`` (as image files are read); a complex output refused."""
+    """The output as evaluators see it: uint8 pictures as pixels in ``[-1, 1]``; complex refused."""
     if tensor.is_complex():
         raise MetricError(
             f"output {name!r} is {describe_outputs({name: tensor})}: complex outputs are not "
@@ -134,8 +133,7 @@ class MetricSuite:
     def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                  rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,
                  **tolerances: float) -> dict[str, dict[str, Any]]:
-        """``reference_nonfinite`` of the reference, then every evaluator's entries in config
-        order; a name already produced becomes ``<evaluator key>.<name>`` (MetricError if taken)."""
+        """``reference_nonfinite``, then each evaluator's entries (clashes: ``<key>.<name>``)."""
         merged = merge_rules(rules, self.thresholds)
         reference = {k: judged_output(k, v) for k, v in reference.items()}
         device = {k: judged_output(k, v) for k, v in device.items()}

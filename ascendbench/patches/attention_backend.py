@@ -49,8 +49,7 @@ def boolean_mask(mask: torch.Tensor, batch: int) -> torch.Tensor:
 
 
 def sdpa_kernel(query: torch.Tensor, mask: torch.Tensor | None, chip: str | None) -> str:
-    """The kernel torch's SDPA runs for one diffusers ``native`` call (``query``: B, S, N, D):
-    torch_npu routes no or boolean masks within its limits to the fused kernel on Ascend910B1+."""
+    """The kernel torch's SDPA runs for a ``native`` call (torch_npu's fused one on 910B1+)."""
     if query.device.type != "npu":
         return f"torch SDPA on {query.device.type}"
     fused = (mask is None or mask.dtype == torch.bool) and query.shape[2] <= N_LIMIT \

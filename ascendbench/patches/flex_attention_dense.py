@@ -82,8 +82,7 @@ def block_mask_to_dense(block_mask: Any, grid: MaskGrid) -> torch.Tensor:
 
 
 class DenseBlockMask:
-    """What the patched ``create_block_mask`` returns: a ``mask_mod`` whose dense mask is evaluated
-    when attention first needs it (for that call's batch, heads, lengths, device) and reused."""
+    """``create_block_mask``'s result: a ``mask_mod`` made dense when attention needs it, reused."""
 
     def __init__(self, mask_mod: MaskMod, B: int | None, H: int | None, q_len: int, kv_len: int,
                  device: torch.device | str | None = None) -> None:
@@ -138,8 +137,7 @@ class _CachingBlockMaskFactory:
 
 def dense_flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                          *args: Any, **kwargs: Any) -> Any:
-    """Drop-in for ``flex_attention`` (torch's signature; ``kernel_options`` is ignored) computed
-    with dense operators: the output in the query dtype, with the lse or ``AuxOutput`` if asked."""
+    """Drop-in for ``flex_attention`` with dense operators (``kernel_options`` ignored)."""
     flex = _flex()
     bound = inspect.signature(flex.flex_attention).bind(query, key, value, *args, **kwargs)
     bound.apply_defaults()

@@ -24,8 +24,7 @@ class Check:
 
 
 class Patch:
-    """Base class of a registered patch: options as ``__init__`` keywords, ``apply(target)``
-    returning what changed (for the record), ``restore()`` undoing even a partial application."""
+    """A registered patch: keyword options, ``apply(target)`` -> record, ``restore()`` undoes."""
 
     name: ClassVar[str] = ""
     checks: ClassVar[tuple[Check, ...]] = ()

@@ -70,8 +70,7 @@ def neutralize(ref: torch.Tensor, dev: torch.Tensor) -> tuple[torch.Tensor, torc
 
 
 def scalars_agree(ref: float | None, dev: float | None) -> bool | None:
-    """The rule for two numbers: ``True`` agreeing non-finite, ``False`` a mismatch, ``None`` two
-    finite numbers (compare them as numbers). ``None`` counts as NaN."""
+    """Two numbers: True agreeing non-finite, False a mismatch, None both finite (None is NaN)."""
     ref = math.nan if ref is None else float(ref)
     dev = math.nan if dev is None else float(dev)
     if math.isfinite(ref) and math.isfinite(dev):

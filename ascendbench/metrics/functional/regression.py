@@ -18,8 +18,8 @@ DEFAULT_CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class ErrorTolerances:
-    """``eps`` pads ``|ref|`` in relative errors; ``atol``/``rtol`` are allclose's; reference values
-    below ``small_value`` are judged absolutely (``small_value_atol``, ``small_value_bound``)."""
+    """``eps`` pads ``|ref|``; ``atol``/``rtol``: allclose's; references below ``small_value``
+    are judged absolutely (``small_value_atol``, ``small_value_bound``)."""
 
     eps: float = 1e-6
     atol: float = 1e-5
