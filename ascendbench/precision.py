@@ -1,5 +1,4 @@
-"""One precision per job (:class:`Precision`): the device dtype, its tolerances and verdict rules,
-the reference dtype; built from the dtype option, ``model.thresholds``, ``baseline.reference``."""
+"""One precision per job: the device dtype, its tolerances and rules, the reference dtype."""
 
 from __future__ import annotations
 

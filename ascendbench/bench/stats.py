@@ -1,5 +1,4 @@
-"""Latency statistics of timed calls, the one 95% interval of their median, and the shift between
-two medians: docs/performance.md "The interval of the median", docs/reports.md "Regression gate"."""
+"""Latency statistics, the median's 95% interval, the shift of two medians (docs/performance.md)."""
 
 from __future__ import annotations
 

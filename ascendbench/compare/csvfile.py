@@ -1,5 +1,4 @@
-"""``compare.csv`` (one row per output, layer or module; ``result`` and ``message`` last) and
-``compare_msprobe.csv`` (msprobe's columns), built from the record's metric entries."""
+"""``compare.csv`` (a row per output, layer or module) and ``compare_msprobe.csv`` (msprobe's)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Captured layers against the reference's: per-output metrics, or per-module statistics and the
-first divergent module (``all``)."""
+"""Captured layers against the reference's: per-output metrics, or per-module stats (``all``)."""
 
 from __future__ import annotations
 

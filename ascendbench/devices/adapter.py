@@ -1,5 +1,4 @@
-"""The device adapter: everything a job needs from a device, behind one small object; per-type
-behaviour comes from lookup tables keyed by device type (:data:`SETUP`, ``RUNTIMES``)."""
+"""The device adapter: what a job needs from a device; per-type behaviour in lookup tables."""
 
 from __future__ import annotations
 

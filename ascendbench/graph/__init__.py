@@ -1,5 +1,4 @@
-"""Graph-mode variants of the device run: ``device.compile=<variant>``, each a ``torch.compile``
-backend (:data:`VARIANTS`; docs/devices.md, "Several cards and graph mode")."""
+"""Graph-mode variants (``device.compile``), each a ``torch.compile`` backend (:data:`VARIANTS`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Checks of one side's tensors that need no comparison: NaN/Inf, value range, and whether an image
-or video output is a picture at all (docs/accuracy.md, "Checks without a reference")."""
+"""Checks needing no reference: NaN/Inf, value range, and whether a picture is a picture at all."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A metric option (``conf/metric/<option>.yaml``): a :class:`MetricSuite` of :class:`Evaluator` s,
-whose entries are named ``<metric>`` for one output and ``<output>/<metric>`` for several."""
+"""A metric option: a :class:`MetricSuite` of evaluators (``<output>/<metric>`` entries)."""
 
 from __future__ import annotations
 
