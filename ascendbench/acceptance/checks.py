@@ -136,8 +136,7 @@ def plain_loops(adapter: Any, op: Callable[[], Any], iters: int,
 
 def timing_rounds(harness: Callable[[], float], plain: Callable[[], dict[str, float | None]],
                   rounds: int, seed: int = 0) -> dict[str, list[float]]:
-    """Per-round ratios harness / plain (``host``; ``event`` where the plain loop has events), the
-    two in seeded random order: a background load slows both alike, the median ratio cancels it."""
+    """Per-round ratios harness / plain in seeded random order (a load slows both alike)."""
     rng, ratios = random.Random(seed), {"host": [], "event": []}
     for _ in range(rounds):
         got: dict[str, Any] = {}

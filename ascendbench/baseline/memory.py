@@ -101,8 +101,7 @@ def choose_auto_reference(module: torch.nn.Module, task: Any, inputs: Inputs,
     reason = (f"auto: float32, because the float64 reference needs about "
               f"{f64['host_need_mb'] / 1e3:.1f} GB even bounded, more than "
               f"{budget.headroom:.0%} of the {f64['host_available_mb'] / 1e3:.1f} GB available; "
-              "float32 needs about "
-              f"{f32['host_need_mb'] / 1e3:.1f} GB")
+              f"float32 needs about {f32['host_need_mb'] / 1e3:.1f} GB")
     return torch.float32, {**f32, "choice": reason, "float64": f64}
 
 

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.baseline replay``: one module at a time rebuilt from its weights, run on
-each recorded device input and compared with the recorded device output (its local error)."""
+"""``python -m ascendbench.baseline replay``: each module re-run on its recorded device inputs."""
 
 from __future__ import annotations
 

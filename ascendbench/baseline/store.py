@@ -1,5 +1,4 @@
-"""The on-disk cache of references (layout: docs/accuracy.md): one directory per key, its files
-checked on read against the digests in ``meta.json``; ``<key>.lock`` and its owner file."""
+"""The on-disk reference cache (docs/accuracy.md): a directory per key, checked on read."""
 
 from __future__ import annotations
 

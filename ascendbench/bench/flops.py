@@ -1,5 +1,4 @@
-"""FLOPs of one call (``FlopCounterMode``), formulas for CPU flash attention and Ascend's
-``npu_fusion_attention``; heavy operators without a formula are listed (docs/performance.md)."""
+"""FLOPs of one call (``FlopCounterMode``, plus CPU flash and Ascend fused attention formulas)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Per-phase timing of one pipeline call (text encoding, each step, VAE decode) by device events
-stamped inside the call (host clock on the CPU): nothing in the call waits for the device."""
+"""Per-phase timing of a pipeline call by device events stamped inside it (no waits)."""
 
 from __future__ import annotations
 

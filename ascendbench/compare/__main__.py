@@ -1,5 +1,4 @@
-"""``python -m ascendbench.compare REF CAND``: two saved outputs judged by the metric suite and
-rules a job would compose (the numbers equal a job's); ``--atol``/``--rtol`` judge allclose."""
+"""``python -m ascendbench.compare REF CAND``: two saved outputs judged as a job judges."""
 
 from __future__ import annotations
 

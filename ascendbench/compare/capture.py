@@ -1,5 +1,4 @@
-"""The inputs and outputs of sampled module calls, for the replay reference: arguments as a JSON
-skeleton naming its tensors; with ``spill`` each call goes to its own file as it finishes."""
+"""Inputs and outputs of sampled module calls for the replay (JSON skeletons naming tensors)."""
 
 from __future__ import annotations
 

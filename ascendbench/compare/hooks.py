@@ -1,5 +1,4 @@
-"""Forward hooks capturing what modules produce (tensors, or statistics in completion order), keyed
-``<module>#<call>[/<index>]``; the device capture kept for a later ``baseline.source`` run."""
+"""Forward hooks capturing what modules produce (tensors or stats), keyed ``<module>#<call>``."""
 
 from __future__ import annotations
 

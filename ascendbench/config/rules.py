@@ -319,8 +319,7 @@ def job_part(cfg: DictConfig) -> DictConfig:
 
 def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
                     folders: list[Path] | None = None) -> list[str]:
-    """Every problem the job would reject from this config alone (``choices``/``folders``:
-    the running job's by default)."""
+    """Every problem the job would reject from this config alone (defaults: the running job's)."""
     job = job_part(cfg)
     problems = target_problems(job)[0]  # loaders of pickles: refused, wherever they come from
     try:

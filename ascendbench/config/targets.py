@@ -22,8 +22,8 @@ PICKLE_LOADERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pi
 
 
 def target_nodes(node: Any, path: str = "", deep: bool = True) -> Iterator[tuple[str, DictConfig]]:
-    """Every ``(dotted path, node)`` with a ``_target_``, depth first (``deep=False``: not
-    below a ``_recursive_: false`` node, whose class builds those itself)."""
+    """Every ``(dotted path, node)`` with a ``_target_``, depth first (``deep=False``: not below
+    ``_recursive_: false``, whose class builds those)."""
     if isinstance(node, (DictConfig, ListConfig)) and (node._is_none() or node._is_missing()):
         return
     if isinstance(node, DictConfig):

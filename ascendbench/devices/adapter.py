@@ -70,9 +70,8 @@ SETUP: dict[str, Callable[[DeviceAdapter], None]] = {"cuda": _setup_cuda, "npu":
 
 @dataclass(eq=False)
 class DeviceAdapter:
-    """A device of type ``cpu``, ``cuda`` or ``npu``: timing sync, events, memory and identity.
-    Its fields are the keys of ``conf/device/*.yaml`` (docs/devices.md); building it applies them
-    and loads the device runtime (:class:`DeviceUnavailableError` if missing or deviceless)."""
+    """A ``cpu``, ``cuda`` or ``npu`` device: sync, events, memory, identity; its fields are the
+    keys of ``conf/device/*.yaml``; building it applies them and loads the runtime (or raises)."""
 
     name: str
     index: int = 0

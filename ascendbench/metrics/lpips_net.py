@@ -1,5 +1,4 @@
-"""LPIPS (Zhang et al., 2018) through the ``lpips`` package, strictly offline: without its backbone
-file in ``$TORCH_HOME`` it is skipped with the reason, never downloaded (docs/accuracy.md)."""
+"""LPIPS through ``lpips``, strictly offline: no backbone in ``$TORCH_HOME``, no LPIPS (skipped)."""
 
 from __future__ import annotations
 

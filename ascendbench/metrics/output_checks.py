@@ -257,9 +257,8 @@ def _against_reference(device: dict[str, Any], reference: dict[str, Any]) -> Non
 def output_checks(outputs: Mapping[str, torch.Tensor], task: Any, weights: Mapping[str, Any] | None,
                   rules: Mapping[str, Any] | None = None,
                   reference: Mapping[str, torch.Tensor] | None = None) -> dict[str, dict[str, Any]]:
-    """``output_nonfinite`` of each floating-point output (judged), ``output_out_of_range_ratio``
-    where the task declares a range and the picture checks of its 4-D and 5-D outputs: judged for
-    loaded ``weights`` and ``task.natural_outputs`` unless the ``reference`` fails them too."""
+    """``output_nonfinite`` (judged), ``output_out_of_range_ratio`` and the picture checks: judged
+    for loaded ``weights`` and natural outputs unless the ``reference`` fails them too."""
     rules, random = rules or {}, (weights or {}).get("kind") == "random-init"
     natural = getattr(task, "natural_outputs", False)
     reason = NOT_JUDGED if random else None if natural else NOT_NATURAL

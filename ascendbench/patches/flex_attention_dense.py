@@ -222,8 +222,7 @@ def _targets_found(patch: FlexAttentionDense, target: Any) -> str | None:
                  "callables.",
 )
 class FlexAttentionDense(Patch):
-    """Replace flex_attention / create_block_mask with dense drop-ins: instance attributes
-    (``attention_attrs``, ``block_mask_attrs`` of ``module_classes``), dotted ``functions``."""
+    """Replace flex_attention / create_block_mask (attributes, dotted ``functions``) by dense."""
 
     def __init__(self, attention_attrs: Sequence[str] = ("flex_attention",),
                  block_mask_attrs: Sequence[str] = ("create_block_mask",),

@@ -1,5 +1,4 @@
-"""The ``+tracking=mlflow`` Hydra callback: each job's record logged as an MLflow run when it ends;
-a failure is one warning (traceback in the job log), the job's record and status unchanged."""
+"""The ``+tracking=mlflow`` callback: a run per job record; a failure only warns."""
 
 from __future__ import annotations
 

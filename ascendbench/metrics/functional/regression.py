@@ -1,5 +1,4 @@
-"""Element-wise regression metrics of a device tensor against a reference (docs/accuracy.md), from
-partial sums of flat chunks converted to float64 one at a time (never a whole float64 copy)."""
+"""Element-wise regression metrics from float64 partial sums of flat chunks (no whole copy)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ DEFAULT_CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class ErrorTolerances:
-    """``eps`` pads ``|ref|``; ``atol``/``rtol``: allclose's; references below ``small_value``
-    are judged absolutely (``small_value_atol``, ``small_value_bound``)."""
+    """``eps`` pads ``|ref|``; ``atol``/``rtol``: allclose's; below ``small_value``: absolute."""
 
     eps: float = 1e-6
     atol: float = 1e-5
