@@ -1,5 +1,4 @@
-"""A float64 CPU reference whose memory is bounded without changing its math: convolutions in tiles
-of output positions, attention in chunks of query rows (the same sums, so the same result)."""
+"""A float64 CPU reference in bounded memory, same math: tiled convolutions, chunked attention."""
 
 from __future__ import annotations
 

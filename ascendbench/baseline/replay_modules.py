@@ -1,5 +1,4 @@
-"""Which modules the replay re-runs, and how its process rebuilds each: built on ``meta``, its
-tensors from the checkpoint (``original``) or the float32 copy the job exported (``exported``)."""
+"""The modules the replay re-runs, rebuilt on ``meta`` with checkpoint or exported tensors."""
 
 from __future__ import annotations
 

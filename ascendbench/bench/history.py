@@ -1,5 +1,4 @@
-"""A workload's earlier run medians on this host (``bench.history``), named by its key's digest:
-data (docs/performance.md); a link, FIFO, oversized, unparsable or foreign file is set aside."""
+"""A workload's earlier run medians on this host (``bench.history``); a bad file is set aside."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Peak dense TFLOP/s of a device for a dtype (``conf/device/peak/``: exact ``names``, else the
-longest ``match``; ``derive``: cores x MACs/cycle x 2 x clock from CANN's platform file)."""
+"""Peak dense TFLOP/s of a device and dtype (``conf/device/peak/``, or derived from CANN's ini)."""
 
 from __future__ import annotations
 

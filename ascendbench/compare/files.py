@@ -1,5 +1,4 @@
-"""Saved outputs read back as named tensors, whatever wrote them: safetensors, npy, pt (weights
-only), images ``[1, C, H, W]`` and videos or frame folders ``[1, C, T, H, W]`` in ``[-1, 1]``."""
+"""Saved outputs read back as named tensors: safetensors, npy, pt, images, videos, frame folders."""
 
 from __future__ import annotations
 

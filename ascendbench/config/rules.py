@@ -1,5 +1,4 @@
-"""What a schema type cannot say (``max_iters >= min_iters``, positive sizes, untyped keys keeping
-their option file's type...), checked on the composed config before a job, every problem at once."""
+"""What a schema type cannot say, checked on the composed config before a job, all at once."""
 
 from __future__ import annotations
 

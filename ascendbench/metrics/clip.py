@@ -1,5 +1,4 @@
-"""The CLIP score of the job's prompt and its image or video outputs (``metric.clip``): per frame
-``100 x max(cos(image, text), 0)`` of a local CLIPModel (Hessel et al. 2021; docs/accuracy.md)."""
+"""The CLIP score of the prompt and the image/video outputs (``metric.clip``; Hessel 2021)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The ``diffusers_attention_backend`` patch: a diffusers model on a named attention backend
-through diffusers' dispatcher, only where diffusers' contract holds (docs/devices.md)."""
+"""The ``diffusers_attention_backend`` patch: a named backend where diffusers' contract holds."""
 
 from __future__ import annotations
 

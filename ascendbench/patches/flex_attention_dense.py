@@ -1,5 +1,4 @@
-"""The ``flex_attention_dense`` patch: flex_attention + create_block_mask as dense-mask SDPA with
-plain operators (flex_attention needs Triton, which Ascend NPUs lack); docs/videoflextok.md."""
+"""The ``flex_attention_dense`` patch: flex attention as dense SDPA (Ascend NPUs lack Triton)."""
 
 from __future__ import annotations
 
