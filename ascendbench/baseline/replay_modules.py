@@ -57,9 +57,8 @@ def replay_patterns(cfg: Any) -> list[str]:
 
 @dataclass
 class ModuleSpec:
-    """How the replay process rebuilds one module (sent as JSON): ``component`` (``""``: the model)
-    from ``class_path`` and ``config``, the submodule at ``path``, tensors from ``files``
-    (``[{file, keys: {module key: file key}}]``) and ``exported``."""
+    """How the replay process rebuilds a module (JSON): ``component`` (``""``: the model) from
+    ``class_path``, ``config``; the submodule ``path``; tensors from ``files`` or ``exported``."""
 
     name: str
     component: str

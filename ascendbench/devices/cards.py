@@ -1,5 +1,4 @@
-"""Cards claimed by this process: an exclusive ``flock(2)`` per card (shell scripts interlock),
-held until exit; ``CardPool`` claims here, the device stage asks :func:`card_refusal`."""
+"""Cards claimed by this process: a ``flock(2)`` per card, held until exit (``CardPool``)."""
 
 from __future__ import annotations
 

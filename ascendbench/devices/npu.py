@@ -1,5 +1,4 @@
-"""The Ascend chip a job runs on: card, ACL_PRECISION_MODE, internal formats, cube figures and
-``npu-smi info`` facts (the torch_npu sources: docs/devices.md, "Ascend specifics")."""
+"""The Ascend chip a job runs on: card, precision mode, formats, cube figures, npu-smi facts."""
 
 from __future__ import annotations
 

@@ -142,9 +142,8 @@ def grey(frame: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:
 
 
 def spectral_exponent(frame: torch.Tensor, bins: int = 12) -> Spectrum:
-    """``alpha`` of an ``[H, W]`` grey frame: a least-squares line through log mean power per
-    log-spaced band from 2 cycles per frame to 0.4 cycles per pixel, after removing the mean and a
-    Hann window. Natural images read about 2, white noise 0; a flat frame NaN."""
+    """``alpha`` of an ``[H, W]`` grey frame: least squares on log band power from 2 cycles/frame
+    to 0.4 cycles/pixel (mean removed, Hann window); natural images ~2, white noise 0, flat NaN."""
     height, width = frame.shape
     window = torch.outer(torch.hann_window(height, periodic=False),
                          torch.hann_window(width, periodic=False))
@@ -170,9 +169,8 @@ def spectral_exponent(frame: torch.Tensor, bins: int = 12) -> Spectrum:
 
 
 def outlier_scores(step: Sequence[float], skip: Sequence[float], floor: float) -> list[float]:
-    """Per interior frame ``min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), floor)`` from the changes
-    one (``step``) and two (``skip``) frames apart: ~0.5 for smooth motion, ~1 for independent
-    frames, large for a frame that jumps away and back (a flash, or alternating frames)."""
+    """Per interior frame ``min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), floor)`` (``step``: one
+    apart, ``skip``: two): ~0.5 smooth motion, ~1 independent frames, large: flash, alternation."""
     return [min(step[t], step[t + 1]) / max(skip[t], floor) for t in range(len(skip))]
 
 
