@@ -1,5 +1,4 @@
-"""The reference run (the task on CPU in the reference precision, layers hooked) and the work of
-``python -m ascendbench.baseline -``: rebuild, check weights and inputs, run, cache (exit 2)."""
+"""The reference run (CPU, reference precision, layers hooked) of the baseline child process."""
 
 from __future__ import annotations
 

@@ -237,8 +237,7 @@ def _import_order(name: str) -> dict[str, Any]:
 
 
 def _check_in_force(runtime: Any, env: Mapping[str, str]) -> None:
-    """A ``device.env`` value the runtime of this process did not start with cannot apply (the
-    allocator reads PYTORCH_NPU_ALLOC_CONF once, the card list holds from the first card on)."""
+    """A ``device.env`` value the runtime did not start with cannot apply (it reads them once)."""
     if runtime is None:
         return
     started = _STARTED_WITH.setdefault(runtime, dict(os.environ))

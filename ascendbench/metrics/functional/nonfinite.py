@@ -1,5 +1,4 @@
-"""The NaN/Inf agreement rule every metric, check and verdict follows (docs/accuracy.md): finite
-pairs carry the statistics, both NaN or the same infinity agree, anything else is a mismatch."""
+"""The NaN/Inf rule of every metric: both NaN or one infinity agree; anything else mismatches."""
 
 from __future__ import annotations
 
