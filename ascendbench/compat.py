@@ -133,8 +133,7 @@ def ascendbench_requirements(requires: list[str] | None = None,
 
 def report(lookup: VersionLookup | None = None,
            requires: Callable[[], list[str] | None] = lambda: None) -> int:
-    """Print the floors and requirements; 2: a floor not met, 1: another requirement missing or
-    too old (a job would fail importing it; without imageio-ffmpeg mp4s are skipped), else 0."""
+    """Print floors and requirements; 2: a floor unmet, 1: another missing or too old, else 0."""
     lookup = lookup or installed_version
     for floor in FLOORS:
         found = lookup(floor.name)

@@ -66,9 +66,8 @@ def _plain(node: Any) -> Any:
 
 @dataclass(frozen=True)
 class Precision:
-    """The numeric contract of one job: ``name`` (device dtype), ``requested`` (``auto`` or a
-    name), ``atol``/``rtol``/``tolerances`` (allclose, msprobe's small values), ``rules`` (the
-    dtype's thresholds under ``model.thresholds``), ``reference`` (CPU dtype; None: none)."""
+    """The numeric contract of a job: device dtype ``name`` (``requested``: auto or a name),
+    allclose ``atol``/``rtol``, small-value ``tolerances``, verdict ``rules``, ``reference`` dtype."""
 
     name: str
     requested: str

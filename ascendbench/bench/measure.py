@@ -46,9 +46,8 @@ def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
                      history=workload.history if enabled else None)
     result = loop.run(call, timer)
     section = result.to_dict(workload.items_per_call, workload.unit)
-    median = result.latency.median_ms
-    section["flops"] = _flops(call, adapter, bench_cfg, median, dtype=workload.dtype,
-                              enabled=enabled)
+    section["flops"] = _flops(call, adapter, bench_cfg, result.latency.median_ms,
+                              dtype=workload.dtype, enabled=enabled)
     return result, section
 
 
