@@ -63,12 +63,6 @@ def bound_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
-def _source_key(bench: DictConfig, key: str) -> str:
-    """``preset.<key>`` while ``bench.<key>`` is the shipped ``${preset.<key>}``, else itself."""
-    raw = bench._get_node(key)._value() if key in bench else None  # the unresolved value
-    return f"preset.{key}" if raw == "${preset." + key + "}" else f"bench.{key}"
-
-
 def budget_problems(cfg: DictConfig) -> list[str]:
     """The timing budget as the bench loop reads it (``bench.*``, by default the preset's)."""
     bench = cfg.get("bench")
@@ -76,7 +70,10 @@ def budget_problems(cfg: DictConfig) -> list[str]:
         return []
     keys = ("warmup", "iters", "min_iters", "max_iters", "min_time_s", "max_time_s", "precision")
     value = {key: number(bench.get(key)) for key in keys}
-    name = {key: _source_key(bench, key) for key in keys}
+    raw = {key: bench._get_node(key)._value() if key in bench else None for key in keys}
+    # ``preset.<key>`` while ``bench.<key>`` is the shipped (unresolved) ``${preset.<key>}``
+    name = {key: f"preset.{key}" if raw[key] == "${preset." + key + "}" else f"bench.{key}"
+            for key in keys}
     rules = [("warmup", value["warmup"] is None or value["warmup"] >= 0, "an integer >= 0"),
              ("precision", value["precision"] is None or 0 < value["precision"] < 1,
               "a ratio > 0 and < 1 (e.g. 0.01: the median's 95% CI within 1%), or null to stop "

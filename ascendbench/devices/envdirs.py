@@ -1,5 +1,4 @@
-"""Directories of ``ASCEND_CACHE_PATH``, ``ASCEND_WORK_PATH``, ``ASCEND_PROCESS_LOG_PATH``, made
-before ``torch_npu`` loads: CANN fails with error 500001, naming no variable, if one is missing."""
+"""The ``ASCEND_*_PATH`` directories, made before torch_npu loads (CANN's 500001 names none)."""
 
 from __future__ import annotations
 
