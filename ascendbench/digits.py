@@ -1,5 +1,4 @@
-"""Printing a judged value with the digits its comparison needs (``0.99989`` is not ``0.9999``
-beside ``>= 0.9999``), percent metrics as percentages. No pandas: the job summary imports this."""
+"""Judged values with the digits a rule needs (0.99989 is no 0.9999); no pandas (job summary)."""
 
 from __future__ import annotations
 

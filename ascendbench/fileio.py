@@ -1,5 +1,4 @@
-"""Atomic file writes (temporary file, fsync, ``os.replace``; a failure is an ``OutputWriteError``
-naming the file) and reads of regular files only, never through a link (nor a dir holding one)."""
+"""Atomic writes (fsync, ``os.replace``; OutputWriteError names the file); link-free reads."""
 
 from __future__ import annotations
 

@@ -324,9 +324,9 @@ def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
         return [*problems, f"the config does not resolve: {one_line(exc)}"]
     running, running_folders = None, []  # the running Hydra job's choices and folders, if any
     if choices is None and HydraConfig.initialized():
-        runtime = HydraConfig.get().runtime
-        running = OmegaConf.to_container(runtime.choices)
-        running_folders = [Path(s.path) for s in runtime.config_sources if s.schema == "file"]
+        hydra_run = HydraConfig.get().runtime
+        running = OmegaConf.to_container(hydra_run.choices)
+        running_folders = [Path(s.path) for s in hydra_run.config_sources if s.schema == "file"]
     roots = [config_dir(), *(running_folders if folders is None else folders)]
     problems += type_problems(job, choices if choices is not None else running, roots)
     problems += [problem for rule in RULES for problem in rule(job)]
