@@ -1,6 +1,5 @@
-"""The oldest torch and diffusers ascendbench supports, checked at start-up from the distributions'
-metadata before either is imported (docs/devices.md); ``python -m ascendbench.compat`` prints
-every floor and requirement with the version found."""
+"""The oldest torch and diffusers supported, checked at start-up from metadata before either is
+imported; ``python -m ascendbench.compat`` prints each floor and requirement with its version."""
 
 from __future__ import annotations
 
@@ -61,10 +60,8 @@ def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None
 
 def older_than(found: str, minimum: str) -> bool:
     """True when release ``found`` is older than ``minimum`` (an unparsable one is not judged).
-
     >>> older_than("2.0.1+cpu", "2.1"), older_than("2.1.0a0+git1234", "2.1")
-    (True, False)
-    """
+    (True, False)"""
     try:
         return Version(found).release < Version(minimum).release
     except InvalidVersion:
@@ -85,9 +82,7 @@ def floor_problem(floor: Floor, found: str | None) -> str | None:
 
 
 def require_supported(lookup: VersionLookup | None = None) -> None:
-    """Raise :class:`UnsupportedVersionError` when torch or diffusers is missing or below its floor.
-    Args:
-        lookup: distribution name -> installed version; default :func:`installed_version`."""
+    """Raise UnsupportedVersionError when torch or diffusers is missing or below its floor."""
     lookup = lookup or installed_version
     problems = [p for p in (floor_problem(f, lookup(f.name)) for f in FLOORS) if p]
     if problems:
@@ -116,8 +111,7 @@ def exit_if_unsupported(lookup: VersionLookup | None = None) -> None:
 
 def ascendbench_requirements(requires: list[str] | None = None,
                              lookup: VersionLookup | None = None) -> list[tuple[Requirement, str]]:
-    """(requirement, ``ok`` | ``MISSING`` | ``TOO OLD``) of each requirement without an extra;
-    default: the installed ascendbench's (none when it is not installed as a distribution)."""
+    """(requirement, ``ok`` | ``MISSING`` | ``TOO OLD``) of each non-extra requirement."""
     if requires is None:
         try:
             requires = md.requires("ascendbench") or []
@@ -139,9 +133,7 @@ def ascendbench_requirements(requires: list[str] | None = None,
 
 def report(lookup: VersionLookup | None = None,
            requires: Callable[[], list[str] | None] = lambda: None) -> int:
-    """Print the floors and ascendbench's requirements; 2 when a floor is not met, 1 when another
-    requirement is missing or too old (a job would fail importing it; imageio-ffmpeg aside: mp4
-    files are then skipped with a warning), else 0."""
+    """Print floors and requirements; 2: a floor unmet, 1: another missing or too old, else 0."""
     lookup = lookup or installed_version
     for floor in FLOORS:
         found = lookup(floor.name)

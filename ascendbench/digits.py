@@ -1,5 +1,4 @@
-"""Printing a judged value with the digits its comparison needs (``0.99989`` is not ``0.9999``
-beside ``>= 0.9999``), percent metrics as percentages. No pandas: the job summary imports this."""
+"""Judged values with the digits a rule needs (0.99989 is no 0.9999); no pandas (job summary)."""
 
 from __future__ import annotations
 
@@ -15,14 +14,12 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u20
 
 
 def printable(text: str) -> str:
-    """``text`` with its control characters escaped (``\\x1b``, ``\\u202e``): record text cannot
-    retitle or clear a terminal, reorder a line or make a file binary."""
+    """``text`` with control characters escaped: record text cannot drive a terminal."""
     return _CONTROL.sub(lambda match: ascii(match.group())[1:-1], text)
 
 
 def figure(value: Any, digits: int = 4) -> str:
-    """``value`` with ``digits`` significant digits; a large float in plain digits (``11250``, not
-    ``1.125e+04``); ``n/a`` for None."""
+    """``value`` to ``digits`` significant digits, large floats in plain digits; None: ``n/a``."""
     if isinstance(value, float):
         text = f"{value:.{digits}g}"
         return f"{value:.0f}" if "e+" in text and abs(value) < 1e12 else text
@@ -43,8 +40,7 @@ def _side(value: float, bound: float) -> int:
 def bounds_of(entry: Mapping[str, Any]) -> list[float]:
     """The bounds a metric entry was judged by: ``threshold``, the rule text's number, ``warn``.
     >>> bounds_of({"threshold": 0.9999, "rule": ">= 0.9999"}), bounds_of({"rule": "<= 0.001"})
-    ([0.9999], [0.001])
-    """
+    ([0.9999], [0.001])"""
     match = _RULE.match(str(entry["rule"])) if entry.get("rule") is not None else None
     rule = float(match.group("bound")) if match else None
     found: list[float] = []
@@ -58,8 +54,7 @@ def bounds_of(entry: Mapping[str, Any]) -> list[float]:
 def honest(value: float, bounds: Iterable[float] = (), digits: int = 4) -> str:
     """``value`` with at least ``digits`` significant digits, more where fewer would cross a bound.
     >>> honest(0.99989, [0.9999]), honest(0.99989, [0.99]), honest(0.0010004, [0.001])
-    ('0.99989', '0.9999', '0.0010004')
-    """
+    ('0.99989', '0.9999', '0.0010004')"""
     bounds = [b for b in bounds if b is not None and math.isfinite(b)]
     if not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -79,8 +74,7 @@ def is_percent(metric: str) -> bool:
 def percent_rule(rule: Any) -> str:
     """``<= 0.01`` -> ``<= 1%`` (any other text unchanged).
     >>> percent_rule("<= 0.01")
-    '<= 1%'
-    """
+    '<= 1%'"""
     match = _RULE.match(str(rule)) if rule is not None else None
     if not match:
         return str(rule)
@@ -90,8 +84,7 @@ def percent_rule(rule: Any) -> str:
 def judged_value(metric: str, entry: Mapping[str, Any], digits: int = 4) -> str:
     """A metric entry's value as text: honest digits against its bounds, in % for percent metrics.
     >>> judged_value("video/mean_rel_err", {"value": 0.0733, "rule": "<= 0.01"})
-    '7.33%'
-    """
+    '7.33%'"""
     value = number(entry.get("value"))
     if value is None:
         return str(entry.get("value"))

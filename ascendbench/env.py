@@ -36,8 +36,7 @@ def _git(args: list[str], cwd: Path) -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def source_revision() -> dict[str, Any]:
-    """ascendbench's git revision and whether tracked files of its checkout changed (``None``
-    for an installed package or without git)."""
+    """ascendbench's git revision and dirty flag (``None``: installed, or no git)."""
     root = Path(ascendbench.__file__).resolve().parent.parent
     if not (root / ".git").exists():
         return {"git_revision": None, "git_dirty": None}
@@ -81,8 +80,7 @@ def _pretty_env_info() -> str:
 
 
 def collect_env_text(timeout_s: float = COLLECT_ENV_TIMEOUT_S) -> str:
-    """The collect_env report under a header, or the header and why there is none (it raised, or
-    still runs after ``timeout_s`` in its daemon thread); never an error."""
+    """The collect_env report under a header, or why there is none (raised, timed out)."""
     found: dict[str, str] = {}
 
     def collect() -> None:

@@ -1,5 +1,4 @@
-"""Atomic file writes (temporary file, fsync, ``os.replace``; a failure is an ``OutputWriteError``
-naming the file) and reads of regular files only, never through a link (nor a dir holding one)."""
+"""Atomic writes (fsync, ``os.replace``; OutputWriteError names the file); link-free reads."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ def default_mode() -> int:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
-    """Yield a temporary path next to ``path`` (its directory made if missing); on a clean exit it
-    is synced and renamed onto it with ``mode`` (``None``: :func:`default_mode`)."""
+    """A temporary path beside ``path``, synced and renamed onto it (``mode``) on clean exit."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,8 +51,7 @@ def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterat
 
 
 def links_inside(directory: str | os.PathLike[str], depth: int = 3) -> list[Path]:
-    """The symbolic links in ``directory`` and its subdirectories ``depth`` levels down (none
-    followed): where a write below it would leave it (a copied job dir's ``tensors -> /etc``)."""
+    """Symbolic links ``depth`` levels below ``directory`` (unfollowed): where writes escape."""
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -89,16 +86,14 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, mode: int | No
     """Write ``data`` (text as UTF-8) to ``path`` atomically (see :func:`atomic_path`); ``path``.
     >>> import tempfile, pathlib
     >>> write_atomic(pathlib.Path(tempfile.mkdtemp()) / "a" / "note.txt", "hello").read_text()
-    'hello'
-    """
+    'hello'"""
     with atomic_path(path, mode) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else bytes(data))
     return Path(path)
 
 
 def open_regular(path: str | os.PathLike[str], follow: bool = True) -> int:
-    """Open ``path`` for reading only when it is a regular file, without blocking; the descriptor.
-    Anything else is an :class:`OSError` (``EINVAL``); ``follow=False`` refuses a link too."""
+    """A descriptor of ``path`` if a regular file (no blocking), else OSError (``follow``: link)."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
     fd = os.open(path, flags | (0 if follow else getattr(os, "O_NOFOLLOW", 0)))
     try:

@@ -1,5 +1,4 @@
-"""One precision per job (:class:`Precision`): the device dtype, its tolerances and verdict rules,
-the reference dtype; built from the dtype option, ``model.thresholds``, ``baseline.reference``."""
+"""One precision per job: the device dtype, its tolerances and rules, the reference dtype."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
     """The reference precision under ``baseline.reference`` before memory is considered: ``auto``
     is float64 (float32 only when float64 does not fit), ``same`` the device's own dtype.
     >>> reference_dtype("auto", torch.bfloat16), reference_dtype("same", torch.bfloat16)
-    (torch.float64, torch.bfloat16)
-    """
+    (torch.float64, torch.bfloat16)"""
     if choice not in REFERENCE_CHOICES:
         raise ConfigError(
             f"baseline.reference={choice!r} is not allowed; use one of "
@@ -68,12 +66,8 @@ def _plain(node: Any) -> Any:
 
 @dataclass(frozen=True)
 class Precision:
-    """The numeric contract of one job.
-    Attributes:
-        name: the device dtype's name; ``requested``: what the user asked for (``auto`` or a name).
-        atol, rtol, tolerances: the dtype option's allclose tolerances, msprobe's small-value rule.
-        rules: verdict rules by metric: the dtype's thresholds overridden by ``model.thresholds``.
-        reference: the CPU reference dtype (``None``: performance-only run)."""
+    """The numeric contract of a job: device dtype ``name`` (``requested``: auto or a name),
+    allclose ``atol``/``rtol``, small-value ``tolerances``, verdict ``rules``, ``reference``."""
 
     name: str
     requested: str
@@ -85,8 +79,7 @@ class Precision:
 
     @classmethod
     def build(cls, cfg: DictConfig, device_type: str) -> Precision:
-        """The job's precision from ``cfg.dtype`` (``auto`` resolved for ``device_type``),
-        ``model.thresholds`` and ``baseline.reference`` (none with ``baseline.enabled=false``)."""
+        """The job's precision from ``cfg.dtype``, ``model.thresholds``, ``baseline.reference``."""
         option = resolve_dtype_option(cfg.dtype, device_type)
         device = torch_dtype(option.name)
         enabled = cfg.baseline.enabled

@@ -1,2 +1,1 @@
-"""``python -m ascendbench.acceptance device=cpu|cuda|npu`` (``make device-check``): one command
-that proves the harness on whatever device is present (docs/devices.md, "The acceptance run")."""
+"""``python -m ascendbench.acceptance device=...`` (``make device-check``): proves the harness."""

@@ -1,5 +1,4 @@
-"""The acceptance checks; each takes the :class:`Suite` and returns one or more :class:`Check`
-(what each runs and proves: docs/devices.md, "The acceptance run")."""
+"""The acceptance checks: each takes the :class:`Suite`, returns Checks (docs/devices.md)."""
 
 from __future__ import annotations
 
@@ -114,8 +113,7 @@ def _gemm(suite: Suite) -> tuple[Any, Callable[[], torch.Tensor]]:
 
 def plain_loops(adapter: Any, op: Callable[[], Any], iters: int,
                 untimed: int = 0) -> dict[str, float | None]:
-    """Medians (ms) of a synchronized host-clock loop and of a device-event loop (``None`` without
-    events), after ``untimed`` calls (the harness's cold call and warm-ups, matched)."""
+    """Medians (ms) of a synchronized host loop and a device-event loop after ``untimed`` calls."""
     for _ in range(untimed):
         op()
     host, device = [], []
@@ -138,8 +136,7 @@ def plain_loops(adapter: Any, op: Callable[[], Any], iters: int,
 
 def timing_rounds(harness: Callable[[], float], plain: Callable[[], dict[str, float | None]],
                   rounds: int, seed: int = 0) -> dict[str, list[float]]:
-    """Per-round ratios harness / plain (``host``; ``event`` where the plain loop has events), the
-    two in seeded random order: a background load slows both alike, the median ratio cancels it."""
+    """Per-round ratios harness / plain in seeded random order (a load slows both alike)."""
     rng, ratios = random.Random(seed), {"host": [], "event": []}
     for _ in range(rounds):
         got: dict[str, Any] = {}
@@ -169,8 +166,7 @@ def settled(ratios: list[float], band: tuple[float, float] = FIDELITY) -> bool:
 
 def settled_rounds(harness: Callable[[], float], plain: Callable[[], dict[str, float | None]],
                    clock: Callable[[], float] = time.monotonic) -> dict[str, list[float]]:
-    """``TIMING_ROUNDS`` :func:`timing_rounds`, then ``MORE_ROUNDS`` at a time until every clock's
-    ratios are :func:`settled`, ``MAX_ROUNDS`` ran or ``MAX_TIMING_S`` passed."""
+    """Rounds until each clock's ratios are :func:`settled` (or ``MAX_ROUNDS``/``MAX_TIMING_S``)."""
     start, ratios = clock(), timing_rounds(harness, plain, TIMING_ROUNDS)
     while (len(ratios["host"]) < MAX_ROUNDS and clock() - start < MAX_TIMING_S
            and not all(settled(r) for r in ratios.values() if r)):
@@ -191,8 +187,7 @@ def _ratio_check(name: str, ratios: list[float], what: str, detail: str) -> Chec
 
 
 def check_timing(suite: Suite) -> list[Check]:
-    """Harness median / plain loops on the same GEMM, in interleaved rounds: the median ratio
-    inside 0.98-1.02 for the host clock and, where the device has them, device events."""
+    """Harness / plain loop on one GEMM, interleaved: median ratio in 0.98-1.02 per clock."""
     adapter, op = _gemm(suite)
     for _ in range(10):
         op()
@@ -294,8 +289,7 @@ def check_oom_sweep(suite: Suite) -> list[Check]:
 
 
 def check_accuracy(suite: Suite) -> list[Check]:
-    """FLUX.2-small-decoder per dtype and preset against the CPU reference: every job ok, float32
-    PASS, the other verdicts listed."""
+    """FLUX.2-small-decoder per dtype and preset: every job ok, float32 PASS, verdicts listed."""
     sizes = suite.sizes
     args = [f"model={sizes.model}", "dtype=" + ",".join(sizes.dtypes),
             "preset=" + ",".join(sizes.presets), "bench.max_time_s=10", "artifacts.media=false"]
@@ -336,8 +330,7 @@ def _card_args(cards: list[str], n_jobs: int, seeds: int) -> list[str]:
 
 
 def check_cards(suite: Suite) -> list[Check]:
-    """``hydra/launcher=joblib_cards`` over the cards present (two stand-ins on the CPU): each
-    worker on its own card; and two workers on one card refused before any job runs."""
+    """``joblib_cards`` over the cards present: a card per worker; two workers on one refused."""
     if suite.device == "cpu":
         cards = ["0", "1"]
     else:

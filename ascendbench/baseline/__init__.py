@@ -1,2 +1,1 @@
-"""A job's CPU reference ("baseline"), cached by content hash. Imports nothing: the reference
-process blocks torch_npu before torch is first imported."""
+"""A job's CPU reference, cached by content hash; imports nothing (torch_npu is blocked first)."""

@@ -1,6 +1,5 @@
-"""``python -m ascendbench.baseline - | replay``: a job's clean CPU process, its request on stdin.
-It ties its life to the job, then blocks torch_npu before anything imports torch (so
-``ascendbench``, this package and this module import nothing heavy)."""
+"""``python -m ascendbench.baseline - | replay``: a job's clean CPU process (request on stdin),
+tied to the job, blocking torch_npu before anything imports torch (so nothing here is heavy)."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ def watch_parent(parent: int, getppid: Callable[[], int] = os.getppid, interval_
 
 
 def hold_lifeline(environ: dict[str, str] | None = None) -> str:
-    """Die with the job whose pid is in ``ASCENDBENCH_PARENT_PID``: ``pdeathsig`` (Linux), a
-    ``watch`` thread elsewhere, ``none`` when started by hand; exit 3 when the job is gone."""
+    """Die with the job of ``ASCENDBENCH_PARENT_PID`` (pdeathsig, else a thread); exit 3."""
     value = (os.environ if environ is None else environ).get(PARENT_PID_ENV, "")
     if not value.isdigit():
         return "none"

@@ -1,5 +1,4 @@
-"""A float64 CPU reference whose memory is bounded without changing its math: convolutions in tiles
-of output positions, attention in chunks of query rows (the same sums, so the same result)."""
+"""A float64 CPU reference in bounded memory, same math: tiled convolutions, chunked attention."""
 
 from __future__ import annotations
 
@@ -77,8 +76,7 @@ class _ConvGeometry:
 
 
 def tile_shape(out: Sequence[int], positions: int) -> tuple[int, ...]:
-    """Output tile extents of at most ``positions`` positions (at least one row): trailing dims
-    whole while they fit, the first that does not is split, leading dims cut to 1."""
+    """Output tile extents of at most ``positions``: trailing dims whole, one split, rest 1."""
     tile, left = [1] * len(out), max(int(positions), 1)
     for dim in reversed(range(len(out))):
         if out[dim] > left:
@@ -88,20 +86,14 @@ def tile_shape(out: Sequence[int], positions: int) -> tuple[int, ...]:
     return tuple(tile)
 
 
-def _corners(starts: Sequence[range], meta: bool) -> list[tuple[int, ...]]:
-    """Every tile; on meta tensors (an estimate) the first, an interior and the last per dim."""
-    if not meta:
-        return list(itertools.product(*starts))
-    return list(itertools.product(*[sorted({r[0], r[len(r) // 2], r[-1]}) for r in starts]))
-
-
 def _tiled_conv(func: Callable, call: dict[str, Any], geometry: _ConvGeometry,
                 tile: tuple[int, ...], stats: BoundedStats) -> torch.Tensor:
     x, weight = call["input"], call["weight"]
     out = x.new_empty((x.shape[0], weight.shape[0], *geometry.out))
     starts = [range(0, n, t) for n, t in zip(geometry.out, tile, strict=True)]
-    corners = _corners(starts, x.is_meta)
-    for corner in corners:
+    # every tile; on meta tensors (an estimate) the first, an interior and the last per dim
+    spots = [sorted({r[0], r[len(r) // 2], r[-1]}) for r in starts] if x.is_meta else starts
+    for corner in itertools.product(*spots):
         stops = [min(c + t, n) for c, t, n in zip(corner, tile, geometry.out, strict=True)]
         windows = [geometry.window(d, c, s)
                    for d, (c, s) in enumerate(zip(corner, stops, strict=True))]

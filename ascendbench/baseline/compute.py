@@ -1,6 +1,4 @@
-"""The reference run (the task on CPU in the reference precision, layers hooked), and the work of
-``python -m ascendbench.baseline -``: rebuild the model from the request, check it sees the job's
-weights and inputs, run it with progress lines, write the cache (exit 2: an ascendbench error)."""
+"""The reference run (CPU, reference precision, layers hooked) of the baseline child process."""
 
 from __future__ import annotations
 
@@ -67,8 +65,7 @@ def run_reference(module: torch.nn.Module, task: Any, inputs: Mapping[str, torch
 
 def write_entry(store: BaselineStore, request: Mapping[str, Any], run: ReferenceRun,
                 extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Write what ``request`` asked for into the cache (returns its meta); a cache that cannot be
-    written: the outputs go to ``request["uncached"]``, its error in their metadata."""
+    """Cache what ``request`` asked for (its meta); if unwritable, ``request["uncached"]``."""
     meta = {"key": request["key"], "material": request["material"],
             "precision": request["precision"], "seconds": run.seconds,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "bounded": run.bounded, **extra}

@@ -1,5 +1,4 @@
-"""The content hash naming a cached reference: all that changes its outputs (docs/accuracy.md,
-"Cache key"), never the device, the device dtype, run settings or the model's name."""
+"""The content hash naming a cached reference: what changes its outputs (not device or dtype)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The CPU reference's memory: its estimate, the host bytes it needs, and the refusal of a reference
-that would not fit, before anything is allocated."""
+"""The CPU reference's memory estimate, and the refusal of one that would not fit, up front."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ CHILD_PROCESS_BYTES = int(1e9)
 
 @dataclass(frozen=True)
 class HostBudget:
-    """Host memory a CPU reference may plan for: ``headroom`` x ``available`` (``None``: measured
-    now); a child's imports count, and the job's float32 copy unless ``parent_loaded``."""
+    """Host memory a reference may plan for: ``headroom`` x ``available`` (None: measured now)."""
 
     child_process: bool = True
     parent_loaded: bool = False
@@ -103,8 +101,7 @@ def choose_auto_reference(module: torch.nn.Module, task: Any, inputs: Inputs,
     reason = (f"auto: float32, because the float64 reference needs about "
               f"{f64['host_need_mb'] / 1e3:.1f} GB even bounded, more than "
               f"{budget.headroom:.0%} of the {f64['host_available_mb'] / 1e3:.1f} GB available; "
-              "float32 needs about "
-              f"{f32['host_need_mb'] / 1e3:.1f} GB")
+              f"float32 needs about {f32['host_need_mb'] / 1e3:.1f} GB")
     return torch.float32, {**f32, "choice": reason, "float64": f64}
 
 

@@ -1,5 +1,4 @@
-"""A job's clean CPU process (``python -m ascendbench.baseline``): its request on stdin, its
-progress lines followed as the job's heartbeat, its failure explained."""
+"""A job's clean CPU process: request on stdin, progress lines as heartbeat, failures explained."""
 
 from __future__ import annotations
 

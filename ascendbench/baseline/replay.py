@@ -1,5 +1,4 @@
-"""The replay reference (``baseline.reference_mode=replay``; docs/accuracy.md): each chosen module
-re-run alone on the CPU on its recorded device inputs, its local error judged."""
+"""The replay reference (``reference_mode=replay``): each chosen module re-run alone on the CPU."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.baseline replay``: one module at a time rebuilt from its weights, run on
-each recorded device input and compared with the recorded device output (its local error)."""
+"""``python -m ascendbench.baseline replay``: each module re-run on its recorded device inputs."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ CHUNK = 1 << 22  # elements compared at a time: no full-size float64 copy or dif
 
 
 def local_error(reference: torch.Tensor, device: torch.Tensor) -> dict[str, Any]:
-    """``||dev - ref|| / ||ref||`` (``local_rel_err``), max abs error and cosine, in float64,
-    :data:`CHUNK` elements at a time; a device output with NaN/Inf has an infinite error."""
+    """``local_rel_err`` ``||dev - ref|| / ||ref||``, max abs error, cosine, chunked in float64."""
     ref_flat, dev_flat = reference.detach().reshape(-1), device.detach().reshape(-1)
     ref2 = dev2 = diff2 = dot = biggest = 0.0
     nonfinite = 0

@@ -152,8 +152,7 @@ class _EnoughShapes(Exception):
 
 @contextmanager
 def _meta_run_hooks(model: Any, modules: Mapping[str, torch.nn.Module]) -> Iterator[None]:
-    """Stop the meta run at a replayed module's second call; ``sdpa`` attention is ``eager``
-    meanwhile (the sdpa mask reads a value, which meta tensors lack)."""
+    """Stop the meta run at a module's second call; sdpa runs ``eager`` (its mask reads values)."""
     seen: set[str] = set()
 
     def hook(name: str) -> Callable[..., None]:

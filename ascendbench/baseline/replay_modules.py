@@ -1,5 +1,4 @@
-"""Which modules the replay re-runs, and how its process rebuilds each: built on ``meta``, its
-tensors from the checkpoint (``original``) or the float32 copy the job exported (``exported``)."""
+"""The modules the replay re-runs, rebuilt on ``meta`` with checkpoint or exported tensors."""
 
 from __future__ import annotations
 
@@ -58,9 +57,8 @@ def replay_patterns(cfg: Any) -> list[str]:
 
 @dataclass
 class ModuleSpec:
-    """How the replay process rebuilds one module (sent as JSON): ``component`` (``""``: the model)
-    from ``class_path`` and ``config``, the submodule at ``path``, tensors from ``files``
-    (``[{file, keys: {module key: file key}}]``) and ``exported``."""
+    """How the replay process rebuilds a module (JSON): ``component`` (``""``: the model) from
+    ``class_path``, ``config``; the submodule ``path``; tensors from ``files`` or ``exported``."""
 
     name: str
     component: str

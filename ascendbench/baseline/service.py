@@ -1,5 +1,4 @@
-"""A job's CPU reference: from the cache (verified; one that does not verify is recomputed), or
-computed once under a file lock, in a clean child process or in-process."""
+"""A job's CPU reference: from the cache (verified, else recomputed) or computed under a lock."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ UNCACHED = "reference-uncached.safetensors"  # in the job dir: a reference the c
 
 @dataclass
 class ReferenceQuery:
-    """What one job's reference is computed from (``weights``, ``inputs_info``: the record's;
-    ``module``: the job's float32 model) and where it is cached; the child logs to ``log_dir``."""
+    """A job's reference: the record's ``weights``, ``inputs_info``, the float32 ``module``."""
 
     cfg: DictConfig
     task: Any

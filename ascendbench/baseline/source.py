@@ -1,6 +1,5 @@
-"""A saved run as the reference (``baseline.source``; docs/accuracy.md): data written by someone
-else, proven to be this job's workload, its files inside its directory and matching its record, and
-fit to judge. A bare tensors file carries no workload: only names and shapes are checked."""
+"""A saved run as the reference (``baseline.source``; docs/accuracy.md): data written elsewhere,
+proven to be this workload and fit to judge; a bare tensors file: only names and shapes checked."""
 
 from __future__ import annotations
 
@@ -279,8 +278,7 @@ def _read_tensors(run: SavedRun) -> dict[str, torch.Tensor]:
 
 
 def _check_inputs(run: SavedRun) -> None:
-    """The saved run's inputs file holds the inputs its record names: a record edited to another
-    seed, its inputs block copied from an honest run, does not pass the workload check."""
+    """The inputs file holds the inputs the record names (an edited seed does not pass)."""
     inputs = run.record.get("inputs") or {}
     recorded = {name: entry.get("sha256") for name, entry in inputs.items()
                 if isinstance(entry, Mapping) and entry.get("sha256")}

@@ -1,5 +1,4 @@
-"""The on-disk cache of references (layout: docs/accuracy.md): one directory per key, its files
-checked on read against the digests in ``meta.json``; ``<key>.lock`` and its owner file."""
+"""The on-disk reference cache (docs/accuracy.md): a directory per key, checked on read."""
 
 from __future__ import annotations
 
@@ -178,8 +177,7 @@ class BaselineStore:
         self.write_meta(key, {**meta, DIGESTS: {**meta[DIGESTS], path.name: digest}})
 
     def read_meta(self, key: str) -> dict[str, Any]:
-        """The ``meta.json`` of ``key``, whole and its own; ``FileNotFoundError`` for a plain miss
-        (no meta, no outputs), :class:`DamagedEntry` for anything else."""
+        """``key``'s whole ``meta.json``; FileNotFoundError: a plain miss, else DamagedEntry."""
         path = self.entry(key) / META
         if not path.is_file():
             if (self.entry(key) / OUTPUTS).exists():
@@ -282,8 +280,7 @@ class BaselineStore:
     @contextmanager
     def lock(self, key: str, timeout_s: float,
              owner: Mapping[str, Any] | None = None) -> Iterator[LockWait]:
-        """Hold ``<key>.lock`` (negative ``timeout_s``: for ever), naming the holder in its owner
-        file; a waiting job logs who holds it, then a heartbeat."""
+        """Hold ``<key>.lock`` (``timeout_s`` < 0: for ever), naming the holder in a file."""
         lock = FileLock(str(self.root / f"{key}.lock"))
         try:  # created here: a place that cannot hold it would read as a lock held for ever
             self.root.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,4 @@
-"""The timing budget (``bench.*``), the rule that ends the timed loop and the rule that ends the
-warm-up (docs/performance.md "When the timed loop stops", "How one call is timed")."""
+"""The timing budget (``bench.*``) and the rules that end the timed loop and the warm-up."""
 
 from __future__ import annotations
 
@@ -135,8 +134,7 @@ class StopRule:
         return Interval.of(self.samples, self.earlier)
 
     def judge(self) -> str | None:
-        """``precision`` (the interval is within it), ``runs`` (only the earlier runs' spread keeps
-        it wider), or None; only with ``precision`` set and every block full."""
+        """``precision`` (interval within it), ``runs`` (only earlier runs widen it) or None."""
         if self.budget.precision is None or len(self.samples) < BLOCKS * STOP_BLOCK_CALLS:
             return None
         self.disturbed = True

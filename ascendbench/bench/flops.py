@@ -1,6 +1,4 @@
-"""FLOPs of one call with ``torch.utils.flop_counter.FlopCounterMode``, plus formulas for the CPU
-flash-attention kernel and Ascend's ``npu.npu_fusion_attention``; a dispatch mode under the counter
-lists the heavy operators that ran without a formula (docs/performance.md)."""
+"""FLOPs of one call (``FlopCounterMode``, plus CPU flash and Ascend fused attention formulas)."""
 
 from __future__ import annotations
 
@@ -33,8 +31,7 @@ def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[in
     """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA
     count), from the shapes ``FlopCounterMode`` passes and ``head_num``, ``input_layout``.
     >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
-    16777216
-    """
+    16777216"""
     named = {**dict(zip(("head_num", "input_layout"), args, strict=False)),
              **{k: kwargs[k] for k in ("head_num", "input_layout") if k in kwargs}}
     heads, layout = int(named["head_num"]), str(named["input_layout"])
@@ -104,8 +101,7 @@ class FlopCount:
 
 
 def count_flops(call: Callable[[], Any], heavy_ops: Iterable[str] = DEFAULT_HEAVY_OPS) -> FlopCount:
-    """Run ``call`` once under ``FlopCounterMode``; heavy operators (``heavy_ops`` regexes) that ran
-    without a formula are listed in ``uncounted_ops`` with how often they ran."""
+    """Run ``call`` once under ``FlopCounterMode``; heavy ops without formula: ``uncounted_ops``."""
     formulas = extra_formulas()
     recorder = _OpRecorder()
     with recorder, FlopCounterMode(display=False, custom_mapping=formulas) as counter:

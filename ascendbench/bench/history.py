@@ -1,10 +1,8 @@
-"""A workload's earlier run medians on this host (``bench.history``), named by its key's digest:
-data (docs/performance.md); a link, FIFO, oversized, unparsable or foreign file is set aside."""
+"""A workload's earlier run medians on this host (``bench.history``); a bad file is set aside."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import json
 import logging
 import math
@@ -18,6 +16,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 import ascendbench
+from ascendbench.compat import installed_version
 from ascendbench.fileio import read_regular, write_atomic
 
 log = logging.getLogger(__name__)
@@ -105,12 +104,9 @@ def workload_material(cfg: DictConfig, adapter: Any, dtype: str) -> dict[str, An
     plain = {key: OmegaConf.to_container(cfg[key], resolve=True)
              for key in ("model", "device", "preset")}
     plain["preset"] = {k: v for k, v in plain["preset"].items() if k not in BUDGET_KEYS}
-    try:
-        npu = importlib.metadata.version("torch_npu")
-    except importlib.metadata.PackageNotFoundError:
-        npu = None
     return {**plain, "dtype": dtype, "host": platform.node(), "device_name": adapter.device_name(),
-            "torch": torch.__version__, "torch_npu": npu, "ascendbench": ascendbench.__version__}
+            "torch": torch.__version__, "torch_npu": installed_version("torch_npu"),
+            "ascendbench": ascendbench.__version__}
 
 
 def run_history(cfg: DictConfig, adapter: Any, dtype: str) -> RunHistory | None:

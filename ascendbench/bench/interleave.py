@@ -1,5 +1,4 @@
-"""Two variants of one call timed in alternating blocks (``A B B A ...``), so that neighbouring
-blocks share the host's state (docs/performance.md "Between runs")."""
+"""Two variants of one call timed in alternating blocks (``A B B A ...``) sharing host state."""
 
 from __future__ import annotations
 
@@ -55,8 +54,7 @@ class Interleaved:
 
 
 def paired_half_width(pairs: list[tuple[float, float]]) -> float | None:
-    """The larger side of the sign test's 95% interval of the median ratio B/A, relative; None
-    below 6 pairs."""
+    """The larger relative side of the sign test's 95% interval of B/A; None below 6 pairs."""
     if not pairs:
         return None
     shift = Shift.paired([a for a, _ in pairs], [b for _, b in pairs])

@@ -1,5 +1,4 @@
-"""The timing loop: cold call, warm-up, timed calls bracketed by device synchronize, the stop rule
-(docs/performance.md "How one call is timed"; the record's ``bench`` section)."""
+"""The timing loop: cold call, warm-up, synchronized timed calls, the stop rule (``bench``)."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ class BenchResult:
 def timed_call(call: Callable[[], Any], adapter: Any, clock: Callable[[], float],
                events: tuple[Any, Any] | None = None,
                keep: bool = False) -> tuple[Any, float, float | None]:
-    """One bracketed call: (outputs if ``keep`` else None, host ms, event ms or None). Outputs not
-    kept are freed before the next call, as in a plain loop (holding them raises the peak)."""
+    """One synchronized call: (outputs if ``keep``, host ms, event ms); unkept outputs are freed."""
     adapter.synchronize()
     t0 = clock()
     if events is not None:
@@ -107,8 +105,7 @@ def summarize(samples_ms: list[float], threshold: float, earlier_ms: tuple[float
 
 
 def stop_fields(interval: Any, budget: BenchBudget, source: str | None) -> dict[str, Any]:
-    """``ci_rel_half_width``, ``ci_source`` and ``precision_met`` of ``bench.stop`` (``interval``:
-    an :class:`Interval` or a relative half-width)."""
+    """``bench.stop``'s ``ci_rel_half_width``, ``ci_source``, ``precision_met``."""
     achieved = interval.rel_half_width() if isinstance(interval, Interval) else interval
     met = None if budget.precision is None or achieved is None else achieved <= budget.precision
     return {"ci_rel_half_width": achieved, "ci_source": source, "precision_met": met}
@@ -116,8 +113,7 @@ def stop_fields(interval: Any, budget: BenchBudget, source: str | None) -> dict[
 
 @dataclass
 class BenchLoop:
-    """The timing loop on one device: adapter, budget, noise threshold, device events or not, host
-    clock, progress options and the workload's :class:`~ascendbench.bench.history.RunHistory`."""
+    """The timing loop on one device (its workload's :class:`RunHistory` or None)."""
 
     adapter: Any
     budget: BenchBudget
@@ -128,8 +124,7 @@ class BenchLoop:
     history: Any = None
 
     def run(self, call: Callable[[], Any], phase_timer: Any = None) -> BenchResult:
-        """Time ``call``: a cold call, the warm-up, then timed calls until the stop rule says stop;
-        ``phase_timer`` (or None) is reset before every call and read after every timed one."""
+        """Time ``call``: cold call, warm-up, timed calls until the stop rule (``phase_timer``)."""
         adapter, budget = self.adapter, self.budget
         earlier = tuple(self.history.earlier()) if self.history is not None else ()
         events = None

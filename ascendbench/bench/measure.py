@@ -19,16 +19,14 @@ SINGLE_CALL = BenchBudget(warmup=0, min_iters=1, max_iters=1, min_time_s=0.0)
 
 
 def attach_phase_timer(task: Any, module: Any, adapter: Any) -> PhaseTimer | None:
-    """A :class:`PhaseTimer` on the device's events if ``task.attach_phase_timer(module, timer)``
-    takes it."""
+    """A :class:`PhaseTimer` on device events, if ``task.attach_phase_timer`` takes it."""
     timer = PhaseTimer.for_adapter(adapter)
     return timer if task.attach_phase_timer(module, timer) else None
 
 
 @dataclass(frozen=True)
 class Workload:
-    """What one timed call does: the run's dtype (for the peak table), items per call and their unit
-    (for throughput), a phase timer and the workload's run history (or None)."""
+    """One timed call: dtype (peak table), items per call and unit, phase timer, run history."""
 
     dtype: str
     items_per_call: int = 1
@@ -39,8 +37,7 @@ class Workload:
 
 def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
             workload: Workload) -> tuple[BenchResult, dict[str, Any]]:
-    """Time ``call`` (one model call on inputs already on the device) and count its FLOPs; returns
-    the raw result and the record's ``bench`` section."""
+    """Time ``call`` (inputs already on the device), count its FLOPs: (result, ``bench``)."""
     enabled = bool(bench_cfg.get("enabled", True))
     budget = BenchBudget.from_config(bench_cfg) if enabled else SINGLE_CALL
     timer = workload.phase_timer if enabled and bench_cfg.get("phases", True) else None
@@ -49,9 +46,8 @@ def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
                      history=workload.history if enabled else None)
     result = loop.run(call, timer)
     section = result.to_dict(workload.items_per_call, workload.unit)
-    median = result.latency.median_ms
-    section["flops"] = _flops(call, adapter, bench_cfg, median, dtype=workload.dtype,
-                              enabled=enabled)
+    section["flops"] = _flops(call, adapter, bench_cfg, result.latency.median_ms,
+                              dtype=workload.dtype, enabled=enabled)
     return result, section
 
 

@@ -11,8 +11,7 @@ from ascendbench.devices.adapter import host_rss_mb
 
 
 class MemoryDelta:
-    """Seconds, host RSS (``VmRSS``) and device ``memory_allocated`` deltas of a block, in MiB
-    (device figures None on the CPU); the adapter is synchronized before and after it."""
+    """Seconds and host RSS / device allocated deltas (MiB) of a block, synchronized around it."""
 
     def __init__(self, adapter: Any, clock: Callable[[], float] = time.perf_counter) -> None:
         self.adapter, self.clock = adapter, clock
@@ -45,8 +44,7 @@ class MemoryDelta:
 
 
 def tensor_bytes_mb(module: Any) -> float:
-    """Parameters and buffers of a module in MiB; a pipeline counts the ``torch.nn.Module``
-    components it holds."""
+    """Parameters and buffers in MiB (of a pipeline: its ``torch.nn.Module`` components)."""
     if not isinstance(module, torch.nn.Module):
         return sum(tensor_bytes_mb(c) for c in getattr(module, "components", {}).values()
                    if isinstance(c, torch.nn.Module))

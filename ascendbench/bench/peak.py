@@ -1,6 +1,4 @@
-"""Peak dense TFLOP/s of a device for a dtype, from ``conf/device/peak/`` (docs: "Peak table"):
-``names`` match exactly, else the longest ``match`` substring wins; ``derive`` computes float16 and
-bfloat16 as cube cores x MACs/cycle x 2 x clock from the host's CANN platform file."""
+"""Peak dense TFLOP/s of a device and dtype (``conf/device/peak/``, or derived from CANN's ini)."""
 
 from __future__ import annotations
 
@@ -11,8 +9,7 @@ DERIVED_DTYPES = ("float16", "bfloat16")
 
 def match_entry(table: Mapping[str, Mapping[str, Any]],
                 device_name: str) -> tuple[str, Mapping[str, Any]] | None:
-    """The table entry for ``device_name``: an exact ``names`` entry, else the longest ``match``
-    substring."""
+    """The table entry for ``device_name``: exact ``names``, else the longest ``match``."""
     for key, entry in (table or {}).items():
         if device_name in [str(n) for n in entry.get("names") or []]:
             return key, entry
@@ -29,8 +26,7 @@ def match_entry(table: Mapping[str, Mapping[str, Any]],
 
 def derived_figure(derive: Mapping[str, Any] | None,
                    chip: Mapping[str, Any] | None) -> tuple[float | None, str]:
-    """float16/bfloat16 TFLOP/s from the cube figures and their source: the host's CANN platform
-    file over the table's ``derive``, the runtime's ``cube_core_num`` for the cores."""
+    """float16/bfloat16 TFLOP/s from cube figures (CANN ini over ``derive``) and their source."""
     chip = chip or {}
     platform = chip.get("platform_config")
     figures, told = dict(derive or {}), "table"
@@ -58,8 +54,7 @@ def peak_tflops(peak_cfg: Mapping[str, Any] | None, device_name: str, dtype: str
     None if unknown); ``reduced_fp32``: float32 at the ``tf32`` rate.
     >>> table = {"H200": {"match": ["H200"], "bfloat16": 989.4, "source": "NVIDIA datasheet"}}
     >>> peak_tflops({"table": table}, "NVIDIA H200", "bfloat16")["tflops"]
-    989.4
-    """
+    989.4"""
     peak_cfg = peak_cfg or {}
     key = "tf32" if dtype == "float32" and reduced_fp32 else dtype
     fix = f"set `device.peak.override.{key}=<TFLOP/s>` to get MFU"

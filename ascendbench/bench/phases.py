@@ -1,6 +1,4 @@
-"""Per-phase timing of one pipeline call (text encoding, each denoising step, VAE decode): a
-:class:`PhaseTimer` stamps device events inside the call (host clock on the CPU), so nothing in the
-call waits for the device (docs/performance.md "Per-phase timing for pipelines")."""
+"""Per-phase timing of a pipeline call by device events stamped inside it (no waits)."""
 
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ class _Handle:
 
 
 class PhaseTimer:
-    """Named phase durations of the current call in ms, from events of ``new_event`` (the
-    adapter's) or, when it is None or makes None, from the host ``clock``."""
+    """Phase durations (ms) of the current call, from device events, else the host ``clock``."""
 
     def __init__(self, new_event: Callable[[], Any] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
@@ -95,8 +92,7 @@ class PhaseTimer:
         return handle
 
     def wrap(self, obj: Any, method: str, name: str) -> _Handle:
-        """Time every call of ``obj.<method>`` (e.g. ``vae.decode``, which is no ``forward``) as
-        ``name``."""
+        """Time every call of ``obj.<method>`` (e.g. ``vae.decode``, not a ``forward``)."""
         had_own = method in vars(obj)
         original = getattr(obj, method)
 
@@ -119,8 +115,7 @@ class PhaseTimer:
 
     def step_callback(self, name: str = "step",
                       starts_with: str | None = None) -> Callable[..., Any]:
-        """A diffusers ``callback_on_step_end`` closing one ``name`` span per step: from the first
-        ``begin(starts_with)`` after the previous step, else from the previous step's end."""
+        """A ``callback_on_step_end`` closing a ``name`` span per step (from ``begin``)."""
         self._step_start_phase = starts_with
 
         def callback(pipe: Any, step_index: int, timestep: Any, callback_kwargs: Any) -> Any:
@@ -139,8 +134,7 @@ class PhaseTimer:
         self._handles.clear()
 
     def result(self) -> dict[str, list[float]]:
-        """Durations (ms) of the current call by phase name, in the order they ended (call it after
-        a synchronize)."""
+        """Durations (ms) of the call by phase, in the order they ended (after a sync)."""
         out: dict[str, list[float]] = {}
         for name, start, end in self._spans:
             out.setdefault(name, []).append(self._elapsed_ms(start, end))

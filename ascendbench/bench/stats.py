@@ -1,5 +1,4 @@
-"""Latency statistics of timed calls, the one 95% interval of their median, and the shift between
-two medians: docs/performance.md "The interval of the median", docs/reports.md "Regression gate"."""
+"""Latency statistics, the median's 95% interval, the shift of two medians (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ RUNS_CAP = 10.0  # earlier runs spread beyond this many times the calls' spread 
 
 
 def t_quantile(p: float, dof: float) -> float:
-    """Student's t quantile by ``scipy.special.stdtrit``, what ``scipy.stats.t.ppf`` evaluates
-    (scipy.special is loaded in a job already; scipy.stats would add 0.5 s of import)."""
+    """Student's t quantile by ``scipy.special.stdtrit`` (scipy.stats costs 0.5 s of import)."""
     return float(stdtrit(dof, p))
 
 
@@ -27,8 +25,7 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
     """1-based ranks ``(j, n + 1 - j)`` of the order statistics bounding the median of ``n`` values
     with ``level`` (the sign test's, from Binomial(n, 1/2)); None when ``[min, max]`` falls short.
     >>> median_ci_ranks(10), median_ci_ranks(5)
-    ((2, 9), None)
-    """
+    ((2, 9), None)"""
     tails = bdtr(np.arange(n // 2 + 1), n, 0.5)  # P(B <= i)
     j = int(np.searchsorted(tails, (1.0 - level) / 2.0, side="right"))
     return (j, n + 1 - j) if j >= 1 else None
@@ -36,9 +33,8 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Interval:
-    """The 95% interval of a rerun's median, ``median * exp(+- t(0.975, dof) * sqrt(2) * se)``:
-    ``se`` from the log block medians (batch means), or the earlier runs' spread where larger; set
-    aside beyond ``RUNS_CAP`` times ``calls_sd`` (the IQR of the calls' logs / 1.349)."""
+    """The 95% interval of a rerun's median, ``median * exp(+- t(0.975, dof) sqrt(2) se)``: ``se``
+    of the log block medians, or of earlier runs if larger (not beyond ``RUNS_CAP`` x calls_sd)."""
 
     median_ms: float
     calls_sd: float
@@ -133,8 +129,7 @@ class LatencyStats:
         """From samples in ms in call order (at least one) and the earlier runs' medians.
         >>> s = LatencyStats.from_ms([1.0, 2.0, 3.0, 4.0])
         >>> s.median_ms, s.iqr_ms, round(s.p99_ms, 6)
-        (2.5, 1.5, 3.97)
-        """
+        (2.5, 1.5, 3.97)"""
         if len(samples_ms) == 0:
             raise ValueError("LatencyStats needs at least one sample")
         ms = np.asarray(samples_ms, dtype=np.float64)
@@ -155,8 +150,7 @@ class LatencyStats:
 
 def noise_verdict(stats: LatencyStats, threshold: float,
                   interval: Interval | None = None) -> dict[str, Any]:
-    """The record's ``bench.noise``: ``noisy`` when IQR/median exceeds ``threshold`` (with a
-    warning), or when the earlier runs' spread was set aside (``runs_warning``)."""
+    """``bench.noise``: ``noisy`` when IQR/median > ``threshold`` or earlier runs set aside."""
     ratio = stats.iqr_over_median
     noisy = stats.count >= 4 and ratio > threshold
     warning = runs = None
@@ -176,8 +170,7 @@ def noise_verdict(stats: LatencyStats, threshold: float,
 
 @dataclass(frozen=True)
 class Shift:
-    """NEW against OLD, ``log(median_NEW / median_OLD)``, with what bounds it: a standard error and
-    its degrees of freedom (Student's t), or the log ratios of interleaved pairs (the sign test)."""
+    """NEW vs OLD as ``log(median ratio)``, bounded by Student's t (se, dof) or a sign test."""
 
     log: float
     se: float = 0.0
@@ -190,16 +183,14 @@ class Shift:
         """Median log ratio of an interleaved run's block medians, pair by pair; sign-test bounds.
         >>> s = Shift.paired([1.0] * 8, [1.05, 1.04, 1.06, 1.05, 1.05, 1.03, 1.07, 1.05])
         >>> [round(v, 3) for v in (math.expm1(s.log), *s.bounds(0.05))]
-        [0.05, 0.04, 0.06]
-        """
+        [0.05, 0.04, 0.06]"""
         logs = sorted(math.log(b / a) for a, b in zip(old, new, strict=True))
         how = f"sign test on {len(logs)} interleaved block pairs"
         return cls(statistics.median(logs), how=how, pairs=tuple(logs))
 
     @classmethod
     def apart(cls, old: tuple[float, Interval | None], new: tuple[float, Interval | None]) -> Shift:
-        """From two runs timed apart, each ``(median, Interval or None)``: both runs' ``se`` with
-        Welch-Satterthwaite degrees of freedom."""
+        """From two runs timed apart, ``(median, Interval or None)`` each: Welch's t."""
         terms = [i.term[1:] for _, i in (old, new) if i is not None and i.term[1] > 0]
         var = sum(se ** 2 for se, _ in terms)
         dof = var ** 2 / sum(se ** 4 / d for se, d in terms) if terms else math.inf

@@ -12,8 +12,7 @@ from ascendbench.metrics.verdict import as_number
 def stop_text(reason: Any, achieved: Any = None, target: Any = None) -> str:
     """Why the timed loop stopped and how precise its median is.
     >>> stop_text("max_time_s", 0.034, 0.01)
-    'max_time_s, CI +-3.4% (target 1%)'
-    """
+    'max_time_s, CI +-3.4% (target 1%)'"""
     if reason is None or (isinstance(reason, float) and math.isnan(reason)):
         return "n/a"
     achieved, target = as_number(achieved), as_number(target)

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.compare REF CAND``: two saved outputs judged by the metric suite and
-rules a job would compose (the numbers equal a job's); ``--atol``/``--rtol`` judge allclose."""
+"""``python -m ascendbench.compare REF CAND``: two saved outputs judged as a job judges."""
 
 from __future__ import annotations
 
@@ -51,8 +50,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def infer_metric(tensors: Mapping[str, torch.Tensor]) -> str:
-    """``tokens`` for integer ids, ``image`` for [N, 1|3, H, W] (also 8-bit pixels), else
-    ``regression`` (even 5-D); a complex output is refused (MetricError)."""
+    """``tokens`` for integer ids, ``image`` for [N, 1|3, H, W], else ``regression``."""
     first = judged_output(*next(iter(tensors.items())))
     if not first.is_floating_point():
         return "tokens"

@@ -1,5 +1,4 @@
-"""The inputs and outputs of sampled module calls, for the replay reference: arguments as a JSON
-skeleton naming its tensors; with ``spill`` each call goes to its own file as it finishes."""
+"""Inputs and outputs of sampled module calls for the replay (JSON skeletons naming tensors)."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ def call_file(calls_dir: str | Path, call: Mapping[str, Any]) -> str:
 
 
 class CallRecorder:
-    """Inputs and outputs of the ``calls`` (``first``, ``last``, indices) of ``modules``; calls
-    past ``max_bytes`` are ``dropped``; ``keep=False`` keeps (meta) tensors as they are."""
+    """Inputs and outputs of the sampled ``calls`` of ``modules`` (past ``max_bytes``: dropped)."""
 
     def __init__(self, modules: dict[str, torch.nn.Module], calls: Sequence[Any], max_bytes: int,
                  keep: bool = True, spill: Path | None = None) -> None:

@@ -1,5 +1,4 @@
-"""``compare.csv`` (one row per output, layer or module; ``result`` and ``message`` last) and
-``compare_msprobe.csv`` (msprobe's columns), built from the record's metric entries."""
+"""``compare.csv`` (a row per output, layer or module) and ``compare_msprobe.csv`` (msprobe's)."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ def _cell(value: Any, blank_nan: bool) -> Any:
 
 def write_compare_csv(path: Path, rows: Iterable[Mapping[str, Any]],
                       columns: Sequence[str] | None = None) -> Path:
-    """Write the rows atomically (their ``entries`` left out): in ``columns`` (NaN left blank, as
-    msprobe does), else ``name, kind``, every other column, then ``result, message``."""
+    """Write the rows atomically (no ``entries``) in ``columns``, else msprobe's column order."""
     rows, blank_nan = list(rows), columns is not None
     if columns is None:
         columns = ["name", "kind"]

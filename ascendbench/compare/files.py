@@ -1,5 +1,4 @@
-"""Saved outputs read back as named tensors, whatever wrote them: safetensors, npy, pt (weights
-only), images ``[1, C, H, W]`` and videos or frame folders ``[1, C, T, H, W]`` in ``[-1, 1]``."""
+"""Saved outputs read back as named tensors: safetensors, npy, pt, images, videos, frame folders."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ class UnusableInput(Exception):
 
 
 def safe_name(name: str) -> str:
-    """``name`` as one file name: itself when plain, else its safe characters and a digest (never
-    out of the folder; two names never share a file)."""
+    """``name`` as one file name: itself when plain, else safe characters and a digest."""
     safe = re.sub(r"[^A-Za-z0-9_.#-]+", "_", name).strip("._") or "output"
     if safe == name and len(name) <= 80:
         return name
@@ -43,14 +41,6 @@ def _video(frames: list[np.ndarray]) -> torch.Tensor:
 def _image_array(path: Path) -> np.ndarray:
     with Image.open(path) as image:
         return np.asarray(image.convert("RGB"))
-
-
-def _read_image(path: Path) -> dict[str, torch.Tensor]:
-    return {path.stem: _video([_image_array(path)])[:, :, 0]}
-
-
-def _read_video(path: Path) -> dict[str, torch.Tensor]:
-    return {path.stem: _video(list(iio.imread(path, index=None)))}
 
 
 def _read_frames(path: Path) -> dict[str, torch.Tensor]:
@@ -82,7 +72,10 @@ READERS: dict[str, Callable[[Path], dict[str, torch.Tensor]]] = {
     ".safetensors": lambda path: dict(load_file(str(path))),
     ".npy": lambda path: {path.stem: torch.from_numpy(np.load(path, allow_pickle=False))},
     ".pt": _read_pt, ".pth": _read_pt,
-    **dict.fromkeys(IMAGE_SUFFIXES, _read_image), **dict.fromkeys(VIDEO_SUFFIXES, _read_video),
+    **dict.fromkeys(IMAGE_SUFFIXES,
+                    lambda path: {path.stem: _video([_image_array(path)])[:, :, 0]}),
+    **dict.fromkeys(VIDEO_SUFFIXES,
+                    lambda path: {path.stem: _video([*iio.imread(path, index=None)])}),
 }
 
 

@@ -1,5 +1,4 @@
-"""Forward hooks capturing what modules produce (tensors, or statistics in completion order), keyed
-``<module>#<call>[/<index>]``; the device capture kept for a later ``baseline.source`` run."""
+"""Forward hooks capturing what modules produce (tensors or stats), keyed ``<module>#<call>``."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ def tensor_stats(tensor: torch.Tensor) -> dict[str, float]:
 
 
 class Capture:
-    """Hooks on the named modules and what calls leave: ``tensors`` (up to ``max_bytes``, the rest
-    in ``dropped``) or, with ``stats``, ``modules`` (``{key, type, inputs, outputs}``)."""
+    """Hooks keeping what calls leave: ``tensors`` (up to ``max_bytes``) or ``stats`` per module."""
 
     def __init__(self, model: Any, names: list[str], stats: bool, max_bytes: int = 0) -> None:
         modules = named_modules(model)

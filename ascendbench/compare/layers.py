@@ -1,5 +1,4 @@
-"""Captured layers against the reference's: metrics per output (patterns), or statistics per module
-and the first divergent module (``all``; docs/accuracy.md)."""
+"""Captured layers against the reference's: per-output metrics, or per-module stats (``all``)."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def compare_layers(reference: Mapping[str, Any], device: Any, thresholds: Mappin
 
 def stats_rel_err(reference: Mapping[str, float], device: Mapping[str, float],
                   statistics: Sequence[str]) -> float:
-    """The largest ``|dev - ref| / max(|ref|, rms(ref))`` over the statistics; a different NaN/Inf
-    count, or a statistic non-finite on one side only or differently, is an infinite error."""
+    """Largest ``|dev - ref| / max(|ref|, rms(ref))``; a NaN/Inf difference is infinite."""
     if device.get("nonfinite", 0) != reference.get("nonfinite", 0):
         return math.inf
     rms = reference["l2norm"] / math.sqrt(reference["numel"]) if reference.get("numel") else 0.0

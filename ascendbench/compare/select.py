@@ -1,5 +1,4 @@
-"""Which modules ``compare.layers`` names: ``all``, or names, fnmatch globs (``up_blocks.*``) and
-slices or indices of a container's children (``transformer_blocks[:3]``, ``blocks[-1]``)."""
+"""Which modules ``compare.layers`` names: ``all``, names, globs, child slices (``blocks[:3]``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Side-by-side PNGs of an output (``compare.visual``): baseline | device | |difference| heatmap
-(largest over the channels) with a colour bar. Imported only where pictures are drawn."""
+"""Side-by-side PNGs (``compare.visual``): reference | device | difference heatmap (matplotlib)."""
 
 from __future__ import annotations
 

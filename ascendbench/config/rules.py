@@ -1,5 +1,4 @@
-"""What a schema type cannot say (``max_iters >= min_iters``, positive sizes, untyped keys keeping
-their option file's type...), checked on the composed config before a job, every problem at once."""
+"""What a schema type cannot say, checked on the composed config before a job, all at once."""
 
 from __future__ import annotations
 
@@ -64,12 +63,6 @@ def bound_problems(cfg: DictConfig) -> list[str]:
     return problems
 
 
-def _source_key(bench: DictConfig, key: str) -> str:
-    """``preset.<key>`` while ``bench.<key>`` is the shipped ``${preset.<key>}``, else itself."""
-    raw = bench._get_node(key)._value() if key in bench else None  # the unresolved value
-    return f"preset.{key}" if raw == "${preset." + key + "}" else f"bench.{key}"
-
-
 def budget_problems(cfg: DictConfig) -> list[str]:
     """The timing budget as the bench loop reads it (``bench.*``, by default the preset's)."""
     bench = cfg.get("bench")
@@ -77,7 +70,10 @@ def budget_problems(cfg: DictConfig) -> list[str]:
         return []
     keys = ("warmup", "iters", "min_iters", "max_iters", "min_time_s", "max_time_s", "precision")
     value = {key: number(bench.get(key)) for key in keys}
-    name = {key: _source_key(bench, key) for key in keys}
+    raw = {key: bench._get_node(key)._value() if key in bench else None for key in keys}
+    # ``preset.<key>`` while ``bench.<key>`` is the shipped (unresolved) ``${preset.<key>}``
+    name = {key: f"preset.{key}" if raw[key] == "${preset." + key + "}" else f"bench.{key}"
+            for key in keys}
     rules = [("warmup", value["warmup"] is None or value["warmup"] >= 0, "an integer >= 0"),
              ("precision", value["precision"] is None or 0 < value["precision"] < 1,
               "a ratio > 0 and < 1 (e.g. 0.01: the median's 95% CI within 1%), or null to stop "
@@ -232,11 +228,6 @@ _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", list: "a
 _PURE_REFERENCE = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
 
 
-def _expected_type(value: Any) -> type | None:
-    """The type a shipped value asks for (``None``: anything goes, e.g. null or a string)."""
-    return next((kind for kind in (bool, int, float, list, dict) if isinstance(value, kind)), None)
-
-
 def _fits(value: Any, kind: type) -> bool:
     if kind in (int, float) and isinstance(value, bool):
         return False
@@ -291,16 +282,16 @@ def is_typed(cfg: DictConfig, key: str) -> bool:
 
 def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
                   roots: list[Path]) -> list[str]:
-    """Values of untyped keys whose type differs from the option file's (``model.task.x=abc``);
-    ``choices``: Hydra's ``runtime.choices`` (none: nothing is checked); ``roots``: the config
-    folders in search order. A shipped ``${other.key}`` asks for the type of that key's value."""
+    """Untyped keys whose value's type differs from the option file's (``model.task.x=abc``), with
+    Hydra's ``choices`` and config ``roots``; a shipped ``${other.key}`` asks that key's type."""
     problems = []
     for key, shipped, where in shipped_values(dict(choices or {}), roots):
         if is_typed(cfg, key):
             continue
         if isinstance(shipped, str) and (match := _PURE_REFERENCE.match(shipped)):
             shipped = OmegaConf.select(cfg, match.group(1), default=None)
-        if (kind := _expected_type(shipped)) is None:
+        kind = next((k for k in (bool, int, float, list, dict) if isinstance(shipped, k)), None)
+        if kind is None:  # anything goes (null, a string)
             continue
         value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
         if value is not None and not _fits(value, kind):
@@ -322,26 +313,20 @@ def job_part(cfg: DictConfig) -> DictConfig:
     return OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"]) if "hydra" in cfg else cfg
 
 
-def _running_job() -> tuple[dict[str, Any] | None, list[Path]]:
-    """The running Hydra job's ``runtime.choices`` and its folders on the search path, if any."""
-    if not HydraConfig.initialized():
-        return None, []
-    job = HydraConfig.get().runtime
-    folders = [Path(s.path) for s in job.config_sources if s.schema == "file"]
-    return OmegaConf.to_container(job.choices), folders
-
-
 def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
                     folders: list[Path] | None = None) -> list[str]:
-    """Every problem the job would reject from this config alone, one clause each; ``choices``
-    (Hydra's ``runtime.choices``), ``folders`` (``--config-dir``): the running job's by default."""
+    """Every problem the job would reject from this config alone (defaults: the running job's)."""
     job = job_part(cfg)
     problems = target_problems(job)[0]  # loaders of pickles: refused, wherever they come from
     try:
         OmegaConf.to_container(job, resolve=True)
     except Exception as exc:  # InterpolationResolutionError and friends: nothing else can be read
         return [*problems, f"the config does not resolve: {one_line(exc)}"]
-    running, running_folders = _running_job() if choices is None else (None, [])
+    running, running_folders = None, []  # the running Hydra job's choices and folders, if any
+    if choices is None and HydraConfig.initialized():
+        hydra_run = HydraConfig.get().runtime
+        running = OmegaConf.to_container(hydra_run.choices)
+        running_folders = [Path(s.path) for s in hydra_run.config_sources if s.schema == "file"]
     roots = [config_dir(), *(running_folders if folders is None else folders)]
     problems += type_problems(job, choices if choices is not None else running, roots)
     problems += [problem for rule in RULES for problem in rule(job)]

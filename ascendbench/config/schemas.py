@@ -1,6 +1,5 @@
-"""Typed schemas of the configuration in Hydra's ConfigStore: a wrong type or enum value fails at
-compose time. Values live in the YAML files (``MISSING``: every option sets the key); ``metric`` and
-the model's own keys stay open (:mod:`ascendbench.config.rules` checks them)."""
+"""Typed schemas in Hydra's ConfigStore: a wrong type or enum fails at compose time. Values live in
+the YAML (``MISSING``: each option sets it); ``metric``, model keys stay open (rules check them)."""
 
 from __future__ import annotations
 

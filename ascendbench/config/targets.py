@@ -22,8 +22,8 @@ PICKLE_LOADERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pi
 
 
 def target_nodes(node: Any, path: str = "", deep: bool = True) -> Iterator[tuple[str, DictConfig]]:
-    """Every ``(dotted path, node)`` carrying a ``_target_``, depth first (``deep=False``: not
-    below a ``_recursive_: false`` node, whose class builds those itself)."""
+    """Every ``(dotted path, node)`` with a ``_target_``, depth first (``deep=False``: not below
+    ``_recursive_: false``, whose class builds those)."""
     if isinstance(node, (DictConfig, ListConfig)) and (node._is_none() or node._is_missing()):
         return
     if isinstance(node, DictConfig):
@@ -72,8 +72,7 @@ def bind_problem(path: str, node: DictConfig) -> str | None:
 
 
 def target_problems(node: DictConfig, path: str = "") -> tuple[list[str], list[str]]:
-    """``_target_`` nodes in ``node`` (resolved) that unpickle (unless ``model.allow_pickle=true``
-    for a ``model.`` one), and those :func:`build` would build that are not ascendbench's."""
+    """Nodes that unpickle (unless ``model.allow_pickle`` for ``model.``), and foreign ones."""
     root, refused = node._get_root(), []
     allow = OmegaConf.select(root, "model.allow_pickle", throw_on_resolution_failure=False) is True
     with contextlib.suppress(Exception):  # else as it is: instantiate fails the same way
@@ -94,8 +93,7 @@ def target_problems(node: DictConfig, path: str = "") -> tuple[list[str], list[s
 
 
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
-    """``instantiate`` a config node, never a loader of pickles, in a dry run only our own classes
-    (:class:`WouldBuild`); our own errors pass through, others name the config key."""
+    """``instantiate`` a node, never a pickle loader; in a dry run only ours (WouldBuild)."""
     refused, foreign = target_problems(node, key)
     if refused:
         raise ConfigError(f"{'; '.join(refused)}. Remove the node from the config.")

@@ -1,5 +1,4 @@
-"""The device adapter: everything a job needs from a device, behind one small object; per-type
-behaviour comes from lookup tables keyed by device type (:data:`SETUP`, ``RUNTIMES``)."""
+"""The device adapter: what a job needs from a device; per-type behaviour in lookup tables."""
 
 from __future__ import annotations
 
@@ -71,12 +70,8 @@ SETUP: dict[str, Callable[[DeviceAdapter], None]] = {"cuda": _setup_cuda, "npu":
 
 @dataclass(eq=False)
 class DeviceAdapter:
-    """A device of type ``cpu``, ``cuda`` or ``npu``: timing sync, events, memory and identity.
-    Its fields are the keys of ``conf/device/*.yaml`` (docs/devices.md); building it applies them
-    and loads the device runtime. ``DeviceAdapter("cpu")`` is the host with every default.
-    Raises:
-        ConfigError: ``name`` is not a device type.
-        DeviceUnavailableError: the device runtime is missing or shows no device."""
+    """A ``cpu``, ``cuda`` or ``npu`` device: sync, events, memory, identity; its fields are the
+    keys of ``conf/device/*.yaml``; building it applies them and loads the runtime (or raises)."""
 
     name: str
     index: int = 0
@@ -147,14 +142,17 @@ class DeviceAdapter:
 
     def reset_peak_memory(self) -> None:
         """Start a new peak-memory window: the device allocator's peaks and the host's peak RSS."""
-        self.rss_reset_ok = _reset_host_peak_rss()
+        try:  # the kernel's peak-RSS mark of this process (Linux ``clear_refs`` 5); best effort
+            Path("/proc/self/clear_refs").write_text("5")
+            self.rss_reset_ok = True
+        except OSError:
+            self.rss_reset_ok = False
         if self.runtime is not None:
             self.runtime.reset_peak_memory_stats(self.index)
 
     def peak_memory_mb(self) -> dict[str, Any]:
-        """Peak memory since :meth:`reset_peak_memory` in MiB, with the scope it was measured in
-        (on the CPU the host's peak RSS stands in for the device figures)."""
-        rss = host_peak_rss_mb()
+        """Peak memory (MiB) since the reset and its scope (on the CPU: the host's peak RSS)."""
+        rss = _proc_status_mb("VmHWM")  # the peak resident set
         window = ("since reset_peak_memory" if self.rss_reset_ok
                   else "process lifetime (the peak-RSS mark could not be reset)")
         if self.runtime is None:
@@ -202,9 +200,7 @@ class DeviceAdapter:
 
 def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto",
                 **kwargs: Any) -> DeviceAdapter:
-    """``device=auto``: the first available device type in ``order``; the choice is logged.
-    Raises:
-        DeviceUnavailableError: none of the listed types is available."""
+    """``device=auto``: the first available type in ``order`` (logged), else an error."""
     _apply_env(kwargs.get("env") or {})
     if "npu" in order:
         ensure_env_dirs()
@@ -241,8 +237,7 @@ def _import_order(name: str) -> dict[str, Any]:
 
 
 def _check_in_force(runtime: Any, env: Mapping[str, str]) -> None:
-    """A ``device.env`` value the runtime of this process did not start with cannot apply (the
-    allocator reads PYTORCH_NPU_ALLOC_CONF once, the card list holds from the first card on)."""
+    """A ``device.env`` value the runtime did not start with cannot apply (it reads them once)."""
     if runtime is None:
         return
     started = _STARTED_WITH.setdefault(runtime, dict(os.environ))
@@ -267,15 +262,6 @@ def _apply_env(env: Mapping[str, Any]) -> dict[str, str]:
     return applied
 
 
-def _reset_host_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark of this process (Linux ``clear_refs`` 5); best effort."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-        return True
-    except OSError:
-        return False
-
-
 def _proc_status_mb(key: str) -> float:
     """A memory field of ``/proc/self/status`` in MiB (``ru_maxrss`` where there is no /proc)."""
     try:
@@ -290,11 +276,6 @@ def _proc_status_mb(key: str) -> float:
 def host_rss_mb() -> float:
     """Current resident set of this process in MiB (``VmRSS``)."""
     return _proc_status_mb("VmRSS")
-
-
-def host_peak_rss_mb() -> float:
-    """Peak resident set size of this process in MiB (``VmHWM``)."""
-    return _proc_status_mb("VmHWM")
 
 
 def cpu_model_name() -> str:

@@ -1,6 +1,4 @@
-"""Cards claimed by this process: one exclusive file lock per card (``flock(2)``, so shell scripts
-that lock the same files interlock), kept until the process exits; the ``CardPool`` callback
-claims here, the device stage asks :func:`card_refusal` whether its worker found none."""
+"""Cards claimed by this process: a ``flock(2)`` per card, held until exit (``CardPool``)."""
 
 from __future__ import annotations
 
@@ -33,9 +31,7 @@ def _try_lock(path: Path) -> FileLock | None:
 
 def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count: int = 1,
                lock_name: str = "card-{card}.lock") -> str:
-    """Claim ``count`` free cards of ``cards`` for good (a runtime cannot switch), comma-joined.
-    Raises:
-        NoFreeCardError: fewer than ``count`` cards became free within ``wait_s``."""
+    """Claim ``count`` free cards for good (a runtime cannot switch); else NoFreeCardError."""
     if _CLAIM:
         if _CLAIM["lock_dir"] != str(lock_dir):
             log.warning("this process already holds card %s (pool %s); keeping it", _CLAIM["card"],
@@ -66,8 +62,7 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count
 
 
 def card_refusal() -> NoFreeCardError | None:
-    """Why the card pool gave the current job no card, or None; the device stage raises it (Hydra
-    only warns about an exception in a callback's ``on_job_start``, and would run the job)."""
+    """Why the pool gave this job no card, or None (Hydra only warns about callback errors)."""
     return _REFUSED.get("error")
 
 

@@ -1,5 +1,4 @@
-"""Directories of ``ASCEND_CACHE_PATH``, ``ASCEND_WORK_PATH``, ``ASCEND_PROCESS_LOG_PATH``, made
-before ``torch_npu`` loads: CANN fails with error 500001, naming no variable, if one is missing."""
+"""The ``ASCEND_*_PATH`` directories, made before torch_npu loads (CANN's 500001 names none)."""
 
 from __future__ import annotations
 
@@ -28,9 +27,7 @@ def env_dir_status(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def ensure_env_dirs(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Create every missing directory; ``{key: 'created: <dir>' | 'exists: <dir>'}`` of set ones.
-    Raises:
-        ConfigError: a value names a file, or the directory cannot be created."""
+    """Create missing directories: ``{key: 'created: <dir>' | 'exists: <dir>'}`` or ConfigError."""
     environ = os.environ if environ is None else environ
     done = {}
     for key, state in env_dir_status(environ).items():

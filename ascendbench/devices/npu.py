@@ -1,6 +1,4 @@
-"""The Ascend chip a job runs on: its card, ACL_PRECISION_MODE, internal formats, cube figures
-(CANN's ``platform_config/<SoC>.ini``) and ``npu-smi info`` facts. The torch_npu sources each rule
-follows are listed in docs/devices.md ("Ascend specifics (device settings)")."""
+"""The Ascend chip a job runs on: card, precision mode, formats, cube figures, npu-smi facts."""
 
 from __future__ import annotations
 
@@ -34,23 +32,19 @@ _VERSION = re.compile(r"npu-smi\s+(\S+)")
 
 
 def select_card(runtime: Any, index: int) -> int:
-    """Make card ``index`` the runtime's current device, before anything else touches the runtime:
-    events record, the compile-mode probe initialises and the name reads the *current* card."""
+    """Make card ``index`` current before anything else touches the runtime (events, name)."""
     runtime.set_device(index)
     return index
 
 
 def apply_precision_mode(runtime: Any, chip: str, requested: str | None) -> dict[str, Any]:
-    """Set ACL_PRECISION_MODE where the chip's default runs float32 in float16 (or as requested).
-    Raises:
-        ConfigError: ``requested`` is not a mode torch_npu accepts."""
+    """Set ACL_PRECISION_MODE where the chip's default runs float32 in float16 (or as requested)."""
     if requested is not None and requested not in PRECISION_MODES:
         raise ConfigError(
             f"device.precision_mode={requested!r} is not an ACL_PRECISION_MODE; allowed: null "
             "(ascendbench keeps float32 float32: must_keep_origin_dtype on chips below "
             f"Ascend910B1, the chip default elsewhere), {', '.join(PRECISION_MODES)}. Fix the "
-            "override, e.g. "
-            "`device.precision_mode=null`.")
+            "override, e.g. `device.precision_mode=null`.")
     pre_a2 = chip in PRE_A2_SOCS
     default = "allow_fp32_to_fp16" if pre_a2 else KEEP_DTYPE
     value = requested or (KEEP_DTYPE if pre_a2 else None)
@@ -170,8 +164,7 @@ def card_facts(table: dict[str, Any], position: int, own_pid: int) -> dict[str, 
 
 
 def npu_smi_facts(index: int) -> dict[str, Any] | None:
-    """:func:`card_facts` of the job's card (row ``ASCEND_RT_VISIBLE_DEVICES[index]``, else
-    ``index``) from a fresh ``npu-smi info``; ``None`` when npu-smi is not on PATH."""
+    """:func:`card_facts` of the job's card from ``npu-smi info`` (None without npu-smi)."""
     binary = shutil.which("npu-smi")
     if binary is None:
         return None
@@ -197,8 +190,7 @@ def npu_smi_facts(index: int) -> dict[str, Any] | None:
 
 
 def chip_options(runtime: Any, index: int, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """Apply ``device.precision_mode`` / ``allow_internal_format``; what is in force and the chip's
-    facts, for the record (``env.device.chip_options``)."""
+    """Apply the chip options; what is in force and the chip's facts for ``env.device``."""
     chip = str(runtime.get_device_name(index))
     return {"precision_mode": apply_precision_mode(runtime, chip, settings.get("precision_mode")),
             "allow_internal_format": apply_internal_format(

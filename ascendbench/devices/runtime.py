@@ -1,5 +1,4 @@
-"""Device runtimes as a lookup table keyed by device type: how ``torch.<type>`` is obtained and
-what to tell a user when it is missing (the CPU has no runtime module)."""
+"""Device runtimes by type: how ``torch.<type>`` is loaded, what to say when it is missing."""
 
 from __future__ import annotations
 
@@ -54,9 +53,7 @@ def _unavailable(device_type: str, why: str, short: str) -> DeviceUnavailableErr
 
 
 def load_runtime(device_type: str) -> Any:
-    """The ``torch.<type>`` runtime module of an accelerator, checked for a visible device.
-    Raises:
-        DeviceUnavailableError: the runtime package cannot be imported or shows no device."""
+    """``torch.<type>`` of an accelerator with a visible device, else DeviceUnavailableError."""
     spec = RUNTIMES[device_type]
     try:
         runtime = spec.load()

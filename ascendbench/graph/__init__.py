@@ -1,5 +1,4 @@
-"""Graph-mode variants of the device run: ``device.compile=<variant>``, each a ``torch.compile``
-backend (:data:`VARIANTS`; docs/devices.md, "Several cards and graph mode")."""
+"""Graph-mode variants (``device.compile``), each a ``torch.compile`` backend (:data:`VARIANTS`)."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GraphVariant:
-    """One ``device.compile`` value: the device types it runs on, its dynamo backend (or
-    ``torchair:<mode>`` for a torchair-built backend), and what it does."""
+    """One ``device.compile`` value: device types, dynamo backend (or ``torchair:<mode>``), help."""
 
     devices: tuple[str, ...]
     backend: str
@@ -48,9 +46,7 @@ TARGET_ATTRIBUTES = ("transformer", "unet", "decoder")
 
 
 def variant_of(device_cfg: Mapping[str, Any], device_type: str) -> GraphVariant | None:
-    """The variant ``device.compile`` asks for on ``device_type`` (None: eager).
-    Raises:
-        ConfigError: an unknown value, or one that does not run on this device type."""
+    """The variant ``device.compile`` asks for on ``device_type`` (None: eager) or ConfigError."""
     name = str(device_cfg.get("compile") or "none")
     if name == "none":
         return None
@@ -87,8 +83,7 @@ def backend_of(variant: GraphVariant) -> Any:
 
 
 def targets(model: Any, options: Mapping[str, Any]) -> dict[str, nn.Module]:
-    """The modules to compile: ``options.targets`` (dotted attribute paths), else the denoiser /
-    decoder / the model itself."""
+    """The modules to compile: ``options.targets``, else the denoiser / decoder / the model."""
     paths = list(options.get("targets") or []) or [next(
         (a for a in TARGET_ATTRIBUTES if isinstance(getattr(model, a, None), nn.Module)), "")]
     found = {}
@@ -106,8 +101,7 @@ def targets(model: Any, options: Mapping[str, Any]) -> dict[str, nn.Module]:
 
 def compile_model(model: Any, device_type: str,
                   device_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Compile the target modules in place (``nn.Module.compile``, at their first call); the
-    record's ``bench.compile`` head, or None for eager."""
+    """Compile the targets in place (at their first call); ``bench.compile``'s head or None."""
     variant = variant_of(device_cfg, device_type)
     if variant is None:
         return None

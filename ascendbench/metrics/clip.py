@@ -1,5 +1,4 @@
-"""The CLIP score of the job's prompt and its image or video outputs (``metric.clip``): per frame
-``100 x max(cos(image, text), 0)`` of a local CLIPModel (Hessel et al. 2021; docs/accuracy.md)."""
+"""The CLIP score of the prompt and the image/video outputs (``metric.clip``; Hessel 2021)."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ def clip_scores(model: Any, processor: Any, prompt: str, pixels: torch.Tensor) -
 
 
 def clip_entries(settings: Mapping[str, Any] | None, job: Any) -> dict[str, dict[str, Any]]:
-    """The ``clip_score`` entries of a job's image/video outputs (``job``: ``outputs``, ``task``,
-    ``weights``, ``reference``); ``skipped`` without weights or a prompt, ``{}`` without outputs."""
+    """``clip_score`` entries of a job's image/video outputs (``skipped``: no weights/prompt)."""
     task, outputs, settings = job.task, job.outputs or {}, settings or {}
     visual = {n: t for n, t in sorted(outputs.items())
               if t.dim() in (4, 5) and task.output_range(n, t) is not None}

@@ -1,5 +1,4 @@
-"""Per-output evaluators: ``regression`` (element-wise), ``tokens`` (integer ids) and a plain
-function by YAML (``FunctionEvaluator``, docs/extending.md)."""
+"""Per-output evaluators: ``regression``, ``tokens``, a YAML-named function (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -71,8 +70,8 @@ class RegressionEvaluator(Evaluator):
 
 
 class FunctionEvaluator(Evaluator):
-    """Calls ``function`` (a dotted path to ``fn(reference, device, **kwargs) -> number | {name:
-    number}``) on every floating-point output pair in float64; imported when built (dry run)."""
+    """``function``: a dotted path to ``fn(reference, device, **kwargs) -> number | dict``, called
+    on every floating-point output pair in float64; imported when built (so a dry run checks it)."""
 
     def __init__(self, name: str, function: str, kwargs: Mapping[str, Any] | None = None,
                  metric: str | None = None, outputs: list[str] | None = None,
@@ -151,8 +150,7 @@ def token_metrics(reference: torch.Tensor, device: torch.Tensor,
                   codebook_size: int | None) -> dict[str, float]:
     """Share of equal ids, distinct ids on each side, ids, and (with a codebook) ids outside it.
     >>> token_metrics(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 9]), 8)["token_agreement"]
-    0.75
-    """
+    0.75"""
     ref, dev = reference.detach().cpu().reshape(-1), device.detach().cpu().reshape(-1)
     values = {
         "token_agreement": float((ref == dev).double().mean()) if ref.numel() else 1.0,

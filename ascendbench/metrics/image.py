@@ -1,5 +1,4 @@
-"""The ``image`` and ``video`` evaluators: PSNR, SSIM and LPIPS per image or per frame, a chunk of
-images or frames at a time (no float64 copy of a whole video; docs/accuracy.md)."""
+"""The ``image`` and ``video`` evaluators: PSNR, SSIM, LPIPS per image or frame, chunk by chunk."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ class PerImageMetrics:
 
 
 class ImageEvaluator(Evaluator):
-    """``image_psnr_db``, ``image_ssim``, ``image_lpips`` of ``[N, 1|3, H, W]`` outputs; positions
-    not finite on both sides count as no error, and as ``image_nonfinite_mismatch`` otherwise."""
+    """PSNR, SSIM, LPIPS of ``[N, 1|3, H, W]`` outputs; NaN/Inf mismatches counted apart."""
 
     what = "[N, C, H, W] image outputs with 1 or 3 channels"
     always_rules = _mismatch_rule("image_")
@@ -118,8 +116,7 @@ class ImageEvaluator(Evaluator):
 
 
 class VideoEvaluator(ImageEvaluator):
-    """The image metrics per frame of 5-D outputs (``layout`` BCTHW, BTCHW or auto): over all
-    frames ``video_<metric>_mean`` (``per_frame``), ``_std``, the worst (``_min``/``_max``)."""
+    """The image metrics per frame of 5-D outputs (``layout``): mean, std and worst frame."""
 
     what = "5-D video outputs ([B, C, T, H, W] or [B, T, C, H, W])"
     always_rules = _mismatch_rule("video_")

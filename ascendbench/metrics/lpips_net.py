@@ -1,5 +1,4 @@
-"""LPIPS (Zhang et al., 2018) through the ``lpips`` package, strictly offline: without its backbone
-file in ``$TORCH_HOME`` it is skipped with the reason, never downloaded (docs/accuracy.md)."""
+"""LPIPS through ``lpips``, strictly offline: no backbone in ``$TORCH_HOME``, no LPIPS (skipped)."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ def load_lpips(net: str, version: str, hub_dir: str) -> torch.nn.Module:
 
 def lpips_per_image(model: torch.nn.Module, reference: torch.Tensor, device: torch.Tensor,
                     batch: int = 2) -> list[float]:
-    """LPIPS of each image pair of two ``[N, C, H, W]`` batches in ``[-1, 1]``, ``batch`` pairs at
-    a time (the activations dominate the memory); grey images are repeated to three channels."""
+    """LPIPS per image pair in ``[-1, 1]``, ``batch`` at a time (activations dominate memory)."""
     if reference.shape[1] == 1:
         reference, device = reference.expand(-1, 3, -1, -1), device.expand(-1, 3, -1, -1)
     values: list[float] = []

@@ -1,5 +1,4 @@
-"""Checks of one side's tensors that need no comparison: NaN/Inf, value range, and whether an image
-or video output is a picture at all (docs/accuracy.md, "Checks without a reference")."""
+"""Checks needing no reference: NaN/Inf, value range, and whether a picture is a picture at all."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ MIN_IDENTICAL_NUMEL = 16  # a handful of elements (or a constant) may legitimate
 
 def inspect(tensor: torch.Tensor, value_range: Sequence[float] | None = None,
             chunk_elements: int = CHUNK) -> SimpleNamespace:
-    """``numel``, ``nonfinite`` (NaN/Inf), ``first_nonfinite`` (index), ``out_of_range`` (finite
-    elements outside ``value_range``) and the finite ``low``/``high`` of a floating-point tensor."""
+    """``numel``, ``nonfinite``, ``first_nonfinite``, ``out_of_range``, finite ``low``/``high``."""
     flat = tensor.detach().reshape(-1)
     found = SimpleNamespace(numel=tensor.numel(), nonfinite=0, first_nonfinite=None,
                             out_of_range=0, low=None, high=None)
@@ -120,8 +118,7 @@ def _identical(ref: torch.Tensor, out: torch.Tensor, device_dtype: torch.dtype) 
 
 def identical_reference(reference: Mapping[str, torch.Tensor], outputs: Mapping[str, torch.Tensor],
                         device_dtype: torch.dtype) -> dict[str, dict[str, Any]]:
-    """``reference_identical`` (FAIL) where a reference finer than ``device_dtype`` equals every
-    floating-point device output exactly; ``{}`` otherwise."""
+    """``reference_identical`` (FAIL): a finer reference equal to every float output; else {}."""
     pairs = [(name, reference[name], out) for name, out in sorted(outputs.items())
              if name in reference and out.is_floating_point()]
     if not pairs or not all(_identical(ref, out, device_dtype) for _, ref, out in pairs):
@@ -145,9 +142,8 @@ def grey(frame: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:
 
 
 def spectral_exponent(frame: torch.Tensor, bins: int = 12) -> Spectrum:
-    """``alpha`` of an ``[H, W]`` grey frame: a least-squares line through log mean power per
-    log-spaced band from 2 cycles per frame to 0.4 cycles per pixel, after removing the mean and a
-    Hann window. Natural images read about 2, white noise 0; a flat frame NaN."""
+    """``alpha`` of an ``[H, W]`` grey frame: least squares on log band power from 2 cycles/frame
+    to 0.4 cycles/pixel (mean removed, Hann window); natural images ~2, white noise 0, flat NaN."""
     height, width = frame.shape
     window = torch.outer(torch.hann_window(height, periodic=False),
                          torch.hann_window(width, periodic=False))
@@ -173,9 +169,8 @@ def spectral_exponent(frame: torch.Tensor, bins: int = 12) -> Spectrum:
 
 
 def outlier_scores(step: Sequence[float], skip: Sequence[float], floor: float) -> list[float]:
-    """Per interior frame ``min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), floor)`` from the changes
-    one (``step``) and two (``skip``) frames apart: ~0.5 for smooth motion, ~1 for independent
-    frames, large for a frame that jumps away and back (a flash, or alternating frames)."""
+    """Per interior frame ``min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), floor)`` (``step``: one
+    apart, ``skip``: two): ~0.5 smooth motion, ~1 independent frames, large: flash, alternation."""
     return [min(step[t], step[t + 1]) / max(skip[t], floor) for t in range(len(skip))]
 
 
@@ -233,8 +228,7 @@ class _Tally:
 
 def check_output(tensor: torch.Tensor, value_range: tuple[float, float], layout: str,
                  rules: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """The picture checks of one ``[N, C, H, W]`` image batch or 5-D video batch (``layout``
-    BCTHW or BTCHW) in ``value_range``, judged."""
+    """The judged picture checks of an ``[N, C, H, W]`` or 5-D (``layout``) batch."""
     tally, rules = _Tally(), rules or {}
     for index in range(int(tensor.shape[0])):  # an image alone, or a video's frames
         clip = [tensor[index]] if tensor.dim() == 4 else list(frames(tensor, index, layout))
@@ -261,9 +255,8 @@ def _against_reference(device: dict[str, Any], reference: dict[str, Any]) -> Non
 def output_checks(outputs: Mapping[str, torch.Tensor], task: Any, weights: Mapping[str, Any] | None,
                   rules: Mapping[str, Any] | None = None,
                   reference: Mapping[str, torch.Tensor] | None = None) -> dict[str, dict[str, Any]]:
-    """``output_nonfinite`` of each floating-point output (judged), ``output_out_of_range_ratio``
-    where the task declares a range and the picture checks of its 4-D and 5-D outputs: judged for
-    loaded ``weights`` and ``task.natural_outputs`` unless the ``reference`` fails them too."""
+    """``output_nonfinite`` (judged), ``output_out_of_range_ratio`` and the picture checks: judged
+    for loaded ``weights`` and natural outputs unless the ``reference`` fails them too."""
     rules, random = rules or {}, (weights or {}).get("kind") == "random-init"
     natural = getattr(task, "natural_outputs", False)
     reason = NOT_JUDGED if random else None if natural else NOT_NATURAL

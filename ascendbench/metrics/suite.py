@@ -1,5 +1,4 @@
-"""A metric option (``conf/metric/<option>.yaml``): a :class:`MetricSuite` of :class:`Evaluator` s,
-whose entries are named ``<metric>`` for one output and ``<output>/<metric>`` for several."""
+"""A metric option: a :class:`MetricSuite` of evaluators (``<output>/<metric>`` entries)."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ def describe_outputs(outputs: Mapping[str, torch.Tensor]) -> str:
 
 
 def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The record entry of one value (a number, a dict with ``value`` and extras, or a skip); a
-    value with ``not_judged`` (why) gets its rule's verdict as ``would_be`` only."""
+    """The record entry of a value (number, dict, skip); ``not_judged``: verdict as ``would_be``."""
     if isinstance(value, Mapping) and "skipped" in value:
         return dict(value)
     entry: dict[str, Any] = dict(value) if isinstance(value, Mapping) else {"value": value}
@@ -33,8 +31,7 @@ def make_entry(metric: str, value: Any, rules: Mapping[str, Mapping[str, Any]]) 
 
 
 def judged_output(name: str, tensor: torch.Tensor) -> torch.Tensor:
-    """The output as the evaluators see it: uint8 images ``[N, 1|3, H, W]`` and videos ``[N, 1|3, T,
-    H, W]`` as pixels in ``[-1, 1]`` (as image files are read); a complex output refused."""
+    """The output as evaluators see it: uint8 pictures as pixels in ``[-1, 1]``; complex refused."""
     if tensor.is_complex():
         raise MetricError(
             f"output {name!r} is {describe_outputs({name: tensor})}: complex outputs are not "
@@ -111,8 +108,7 @@ class Evaluator:
 
 
 class MetricSuite:
-    """Evaluators by key (``None``: switched off), ``thresholds`` over all of them, one
-    ``data_range`` for all (``None``: their own) and ``clip`` (run by the evaluate stage)."""
+    """Evaluators by key (None: off), shared ``thresholds``, ``data_range`` and ``clip``."""
 
     def __init__(self, name: str, evaluators: Mapping[str, Any],
                  thresholds: Mapping[str, Any] | None = None, data_range: float | None = None,
@@ -136,8 +132,7 @@ class MetricSuite:
     def evaluate(self, reference: Mapping[str, torch.Tensor], device: Mapping[str, torch.Tensor],
                  rules: Mapping[str, Mapping[str, Any]] | None, atol: float, rtol: float,
                  **tolerances: float) -> dict[str, dict[str, Any]]:
-        """``reference_nonfinite`` of the reference, then every evaluator's entries in config
-        order; a name already produced becomes ``<evaluator key>.<name>`` (MetricError if taken)."""
+        """``reference_nonfinite``, then each evaluator's entries (clashes: ``<key>.<name>``)."""
         merged = merge_rules(rules, self.thresholds)
         reference = {k: judged_output(k, v) for k, v in reference.items()}
         device = {k: judged_output(k, v) for k, v in device.items()}

@@ -1,5 +1,4 @@
-"""Verdict rules: a value against one ``max`` or ``min`` bound from config, an optional ``warn``
-bound and a ``source``; NaN always fails (docs/accuracy.md, "Verdicts and thresholds")."""
+"""Verdict rules: a value against a ``max`` or ``min`` bound, an optional ``warn``; NaN fails."""
 
 from __future__ import annotations
 

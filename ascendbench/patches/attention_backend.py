@@ -1,5 +1,4 @@
-"""The ``diffusers_attention_backend`` patch: a diffusers model on a named attention backend
-through diffusers' dispatcher, only where diffusers' contract holds (docs/devices.md)."""
+"""The ``diffusers_attention_backend`` patch: a named backend where diffusers' contract holds."""
 
 from __future__ import annotations
 
@@ -26,9 +25,8 @@ _GUARDED = ("_native_npu", "native")  # backends whose calls KernelLog counts
 
 
 def boolean_mask(mask: torch.Tensor, batch: int) -> torch.Tensor:
-    """``mask`` (boolean, or float: 0 or <= -1000) as a boolean ``[B, Skv]`` (True: attend).
-    Raises:
-        PatchError: a bias rather than a mask, or a mask that differs between heads or queries."""
+    """``mask`` (boolean, or float: 0 or <= -1000) as a boolean ``[B, Skv]`` (True: attend);
+    PatchError for a bias rather than a mask, or a mask differing between heads or queries."""
     keep = mask
     if mask.dtype != torch.bool:
         keep, masked = mask == 0, mask <= MASKED_BELOW
@@ -50,8 +48,7 @@ def boolean_mask(mask: torch.Tensor, batch: int) -> torch.Tensor:
 
 
 def sdpa_kernel(query: torch.Tensor, mask: torch.Tensor | None, chip: str | None) -> str:
-    """The kernel torch's SDPA runs for one diffusers ``native`` call (``query``: B, S, N, D):
-    torch_npu routes no or boolean masks within its limits to the fused kernel on Ascend910B1+."""
+    """The kernel torch's SDPA runs for a ``native`` call (torch_npu's fused one on 910B1+)."""
     if query.device.type != "npu":
         return f"torch SDPA on {query.device.type}"
     fused = (mask is None or mask.dtype == torch.bool) and query.shape[2] <= N_LIMIT \
@@ -138,8 +135,7 @@ def _models_found(patch: DiffusersAttentionBackend, target: Any) -> str | None:
     devices=("npu",),
 )
 class DiffusersAttentionBackend(Patch):
-    """Set a diffusers attention backend (an ``AttentionBackendName`` value) on a model or on the
-    pipeline components named in ``components`` (``None``: every diffusers model)."""
+    """Set a diffusers attention backend on a model or the pipeline's ``components`` (None: all)."""
 
     def __init__(self, backend: str = "_native_npu",
                  components: Sequence[str] | None = None) -> None:
@@ -200,8 +196,7 @@ class DiffusersAttentionBackend(Patch):
         return info
 
     def restore(self) -> None:
-        """``reset_attention_backend()`` on each model, earlier processor backends and the
-        registered backend function back, then the previous global backend."""
+        """Reset each model's backend, processors and registered function, then the global."""
         while self._saved:
             model, before = self._saved.pop()
             model.reset_attention_backend()

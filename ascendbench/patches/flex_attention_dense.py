@@ -1,5 +1,4 @@
-"""The ``flex_attention_dense`` patch: flex_attention + create_block_mask as dense-mask SDPA with
-plain operators (flex_attention needs Triton, which Ascend NPUs lack); docs/videoflextok.md."""
+"""The ``flex_attention_dense`` patch: flex attention as dense SDPA (Ascend NPUs lack Triton)."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ def evaluate_mask_mod(mask_mod: MaskMod, grid: MaskGrid) -> torch.Tensor:
     >>> evaluate_mask_mod(lambda b, h, q, kv: q >= kv, MaskGrid(2, 4, 3, 3, "cpu")).int()[0, 0]
     tensor([[1, 0, 0],
             [1, 1, 0],
-            [1, 1, 1]], dtype=torch.int32)
-    """
+            [1, 1, 1]], dtype=torch.int32)"""
     sizes = grid[:4]
     try:
         mask = torch.as_tensor(mask_mod(*grid.indices()), device=grid.device)
@@ -71,8 +69,7 @@ def _blocks_to_tokens(num_blocks: torch.Tensor, indices: torch.Tensor, block: tu
 
 
 def block_mask_to_dense(block_mask: Any, grid: MaskGrid) -> torch.Tensor:
-    """Token-level boolean mask of a ``BlockMask``: partial blocks keep the ``mask_mod``, full
-    blocks are kept whole, other blocks are masked (the compiled kernels' semantics)."""
+    """Token mask of a ``BlockMask``: partial blocks keep ``mask_mod``, full kept, others masked."""
     size = block_mask.BLOCK_SIZE
     size = (size, size) if isinstance(size, int) else tuple(size)
     dense = _blocks_to_tokens(block_mask.kv_num_blocks, block_mask.kv_indices, size, grid)
@@ -84,8 +81,7 @@ def block_mask_to_dense(block_mask: Any, grid: MaskGrid) -> torch.Tensor:
 
 
 class DenseBlockMask:
-    """What the patched ``create_block_mask`` returns: a ``mask_mod`` whose dense mask is evaluated
-    when attention first needs it (for that call's batch, heads, lengths, device) and reused."""
+    """``create_block_mask``'s result: a ``mask_mod`` made dense when attention needs it, reused."""
 
     def __init__(self, mask_mod: MaskMod, B: int | None, H: int | None, q_len: int, kv_len: int,
                  device: torch.device | str | None = None) -> None:
@@ -117,8 +113,7 @@ class DenseBlockMask:
 
 
 def dense_create_block_mask(mask_mod: MaskMod, *args: Any, **kwargs: Any) -> DenseBlockMask:
-    """Drop-in for ``create_block_mask``, bound to torch's own signature (every call form of the
-    original): a :class:`DenseBlockMask`, nothing compiled."""
+    """Drop-in for ``create_block_mask`` (torch's signature): a :class:`DenseBlockMask`."""
     bound = inspect.signature(_flex().create_block_mask).bind(mask_mod, *args, **kwargs).arguments
     return DenseBlockMask(mask_mod, bound["B"], bound["H"], bound["Q_LEN"], bound["KV_LEN"],
                           device=bound.get("device"))
@@ -141,8 +136,7 @@ class _CachingBlockMaskFactory:
 
 def dense_flex_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                          *args: Any, **kwargs: Any) -> Any:
-    """Drop-in for ``flex_attention`` (torch's signature; ``kernel_options`` is ignored) computed
-    with dense operators: the output in the query dtype, with the lse or ``AuxOutput`` if asked."""
+    """Drop-in for ``flex_attention`` with dense operators (``kernel_options`` ignored)."""
     flex = _flex()
     bound = inspect.signature(flex.flex_attention).bind(query, key, value, *args, **kwargs)
     bound.apply_defaults()
@@ -227,9 +221,7 @@ def _targets_found(patch: FlexAttentionDense, target: Any) -> str | None:
                  "callables.",
 )
 class FlexAttentionDense(Patch):
-    """Replace a model's flex_attention / create_block_mask callables (instance attributes
-    ``attention_attrs``, ``block_mask_attrs`` of ``module_classes``, None: any; ``functions`` by
-    dotted path -> ``attention`` or ``block_mask``) with dense drop-ins."""
+    """Replace flex_attention / create_block_mask (attributes, dotted ``functions``) by dense."""
 
     def __init__(self, attention_attrs: Sequence[str] = ("flex_attention",),
                  block_mask_attrs: Sequence[str] = ("create_block_mask",),

@@ -1,5 +1,4 @@
-"""The patch registry: named, checked, reversible changes to third-party code (``model.patches``:
-names, or mappings with ``name``, ``reference``, ``devices`` and the patch's options)."""
+"""The patch registry: named, checked, reversible changes to third-party code (model.patches)."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ class Check:
 
 
 class Patch:
-    """Base class of a registered patch: options as ``__init__`` keywords, ``apply(target)``
-    returning what changed (for the record), ``restore()`` undoing even a partial application."""
+    """A registered patch: keyword options, ``apply(target)`` -> record, ``restore()`` undoes."""
 
     name: ClassVar[str] = ""
     checks: ClassVar[tuple[Check, ...]] = ()
@@ -51,8 +49,7 @@ _REGISTRY: dict[str, type[Patch]] = {}
 
 def register_patch(name: str, *, checks: Sequence[Check] = (), install_hint: str = "",
                    devices: Sequence[str] | None = None) -> Callable[[type[Patch]], type[Patch]]:
-    """Class decorator registering a :class:`Patch` as ``name``; ``devices``: the device types it
-    applies on by default (``None``: every device)."""
+    """Register a :class:`Patch` as ``name``; ``devices``: where it applies (None: all)."""
 
     def decorator(cls: type[Patch]) -> type[Patch]:
         if name in _REGISTRY and _REGISTRY[name] is not cls:
@@ -135,9 +132,8 @@ def build_patch(spec: PatchSpec) -> Patch:
 @contextmanager
 def patches_applied(specs: Any, target: Any, device_type: str,
                     dtype: str | None = None) -> Iterator[list[dict[str, Any]]]:
-    """Apply the patches of ``specs`` for ``device_type`` and ``dtype``; restore them all on exit.
-    Yields one record entry per spec: ``{name, options, ...what apply returned}`` or ``{name,
-    options, skipped: reason}``."""
+    """Apply the patches of ``specs`` for ``device_type``, ``dtype``, restored on exit; yields per
+    spec ``{name, options, ...what apply returned}`` or ``{name, options, skipped: reason}``."""
     applied: list[Patch] = []
     infos: list[dict[str, Any]] = []
     try:

@@ -1,6 +1,4 @@
-"""The ``+tracking=mlflow`` Hydra callback: each job's record logged as an MLflow run when it ends,
-by the exporter of ``report --mlflow`` (a later export adds nothing). A failure is one warning (the
-traceback in the job log); the job's record, status and exit code stay as they were."""
+"""The ``+tracking=mlflow`` callback: a run per job record; a failure only warns."""
 
 from __future__ import annotations
 
@@ -19,8 +17,7 @@ log = logging.getLogger(__name__)
 
 
 class MlflowTracking(Callback):
-    """Log every job's record to MLflow in ``on_job_end``; ``uri`` None: ``$MLFLOW_TRACKING_URI``,
-    else ``sqlite:///mlflow.db`` here; ``experiment`` is created when missing."""
+    """Log each job's record to MLflow in ``on_job_end`` (``uri``: see ``resolve_uri``)."""
 
     def __init__(self, uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
         self.uri, self.experiment = uri, experiment

@@ -1,5 +1,4 @@
-"""One record -> what an MLflow run holds: params, metrics, tags (pure functions, no MLflow import;
-docs/tracking.md, "What a run holds")."""
+"""One record -> an MLflow run's params, metrics, tags (no MLflow import; docs/tracking.md)."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ class RunFields:
 def safe_key(key: str, limit: int = MAX_KEY) -> str:
     """``key`` as MLflow accepts it: characters outside ``[/\\w.\\- :]`` become ``_``, bounded.
     >>> safe_key("metrics.layer/blocks.0#1/0/cosine.value")
-    'metrics.layer/blocks.0_1/0/cosine.value'
-    """
+    'metrics.layer/blocks.0_1/0/cosine.value'"""
     name = _BAD_KEY_CHARS.sub("_", key)
     if posixpath.normpath(name) != name or name.startswith("/"):
         name = name.replace("/", "_")
@@ -77,8 +75,7 @@ def safe_key(key: str, limit: int = MAX_KEY) -> str:
 def param_text(value: Any) -> str:
     """A config value as the command line writes it: strings as they are, anything else as JSON.
     >>> [param_text(v) for v in ("fp16", True, None, 2.5, [8, 16])]
-    ['fp16', 'true', 'null', '2.5', '[8, 16]']
-    """
+    ['fp16', 'true', 'null', '2.5', '[8, 16]']"""
     return value if isinstance(value, str) else json.dumps(value)
 
 

@@ -1,7 +1,5 @@
-"""Records -> MLflow runs, each record at most once (``report --mlflow``, the ``+tracking=mlflow``
-callback). A run carries :data:`KEY_TAG` (hash of the job directory) and, once complete,
-:data:`DIGEST_TAG` (of ``record.json``): same digest ``unchanged``, another or none ``replaced`` (a
-new run, the old ones soft-deleted: params cannot change), no run ``created``."""
+"""Records -> MLflow runs, each at most once: a run carries :data:`KEY_TAG` (job dir hash) and, once
+complete, :data:`DIGEST_TAG`; same digest ``unchanged``, another ``replaced``, none ``created``."""
 
 from __future__ import annotations
 
@@ -46,8 +44,7 @@ HTTP_BOUNDS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RET
 
 
 def import_mlflow() -> Any:
-    """The ``mlflow`` module (its telemetry off unless the environment says otherwise), or
-    :class:`TrackingError` saying how to install it."""
+    """The ``mlflow`` module (telemetry off by default), or TrackingError saying how to install."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     try:
         import mlflow  # deferred: an optional dependency, and heavy
@@ -63,8 +60,7 @@ def resolve_uri(uri: str | None) -> str:
     """``uri``, else ``$MLFLOW_TRACKING_URI``, else :data:`DEFAULT_URI`; a relative SQLite path is
     made absolute, so that every process of a sweep uses one database.
     >>> resolve_uri("sqlite:////data/mlflow.db"), resolve_uri("http://tracking:5000")
-    ('sqlite:////data/mlflow.db', 'http://tracking:5000')
-    """
+    ('sqlite:////data/mlflow.db', 'http://tracking:5000')"""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
     prefix = "sqlite:///"
     if uri.startswith(prefix) and not uri.startswith(prefix + "/") and len(uri) > len(prefix):
@@ -74,8 +70,7 @@ def resolve_uri(uri: str | None) -> str:
 
 
 def artifact_root(uri: str, experiment: str) -> str | None:
-    """``<database dir>/mlartifacts/<experiment>`` for a SQLite store (MLflow's default is the
-    ``./mlruns`` of wherever the run started); None for other stores."""
+    """``<database dir>/mlartifacts/<experiment>`` of a SQLite store (not ./mlruns), else None."""
     if not uri.startswith("sqlite:////"):
         return None
     database = Path(uri[len("sqlite:///"):].partition("?")[0])
@@ -87,14 +82,12 @@ def _digest(data: bytes) -> str:
 
 
 def _epoch_ms(stamp: Any) -> int | None:
-    """A record's ``timing`` time in milliseconds, or None."""
-    moment = instant(stamp)
+    moment = instant(stamp)  # a record's ``timing`` time in milliseconds, or None
     return None if moment == float("-inf") else int(moment * 1000)
 
 
 def artifact_files(job_dir: Path) -> list[tuple[Path, str | None]]:
-    """``(file, artifact folder)``: :data:`JOB_FILES` and every :data:`MEDIA` file of the job: no
-    link, nothing outside it, nothing of another job's directory nested in it."""
+    """``(file, folder)`` of :data:`JOB_FILES` and :data:`MEDIA`: own files only, no links."""
     root = job_dir.resolve()
 
     def own(path: Path) -> bool:
@@ -152,10 +145,7 @@ class RecordFile:
 
 
 class MlflowExporter:
-    """One tracking store (``uri``: see :func:`resolve_uri`) and ``experiment`` (created when
-    missing); :meth:`export` logs one record as a run, at most once.
-    Raises:
-        TrackingError: MLflow is not installed, or the URI cannot be used (says which and why)."""
+    """A store and ``experiment`` (made if missing; TrackingError if unusable); export logs once."""
 
     def __init__(self, uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT) -> None:
         self.mlflow = import_mlflow()
@@ -276,16 +266,14 @@ class MlflowExporter:
 def split_uri(value: str | None, paths: Sequence[str]) -> tuple[str | None, list[str]]:
     """``--mlflow VALUE``'s URI and the record paths: a value without a scheme is a path.
     >>> split_uri("multirun", ["outputs"]), split_uri("sqlite:///x.db", []), split_uri("", ["a"])
-    ((None, ['multirun', 'outputs']), ('sqlite:///x.db', []), (None, ['a']))
-    """
+    ((None, ['multirun', 'outputs']), ('sqlite:///x.db', []), (None, ['a']))"""
     if value and not _SCHEME.match(value):
         return None, [value, *paths]
     return value or None, list(paths)
 
 
 def run_mlflow(args: Any, settings: Any) -> int:
-    """``report --mlflow``: one line per record (created, replaced, unchanged, skipped, failed), a
-    count; exit 0, 1 (some record refused) or 2 (MLflow missing or the URI unusable)."""
+    """``report --mlflow``: a line per record, a count; exit 0, 1 (some refused) or 2."""
     uri, paths = split_uri(args.mlflow, args.paths)
     records = find_records(paths or list(settings.paths), missing_ok=not paths)
     try:

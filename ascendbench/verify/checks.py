@@ -1,6 +1,5 @@
 """``python -m ascendbench.verify`` (``make verify``): is this host ready to validate a port?
-One ``PASS``/``WARN``/``FAIL`` line per check; exit 1 when any fails. Probes and commands run under
-timeouts, so nothing hangs or crashes on a host without an accelerator."""
+One PASS/WARN/FAIL line per check, exit 1 if any fails; timeouts: nothing hangs without a device."""
 
 from __future__ import annotations
 
@@ -53,11 +52,6 @@ def probe_devices(timeout_s: float) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def check_probe(probe: dict[str, Any]) -> list[Check]:
-    """The device probe's own FAIL line, when it did not answer."""
-    return [Check("device probe", "FAIL", probe["error"])] if "error" in probe else []
-
-
 def check_torch_npu(probe: dict[str, Any]) -> Check:
     """torch_npu installed, importable in the probe, and built for this torch."""
     npu, version = probe.get("npu", {}), installed_version("torch_npu")
@@ -93,8 +87,7 @@ def check_cann(probe: dict[str, Any]) -> Check:
 
 
 def check_ascend_dirs() -> Check:
-    """ASCEND_CACHE_PATH / ASCEND_WORK_PATH / ASCEND_PROCESS_LOG_PATH: each unset or a directory
-    (missing: WARN, a device=npu job creates it; a file: FAIL)."""
+    """The ASCEND_* directories: unset or a directory (missing: WARN; a file: FAIL)."""
     status = env_dir_status()
     detail = "; ".join(f"{k} {v}" for k, v in status.items())
     if any(v.startswith("not a directory") for v in status.values()):
@@ -194,7 +187,9 @@ def run_checks(timeout_s: float = 120.0, hub_timeout_s: float = 5.0,
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("python", lambda: Check("python", *versions.python_status())),
         ("libraries", lambda: [Check(*row) for row in versions.library_statuses()]),
-        ("device probe", lambda: check_probe(probe)), ("torch_npu", lambda: check_torch_npu(probe)),
+        ("device probe", lambda: [Check("device probe", "FAIL", probe["error"])]
+         if "error" in probe else []),
+        ("torch_npu", lambda: check_torch_npu(probe)),
         ("torch_npu wheel", lambda: check_torch_npu_wheel(probe)),
         ("CANN", lambda: check_cann(probe)), ("ascend dirs", check_ascend_dirs),
         ("driver", lambda: check_driver(min(timeout_s, 15.0))),

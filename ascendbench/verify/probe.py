@@ -1,5 +1,4 @@
-"""The device probe of ``ascendbench.verify``, run in a child process (a broken driver can hang or
-abort): one JSON line with the devices, CANN and the attention backends that work on each."""
+"""The device probe of ``verify``, in a child process (drivers can hang): one JSON line."""
 
 from __future__ import annotations
 

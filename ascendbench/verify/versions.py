@@ -1,5 +1,4 @@
-"""Versions for ``ascendbench.verify``: the interpreter and libraries against our requirements, CANN
-and the drivers (the first source answering wins; no torch_npu import, commands under a timeout)."""
+"""Versions for ``verify``: interpreter, libraries, CANN, drivers (no torch_npu; timeouts)."""
 
 from __future__ import annotations
 
@@ -93,10 +92,6 @@ def cann_version(npu_probe: dict[str, Any]) -> tuple[str | None, str | None]:
     return host_cann() or (None, None)
 
 
-def _ascend_version_file(timeout_s: float) -> str | None:
-    return version_in(ASCEND_ROOT / "driver" / "version.info")
-
-
 def _npu_smi(timeout_s: float) -> str | None:
     match = re.search(r"Version:\s*(\S+)", run_command(["npu-smi", "info"], timeout_s) or "")
     return match.group(1) if match else None
@@ -112,8 +107,7 @@ def _nvidia_proc(timeout_s: float) -> str | None:
 def nvidia_proc_version(text: str) -> str | None:
     """The driver version in ``/proc/driver/nvidia/version`` (proprietary and open modules).
     >>> nvidia_proc_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04")
-    '580.159.04'
-    """
+    '580.159.04'"""
     match = re.search(r"Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)*)\b", text)
     return match.group(1) if match else None
 
@@ -126,7 +120,8 @@ def _nvidia_smi(timeout_s: float) -> str | None:
 
 # (driver kind, where the version is read, reader); the first answer per kind wins.
 DRIVER_SOURCES: tuple[tuple[str, str, Callable[[float], str | None]], ...] = (
-    ("Ascend", "/usr/local/Ascend/driver/version.info", _ascend_version_file),
+    ("Ascend", "/usr/local/Ascend/driver/version.info",
+     lambda timeout_s: version_in(ASCEND_ROOT / "driver" / "version.info")),
     ("Ascend", "npu-smi info", _npu_smi),
     ("NVIDIA", "/proc/driver/nvidia/version", _nvidia_proc),
     ("NVIDIA", "nvidia-smi", _nvidia_smi),

@@ -1,5 +1,4 @@
-"""Per-image PSNR and SSIM (scikit-image, Wang et al.'s settings) of ``[N, C, H, W]`` batches in
-float64, their aggregate, and the frames of ``[B, C, T, H, W]`` or ``[B, T, C, H, W]`` videos."""
+"""Per-image PSNR and SSIM (scikit-image) in float64, their aggregate, and video frames."""
 
 from __future__ import annotations
 

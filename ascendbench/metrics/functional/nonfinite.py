@@ -1,5 +1,4 @@
-"""The NaN/Inf agreement rule every metric, check and verdict follows (docs/accuracy.md): finite
-pairs carry the statistics, both NaN or the same infinity agree, anything else is a mismatch."""
+"""The NaN/Inf rule of every metric: both NaN or one infinity agree; anything else mismatches."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def max_abs_diff(ref: torch.Tensor, dev: torch.Tensor) -> float:
 
 
 def neutralize(ref: torch.Tensor, dev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Float64 CPU copies with every position that is not a finite pair set to 0 on both sides, and
-    the number of mismatches (for SSIM and LPIPS, which cannot leave positions out)."""
+    """Float64 copies with non-finite pairs zeroed (SSIM, LPIPS cannot skip any), and the count."""
     ref = ref.detach().to("cpu", torch.float64, copy=True)
     dev = dev.detach().to("cpu", torch.float64, copy=True)
     pairs = finite_pairs(ref, dev)
@@ -71,8 +69,7 @@ def neutralize(ref: torch.Tensor, dev: torch.Tensor) -> tuple[torch.Tensor, torc
 
 
 def scalars_agree(ref: float | None, dev: float | None) -> bool | None:
-    """The rule for two numbers: ``True`` agreeing non-finite, ``False`` a mismatch, ``None`` two
-    finite numbers (compare them as numbers). ``None`` counts as NaN."""
+    """Two numbers: True agreeing non-finite, False a mismatch, None both finite (None is NaN)."""
     ref = math.nan if ref is None else float(ref)
     dev = math.nan if dev is None else float(dev)
     if math.isfinite(ref) and math.isfinite(dev):

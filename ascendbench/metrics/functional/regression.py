@@ -1,5 +1,4 @@
-"""Element-wise regression metrics of a device tensor against a reference (docs/accuracy.md), from
-partial sums of flat chunks converted to float64 one at a time (never a whole float64 copy)."""
+"""Element-wise regression metrics from float64 partial sums of flat chunks (no whole copy)."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ DEFAULT_CHUNK = 1 << 20
 
 @dataclass(frozen=True)
 class ErrorTolerances:
-    """``eps`` pads ``|ref|`` in relative errors; ``atol``/``rtol`` are allclose's; reference values
-    below ``small_value`` are judged absolutely (``small_value_atol``, ``small_value_bound``)."""
+    """``eps`` pads ``|ref|``; ``atol``/``rtol``: allclose's; below ``small_value``: absolute."""
 
     eps: float = 1e-6
     atol: float = 1e-5
@@ -93,13 +91,6 @@ def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tol: ErrorTolerances) -> di
     }
 
 
-def merge_sums(a: dict[str, float] | None, b: dict[str, float]) -> dict[str, float]:
-    """Combine the partial sums of two chunks."""
-    if a is None:
-        return dict(b)
-    return {k: max(a[k], b[k]) if k in MAX_KEYS else a[k] + b[k] for k in b}
-
-
 def _ratio(num: float, den: float, empty: float) -> float:
     return num / den if den else empty
 
@@ -161,13 +152,14 @@ def regression_metrics(reference: torch.Tensor, device: torch.Tensor,
                        tolerances: ErrorTolerances | None = None, *, data_range: float = 2.0,
                        psnr_cap_db: float = 200.0,
                        chunk_elements: int = DEFAULT_CHUNK) -> dict[str, Any]:
-    """MAE, MSE, RMSE, max abs and relative errors, cosine (not judged where both RMS are below
-    ``small_value``: such a direction is noise), PSNR, allclose, NaN/Inf counts."""
+    """MAE, MSE, max abs/rel errors, cosine (unjudged below ``small_value``), PSNR, allclose."""
     check_same_shape(reference, device)
     tolerances = tolerances or ErrorTolerances()
-    sums = None
+    sums: dict[str, float] = {}
     for ref_chunk, dev_chunk in _flat_chunks(reference, device, int(chunk_elements)):
-        sums = merge_sums(sums, chunk_sums(ref_chunk, dev_chunk, tolerances))
+        part = chunk_sums(ref_chunk, dev_chunk, tolerances)
+        sums = {k: max(sums[k], v) if k in MAX_KEYS else sums[k] + v
+                for k, v in part.items()} if sums else part
     metrics: dict[str, Any] = finalize(sums, data_range=data_range, psnr_cap_db=psnr_cap_db)
     floor = sums["n_finite"] * tolerances.small_value**2
     if sums["ref_sq"] < floor and sums["dev_sq"] < floor:
