@@ -23,10 +23,7 @@ class ComposedConfigs:
         self.loader, self.composed = loader, {}
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.__dict__.get("loader"), name)  # no loader yet: unpickling
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"loader": self.loader, "composed": {}}  # another process composes its own
+        return getattr(self.__dict__.get("loader"), name)  # .get: no loader while copied
 
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list) -> DictConfig:
         """Compose a job's config (the sweeper's check of a batch) and keep it."""
