@@ -1,6 +1,6 @@
-"""Hydra's basic launcher with each job's config composed once: Hydra's sweeper composes every job
-of a batch before launching it (a bad value is refused up front), then its launcher composes each
-again; this launcher runs the config the sweeper composed."""
+"""Hydra's basic launcher with each job's config composed once: Hydra's basic sweeper composes every
+job of a batch before launching it (a bad value is refused up front), then its launcher composes
+each again; this launcher runs the config the sweeper composed."""
 
 from __future__ import annotations
 
