@@ -24,6 +24,7 @@ from typing import Any
 import hydra
 import psutil
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.plugins import Plugins
 from omegaconf import DictConfig
 
 import ascendbench
@@ -34,6 +35,7 @@ from ascendbench.errors import JobDirBusyError, JobDirError
 from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers
 from ascendbench.job.objective import job_outcome, search_exit_status
 from ascendbench.metrics.verdict import ORDER
+from hydra_plugins.ascendbench_launcher import AscendbenchLauncher
 
 _JOBS: list[dict[str, Any]] = []  # this process's jobs: {"status": gated status[, "objective": v]}
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
@@ -149,6 +151,7 @@ def main() -> None:
               "command again.", file=sys.stderr)
         sys.exit(2)
     exit_if_unsupported()  # torch/diffusers below the supported floor: one paragraph, exit 2
+    Plugins.instance().register(AscendbenchLauncher)  # an editable install hides it from the scan
     for arg in (a for a in sys.argv[1:] if "=" in a):
         if hint := missing_extra(arg.lstrip("+~").split("=", 1)[0]):
             sys.exit(f"ascendbench: `{arg}` needs an optional extra that is not installed (its "

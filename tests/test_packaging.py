@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_subpackage_is_listed_in_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     listed = set(project["tool"]["setuptools"]["packages"])
-    on_disk = {".".join(p.parent.relative_to(ROOT).parts)
-               for p in (ROOT / "ascendbench").rglob("__init__.py")}
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts)  # hydra_plugins: the launcher's entry
+               for top in ("ascendbench", "hydra_plugins")
+               for p in (ROOT / top).rglob("__init__.py")}
     assert on_disk - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
     assert "ascendbench.conf" in listed
     conf_dirs = {".".join(("ascendbench.conf", *d.relative_to(ROOT / "conf").parts))
@@ -49,6 +50,7 @@ def test_wheel_ships_the_config_and_runs_from_another_directory(tmp_path):
     on_disk = {f"ascendbench/conf/{p.relative_to(ROOT / 'conf')}"
                for p in (ROOT / "conf").rglob("*.yaml")}
     assert on_disk <= names, f"missing from the wheel: {sorted(on_disk - names)[:5]}"
+    assert "hydra_plugins/ascendbench_launcher/__init__.py" in names  # Hydra scans it there
 
     target = tmp_path / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q",

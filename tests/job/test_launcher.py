@@ -1,0 +1,68 @@
+"""ascendbench's launcher: Hydra's basic sweep (job order, numbering, batches) runs each job with
+the config the sweeper composed to check the batch, composed once; a bad swept value is still
+refused before any job runs."""
+
+from __future__ import annotations
+
+import pytest
+from hydra._internal.config_loader_impl import ConfigLoaderImpl  # the tests count compositions
+from omegaconf import OmegaConf
+
+from ascendbench.job.launcher import ComposedConfigs
+
+from helpers import TINY_RUN, run_app
+
+TINY = ["model=tiny_flux2_decoder", *TINY_RUN, "baseline.process=in-process",
+        "compare.visual.enabled=false", "bench.flops.enabled=false",
+        "hydra.callbacks.summary.collect_env_timeout_s=0"]
+
+
+@pytest.fixture
+def compositions(monkeypatch) -> list[list[str]]:
+    """The overrides of every job config Hydra composes in this test."""
+    seen: list[list[str]] = []
+    compose = ConfigLoaderImpl.load_sweep_config
+
+    def counted(self, master_config, sweep_overrides):
+        seen.append(list(sweep_overrides))
+        return compose(self, master_config, sweep_overrides)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", counted)
+    return seen
+
+
+def _swept(overrides) -> list[str]:
+    return sorted(o for o in overrides if o.startswith(("dtype=", "preset.iters=")))
+
+
+def test_each_job_is_composed_once_in_order_across_batches(tmp_path, compositions):
+    result = run_app(["-m", *TINY, "dtype=glob(float3*)", "preset.iters=2,3",
+                      "hydra.sweeper.max_batch_size=1"], tmp_path)
+    assert result.returncode == 0, result.output
+    jobs = [["dtype=float32", "preset.iters=2"], ["dtype=float32", "preset.iters=3"]]
+    assert [_swept(c) for c in compositions] == jobs  # Hydra's basic launcher: each twice
+    ran = [OmegaConf.load(p).hydra for p in result.job_dir.glob("*/.hydra/hydra.yaml")]
+    assert sorted((h.job.num, _swept(h.overrides.task)) for h in ran) == list(enumerate(jobs))
+    assert "Launching 1 jobs locally" in result.output
+
+
+@pytest.mark.parametrize("bad", ["preset.iters=2,abc", "model=tiny_flux2_decoder,no_such_model"])
+def test_a_bad_swept_value_is_refused_before_any_job_runs(tmp_path, compositions, bad):
+    result = run_app(["-m", *TINY, bad], tmp_path)
+    assert result.returncode == 1
+    assert bad.split("=")[0] in result.output and bad.rsplit(",")[-1] in result.output
+    assert not list(result.job_dir.rglob("record.json")), "a job ran before the refusal"
+    assert len(compositions) == 2  # the first job composed, the second refused
+
+
+class Loader:
+    """Composes a new config each time."""
+
+    def load_sweep_config(self, master_config, sweep_overrides):
+        return OmegaConf.create({"new": sweep_overrides})
+
+
+def test_a_config_is_given_out_once():
+    loader = ComposedConfigs(Loader())
+    kept = loader.load_sweep_config(None, ["a=1"])
+    assert loader.take(None, ["a=1"]) is kept and loader.take(None, ["a=1"]) is not kept
