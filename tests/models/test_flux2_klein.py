@@ -10,6 +10,7 @@ from hydra.utils import instantiate
 
 from ascendbench.errors import MissingPackageError
 from ascendbench.models import memory
+
 from helpers import read_record
 
 GB = 1024**3

@@ -10,6 +10,7 @@ from diffusers import AutoencoderKLFlux2
 
 from ascendbench.report.decoderswap import swap_section
 from ascendbench.report.gather import measured, records_frame
+
 from helpers import compose_config, run_job
 
 QUICK = ["+sweep=flux2_decoder_swap", "device=cpu", "preset.height=32", "preset.width=32",
