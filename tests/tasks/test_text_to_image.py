@@ -8,6 +8,7 @@ import torch
 from diffusers import Flux2KleinPipeline
 
 from helpers import read_record
+from helpers.recipes import readme_recipe, tiny
 
 QUICK = ["model=tiny_flux2_klein", "device=cpu", "preset.height=32", "preset.width=32",
          "preset.steps=2", "preset.warmup=0", "preset.iters=1", "bench.flops.enabled=false"]
@@ -48,3 +49,21 @@ def test_a_pipeline_returning_black_images_fails(cli, cache, monkeypatch):
     record = read_record(job)
     assert record["verdict"] == "FAIL"
     assert record["metrics"]["image_psnr_db"]["verdict"] == "FAIL"
+
+
+SECTION_4 = ("python -m ascendbench model=flux2_klein model.source=<klein dir> "
+             "model.decoders.small.source=<dir> model.weights=required device=npu dtype=float16 "
+             "preset=quality")
+
+
+def test_the_readme_recipe_of_the_seeds_section_4_runs_on_the_twin(cli, cache):
+    readme_recipe([SECTION_4, "python -m ascendbench -m +sweep=flux2_decoder_swap device=npu "
+                   "dtype=float16 model.decoders.small.source=<dir> "
+                   "model.decoders.standard.source=<klein dir> model.weights=required"])
+    args = tiny(SECTION_4, {"<klein dir>": "null", "<dir>": "null"},
+                [*QUICK, "model.weights=random", "dtype=float32"])
+    result, job = cli(*args, cache)
+    record = read_record(job)
+    assert record["verdict"] == "PASS", record.get("error")
+    assert record["job"]["preset"] == "quality" and record["config"]["model"]["vae"] == "small"
+    assert record["config"]["model"]["task"]["call_kwargs"]["guidance_scale"] == 1.0
