@@ -22,13 +22,6 @@ NEARLY_LOSSLESS = {"psnr_db": 30.0, "ssim": 0.95}  # the image metric's rules (c
 HEADERS = ("workload", "claim (seed)", "measured", "holds")
 
 
-def _record(row: fmt.Row) -> dict[str, Any]:
-    try:
-        return json.loads(Path(row["record"]).read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def decoder(row: fmt.Row) -> str | None:
     """``model.vae`` of the row's job (``small``/``standard``), None for any other job."""
     try:
@@ -40,18 +33,16 @@ def decoder(row: fmt.Row) -> str | None:
 
 def _decode(row: fmt.Row, record: Mapping[str, Any]) -> tuple[Any, str]:
     """The decode's latency (whole job: a decoder; ``vae_decode`` phase: a pipeline)."""
-    phase = ((record.get("bench") or {}).get("phases") or {}).get("vae_decode")
+    phase = record.get("bench", {}).get("phases", {}).get("vae_decode")
     if isinstance(phase, Mapping) and phase.get("median_ms"):
         return section_latency(None, float(phase["median_ms"])), "vae_decode phase median"
     return latency_of(row), "median with its interval"
 
 
 def _image(row: fmt.Row, record: Mapping[str, Any]) -> Any:
-    rel = (record.get("artifacts") or {}).get("device_outputs")
+    rel = record.get("artifacts", {}).get("device_outputs")
     path = fmt.inside(Path(row["record"]).parent, rel) if isinstance(rel, str) else None
-    if path is None or not path.is_file():
-        return None
-    tensors = load_file(str(path))
+    tensors = load_file(str(path)) if path and path.is_file() else {}
     return tensors.get(fmt.primary_output(row) or "", next(iter(tensors.values()), None))
 
 
@@ -64,14 +55,14 @@ def _quality(small: fmt.Row, standard: fmt.Row, records: list[dict]) -> tuple[st
     means = {name: sum(v) / len(v) for name, v in values.items() if v}
     holds = all(means.get(name, 0.0) >= low for name, low in NEARLY_LOSSLESS.items())
     measured = ", ".join(f"{name} {fmt.num(value)}" for name, value in means.items())
-    if any((r.get("weights") or {}).get("kind") != "loaded" for r in records):
+    if any(fmt.get(row, "weights.kind") != "loaded" for row in (small, standard)):
         return measured, "untested: random-init weights (not the trained decoder pair)"
     return measured, "holds" if holds else "does not hold (PSNR >= 30 dB and SSIM >= 0.95)"
 
 
 def swap_rows(small: fmt.Row, standard: fmt.Row, rule: LatencyRule) -> list[list[str]]:
     """The three claims of one small/standard pair: claim, measured value, whether it holds."""
-    records = [_record(small), _record(standard)]
+    records = [json.loads(Path(row["record"]).read_text()) for row in (small, standard)]
     (new, how), (old, _) = _decode(small, records[0]), _decode(standard, records[1])
     if new is None or old is None:
         speed = ["missing", "untested: no decode time"]
