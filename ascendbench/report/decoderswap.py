@@ -36,7 +36,7 @@ def _decode(row: fmt.Row, record: Mapping[str, Any]) -> tuple[Any, str]:
     phase = record.get("bench", {}).get("phases", {}).get("vae_decode")
     if isinstance(phase, Mapping) and phase.get("median_ms"):
         return section_latency(None, float(phase["median_ms"])), "vae_decode phase median"
-    return latency_of(row), "median with its interval"
+    return latency_of(row), "job median"
 
 
 def _image(row: fmt.Row, record: Mapping[str, Any]) -> Any:
@@ -71,7 +71,7 @@ def swap_rows(small: fmt.Row, standard: fmt.Row, rule: LatencyRule) -> list[list
         tested = new.interval is not None and old.interval is not None
         answer = "holds" if shift.faster(rule.alpha, rule.min_effect) else "does not hold"
         speed = [f"{fmt.times(old.median_ms / new.median_ms)} faster ({how}; small/standard "
-                 f"{shift.text(rule.alpha)})", answer if tested else f"{answer}, untested"]
+                 f"{shift.text(rule.alpha)})", answer if tested else "untested: no interval"]
     peaks = [fmt.get(r, "bench.memory.peak_allocated_mb") for r in (small, standard)]
     if all(isinstance(p, (int, float)) and p > 0 for p in peaks):
         ratio = peaks[1] / peaks[0]
