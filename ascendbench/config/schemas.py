@@ -256,6 +256,8 @@ class ModelConfig:
     allow_pickle: bool = False
     expect_digest: Optional[str] = None  # refuse weights of another digest (sha256:<hex>)
     codebook_size: Optional[int] = None
+    vae: Optional[str] = None  # a pipeline's decoder, one of the keys of `decoders`
+    decoders: Any = None
     loader: Any = MISSING
     patches: Optional[List[Any]] = None
     task: Any = MISSING

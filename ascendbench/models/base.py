@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -45,6 +46,11 @@ def import_class(class_path: str, install_hint: str | None = None) -> Any:
         error = exc
     except (ImportError, AttributeError, ValueError) as exc:
         error = exc
+    if install_hint and isinstance(error, AttributeError):
+        package = module_name.split(".")[0]
+        raise MissingPackageError(
+            f"model.loader.class_path={class_path!r}: the installed {package} "
+            f"{importlib.metadata.version(package)} has no {attr}. {install_hint}") from error
     raise ConfigError(
         f"model.loader.class_path={class_path!r} cannot be imported ({error}). Give a full dotted "
         "path to a class of an installed package, e.g. diffusers.AutoencoderKLFlux2.") from error

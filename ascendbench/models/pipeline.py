@@ -101,10 +101,12 @@ class PipelineLoader(ModelLoader):
     offline: bool = False
     text_encoder: Mapping[str, Any] | None = None
     tokenizer: Mapping[str, Any] | None = None
+    vae: Mapping[str, Any] | None = None
     lora: Mapping[str, Any] | None = None
     load_dtype: str = "float32"
     memory_check: bool = True
     tiny_twin: str | None = None
+    install_hint: str | None = None
     objects: dict[str, dict[str, Any]] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -114,8 +116,8 @@ class PipelineLoader(ModelLoader):
         self.components = plain(self.components) or {}
         self.config = str(self.config) if self.config else None
         self.offline, self.memory_check = bool(self.offline), bool(self.memory_check)
-        self.objects = {name: plain(spec) for name, spec in (("text_encoder", self.text_encoder),
-                                                              ("tokenizer", self.tokenizer))
+        given = {"text_encoder": self.text_encoder, "tokenizer": self.tokenizer, "vae": self.vae}
+        self.objects = {name: plain(spec) for name, spec in given.items()
                         if spec and spec.get("source")}
         self.lora = plain(self.lora) if self.lora and self.lora.get("path") else None
 

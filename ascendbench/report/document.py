@@ -16,6 +16,7 @@ from ascendbench.errors import OutputWriteError, ReportError
 from ascendbench.fileio import atomic_path, write_atomic
 from ascendbench.report import hidden, tables
 from ascendbench.report.crossdevice import crossdevice_section
+from ascendbench.report.decoderswap import swap_section
 from ascendbench.report.fmt import DRY_RUN, Row, Rows, cells, get, link, media_files
 from ascendbench.report.gather import CONFIG_COLUMN
 from ascendbench.report.html import html_document
@@ -37,6 +38,7 @@ TITLES = (("Seed layouts", "seed_layouts"), ("Accuracy", "accuracy"),
           ("Performance", "performance"),
           ("Latency per size and dtype (median, 95% CI)", "pivot"),
           ("Where the time goes (profiler)", "profile"), ("A/B variants", "variants"),
+          ("FLUX.2 decoder swap (the seed's claims)", "decoder_swap"),
           ("Graph mode (compile cost)", "graph"), ("Scaling over cards", "scaling"),
           ("dtype recommendation", "recommendation"), ("Cross-device comparison", "cross_device"),
           ("Hidden states per layer", "layers"), ("Plots", "plots"),
@@ -114,6 +116,8 @@ class Report:
             "profile": partial(profile_section, rows, base_dir, heading),
             "variants": partial(variants_section, rows, list(s.variants.show), base_dir, heading,
                                 rule=LatencyRule.from_options(s.compare)),
+            "decoder_swap": partial(swap_section, rows, base_dir,
+                                    LatencyRule.from_options(s.compare)),
             "graph": partial(graph_section, rows, base_dir, heading),
             "scaling": partial(scaling_section, rows, base_dir, heading),
             "recommendation": partial(recommendation_section, rows, self.models,

@@ -83,7 +83,8 @@ def test_family_files_hold_values_and_every_family_has_every_preset():
         assert set(own) - {"defaults"}, f"{path.name} is an alias: it carries no value of its own"
     families = {match.group(1) for path in (root / "model").glob("*.yaml")
                 for match in FAMILY_LINE.finditer(path.read_text())}
-    assert families == {"ltx_sizes", "ltx_t2v", "videoflextok", "tiny_videoflextok", "tiny_i2v"}
+    assert families == {"ltx_sizes", "ltx_t2v", "videoflextok", "tiny_videoflextok", "tiny_i2v",
+                        "flux2_klein"}
     for family in families:
         for preset in group_options("preset"):
             assert (root / "model_preset" / f"{family}_{preset}.yaml").is_file(), (family, preset)
