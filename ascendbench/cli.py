@@ -31,6 +31,7 @@ import ascendbench
 from ascendbench.compat import exit_if_unsupported, library_versions, missing_extra
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
+from ascendbench.digits import figure
 from ascendbench.errors import JobDirBusyError, JobDirError
 from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers
 from ascendbench.job.objective import job_outcome, search_exit_status
@@ -73,7 +74,7 @@ def _app(cfg: DictConfig) -> str | float:
     if "objective" in outcome:  # an optimisation sweep: the sampler reads a number
         value = outcome["objective"]
         log.info("objective %s: %s", cfg.objective,
-                 f"{value:.4g} ms" if math.isfinite(value) else "inf (did not pass)")
+                 f"{figure(value)} ms" if math.isfinite(value) else "inf (did not pass)")
     return outcome.get("objective", status)
 
 
