@@ -237,6 +237,8 @@ def check_mfu(suite: Suite) -> list[Check]:
     if code != 0 or not records or records[0].get("status") != "ok":
         return [Check("mfu", "FAIL", "job failed", tail[-600:])]
     flops = records[0]["bench"]["flops"]
+    if flops.get("achieved_tflops") is None:  # counting off or failed: the section says why
+        return [Check("mfu", "FAIL", "no FLOP count", f"bench.flops: {json.dumps(flops)[:300]}")]
     exact = flops.get("per_call") == 2 * n ** 3
     mfu, tflops = flops.get("mfu"), flops.get("achieved_tflops")
     figure = f"{flops.get('per_call')} FLOP/call (2*M*N*K = {2 * n ** 3}); {tflops:.4g} TFLOP/s"

@@ -66,6 +66,9 @@ def test_mfu_fails_on_a_wrong_flop_count_and_on_a_low_mfu(monkeypatch, tmp_path)
     assert found.status == "FAIL" and "peak table" in found.detail
     _fake_jobs(monkeypatch, [], code=1)
     assert checks.check_mfu(Suite("cpu", tmp_path))[0].status == "FAIL"
+    _fake_jobs(monkeypatch, [_record(flops={"skipped": "FLOP counting failed: planted"})])
+    found = checks.check_mfu(Suite("cpu", tmp_path))[0]  # a skipped count: a FAIL saying why
+    assert found.status == "FAIL" and "planted" in found.detail
 
 
 def test_oom_sweep_fails_when_the_big_job_did_not_fail_or_others_did(monkeypatch, tmp_path):
