@@ -239,7 +239,7 @@ def write_port(report: Any, out_dir: Path) -> list[Path]:
         markdown = port_markdown(model, ok, failed, context)
         shown = [path for _, path in shown_pictures(ok)[1]]  # embedded; the rest stay links
         page = html_document(markdown, port_dir, html.embed_max_mb, html.embed_total_mb, shown,
-                             context["lang"])
+                             lang=context["lang"])
         written += [write_atomic(port_dir / f"{safe_name(model)}{suffix}", content)
                     for suffix, content in ((".md", markdown), (".html", page))]
     return written
