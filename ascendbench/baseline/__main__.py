@@ -15,11 +15,14 @@ from typing import Callable
 PARENT_PID_ENV = "ASCENDBENCH_PARENT_PID"  # the job's pid (ascendbench.baseline.process.run_child)
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 ORPHANED = 3  # exit status when the job is gone before this process could start
-USAGE = """usage: python -m ascendbench.baseline - | replay
+USAGE = """usage: python -m ascendbench.baseline - | replay | msprobe | msprobe-device
 
-The clean CPU process of an ascendbench job: `-` computes its reference, `replay` re-runs its
-recorded modules (baseline.reference_mode=replay). It reads the job's request on stdin only:
-a request file is not accepted. It runs without torch_npu. Jobs start it, not people."""
+The clean process of an ascendbench job: `-` computes its CPU reference, `replay` re-runs its
+recorded modules (baseline.reference_mode=replay), `msprobe` / `msprobe-device` dump the
+reference / device run under msprobe (compare.msprobe=true). It reads the job's request on stdin
+only: a request file is not accepted. All but msprobe-device run without torch_npu. Jobs start
+it, not people."""
+MODES = ("-", "replay", "msprobe", "msprobe-device")
 
 
 def watch_parent(parent: int, getppid: Callable[[], int] = os.getppid, interval_s: float = 1.0,
@@ -68,16 +71,21 @@ def block_torch_npu() -> None:
 
 
 def start(argv: list[str] | None = None) -> int:
-    """Lifeline, then the torch_npu guard, then the reference or the replay."""
+    """Lifeline, then the torch_npu guard, then the reference, the replay or a msprobe dump."""
     args = sys.argv[1:] if argv is None else argv
     if any(arg in ("-h", "--help") for arg in args):
         print(USAGE)
         return 0
-    if args not in (["-"], ["replay"]):  # never a request file: another user may write it
+    if len(args) != 1 or args[0] not in MODES:  # never a request file: another user may write it
         print(USAGE, file=sys.stderr)
         return 2
     hold_lifeline()
-    block_torch_npu()
+    if args != ["msprobe-device"]:
+        block_torch_npu()
+    if args[0].startswith("msprobe"):
+        from ascendbench.baseline.compute import msprobe_main  # deferred: after the guard
+
+        return msprobe_main()
     if args == ["replay"]:
         from ascendbench.baseline.replay_child import main as replay  # deferred: after the guard
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from ascendbench.baseline.bounded import bounded_if_float64
 from ascendbench.baseline.key import reference_patches
 from ascendbench.baseline.process import PROGRESS_PREFIX, RSS_SCALE
 from ascendbench.baseline.store import BaselineStore
+from ascendbench.compare import msprobe
 from ascendbench.compare.hooks import capturing
 from ascendbench.config.targets import build
 from ascendbench.errors import AscendBenchError, BaselineError, OutputWriteError
@@ -28,7 +30,7 @@ from ascendbench.fileio import atomic_path
 from ascendbench.models.memory import activation_bytes
 from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import dtype_name
-from ascendbench.tasks.inputs import describe
+from ascendbench.tasks.inputs import describe, move_inputs, place
 
 log = logging.getLogger(__name__)
 UNCACHED_WHY = "cache_write_error"  # the uncached reference file's metadata: why
@@ -211,4 +213,42 @@ def main() -> int:
                 f"{process['loaded_rss_mb']:.0f} MB loaded, {process['peak_rss_mb']:.0f} MB peak")
     log.info("reference written (%.1f s, torch_npu blocked: %s; resident memory: %s)",
              meta["seconds"], process["torch_npu_blocked"], resident)
+    return 0
+
+
+def msprobe_main() -> int:
+    """``python -m ascendbench.baseline msprobe | msprobe-device``: one side's dump (request on
+    stdin); the device side then runs msprobe's compare of the two."""
+    try:
+        return msprobe_dump(json.loads(sys.stdin.read()))
+    except AscendBenchError as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+def msprobe_dump(request: Mapping[str, Any]) -> int:
+    """Load, place and run the model once under msprobe as ``request`` says."""
+    sys.path += [p for p in request["path"] if p not in sys.path]  # the job's, for its imports
+    for name in request["imports"]:  # the modules that registered the job's patches
+        importlib.import_module(name)
+    cfg = OmegaConf.create(request["config"])
+    random = request["weights_kind"] == "random-init"
+    loaded = build(cfg.model.loader, "model.loader").load(
+        cfg.model.source, "random" if random else "required", cfg.model.init_seed,
+        cfg.model.get("revision"))
+    task = build(cfg.model.task, "model.task")
+    device, dtype = request["device"], getattr(torch, request["precision"])
+    reference = request["side"] == "reference"
+    specs = reference_patches(cfg.model.get("patches")) if reference else cfg.model.get("patches")
+    module = place(task, loaded.module, device, dtype)
+    inputs = move_inputs(task.make_inputs(cfg.preset, cfg.seed), device, dtype)
+    root, precision = Path(request["root"]), None if reference else request["precision"]
+    with patches_applied(specs, module, request["adapter"], precision), \
+            msprobe.dumping(root / request["side"], request["level"], module), torch.no_grad():
+        task.run(module, inputs)
+    if not reference:
+        from msprobe.pytorch.compare.distributed_compare import compare_distributed
+
+        compare_distributed(str(root / "device" / "step0"), str(root / "reference" / "step0"),
+                            str(root / "compare"))
     return 0

@@ -12,8 +12,9 @@ import torch
 from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 
-from ascendbench.compare import csvfile
+from ascendbench.compare import csvfile, msprobe
 from ascendbench.compare.files import UnusableInput, pair_outputs, read_outputs
+from ascendbench.compare.layers import hidden_rules
 from ascendbench.config.targets import build
 from ascendbench.digits import judged_rule, judged_value
 from ascendbench.fileio import write_atomic
@@ -97,10 +98,39 @@ def compose_config(args: argparse.Namespace, metric: str, dtype: str) -> Any:
         return compose(config_name="config", overrides=overrides + list(args.overrides))
 
 
+def compare_dumps(args: argparse.Namespace, golden: Path, target: Path) -> tuple[int, dict]:
+    """Two msprobe dumps: each forward output judged as a hooked layer, the first that FAILs."""
+    first_float = next(t for t in msprobe.read_dump(target).values() if t.is_floating_point())
+    dtype, dtype_from = infer_dtype({"x": first_float}, target, args.dtype)
+    cfg = compose_config(args, "regression", dtype)
+    precision = Precision.build(cfg, "cpu")
+    rows, first = msprobe.judge_dumps(golden, target, hidden_rules(cfg.compare, precision),
+                                      precision.allclose())
+    failed = [r for r in rows if r["result"] == "FAIL"]
+    csvfile.write_compare_csv(args.out / "compare.csv", rows)
+    record = {"status": "ok", "verdict": "FAIL" if failed else "PASS", "dtype_rules": dtype,
+              "dtype_from": dtype_from, "golden": str(golden), "target": str(target),
+              "entries": len(rows), "failed": len(failed), "first_divergent": first}
+    write_atomic(args.out / "record.json", json.dumps(record, indent=1, default=str))
+    lines = [f"{'entry (execution order)':58} {'cosine':>10} {'max_abs_err':>11}  result"]
+    lines += [f"{r['name'][:58]:58} {r.get('cosine', float('nan')):10.6f} "
+              f"{r.get('max_abs_err', float('nan')):11.4g}  {r['result'] or '-'}"
+              for r in (failed or rows)[:10]]
+    more = len(failed or rows) - 10
+    lines += [f"... {more} more (all in {args.out / 'compare.csv'})"] if more > 0 else []
+    print("\n".join(lines) + f"\nverdict {record['verdict']}: {len(failed)} of {len(rows)} "
+          f"entries FAIL ({dtype} rules from {dtype_from}); first divergent entry: "
+          f"{first or 'none'}")
+    return (1 if failed else 0), record
+
+
 def run_compare(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
     """Compare and write the results: (exit code, record); UnusableInput for unusable inputs."""
     from ascendbench.tasks.inputs import summarize  # deferred: ascendbench.tasks imports diffusers
 
+    dumps = [msprobe.dump_dir(p) for p in (args.reference, args.candidate)]
+    if all(dumps):
+        return compare_dumps(args, *dumps)
     reference, candidate = pair_outputs(read_outputs(args.reference), read_outputs(args.candidate))
     metric = args.metric or infer_metric(reference)
     dtype, dtype_from = infer_dtype(candidate, args.candidate, args.dtype)
@@ -117,8 +147,8 @@ def run_compare(args: argparse.Namespace) -> tuple[int, dict[str, Any]]:
               "metrics": metrics}
     rows = csvfile.output_rows(reference, candidate, metrics)
     csvfile.write_compare_csv(args.out / "compare.csv", rows)
-    rows = csvfile.msprobe_rows(reference, candidate, metrics)
-    csvfile.write_compare_csv(args.out / "compare_msprobe.csv", rows, csvfile.MSPROBE_COLUMNS)
+    rows = msprobe.msprobe_rows(reference, candidate, {r["name"]: r for r in rows})
+    csvfile.write_compare_csv(args.out / "compare_msprobe.csv", rows, msprobe.COLUMNS)
     if args.pictures:
         from ascendbench.compare.visual import render_output  # deferred: matplotlib is heavy
 
@@ -133,6 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         code, record = run_compare(args)
+        if "metrics" not in record:  # msprobe dumps: printed as they were compared
+            return code
     except UnusableInput as exc:
         print(f"compare: unusable input: {exc}. Give two outputs of the same names and shapes in "
               "one of the formats of `python -m ascendbench.compare --help`.", file=sys.stderr)

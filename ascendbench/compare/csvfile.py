@@ -1,4 +1,4 @@
-"""``compare.csv`` (a row per output, layer or module) and ``compare_msprobe.csv`` (msprobe's)."""
+"""``compare.csv``: a row per output, layer or module, with its verdict and failed rules."""
 
 from __future__ import annotations
 
@@ -19,10 +19,6 @@ OUTPUT_COLUMNS = ("max_abs_err", "mean_rel_err", "max_rel_err", "cosine", "psnr_
                   "allclose_mismatch_ratio", "nonfinite_mismatch", "image_psnr_db", "image_ssim",
                   "image_lpips", "video_psnr_db_mean", "video_psnr_db_min", "video_ssim_mean",
                   "video_ssim_min", "video_lpips_mean", "token_agreement", "tokens_out_of_range")
-MSPROBE_COLUMNS = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-                   "Bench Tensor Shape", "Cosine", "MaxAbsErr", "MaxRelativeErr",
-                   "One Thousandth Err Ratio", "Five Thousandths Err Ratio",
-                   "Accuracy Reached or Not", "Err_message")
 
 
 def output_entries(metrics: Mapping[str, Any], output: str, several: bool) -> dict[str, Any]:
@@ -55,24 +51,6 @@ def output_rows(reference: Mapping[str, torch.Tensor], device: Mapping[str, torc
             for out in sorted(reference)]
 
 
-def msprobe_rows(reference: Mapping[str, torch.Tensor], candidate: Mapping[str, torch.Tensor],
-                 metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One row per output in msprobe's compare columns (``No`` where a verdict is FAIL)."""
-    rows = []
-    for name in sorted(reference):
-        entries = output_entries(metrics, name, len(reference) > 1)
-        ref, cand = reference[name].double(), candidate[name].double()
-        rel = (cand - ref).abs() / ref.abs().clamp_min(1e-12)
-        failing = [k for k, e in entries.items() if e.get("verdict") == "FAIL"]
-        values = [entries.get(k, {}).get("value") for k in ("cosine", "max_abs_err", "max_rel_err")]
-        ratios = [float((rel <= bound).double().mean()) for bound in (1e-3, 5e-3)]
-        cells = [name, name, dtype_name(candidate[name].dtype), dtype_name(reference[name].dtype),
-                 str(list(cand.shape)), str(list(ref.shape)), *values, *ratios,
-                 "No" if failing else "Yes", "; ".join(failing)]
-        rows.append(dict(zip(MSPROBE_COLUMNS, cells, strict=True)))
-    return rows
-
-
 def _cell(value: Any, blank_nan: bool) -> Any:
     if blank_nan and isinstance(value, float) and math.isnan(value):
         return ""
@@ -81,7 +59,8 @@ def _cell(value: Any, blank_nan: bool) -> Any:
 
 def write_compare_csv(path: Path, rows: Iterable[Mapping[str, Any]],
                       columns: Sequence[str] | None = None) -> Path:
-    """Write the rows atomically (no ``entries``) in ``columns``, else msprobe's column order."""
+    """Write the rows atomically (no ``entries``) in ``columns``, else name, kind, the values,
+    result and message."""
     rows, blank_nan = list(rows), columns is not None
     if columns is None:
         columns = ["name", "kind"]

@@ -44,6 +44,7 @@ Objective = choices("Objective", ("latency", "latency_per_sample"))  # for optim
 DeviceName = choices("DeviceName", ("auto", "cpu", "cuda", "npu"))
 DeviceType = choices("DeviceType", ("cpu", "cuda", "npu"))
 FrameLayout = choices("FrameLayout", ("auto", "BCTHW", "BTCHW"))
+MsprobeLevel = choices("MsprobeLevel", ("L0", "L1", "mix"))
 FRAME_WORDS = ("first", "middle", "last", "worst")  # compare.visual.frames: by position or error
 
 
@@ -180,6 +181,8 @@ class CompareConfig:
     divergence: DivergenceConfig = field(default_factory=DivergenceConfig)
     csv: bool = MISSING
     visual: VisualConfig = field(default_factory=VisualConfig)
+    msprobe: bool = MISSING
+    msprobe_level: MsprobeLevel = MISSING
 
 
 @dataclass

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ascendbench.bench.summary import bench_lines
+from ascendbench.compare.msprobe import describe
 from ascendbench.digits import judged_rule, judged_value, printable
 
 KEY_METRICS = ("mean_rel_err", "max_abs_err", "cosine", "psnr_db")
@@ -35,6 +36,8 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str,
     lines += bench_lines(record.get("bench") or {}) if record.get("bench") else []
     if (ab := ab_line(record.get("ab"))) is not None:
         lines.append(ab)
+    dumps = (record.get("compare") or {}).get("msprobe")
+    lines += [f"msprobe   {describe(dumps)}"] if isinstance(dumps, Mapping) else []
     lines += [f"warning   {w}" for w in record.get("warnings", [])]
     lines.append(f"record    {record_path}")
     return [printable(line) for line in lines]

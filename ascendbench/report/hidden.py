@@ -90,6 +90,12 @@ def hidden_fields(metrics: Mapping[str, Any], compare: Any) -> dict[str, Any]:
     divergent = first_divergent(metrics, compare)
     if divergent is not None:
         fields["hidden.first_divergent"] = divergent
+    dumps = compare.get("msprobe") if isinstance(compare, Mapping) else None
+    if isinstance(dumps, Mapping) and "skipped" not in dumps:
+        flagged = dumps.get("first_flagged") or {}
+        fields["msprobe.first_flagged"] = (f"{flagged.get('name')} {flagged.get('err_message')}"
+                                           if flagged else "none")
+        fields["msprobe.first_divergent"] = dumps.get("first_divergent") or "none"
     return fields
 
 

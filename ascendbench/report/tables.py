@@ -137,12 +137,18 @@ def hidden_columns(rows: fmt.Rows) -> tuple[list[str], Callable[[fmt.Row], list[
 
     checks = [m for m in hidden_metrics(rows) if not clean(m)]
 
-    def hidden_cells(row: fmt.Row) -> list[str]:
-        return [hidden_cell(row, m) for m in checks] + [fmt.field(row, "hidden.first_divergent")]
+    dumps = ["msprobe.first_flagged", "msprobe.first_divergent"]
+    dumps = dumps if any(fmt.get(r, dumps[0]) for r in rows) else []
 
-    if not checks and not any(fmt.get(r, "hidden.first_divergent") for r in rows):
+    def hidden_cells(row: fmt.Row) -> list[str]:
+        return [hidden_cell(row, m) for m in checks] + [
+            fmt.field(row, k) for k in ["hidden.first_divergent", *dumps]]
+
+    if not checks and not dumps and not any(fmt.get(r, "hidden.first_divergent") for r in rows):
         return [], lambda row: []
-    return [f"hidden {m} (worst)" for m in checks] + ["first divergent module"], hidden_cells
+    return [f"hidden {m} (worst)" for m in checks] + ["first divergent module"] + [
+        "msprobe: first flagged row", "ascendbench: first divergent dump entry"][:len(dumps)], \
+        hidden_cells
 
 
 def _output_groups(names: Sequence[str], rows: fmt.Rows) -> dict[str, list[str]]:

@@ -13,8 +13,8 @@ from PIL import Image
 from safetensors.torch import save_file
 
 from ascendbench.compare.__main__ import main
-from ascendbench.compare.csvfile import MSPROBE_COLUMNS
 from ascendbench.compare.files import UnusableInput, read_outputs
+from ascendbench.compare.msprobe import COLUMNS as MSPROBE_COLUMNS
 
 from helpers import TINY_RUN, build_tiny_flux2, read_record
 
@@ -46,7 +46,10 @@ def test_bf16_against_fp32_fails_the_seed_allclose_rule_and_identical_passes(tmp
     assert record["dtype_rules"] == "bfloat16"
     with (tmp_path / "out" / "compare_msprobe.csv").open() as handle:
         row = next(csv.DictReader(handle))
-    assert tuple(row) == MSPROBE_COLUMNS and row["Accuracy Reached or Not"] == "No"
+    # msprobe's names for msprobe's numbers; ascendbench's verdict in columns of its own
+    assert tuple(row) == MSPROBE_COLUMNS and row["ascendbench verdict"] == "FAIL"
+    assert "allclose_mismatch_ratio" in row["ascendbench failed rules"]
+    assert float(row["One Thousandth Err Ratio"]) < 1.0 and "Result" not in row
     assert _run(tmp_path, tmp_path / "ref.safetensors", tmp_path / "ref.safetensors",
                 "--atol", 0.01, "--rtol", 0.001) == 0
 

@@ -38,3 +38,21 @@ def planted_fault(module: str) -> str:
     """The ``model.patches`` override planting the fault on ``module`` (device run only, on the CPU
     device)."""
     return f"model.patches=[{{name:planted_output_fault,module:{module},devices:[cpu]}}]"
+
+
+@register_patch("planted_forward_fault")
+class PlantedForwardFault(PlantedOutputFault):
+    """A fault planted inside one module's forward (hooks on the module, msprobe's among them,
+    see the faulty output), output scaled and shifted."""
+
+    def apply(self, target: Any) -> dict[str, Any]:
+        module = named_modules(target)[self.module]
+        forward = module.forward
+        module.forward = lambda *args, **kwargs: forward(*args, **kwargs) * self.scale + self.shift
+        self.handle = module
+        return {"module": self.module, "scale": self.scale, "shift": self.shift}
+
+    def restore(self) -> None:
+        if self.handle is not None:
+            del self.handle.forward
+            self.handle = None

@@ -5,11 +5,14 @@ against the reference's (patterns) or the first divergent module is located (``a
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 import torch
 from omegaconf import OmegaConf
 
+from ascendbench.baseline.process import run_child
+from ascendbench.compare import msprobe
 from ascendbench.compare.csvfile import output_rows, write_compare_csv
 from ascendbench.compare.files import save_tensors
 from ascendbench.compare.hooks import capturing, save_device_layers, saved_layers
@@ -18,7 +21,8 @@ from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
 from ascendbench.metrics.verdict import worst
-from ascendbench.patches.registry import patches_applied
+from ascendbench.patches.registry import get_patch, parse_specs, patches_applied
+from ascendbench.precision import dtype_name
 from ascendbench.tasks.inputs import move_inputs, place
 
 log = logging.getLogger(__name__)
@@ -97,6 +101,49 @@ def _pictures(job: Job) -> dict[str, list[str]]:
     return pictures
 
 
+def _msprobe_request(job: Job, side: str, root: Any) -> dict[str, Any]:
+    """What a msprobe child needs: the model, preset, seed, its device and dtype, the modules
+    that registered the job's patches (and torch_npu, which the child does not autoload)."""
+    cfg, reference = job.cfg, side == "reference"
+    imports = {get_patch(s.name).__module__ for s in parse_specs(cfg.model.get("patches"))}
+    imports |= {"torch_npu"} if not reference and job.adapter.name == "npu" else set()
+    return {"config": {"model": OmegaConf.to_container(cfg.model, resolve=True),
+                       "preset": OmegaConf.to_container(cfg.preset, resolve=True),
+                       "seed": int(cfg.seed)},
+            "weights_kind": (job.weights or {}).get("kind"), "side": side, "root": str(root),
+            "device": "cpu" if reference else str(job.adapter.torch_device),
+            "adapter": "cpu" if reference else job.adapter.name, "imports": sorted(imports),
+            "path": sys.path,
+            "precision": dtype_name(job.precision.reference if reference else job.precision.dtype),
+            "level": str(job.cfg.compare.get("msprobe_level", "mix"))}
+
+
+def run_msprobe(job: Job) -> dict[str, Any]:
+    """Both sides dumped by msprobe's own PrecisionDebugger (each in a clean child: its hooks
+    patch torch process-wide), msprobe's compare of them, ascendbench's judgement of the same
+    dumps; the record's ``compare.msprobe``."""
+    msprobe.require()
+    if job.precision.reference is None:
+        return {"skipped": "no CPU reference (baseline.enabled=false): nothing to compare with"}
+    root = job.dir / "msprobe"
+    for side, mode in msprobe.SIDES.items():
+        log.info("msprobe dump of the %s side (log: %s) ...", side, root / f"{side}.log")
+        run_child(mode, _msprobe_request(job, side, root), root / f"{side}.log",
+                  f"msprobe {side}")
+    steps = [msprobe.dump_dir(root / side / "step0") for side in msprobe.SIDES]
+    rules = hidden_rules(job.cfg.compare, job.precision)
+    rows, first = msprobe.judge_dumps(*steps, rules, job.precision.allclose())
+    info = {"reference": job.relative(steps[0]), "device": job.relative(steps[1]),
+            "size_mb": round(msprobe.folder_mb(root), 1), "entries": len(rows),
+            "first_divergent": first, **msprobe.msprobe_flags(root / "compare"),
+            "command": f"msprobe compare -tp {root / 'device' / 'step0'} -gp "
+                       f"{root / 'reference' / 'step0'} -o {root / 'compare'}"}
+    if info["result_csv"]:
+        info["result_csv"] = job.relative(info["result_csv"])
+    log.info("msprobe: %s", msprobe.describe(info))
+    return info
+
+
 class CompareStage(Stage):
     """Layer comparison (``compare.layers``: hooked modules judged, or the first divergent
     module), ``compare.csv`` and side-by-side pictures of the outputs."""
@@ -112,6 +159,12 @@ class CompareStage(Stage):
 
     def run(self, job: Job) -> dict[str, Any]:
         """Compare; the section carries ``compare``, the metrics and verdict, and the artifacts."""
+        section = self._compare(job)
+        if job.cfg.compare.get("msprobe"):
+            section["compare"] = {**section.get("compare", {}), "msprobe": run_msprobe(job)}
+        return section
+
+    def _compare(self, job: Job) -> dict[str, Any]:
         spec = normalize_spec(job.cfg.compare.get("layers"))
         write_csv = job.cfg.compare.get("csv", True)
         if job.replay is not None:  # the replay stage judged the modules: their rows
