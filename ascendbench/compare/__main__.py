@@ -14,7 +14,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from ascendbench.compare import csvfile, msprobe
 from ascendbench.compare.files import UnusableInput, pair_outputs, read_outputs
-from ascendbench.compare.layers import hidden_rules
+from ascendbench.compare.layers import hidden_rules, judge_dumps
 from ascendbench.config.targets import build
 from ascendbench.digits import judged_rule, judged_value
 from ascendbench.fileio import write_atomic
@@ -104,7 +104,7 @@ def compare_dumps(args: argparse.Namespace, golden: Path, target: Path) -> tuple
     dtype, dtype_from = infer_dtype({"x": first_float}, target, args.dtype)
     cfg = compose_config(args, "regression", dtype)
     precision = Precision.build(cfg, "cpu")
-    rows, first = msprobe.judge_dumps(golden, target, hidden_rules(cfg.compare, precision),
+    rows, first = judge_dumps(golden, target, hidden_rules(cfg.compare, precision),
                                       precision.allclose())
     failed = [r for r in rows if r["result"] == "FAIL"]
     csvfile.write_compare_csv(args.out / "compare.csv", rows)

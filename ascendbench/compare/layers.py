@@ -1,13 +1,17 @@
-"""Captured layers against the reference's: per-output metrics, or per-module stats (``all``)."""
+"""Captured layers against the reference's: per-output metrics, or per-module stats (``all``);
+msprobe dumps judged the same way."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
 import torch
 
 from ascendbench.compare.csvfile import judged_row
+from ascendbench.compare.msprobe import read_dump
 from ascendbench.metrics.evaluators import ALWAYS_RULES
 from ascendbench.metrics.functional.nonfinite import scalars_agree
 from ascendbench.metrics.functional.regression import ErrorTolerances, regression_metrics
@@ -126,3 +130,15 @@ def compare_modules(reference: Sequence[Mapping[str, Any]], device: Sequence[Map
             row.update(result="diverged" if diverged else "ok",
                        message=f"output rel err {out_err:.3g} > {out_min:g}" if diverged else "")
     return rows, first
+
+
+def judge_dumps(golden: Path, target: Path, rules: Mapping[str, Any],
+                tolerances: Mapping[str, float]) -> tuple[list[dict[str, Any]], str | None]:
+    """compare.csv rows of every floating output both dumps hold (target's order) and the first
+    that FAILs its rules (``None``: none fails)."""
+    reference, device = read_dump(golden), read_dump(target)
+    floats = {n: t for n, t in device.items() if t.is_floating_point()
+              and n in reference and reference[n].is_floating_point()}
+    rows = compare_layers({"tensors": reference, "order": [n for n in reference if n in floats]},
+                          SimpleNamespace(order=list(floats), tensors=floats), rules, tolerances)
+    return rows, next((r["name"] for r in rows if r["result"] == "FAIL"), None)

@@ -8,14 +8,12 @@ import csv
 import importlib.util
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Mapping
 
 import numpy as np
 import torch
 
 from ascendbench.compare.files import UnusableInput
-from ascendbench.compare.layers import compare_layers
 
 PIN = "26.2.0"  # the mindstudio-probe release whose dump layout and compare columns are used
 SIDES = {"reference": "msprobe", "device": "msprobe-device"}  # ascendbench.baseline modes
@@ -119,18 +117,6 @@ def read_dump(directory: Path) -> dict[str, torch.Tensor]:
     if not tensors:
         raise UnusableInput(f"{directory} has no forward output tensors (task: tensor dumps them)")
     return tensors
-
-
-def judge_dumps(golden: Path, target: Path, rules: Mapping[str, Any],
-                tolerances: Mapping[str, float]) -> tuple[list[dict[str, Any]], str | None]:
-    """compare.csv rows of every floating output both dumps hold (target's order) and the first
-    that FAILs its rules (``None``: none fails)."""
-    reference, device = read_dump(golden), read_dump(target)
-    floats = {n: t for n, t in device.items() if t.is_floating_point()
-              and n in reference and reference[n].is_floating_point()}
-    rows = compare_layers({"tensors": reference, "order": [n for n in reference if n in floats]},
-                          SimpleNamespace(order=list(floats), tensors=floats), rules, tolerances)
-    return rows, next((r["name"] for r in rows if r["result"] == "FAIL"), None)
 
 
 def msprobe_flags(out: Path) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from ascendbench.compare import msprobe
 from ascendbench.compare.csvfile import output_rows, write_compare_csv
 from ascendbench.compare.files import save_tensors
 from ascendbench.compare.hooks import capturing, save_device_layers, saved_layers
-from ascendbench.compare.layers import compare_layers, compare_modules, hidden_rules
+from ascendbench.compare.layers import compare_layers, compare_modules, hidden_rules, judge_dumps
 from ascendbench.compare.select import normalize_spec, select_modules
 from ascendbench.job.job import Job
 from ascendbench.job.stages.base import Stage
@@ -132,7 +132,7 @@ def run_msprobe(job: Job) -> dict[str, Any]:
                   f"msprobe {side}")
     steps = [msprobe.dump_dir(root / side / "step0") for side in msprobe.SIDES]
     rules = hidden_rules(job.cfg.compare, job.precision)
-    rows, first = msprobe.judge_dumps(*steps, rules, job.precision.allclose())
+    rows, first = judge_dumps(*steps, rules, job.precision.allclose())
     info = {"reference": job.relative(steps[0]), "device": job.relative(steps[1]),
             "size_mb": round(msprobe.folder_mb(root), 1), "entries": len(rows),
             "first_divergent": first, **msprobe.msprobe_flags(root / "compare"),
