@@ -21,7 +21,7 @@ FLAGGED = ("error", "warning")  # msprobe's Result values that flag a row
 NUMBERS = ("Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
            "Five Thousandths Err Ratio")
 COLUMNS = ("NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape",
-           "Bench Tensor Shape", *NUMBERS, "ascendbench verdict", "ascendbench failed rules")
+           "Bench Tensor Shape", *NUMBERS, "Verdict (ascendbench)", "Failed rules (ascendbench)")
 DTYPE_FLAG = "error: The dtype of NPU and Bench are inconsistent."  # its DTypeErrChecker's message
 
 
@@ -69,8 +69,8 @@ def msprobe_rows(reference: Mapping[str, torch.Tensor], candidate: Mapping[str, 
              "NPU Tensor Shape": str(list(candidate[n].shape)),
              "Bench Tensor Shape": str(list(reference[n].shape)),
              **msprobe_numbers(candidate[n], reference[n]),
-             "ascendbench verdict": judged[n]["result"],
-             "ascendbench failed rules": judged[n]["message"]} for n in sorted(reference)]
+             "Verdict (ascendbench)": judged[n]["result"],
+             "Failed rules (ascendbench)": judged[n]["message"]} for n in sorted(reference)]
 
 
 def dump_dir(path: str | Path) -> Path | None:

@@ -47,8 +47,8 @@ def test_bf16_against_fp32_fails_the_seed_allclose_rule_and_identical_passes(tmp
     with (tmp_path / "out" / "compare_msprobe.csv").open() as handle:
         row = next(csv.DictReader(handle))
     # msprobe's names for msprobe's numbers; ascendbench's verdict in columns of its own
-    assert tuple(row) == MSPROBE_COLUMNS and row["ascendbench verdict"] == "FAIL"
-    assert "allclose_mismatch_ratio" in row["ascendbench failed rules"]
+    assert tuple(row) == MSPROBE_COLUMNS and row["Verdict (ascendbench)"] == "FAIL"
+    assert "allclose_mismatch_ratio" in row["Failed rules (ascendbench)"]
     assert float(row["One Thousandth Err Ratio"]) < 1.0 and "Result" not in row
     assert _run(tmp_path, tmp_path / "ref.safetensors", tmp_path / "ref.safetensors",
                 "--atol", 0.01, "--rtol", 0.001) == 0
