@@ -4,8 +4,7 @@ The process exits 1 when any job of the run or sweep did not finish ``ok`` or fa
 (the others still run), a job skipped because another process holds its directory included; jobs
 in other processes (joblib, Slurm) report through this launch's outcome files. With an
 ``objective`` (a search) each job returns a number and the exit status is
-:func:`ascendbench.job.objective.search_exit_status`; Ctrl-C, SIGTERM or SIGHUP exits 130.
-"""
+:func:`ascendbench.job.objective.search_exit_status`; Ctrl-C, SIGTERM or SIGHUP exits 130."""
 
 from __future__ import annotations
 
@@ -139,8 +138,7 @@ def main() -> None:
     """Entry point: run the Hydra app, then exit with the jobs' status (see the module docstring).
 
     ``--version`` prints :func:`version_text` without composing a job; torch or diffusers below the
-    supported floor (:mod:`ascendbench.compat`) exit 2 with one paragraph.
-    """
+    supported floor (:mod:`ascendbench.compat`) exit 2 with one paragraph."""
     if "--version" in sys.argv[1:]:  # before Hydra, whose own --version prints only Hydra's
         print(version_text())
         return

@@ -1,8 +1,7 @@
 """The replay process's memory plan, its precision and the check of its measured peak::
 
     module need = s x parameters + max(s x inputs + activation peak, s x outputs + device outputs)
-    process     = imports + max over modules (module need)
-"""
+    process     = imports + max over modules (module need)"""
 
 from __future__ import annotations
 

@@ -93,8 +93,7 @@ class RecordWriter:
 def instant(stamp: Any) -> float:
     """Seconds since the epoch of a record's ``timing`` time (``-inf`` when it is not one).
     >>> instant("2026-12-01T09:00:00+0000") > instant("2026-12-01T16:00:00+0800")
-    True
-    """
+    True"""
     try:  # a time without a zone is read as this host's local time
         return datetime.fromisoformat(str(stamp)).timestamp()
     except (TypeError, ValueError, OverflowError, OSError):

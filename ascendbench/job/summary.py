@@ -43,8 +43,7 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str,
 def ab_line(section: Any) -> str | None:
     """The line of the record's ``ab`` section (``bench.ab=unpatched``), ``None`` without one.
     >>> ab_line({"decision": {"text": "-20.0%, p=0.001, ...: FASTER"}, "speedup_paired": 1.25})
-    'A/B       patches vs none, interleaved: -20.0%, p=0.001, ...: FASTER; speed-up x1.25'
-    """
+    'A/B       patches vs none, interleaved: -20.0%, p=0.001, ...: FASTER; speed-up x1.25'"""
     decision = section.get("decision") if isinstance(section, Mapping) else None
     if not isinstance(decision, Mapping) or not isinstance(decision.get("text"), str):
         return None
@@ -58,8 +57,7 @@ def ab_line(section: Any) -> str | None:
 def source_label(source: Mapping[str, Any]) -> str:
     """A saved reference (``baseline.source``) in a few words: device, dtype, host and record.
     >>> source_label({"kind": "tensors", "tensors": "ref.safetensors"})
-    'saved outputs ref.safetensors (names and shapes checked only)'
-    """
+    'saved outputs ref.safetensors (names and shapes checked only)'"""
     if source.get("kind") == "tensors":
         return f"saved outputs {source.get('tensors')} (names and shapes checked only)"
     return (f"saved run: {source.get('device')} {source.get('dtype')} on {source.get('host')} "

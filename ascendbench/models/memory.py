@@ -1,8 +1,7 @@
 """Memory a model run will need, estimated without allocating it (``meta`` device, safetensors
 headers), and the refusal of what cannot fit.
 >>> MemoryEstimate("demo", {"transformer": 2_000_000_000}, "float32").gigabytes
-8.0
-"""
+8.0"""
 
 from __future__ import annotations
 

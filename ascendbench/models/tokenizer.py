@@ -1,8 +1,7 @@
 """A character-level tokenizer over printable ASCII built in memory; no vocabulary, no network.
 >>> tok = build_tokenizer("transformers.PreTrainedTokenizerFast", model_max_length=8)
 >>> tok("ab").input_ids
-[98, 15, 1]
-"""
+[98, 15, 1]"""
 
 from __future__ import annotations
 

@@ -66,8 +66,7 @@ def _normalise(value: Any) -> Any:
 def check_expected(obj: Any, expect: Mapping[str, Any]) -> dict[str, Any]:
     """Every expected value against the instance (tensors as lists): ``{mismatches, checks}``.
     >>> check_expected({"a": {"b": (1, 2)}}, {"a.b": [1, 2], "a.c": 3})["mismatches"]
-    1
-    """
+    1"""
     checks: dict[str, dict[str, Any]] = {}
     for path, expected in expect.items():
         try:

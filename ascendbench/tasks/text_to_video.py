@@ -160,8 +160,7 @@ def generated_image(height: int, width: int, seed: int) -> torch.Tensor:
     """A deterministic ``[1, 3, height, width]`` uint8 RGB image drawn from ``seed``.
     >>> image = generated_image(16, 24, seed=42)
     >>> tuple(image.shape), image.dtype
-    ((1, 3, 16, 24), torch.uint8)
-    """
+    ((1, 3, 16, 24), torch.uint8)"""
     frame = structured_clip(1, 1, height, width, seed)[:, :, 0]
     return ((frame + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8)
 

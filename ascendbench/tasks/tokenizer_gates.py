@@ -90,8 +90,7 @@ class Replay:
 def reconstruction_mse(reconstruction: torch.Tensor, video: torch.Tensor) -> float:
     """MSE of the reconstruction against the input clip in float64 (NaN when shapes differ).
     >>> reconstruction_mse(torch.zeros(1, 3, 1, 2, 2), torch.full((1, 3, 1, 2, 2), 0.5))
-    0.25
-    """
+    0.25"""
     if reconstruction.shape != video.shape:
         return float("nan")
     diff = reconstruction.detach().to("cpu", torch.float64) - video.detach().to("cpu",

@@ -18,8 +18,7 @@ def latent_shape(preset: Mapping[str, Any], channels: int, spatial: int,
                  temporal: int | None = None) -> tuple[int, ...]:
     """``[B, C, H / spatial, W / spatial]``, with ``1 + (F - 1) / temporal`` frames after ``C``.
     >>> latent_shape({"height": 256, "width": 256, "num_frames": 9, "batch_size": 1}, 128, 32, 8)
-    (1, 128, 2, 8, 8)
-    """
+    (1, 128, 2, 8, 8)"""
     height, width, batch = int(preset["height"]), int(preset["width"]), int(preset["batch_size"])
     if height % spatial or width % spatial or min(height, width, batch) <= 0:
         fix_h, fix_w = (max(spatial, size // spatial * spatial) for size in (height, width))
