@@ -67,8 +67,7 @@ def quiet() -> Iterator[None]:
 
 @contextmanager
 def quiet_logger(name: str) -> Iterator[None]:
-    """Within the block the logger ``name`` logs errors only (a loop that would log one line per
-    round); its level is restored after."""
+    """Within the block the logger ``name`` logs errors only; its level is restored after."""
     logger = logging.getLogger(name)
     before = logger.level
     logger.setLevel(logging.ERROR)

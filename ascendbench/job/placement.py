@@ -170,8 +170,7 @@ def other_ranks(check: Mapping[str, Any], world_size: int) -> dict[str, Any]:
 
 def placement_entry(check: Mapping[str, Any],
                     rules: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The judged entry ``placement_findings``: the number of findings, a WARN when any (a recorded
-    fact, not a failure, unless the job's rules hold ``placement_findings``)."""
+    """The judged entry ``placement_findings``: the number of findings, a WARN when any."""
     findings = list(check.get("findings") or [])
     rule = (rules or {}).get("placement_findings")
     entry = {"value": len(findings), "findings": findings,

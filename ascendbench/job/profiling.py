@@ -1,5 +1,4 @@
-"""Where the time goes: ``profile.calls`` more calls under the profiler after the timed loop, the
-top operators by self time in the record (docs/performance.md "Where the time goes")."""
+"""Where the time goes: ``profile.calls`` more calls under the profiler after the timed loop."""
 
 from __future__ import annotations
 
@@ -148,8 +147,7 @@ def _profile_npu(out_dir: Path,
 
 def profile_calls(call: Callable[[], Any], adapter: Any, settings: Any, out_dir: Path,
                   median_ms: float | None = None) -> dict[str, Any]:
-    """Profile ``settings.calls`` calls (``profile.*``: ``calls``, ``top``, ``trace``); the record's
-    ``profile`` section, against the timed ``median_ms``."""
+    """Profile ``settings.calls`` calls; the record's ``profile`` section, against ``median_ms``."""
     calls, top = max(1, int(settings.calls)), int(settings.top)
     if adapter.name == "npu":
         wall_ms, run_dir = _profile_npu(out_dir, lambda: _timed_calls(call, adapter, calls))

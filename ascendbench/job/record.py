@@ -1,5 +1,4 @@
-"""``record.json``: the one file a job leaves, rewritten atomically (compact while the job runs,
-indented at the end) as each stage finishes; a killed job leaves ``status: running``."""
+"""``record.json``: the one file a job leaves, rewritten atomically as each stage finishes."""
 
 from __future__ import annotations
 

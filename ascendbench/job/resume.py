@@ -65,8 +65,7 @@ def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
 
 
 def rejudged(name: str, entry: dict[str, Any]) -> str | None:
-    """Why a metric entry not marked FAIL is one by the job's :func:`judge` of its value under its
-    own ``<=``/``>=`` rule (None: it holds up, or it has no such rule)."""
+    """Why a metric entry not marked FAIL fails its own ``<=``/``>=`` rule (None: it holds up)."""
     op, bound = str(entry.get("rule")).partition(" ")[0], as_number(entry.get("threshold"))
     if op not in ("<=", ">=") or bound is None or entry.get("verdict") == "FAIL":
         return None

@@ -126,8 +126,7 @@ class ModelLoader(ABC):
         return LoadedModel(model, info, time.perf_counter() - start)
 
     def build_meta(self, found: Any, init_seed: int) -> Any:
-        """The model as :meth:`load` would build it, on the ``meta`` device: from a checkpoint
-        directory's ``config.json`` where the class reads one, else the random-init path."""
+        """The model as :meth:`load` would build it, on the ``meta`` device."""
         if isinstance(found, sources.ResolvedSource) and found.kind == "dir" and self.class_path \
                 and not self.pipeline:
             cls = import_class(self.class_path)

@@ -87,8 +87,7 @@ class SafetensorsLayerLoader(ModelLoader):
         return {"kind": "loaded"}
 
     def pick_file(self, found: ResolvedSource) -> Path:
-        """The checkpoint file: the source itself when a file, else ``filename``, else the one file
-        holding tensors under ``prefix``."""
+        """The checkpoint: the source when a file, else ``filename``, else the one under prefix."""
         if found.kind == "file":
             return found.path
         files = [f for f in found.files if (f.name == self.filename if self.filename

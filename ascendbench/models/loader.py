@@ -1,5 +1,4 @@
-"""Loading a diffusers/transformers-style model class: a checkpoint directory, a single file, or
-the architecture randomly initialised."""
+"""Loading a diffusers/transformers-style model: a checkpoint directory, a file, or random init."""
 
 from __future__ import annotations
 

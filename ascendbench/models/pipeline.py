@@ -88,8 +88,7 @@ def count_component_params(specs: Mapping[str, Any]) -> dict[str, int]:
 
 @dataclass(eq=False)
 class PipelineLoader(ModelLoader):
-    """Loads a diffusers pipeline class; the fields are the keys of ``model.loader`` (their table
-    is in docs/models.md, "Keys")."""
+    """Loads a diffusers pipeline class; fields: the keys of ``model.loader`` (docs/models.md)."""
 
     pipeline: ClassVar[bool] = True
 

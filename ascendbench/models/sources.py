@@ -1,5 +1,4 @@
-"""Where weights come from (a local directory or file, or a hub id) and what their digests are;
-pickle checkpoints are refused unless ``model.allow_pickle=true``."""
+"""Where weights come from and their digests; pickles are refused unless ``model.allow_pickle``."""
 
 from __future__ import annotations
 
@@ -80,8 +79,7 @@ def hub_forced_offline() -> Iterator[None]:
 
 
 def hub_download() -> str:
-    """The download command of the installed huggingface_hub: ``hf download`` (>= 1.0 ships only
-    ``hf``), ``huggingface-cli download`` before."""
+    """The download command of the installed huggingface_hub (``hf`` or ``huggingface-cli``)."""
     try:
         major = int(md.version("huggingface_hub").split(".")[0])
     except (md.PackageNotFoundError, ValueError):

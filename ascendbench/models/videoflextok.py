@@ -1,5 +1,4 @@
-"""Loading VideoFlexTok (``config.json`` + ``model.safetensors``); ``weights`` also records
-``strict_load`` and the ``model.loader.expect`` checks (docs/videoflextok.md)."""
+"""Loading VideoFlexTok (``config.json`` + ``model.safetensors``); docs/videoflextok.md."""
 
 from __future__ import annotations
 

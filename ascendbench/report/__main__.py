@@ -1,5 +1,4 @@
-"""``python -m ascendbench.report``: the report, the README back-fill, the ``--compare`` gate and
-the ``--mlflow`` export (:mod:`ascendbench.tracking`)."""
+"""``python -m ascendbench.report``: the report, README back-fill, ``--compare``, ``--mlflow``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Cross-machine comparison: each device's error over a reference device's error for the same
-workload, inputs and weights (msprobe's benchmark method), and their latency ratios."""
+"""Cross-machine comparison: each device's error over a reference device's, and latency ratios."""
 
 from __future__ import annotations
 

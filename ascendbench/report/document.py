@@ -1,5 +1,4 @@
-"""The report: named sections rendered from the records' DataFrame, written as report.md,
-report.html, records.csv, layers.csv, records.parquet (with pyarrow) and PNG plots."""
+"""The report: named sections rendered from the records' DataFrame, written as files and plots."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ NO_OK = "No job finished ok, so there is no {} to show (see the failed jobs)."
 
 
 class Report:
-    """Everything the report says, from rows of :func:`ascendbench.report.gather.records_frame`,
-    the report options and the paths the records came from (named when there are none)."""
+    """Everything the report says, from the records' rows, the report options and the paths read."""
 
     def __init__(self, frame: pd.DataFrame, settings: DictConfig, sources: list[str]) -> None:
         self.frame, self.settings = frame, settings

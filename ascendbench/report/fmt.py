@@ -1,5 +1,4 @@
-"""Cell formatting, Markdown tables and the seed layouts' words: an absent value prints as
-``missing``, never a guess."""
+"""Cell formatting, Markdown tables and the seed layouts' words (absent values: ``missing``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Records -> rows -> one DataFrame (dotted columns); an unreadable record is a ``broken`` row
-saying why, a dry run is labelled ``run: dry-run``."""
+"""Records -> rows -> one DataFrame (dotted columns); an unreadable record is a ``broken`` row."""
 
 from __future__ import annotations
 

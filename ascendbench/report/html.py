@@ -1,5 +1,4 @@
-"""report.html: the very Markdown of report.md as one self-contained page (sortable tables,
-pictures as ``data:`` URIs); the converter knows the Markdown the report writes."""
+"""report.html: report.md as one self-contained page (sortable tables, inline pictures)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Performance tables (latency, throughput, memory, FLOPs/MFU, speed-up over the CPU) and the
-latency pivot: workloads down, dtypes across, in the spirit of ``torch.utils.benchmark.Compare``."""
+"""Performance tables (latency, throughput, memory, FLOPs/MFU, speed-up) and the latency pivot."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""PNG plots (matplotlib, Agg): median latency with its 95% CI vs size and batch per dtype, and the
-error per dtype against its fail bounds."""
+"""PNG plots (matplotlib, Agg): latency with its 95% CI vs size and batch, the error per dtype."""
 
 from __future__ import annotations
 

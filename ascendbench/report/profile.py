@@ -1,5 +1,4 @@
-"""Where the time goes: the records' ``profile`` sections as tables (per job the top operators;
-per workload profiled in several dtypes, the operators across dtypes)."""
+"""Where the time goes: the records' ``profile`` sections as tables (per job, across dtypes)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Multi-card scaling (one workload on 1, 2, ... ranks, from ``distributed``) and graph-mode compile
-cost (``device.compile`` beside the eager job, from ``bench.compile``)."""
+"""Multi-card scaling (one workload on 1, 2, ... ranks) and graph-mode compile cost."""
 
 from __future__ import annotations
 

@@ -172,8 +172,7 @@ def flux2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def speedup_cell(base: fmt.Row, row: fmt.Row, lang: str) -> str:
-    """``base``'s median over ``row``'s, with the gate's answer where it cannot tell the two apart
-    (:func:`~ascendbench.report.variants.shift`)."""
+    """``base``'s median over ``row``'s, with the gate's answer where it cannot tell them apart."""
     speedup = fmt.times(fmt.latency(base) / fmt.latency(row))
     found = None if row is base else shift(base, row)
     if found is None or found[1] in ("slower", "faster"):
@@ -288,8 +287,7 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """指标 | 预估/实测数值 | 说明: load time, first call, time per resolution, peak
-    memory."""
+    """指标 | 预估/实测数值 | 说明: load time, first call, time per resolution, memory."""
     timed = [r for r in timing_rows(rows) if fmt.latency(r)]
     if not timed:
         return None

@@ -1,5 +1,4 @@
-"""A/B variants side by side: jobs of one workload differing only in declared variant keys
-(docs/reports.md, "A/B variants"); the baseline is the variant that started first."""
+"""A/B variants side by side: one workload's jobs differing in declared variant keys only."""
 
 from __future__ import annotations
 
