@@ -205,8 +205,7 @@ class Progress:
 
     @contextmanager
     def ticking(self, period_s: float | None = None) -> Iterator[Progress]:
-        """Refresh from a daemon thread every ``period_s`` (default: the bar's refresh, the lines'
-        interval) while a single blocking call runs; closes the progress at the end."""
+        """Refresh from a daemon thread while one blocking call runs; closes the progress after."""
         if self.mode == "off":
             yield self
             return

@@ -160,8 +160,7 @@ def fallback_visibility() -> dict[str, Any]:
 
 
 def other_ranks(check: Mapping[str, Any], world_size: int) -> dict[str, Any]:
-    """Rank 0's check for a multi-rank job: on an NPU the other ranks' fallbacks are not
-    observable (torch_npu is silent where ``RANK`` is not 0)."""
+    """Rank 0's check for a multi-rank job: on an NPU other ranks' fallbacks are not observable."""
     silent = (f"ranks 1-{world_size - 1}: torch_npu prints no CPU-fallback warning where RANK is "
               "not 0; this is what rank 0 saw")
     npu = check.get("device") == "npu" and world_size > 1

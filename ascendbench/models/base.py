@@ -1,5 +1,4 @@
-"""The loader interface: ``loader.load(source, weights, init_seed, revision)`` -> a model;
-``model.weights``: ``auto`` (weights where found, else random init), ``required`` or ``random``."""
+"""The loader interface: ``loader.load(source, weights, init_seed, revision)`` -> a model."""
 
 from __future__ import annotations
 

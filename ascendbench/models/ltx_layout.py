@@ -1,5 +1,4 @@
-"""A diffusers LTX-Video pipeline as one file in Lightricks' original key layout: the key map
-inverts diffusers' converters (tagged candidate keys); converted back it reproduces every tensor."""
+"""A diffusers LTX-Video pipeline as one file in Lightricks' original key layout."""
 
 from __future__ import annotations
 

@@ -100,8 +100,7 @@ class MemoryEstimate:
 
 @contextmanager
 def declared_host_memory(nbytes: int | None) -> Iterator[None]:
-    """Inside, :func:`available_host_bytes` answers ``nbytes`` (``None``: measured): a dry run
-    planning for the machine the job will run on (``dry_run_target.host_memory_gb``)."""
+    """Inside, :func:`available_host_bytes` answers ``nbytes`` (``None``: measured)."""
     _DECLARED_HOST.extend([] if nbytes is None else [int(nbytes)])
     try:
         yield

@@ -40,8 +40,7 @@ class NotFound:
 
 @dataclass(frozen=True)
 class Layout:
-    """How a loader's weights lie on disk (read from the loader's attributes of the same names);
-    ``pipeline``: a diffusers pipeline (``model_index.json``, weights in component folders)."""
+    """How a loader's weights lie on disk (read from the loader's attributes of the same names)."""
 
     subfolder: str | None = None
     filename: str | None = None

@@ -80,8 +80,7 @@ def check_expected(obj: Any, expect: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class VideoFlexTokLoader(ModelLoader):
-    """Loads ``class_path`` with ``from_pretrained(<dir>)``; ``install_hint`` names the missing
-    package, ``architecture`` is the ``config.json`` for a random init when none is found."""
+    """Loads ``class_path`` with ``from_pretrained(<dir>)`` (``architecture``: random init)."""
 
     def __init__(self, class_path: str = "videoflextok.wrappers.VideoFlexTokFromHub",
                  install_hint: str = VIDEOFLEXTOK_HINT, expect: Mapping[str, Any] | None = None,

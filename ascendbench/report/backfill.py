@@ -67,8 +67,7 @@ def fill_placeholders(text: str, table: str) -> tuple[str, int]:
 
 
 def fill(text: str, render: Callable[[str], str]) -> tuple[str, list[str]]:
-    """Each known marker pair's body replaced by ``render(name)`` (a placeholder table stays where
-    the section has no table to fill it with); the text, unknown names."""
+    """Each known marker pair's body replaced by ``render(name)``; the text, unknown names."""
     unknown: list[str] = []
 
     def replace(match: re.Match, name: str) -> str:

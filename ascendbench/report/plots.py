@@ -72,8 +72,7 @@ def _series(rows: Rows, x: Callable[[Row], float], fixed: Callable[[Row], bool]
 
 def draw_latency(ax: Any, series: dict[str, list[Point]], label: Callable[[Row], str],
                  colors: dict[str, str] | None = None) -> bool:
-    """Medians with 95% CI bars and earlier runs, a series in its ``colors`` entry (one colour per
-    dtype in every panel); categorical for few x values (returned)."""
+    """Medians with 95% CI bars and earlier runs, a colour per dtype; categorical for few x."""
     xs = sorted({x for pts in series.values() for x, _ in pts})
     categorical = len(xs) <= CATEGORICAL_MAX
     width = 0.6 / max(len(series), 1)

@@ -72,8 +72,7 @@ class Task(ABC):
         return False
 
     def output_range(self, name: str, tensor: torch.Tensor) -> tuple[float, float] | None:
-        """The range output ``name`` must lie in: :attr:`value_range` for floating outputs shaped
-        like :attr:`output_kind` (4-D images, 5-D videos), ``None`` for the others."""
+        """The range output ``name`` must lie in (images and videos of floats), else ``None``."""
         dims = {"image": 4, "video": 5}.get(self.output_kind or "")
         if dims is None or not tensor.is_floating_point() or tensor.dim() != dims:
             return None

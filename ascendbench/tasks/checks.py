@@ -1,5 +1,4 @@
-"""Gates a task computes on its own outputs (``task.checks(ctx)``, after the device run, inside the
-same patches), recorded as metric entries with verdicts or ``{skipped: reason}``."""
+"""Gates a task computes on its own outputs (``task.checks(ctx)``), recorded as metric entries."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Deterministic inputs, drawn on a CPU ``torch.Generator`` so every device sees the same numbers,
-their summaries for the record, and their placement on a device."""
+"""Deterministic inputs drawn on a CPU ``torch.Generator``, their summaries and their placement."""
 
 from __future__ import annotations
 

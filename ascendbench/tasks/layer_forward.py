@@ -1,5 +1,4 @@
-"""One layer forward: a seeded input -> any ``torch.nn`` module -> its output, then a second device
-call compared with the first (the seed's "second run diff 0.0")."""
+"""One layer forward: a seeded input -> any ``torch.nn`` module -> its output, run twice."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Text (or image) to video: a diffusers video pipeline called with everything from config; the
-noise from a seeded CPU generator, video outputs ``[B, T, C, H, W]`` mapped to [-1, 1]."""
+"""Text (or image) to video: a diffusers video pipeline called with everything from config."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ GENERATED = "ascendbench.tasks.inputs.structured_clip, frame 0"
 
 @dataclass(eq=False)
 class TextToVideoTask(Task):
-    """Generate a video from the configured prompt; the fields are the keys of ``model.task``
-    (conf/model/task/text_to_video.yaml comments each)."""
+    """Generate a video from the configured prompt; fields: ``model.task``'s keys."""
 
     preset_keys = ("batch_size", "height", "width", "num_frames", "steps")
     kind = "text_to_video"
@@ -195,8 +193,7 @@ def to_pil(image: torch.Tensor) -> Any:
 
 
 def check_image_crf(pipe: Any, call_kwargs: Mapping[str, Any]) -> None:
-    """Refuse early when the pipeline would re-compress the image with H.264 (LTX-2's
-    ``image_crf``, not 0; null: diffusers' default 33) without PyAV installed."""
+    """Refuse early a pipeline that would re-compress the image (``image_crf``) without PyAV."""
     if "image_crf" not in inspect.signature(pipe.__call__).parameters:
         return
     crf = call_kwargs.get("image_crf")
@@ -216,8 +213,7 @@ def float32_posterior_sample(dist: Any, generator: torch.Generator | None = None
 
 
 def float32_encode_noise(vae: Any) -> bool:
-    """Make ``vae.encode``'s posterior sample draw its noise in float32 (once, however often the
-    pipeline is placed); whether ``vae.encode`` is now wrapped."""
+    """Make ``vae.encode``'s posterior noise float32 (once); whether ``vae.encode`` is wrapped."""
     original = vae.encode
     if getattr(original, "_float32_noise", False):
         return True
@@ -285,8 +281,7 @@ class ImageToVideoTask(TextToVideoTask):
 
 @dataclass(eq=False)
 class TextToImageTask(TextToVideoTask):
-    """Generate images from the prompt (``Flux2KleinPipeline``): ``[N, 3, H, W]`` in [-1, 1]; the
-    fields are those of text to video (conf/model/task/text_to_image.yaml)."""
+    """Generate images from the prompt (``Flux2KleinPipeline``): ``[N, 3, H, W]`` in [-1, 1]."""
 
     preset_keys = ("batch_size", "height", "width", "steps")
     kind, output_kind, unit = "text_to_image", "image", "images"

@@ -1,5 +1,4 @@
-"""The video tokenizer's gates, as the VideoFlexTok seed report checked them by hand: each is
-``metrics["gate/<name>"]``, judged by ``model.thresholds.<name>`` (docs/videoflextok.md)."""
+"""The video tokenizer's gates ``metrics["gate/<name>"]``, judged by ``model.thresholds``."""
 
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ def reconstruction_psnr(reconstruction: torch.Tensor, video: torch.Tensor) -> fl
 
 
 def tokenizer_gates(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
-    """Every gate of one device run; with random-init weights the quality gates are recorded but
-    not judged (random weights are not expected to reconstruct)."""
+    """Every gate of one device run; random-init weights: quality gates recorded, not judged."""
     weights, rules, video = ctx.weights, ctx.rules, ctx.inputs["video"]
     gates = {**_load_gates(ctx), **_token_gates(task, ctx), **fixed_latent_gate(task, ctx)}
     recon = ctx.outputs["reconstruction"]

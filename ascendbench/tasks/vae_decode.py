@@ -1,5 +1,4 @@
-"""VAE decode: a latent drawn from ``torch.Generator(seed)`` -> the decoder -> images or videos in
-[-1, 1]; causal video VAEs keep the first frame on its own (:func:`latent_shape`)."""
+"""VAE decode: a latent drawn from ``torch.Generator(seed)`` -> the decoder -> images or videos."""
 
 from __future__ import annotations
 
@@ -39,8 +38,7 @@ def latent_shape(preset: Mapping[str, Any], channels: int, spatial: int,
 
 
 def apply_vae_options(vae: Any, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Switch a diffusers VAE's slicing and tiling (``enable_slicing``, ``enable_tiling`` and
-    ``tiling``: the ``enable_tiling`` arguments) on or off; what was applied, for the record."""
+    """Switch a diffusers VAE's slicing and tiling on or off; what was applied, for the record."""
     options = dict(options or {})
     unknown = sorted(set(options) - set(VAE_OPTION_KEYS))
     if unknown:

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.verify`` (``make verify``): is this host ready to validate a port?
-One PASS/WARN/FAIL line per check, exit 1 if any fails; timeouts: nothing hangs without a device."""
+"""``python -m ascendbench.verify``: one PASS/WARN/FAIL line per host check, exit 1 if any fails."""
 
 from __future__ import annotations
 
