@@ -85,8 +85,7 @@ def _gate(record: dict, fail_on: str | None) -> str:
 
 
 def version_text() -> str:
-    """``ascendbench <version>`` and the versions of the libraries a run depends on (from their
-    installed metadata, nothing imported; ``not installed`` where missing)."""
+    """``ascendbench <version>`` and the installed versions of the libraries a run depends on."""
     versions = library_versions(VERSION_LIBRARIES).items()
     return "\n".join([f"ascendbench {ascendbench.__version__}"]
                      + [f"{name} {version or 'not installed'}" for name, version in versions])

@@ -1,5 +1,4 @@
-"""The card pool of ``hydra/launcher=joblib_cards`` and ``slurm_cards``: each worker process its own
-accelerator card, claimed (:mod:`ascendbench.devices.cards`) before the device initialises."""
+"""The card pool of ``hydra/launcher=joblib_cards`` and ``slurm_cards``: a card per worker."""
 
 from __future__ import annotations
 

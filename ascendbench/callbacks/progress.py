@@ -1,5 +1,4 @@
-"""One log line at each start and end of a multirun's jobs (job i of N, ok/failed so far, ETA);
-worker processes share the jobs' start and end times through files in the sweep dir."""
+"""One log line at each start and end of a multirun's jobs (job i of N, ok/failed so far, ETA)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ SWEEP_EVENTS = ".progress.jsonl"  # the sweep's start and size, then a line per 
 
 
 def sweep_overrides(config: DictConfig) -> list[str]:
-    """The overrides a basic sweep expands: ``hydra.sweeper.params`` (a ``+sweep=`` file) and the
-    command line's, which win for the same key."""
+    """The overrides a basic sweep expands: ``hydra.sweeper.params`` and the command line's."""
     task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]
     given = {o.split("=", 1)[0].lstrip("+~") for o in task}
     params = OmegaConf.select(config, "hydra.sweeper.params") or {}
@@ -48,8 +46,7 @@ def sweep_shape(task_overrides: Iterable[str]) -> tuple[int | None, list[str]]:
 
 
 def planned_jobs(config: DictConfig, task_overrides: Iterable[str]) -> int | None:
-    """The grid's size, or an Optuna search's ``n_trials`` (capped at the grid's size under its
-    grid sampler, as the sweeper caps it)."""
+    """The grid's size, or an Optuna search's ``n_trials`` (capped at the grid's size)."""
     size = sweep_shape(task_overrides)[0]
     trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
     if not isinstance(trials, int):

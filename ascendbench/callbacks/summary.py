@@ -1,5 +1,4 @@
-"""After a multirun: every record of the sweep dir in ``summary.csv`` and ``summary.md``, and
-``collect_env.txt`` beside them; never a crash of a finished sweep."""
+"""After a multirun: the sweep's records in ``summary.csv`` and ``summary.md``, and collect_env."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.validate [--config-dir DIR]``: every option of the config tree composes
-and passes the job's check, none sets ``trust_remote_code`` or ``allow_pickle``; exit 1 if not."""
+"""``python -m ascendbench.validate``: every option of the config tree composes and checks."""
 
 from __future__ import annotations
 

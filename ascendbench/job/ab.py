@@ -1,5 +1,4 @@
-"""``bench.ab=unpatched``: the device run's call timed without (A) and with (B) its
-``model.patches`` in alternating blocks of one run (docs/performance.md "Interleaved A/B")."""
+"""``bench.ab=unpatched``: the call timed without and with ``model.patches``, interleaved."""
 
 from __future__ import annotations
 

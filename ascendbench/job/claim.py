@@ -1,5 +1,4 @@
-"""A job directory is checked (one holding a link is refused), then claimed for the job's life with
-a file lock on ``<job dir>/.ascendbench.lock``, so that two jobs never write one record."""
+"""A job directory, checked, then claimed for the job's life with a file lock."""
 
 from __future__ import annotations
 

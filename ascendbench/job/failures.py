@@ -1,5 +1,4 @@
-"""What a failed job tells the user (one paragraph), the record and the log (the traceback), and
-the memory it gives back; any runtime's out-of-memory becomes :class:`DeviceOutOfMemoryError`."""
+"""What a failed job tells the user, the record and the log; any OOM is DeviceOutOfMemoryError."""
 
 from __future__ import annotations
 

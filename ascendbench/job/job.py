@@ -1,5 +1,4 @@
-"""The job as an object: the composed config and what its stages learn (a stage reads what earlier
-ones set); the record writer receives only the sections they return."""
+"""The job as an object: the composed config and what its stages learn."""
 
 from __future__ import annotations
 

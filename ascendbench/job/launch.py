@@ -1,5 +1,4 @@
-"""One launch of the CLI: its jobs' directories (resolver ``ascendbench.subdir``), the launch
-guard, and the outcomes its jobs leave it through the launch token (``ASCENDBENCH_LAUNCH``)."""
+"""One launch of the CLI: its jobs' directories, the launch guard, and its jobs' outcomes."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ def _outcomes_dir(sweep_dir: str | Path, token: str) -> Path:
 
 
 def note_outcome(status: str, job_dir: Path, **more: Any) -> None:
-    """In a sweep job, whatever process runs it: leave its gated status (and ``more``, e.g. its
-    ``objective``) for the launch that started it."""
+    """In a sweep job: leave its gated status (and ``more``) for the launch that started it."""
     hydra = HydraConfig.get()
     if getattr(hydra.mode, "name", str(hydra.mode)) != "MULTIRUN" or not (token := _token()):
         return

@@ -1,5 +1,4 @@
-"""What a job returns to an optimisation sweep (``objective=latency``: its latency when it passes,
-else ``+inf``) and a search's exit status (docs/search.md)."""
+"""What a job returns to an optimisation sweep and a search's exit status (docs/search.md)."""
 
 from __future__ import annotations
 

@@ -103,8 +103,7 @@ def _tee_fd2(lines: list[str]) -> Iterator[None]:
 
 @contextmanager
 def capture_warnings() -> Iterator[list[str]]:
-    """Collect every warning raised inside (repeats included) and every line written to fd 2 into
-    the yielded list, then let each distinct warning through once."""
+    """Collect every warning and fd-2 line raised inside; let each distinct warning through once."""
     messages: list[str] = []
     with warnings.catch_warnings(record=True) as caught, _tee_fd2(messages):
         warnings.simplefilter("always")
@@ -120,8 +119,7 @@ def capture_warnings() -> Iterator[list[str]]:
 def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: torch.device,
                     offloaded: bool = False, messages: list[str] | None = None,
                     device_type: str | None = None) -> dict[str, Any]:
-    """The record's ``placement_check``: census of model tensors and outputs, fallback ops,
-    findings (``offloaded``: the task keeps parameters on the host on purpose)."""
+    """The record's ``placement_check``: tensors and outputs census, fallback ops, findings."""
     params = _census(module_tensors(model), device)
     outs = _census(((k, v) for k, v in outputs.items() if torch.is_tensor(v)), device)
     ops, earlier = fallback_ops(messages or []), []

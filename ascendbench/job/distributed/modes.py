@@ -1,5 +1,4 @@
-"""What a multi-card job asks for (``device.world_size``, ``device.parallel``, ``device.dist``) and
-the parallel modes installed on a rank's model; docs/devices.md "Several cards"."""
+"""What a multi-card job asks for and the parallel modes installed on a rank's model."""
 
 from __future__ import annotations
 
@@ -115,8 +114,7 @@ def set_rank_device(device: torch.device) -> None:
 
 
 def denoiser_of(model: Any) -> nn.Module:
-    """The denoiser of a diffusers pipeline (``transformer``, else ``unet``); a
-    :class:`ConfigError` when it has neither."""
+    """The denoiser of a diffusers pipeline (``transformer``, else ``unet``), or a ConfigError."""
     for name in ("transformer", "unet"):
         if isinstance(module := getattr(model, name, None), nn.Module):
             return module
@@ -291,8 +289,7 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
 
 
 def check_mode(settings: ParallelSettings, model: Any, device_type: str) -> None:
-    """Refuse (:class:`ConfigError`), before any rank starts, a mode the model (maybe on meta) or
-    the device cannot run."""
+    """Refuse, before any rank starts, a mode the model or the device cannot run (ConfigError)."""
     if settings.mode == "cfg":
         denoiser_of(model)
     elif settings.mode == "device_map":

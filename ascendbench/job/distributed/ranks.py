@@ -1,5 +1,4 @@
-"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group; rank 0
-leaves every rank's figures in ``<job dir>/ranks/`` (docs/devices.md "Several cards")."""
+"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group."""
 
 from __future__ import annotations
 
@@ -128,8 +127,7 @@ def _stop_all(context: Any) -> None:
 
 
 def synchronized_samples(ranks: Sequence[Mapping[str, Any]]) -> list[float]:
-    """Per-call maxima over the ranks' host samples (ms); :class:`RankFailedError` when the ranks
-    timed different numbers of calls."""
+    """Per-call maxima over the ranks' host samples (ms); RankFailedError if counts differ."""
     counts = {int(r["rank"]): len(r["samples_ms"]) for r in ranks}
     if len(set(counts.values())) != 1:
         raise RankFailedError(f"the ranks timed different numbers of calls ({counts}); a "
