@@ -91,8 +91,7 @@ def advice(torch_version: str | None, cann: str | None, installed: str | None) -
 
 
 def install_hint(torch_version: str | None, cann: str | None) -> str:
-    """How to install torch_npu without touching this host's torch: the exact wheel for its torch
-    and CANN (``--no-deps``), or ``make install TORCH_SPEC=`` where the wheel cannot be named."""
+    """How to install torch_npu without touching this host's torch (``--no-deps``)."""
     rows = wheels_for(torch_version, cann) if torch_version else []
     start = "on an Ascend host install CANN and the driver, then "
     end = " and `source /usr/local/Ascend/ascend-toolkit/set_env.sh`"

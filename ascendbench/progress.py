@@ -1,6 +1,4 @@
-"""Progress of the long phases: a tqdm bar on a terminal, else a log line with the job's name at
-most every 15 s (``ASCENDBENCH_PROGRESS=bar|log|off`` forces one). Under :func:`quiet` (the timed
-calls) a :class:`Progress` does nothing and :func:`is_quiet` tells hooks not to install."""
+"""Progress of the long phases: a tqdm bar on a terminal, else a log line every 15 s at most."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ _STATE: dict[str, Any] = {"job": None, "quiet": 0, "defaults": None}
 
 @dataclass(frozen=True)
 class ProgressOptions:
-    """Progress display: one heartbeat per ``interval_s`` (off a TTY) or a bar per ``refresh_s``
-    at most; ``mode`` None: ``$ASCENDBENCH_PROGRESS``; ``stream`` None: stderr / the job log."""
+    """Progress display: a heartbeat per ``interval_s`` off a TTY, else a bar per ``refresh_s``."""
 
     interval_s: float = 15.0
     refresh_s: float = 0.5

@@ -46,8 +46,7 @@ def config_for_record(cfg: DictConfig) -> dict[str, Any]:
 
 
 def applied(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with ``metric.data_range``, when set, in each evaluator's ``data_range``: the
-    range the evaluators apply (MetricSuite sets it on all of them), not the one each asked."""
+    """``config`` with ``metric.data_range``, when set, in each evaluator's ``data_range``."""
     metric = config.get("metric")
     if isinstance(metric, dict) and metric.get("data_range") is not None:
         for evaluator in (metric.get("evaluators") or {}).values():
@@ -58,8 +57,7 @@ def applied(config: dict[str, Any]) -> dict[str, Any]:
 
 def classify(exc: Exception, device: str | None = None,
              stage: str = "the job") -> tuple[BaseException, str]:
-    """(error to record, reason): ``oom`` (on ``device`` during ``stage``, the label of the stage
-    that raised), the error's own reason, or ``unexpected``."""
+    """(error to record, reason): ``oom``, the error's own reason, or ``unexpected``."""
     if isinstance(exc, AscendBenchError):
         return exc, exc.reason
     if isinstance(exc, OmegaConfBaseException):  # a broken interpolation, a missing mandatory value

@@ -30,8 +30,7 @@ _OUTCOMES: list[dict[str, Any]] = []  # outcomes of the jobs of this process's l
 
 
 class LaunchRefused(SystemExit):
-    """A run or sweep refused before anything is written or run: exit 1 and the message. A
-    ``SystemExit``: Hydra turns a callback's ordinary exception into a warning and goes on."""
+    """A run or sweep refused before anything runs (a SystemExit: Hydra would only warn)."""
 
 
 def _shortened(name: str) -> str:
@@ -112,8 +111,7 @@ class LaunchGuard(Callback):
         release(os.path.abspath(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Refuse a sweep dir unusable or held by another launch (a copy of this sweep started
-        twice); fix this launch's token before any job is composed."""
+        """Refuse a sweep dir unusable or held by another launch; fix this launch's token."""
         _token(config)  # resolved here, in the launching process: its cached value reaches all
         _claim_or_refuse(config.hydra.sweep.dir, "hydra.sweep.dir")
 

@@ -147,8 +147,7 @@ def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: tor
 
 
 def fallback_visibility() -> dict[str, Any]:
-    """The variables that decide whether torch_npu prints its fallback warning at all
-    (``OptionsManager::ShouldPrintWarning``), and ``not_observable``: why, where they silence it."""
+    """The variables deciding whether torch_npu prints its fallback warning, ``not_observable``."""
     env = {k: os.environ.get(k) for k in ("TORCH_NPU_DISABLED_WARNING",
                                            "TORCH_NPU_WARNING_DISABLE", "RANK")}
     silenced = [f"{k}={v}" for k, v in env.items()

@@ -74,8 +74,7 @@ def _number(value: str | None) -> float:
 
 
 def shapes(text: str) -> list[list[int]]:
-    """``[1, 16, 8, 8];\\r\\n[16]`` (torch_npu joins inputs with ``;`` and a line break) ->
-    ``[[1, 16, 8, 8], [16]]``, the first four inputs as the CPU table has."""
+    """``[1, 16, 8, 8];\\r\\n[16]`` -> ``[[1, 16, 8, 8], [16]]``, the first four inputs."""
     parts = [part.strip() for part in (text or "").split(";") if part.strip()]
     return [[int(d) for d in re.findall(r"-?\d+", part)] for part in parts][:4]
 

@@ -64,8 +64,7 @@ class RecordWriter:
 
     def finish(self, status: str, error: BaseException | None = None,
                reason: str | None = None) -> None:
-        """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write; a job
-        not ``ok`` has no verdict (an earlier one kept as ``error.verdict_before_failure``)."""
+        """Final status (``ok``, ``failed``, ``interrupted``) with the error, then write."""
         self.data["status"] = status
         if error is not None:
             self.data["error"] = {"type": type(error).__name__, "reason": reason,

@@ -1,5 +1,4 @@
-"""Resume: a job whose directory holds an ``ok`` record of the same resolved config (``resume.*``
-aside) and the same weights (size and time, else digest) is not run again (docs/reliability.md)."""
+"""Resume: a job whose directory holds an ``ok`` record of the same config is not run again."""
 
 from __future__ import annotations
 

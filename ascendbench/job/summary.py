@@ -16,8 +16,7 @@ _SHOWN_REASONS: set[str] = set()  # the skip reasons printed in this process (a 
 
 def summary_lines(record: Mapping[str, Any], record_path: Path | str,
                   seen: set[str] | None = None) -> list[str]:
-    """The summary as lines of text (control characters escaped: a resumed record is data); a long
-    skip reason already in ``seen`` is shortened, and every reason shown is added to it."""
+    """The summary as lines of text (control characters escaped); skip reasons shown once."""
     job, weights = record.get("job", {}), record.get("weights") or {}
     lines = [
         f"model     {job.get('model')}  preset {job.get('preset')}{_sizes(job)}  seed "

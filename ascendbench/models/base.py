@@ -30,8 +30,7 @@ def plain(value: Any) -> Any:
 
 
 def import_class(class_path: str, install_hint: str | None = None) -> Any:
-    """``package.module.Class`` -> the class; a missing package is a :class:`MissingPackageError`
-    where ``install_hint`` says how to get it, any other failure a :class:`ConfigError`."""
+    """``package.module.Class`` -> the class (MissingPackageError with ``install_hint``)."""
     module_name, _, attr = class_path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)

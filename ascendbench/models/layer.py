@@ -1,5 +1,4 @@
-"""One layer read straight out of a safetensors checkpoint by tensor-name prefix; no model is built
-(the loader node's ``_recursive_: false`` keeps Hydra from building it before the memory check)."""
+"""One layer read out of a safetensors checkpoint by tensor-name prefix; no model is built."""
 
 from __future__ import annotations
 

@@ -145,8 +145,7 @@ def check_host_memory(estimate: MemoryEstimate, hint: str, available: int | None
 
 
 class LiveTensorBytes(TorchDispatchMode):
-    """Peak bytes of the tensors the ops under this mode create (views count once), plus CPU
-    convolution workspaces (the unfolded input in float64, about one output in other dtypes)."""
+    """Peak bytes of the tensors the ops under this mode create, plus CPU conv workspaces."""
 
     def __init__(self) -> None:
         super().__init__()

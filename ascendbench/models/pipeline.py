@@ -1,6 +1,4 @@
-"""Loading a diffusers pipeline: a single file (``from_single_file``, configs from
-``model.loader.config``), a diffusers directory (``from_pretrained``), or random-init components
-built from ``model.loader.components`` by ``kind`` (not ``_target_``: after the memory check)."""
+"""Loading a diffusers pipeline: a single file, a diffusers directory, or random-init components."""
 
 from __future__ import annotations
 

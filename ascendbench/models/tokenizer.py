@@ -16,8 +16,7 @@ WORD_START = "▁"
 
 
 def unigram_vocab(specials: list[str]) -> list[tuple[str, float]]:
-    """``(piece, log-probability)``: the specials, ``▁``, each printable ASCII character,
-    then ``▁`` + each letter (so a word's first letter costs one token, not two)."""
+    """``(piece, log-probability)``: specials, ``▁``, printable ASCII, ``▁`` + each letter."""
     vocab = [(token, 0.0) for token in specials] + [(WORD_START, -2.0)]
     vocab += [(c, -3.0) for c in string.printable if not c.isspace()]
     return vocab + [(WORD_START + c, -2.5) for c in string.ascii_letters]

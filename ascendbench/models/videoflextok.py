@@ -144,8 +144,7 @@ def read_config(source: str | None, revision: str | None = None) -> dict[str, An
 
 
 def strict_load_counts(module: torch.nn.Module, files: tuple[Path, ...]) -> dict[str, Any]:
-    """Keys the model has that the files lack (``missing``) and the reverse (``unexpected``); a key
-    sharing storage with one in the files (tied weights, saved once) is not missing."""
+    """Keys the model has that the files lack and the reverse (tied weights are not missing)."""
     in_file: set[str] = set()
     for path in files:
         with safe_open(str(path), framework="pt") as handle:

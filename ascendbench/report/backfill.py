@@ -1,6 +1,4 @@
-"""README back-fill: the body of ``<!-- ascendbench:<name> -->`` pairs (and the Sulphur-2 seed's
-``ACCURACY_TABLE`` pair) becomes that section, and the rows of a placeholder table (cells of
-``待实测填充``) are filled by their key columns; only markers on their own lines count."""
+"""README back-fill: ``<!-- ascendbench:<name> -->`` pairs and placeholder tables filled."""
 
 from __future__ import annotations
 
@@ -49,8 +47,7 @@ def _row(line: str, cells: list[str]) -> str:
 
 
 def fill_placeholders(text: str, table: str) -> tuple[str, int]:
-    """Rows of ``text`` holding the placeholder cell replaced by the row of the Markdown ``table``
-    with the same key columns (and as many cells); the text, the rows left unfilled."""
+    """Placeholder rows of ``text`` filled from ``table`` by key columns; text, rows unfilled."""
     rows = [_cells(line) for line in table.splitlines() if line.startswith("|")]
     by_key = {tuple(r[:KEYS]): r for r in rows[2:]}  # below the header and its |---| line
     lines, left = text.split("\n"), 0

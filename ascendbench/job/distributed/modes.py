@@ -79,8 +79,7 @@ def _refusal(world_size: int, mode: str) -> str | None:
 
 
 def parallel_settings(device_cfg: Mapping[str, Any], device_type: str) -> ParallelSettings:
-    """Read and check the device node's parallel keys for a run on ``device_type`` (a
-    :class:`ConfigError` for values that are unknown or do not fit the world size)."""
+    """Read and check the device node's parallel keys for a run on ``device_type`` (ConfigError)."""
     world_size = _int(device_cfg.get("world_size", 1), "device.world_size")
     mode = str(device_cfg.get("parallel") or "none")
     dist = dict(device_cfg.get("dist") or {})
@@ -126,8 +125,7 @@ def denoiser_of(model: Any) -> nn.Module:
 
 @dataclass(eq=False)
 class CfgSplit:
-    """Classifier-free guidance over two ranks, as hooks on the pipeline's denoiser; ``calls``
-    counts the denoiser calls split (the record's proof that the split ran)."""
+    """Classifier-free guidance over two ranks, as hooks on the denoiser; ``calls``: calls split."""
 
     rank: int
     pipe: Any
@@ -180,8 +178,7 @@ def _gather_halves(half: torch.Tensor) -> torch.Tensor:
 
 
 def largest_block_list(model: Any) -> tuple[str, nn.ModuleList]:
-    """``(dotted path, ModuleList)`` holding the most parameter bytes (the denoiser's, if any); a
-    :class:`ConfigError` when the model has no list of two or more blocks."""
+    """``(dotted path, ModuleList)`` holding the most parameter bytes (ConfigError if none)."""
     roots = ({"": model} if isinstance(model, nn.Module)
              else {name: m for name, m in vars(model).items() if isinstance(m, nn.Module)})
     for name in ("transformer", "unet"):

@@ -52,8 +52,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def run_distributed(job: Any, settings: ParallelSettings) -> dict[str, Any]:
-    """Run the device run as ranks; sets ``job.outputs`` (rank 0's) and returns the sections
-    ``bench``, ``distributed`` and ``outputs`` (:class:`RankFailedError` names a failed rank)."""
+    """Run the device run as ranks; sets ``job.outputs`` (rank 0's), returns the sections."""
     modes.check_mode(settings, job.model, job.adapter.name)
     ranks_dir = Path(job.dir) / RANKS_DIR
     shutil.rmtree(ranks_dir, ignore_errors=True)
@@ -139,8 +138,7 @@ def synchronized_samples(ranks: Sequence[Mapping[str, Any]]) -> list[float]:
 
 def combine(bench: Mapping[str, Any], ranks: Sequence[Mapping[str, Any]],
             settings: ParallelSettings) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(bench, distributed)`` sections from rank 0's bench and every rank's figures: the
-    synchronized latency, memory per rank (a card runs out on its own), whether outputs agree."""
+    """``(bench, distributed)`` sections from rank 0's bench and every rank's figures."""
     ranks = sorted(ranks, key=lambda r: int(r["rank"]))
     samples = synchronized_samples(ranks)
     latency = LatencyStats.from_ms(samples)
@@ -170,8 +168,7 @@ def combine(bench: Mapping[str, Any], ranks: Sequence[Mapping[str, Any]],
 
 def rank_main(rank: int, cfg: dict[str, Any], job_dir: str, settings: ParallelSettings,
               weights_digest: str | None) -> None:
-    """A spawned rank's entry point; its error goes to ``ranks/rank<N>.error.json`` (for the
-    parent's paragraph) and is raised again, so the parent stops the other ranks."""
+    """A spawned rank's entry point; its error goes to ``ranks/rank<N>.error.json``, re-raised."""
     try:  # Linux: SIGKILL when the parent dies, so no rank outlives a killed job
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -258,8 +255,7 @@ def _share(mine: dict[str, Any], outputs: Mapping[str, torch.Tensor], bench: dic
 
 
 def join_group(rank: int, adapter: Any, settings: ParallelSettings) -> None:
-    """Bind this process to its card (HCCL and NCCL take the current device), then join the
-    group; gloo's collectives allocate on the CPU."""
+    """Bind this process to its card (HCCL and NCCL take the current device), then join."""
     if adapter.runtime is not None and hasattr(adapter.runtime, "set_device"):
         adapter.runtime.set_device(adapter.index)
     gloo = settings.backend == "gloo"
