@@ -1,6 +1,5 @@
-"""Keep ``import torch`` from importing torch_npu before the job's device settings are applied:
-torch >= 2.5 autoloads backends unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, and an autoloaded
-torch_npu would never see ``device.env`` or the ``ASCEND_*`` directories (docs/devices.md)."""
+"""Keep ``import torch`` from importing torch_npu (torch >= 2.5 autoloads backends) before the
+job's device settings (``device.env``, ``ASCEND_*``) are applied (docs/devices.md)."""
 
 from __future__ import annotations
 

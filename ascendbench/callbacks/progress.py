@@ -141,8 +141,7 @@ class SweepProgress(Callback):
 def remaining_s(starts: Mapping[Any, float], ends: Mapping[Any, float], total: int,
                 now: float) -> float | None:
     """Seconds until the last of ``total`` jobs ends (``None`` before one ended, or after all): the
-    jobs not started queue on as many workers as ever ran at once, each taking the mean time of the
-    jobs that ended (the first to end left out once another did: it paid for the cold caches)."""
+    rest queue on as many workers as ever ran at once, each the mean time (cold first left out)."""
     took = [ends[n] - starts[n] for n in sorted(ends, key=ends.__getitem__) if n in starts]
     if not took or len(ends) >= total:
         return None

@@ -78,9 +78,8 @@ def holder_of(job_dir: Path | str) -> str:
 
 
 def claim(job_dir: Path | str, key: str | None = None) -> bool:
-    """Lock ``job_dir`` (the directory of ``key``) for this process; ``True`` when newly claimed,
-    ``False`` when already held (:class:`JobDirBusyError`: another process holds it;
-    :class:`JobDirError`: no lock file)."""
+    """Lock ``job_dir`` (the directory of ``key``); ``True`` when newly claimed, ``False`` when
+    held already (JobDirBusyError: another process holds it; JobDirError: no lock file)."""
     path = Path(os.path.abspath(str(job_dir)))
     if str(path) in _HELD:
         return False

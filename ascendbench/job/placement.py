@@ -1,5 +1,5 @@
-""""Ran on the device": where the model's tensors and outputs were, which operators fell back to the
-CPU (torch_npu's CAUTION on fd 2 too): a WARN, a FAIL under ``placement_findings={max: 0}``."""
+""""Ran on the device": where tensors and outputs were, which operators fell back to the CPU: a
+WARN, a FAIL under ``placement_findings={max: 0}``."""
 
 from __future__ import annotations
 

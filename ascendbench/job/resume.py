@@ -76,8 +76,7 @@ def rejudged(name: str, entry: dict[str, Any]) -> str | None:
 
 
 def untrustworthy(record: dict[str, Any], dry_run: bool = False) -> str | None:
-    """Why an ``ok`` record does not hold up: another schema, a dry run's plan for a job, a metric
-    its value and rule FAIL, a verdict its metrics do not give, no outputs (never its word)."""
+    """Why an ``ok`` record does not hold up (schema, dry run, metrics, verdict, outputs)."""
     if record.get("schema") != SCHEMA_VERSION:
         return f"it is of schema {record.get('schema')!r}, this ascendbench writes {SCHEMA_VERSION}"
     if "plan" in record and not dry_run:

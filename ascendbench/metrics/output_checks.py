@@ -255,8 +255,7 @@ def _against_reference(device: dict[str, Any], reference: dict[str, Any]) -> Non
 def output_checks(outputs: Mapping[str, torch.Tensor], task: Any, weights: Mapping[str, Any] | None,
                   rules: Mapping[str, Any] | None = None,
                   reference: Mapping[str, torch.Tensor] | None = None) -> dict[str, dict[str, Any]]:
-    """``output_nonfinite`` (judged), ``output_out_of_range_ratio`` and the picture checks: judged
-    for loaded ``weights`` and natural outputs unless the ``reference`` fails them too."""
+    """``output_nonfinite``, ``output_out_of_range_ratio``, the picture checks: judged or shown."""
     rules, random = rules or {}, (weights or {}).get("kind") == "random-init"
     natural = getattr(task, "natural_outputs", False)
     reason = NOT_JUDGED if random else None if natural else NOT_NATURAL

@@ -64,8 +64,7 @@ class LoadedModel:
 
 
 class ModelLoader(ABC):
-    """Base class of every ``model.loader``: the weights-mode logic, once; the class attributes
-    are the :class:`~ascendbench.models.sources.Layout` of the weights."""
+    """Base class of every ``model.loader``: the weights-mode logic; attributes: the Layout."""
 
     subfolder: str | None = None
     filename: str | None = None

@@ -190,9 +190,8 @@ def _from_hub(repo_id: str, layout: Layout, revision: str | None,
 
 
 def files_digests(files: tuple[Path, ...]) -> tuple[str, list[str], list[int]]:
-    """``(digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted): SHA256 over names
-    and bytes as ``sha256:<hex>``, each file's ``<hex>  <path>`` (as ``sha256sum`` run in their
-    common folder: ``vae/diffusion_pytorch_model.safetensors``), sizes."""
+    """``(digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted): SHA256 over names and
+    bytes as ``sha256:<hex>``, each file's ``<hex>  <path>`` relative to their common folder."""
     digest, lines, sizes = hashlib.sha256(), [], []
     root = Path(os.path.commonpath([p.parent for p in files])) if files else Path()
     for path in sorted(files):

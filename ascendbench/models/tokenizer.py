@@ -29,9 +29,8 @@ _SPEC = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>", "bos_t
 def build_tokenizer(class_path: str = "transformers.PreTrainedTokenizerFast",
                     model_max_length: int = 128, **spec: Any) -> Any:
     """An instance of ``class_path`` (a ``tokenizers``-backed transformers class) built in memory;
-    ``spec``: ``pad_token``, ``eos_token``, ``unk_token``, ``bos_token`` (ids from 0 in that order),
-    ``append_eos`` (T5), ``prepend_bos`` (Gemma), ``padding_side``, ``init_kwargs`` (constructor
-    arguments, e.g. ``extra_ids: 0`` for T5); an unknown key is a ``TypeError``."""
+    ``spec``: the special tokens (ids from 0), ``append_eos``, ``prepend_bos``, ``padding_side``,
+    ``init_kwargs`` (constructor arguments); an unknown key is a ``TypeError``."""
     unknown = sorted(set(spec) - set(_SPEC))
     if unknown:
         raise TypeError(f"unknown tokenizer keys {unknown}; allowed: {', '.join(_SPEC)}")

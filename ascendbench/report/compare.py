@@ -1,6 +1,5 @@
 """The regression gate, ``python -m ascendbench.report --compare OLD NEW`` (docs/reports.md): rows
-line up by :data:`KEY`; status, verdict or latency (:mod:`ascendbench.report.significance`, from
-the record files) got worse, or NEW measured nothing or misses an OLD workload: the gate fails."""
+line up by :data:`KEY`; worse status, verdict or latency, or a missing workload, fails it."""
 
 from __future__ import annotations
 

@@ -198,8 +198,7 @@ def ab_fields(section: Any) -> dict[str, Any]:
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str, lists: bool = False) -> dict[str, Any]:
-    """Nested mapping -> ``{prefix.key.sub: scalar}``; lists of scalars (but ``samples_ms``) as JSON
-    text; with ``lists``, lists of mappings by index (``model.patches.0.backend``), others JSON."""
+    """Nested mapping -> ``{prefix.key.sub: scalar}``; lists as JSON (with ``lists``: by index)."""
     flat: dict[str, Any] = {}
     for key, value in mapping.items():
         name = f"{prefix}.{key}" if prefix else str(key)

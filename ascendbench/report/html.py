@@ -28,8 +28,7 @@ PAGE = yaml.safe_load(Path(__file__).with_name("page.yaml").read_text())  # styl
 
 
 class Pictures:
-    """Link targets in ``base_dir`` or ``roots`` -> ``data:`` URIs: each up to ``max_bytes``, all up
-    to ``total_bytes`` (first come first; later ones stay links, counted in ``linked``)."""
+    """Link targets in ``base_dir`` or ``roots`` -> ``data:`` URIs within the byte budgets."""
 
     def __init__(self, base_dir: Path, max_bytes: int, total_bytes: int | None = None,
                  roots: Sequence[Path] = (), lang: str = "en") -> None:
@@ -137,8 +136,7 @@ def _block(kind: str, lines: list[str], pictures: Pictures) -> str:
 def html_document(markdown: str, base_dir: Path, embed_max_mb: float,
                   embed_total_mb: float | None = None, roots: Sequence[Path] = (),
                   lang: str = "en") -> str:
-    """The whole page for the report's Markdown, links relative to ``base_dir``; pictures in it or
-    ``roots`` within the ``embed_*_mb`` budgets embedded, the others linked (a note counts them)."""
+    """The whole page for the report's Markdown; pictures within the ``embed_*_mb`` budgets."""
     total = None if embed_total_mb is None else int(float(embed_total_mb) * 2**20)
     pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20), total, roots, lang)
     blocks = []

@@ -148,8 +148,7 @@ def _number_first(value: str) -> bool:
 def performance_table(rows: fmt.Rows, cpu_rows: fmt.Rows, cpu_dtype: str, base_dir: Path,
                       show: Sequence[str] = ("median_ms", "p90_ms", "throughput", "memory",
                                              "speedup")) -> str:
-    """One model's performance table: device x dtype x workload x batch, the ``show`` columns;
-    ``steps`` equal in every row and a FLOPs / speed-up column of one non-number fold into notes."""
+    """One model's performance table: device x dtype x workload x batch, the ``show`` columns."""
     values: list[tuple[str, Any]] = []
     for name in perf_show(show):
         if name == "flops":

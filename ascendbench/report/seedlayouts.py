@@ -80,9 +80,8 @@ def rules_note(rows: fmt.Rows, names: Sequence[str], lang: str) -> str | None:
 
 
 def variants_note(rows: fmt.Rows, lang: str, ratios: bool = False) -> list[str | None]:
-    """Rows that read alike but ran other declared variants, numbered as the records note, by the
-    values in force (:func:`in_force`), with ``ratios`` each one's latency over the first's with
-    the gate's answer; settings asked differently that ran the same are named as no variant."""
+    """Rows that read alike but ran other declared variants (:func:`in_force`), numbered as the
+    records note, with ``ratios`` each one's latency over the first's with the gate's answer."""
     numbered = [(n, row, variant_settings(row), in_force(row)) for n, row in enumerate(rows, 1)]
     parts, same = [], set()
     for members in fmt.group(numbered, lambda m: (fmt.get(m[1], "job.preset"), fmt.size_label(m[1]),
@@ -233,8 +232,7 @@ SULPHUR_HIDDEN = {"max_abs_err": "<= 0.001", "cosine": ">= 0.9999"}  # the seed'
 
 
 def seed_verdict(row: fmt.Row, prefixes: Sequence[str]) -> str:
-    """The verdict of the seed's own rules (the entries at ``prefixes``), naming what failed; the
-    record's verdict where none of them was judged (a replay)."""
+    """The verdict of the seed's own rules (at ``prefixes``), else the record's (a replay)."""
     judged = [v for p in prefixes if (v := fmt.get(row, f"{p}.verdict")) in ORDER]
     if not judged:
         return fmt.named_verdict(row)

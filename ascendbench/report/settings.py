@@ -67,10 +67,8 @@ def _number(raw: Any, allowed: Callable[[float], bool], message: str) -> float:
 
 
 def check_compare(settings: DictConfig) -> None:
-    """Validate the gate's ``compare`` options and store them typed: ``alpha`` in (0, 1),
-    ``min_effect`` a finite fraction >= 0 (its deprecated alias ``noise`` wins when set, logged),
-    ``allow_missing`` a boolean; deprecated ``method`` (null or in ``METHODS``), ``min_samples``
-    (null or an integer >= 2); a ``ReportError`` names the key, value, what is allowed, the fix."""
+    """Validate the gate's ``compare`` options and store them typed (``alpha``, ``min_effect`` or
+    its alias ``noise``, ``allow_missing``, deprecated ``method``, ``min_samples``): ReportError."""
     compare = settings.compare
     if compare.method is not None and compare.method not in METHODS:
         raise ReportError(

@@ -63,8 +63,7 @@ def variant_settings(row: fmt.Row) -> dict[str, str]:
 
 
 def in_force(row: fmt.Row) -> dict[str, str]:
-    """:func:`variant_settings` as they ran: a patch the device run skipped is ``not applied``,
-    ``cpu_offload`` is the pipeline's (``pipeline.cpu_offload``); other settings as asked."""
+    """:func:`variant_settings` as they ran (a skipped patch: ``not applied``)."""
     found = variant_settings(row)
     try:
         entries = json.loads(row.get("patches") or "{}").get("device") or []
@@ -169,8 +168,7 @@ def patches_cell(row: fmt.Row) -> str:
 
 def shift(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None
           ) -> tuple[float, str, str] | None:
-    """(ratio, answer, evidence) of ``row``'s median latency over ``base``'s (None without both) by
-    the gate's rule: ``slower``, ``faster``, :data:`SAME` or ``untested`` (nothing to test by)."""
+    """(ratio, answer, evidence) of ``row``'s median latency over ``base``'s by the gate's rule."""
     old, new = latency_of(base), latency_of(row)
     if old is None or new is None or not old.median_ms:
         return None

@@ -1,6 +1,5 @@
-"""The task interface: what a job uses of a task (``make_inputs``, ``to``, ``run``,
-``items_per_call``, ``checks``...), with the defaults most tasks keep. A subclass sets the class
-attributes and implements ``make_inputs`` and ``run`` (docs/extending.md)."""
+"""The task interface: what a job uses of a task, with the defaults most tasks keep; a subclass
+sets the class attributes and implements ``make_inputs`` and ``run`` (docs/extending.md)."""
 
 from __future__ import annotations
 

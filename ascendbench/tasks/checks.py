@@ -14,8 +14,7 @@ from ascendbench.metrics.verdict import judge
 
 @dataclass
 class CheckContext:
-    """What a task's checks may use: the patched device model, CPU inputs and outputs, ``weights``,
-    the rules by metric, ``control`` (a context factory of the random-init architecture or None)."""
+    """What a task's checks may use: device model, inputs, outputs, weights, rules, control."""
 
     module: torch.nn.Module
     device: torch.device

@@ -16,8 +16,7 @@ from ascendbench.tasks.vae_decode import latent_shape
 
 @dataclass(eq=False)
 class LayerForwardTask(Task):
-    """``outputs[output_name] = module(inputs[input_name])``; the fields are ``model.task``'s keys;
-    ``input_shape`` ``None``: a latent shaped by the preset, ``channels`` and the compressions."""
+    """``outputs[output_name] = module(inputs[input_name])``; fields: ``model.task``'s keys."""
 
     kind = "layer_forward"
     output_kind = "tensor"

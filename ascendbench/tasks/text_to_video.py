@@ -205,8 +205,7 @@ def check_image_crf(pipe: Any, call_kwargs: Mapping[str, Any]) -> None:
 
 
 def float32_posterior_sample(dist: Any, generator: torch.Generator | None = None) -> torch.Tensor:
-    """``dist.sample(generator)`` of a ``DiagonalGaussianDistribution`` with the noise drawn in
-    float32 (diffusers draws it in the VAE's dtype: other numbers from the same generator)."""
+    """``dist.sample(generator)`` of a ``DiagonalGaussianDistribution``, the noise in float32."""
     noise = randn_tensor(dist.mean.shape, generator=generator, device=dist.parameters.device,
                          dtype=torch.float32)
     return dist.mean + dist.std * noise.to(dist.parameters.dtype)
@@ -234,9 +233,7 @@ def float32_encode_noise(vae: Any) -> bool:
 @dataclass(eq=False)
 class ImageToVideoTask(TextToVideoTask):
     """Generate a video from a conditioning image and the prompt (``LTX(2)ImageToVideoPipeline``).
-    Attributes:
-        image: the conditioning image (Lanczos-resized); ``None``: a seeded ``structured_clip``.
-        float32_encode_noise: draw the VAE posterior's noise in float32 like every other noise."""
+    ``image``: Lanczos-resized (``None``: a seeded clip); ``float32_encode_noise``: as it says."""
 
     kind = "image_to_video"
 

@@ -121,8 +121,7 @@ class VideoTokenizerTask(Task):
 
     def reconstruct(self, model: Any, tokens: torch.Tensor,
                     noise: torch.Tensor | None) -> torch.Tensor:
-        """``model.detokenize`` with the steps, the noise and ``detokenize``'s arguments; the
-        device's global generator is seeded (and restored after) for upstream's chunked decoder."""
+        """``model.detokenize`` with the steps and noise, the device's generator seeded."""
         kwargs = {**dict(self.detokenize or {}), self.steps_kwarg: self.steps}
         if noise is not None:
             self.check_noise(model)

@@ -29,8 +29,7 @@ def _copy(value: Any) -> Any:
 
 
 class Replay:
-    """Record what ``owner.<method>`` returns during a pass, then return copies of it in the next
-    pass without calling it (a dict is merged into the call's dict argument)."""
+    """Record what ``owner.<method>`` returns in a pass, then return copies of it in the next."""
 
     def __init__(self, owner: Any, method: str) -> None:
         found = getattr(owner, method, None)
@@ -186,8 +185,7 @@ def _control_gates(task: Any, ctx: CheckContext, psnr: float) -> dict[str, dict[
 
 
 def fixed_latent_gate(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
-    """``gate/fixed_latent_token_agreement``: two tokenizes, the second given the first's VAE
-    latents (:class:`Replay`), so a differing id comes from encoder or quantiser, not the VAE."""
+    """``gate/fixed_latent_token_agreement``: two tokenizes, the second on the first's latents."""
     name = "gate/fixed_latent_token_agreement"
     if not task.latent_module:
         return {name: {"skipped": "model.task.latent_module is not set (the attribute path of the "
@@ -212,8 +210,7 @@ def fixed_latent_gate(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]
 
 
 def rerun_psnr_gate(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
-    """``gate/recon_psnr_rerun_diff_db``: the run's tokens detokenized again from the same noise;
-    how far that PSNR lies from the run's, with both PSNRs and the largest pixel difference."""
+    """``gate/recon_psnr_rerun_diff_db``: the run's tokens detokenized again; the PSNR's shift."""
     name, video = "gate/recon_psnr_rerun_diff_db", ctx.inputs["video"]
     recon = ctx.outputs["reconstruction"]
     noise = {"noise": ctx.inputs["noise"]} if "noise" in ctx.inputs else {}

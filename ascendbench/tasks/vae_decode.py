@@ -88,8 +88,7 @@ class VaeDecodeTask(Task):
 
 
 class VideoDecodeTask(VaeDecodeTask):
-    """Decode a 5-D latent to ``[B, 3, F, H, W]``, with the VAE's slicing/tiling options (``vae``)
-    applied wherever the model is placed (reference and device alike)."""
+    """Decode a 5-D latent to ``[B, 3, F, H, W]`` with the VAE's slicing/tiling (``vae``)."""
 
     kind = "video_decode"
     output_kind = "video"

@@ -1,5 +1,5 @@
-"""Records -> MLflow runs, each at most once: a run carries :data:`KEY_TAG` (job dir hash) and, once
-complete, :data:`DIGEST_TAG`; same digest ``unchanged``, another ``replaced``, none ``created``."""
+"""Records -> MLflow runs, each at most once: :data:`KEY_TAG` names the run, :data:`DIGEST_TAG`
+its content (same digest ``unchanged``, another ``replaced``, none ``created``)."""
 
 from __future__ import annotations
 
