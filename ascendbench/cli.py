@@ -98,8 +98,7 @@ def _launcher() -> str | None:
 
 
 def _follow_launcher() -> None:
-    """In a worker of the launcher (joblib): SIGTERM, so an `interrupted` record, when the launcher
-    dies, even by SIGKILL (Linux PR_SET_PDEATHSIG): no orphan runs on holding its card."""
+    """In a joblib worker: SIGTERM (an `interrupted` record) when the launcher dies, even killed."""
     pid = _launcher()
     main = threading.current_thread() is threading.main_thread()
     if pid in (None, str(os.getpid())) or not main or not sys.platform.startswith("linux"):
@@ -122,8 +121,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _stop_workers(signum: int, wait_s: float = 15.0) -> None:
-    """Pass the signal to this launcher's joblib workers and wait (``wait_s`` at most) for them to
-    record `interrupted` and end: joblib would kill them first, leaving their records `running`."""
+    """Pass the signal to this launcher's joblib workers; wait (``wait_s``) for their records."""
     workers = []
     for child in psutil.Process().children():
         with contextlib.suppress(psutil.Error):
@@ -134,10 +132,7 @@ def _stop_workers(signum: int, wait_s: float = 15.0) -> None:
 
 
 def main() -> None:
-    """Entry point: run the Hydra app, then exit with the jobs' status (see the module docstring).
-
-    ``--version`` prints :func:`version_text` without composing a job; torch or diffusers below the
-    supported floor (:mod:`ascendbench.compat`) exit 2 with one paragraph."""
+    """Entry point: run the Hydra app, then exit with the jobs' status (see the module doc)."""
     if "--version" in sys.argv[1:]:  # before Hydra, whose own --version prints only Hydra's
         print(version_text())
         return

@@ -1,7 +1,5 @@
-"""Which torch_npu wheel matches this host's torch and CANN (``make install`` and ``verify``).
-
-Two wheels for one torch differ in CANN (2.9.0 -> 8.5.0, 2.9.0.post2 -> 9.0.0), so the torch
-version alone does not name the wheel. Stdlib only: ``make install`` runs it before install."""
+"""Which torch_npu wheel matches this host's torch and CANN (``make install`` and ``verify``):
+two wheels for one torch may differ in CANN. Stdlib only (runs before install)."""
 
 from __future__ import annotations
 

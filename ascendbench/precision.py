@@ -66,8 +66,7 @@ def _plain(node: Any) -> Any:
 
 @dataclass(frozen=True)
 class Precision:
-    """The numeric contract of a job: device dtype ``name`` (``requested``: auto or a name),
-    allclose ``atol``/``rtol``, small-value ``tolerances``, verdict ``rules``, ``reference``."""
+    """The numeric contract of a job: dtype, allclose tolerances, verdict rules, reference."""
 
     name: str
     requested: str

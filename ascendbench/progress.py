@@ -116,8 +116,7 @@ def format_seconds(value: float) -> str:
 
 
 class Progress:
-    """Progress of one phase (``label``): units done of ``total`` (an ETA when known; ``unit``
-    ``""`` for a phase only timed), time spent of ``budget_s``, and fields of the last update."""
+    """Progress of one phase (``label``): units done of ``total``, time spent of ``budget_s``."""
 
     def __init__(self, label: str, total: int | None = None, unit: str = "it",
                  budget_s: float | None = None, options: ProgressOptions | None = None) -> None:

@@ -33,8 +33,7 @@ def sweep_overrides(config: DictConfig) -> list[str]:
 
 
 def sweep_shape(task_overrides: Iterable[str]) -> tuple[int | None, list[str]]:
-    """Jobs of a grid sweep over ``task_overrides`` and the keys it varies (``dtype``...): ``None``
-    where they cannot be counted (optuna's ``interval``), ``[]`` where they cannot be parsed."""
+    """Jobs of a grid sweep over ``task_overrides`` and the keys it varies (``None``: uncounted)."""
     keys: list[str] = []
     try:
         overrides = OverridesParser.create().parse_overrides(list(task_overrides))

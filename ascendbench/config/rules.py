@@ -282,8 +282,7 @@ def is_typed(cfg: DictConfig, key: str) -> bool:
 
 def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
                   roots: list[Path]) -> list[str]:
-    """Untyped keys whose value's type differs from the option file's (``model.task.x=abc``), with
-    Hydra's ``choices`` and config ``roots``; a shipped ``${other.key}`` asks that key's type."""
+    """Untyped keys whose value's type differs from the option file's (``model.task.x=abc``)."""
     problems = []
     for key, shipped, where in shipped_values(dict(choices or {}), roots):
         if is_typed(cfg, key):

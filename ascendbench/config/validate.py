@@ -126,8 +126,7 @@ def _compose(candidates: list[list[str]], report: Report, where: str) -> DictCon
 
 def _candidates(group: str, option: str, in_tree: set[str],
                 users: dict[str, str]) -> list[list[str]] | None:
-    """Override lists that may select an option, likeliest first (``None``: nothing to try);
-    a task kind binds only with its model's keys: it comes with the first model selecting it."""
+    """Override lists that may select an option, likeliest first (``None``: nothing to try)."""
     if group.startswith("model/"):
         model = users.get(f"{group}={option}")
         return [[f"model={model}", f"{group}={option}"]] if model else None

@@ -70,8 +70,7 @@ SETUP: dict[str, Callable[[DeviceAdapter], None]] = {"cuda": _setup_cuda, "npu":
 
 @dataclass(eq=False)
 class DeviceAdapter:
-    """A ``cpu``, ``cuda`` or ``npu`` device: sync, events, memory, identity; its fields are the
-    keys of ``conf/device/*.yaml``; building it applies them and loads the runtime (or raises)."""
+    """A ``cpu``, ``cuda`` or ``npu`` device: sync, events, memory (``conf/device/*.yaml``)."""
 
     name: str
     index: int = 0

@@ -38,9 +38,8 @@ def _os_reason(exc: OSError) -> str:
 
 
 def check_job_dir(job_dir: Path | str, key: str = "hydra.run.dir") -> Path:
-    """Create ``job_dir`` if needed and make sure a job can write there; return it.
-    Raises:
-        JobDirError: not writable, a file, holds a link, or under :data:`MIN_FREE_MB` MB free."""
+    """Create ``job_dir`` if needed and make sure a job can write there; return it (JobDirError:
+    not writable, a file, holds a link, or under :data:`MIN_FREE_MB` MB free)."""
     path = Path(job_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)

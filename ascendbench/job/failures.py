@@ -92,8 +92,7 @@ def console_paragraph(exc: BaseException) -> str:
 
 
 def log_traceback(exc: BaseException, job_dir: Path) -> Path:
-    """Put the full traceback in the job log (Hydra's file handler, one inside ``job_dir`` first),
-    or in ``<job_dir>/traceback.log`` when that log would not keep it (none, or above DEBUG)."""
+    """Put the full traceback in the job log, else in ``<job_dir>/traceback.log``."""
     text = "".join(traceback.format_exception(exc))
     handlers = [h for h in logging.getLogger().handlers + logging.getLogger("ascendbench").handlers
                 if isinstance(h, logging.FileHandler) and h.baseFilename != os.devnull]

@@ -48,8 +48,7 @@ def _shortened(name: str) -> str:
 
 
 def job_subdir(readable: str, overrides: Any) -> str:
-    """A sweep job's directory name: ``readable`` (Hydra's ``override_dirname``), plus ``_<hash>``
-    of its overrides when ``readable`` leaves one out, holds a separator or is too long."""
+    """A sweep job's directory name: ``readable`` plus ``_<hash>`` of its overrides if needed."""
     identity = sorted(str(o) for o in overrides or []
                       if str(o).split("=", 1)[0].lstrip("+~") not in NOT_IDENTITY)
     safe = str(readable).replace(os.sep, "_").replace("\0", "_")
@@ -99,8 +98,7 @@ def launch_outcomes() -> list[dict[str, Any]]:
 
 
 class LaunchGuard(Callback):
-    """Check and claim the run dir before a single run; check the sweep dir before a sweep; after
-    it, collect the outcomes its jobs left (:func:`launch_outcomes`), wherever they ran."""
+    """Check and claim the run or sweep dir before it runs; after a sweep, collect its outcomes."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Refuse (one paragraph, nothing written) a run dir unusable or held by another process."""

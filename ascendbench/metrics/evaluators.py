@@ -70,8 +70,7 @@ class RegressionEvaluator(Evaluator):
 
 
 class FunctionEvaluator(Evaluator):
-    """``function``: a dotted path to ``fn(reference, device, **kwargs) -> number | dict``, called
-    on every floating-point output pair in float64; imported when built (so a dry run checks it)."""
+    """``function``: a dotted ``fn(reference, device, **kwargs) -> number | dict``, in float64."""
 
     def __init__(self, name: str, function: str, kwargs: Mapping[str, Any] | None = None,
                  metric: str | None = None, outputs: list[str] | None = None,

@@ -169,8 +169,7 @@ def spectral_exponent(frame: torch.Tensor, bins: int = 12) -> Spectrum:
 
 
 def outlier_scores(step: Sequence[float], skip: Sequence[float], floor: float) -> list[float]:
-    """Per interior frame ``min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), floor)`` (``step``: one
-    apart, ``skip``: two): ~0.5 smooth motion, ~1 independent frames, large: flash, alternation."""
+    """Per interior frame ``min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), floor)``: ~0.5 smooth."""
     return [min(step[t], step[t + 1]) / max(skip[t], floor) for t in range(len(skip))]
 
 

@@ -121,8 +121,7 @@ def available_host_bytes() -> int:
 
 def check_host_memory(estimate: MemoryEstimate, hint: str, available: int | None = None,
                       skip_key: str | None = "model.loader.memory_check=false") -> dict[str, Any]:
-    """The record's view of the check; unless ``estimate`` fits the headroom of ``available`` bytes
-    (None: measured), an ``InsufficientMemoryError`` naming the numbers, ``hint``, ``skip_key``."""
+    """The record's view of the check; InsufficientMemoryError unless ``estimate`` fits."""
     available = available_host_bytes() if available is None else int(available)
     headroom = DEFAULT_HEADROOM
     fits = estimate.bytes_needed <= available * float(headroom)
@@ -203,8 +202,7 @@ class _TaskCall(torch.nn.Module):
 
 def activation_bytes(module: Any, task: Any, inputs: Mapping[str, torch.Tensor],
                      dtype: torch.dtype) -> int:
-    """Peak bytes of ``task.run`` in ``dtype`` beyond the parameters, run on the meta device
-    (``module`` untouched); what the task raises on meta tensors (``.item()``...) propagates."""
+    """Peak bytes of ``task.run`` in ``dtype`` beyond the parameters, run on the meta device."""
     meta_inputs = {k: torch.empty(v.shape, device="meta", dtype=dtype) if v.is_floating_point()
                    else v for k, v in inputs.items()}
     parts = module_components(module)

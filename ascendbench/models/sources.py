@@ -93,9 +93,8 @@ def looks_like_hub_id(source: str) -> bool:
 
 def resolve_source(source: str | None, layout: Layout = Layout(), revision: str | None = None,
                    allow_network: bool = True) -> ResolvedSource | NotFound:
-    """Find the weights of ``model.source`` (``allow_network=False``: local paths, hub cache).
-    Raises:
-        UnsafeWeightsError: only pickle weights were found and ``layout.allow_pickle`` is false."""
+    """Find the weights of ``model.source`` (``allow_network=False``: local paths, hub cache);
+    UnsafeWeightsError: only pickle weights were found and ``layout.allow_pickle`` is false."""
     if not source:
         return NotFound("model.source is empty")
     path = Path(os.path.expanduser(str(source)))
@@ -218,9 +217,8 @@ def file_sha256(path: Path) -> str:
 
 
 def check_digest(expected: str | None, weights: Mapping[str, Any]) -> dict[str, Any]:
-    """Check ``model.expect_digest`` (``weights.digest`` or a file's sha256); facts for ``weights``.
-    Raises:
-        WeightsDigestError: random-init weights, or a digest that differs (both are named)."""
+    """Check ``model.expect_digest`` (``weights.digest`` or a file's sha256); facts for ``weights``
+    (WeightsDigestError: random-init weights, or a digest that differs; both are named)."""
     if expected is None:
         return {}
     wanted, actual = str(expected).strip().lower(), str(weights.get("digest") or "")

@@ -28,8 +28,7 @@ MODES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ParallelSettings:
-    """A job's ranks: count, mode (a key of :data:`MODES`), backend, rendezvous (``master_port`` 0:
-    a free port), collective timeout, ``grace_s`` for the others after one fails (then signals)."""
+    """A job's ranks: count, mode (a key of :data:`MODES`), backend, rendezvous, timeouts."""
 
     world_size: int = 1
     mode: str = "none"
@@ -216,8 +215,7 @@ def slices(count: int, world_size: int) -> list[range]:
 
 @dataclass(eq=False)
 class BlockPlacement:
-    """``device_map``: this rank holds ``slices(...)[rank]`` of the largest block list; ``path``,
-    ``owners`` (the rank holding each block) and ``held_mb`` are set by :meth:`install`."""
+    """``device_map``: this rank holds ``slices(...)[rank]`` of the largest block list."""
 
     rank: int
     world_size: int

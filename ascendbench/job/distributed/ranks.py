@@ -289,8 +289,7 @@ def synchronized(call: Callable[[], Any], adapter: Any) -> Callable[[], Any]:
 
 
 def rank_bench(bench: DictConfig) -> DictConfig:
-    """``bench`` with a budget every rank keeps alike: ``iters`` fixed (else ``min_iters``), exactly
-    ``warmup`` warm-up calls, no time cap, no FLOP count (its extra call is no sure collective)."""
+    """``bench`` with a budget every rank keeps alike (fixed iterations, no time cap, no FLOPs)."""
     fixed = OmegaConf.to_container(bench, resolve=True)
     fixed.update(iters=int(fixed.get("iters") or fixed.get("min_iters") or 1), warmup_max=None,
                  max_time_s=1e9, min_time_s=0.0, precision=None)
