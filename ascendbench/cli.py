@@ -1,10 +1,6 @@
-"""The Hydra application behind ``python -m ascendbench`` and the ``ascendbench`` script.
-
-The process exits 1 when any job of the run or sweep did not finish ``ok`` or failed ``fail_on``
-(the others still run), a job skipped because another process holds its directory included; jobs
-in other processes (joblib, Slurm) report through this launch's outcome files. With an
-``objective`` (a search) each job returns a number and the exit status is
-:func:`ascendbench.job.objective.search_exit_status`; Ctrl-C, SIGTERM or SIGHUP exits 130."""
+"""The Hydra application behind ``python -m ascendbench`` and the ``ascendbench`` script: exit 1
+when any job (here or in joblib/Slurm workers) did not finish ``ok`` or failed ``fail_on``; a
+search exits by :func:`ascendbench.job.objective.search_exit_status`; a signal exits 130."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Which torch_npu wheel matches this host's torch and CANN (``make install`` and ``verify``):
-two wheels for one torch may differ in CANN. Stdlib only (runs before install)."""
+"""Which torch_npu wheel matches this host's torch and CANN (stdlib only: runs before install)."""
 
 from __future__ import annotations
 

@@ -28,8 +28,7 @@ def _sdpa_cpu_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_s
 
 def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[int],
                               value_shape: Sequence[int], *args: Any, **kwargs: Any) -> int:
-    """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA
-    count), from the shapes ``FlopCounterMode`` passes and ``head_num``, ``input_layout``.
+    """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in SDPA's).
     >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
     16777216"""
     named = {**dict(zip(("head_num", "input_layout"), args, strict=False)),

@@ -1,5 +1,4 @@
-""""Ran on the device": where tensors and outputs were, which operators fell back to the CPU: a
-WARN, a FAIL under ``placement_findings={max: 0}``."""
+""""Ran on the device": tensors, outputs and operators that fell back to the CPU (a WARN)."""
 
 from __future__ import annotations
 

@@ -94,8 +94,7 @@ def _no_marker(path: Path, text: str) -> ReportError:
 
 
 def backfill_file(path: Path, render_for: Callable[[Path], Callable[[str], str]]) -> list[str]:
-    """Back-fill ``path`` in place; what was left untouched (ReportError: no file, or neither a
-    marker nor a placeholder table in it)."""
+    """Back-fill ``path`` in place; what was left untouched (ReportError: nothing to fill in it)."""
     path = Path(path).resolve()  # a README that is a link is filled where it lives
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"

@@ -80,8 +80,7 @@ def rules_note(rows: fmt.Rows, names: Sequence[str], lang: str) -> str | None:
 
 
 def variants_note(rows: fmt.Rows, lang: str, ratios: bool = False) -> list[str | None]:
-    """Rows that read alike but ran other declared variants (:func:`in_force`), numbered as the
-    records note, with ``ratios`` each one's latency over the first's with the gate's answer."""
+    """Rows alike but for declared variants (:func:`in_force`), numbered, with ``ratios``."""
     numbered = [(n, row, variant_settings(row), in_force(row)) for n, row in enumerate(rows, 1)]
     parts, same = [], set()
     for members in fmt.group(numbered, lambda m: (fmt.get(m[1], "job.preset"), fmt.size_label(m[1]),

@@ -65,8 +65,7 @@ class TextToVideoTask(Task):
         self.cpu_offload = bool(self.cpu_offload)
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
-        """The generator seed as a tensor (the pipeline draws the noise on the CPU); the preset's
-        sizes are checked against the VAE's compression and kept for :meth:`run`."""
+        """The generator seed as a tensor; the preset's sizes checked against the VAE and kept."""
         latent_shape(preset, 1, self.spatial_compression, self.temporal_compression or None)
         self._call = {call: int(preset[key]) for key, call in self.call_keys.items()}
         return {"seed": torch.tensor([int(seed)], dtype=torch.int64)}
@@ -290,8 +289,7 @@ class TextToImageTask(TextToVideoTask):
     latent_channels: int = 128
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
-        """The seed and the initial noise ``[B, C, H / s, W / s]`` drawn from it in float32 (the
-        pipeline would draw it in its own dtype: other numbers in a float64 reference)."""
+        """The seed and the initial noise ``[B, C, H / s, W / s]`` drawn from it in float32."""
         shape = latent_shape(preset, self.latent_channels, self.spatial_compression)
         return {**super().make_inputs(preset, seed), "latents": cpu_randn(shape, seed)}
 

@@ -57,8 +57,7 @@ def import_mlflow() -> Any:
 
 
 def resolve_uri(uri: str | None) -> str:
-    """``uri``, else ``$MLFLOW_TRACKING_URI``, else :data:`DEFAULT_URI`; a relative SQLite path is
-    made absolute, so that every process of a sweep uses one database.
+    """``uri``, else ``$MLFLOW_TRACKING_URI``, else :data:`DEFAULT_URI`; SQLite paths absolute.
     >>> resolve_uri("sqlite:////data/mlflow.db"), resolve_uri("http://tracking:5000")
     ('sqlite:////data/mlflow.db', 'http://tracking:5000')"""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI
