@@ -88,7 +88,6 @@ def version_text() -> str:
 
 
 def _launcher() -> str | None:
-    """The pid of the launching process when it runs on this host."""
     host, _, pid = os.environ.get(LAUNCHER, "").rpartition(":")
     return pid if host == socket.gethostname() else None
 

@@ -80,8 +80,7 @@ class Baseline(dict):
     def __init__(self, outputs: Mapping[str, torch.Tensor], info: dict[str, Any],
                  layers: Any = None) -> None:
         super().__init__(outputs)
-        self.info = info
-        self.layers = layers
+        self.info, self.layers = info, layers
 
 
 @dataclass

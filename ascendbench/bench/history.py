@@ -34,7 +34,6 @@ def workload_key(material: Mapping[str, Any]) -> str:
 
 
 def _positive(value: Any) -> bool:
-    """True for a finite int or float > 0 (not a bool)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     return number and math.isfinite(value) and value > 0
 

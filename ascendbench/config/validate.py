@@ -86,7 +86,6 @@ def wiring_problems(where: str, job: DictConfig) -> list[str]:
 
 
 def _hydra_targets(cfg: DictConfig) -> Iterator[tuple[str, DictConfig]]:
-    """``_target_`` nodes Hydra itself instantiates: launcher, sweeper, callbacks."""
     for key in ("launcher", "sweeper", "callbacks"):
         node = OmegaConf.select(cfg, f"hydra.{key}")
         if isinstance(node, DictConfig):

@@ -41,7 +41,6 @@ def _self_us(event: Any, clock: str) -> float:
 
 def _row(name: str, shapes: list[list[int]], counts: tuple[float, int], calls: int,
          total_ms: float) -> dict[str, Any]:
-    """A table row from the operator's self time in us and its number of calls."""
     self_us, count = counts
     per_call_ms = self_us / 1000.0 / calls
     return {"name": name, "input_shapes": shapes, "calls": count / calls, "total_ms": per_call_ms,
@@ -110,7 +109,6 @@ def npu_section(run_dir: Path | None, job_dir: Path, calls: int,
 
 
 def _timed_calls(call: Callable[[], Any], adapter: Any, calls: int) -> list[float]:
-    """``calls`` calls, each timed on the host clock between two synchronizes (ms)."""
     return [first_call(call, adapter) for _ in range(calls)]
 
 

@@ -31,7 +31,6 @@ _MAX_ORIGINAL_BLOCKS = 12
 
 
 def _spellings(key: str, renames: Iterable[tuple[str, str]]) -> set[str]:
-    """``key`` with every subset of the applicable inverse renames applied."""
     applicable = [(new, old) for new, old in renames if new in key]
     out = set()
     for mask in itertools.product((False, True), repeat=len(applicable)):

@@ -149,8 +149,7 @@ class LiveTensorBytes(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self._live: dict[int, list[int]] = {}  # storage id -> [bytes, tensors alive]
-        self.current = 0
-        self.peak = 0
+        self.current = self.peak = 0
 
     def _release(self, key: int) -> None:
         entry = self._live.get(key)

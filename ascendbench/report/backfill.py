@@ -35,14 +35,12 @@ def marker_names(text: str) -> list[str]:
 
 
 def _cells(line: str) -> list[str]:
-    """The cells of a tab-separated or Markdown table row."""
     if "\t" in line:
         return [c.strip() for c in line.strip().split("\t")]
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
 def _row(line: str, cells: list[str]) -> str:
-    """``cells`` written the way ``line`` separates its cells."""
     return "\t".join(cells) if "\t" in line else "| " + " | ".join(cells) + " |"
 
 

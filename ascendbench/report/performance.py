@@ -110,7 +110,6 @@ def _flops_cell(row: fmt.Row, key: str) -> str:
 
 
 def _flops_columns(rows: fmt.Rows) -> list[tuple[str, str]]:
-    """(header, key) of the FLOPs / MFU fields some row carries under ``bench``."""
     keys = {k for r in rows for k in r if k.startswith("bench.")}
     known = [(h, k) for h, k in FLOPS if k in keys]
     others = sorted(k for k in keys - {k for _, k in known}

@@ -157,7 +157,6 @@ def section_latency(bench: Any, median: float) -> Latency:
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:
-    """A non-empty list of finite numbers > 0 as floats, else None."""
     if not isinstance(values, list) or not values:
         return None
     usable = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -143,8 +143,7 @@ def check_lpips() -> Check:
     """The LPIPS weights the ``image`` metric would use, looked for exactly as the metric does."""
     image = OmegaConf.select(load_option("metric", "image"), "evaluators.image") or {}
     net, version = str(image.get("lpips_net", "alex")), str(image.get("lpips_version", "0.1"))
-    problem = backbone_problem(net, version,
-                               verify_hash=bool(image.get("lpips_verify_hash", True)))
+    problem = backbone_problem(net, version, verify_hash=bool(image.get("lpips_verify_hash", True)))
     if problem is None:
         return Check("lpips weights", "PASS",
                      f"{net} v{version} backbone present: {backbone_file(net)}")

@@ -43,7 +43,6 @@ def _npu_facts() -> dict[str, Any]:
 
 
 def _accelerator(kind: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(summary, devices) of one accelerator type."""
     facts = _npu_facts() if kind == "npu" else {}
     try:
         runtime = load_runtime(kind)

@@ -274,8 +274,7 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
         if rank == owner:
             tensor = items[index].contiguous()
         else:
-            tensor = torch.empty(spec[0], dtype=getattr(torch, spec[1]),
-                                 device=_DEVICE["device"])
+            tensor = torch.empty(spec[0], dtype=getattr(torch, spec[1]), device=_DEVICE["device"])
         dist.broadcast(tensor, src=owner)
         received.append(tensor)
     if rank == owner:
