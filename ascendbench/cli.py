@@ -74,7 +74,6 @@ def _app(cfg: DictConfig) -> str | float:
 
 
 def _gate(record: dict, fail_on: str | None) -> str:
-    """The job's status, or ``verdict <V>`` when ``fail_on`` makes its verdict a failure."""
     verdict = record.get("verdict")
     failing = fail_on and verdict in ORDER and ORDER[verdict] >= ORDER[fail_on]
     return f"verdict {verdict}" if record["status"] == "ok" and failing else record["status"]

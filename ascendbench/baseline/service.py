@@ -128,7 +128,6 @@ def _read_entry(store: BaselineStore, key: str, precision: str, spec: Any) -> _E
 
 
 def _reject(info: dict[str, Any], problem: DamagedEntry, action: str) -> None:
-    """Log the bad file and why (once per job), and record it in ``info["rejected"]``."""
     rejected = info.setdefault("rejected", [])
     if any(r["file"] == str(problem.path) and r["why"] == problem.why for r in rejected):
         return

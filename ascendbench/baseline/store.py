@@ -215,7 +215,6 @@ class BaselineStore:
         return recorded
 
     def _verify(self, key: str, name: str, meta: Mapping[str, Any]) -> Path:
-        """The path of ``name``, after its size and SHA256 matched ``meta.json``."""
         recorded = self._check_size(key, name, meta)
         path = self.entry(key) / name
         actual = file_digest(path)["sha256"]

@@ -40,7 +40,6 @@ def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[in
 
 def _bnsd(shape: Sequence[int], head_num: int, layout: str,
           query_shape: Sequence[int]) -> tuple[int, ...]:
-    """A tensor shape in ``layout`` as ``(batch, heads, seq, head_dim)``."""
     layout = str(layout).upper()
     if layout == "BNSD":
         return tuple(shape)

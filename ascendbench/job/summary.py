@@ -76,7 +76,6 @@ def _sizes(job: Mapping[str, Any]) -> str:
 
 
 def _declared(job: Mapping[str, Any]) -> set[str]:
-    """The metric names the task declared for its report (``gate/recon_psnr_db``...)."""
     primary = job.get("primary") or {}
     output = primary.get("output")
     names = {str(v) for k, v in primary.items() if k != "output"}

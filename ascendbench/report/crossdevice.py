@@ -35,7 +35,6 @@ def _value(row: fmt.Row, base: str, prefix: str = "metrics.", suffix: str = ".va
 
 
 def _latest_by_device(rows: fmt.Rows, key: Callable[[fmt.Row], Any]) -> list[dict[tuple, fmt.Row]]:
-    """Per ``key`` (sorted): (device, host) -> the latest row."""
     def place(row: fmt.Row) -> tuple:
         return fmt.get(row, "job.device"), fmt.get(row, "env.hostname")
 
@@ -48,8 +47,7 @@ def _ratio_row(row: fmt.Row, name: str, errors: tuple[float, float], limit: floa
                ) -> list[str]:
     r = ratio(*errors)
     return [*fmt.cells(row, IDENTITY), name, fmt.num(errors[0]), fmt.num(errors[1]), fmt.num(r, 3),
-            fmt.num(limit),
-            "PASS" if r <= float(limit) else "FAIL", records]
+            fmt.num(limit), "PASS" if r <= float(limit) else "FAIL", records]
 
 
 def _error_ratios(rows: fmt.Rows, reference: str, limits: Mapping[str, float], base_dir: Path

@@ -154,7 +154,6 @@ def latency_figure(rows: Rows, model: str) -> Any | None:
 
 
 def _error_points(rows: Rows, metric: str) -> list[tuple[str, str, float]]:
-    """(device, label, value) of the metric answering the ``error`` section in each row."""
     points = []
     for row in rows:
         name = section_metric(row, "error", [metric])

@@ -10,16 +10,11 @@ import torch
 
 
 class Task(ABC):
-    """Base class of every task (docs/extending.md).
-    Class attributes:
-        output_kind: ``None`` (tensors only), ``"tensor"``, ``"image"`` (``[N, C, H, W]`` in
-            ``value_range``) or ``"video"`` (5-D, ``video_layout``: ``BCTHW`` or ``BTCHW``).
-        unit: what :meth:`items_per_call` counts (``images``, ``frames``, ``clips``, ``calls``).
-        natural_outputs: pictures from natural input: range and picture checks judged, else shown.
-        video_frames: frames saved as PNG per video (``first``/``middle``/``last`` or indices).
-        preset_keys: the preset sizes the task uses (the record's ``job.sizes``).
-        report_metrics: the metric of each report section (``error``, ``psnr``, ``ssim``), a metric
-            name of the primary output or a full name with ``/``; recorded as ``job.primary``."""
+    """Base class of every task (docs/extending.md). ``output_kind``: ``None`` (tensors only),
+    ``"tensor"``, ``"image"`` (``[N, C, H, W]`` in ``value_range``) or ``"video"`` (5-D, in
+    ``video_layout``); ``unit``: what :meth:`items_per_call` counts; ``natural_outputs``: picture
+    checks judged, else shown; ``video_frames``: frames saved as PNG; ``preset_keys``: the record's
+    ``job.sizes``; ``report_metrics``: each report section's metric (``job.primary``)."""
 
     kind: ClassVar[str] = "task"
     output_kind: ClassVar[str | None] = None

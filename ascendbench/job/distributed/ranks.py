@@ -114,7 +114,6 @@ def _rank_failure(exc: ProcessException, settings: ParallelSettings, ranks_dir: 
 
 
 def _stop_all(context: Any) -> None:
-    """Terminate, then kill, every rank still alive, and reap them all."""
     for process in context.processes:
         if process.is_alive():
             process.terminate()
