@@ -218,8 +218,7 @@ def plan_replay(model: Any, task: Any, inputs: Tensors, cfg: Any, dtype: torch.d
         f"stopped by {stopped} after the first calls; the other sampled calls are counted with "
         "the first call's shapes")
     return {"mode": "replay", **memory, "patterns": patterns, "modules": len(specs),
-            "calls": len(calls), "sampled_calls": settings["calls"],
-            "recorded_mb": recorded / 1e6,
+            "calls": len(calls), "sampled_calls": settings["calls"], "recorded_mb": recorded / 1e6,
             "job_held_call_mb": max(c["nbytes"] for c in calls) / 1e6, "meta_run": meta_run,
             "host_available_mb": available / 1e6, "headroom": DEFAULT_HEADROOM,
             "dropped": _dropped(calls, settings["max_capture_mb"]),

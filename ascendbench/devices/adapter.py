@@ -193,8 +193,7 @@ class DeviceAdapter:
             "deterministic_switches": self.deterministic_switches, "jit_compile": self.jit_compile,
             "set_device": None if self.runtime is None else self.index,
             "chip_options": self.chip_options, "import_order": self.import_order,
-            "env_observed": {key: os.environ.get(key) for key in self.record_env},
-        }
+            "env_observed": {key: os.environ.get(key) for key in self.record_env}}
 
 
 def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto",

@@ -52,10 +52,8 @@ class RecordWriter:
         timing = {"started_at": _iso(self._t0), "finished_at": None, "duration_s": None}
         self.data: dict[str, Any] = {
             "schema": SCHEMA_VERSION, "status": "running", "error": None, "verdict": None,
-            "job": {}, "config": config, "env": {}, "weights": None, "inputs": {},
-            "baseline": None, "metrics": {}, "bench": None, "artifacts": {}, "warnings": [],
-            "timing": timing,
-        }
+            "job": {}, "config": config, "env": {}, "weights": None, "inputs": {}, "baseline": None,
+            "metrics": {}, "bench": None, "artifacts": {}, "warnings": [], "timing": timing}
 
     def update(self, **fields: Any) -> None:
         """Set top-level fields and rewrite the file."""

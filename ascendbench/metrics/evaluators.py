@@ -155,8 +155,7 @@ def token_metrics(reference: torch.Tensor, device: torch.Tensor,
         "token_agreement": float((ref == dev).double().mean()) if ref.numel() else 1.0,
         "tokens_unique": float(torch.unique(dev).numel()),
         "tokens_unique_reference": float(torch.unique(ref).numel()),
-        "tokens_numel": float(ref.numel()),
-    }
+        "tokens_numel": float(ref.numel())}
     if codebook_size is not None:
         values["tokens_out_of_range"] = float(((dev < 0) | (dev >= int(codebook_size))).sum())
     return values

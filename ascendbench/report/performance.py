@@ -197,8 +197,7 @@ def _pivot(rows: fmt.Rows, base_dir: Path) -> str:
     steps = any(len(key) == 4 for key in groups)
     headers = ["preset", "size", "batch"] + (["steps"] if steps else [])
     body = [list(key) + (["-"] if steps and len(key) == 3 else [])
-            + [_ci_cell(latest([r for r in members if fmt.field(r, "job.dtype") == d]),
-                        base_dir)
+            + [_ci_cell(latest([r for r in members if fmt.field(r, "job.dtype") == d]), base_dir)
                for d in dtypes] for key, members in groups.items()]
     return fmt.table(headers + [f"{d} ms [95% CI]" for d in dtypes], body)
 

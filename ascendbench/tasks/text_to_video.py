@@ -113,9 +113,8 @@ class TextToVideoTask(Task):
                                "unknown")
         generator = torch.Generator("cpu").manual_seed(int(inputs["seed"].reshape(-1)[0]))
         negative = {"negative_prompt": self.negative_prompt} if self.negative_prompt else {}
-        kwargs = {"prompt": self.prompt, **negative, **self._call,
-                  **self.call_kwargs, **self.pipeline_inputs(inputs), "generator": generator,
-                  "output_type": "pt"}
+        kwargs = {"prompt": self.prompt, **negative, **self._call, **self.call_kwargs,
+                  **self.pipeline_inputs(inputs), "generator": generator, "output_type": "pt"}
         timed = self._timer.step_callback(starts_with="denoiser") if self._timer else None
         steps = None if is_quiet() else Progress("denoising", unit="steps",
                                                  total=self._call.get("num_inference_steps"))
