@@ -1,5 +1,4 @@
-"""Keep ``import torch`` from importing torch_npu (torch >= 2.5 autoloads backends) before the
-job's device settings (``device.env``, ``ASCEND_*``) are applied (docs/devices.md)."""
+"""Keep ``import torch`` from autoloading torch_npu before ``device.env`` applies."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The Hydra application behind ``python -m ascendbench`` and the ``ascendbench`` script: exit 1
-when any job (here or in joblib/Slurm workers) did not finish ``ok`` or failed ``fail_on``; a
-search exits by :func:`ascendbench.job.objective.search_exit_status`; a signal exits 130."""
+"""The Hydra app behind ``python -m ascendbench``: exit 1 when any job did not finish ``ok`` or
+failed ``fail_on`` (a search: :func:`~ascendbench.job.objective.search_exit_status`)."""
 
 from __future__ import annotations
 

@@ -139,8 +139,7 @@ class SweepProgress(Callback):
 
 def remaining_s(starts: Mapping[Any, float], ends: Mapping[Any, float], total: int,
                 now: float) -> float | None:
-    """Seconds until the last of ``total`` jobs ends (``None`` before one ended, or after all): the
-    rest queue on as many workers as ever ran at once, each the mean time (cold first left out)."""
+    """Seconds until the last of ``total`` jobs ends, by the mean time of the jobs that ended."""
     took = [ends[n] - starts[n] for n in sorted(ends, key=ends.__getitem__) if n in starts]
     if not took or len(ends) >= total:
         return None

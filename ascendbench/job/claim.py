@@ -38,8 +38,7 @@ def _os_reason(exc: OSError) -> str:
 
 
 def check_job_dir(job_dir: Path | str, key: str = "hydra.run.dir") -> Path:
-    """Create ``job_dir`` if needed and make sure a job can write there; return it (JobDirError:
-    not writable, a file, holds a link, or under :data:`MIN_FREE_MB` MB free)."""
+    """Create ``job_dir`` if needed, check a job can write there (JobDirError); return it."""
     path = Path(job_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -77,8 +76,7 @@ def holder_of(job_dir: Path | str) -> str:
 
 
 def claim(job_dir: Path | str, key: str | None = None) -> bool:
-    """Lock ``job_dir`` (the directory of ``key``); ``True`` when newly claimed, ``False`` when
-    held already (JobDirBusyError: another process holds it; JobDirError: no lock file)."""
+    """Lock ``job_dir`` of ``key``: ``True`` newly claimed, ``False`` held (JobDirBusyError)."""
     path = Path(os.path.abspath(str(job_dir)))
     if str(path) in _HELD:
         return False

@@ -138,8 +138,7 @@ def grey(frame: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:
 
 
 def spectral_exponent(frame: torch.Tensor, bins: int = 12) -> Spectrum:
-    """``alpha`` of an ``[H, W]`` grey frame: least squares on log band power from 2 cycles/frame
-    to 0.4 cycles/pixel (mean removed, Hann window); natural images ~2, white noise 0, flat NaN."""
+    """``alpha`` of an ``[H, W]`` grey frame's power spectrum (natural ~2, noise 0, flat NaN)."""
     height, width = frame.shape
     window = torch.outer(torch.hann_window(height, periodic=False),
                          torch.hann_window(width, periodic=False))

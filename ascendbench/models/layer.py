@@ -34,8 +34,7 @@ def _stats(tensor: torch.Tensor) -> dict[str, Any]:
 
 
 class SafetensorsLayerLoader(ModelLoader):
-    """Builds ``module`` (a ``_target_`` node) and fills it strictly with the tensors under
-    ``prefix`` (``decoder.conv_in.conv.``) of ``filename`` (default: the one) in ``subfolder``."""
+    """Builds ``module`` (a ``_target_`` node), filled strictly with the tensors under prefix."""
 
     def __init__(self, module: Mapping[str, Any], prefix: str, filename: str | None = None,
                  subfolder: str | None = None, memory_check: bool = True) -> None:

@@ -60,8 +60,7 @@ def _vae_candidates(key: str) -> set[str]:
 def invert_keys(state: Mapping[str, torch.Tensor], candidates: Callable[[str], set[str]],
                 convert: Callable[..., dict], markers: Mapping[str, str] | None = None,
                 renames: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
-    """Map each diffusers key of ``state`` to an original key that ``convert`` turns back into it;
-    ``markers``: probed by shape; ``renames``: the candidate spelled most originally wins."""
+    """Map each diffusers key of ``state`` to an original key ``convert`` turns back into it."""
     markers = dict(markers or {})
     pool = sorted(set().union(*(candidates(k) for k in state)),
                   key=lambda key: (sum(old in key for _, old in renames), key))

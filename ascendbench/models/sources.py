@@ -93,8 +93,7 @@ def looks_like_hub_id(source: str) -> bool:
 
 def resolve_source(source: str | None, layout: Layout = Layout(), revision: str | None = None,
                    allow_network: bool = True) -> ResolvedSource | NotFound:
-    """Find the weights of ``model.source`` (``allow_network=False``: local paths, hub cache);
-    UnsafeWeightsError: only pickle weights were found and ``layout.allow_pickle`` is false."""
+    """Find the weights of ``model.source`` (UnsafeWeightsError: pickles only, not allowed)."""
     if not source:
         return NotFound("model.source is empty")
     path = Path(os.path.expanduser(str(source)))
@@ -189,8 +188,7 @@ def _from_hub(repo_id: str, layout: Layout, revision: str | None,
 
 
 def files_digests(files: tuple[Path, ...]) -> tuple[str, list[str], list[int]]:
-    """``(digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted): SHA256 over names and
-    bytes as ``sha256:<hex>``, each file's ``<hex>  <path>`` relative to their common folder."""
+    """``(digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted)."""
     digest, lines, sizes = hashlib.sha256(), [], []
     root = Path(os.path.commonpath([p.parent for p in files])) if files else Path()
     for path in sorted(files):
@@ -217,8 +215,7 @@ def file_sha256(path: Path) -> str:
 
 
 def check_digest(expected: str | None, weights: Mapping[str, Any]) -> dict[str, Any]:
-    """Check ``model.expect_digest`` (``weights.digest`` or a file's sha256); facts for ``weights``
-    (WeightsDigestError: random-init weights, or a digest that differs; both are named)."""
+    """Check ``model.expect_digest``; facts for ``weights`` (WeightsDigestError if it differs)."""
     if expected is None:
         return {}
     wanted, actual = str(expected).strip().lower(), str(weights.get("digest") or "")

@@ -28,8 +28,7 @@ _SPEC = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>", "bos_t
 
 def build_tokenizer(class_path: str = "transformers.PreTrainedTokenizerFast",
                     model_max_length: int = 128, **spec: Any) -> Any:
-    """An instance of ``class_path`` (a ``tokenizers``-backed transformers class) built in memory
-    from ``spec`` (special tokens with ids from 0, ``init_kwargs``...; unknown key: TypeError)."""
+    """A ``tokenizers``-backed ``class_path`` instance built in memory from ``spec``."""
     unknown = sorted(set(spec) - set(_SPEC))
     if unknown:
         raise TypeError(f"unknown tokenizer keys {unknown}; allowed: {', '.join(_SPEC)}")

@@ -1,5 +1,4 @@
-"""The regression gate, ``python -m ascendbench.report --compare OLD NEW`` (docs/reports.md): rows
-line up by :data:`KEY`; worse status, verdict or latency, or a missing workload, fails it."""
+"""The regression gate, ``python -m ascendbench.report --compare OLD NEW`` (docs/reports.md)."""
 
 from __future__ import annotations
 

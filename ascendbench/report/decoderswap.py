@@ -1,5 +1,4 @@
-"""The FLUX.2 decoder swap (``+sweep=flux2_decoder_swap``): small vs standard decoder on the same
-latents, and the seed's three claims with their measured values (docs/reports.md)."""
+"""The FLUX.2 decoder swap (``+sweep=flux2_decoder_swap``): small vs standard, the claims."""
 
 from __future__ import annotations
 

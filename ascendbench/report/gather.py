@@ -43,10 +43,8 @@ _IDENTITY = re.compile(r"[A-Za-z0-9_.:/+@=,-]{1,200}")
 
 
 def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[Path]:
-    """Every ``record.json`` under the given directories (or the given files), sorted, once; one
-    in a directory that links outside it is left out with a warning, a file named here is read.
-    Raises:
-        ReportError: a path does not exist and ``missing_ok`` is false."""
+    """Every ``record.json`` under the given directories (or the given files), sorted, once; one in
+    a directory linking outside it is left out (ReportError: a path missing, unless missing_ok)."""
     found: set[Path] = set()
     for path in map(Path, paths):
         if path.is_file():

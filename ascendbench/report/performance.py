@@ -45,9 +45,7 @@ def latest(rows: Sequence[fmt.Row]) -> fmt.Row | None:
 
 
 def perf_show(show: Iterable[Any]) -> list[str]:
-    """The ``performance.show`` names in order (``all``: every column of :data:`PERF_VALUES`).
-    Raises:
-        ReportError: a name not in :data:`PERF_VALUES` (nor ``all``), or an empty list."""
+    """The ``performance.show`` names in order (``all``: every column); ReportError if unknown."""
     names = [str(n) for n in show]
     if "all" in names:
         return list(PERF_VALUES)

@@ -1,5 +1,4 @@
-"""Is NEW slower than OLD? The gate's one latency rule (docs/reports.md "Regression gate"): the
-one-sided lower bound of NEW/OLD - 1 beyond ``min_effect``, from pairs or both intervals."""
+"""Is NEW slower than OLD? The gate's one latency rule (docs/reports.md "Regression gate")."""
 
 from __future__ import annotations
 

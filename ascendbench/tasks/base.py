@@ -1,5 +1,4 @@
-"""The task interface: what a job uses of a task, with the defaults most tasks keep; a subclass
-sets the class attributes and implements ``make_inputs`` and ``run`` (docs/extending.md)."""
+"""The task interface: what a job uses of a task, with the defaults (docs/extending.md)."""
 
 from __future__ import annotations
 

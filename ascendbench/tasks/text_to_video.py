@@ -162,9 +162,7 @@ def generated_image(height: int, width: int, seed: int) -> torch.Tensor:
 
 
 def read_image(path: Path, height: int, width: int) -> tuple[torch.Tensor, dict[str, Any]]:
-    """The image file as a ``[1, 3, height, width]`` uint8 RGB tensor, and its facts for the record.
-    Raises:
-        ConfigError: the file does not exist or is no image PIL can read."""
+    """The image file as a ``[1, 3, H, W]`` uint8 RGB tensor and its facts (ConfigError)."""
     if not path.is_file():
         raise ConfigError(f"model.task.image={path}: no such file. Give the path of a PNG or JPEG "
                           "image, or model.task.image=null for a generated image (seeded by "
@@ -230,8 +228,7 @@ def float32_encode_noise(vae: Any) -> bool:
 
 @dataclass(eq=False)
 class ImageToVideoTask(TextToVideoTask):
-    """Generate a video from a conditioning image and the prompt (``LTX(2)ImageToVideoPipeline``).
-    ``image``: Lanczos-resized (``None``: a seeded clip); ``float32_encode_noise``: as it says."""
+    """Generate a video from a conditioning image and the prompt (LTX(2)ImageToVideoPipeline)."""
 
     kind = "image_to_video"
 

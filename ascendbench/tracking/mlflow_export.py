@@ -1,5 +1,4 @@
-"""Records -> MLflow runs, each at most once: :data:`KEY_TAG` names the run, :data:`DIGEST_TAG`
-its content (same digest ``unchanged``, another ``replaced``, none ``created``)."""
+"""Records -> MLflow runs, each at most once (:data:`KEY_TAG` the run, :data:`DIGEST_TAG` done)."""
 
 from __future__ import annotations
 

@@ -309,8 +309,7 @@ def enable_context_parallel(model: Any, settings: ParallelSettings,
 
 
 def rank_memory(settings: ParallelSettings, model: Any, single: RunMemory) -> list[RunMemory]:
-    """Each rank's parameters and activation peak from the one-card estimate, rank 0 first: cfg the
-    whole, device_map its slice of the blocks plus the rest, context activations / ranks."""
+    """Each rank's parameters and activation peak from the one-card estimate, rank 0 first."""
     if settings.mode == "device_map":
         _, blocks = largest_block_list(model)
         counts = [sum(p.numel() for p in block.parameters()) for block in blocks]
