@@ -36,8 +36,7 @@ WHEELS = (
     Wheel("2.1.0.post12", "2.1.0", "8.1.RC1"), Wheel("2.4.0.post2", "2.4.0", "8.0.0"),
     Wheel("2.3.1.post4", "2.3.1", "8.0.0"), Wheel("2.1.0.post10", "2.1.0", "8.0.0"),
     Wheel("2.4.0", "2.4.0", "8.0.RC3"), Wheel("2.3.1.post2", "2.3.1", "8.0.RC3"),
-    Wheel("2.1.0.post8", "2.1.0", "8.0.RC3"),
-)
+    Wheel("2.1.0.post8", "2.1.0", "8.0.RC3"))
 CANN_ROOTS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
 CANN_FILES = ("ascend_*_install.info", "*/ascend_*_install.info", "version.cfg", "*/version.cfg")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)")

@@ -81,7 +81,6 @@ def record_calls(job: Any, plan: ReplayPlan) -> CallRecorder:
 
 
 def _results(path: Path) -> dict[str, Any]:
-    """The process's results, checked for shape (they are data)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:

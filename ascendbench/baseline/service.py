@@ -198,7 +198,6 @@ def _run_in_process(request: Mapping[str, Any], query: ReferenceQuery) -> dict[s
 
 
 def _estimate_bytes(query: ReferenceQuery) -> float | None:
-    """The reference's estimated host memory, for a failure message (``None``: not estimable)."""
     if query.module is None:
         return None
     try:

@@ -56,8 +56,7 @@ def _bnsd(shape: Sequence[int], head_num: int, layout: str,
 # Extra formulas by operator name; those whose operator is absent here (npu without torch_npu) skip.
 EXTRA_FORMULAS: dict[str, Callable[..., int]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_cpu_flop,
-    "npu.npu_fusion_attention": npu_fusion_attention_flop,
-}
+    "npu.npu_fusion_attention": npu_fusion_attention_flop}
 
 
 def extra_formulas() -> dict[Any, Callable[..., int]]:

@@ -93,7 +93,6 @@ def budget_problems(cfg: DictConfig) -> list[str]:
 
 
 def _rule_tables(cfg: DictConfig) -> Iterator[tuple[str, Any]]:
-    """Every ``thresholds`` table of the job: dtype, model, metric, its evaluators, compare."""
     for key in ("dtype.thresholds", "model.thresholds", "metric.thresholds"):
         yield key, _select(cfg, key)
     evaluators = _select(cfg, "metric.evaluators")
@@ -303,8 +302,7 @@ def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
 
 RULES: tuple[Callable[[DictConfig], list[str]], ...] = (
     bound_problems, budget_problems, threshold_problems, compare_problems, device_problems,
-    model_problems, seed_problems, ab_problems,
-)
+    model_problems, seed_problems, ab_problems)
 
 
 def job_part(cfg: DictConfig) -> DictConfig:

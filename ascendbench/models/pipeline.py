@@ -38,8 +38,7 @@ def _tokenizer(spec: Mapping[str, Any]) -> Any:
 BUILDERS: dict[str, tuple[Callable[[Mapping[str, Any]], Any], tuple[str, ...]]] = {
     "diffusers": (_diffusers, ("class_path",)),
     "transformers": (_transformers, ("class_path", "config_class")),
-    "tokenizer": (_tokenizer, ()),
-}
+    "tokenizer": (_tokenizer, ())}
 
 
 def _checked(name: str, spec: Any) -> dict[str, Any]:
@@ -258,7 +257,6 @@ class PipelineLoader(ModelLoader):
 
 
 def _object_files(spec: Mapping[str, Any]) -> tuple[Path, ...]:
-    """The safetensors files of a separately loaded component already on disk (local or cached)."""
     layout = sources.Layout(spec.get("subfolder"), allow_pickle=True)
     found = sources.resolve_source(str(spec["source"]), layout, allow_network=False)
     return tuple(f for f in getattr(found, "files", ()) if f.suffix == ".safetensors")

@@ -115,7 +115,6 @@ def _kind(line: str) -> str:
 
 
 def _block(kind: str, lines: list[str], pictures: Pictures) -> str:
-    """One block of lines as HTML: a sortable table, a list, a heading or a paragraph."""
     if kind == "table" and len(lines) > 1 and _SEPARATOR.match(lines[1].strip()):
         head = "".join(f'<th scope="col">{inline(c, pictures)}</th>' for c in table_cells(lines[0]))
         rows = [[f"<td>{inline(c, pictures)}</td>" for c in table_cells(line)]

@@ -111,7 +111,6 @@ class VariantGroup:
 
 
 def _group(rows: fmt.Rows) -> VariantGroup:
-    """One workload's rows as variants by their settings, first started first."""
     order = {id(r): i for i, r in enumerate(rows)}
     by_settings = group(rows, lambda r: tuple(sorted(variant_settings(r).items())))
     started = sorted(by_settings.items(),

@@ -170,7 +170,6 @@ def check_hub(timeout_s: float) -> Check:
 
 
 def _guarded(name: str, fn: Callable[[], Any]) -> list[Check]:
-    """Run one check; its own exception becomes a FAIL line instead of a crash."""
     try:
         result = fn()
     except Exception as exc:  # a check must never take the whole report down
