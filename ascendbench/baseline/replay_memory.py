@@ -43,7 +43,6 @@ def _bytes(call: Mapping[str, Any], tensors: Tensors, part: str, size: int | Non
 
 def _module_need(module: torch.nn.Module, calls: Calls, tensors: Tensors,
                  precision: str) -> dict[str, Any]:
-    """One module's need in ``precision`` with its largest recorded call."""
     dtype = PRECISIONS[precision]
     size = dtype.itemsize
     sizes = [(_bytes(c, tensors, "in", size), _bytes(c, tensors, "out", size), c) for c in calls]

@@ -77,7 +77,6 @@ class RunHistory:
                         "no between-runs term from it; check bench.history.dir", self.path, exc)
 
     def _read(self) -> list[dict[str, float]]:
-        """The entries with positive times and medians, oldest first; [] without a usable file."""
         try:
             raw = read_regular(self.path, follow=False)
         except FileNotFoundError:

@@ -51,8 +51,7 @@ def planned_jobs(config: DictConfig, task_overrides: Iterable[str]) -> int | Non
     if not isinstance(trials, int):
         return size
     sampler = str(OmegaConf.select(config, "hydra.sweeper.sampler._target_") or "")
-    grid = sampler.endswith("GridSampler")
-    return min(trials, size) if grid and size else trials
+    return min(trials, size) if sampler.endswith("GridSampler") and size else trials
 
 
 def _job_status(job_return: Any) -> str:

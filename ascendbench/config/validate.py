@@ -134,7 +134,6 @@ def _candidates(group: str, option: str, in_tree: set[str],
 
 
 def _note_users(cfg: DictConfig, group: str, option: str, users: dict[str, str]) -> None:
-    """Remember which model selects each option of the model's own subgroups."""
     for chosen, choice in cfg.hydra.runtime.choices.items() if group == "model" else ():
         if str(chosen).startswith("model/") and choice is not None:
             users.setdefault(f"{chosen}={choice}", option)

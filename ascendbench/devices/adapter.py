@@ -32,7 +32,6 @@ _STARTED_WITH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _setup_cuda(adapter: DeviceAdapter) -> None:
-    """TF32 off unless allowed; cuDNN deterministic (and no benchmark) with ``deterministic``."""
     allow, on = adapter.allow_hf32, adapter.deterministic
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow
     adapter.precision_switches = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
@@ -222,7 +221,6 @@ def _loading_npu(name: str) -> bool:
 
 
 def _import_order(name: str) -> dict[str, Any]:
-    """Whether torch_npu was imported before any adapter applied ``device.env``."""
     if name != "npu":
         return {}
     early = sys.modules.get("torch_npu") is not None and not _NPU_IMPORT["after_device_env"]

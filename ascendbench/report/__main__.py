@@ -84,8 +84,7 @@ def run_report(args: argparse.Namespace, settings) -> int:
         print(f"port report: {path}")
     for readme in args.readme:
         kept = backfill_file(Path(readme), lambda base: partial(report.section, base_dir=base))
-        left = f" (left untouched: {'; '.join(kept)})" if kept else ""
-        print(f"back-filled: {readme}{left}")
+        print(f"back-filled: {readme}" + (f" (left untouched: {'; '.join(kept)})" if kept else ""))
     return 0
 
 

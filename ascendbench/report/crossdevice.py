@@ -52,7 +52,6 @@ def _ratio_row(row: fmt.Row, name: str, errors: tuple[float, float], limit: floa
 
 def _error_ratios(rows: fmt.Rows, reference: str, limits: Mapping[str, float], base_dir: Path
                   ) -> tuple[list[list[str]], int]:
-    """Error-ratio rows, and how many device runs have no matching reference run."""
     body, unmatched = [], 0
     for row in (r for r in rows if _saved(r)):  # judged against a saved run: its benchmark errors
         if fmt.get(row, "baseline.source.device") != reference \

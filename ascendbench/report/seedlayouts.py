@@ -311,7 +311,6 @@ def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | Non
 
 
 def _used(row: fmt.Row, key: str) -> str:
-    """``job.<key>``; ``-`` for a task that does not use it, ``missing`` otherwise."""
     value = fmt.get(row, f"job.{key}")
     if value is not None:
         return fmt.num(value)
