@@ -1,5 +1,4 @@
-"""ascendbench: prove that a diffusion or video model ported to an accelerator is correct and fast.
-Importing it switches off torch's device-backend autoloading first (:mod:`.backend_autoload`)."""
+"""ascendbench: prove a ported diffusion/video model correct and fast (see backend_autoload)."""
 
 from ascendbench.backend_autoload import STATE as _AUTOLOAD_STATE
 from ascendbench.backend_autoload import defer_backend_autoload as _defer_backend_autoload

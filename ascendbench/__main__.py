@@ -4,8 +4,7 @@ from ascendbench.compat import exit_if_unsupported
 
 
 def main() -> None:
-    """Check the supported floor of torch and diffusers (one paragraph and exit 2 below it) before
-    the application's imports, which an older torch may not survive; then run the CLI."""
+    """Check the torch and diffusers floors (exit 2 below them), then run the CLI."""
     exit_if_unsupported()
     from ascendbench.cli import main as run  # deferred: after the version check, see above
 

@@ -1,6 +1,4 @@
-"""Keep ``import torch`` from importing torch_npu before the job's device settings are applied:
-torch >= 2.5 autoloads backends unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, and an autoloaded
-torch_npu would never see ``device.env`` or the ``ASCEND_*`` directories (docs/devices.md)."""
+"""Keep ``import torch`` from autoloading torch_npu before ``device.env`` applies."""
 
 from __future__ import annotations
 
@@ -13,8 +11,7 @@ STATE: dict[str, object] = {}  # what defer_backend_autoload found: the value be
 
 
 def defer_backend_autoload(environ: MutableMapping[str, str] | None = None) -> dict[str, object]:
-    """Set ``TORCH_DEVICE_BACKEND_AUTOLOAD=0`` (inherited by workers); what was there before, and
-    whether torch was already imported (then the switch comes too late, and the record says so)."""
+    """Set ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``; what was there before, whether torch was loaded."""
     environ = os.environ if environ is None else environ
     found = {"before": environ.get(AUTOLOAD_ENV), "torch_already_imported": "torch" in sys.modules}
     environ[AUTOLOAD_ENV] = "0"

@@ -1,11 +1,5 @@
-"""The Hydra application behind ``python -m ascendbench`` and the ``ascendbench`` script.
-
-The process exits 1 when any job of the run or sweep did not finish ``ok`` or failed ``fail_on``
-(the others still run), a job skipped because another process holds its directory included; jobs
-in other processes (joblib, Slurm) report through this launch's outcome files. With an
-``objective`` (a search) each job returns a number and the exit status is
-:func:`ascendbench.job.objective.search_exit_status`; Ctrl-C, SIGTERM or SIGHUP exits 130.
-"""
+"""The Hydra app behind ``python -m ascendbench``: exit 1 when any job did not finish ``ok`` or
+failed ``fail_on`` (a search: :func:`~ascendbench.job.objective.search_exit_status`)."""
 
 from __future__ import annotations
 
@@ -79,29 +73,25 @@ def _app(cfg: DictConfig) -> str | float:
 
 
 def _gate(record: dict, fail_on: str | None) -> str:
-    """The job's status, or ``verdict <V>`` when ``fail_on`` makes its verdict a failure."""
     verdict = record.get("verdict")
     failing = fail_on and verdict in ORDER and ORDER[verdict] >= ORDER[fail_on]
     return f"verdict {verdict}" if record["status"] == "ok" and failing else record["status"]
 
 
 def version_text() -> str:
-    """``ascendbench <version>`` and the versions of the libraries a run depends on (from their
-    installed metadata, nothing imported; ``not installed`` where missing)."""
+    """``ascendbench <version>`` and the installed versions of the libraries a run depends on."""
     versions = library_versions(VERSION_LIBRARIES).items()
     return "\n".join([f"ascendbench {ascendbench.__version__}"]
                      + [f"{name} {version or 'not installed'}" for name, version in versions])
 
 
 def _launcher() -> str | None:
-    """The pid of the launching process when it runs on this host."""
     host, _, pid = os.environ.get(LAUNCHER, "").rpartition(":")
     return pid if host == socket.gethostname() else None
 
 
 def _follow_launcher() -> None:
-    """In a worker of the launcher (joblib): SIGTERM, so an `interrupted` record, when the launcher
-    dies, even by SIGKILL (Linux PR_SET_PDEATHSIG): no orphan runs on holding its card."""
+    """In a joblib worker: SIGTERM (an `interrupted` record) when the launcher dies, even killed."""
     pid = _launcher()
     main = threading.current_thread() is threading.main_thread()
     if pid in (None, str(os.getpid())) or not main or not sys.platform.startswith("linux"):
@@ -124,8 +114,7 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _stop_workers(signum: int, wait_s: float = 15.0) -> None:
-    """Pass the signal to this launcher's joblib workers and wait (``wait_s`` at most) for them to
-    record `interrupted` and end: joblib would kill them first, leaving their records `running`."""
+    """Pass the signal to this launcher's joblib workers; wait (``wait_s``) for their records."""
     workers = []
     for child in psutil.Process().children():
         with contextlib.suppress(psutil.Error):
@@ -136,11 +125,7 @@ def _stop_workers(signum: int, wait_s: float = 15.0) -> None:
 
 
 def main() -> None:
-    """Entry point: run the Hydra app, then exit with the jobs' status (see the module docstring).
-
-    ``--version`` prints :func:`version_text` without composing a job; torch or diffusers below the
-    supported floor (:mod:`ascendbench.compat`) exit 2 with one paragraph.
-    """
+    """Entry point: run the Hydra app, then exit with the jobs' status (see the module doc)."""
     if "--version" in sys.argv[1:]:  # before Hydra, whose own --version prints only Hydra's
         print(version_text())
         return

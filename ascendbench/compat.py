@@ -1,5 +1,4 @@
-"""The oldest torch and diffusers supported, checked at start-up from metadata before either is
-imported; ``python -m ascendbench.compat`` prints each floor and requirement with its version."""
+"""The oldest torch and diffusers supported, checked at start-up from metadata."""
 
 from __future__ import annotations
 

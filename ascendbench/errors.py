@@ -1,5 +1,4 @@
-"""The typed errors of ascendbench: each derives from :class:`AscendBenchError`, with one paragraph
-of message and a short ``reason`` that the ``failed`` record keeps."""
+"""The typed errors of ascendbench, each an :class:`AscendBenchError` with a ``reason``."""
 
 
 class AscendBenchError(Exception):
@@ -21,8 +20,7 @@ class NoFreeCardError(ConfigError):
 
 
 class DeviceUnavailableError(AscendBenchError):
-    """The requested device (or its runtime package) is not usable on this host; ``short`` is a
-    one-line cause, for ``device=auto``'s list."""
+    """The requested device (or its runtime package) is not usable; ``short``: a one-line cause."""
 
     reason = "device_unavailable"
     short = "unavailable"

@@ -64,7 +64,6 @@ def links_inside(directory: str | os.PathLike[str], depth: int = 3) -> list[Path
 
 
 def _write_error(path: Path, exc: BaseException) -> OutputWriteError:
-    """The one-paragraph error of a failed write of ``path``: which file, why, what to do."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     code = getattr(exc, "errno", None)
     where = path.parent

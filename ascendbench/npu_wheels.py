@@ -1,8 +1,4 @@
-"""Which torch_npu wheel matches this host's torch and CANN (``make install`` and ``verify``).
-
-Two wheels for one torch differ in CANN (2.9.0 -> 8.5.0, 2.9.0.post2 -> 9.0.0), so the torch
-version alone does not name the wheel. Stdlib only: ``make install`` runs it before install.
-"""
+"""Which torch_npu wheel matches this host's torch and CANN (stdlib only: runs before install)."""
 
 from __future__ import annotations
 
@@ -40,8 +36,7 @@ WHEELS = (
     Wheel("2.1.0.post12", "2.1.0", "8.1.RC1"), Wheel("2.4.0.post2", "2.4.0", "8.0.0"),
     Wheel("2.3.1.post4", "2.3.1", "8.0.0"), Wheel("2.1.0.post10", "2.1.0", "8.0.0"),
     Wheel("2.4.0", "2.4.0", "8.0.RC3"), Wheel("2.3.1.post2", "2.3.1", "8.0.RC3"),
-    Wheel("2.1.0.post8", "2.1.0", "8.0.RC3"),
-)
+    Wheel("2.1.0.post8", "2.1.0", "8.0.RC3"))
 CANN_ROOTS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
 CANN_FILES = ("ascend_*_install.info", "*/ascend_*_install.info", "version.cfg", "*/version.cfg")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
@@ -92,8 +87,7 @@ def advice(torch_version: str | None, cann: str | None, installed: str | None) -
 
 
 def install_hint(torch_version: str | None, cann: str | None) -> str:
-    """How to install torch_npu without touching this host's torch: the exact wheel for its torch
-    and CANN (``--no-deps``), or ``make install TORCH_SPEC=`` where the wheel cannot be named."""
+    """How to install torch_npu without touching this host's torch (``--no-deps``)."""
     rows = wheels_for(torch_version, cann) if torch_version else []
     start = "on an Ascend host install CANN and the driver, then "
     end = " and `source /usr/local/Ascend/ascend-toolkit/set_env.sh`"

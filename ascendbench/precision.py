@@ -36,8 +36,7 @@ def torch_dtype(name: str, key: str = "dtype.name") -> torch.dtype:
 
 
 def reference_dtype(choice: str, device_dtype: torch.dtype) -> torch.dtype:
-    """The reference precision under ``baseline.reference`` before memory is considered: ``auto``
-    is float64 (float32 only when float64 does not fit), ``same`` the device's own dtype.
+    """The reference precision under ``baseline.reference`` (``auto``: float64 if it fits).
     >>> reference_dtype("auto", torch.bfloat16), reference_dtype("same", torch.bfloat16)
     (torch.float64, torch.bfloat16)"""
     if choice not in REFERENCE_CHOICES:
@@ -66,8 +65,7 @@ def _plain(node: Any) -> Any:
 
 @dataclass(frozen=True)
 class Precision:
-    """The numeric contract of a job: device dtype ``name`` (``requested``: auto or a name),
-    allclose ``atol``/``rtol``, small-value ``tolerances``, verdict ``rules``, ``reference``."""
+    """The numeric contract of a job: dtype, allclose tolerances, verdict rules, reference."""
 
     name: str
     requested: str

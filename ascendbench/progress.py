@@ -1,6 +1,4 @@
-"""Progress of the long phases: a tqdm bar on a terminal, else a log line with the job's name at
-most every 15 s (``ASCENDBENCH_PROGRESS=bar|log|off`` forces one). Under :func:`quiet` (the timed
-calls) a :class:`Progress` does nothing and :func:`is_quiet` tells hooks not to install."""
+"""Progress of the long phases: a tqdm bar on a terminal, else a log line every 15 s at most."""
 
 from __future__ import annotations
 
@@ -29,8 +27,7 @@ _STATE: dict[str, Any] = {"job": None, "quiet": 0, "defaults": None}
 
 @dataclass(frozen=True)
 class ProgressOptions:
-    """Progress display: one heartbeat per ``interval_s`` (off a TTY) or a bar per ``refresh_s``
-    at most; ``mode`` None: ``$ASCENDBENCH_PROGRESS``; ``stream`` None: stderr / the job log."""
+    """Progress display: a heartbeat per ``interval_s`` off a TTY, else a bar per ``refresh_s``."""
 
     interval_s: float = 15.0
     refresh_s: float = 0.5
@@ -67,8 +64,7 @@ def quiet() -> Iterator[None]:
 
 @contextmanager
 def quiet_logger(name: str) -> Iterator[None]:
-    """Within the block the logger ``name`` logs errors only (a loop that would log one line per
-    round); its level is restored after."""
+    """Within the block the logger ``name`` logs errors only; its level is restored after."""
     logger = logging.getLogger(name)
     before = logger.level
     logger.setLevel(logging.ERROR)
@@ -120,8 +116,7 @@ def format_seconds(value: float) -> str:
 
 
 class Progress:
-    """Progress of one phase (``label``): units done of ``total`` (an ETA when known; ``unit``
-    ``""`` for a phase only timed), time spent of ``budget_s``, and fields of the last update."""
+    """Progress of one phase (``label``): units done of ``total``, time spent of ``budget_s``."""
 
     def __init__(self, label: str, total: int | None = None, unit: str = "it",
                  budget_s: float | None = None, options: ProgressOptions | None = None) -> None:
@@ -206,8 +201,7 @@ class Progress:
 
     @contextmanager
     def ticking(self, period_s: float | None = None) -> Iterator[Progress]:
-        """Refresh from a daemon thread every ``period_s`` (default: the bar's refresh, the lines'
-        interval) while a single blocking call runs; closes the progress at the end."""
+        """Refresh from a daemon thread while one blocking call runs; closes the progress after."""
         if self.mode == "off":
             yield self
             return

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.baseline - | replay``: a job's clean CPU process (request on stdin),
-tied to the job, blocking torch_npu before anything imports torch (so nothing here is heavy)."""
+"""``python -m ascendbench.baseline - | replay``: a job's clean CPU process (request on stdin)."""
 
 from __future__ import annotations
 

@@ -115,7 +115,6 @@ class BlockProgress:
         self._start = self.clock()
 
     def __call__(self, *_: Any) -> None:
-        """One more block done."""
         self.done += 1
         now = self.clock()
         if now - self._last >= self.interval_s or self.done == self.total:

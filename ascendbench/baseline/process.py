@@ -100,7 +100,6 @@ def _size(n_bytes: float) -> str:
 
 
 def _failure(ended: ChildExit, log_path: Path, what: str, estimate: float | None) -> str:
-    """The one-paragraph error of a process that did not exit 0."""
     lines = log_path.read_text(errors="replace").splitlines()[-25:] if log_path.is_file() else []
     if ended.code == 2 and lines:  # an ascendbench error, printed last: the cause, whole
         return f"{what} failed: {lines[-1]} (its log: {log_path})"

@@ -81,7 +81,6 @@ def record_calls(job: Any, plan: ReplayPlan) -> CallRecorder:
 
 
 def _results(path: Path) -> dict[str, Any]:
-    """The process's results, checked for shape (they are data)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -124,7 +123,6 @@ def judge_rows(results: list[dict[str, Any]], order: list[str],
 
 def _replay_process(job: Any, plan: ReplayPlan,
                     manifest: dict[str, Any]) -> tuple[dict, dict, list]:
-    """The replay process on the recorded calls: its memory plan and check, run, results."""
     calls_dir, results_path = plan.folder / "calls", plan.folder / "results.json"
     setting = plan.settings["precision"]
     memory = recorded_plan(plan.specs, str(calls_dir), manifest["calls"], setting)

@@ -1,8 +1,7 @@
 """The replay process's memory plan, its precision and the check of its measured peak::
 
     module need = s x parameters + max(s x inputs + activation peak, s x outputs + device outputs)
-    process     = imports + max over modules (module need)
-"""
+    process     = imports + max over modules (module need)"""
 
 from __future__ import annotations
 
@@ -44,7 +43,6 @@ def _bytes(call: Mapping[str, Any], tensors: Tensors, part: str, size: int | Non
 
 def _module_need(module: torch.nn.Module, calls: Calls, tensors: Tensors,
                  precision: str) -> dict[str, Any]:
-    """One module's need in ``precision`` with its largest recorded call."""
     dtype = PRECISIONS[precision]
     size = dtype.itemsize
     sizes = [(_bytes(c, tensors, "in", size), _bytes(c, tensors, "out", size), c) for c in calls]
@@ -219,8 +217,7 @@ def plan_replay(model: Any, task: Any, inputs: Tensors, cfg: Any, dtype: torch.d
         f"stopped by {stopped} after the first calls; the other sampled calls are counted with "
         "the first call's shapes")
     return {"mode": "replay", **memory, "patterns": patterns, "modules": len(specs),
-            "calls": len(calls), "sampled_calls": settings["calls"],
-            "recorded_mb": recorded / 1e6,
+            "calls": len(calls), "sampled_calls": settings["calls"], "recorded_mb": recorded / 1e6,
             "job_held_call_mb": max(c["nbytes"] for c in calls) / 1e6, "meta_run": meta_run,
             "host_available_mb": available / 1e6, "headroom": DEFAULT_HEADROOM,
             "dropped": _dropped(calls, settings["max_capture_mb"]),

@@ -57,8 +57,7 @@ def replay_patterns(cfg: Any) -> list[str]:
 
 @dataclass
 class ModuleSpec:
-    """How the replay process rebuilds a module (JSON): ``component`` (``""``: the model) from
-    ``class_path``, ``config``; the submodule ``path``; tensors from ``files`` or ``exported``."""
+    """How the replay process rebuilds a module (JSON): component, class, config, path, tensors."""
 
     name: str
     component: str

@@ -128,7 +128,6 @@ def _read_entry(store: BaselineStore, key: str, precision: str, spec: Any) -> _E
 
 
 def _reject(info: dict[str, Any], problem: DamagedEntry, action: str) -> None:
-    """Log the bad file and why (once per job), and record it in ``info["rejected"]``."""
     rejected = info.setdefault("rejected", [])
     if any(r["file"] == str(problem.path) and r["why"] == problem.why for r in rejected):
         return
@@ -199,7 +198,6 @@ def _run_in_process(request: Mapping[str, Any], query: ReferenceQuery) -> dict[s
 
 
 def _estimate_bytes(query: ReferenceQuery) -> float | None:
-    """The reference's estimated host memory, for a failure message (``None``: not estimable)."""
     if query.module is None:
         return None
     try:

@@ -1,5 +1,4 @@
-"""A saved run as the reference (``baseline.source``; docs/accuracy.md): data written elsewhere,
-proven to be this workload and fit to judge; a bare tensors file: only names and shapes checked."""
+"""A saved run as the reference (``baseline.source``; docs/accuracy.md)."""
 
 from __future__ import annotations
 

@@ -80,8 +80,7 @@ class Baseline(dict):
     def __init__(self, outputs: Mapping[str, torch.Tensor], info: dict[str, Any],
                  layers: Any = None) -> None:
         super().__init__(outputs)
-        self.info = info
-        self.layers = layers
+        self.info, self.layers = info, layers
 
 
 @dataclass
@@ -216,7 +215,6 @@ class BaselineStore:
         return recorded
 
     def _verify(self, key: str, name: str, meta: Mapping[str, Any]) -> Path:
-        """The path of ``name``, after its size and SHA256 matched ``meta.json``."""
         recorded = self._check_size(key, name, meta)
         path = self.entry(key) / name
         actual = file_digest(path)["sha256"]

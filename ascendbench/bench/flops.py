@@ -28,8 +28,7 @@ def _sdpa_cpu_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_s
 
 def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[int],
                               value_shape: Sequence[int], *args: Any, **kwargs: Any) -> int:
-    """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in torch's SDPA
-    count), from the shapes ``FlopCounterMode`` passes and ``head_num``, ``input_layout``.
+    """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in SDPA's).
     >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
     16777216"""
     named = {**dict(zip(("head_num", "input_layout"), args, strict=False)),
@@ -41,7 +40,6 @@ def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[in
 
 def _bnsd(shape: Sequence[int], head_num: int, layout: str,
           query_shape: Sequence[int]) -> tuple[int, ...]:
-    """A tensor shape in ``layout`` as ``(batch, heads, seq, head_dim)``."""
     layout = str(layout).upper()
     if layout == "BNSD":
         return tuple(shape)
@@ -58,8 +56,7 @@ def _bnsd(shape: Sequence[int], head_num: int, layout: str,
 # Extra formulas by operator name; those whose operator is absent here (npu without torch_npu) skip.
 EXTRA_FORMULAS: dict[str, Callable[..., int]] = {
     "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_cpu_flop,
-    "npu.npu_fusion_attention": npu_fusion_attention_flop,
-}
+    "npu.npu_fusion_attention": npu_fusion_attention_flop}
 
 
 def extra_formulas() -> dict[Any, Callable[..., int]]:

@@ -34,7 +34,6 @@ def workload_key(material: Mapping[str, Any]) -> str:
 
 
 def _positive(value: Any) -> bool:
-    """True for a finite int or float > 0 (not a bool)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     return number and math.isfinite(value) and value > 0
 
@@ -78,7 +77,6 @@ class RunHistory:
                         "no between-runs term from it; check bench.history.dir", self.path, exc)
 
     def _read(self) -> list[dict[str, float]]:
-        """The entries with positive times and medians, oldest first; [] without a usable file."""
         try:
             raw = read_regular(self.path, follow=False)
         except FileNotFoundError:

@@ -151,9 +151,8 @@ class BenchLoop:
                 **budget.to_dict()}
         return BenchResult(
             cold_ms=cold_ms, latency=latency, memory=adapter.peak_memory_mb(),
-            samples_ms=rule.samples, first_outputs=first, cold_event_ms=cold_event_ms,
-            noise=noise, stop=stop, warmup=warmup.to_dict(),
-            interval=interval.to_dict() if interval else None,
+            samples_ms=rule.samples, first_outputs=first, cold_event_ms=cold_event_ms, noise=noise,
+            stop=stop, warmup=warmup.to_dict(), interval=interval.to_dict() if interval else None,
             event_latency=LatencyStats.from_ms(events_ms) if events_ms else None,
             event_samples_ms=events_ms or None,
             event_timer=f"{adapter.name} events recorded around the call" if events_ms else None,

@@ -49,5 +49,4 @@ def tensor_bytes_mb(module: Any) -> float:
         return sum(tensor_bytes_mb(c) for c in getattr(module, "components", {}).values()
                    if isinstance(c, torch.nn.Module))
     tensors = list(module.parameters()) + list(module.buffers())
-    total = sum(t.numel() * t.element_size() for t in tensors)
-    return total / (1024.0 * 1024.0)
+    return sum(t.numel() * t.element_size() for t in tensors) / (1024.0 * 1024.0)

@@ -50,8 +50,7 @@ def derived_figure(derive: Mapping[str, Any] | None,
 def peak_tflops(peak_cfg: Mapping[str, Any] | None, device_name: str, dtype: str,
                 reduced_fp32: bool = False,
                 chip: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Peak TFLOP/s of ``device_name`` in ``dtype`` from ``device.peak`` with its source (``tflops``
-    None if unknown); ``reduced_fp32``: float32 at the ``tf32`` rate.
+    """Peak TFLOP/s of ``device_name`` in ``dtype`` from ``device.peak`` with its source.
     >>> table = {"H200": {"match": ["H200"], "bfloat16": 989.4, "source": "NVIDIA datasheet"}}
     >>> peak_tflops({"table": table}, "NVIDIA H200", "bfloat16")["tflops"]
     989.4"""

@@ -56,10 +56,6 @@ class PhaseTimer:
         event.record()
         return event
 
-    def _elapsed_ms(self, start: Any, end: Any) -> float:
-        if self._new_event is None:
-            return (end - start) * 1e3
-        return float(start.elapsed_time(end))
 
     def begin(self, name: str) -> None:
         """Open phase ``name`` (phases may nest and repeat)."""
@@ -137,7 +133,9 @@ class PhaseTimer:
         """Durations (ms) of the call by phase, in the order they ended (after a sync)."""
         out: dict[str, list[float]] = {}
         for name, start, end in self._spans:
-            out.setdefault(name, []).append(self._elapsed_ms(start, end))
+            host = self._new_event is None
+            out.setdefault(name, []).append((end - start) * 1e3 if host else
+                                            float(start.elapsed_time(end)))
         return out
 
 

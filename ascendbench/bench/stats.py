@@ -33,8 +33,7 @@ def median_ci_ranks(n: int, level: float = 0.95) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Interval:
-    """The 95% interval of a rerun's median, ``median * exp(+- t(0.975, dof) sqrt(2) se)``: ``se``
-    of the log block medians, or of earlier runs if larger (not beyond ``RUNS_CAP`` x calls_sd)."""
+    """The 95% interval of a rerun's median, ``median * exp(+- t(0.975, dof) sqrt(2) se)``."""
 
     median_ms: float
     calls_sd: float

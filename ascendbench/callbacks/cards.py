@@ -1,5 +1,4 @@
-"""The card pool of ``hydra/launcher=joblib_cards`` and ``slurm_cards``: each worker process its own
-accelerator card, claimed (:mod:`ascendbench.devices.cards`) before the device initialises."""
+"""The card pool of ``hydra/launcher=joblib_cards`` and ``slurm_cards``: a card per worker."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ SCHEDULER_VARIABLES = ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "SLU
 
 
 class CardPool(Callback):
-    """Before each multirun job, in its worker, claim a free card of ``cards`` (kept), set
-    ``variables`` to it, write ``<job dir>/card.json``; none free in ``wait_s``: the job fails."""
+    """Before each multirun job, in its worker, claim a free card and set ``variables`` to it."""
 
     def __init__(self, cards: Any = None, variables: Iterable[str] = VISIBLE_DEVICE_VARIABLES,
                  inherit_from: Iterable[str] = SCHEDULER_VARIABLES, lock_dir: str | None = None,

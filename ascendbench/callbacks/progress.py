@@ -1,5 +1,4 @@
-"""One log line at each start and end of a multirun's jobs (job i of N, ok/failed so far, ETA);
-worker processes share the jobs' start and end times through files in the sweep dir."""
+"""One log line at each start and end of a multirun's jobs (job i of N, ok/failed so far, ETA)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ SWEEP_EVENTS = ".progress.jsonl"  # the sweep's start and size, then a line per 
 
 
 def sweep_overrides(config: DictConfig) -> list[str]:
-    """The overrides a basic sweep expands: ``hydra.sweeper.params`` (a ``+sweep=`` file) and the
-    command line's, which win for the same key."""
+    """The overrides a basic sweep expands: ``hydra.sweeper.params`` and the command line's."""
     task = [str(o) for o in OmegaConf.select(config, "hydra.overrides.task") or []]
     given = {o.split("=", 1)[0].lstrip("+~") for o in task}
     params = OmegaConf.select(config, "hydra.sweeper.params") or {}
@@ -35,8 +33,7 @@ def sweep_overrides(config: DictConfig) -> list[str]:
 
 
 def sweep_shape(task_overrides: Iterable[str]) -> tuple[int | None, list[str]]:
-    """Jobs of a grid sweep over ``task_overrides`` and the keys it varies (``dtype``...): ``None``
-    where they cannot be counted (optuna's ``interval``), ``[]`` where they cannot be parsed."""
+    """Jobs of a grid sweep over ``task_overrides`` and the keys it varies (``None``: uncounted)."""
     keys: list[str] = []
     try:
         overrides = OverridesParser.create().parse_overrides(list(task_overrides))
@@ -48,15 +45,13 @@ def sweep_shape(task_overrides: Iterable[str]) -> tuple[int | None, list[str]]:
 
 
 def planned_jobs(config: DictConfig, task_overrides: Iterable[str]) -> int | None:
-    """The grid's size, or an Optuna search's ``n_trials`` (capped at the grid's size under its
-    grid sampler, as the sweeper caps it)."""
+    """The grid's size, or an Optuna search's ``n_trials`` (capped at the grid's size)."""
     size = sweep_shape(task_overrides)[0]
     trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
     if not isinstance(trials, int):
         return size
     sampler = str(OmegaConf.select(config, "hydra.sweeper.sampler._target_") or "")
-    grid = sampler.endswith("GridSampler")
-    return min(trials, size) if grid and size else trials
+    return min(trials, size) if sampler.endswith("GridSampler") and size else trials
 
 
 def _job_status(job_return: Any) -> str:
@@ -143,9 +138,7 @@ class SweepProgress(Callback):
 
 def remaining_s(starts: Mapping[Any, float], ends: Mapping[Any, float], total: int,
                 now: float) -> float | None:
-    """Seconds until the last of ``total`` jobs ends (``None`` before one ended, or after all): the
-    jobs not started queue on as many workers as ever ran at once, each taking the mean time of the
-    jobs that ended (the first to end left out once another did: it paid for the cold caches)."""
+    """Seconds until the last of ``total`` jobs ends, by the mean time of the jobs that ended."""
     took = [ends[n] - starts[n] for n in sorted(ends, key=ends.__getitem__) if n in starts]
     if not took or len(ends) >= total:
         return None

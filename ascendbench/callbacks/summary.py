@@ -1,5 +1,4 @@
-"""After a multirun: every record of the sweep dir in ``summary.csv`` and ``summary.md``, and
-``collect_env.txt`` beside them; never a crash of a finished sweep."""
+"""After a multirun: the sweep's records in ``summary.csv`` and ``summary.md``, and collect_env."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ log = logging.getLogger(__name__)
 
 
 class SweepSummary(Callback):
-    """Write the sweep's summary (a broken record: a row saying so) and, once per sweep,
-    ``torch.utils.collect_env``'s report, given ``collect_env_timeout_s`` (``0``: none)."""
+    """Write the sweep's summary and, once per sweep, ``torch.utils.collect_env``'s report."""
 
     def __init__(self, collect_env_timeout_s: float = 60.0) -> None:
         self._started = time.time()  # Hydra makes its callbacks as the sweep starts: the log line

@@ -93,7 +93,6 @@ def budget_problems(cfg: DictConfig) -> list[str]:
 
 
 def _rule_tables(cfg: DictConfig) -> Iterator[tuple[str, Any]]:
-    """Every ``thresholds`` table of the job: dtype, model, metric, its evaluators, compare."""
     for key in ("dtype.thresholds", "model.thresholds", "metric.thresholds"):
         yield key, _select(cfg, key)
     evaluators = _select(cfg, "metric.evaluators")
@@ -282,8 +281,7 @@ def is_typed(cfg: DictConfig, key: str) -> bool:
 
 def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
                   roots: list[Path]) -> list[str]:
-    """Untyped keys whose value's type differs from the option file's (``model.task.x=abc``), with
-    Hydra's ``choices`` and config ``roots``; a shipped ``${other.key}`` asks that key's type."""
+    """Untyped keys whose value's type differs from the option file's (``model.task.x=abc``)."""
     problems = []
     for key, shipped, where in shipped_values(dict(choices or {}), roots):
         if is_typed(cfg, key):
@@ -304,8 +302,7 @@ def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
 
 RULES: tuple[Callable[[DictConfig], list[str]], ...] = (
     bound_problems, budget_problems, threshold_problems, compare_problems, device_problems,
-    model_problems, seed_problems, ab_problems,
-)
+    model_problems, seed_problems, ab_problems)
 
 
 def job_part(cfg: DictConfig) -> DictConfig:

@@ -22,8 +22,7 @@ PICKLE_LOADERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pi
 
 
 def target_nodes(node: Any, path: str = "", deep: bool = True) -> Iterator[tuple[str, DictConfig]]:
-    """Every ``(dotted path, node)`` with a ``_target_``, depth first (``deep=False``: not below
-    ``_recursive_: false``, whose class builds those)."""
+    """Every ``(dotted path, node)`` with a ``_target_``, depth first (``deep``: below too)."""
     if isinstance(node, (DictConfig, ListConfig)) and (node._is_none() or node._is_missing()):
         return
     if isinstance(node, DictConfig):

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.validate [--config-dir DIR]``: every option of the config tree composes
-and passes the job's check, none sets ``trust_remote_code`` or ``allow_pickle``; exit 1 if not."""
+"""``python -m ascendbench.validate``: every option of the config tree composes and checks."""
 
 from __future__ import annotations
 
@@ -87,7 +86,6 @@ def wiring_problems(where: str, job: DictConfig) -> list[str]:
 
 
 def _hydra_targets(cfg: DictConfig) -> Iterator[tuple[str, DictConfig]]:
-    """``_target_`` nodes Hydra itself instantiates: launcher, sweeper, callbacks."""
     for key in ("launcher", "sweeper", "callbacks"):
         node = OmegaConf.select(cfg, f"hydra.{key}")
         if isinstance(node, DictConfig):
@@ -127,8 +125,7 @@ def _compose(candidates: list[list[str]], report: Report, where: str) -> DictCon
 
 def _candidates(group: str, option: str, in_tree: set[str],
                 users: dict[str, str]) -> list[list[str]] | None:
-    """Override lists that may select an option, likeliest first (``None``: nothing to try);
-    a task kind binds only with its model's keys: it comes with the first model selecting it."""
+    """Override lists that may select an option, likeliest first (``None``: nothing to try)."""
     if group.startswith("model/"):
         model = users.get(f"{group}={option}")
         return [[f"model={model}", f"{group}={option}"]] if model else None
@@ -137,7 +134,6 @@ def _candidates(group: str, option: str, in_tree: set[str],
 
 
 def _note_users(cfg: DictConfig, group: str, option: str, users: dict[str, str]) -> None:
-    """Remember which model selects each option of the model's own subgroups."""
     for chosen, choice in cfg.hydra.runtime.choices.items() if group == "model" else ():
         if str(chosen).startswith("model/") and choice is not None:
             users.setdefault(f"{chosen}={choice}", option)

@@ -32,7 +32,6 @@ _STARTED_WITH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _setup_cuda(adapter: DeviceAdapter) -> None:
-    """TF32 off unless allowed; cuDNN deterministic (and no benchmark) with ``deterministic``."""
     allow, on = adapter.allow_hf32, adapter.deterministic
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow
     adapter.precision_switches = {"cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
@@ -70,8 +69,7 @@ SETUP: dict[str, Callable[[DeviceAdapter], None]] = {"cuda": _setup_cuda, "npu":
 
 @dataclass(eq=False)
 class DeviceAdapter:
-    """A ``cpu``, ``cuda`` or ``npu`` device: sync, events, memory, identity; its fields are the
-    keys of ``conf/device/*.yaml``; building it applies them and loads the runtime (or raises)."""
+    """A ``cpu``, ``cuda`` or ``npu`` device: sync, events, memory (``conf/device/*.yaml``)."""
 
     name: str
     index: int = 0
@@ -194,8 +192,7 @@ class DeviceAdapter:
             "deterministic_switches": self.deterministic_switches, "jit_compile": self.jit_compile,
             "set_device": None if self.runtime is None else self.index,
             "chip_options": self.chip_options, "import_order": self.import_order,
-            "env_observed": {key: os.environ.get(key) for key in self.record_env},
-        }
+            "env_observed": {key: os.environ.get(key) for key in self.record_env}}
 
 
 def auto_select(order: Iterable[str] = ("npu", "cuda", "cpu"), name: str = "auto",
@@ -224,7 +221,6 @@ def _loading_npu(name: str) -> bool:
 
 
 def _import_order(name: str) -> dict[str, Any]:
-    """Whether torch_npu was imported before any adapter applied ``device.env``."""
     if name != "npu":
         return {}
     early = sys.modules.get("torch_npu") is not None and not _NPU_IMPORT["after_device_env"]

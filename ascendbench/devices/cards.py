@@ -20,7 +20,6 @@ _REFUSED: dict[str, NoFreeCardError] = {}  # this worker's current job found no 
 
 
 def _try_lock(path: Path) -> FileLock | None:
-    """The acquired lock of ``path``, or ``None`` when another process holds it (no waiting)."""
     lock = FileLock(str(path))
     try:
         lock.acquire(timeout=0)

@@ -29,16 +29,13 @@ class RuntimeSpec:
 
 
 RUNTIMES: dict[str, RuntimeSpec] = {
-    "cuda": RuntimeSpec(
-        lambda: torch.cuda,
-        "this torch build has no CUDA support; install a CUDA build of torch "
-        "(https://pytorch.org/get-started/locally/)",
-        "no CUDA device is visible (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)"),
-    "npu": RuntimeSpec(
-        _npu_runtime,
-        lambda: f"the torch_npu package cannot be imported; {host_hint()}",
-        "torch_npu is installed but no NPU is visible (check `npu-smi info` and "
-        "ASCEND_RT_VISIBLE_DEVICES)"),
+    "cuda": RuntimeSpec(lambda: torch.cuda, "this torch build has no CUDA support; install a CUDA "
+                        "build of torch (https://pytorch.org/get-started/locally/)",
+                        "no CUDA device is visible (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)"),
+    "npu": RuntimeSpec(_npu_runtime,
+                       lambda: f"the torch_npu package cannot be imported; {host_hint()}",
+                       "torch_npu is installed but no NPU is visible (check `npu-smi info` and "
+                       "ASCEND_RT_VISIBLE_DEVICES)"),
 }
 
 

@@ -1,5 +1,4 @@
-"""``bench.ab=unpatched``: the device run's call timed without (A) and with (B) its
-``model.patches`` in alternating blocks of one run (docs/performance.md "Interleaved A/B")."""
+"""``bench.ab=unpatched``: the call timed without and with ``model.patches``, interleaved."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ def wanted(job: Any) -> bool:
 
 
 def check_applied(job: Any, applied: list[Mapping[str, Any]]) -> None:
-    """With ``bench.ab=unpatched``, a :class:`ConfigError` when no entry of ``applied`` (the device
-    run's ``patches.device``) applied: both sides would be the same model."""
+    """With ``bench.ab=unpatched``, a ConfigError when no patch applied (both sides the same)."""
     if not wanted(job) or any("skipped" not in entry for entry in applied):
         return
     skipped = "; ".join(f"{e.get('name')}: {e.get('skipped')}" for e in applied) or "none named"
@@ -82,8 +80,7 @@ def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
 
 
 def write_sides(job: Any, section: Mapping[str, Any]) -> dict[str, str]:
-    """Each side as a small record ``ab_<side>.json`` next to ``record.json`` (a report reads that
-    alone), for ``python -m ascendbench.report --compare``; side -> path in the job directory."""
+    """Each side as a small record ``ab_<side>.json`` next to ``record.json``; side -> path."""
     written = {}
     for key, side in (("a", "unpatched"), ("b", "patched")):
         path = job.dir / f"ab_{side}.json"

@@ -1,5 +1,4 @@
-"""A job directory is checked (one holding a link is refused), then claimed for the job's life with
-a file lock on ``<job dir>/.ascendbench.lock``, so that two jobs never write one record."""
+"""A job directory, checked, then claimed for the job's life with a file lock."""
 
 from __future__ import annotations
 
@@ -39,9 +38,7 @@ def _os_reason(exc: OSError) -> str:
 
 
 def check_job_dir(job_dir: Path | str, key: str = "hydra.run.dir") -> Path:
-    """Create ``job_dir`` if needed and make sure a job can write there; return it.
-    Raises:
-        JobDirError: not writable, a file, holds a link, or under :data:`MIN_FREE_MB` MB free."""
+    """Create ``job_dir`` if needed, check a job can write there (JobDirError); return it."""
     path = Path(job_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -79,9 +76,7 @@ def holder_of(job_dir: Path | str) -> str:
 
 
 def claim(job_dir: Path | str, key: str | None = None) -> bool:
-    """Lock ``job_dir`` (the directory of ``key``) for this process; ``True`` when newly claimed,
-    ``False`` when already held (:class:`JobDirBusyError`: another process holds it;
-    :class:`JobDirError`: no lock file)."""
+    """Lock ``job_dir`` of ``key``: ``True`` newly claimed, ``False`` held (JobDirBusyError)."""
     path = Path(os.path.abspath(str(job_dir)))
     if str(path) in _HELD:
         return False

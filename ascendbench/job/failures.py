@@ -1,5 +1,4 @@
-"""What a failed job tells the user (one paragraph), the record and the log (the traceback), and
-the memory it gives back; any runtime's out-of-memory becomes :class:`DeviceOutOfMemoryError`."""
+"""What a failed job tells the user, the record and the log; any OOM is DeviceOutOfMemoryError."""
 
 from __future__ import annotations
 
@@ -47,8 +46,7 @@ def config_for_record(cfg: DictConfig) -> dict[str, Any]:
 
 
 def applied(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with ``metric.data_range``, when set, in each evaluator's ``data_range``: the
-    range the evaluators apply (MetricSuite sets it on all of them), not the one each asked."""
+    """``config`` with ``metric.data_range``, when set, in each evaluator's ``data_range``."""
     metric = config.get("metric")
     if isinstance(metric, dict) and metric.get("data_range") is not None:
         for evaluator in (metric.get("evaluators") or {}).values():
@@ -59,8 +57,7 @@ def applied(config: dict[str, Any]) -> dict[str, Any]:
 
 def classify(exc: Exception, device: str | None = None,
              stage: str = "the job") -> tuple[BaseException, str]:
-    """(error to record, reason): ``oom`` (on ``device`` during ``stage``, the label of the stage
-    that raised), the error's own reason, or ``unexpected``."""
+    """(error to record, reason): ``oom``, the error's own reason, or ``unexpected``."""
     if isinstance(exc, AscendBenchError):
         return exc, exc.reason
     if isinstance(exc, OmegaConfBaseException):  # a broken interpolation, a missing mandatory value
@@ -95,8 +92,7 @@ def console_paragraph(exc: BaseException) -> str:
 
 
 def log_traceback(exc: BaseException, job_dir: Path) -> Path:
-    """Put the full traceback in the job log (Hydra's file handler, one inside ``job_dir`` first),
-    or in ``<job_dir>/traceback.log`` when that log would not keep it (none, or above DEBUG)."""
+    """Put the full traceback in the job log, else in ``<job_dir>/traceback.log``."""
     text = "".join(traceback.format_exception(exc))
     handlers = [h for h in logging.getLogger().handlers + logging.getLogger("ascendbench").handlers
                 if isinstance(h, logging.FileHandler) and h.baseFilename != os.devnull]

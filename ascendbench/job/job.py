@@ -1,5 +1,4 @@
-"""The job as an object: the composed config and what its stages learn (a stage reads what earlier
-ones set); the record writer receives only the sections they return."""
+"""The job as an object: the composed config and what its stages learn."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ class Job:
         self.writer.write()
 
     def attempt(self, what: str, fn: Callable[[], Any], default: Any = None) -> Any:
-        """Run one part of a plan: our own error (the real job would hit it too) becomes a problem
-        and ``default`` is returned; any other becomes ``{"unavailable": ...}`` (best effort)."""
+        """Run one part of a plan: our own error becomes a problem, any other ``unavailable``."""
         try:
             return fn()
         except AscendBenchError as exc:

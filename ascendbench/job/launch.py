@@ -1,5 +1,4 @@
-"""One launch of the CLI: its jobs' directories (resolver ``ascendbench.subdir``), the launch
-guard, and the outcomes its jobs leave it through the launch token (``ASCENDBENCH_LAUNCH``)."""
+"""One launch of the CLI: its jobs' directories, the launch guard, and its jobs' outcomes."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ _OUTCOMES: list[dict[str, Any]] = []  # outcomes of the jobs of this process's l
 
 
 class LaunchRefused(SystemExit):
-    """A run or sweep refused before anything is written or run: exit 1 and the message. A
-    ``SystemExit``: Hydra turns a callback's ordinary exception into a warning and goes on."""
+    """A run or sweep refused before anything runs (a SystemExit: Hydra would only warn)."""
 
 
 def _shortened(name: str) -> str:
@@ -50,8 +48,7 @@ def _shortened(name: str) -> str:
 
 
 def job_subdir(readable: str, overrides: Any) -> str:
-    """A sweep job's directory name: ``readable`` (Hydra's ``override_dirname``), plus ``_<hash>``
-    of its overrides when ``readable`` leaves one out, holds a separator or is too long."""
+    """A sweep job's directory name: ``readable`` plus ``_<hash>`` of its overrides if needed."""
     identity = sorted(str(o) for o in overrides or []
                       if str(o).split("=", 1)[0].lstrip("+~") not in NOT_IDENTITY)
     safe = str(readable).replace(os.sep, "_").replace("\0", "_")
@@ -82,8 +79,7 @@ def _outcomes_dir(sweep_dir: str | Path, token: str) -> Path:
 
 
 def note_outcome(status: str, job_dir: Path, **more: Any) -> None:
-    """In a sweep job, whatever process runs it: leave its gated status (and ``more``, e.g. its
-    ``objective``) for the launch that started it."""
+    """In a sweep job: leave its gated status (and ``more``) for the launch that started it."""
     hydra = HydraConfig.get()
     if getattr(hydra.mode, "name", str(hydra.mode)) != "MULTIRUN" or not (token := _token()):
         return
@@ -102,8 +98,7 @@ def launch_outcomes() -> list[dict[str, Any]]:
 
 
 class LaunchGuard(Callback):
-    """Check and claim the run dir before a single run; check the sweep dir before a sweep; after
-    it, collect the outcomes its jobs left (:func:`launch_outcomes`), wherever they ran."""
+    """Check and claim the run or sweep dir before it runs; after a sweep, collect its outcomes."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Refuse (one paragraph, nothing written) a run dir unusable or held by another process."""
@@ -114,8 +109,7 @@ class LaunchGuard(Callback):
         release(os.path.abspath(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Refuse a sweep dir unusable or held by another launch (a copy of this sweep started
-        twice); fix this launch's token before any job is composed."""
+        """Refuse a sweep dir unusable or held by another launch; fix this launch's token."""
         _token(config)  # resolved here, in the launching process: its cached value reaches all
         _claim_or_refuse(config.hydra.sweep.dir, "hydra.sweep.dir")
 

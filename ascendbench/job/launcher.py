@@ -1,6 +1,4 @@
-"""Hydra's basic launcher with each job's config composed once: Hydra's basic sweeper composes every
-job of a batch before launching it (a bad value is refused up front), then its launcher composes
-each again; this launcher runs the config the sweeper composed."""
+"""Hydra's basic launcher running the config its sweeper composed (composed once per job)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""What a job returns to an optimisation sweep (``objective=latency``: its latency when it passes,
-else ``+inf``) and a search's exit status (docs/search.md)."""
+"""What a job returns to an optimisation sweep and a search's exit status (docs/search.md)."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ def job_outcome(status: str, record: Mapping[str, Any], objective: str | None,
 
 
 def search_exit_status(outcomes: Iterable[Mapping[str, Any]]) -> int:
-    """0 when some trial passed (a finite ``objective``) and every job finished (``ok``, or a
-    ``verdict ...`` status: the verdict is the search's business), else 1."""
+    """0 when some trial passed and every job finished (``ok`` or ``verdict ...``), else 1."""
     outcomes = list(outcomes)
     finished = all(o.get("status") == "ok" or str(o.get("status")).startswith("verdict ")
                    for o in outcomes)

@@ -1,5 +1,4 @@
-""""Ran on the device": where the model's tensors and outputs were, which operators fell back to the
-CPU (torch_npu's CAUTION on fd 2 too): a WARN, a FAIL under ``placement_findings={max: 0}``."""
+""""Ran on the device": tensors, outputs and operators that fell back to the CPU (a WARN)."""
 
 from __future__ import annotations
 
@@ -103,8 +102,7 @@ def _tee_fd2(lines: list[str]) -> Iterator[None]:
 
 @contextmanager
 def capture_warnings() -> Iterator[list[str]]:
-    """Collect every warning raised inside (repeats included) and every line written to fd 2 into
-    the yielded list, then let each distinct warning through once."""
+    """Collect every warning and fd-2 line raised inside; let each distinct warning through once."""
     messages: list[str] = []
     with warnings.catch_warnings(record=True) as caught, _tee_fd2(messages):
         warnings.simplefilter("always")
@@ -120,8 +118,7 @@ def capture_warnings() -> Iterator[list[str]]:
 def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: torch.device,
                     offloaded: bool = False, messages: list[str] | None = None,
                     device_type: str | None = None) -> dict[str, Any]:
-    """The record's ``placement_check``: census of model tensors and outputs, fallback ops,
-    findings (``offloaded``: the task keeps parameters on the host on purpose)."""
+    """The record's ``placement_check``: tensors and outputs census, fallback ops, findings."""
     params = _census(module_tensors(model), device)
     outs = _census(((k, v) for k, v in outputs.items() if torch.is_tensor(v)), device)
     ops, earlier = fallback_ops(messages or []), []
@@ -149,8 +146,7 @@ def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: tor
 
 
 def fallback_visibility() -> dict[str, Any]:
-    """The variables that decide whether torch_npu prints its fallback warning at all
-    (``OptionsManager::ShouldPrintWarning``), and ``not_observable``: why, where they silence it."""
+    """The variables deciding whether torch_npu prints its fallback warning, ``not_observable``."""
     env = {k: os.environ.get(k) for k in ("TORCH_NPU_DISABLED_WARNING",
                                            "TORCH_NPU_WARNING_DISABLE", "RANK")}
     silenced = [f"{k}={v}" for k, v in env.items()
@@ -160,8 +156,7 @@ def fallback_visibility() -> dict[str, Any]:
 
 
 def other_ranks(check: Mapping[str, Any], world_size: int) -> dict[str, Any]:
-    """Rank 0's check for a multi-rank job: on an NPU the other ranks' fallbacks are not
-    observable (torch_npu is silent where ``RANK`` is not 0)."""
+    """Rank 0's check for a multi-rank job: on an NPU other ranks' fallbacks are not observable."""
     silent = (f"ranks 1-{world_size - 1}: torch_npu prints no CPU-fallback warning where RANK is "
               "not 0; this is what rank 0 saw")
     npu = check.get("device") == "npu" and world_size > 1
@@ -170,8 +165,7 @@ def other_ranks(check: Mapping[str, Any], world_size: int) -> dict[str, Any]:
 
 def placement_entry(check: Mapping[str, Any],
                     rules: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The judged entry ``placement_findings``: the number of findings, a WARN when any (a recorded
-    fact, not a failure, unless the job's rules hold ``placement_findings``)."""
+    """The judged entry ``placement_findings``: the number of findings, a WARN when any."""
     findings = list(check.get("findings") or [])
     rule = (rules or {}).get("placement_findings")
     entry = {"value": len(findings), "findings": findings,

@@ -1,5 +1,4 @@
-"""The dry run's memory lines: what a run needs against what is free, here or on a declared target;
-one over :data:`~ascendbench.models.memory.DEFAULT_HEADROOM` of it is a problem of the job."""
+"""The dry run's memory lines: what a run needs against what is free here or on a target."""
 
 from __future__ import annotations
 
@@ -10,8 +9,7 @@ from ascendbench.models.memory import DEFAULT_HEADROOM, RunMemory, available_hos
 
 
 def declared_target(cfg: Any) -> dict[str, int | None]:
-    """``dry_run_target``: the declared free ``host`` and ``device`` bytes (``None``: measured); a
-    :class:`ConfigError` for a size that is not a positive number of GB."""
+    """``dry_run_target``: the declared free ``host`` and ``device`` bytes (``None``: measured)."""
     target = cfg.get("dry_run_target") or {}
     declared: dict[str, int | None] = {}
     for part in ("host", "device"):
@@ -31,8 +29,7 @@ def free_host_bytes() -> int:
 
 
 def free_device_bytes(adapter: Any, cfg: Any = None) -> int:
-    """Free memory of the adapter's device (the host's for the CPU); a dry run's
-    ``dry_run_target.device_memory_gb`` for an accelerator when declared."""
+    """Free device memory (the host's for the CPU), or ``dry_run_target.device_memory_gb``."""
     if adapter.runtime is None:
         return free_host_bytes()
     declared = declared_target(cfg)["device"] if cfg is not None else None

@@ -1,5 +1,4 @@
-"""Where the time goes: ``profile.calls`` more calls under the profiler after the timed loop, the
-top operators by self time in the record (docs/performance.md "Where the time goes")."""
+"""Where the time goes: ``profile.calls`` more calls under the profiler after the timed loop."""
 
 from __future__ import annotations
 
@@ -42,7 +41,6 @@ def _self_us(event: Any, clock: str) -> float:
 
 def _row(name: str, shapes: list[list[int]], counts: tuple[float, int], calls: int,
          total_ms: float) -> dict[str, Any]:
-    """A table row from the operator's self time in us and its number of calls."""
     self_us, count = counts
     per_call_ms = self_us / 1000.0 / calls
     return {"name": name, "input_shapes": shapes, "calls": count / calls, "total_ms": per_call_ms,
@@ -75,8 +73,7 @@ def _number(value: str | None) -> float:
 
 
 def shapes(text: str) -> list[list[int]]:
-    """``[1, 16, 8, 8];\\r\\n[16]`` (torch_npu joins inputs with ``;`` and a line break) ->
-    ``[[1, 16, 8, 8], [16]]``, the first four inputs as the CPU table has."""
+    """``[1, 16, 8, 8];\\r\\n[16]`` -> ``[[1, 16, 8, 8], [16]]``, the first four inputs."""
     parts = [part.strip() for part in (text or "").split(";") if part.strip()]
     return [[int(d) for d in re.findall(r"-?\d+", part)] for part in parts][:4]
 
@@ -112,7 +109,6 @@ def npu_section(run_dir: Path | None, job_dir: Path, calls: int,
 
 
 def _timed_calls(call: Callable[[], Any], adapter: Any, calls: int) -> list[float]:
-    """``calls`` calls, each timed on the host clock between two synchronizes (ms)."""
     return [first_call(call, adapter) for _ in range(calls)]
 
 
@@ -148,8 +144,7 @@ def _profile_npu(out_dir: Path,
 
 def profile_calls(call: Callable[[], Any], adapter: Any, settings: Any, out_dir: Path,
                   median_ms: float | None = None) -> dict[str, Any]:
-    """Profile ``settings.calls`` calls (``profile.*``: ``calls``, ``top``, ``trace``); the record's
-    ``profile`` section, against the timed ``median_ms``."""
+    """Profile ``settings.calls`` calls; the record's ``profile`` section, against ``median_ms``."""
     calls, top = max(1, int(settings.calls)), int(settings.top)
     if adapter.name == "npu":
         wall_ms, run_dir = _profile_npu(out_dir, lambda: _timed_calls(call, adapter, calls))

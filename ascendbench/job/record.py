@@ -1,5 +1,4 @@
-"""``record.json``: the one file a job leaves, rewritten atomically (compact while the job runs,
-indented at the end) as each stage finishes; a killed job leaves ``status: running``."""
+"""``record.json``: the one file a job leaves, rewritten atomically as each stage finishes."""
 
 from __future__ import annotations
 
@@ -53,10 +52,8 @@ class RecordWriter:
         timing = {"started_at": _iso(self._t0), "finished_at": None, "duration_s": None}
         self.data: dict[str, Any] = {
             "schema": SCHEMA_VERSION, "status": "running", "error": None, "verdict": None,
-            "job": {}, "config": config, "env": {}, "weights": None, "inputs": {},
-            "baseline": None, "metrics": {}, "bench": None, "artifacts": {}, "warnings": [],
-            "timing": timing,
-        }
+            "job": {}, "config": config, "env": {}, "weights": None, "inputs": {}, "baseline": None,
+            "metrics": {}, "bench": None, "artifacts": {}, "warnings": [], "timing": timing}
 
     def update(self, **fields: Any) -> None:
         """Set top-level fields and rewrite the file."""
@@ -65,8 +62,7 @@ class RecordWriter:
 
     def finish(self, status: str, error: BaseException | None = None,
                reason: str | None = None) -> None:
-        """Final status (``ok``, ``failed`` or ``interrupted``) with the error, then write; a job
-        not ``ok`` has no verdict (an earlier one kept as ``error.verdict_before_failure``)."""
+        """Final status (``ok``, ``failed``, ``interrupted``) with the error, then write."""
         self.data["status"] = status
         if error is not None:
             self.data["error"] = {"type": type(error).__name__, "reason": reason,
@@ -93,8 +89,7 @@ class RecordWriter:
 def instant(stamp: Any) -> float:
     """Seconds since the epoch of a record's ``timing`` time (``-inf`` when it is not one).
     >>> instant("2026-12-01T09:00:00+0000") > instant("2026-12-01T16:00:00+0800")
-    True
-    """
+    True"""
     try:  # a time without a zone is read as this host's local time
         return datetime.fromisoformat(str(stamp)).timestamp()
     except (TypeError, ValueError, OverflowError, OSError):

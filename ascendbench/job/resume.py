@@ -1,5 +1,4 @@
-"""Resume: a job whose directory holds an ``ok`` record of the same resolved config (``resume.*``
-aside) and the same weights (size and time, else digest) is not run again (docs/reliability.md)."""
+"""Resume: a job whose directory holds an ``ok`` record of the same config is not run again."""
 
 from __future__ import annotations
 
@@ -65,8 +64,7 @@ def weights_change(cfg: DictConfig, record: dict[str, Any]) -> str | None:
 
 
 def rejudged(name: str, entry: dict[str, Any]) -> str | None:
-    """Why a metric entry not marked FAIL is one by the job's :func:`judge` of its value under its
-    own ``<=``/``>=`` rule (None: it holds up, or it has no such rule)."""
+    """Why a metric entry not marked FAIL fails its own ``<=``/``>=`` rule (None: it holds up)."""
     op, bound = str(entry.get("rule")).partition(" ")[0], as_number(entry.get("threshold"))
     if op not in ("<=", ">=") or bound is None or entry.get("verdict") == "FAIL":
         return None
@@ -78,8 +76,7 @@ def rejudged(name: str, entry: dict[str, Any]) -> str | None:
 
 
 def untrustworthy(record: dict[str, Any], dry_run: bool = False) -> str | None:
-    """Why an ``ok`` record does not hold up: another schema, a dry run's plan for a job, a metric
-    its value and rule FAIL, a verdict its metrics do not give, no outputs (never its word)."""
+    """Why an ``ok`` record does not hold up (schema, dry run, metrics, verdict, outputs)."""
     if record.get("schema") != SCHEMA_VERSION:
         return f"it is of schema {record.get('schema')!r}, this ascendbench writes {SCHEMA_VERSION}"
     if "plan" in record and not dry_run:

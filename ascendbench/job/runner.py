@@ -1,5 +1,4 @@
-"""One job: the stages run (or planned with ``dry_run=true``) in order, each section written as the
-stage returns; a failure anywhere writes a ``failed`` record naming the stage."""
+"""One job: the stages run (or planned with ``dry_run=true``) in order, each section written."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ logging.getLogger("diffusers.models.modeling_utils").addFilter(
 
 
 def run_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
-    """Run one composed job in ``job_dir`` (checked and claimed for its whole life); its record.
-    :class:`JobDirError` or :class:`JobDirBusyError` before anything runs."""
+    """Run one composed job in ``job_dir`` (checked and claimed for its whole life); its record."""
     job_dir = Path(job_dir)
     progress.job_name(progress.job_label(cfg))  # every progress line of this job carries its name
     check_job_dir(job_dir)

@@ -17,8 +17,7 @@ _SHOWN_REASONS: set[str] = set()  # the skip reasons printed in this process (a 
 
 def summary_lines(record: Mapping[str, Any], record_path: Path | str,
                   seen: set[str] | None = None) -> list[str]:
-    """The summary as lines of text (control characters escaped: a resumed record is data); a long
-    skip reason already in ``seen`` is shortened, and every reason shown is added to it."""
+    """The summary as lines of text (control characters escaped); skip reasons shown once."""
     job, weights = record.get("job", {}), record.get("weights") or {}
     lines = [
         f"model     {job.get('model')}  preset {job.get('preset')}{_sizes(job)}  seed "
@@ -46,8 +45,7 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str,
 def ab_line(section: Any) -> str | None:
     """The line of the record's ``ab`` section (``bench.ab=unpatched``), ``None`` without one.
     >>> ab_line({"decision": {"text": "-20.0%, p=0.001, ...: FASTER"}, "speedup_paired": 1.25})
-    'A/B       patches vs none, interleaved: -20.0%, p=0.001, ...: FASTER; speed-up x1.25'
-    """
+    'A/B       patches vs none, interleaved: -20.0%, p=0.001, ...: FASTER; speed-up x1.25'"""
     decision = section.get("decision") if isinstance(section, Mapping) else None
     if not isinstance(decision, Mapping) or not isinstance(decision.get("text"), str):
         return None
@@ -61,8 +59,7 @@ def ab_line(section: Any) -> str | None:
 def source_label(source: Mapping[str, Any]) -> str:
     """A saved reference (``baseline.source``) in a few words: device, dtype, host and record.
     >>> source_label({"kind": "tensors", "tensors": "ref.safetensors"})
-    'saved outputs ref.safetensors (names and shapes checked only)'
-    """
+    'saved outputs ref.safetensors (names and shapes checked only)'"""
     if source.get("kind") == "tensors":
         return f"saved outputs {source.get('tensors')} (names and shapes checked only)"
     return (f"saved run: {source.get('device')} {source.get('dtype')} on {source.get('host')} "
@@ -82,7 +79,6 @@ def _sizes(job: Mapping[str, Any]) -> str:
 
 
 def _declared(job: Mapping[str, Any]) -> set[str]:
-    """The metric names the task declared for its report (``gate/recon_psnr_db``...)."""
     primary = job.get("primary") or {}
     output = primary.get("output")
     names = {str(v) for k, v in primary.items() if k != "output"}

@@ -23,8 +23,7 @@ NOT_JUDGED = "random-init weights: the output is not meant to show the prompt"
 def frames_of(tensor: torch.Tensor, layout: str, count: int) -> torch.Tensor:
     """``count`` frames spread over an image batch or the first video in ``layout``."""
     clip = tensor if tensor.dim() == 4 else frames(tensor, 0, layout)
-    index = torch.linspace(0, clip.shape[0] - 1, min(count, clip.shape[0])).round().long()
-    return clip[index]
+    return clip[torch.linspace(0, clip.shape[0] - 1, min(count, clip.shape[0])).round().long()]
 
 
 def check_clip_path(path: str) -> Path:

@@ -70,8 +70,7 @@ class RegressionEvaluator(Evaluator):
 
 
 class FunctionEvaluator(Evaluator):
-    """``function``: a dotted path to ``fn(reference, device, **kwargs) -> number | dict``, called
-    on every floating-point output pair in float64; imported when built (so a dry run checks it)."""
+    """``function``: a dotted ``fn(reference, device, **kwargs) -> number | dict``, in float64."""
 
     def __init__(self, name: str, function: str, kwargs: Mapping[str, Any] | None = None,
                  metric: str | None = None, outputs: list[str] | None = None,
@@ -156,8 +155,7 @@ def token_metrics(reference: torch.Tensor, device: torch.Tensor,
         "token_agreement": float((ref == dev).double().mean()) if ref.numel() else 1.0,
         "tokens_unique": float(torch.unique(dev).numel()),
         "tokens_unique_reference": float(torch.unique(ref).numel()),
-        "tokens_numel": float(ref.numel()),
-    }
+        "tokens_numel": float(ref.numel())}
     if codebook_size is not None:
         values["tokens_out_of_range"] = float(((dev < 0) | (dev >= int(codebook_size))).sum())
     return values

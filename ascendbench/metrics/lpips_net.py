@@ -80,6 +80,5 @@ def lpips_per_image(model: torch.nn.Module, reference: torch.Tensor, device: tor
     with torch.no_grad():
         for start in range(0, int(reference.shape[0]), batch):
             pair = reference[start:start + batch], device[start:start + batch]
-            distances = model(pair[0].float(), pair[1].float())
-            values.extend(float(v) for v in distances.flatten())
+            values.extend(float(v) for v in model(pair[0].float(), pair[1].float()).flatten())
     return values

@@ -18,38 +18,34 @@ LEVEL = 1.0 / 255.0  # one level of an 8-bit display
 FLAT_STD, FROZEN_CHANGE = 2 * LEVEL, 0.5 * LEVEL
 _SHOWN = "8-bit display: "
 RULES: dict[str, dict[str, Any]] = {
-    "output_nonfinite": {"max": 0, "source": (
-        "built in: a device output with NaN/Inf always fails (output validation, with or without a "
-        "reference)")},
-    "reference_nonfinite": {"max": 0, "source": (
-        "built in: a reference with NaN/Inf cannot vouch for the device output; check the "
-        "reference run (baseline.reference, the model's CPU path) before judging the device")},
-    "reference_identical": {"max": 0, "source": (
-        "built in: a reference in a higher precision than the device run cannot equal its output "
-        "bit for bit; one that does was not computed independently (a replaced cache entry or "
-        "saved run): delete it and run again")},
-    "output_out_of_range_ratio": {"max": 0.5, "warn": 0.05, "source": (
-        "built in: decoders overshoot their value range a little (clamped when saved); more than "
-        "half of the elements outside it is a scale or offset error. Override with "
-        "model.thresholds.output_out_of_range_ratio")},
-    "output_flat_frames": {"max": 0.5, "warn": 0.0, "source": (
-        _SHOWN + "a frame whose grey levels vary by less than 2 of 255 shows as one flat colour "
-        "(single-colour outputs: Open-Sora-Plan#230, sglang#39386); any such frame warns, more "
-        "than half fails")},
-    "output_black_white_frames": {"max": 0.5, "warn": 0.0, "source": (
-        _SHOWN + "99% of the pixels below 5% grey (black) or above 95% (white); black outputs with "
-        "no error: Open-Sora-Plan#301")},
-    "output_spectral_exponent": {"min": 1.0, "source": (
-        "natural images have power spectra ~1/f^alpha with alpha 1.88 +- 0.43 (van der Schaaf & "
-        "van Hateren 1996, Vision Research 36(17)); below 1.0 (mean - 2 SD) the output has the "
-        "flat spectrum of noise (alpha 0)")},
-    "output_frozen_pairs": {"max": 0.5, "warn": 0.0, "source": (
-        _SHOWN + "consecutive frames changing by less than half a level on average are the same "
-        "picture (a frozen video); any such pair warns, more than half fails")},
-    "output_flicker": {"max": 3.0, "source": (
-        "ascendbench's rule on VBench's frame-difference measure (Huang et al. 2024): a frame 3x "
-        "farther from each neighbour than they are from each other is a flash or an alternation, "
-        "not motion (smooth motion scores ~0.5, independent frames ~1)")},
+    "output_nonfinite": {"max": 0, "source": "built in: a device output with NaN/Inf always fails "
+        "(output validation, with or without a reference)"},
+    "reference_nonfinite": {"max": 0, "source": "built in: a reference with NaN/Inf cannot vouch "
+        "for the device output; check the reference run (baseline.reference, the model's CPU path) "
+        "before judging the device"},
+    "reference_identical": {"max": 0, "source": "built in: a reference in a higher precision than "
+        "the device run cannot equal its output bit for bit; one that does was not computed "
+        "independently (a replaced cache entry or saved run): delete it and run again"},
+    "output_out_of_range_ratio": {"max": 0.5, "warn": 0.05, "source": "built in: decoders "
+        "overshoot their value range a little (clamped when saved); more than half of the elements "
+        "outside it is a scale or offset error. Override with "
+        "model.thresholds.output_out_of_range_ratio"},
+    "output_flat_frames": {"max": 0.5, "warn": 0.0, "source": _SHOWN + "a frame whose grey levels "
+        "vary by less than 2 of 255 shows as one flat colour (single-colour outputs: "
+        "Open-Sora-Plan#230, sglang#39386); any such frame warns, more than half fails"},
+    "output_black_white_frames": {"max": 0.5, "warn": 0.0, "source": _SHOWN + "99% of the pixels "
+        "below 5% grey (black) or above 95% (white); black outputs with no error: "
+        "Open-Sora-Plan#301"},
+    "output_spectral_exponent": {"min": 1.0, "source": "natural images have power spectra "
+        "~1/f^alpha with alpha 1.88 +- 0.43 (van der Schaaf & van Hateren 1996, Vision Research "
+        "36(17)); below 1.0 (mean - 2 SD) the output has the flat spectrum of noise (alpha 0)"},
+    "output_frozen_pairs": {"max": 0.5, "warn": 0.0, "source": _SHOWN + "consecutive frames "
+        "changing by less than half a level on average are the same picture (a frozen video); any "
+        "such pair warns, more than half fails"},
+    "output_flicker": {"max": 3.0, "source": "ascendbench's rule on VBench's frame-difference "
+        "measure (Huang et al. 2024): a frame 3x farther from each neighbour than they are from "
+        "each other is a flash or an alternation, not motion (smooth motion scores ~0.5, "
+        "independent frames ~1)"},
 }
 NOT_JUDGED = ("random-init weights: an untrained decoder makes noise, so these checks are reported "
               "but not judged (would_be: what the rule says)")
@@ -142,8 +138,7 @@ def grey(frame: torch.Tensor, value_range: tuple[float, float]) -> torch.Tensor:
 
 
 def spectral_exponent(frame: torch.Tensor, bins: int = 12) -> Spectrum:
-    """``alpha`` of an ``[H, W]`` grey frame: least squares on log band power from 2 cycles/frame
-    to 0.4 cycles/pixel (mean removed, Hann window); natural images ~2, white noise 0, flat NaN."""
+    """``alpha`` of an ``[H, W]`` grey frame's power spectrum (natural ~2, noise 0, flat NaN)."""
     height, width = frame.shape
     window = torch.outer(torch.hann_window(height, periodic=False),
                          torch.hann_window(width, periodic=False))
@@ -169,8 +164,7 @@ def spectral_exponent(frame: torch.Tensor, bins: int = 12) -> Spectrum:
 
 
 def outlier_scores(step: Sequence[float], skip: Sequence[float], floor: float) -> list[float]:
-    """Per interior frame ``min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), floor)`` (``step``: one
-    apart, ``skip``: two): ~0.5 smooth motion, ~1 independent frames, large: flash, alternation."""
+    """Per interior frame ``min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), floor)``: ~0.5 smooth."""
     return [min(step[t], step[t + 1]) / max(skip[t], floor) for t in range(len(skip))]
 
 
@@ -255,8 +249,7 @@ def _against_reference(device: dict[str, Any], reference: dict[str, Any]) -> Non
 def output_checks(outputs: Mapping[str, torch.Tensor], task: Any, weights: Mapping[str, Any] | None,
                   rules: Mapping[str, Any] | None = None,
                   reference: Mapping[str, torch.Tensor] | None = None) -> dict[str, dict[str, Any]]:
-    """``output_nonfinite`` (judged), ``output_out_of_range_ratio`` and the picture checks: judged
-    for loaded ``weights`` and natural outputs unless the ``reference`` fails them too."""
+    """``output_nonfinite``, ``output_out_of_range_ratio``, the picture checks: judged or shown."""
     rules, random = rules or {}, (weights or {}).get("kind") == "random-init"
     natural = getattr(task, "natural_outputs", False)
     reason = NOT_JUDGED if random else None if natural else NOT_NATURAL

@@ -43,8 +43,7 @@ def judged_output(name: str, tensor: torch.Tensor) -> torch.Tensor:
 
 
 class Evaluator:
-    """Output selection (``outputs``; ``None``: all), naming and verdicts; subclasses define
-    ``compute``. Not a dataclass: OmegaConf would turn one nested in a suite into a config node."""
+    """Output selection, naming and verdicts (not a dataclass: OmegaConf would make it a node)."""
 
     what = "floating-point outputs"  # what applies_to accepts, in words (for messages)
     # Rules no configuration can loosen (merged last), e.g. the NaN/Inf agreement rule.

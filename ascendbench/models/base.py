@@ -1,5 +1,4 @@
-"""The loader interface: ``loader.load(source, weights, init_seed, revision)`` -> a model;
-``model.weights``: ``auto`` (weights where found, else random init), ``required`` or ``random``."""
+"""The loader interface: ``loader.load(source, weights, init_seed, revision)`` -> a model."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ def plain(value: Any) -> Any:
 
 
 def import_class(class_path: str, install_hint: str | None = None) -> Any:
-    """``package.module.Class`` -> the class; a missing package is a :class:`MissingPackageError`
-    where ``install_hint`` says how to get it, any other failure a :class:`ConfigError`."""
+    """``package.module.Class`` -> the class (MissingPackageError with ``install_hint``)."""
     module_name, _, attr = class_path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
@@ -66,8 +64,7 @@ class LoadedModel:
 
 
 class ModelLoader(ABC):
-    """Base class of every ``model.loader``: the weights-mode logic, once; the class attributes
-    are the :class:`~ascendbench.models.sources.Layout` of the weights."""
+    """Base class of every ``model.loader``: the weights-mode logic; attributes: the Layout."""
 
     subfolder: str | None = None
     filename: str | None = None
@@ -126,8 +123,7 @@ class ModelLoader(ABC):
         return LoadedModel(model, info, time.perf_counter() - start)
 
     def build_meta(self, found: Any, init_seed: int) -> Any:
-        """The model as :meth:`load` would build it, on the ``meta`` device: from a checkpoint
-        directory's ``config.json`` where the class reads one, else the random-init path."""
+        """The model as :meth:`load` would build it, on the ``meta`` device."""
         if isinstance(found, sources.ResolvedSource) and found.kind == "dir" and self.class_path \
                 and not self.pipeline:
             cls = import_class(self.class_path)

@@ -1,5 +1,4 @@
-"""One layer read straight out of a safetensors checkpoint by tensor-name prefix; no model is built
-(the loader node's ``_recursive_: false`` keeps Hydra from building it before the memory check)."""
+"""One layer read out of a safetensors checkpoint by tensor-name prefix; no model is built."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ def _stats(tensor: torch.Tensor) -> dict[str, Any]:
 
 
 class SafetensorsLayerLoader(ModelLoader):
-    """Builds ``module`` (a ``_target_`` node) and fills it strictly with the tensors under
-    ``prefix`` (``decoder.conv_in.conv.``) of ``filename`` (default: the one) in ``subfolder``."""
+    """Builds ``module`` (a ``_target_`` node), filled strictly with the tensors under prefix."""
 
     def __init__(self, module: Mapping[str, Any], prefix: str, filename: str | None = None,
                  subfolder: str | None = None, memory_check: bool = True) -> None:
@@ -87,8 +85,7 @@ class SafetensorsLayerLoader(ModelLoader):
         return {"kind": "loaded"}
 
     def pick_file(self, found: ResolvedSource) -> Path:
-        """The checkpoint file: the source itself when a file, else ``filename``, else the one file
-        holding tensors under ``prefix``."""
+        """The checkpoint: the source when a file, else ``filename``, else the one under prefix."""
         if found.kind == "file":
             return found.path
         files = [f for f in found.files if (f.name == self.filename if self.filename

@@ -1,5 +1,4 @@
-"""Loading a diffusers/transformers-style model class: a checkpoint directory, a single file, or
-the architecture randomly initialised."""
+"""Loading a diffusers/transformers-style model: a checkpoint directory, a file, or random init."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def strict_mismatch(expected: Mapping[str, Any], state: Mapping[str, Any]) -> st
 
 
 class DiffusersLoader(ModelLoader):
-    """Loads ``class_path`` with ``from_pretrained`` from a directory, or as ``architecture`` (the
-    checkpoint's config) filled from a state dict; pickles only with ``allow_pickle``."""
+    """Loads ``class_path`` from a directory, or ``architecture`` filled from a state dict."""
 
     def __init__(self, class_path: str, architecture: Mapping[str, Any] | None = None,
                  subfolder: str | None = None, allow_pickle: bool = False) -> None:

@@ -1,5 +1,4 @@
-"""A diffusers LTX-Video pipeline as one file in Lightricks' original key layout: the key map
-inverts diffusers' converters (tagged candidate keys); converted back it reproduces every tensor."""
+"""A diffusers LTX-Video pipeline as one file in Lightricks' original key layout."""
 
 from __future__ import annotations
 
@@ -32,7 +31,6 @@ _MAX_ORIGINAL_BLOCKS = 12
 
 
 def _spellings(key: str, renames: Iterable[tuple[str, str]]) -> set[str]:
-    """``key`` with every subset of the applicable inverse renames applied."""
     applicable = [(new, old) for new, old in renames if new in key]
     out = set()
     for mask in itertools.product((False, True), repeat=len(applicable)):
@@ -62,10 +60,7 @@ def _vae_candidates(key: str) -> set[str]:
 def invert_keys(state: Mapping[str, torch.Tensor], candidates: Callable[[str], set[str]],
                 convert: Callable[..., dict], markers: Mapping[str, str] | None = None,
                 renames: Iterable[tuple[str, str]] = ()) -> dict[str, str]:
-    """Map each diffusers key of ``state`` to an original key that ``convert`` turns back into it.
-    ``markers``: original -> diffusers key of tensors a converter inspects by shape (their probe has
-    the real shape); ``renames``: of candidates converting to one key, the one spelled with the most
-    original names wins (converters keep the last key written; candidates go in that order)."""
+    """Map each diffusers key of ``state`` to an original key ``convert`` turns back into it."""
     markers = dict(markers or {})
     pool = sorted(set().union(*(candidates(k) for k in state)),
                   key=lambda key: (sum(old in key for _, old in renames), key))

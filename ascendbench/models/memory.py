@@ -1,8 +1,7 @@
 """Memory a model run will need, estimated without allocating it (``meta`` device, safetensors
 headers), and the refusal of what cannot fit.
 >>> MemoryEstimate("demo", {"transformer": 2_000_000_000}, "float32").gigabytes
-8.0
-"""
+8.0"""
 
 from __future__ import annotations
 
@@ -101,8 +100,7 @@ class MemoryEstimate:
 
 @contextmanager
 def declared_host_memory(nbytes: int | None) -> Iterator[None]:
-    """Inside, :func:`available_host_bytes` answers ``nbytes`` (``None``: measured): a dry run
-    planning for the machine the job will run on (``dry_run_target.host_memory_gb``)."""
+    """Inside, :func:`available_host_bytes` answers ``nbytes`` (``None``: measured)."""
     _DECLARED_HOST.extend([] if nbytes is None else [int(nbytes)])
     try:
         yield
@@ -123,8 +121,7 @@ def available_host_bytes() -> int:
 
 def check_host_memory(estimate: MemoryEstimate, hint: str, available: int | None = None,
                       skip_key: str | None = "model.loader.memory_check=false") -> dict[str, Any]:
-    """The record's view of the check; unless ``estimate`` fits the headroom of ``available`` bytes
-    (None: measured), an ``InsufficientMemoryError`` naming the numbers, ``hint``, ``skip_key``."""
+    """The record's view of the check; InsufficientMemoryError unless ``estimate`` fits."""
     available = available_host_bytes() if available is None else int(available)
     headroom = DEFAULT_HEADROOM
     fits = estimate.bytes_needed <= available * float(headroom)
@@ -147,14 +144,12 @@ def check_host_memory(estimate: MemoryEstimate, hint: str, available: int | None
 
 
 class LiveTensorBytes(TorchDispatchMode):
-    """Peak bytes of the tensors the ops under this mode create (views count once), plus CPU
-    convolution workspaces (the unfolded input in float64, about one output in other dtypes)."""
+    """Peak bytes of the tensors the ops under this mode create, plus CPU conv workspaces."""
 
     def __init__(self) -> None:
         super().__init__()
         self._live: dict[int, list[int]] = {}  # storage id -> [bytes, tensors alive]
-        self.current = 0
-        self.peak = 0
+        self.current = self.peak = 0
 
     def _release(self, key: int) -> None:
         entry = self._live.get(key)
@@ -206,8 +201,7 @@ class _TaskCall(torch.nn.Module):
 
 def activation_bytes(module: Any, task: Any, inputs: Mapping[str, torch.Tensor],
                      dtype: torch.dtype) -> int:
-    """Peak bytes of ``task.run`` in ``dtype`` beyond the parameters, run on the meta device
-    (``module`` untouched); what the task raises on meta tensors (``.item()``...) propagates."""
+    """Peak bytes of ``task.run`` in ``dtype`` beyond the parameters, run on the meta device."""
     meta_inputs = {k: torch.empty(v.shape, device="meta", dtype=dtype) if v.is_floating_point()
                    else v for k, v in inputs.items()}
     parts = module_components(module)

@@ -1,6 +1,4 @@
-"""Loading a diffusers pipeline: a single file (``from_single_file``, configs from
-``model.loader.config``), a diffusers directory (``from_pretrained``), or random-init components
-built from ``model.loader.components`` by ``kind`` (not ``_target_``: after the memory check)."""
+"""Loading a diffusers pipeline: a single file, a diffusers directory, or random-init components."""
 
 from __future__ import annotations
 
@@ -40,8 +38,7 @@ def _tokenizer(spec: Mapping[str, Any]) -> Any:
 BUILDERS: dict[str, tuple[Callable[[Mapping[str, Any]], Any], tuple[str, ...]]] = {
     "diffusers": (_diffusers, ("class_path",)),
     "transformers": (_transformers, ("class_path", "config_class")),
-    "tokenizer": (_tokenizer, ()),
-}
+    "tokenizer": (_tokenizer, ())}
 
 
 def _checked(name: str, spec: Any) -> dict[str, Any]:
@@ -88,8 +85,7 @@ def count_component_params(specs: Mapping[str, Any]) -> dict[str, int]:
 
 @dataclass(eq=False)
 class PipelineLoader(ModelLoader):
-    """Loads a diffusers pipeline class; the fields are the keys of ``model.loader`` (their table
-    is in docs/models.md, "Keys")."""
+    """Loads a diffusers pipeline class; fields: the keys of ``model.loader`` (docs/models.md)."""
 
     pipeline: ClassVar[bool] = True
 
@@ -261,7 +257,6 @@ class PipelineLoader(ModelLoader):
 
 
 def _object_files(spec: Mapping[str, Any]) -> tuple[Path, ...]:
-    """The safetensors files of a separately loaded component already on disk (local or cached)."""
     layout = sources.Layout(spec.get("subfolder"), allow_pickle=True)
     found = sources.resolve_source(str(spec["source"]), layout, allow_network=False)
     return tuple(f for f in getattr(found, "files", ()) if f.suffix == ".safetensors")

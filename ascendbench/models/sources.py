@@ -1,5 +1,4 @@
-"""Where weights come from (a local directory or file, or a hub id) and what their digests are;
-pickle checkpoints are refused unless ``model.allow_pickle=true``."""
+"""Where weights come from and their digests; pickles are refused unless ``model.allow_pickle``."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ class NotFound:
 
 @dataclass(frozen=True)
 class Layout:
-    """How a loader's weights lie on disk (read from the loader's attributes of the same names);
-    ``pipeline``: a diffusers pipeline (``model_index.json``, weights in component folders)."""
+    """How a loader's weights lie on disk (read from the loader's attributes of the same names)."""
 
     subfolder: str | None = None
     filename: str | None = None
@@ -80,8 +78,7 @@ def hub_forced_offline() -> Iterator[None]:
 
 
 def hub_download() -> str:
-    """The download command of the installed huggingface_hub: ``hf download`` (>= 1.0 ships only
-    ``hf``), ``huggingface-cli download`` before."""
+    """The download command of the installed huggingface_hub (``hf`` or ``huggingface-cli``)."""
     try:
         major = int(md.version("huggingface_hub").split(".")[0])
     except (md.PackageNotFoundError, ValueError):
@@ -96,9 +93,7 @@ def looks_like_hub_id(source: str) -> bool:
 
 def resolve_source(source: str | None, layout: Layout = Layout(), revision: str | None = None,
                    allow_network: bool = True) -> ResolvedSource | NotFound:
-    """Find the weights of ``model.source`` (``allow_network=False``: local paths, hub cache).
-    Raises:
-        UnsafeWeightsError: only pickle weights were found and ``layout.allow_pickle`` is false."""
+    """Find the weights of ``model.source`` (UnsafeWeightsError: pickles only, not allowed)."""
     if not source:
         return NotFound("model.source is empty")
     path = Path(os.path.expanduser(str(source)))
@@ -193,9 +188,7 @@ def _from_hub(repo_id: str, layout: Layout, revision: str | None,
 
 
 def files_digests(files: tuple[Path, ...]) -> tuple[str, list[str], list[int]]:
-    """``(digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted): SHA256 over names
-    and bytes as ``sha256:<hex>``, each file's ``<hex>  <path>`` (as ``sha256sum`` run in their
-    common folder: ``vae/diffusion_pytorch_model.safetensors``), sizes."""
+    """``(digest, sha256sum lines, sizes)`` in one read of ``files`` (sorted)."""
     digest, lines, sizes = hashlib.sha256(), [], []
     root = Path(os.path.commonpath([p.parent for p in files])) if files else Path()
     for path in sorted(files):
@@ -222,9 +215,7 @@ def file_sha256(path: Path) -> str:
 
 
 def check_digest(expected: str | None, weights: Mapping[str, Any]) -> dict[str, Any]:
-    """Check ``model.expect_digest`` (``weights.digest`` or a file's sha256); facts for ``weights``.
-    Raises:
-        WeightsDigestError: random-init weights, or a digest that differs (both are named)."""
+    """Check ``model.expect_digest``; facts for ``weights`` (WeightsDigestError if it differs)."""
     if expected is None:
         return {}
     wanted, actual = str(expected).strip().lower(), str(weights.get("digest") or "")

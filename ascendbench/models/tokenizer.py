@@ -1,8 +1,7 @@
 """A character-level tokenizer over printable ASCII built in memory; no vocabulary, no network.
 >>> tok = build_tokenizer("transformers.PreTrainedTokenizerFast", model_max_length=8)
 >>> tok("ab").input_ids
-[98, 15, 1]
-"""
+[98, 15, 1]"""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ WORD_START = "▁"
 
 
 def unigram_vocab(specials: list[str]) -> list[tuple[str, float]]:
-    """``(piece, log-probability)``: the specials, ``▁``, each printable ASCII character,
-    then ``▁`` + each letter (so a word's first letter costs one token, not two)."""
+    """``(piece, log-probability)``: specials, ``▁``, printable ASCII, ``▁`` + each letter."""
     vocab = [(token, 0.0) for token in specials] + [(WORD_START, -2.0)]
     vocab += [(c, -3.0) for c in string.printable if not c.isspace()]
     return vocab + [(WORD_START + c, -2.5) for c in string.ascii_letters]
@@ -30,10 +28,7 @@ _SPEC = {"pad_token": "<pad>", "eos_token": "</s>", "unk_token": "<unk>", "bos_t
 
 def build_tokenizer(class_path: str = "transformers.PreTrainedTokenizerFast",
                     model_max_length: int = 128, **spec: Any) -> Any:
-    """An instance of ``class_path`` (a ``tokenizers``-backed transformers class) built in memory;
-    ``spec``: ``pad_token``, ``eos_token``, ``unk_token``, ``bos_token`` (ids from 0 in that order),
-    ``append_eos`` (T5), ``prepend_bos`` (Gemma), ``padding_side``, ``init_kwargs`` (constructor
-    arguments, e.g. ``extra_ids: 0`` for T5); an unknown key is a ``TypeError``."""
+    """A ``tokenizers``-backed ``class_path`` instance built in memory from ``spec``."""
     unknown = sorted(set(spec) - set(_SPEC))
     if unknown:
         raise TypeError(f"unknown tokenizer keys {unknown}; allowed: {', '.join(_SPEC)}")

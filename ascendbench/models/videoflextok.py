@@ -1,5 +1,4 @@
-"""Loading VideoFlexTok (``config.json`` + ``model.safetensors``); ``weights`` also records
-``strict_load`` and the ``model.loader.expect`` checks (docs/videoflextok.md)."""
+"""Loading VideoFlexTok (``config.json`` + ``model.safetensors``); docs/videoflextok.md."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ def _normalise(value: Any) -> Any:
 def check_expected(obj: Any, expect: Mapping[str, Any]) -> dict[str, Any]:
     """Every expected value against the instance (tensors as lists): ``{mismatches, checks}``.
     >>> check_expected({"a": {"b": (1, 2)}}, {"a.b": [1, 2], "a.c": 3})["mismatches"]
-    1
-    """
+    1"""
     checks: dict[str, dict[str, Any]] = {}
     for path, expected in expect.items():
         try:
@@ -82,8 +80,7 @@ def check_expected(obj: Any, expect: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class VideoFlexTokLoader(ModelLoader):
-    """Loads ``class_path`` with ``from_pretrained(<dir>)``; ``install_hint`` names the missing
-    package, ``architecture`` is the ``config.json`` for a random init when none is found."""
+    """Loads ``class_path`` with ``from_pretrained(<dir>)`` (``architecture``: random init)."""
 
     def __init__(self, class_path: str = "videoflextok.wrappers.VideoFlexTokFromHub",
                  install_hint: str = VIDEOFLEXTOK_HINT, expect: Mapping[str, Any] | None = None,
@@ -147,8 +144,7 @@ def read_config(source: str | None, revision: str | None = None) -> dict[str, An
 
 
 def strict_load_counts(module: torch.nn.Module, files: tuple[Path, ...]) -> dict[str, Any]:
-    """Keys the model has that the files lack (``missing``) and the reverse (``unexpected``); a key
-    sharing storage with one in the files (tied weights, saved once) is not missing."""
+    """Keys the model has that the files lack and the reverse (tied weights are not missing)."""
     in_file: set[str] = set()
     for path in files:
         with safe_open(str(path), framework="pt") as handle:

@@ -25,8 +25,7 @@ _GUARDED = ("_native_npu", "native")  # backends whose calls KernelLog counts
 
 
 def boolean_mask(mask: torch.Tensor, batch: int) -> torch.Tensor:
-    """``mask`` (boolean, or float: 0 or <= -1000) as a boolean ``[B, Skv]`` (True: attend);
-    PatchError for a bias rather than a mask, or a mask differing between heads or queries."""
+    """``mask`` (boolean, or float: 0 or <= -1000) as a boolean ``[B, Skv]`` (True: attend)."""
     keep = mask
     if mask.dtype != torch.bool:
         keep, masked = mask == 0, mask <= MASKED_BELOW

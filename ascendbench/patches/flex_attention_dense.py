@@ -40,8 +40,7 @@ def _flex() -> Any:
 
 
 def evaluate_mask_mod(mask_mod: MaskMod, grid: MaskGrid) -> torch.Tensor:
-    """The token-level boolean mask of ``mask_mod``, broadcastable to ``[B, H, M, N]`` (torch's
-    ``create_mask`` for a ``mask_mod`` that cannot take grids).
+    """The token-level boolean mask of ``mask_mod``, broadcastable to ``[B, H, M, N]``.
     >>> evaluate_mask_mod(lambda b, h, q, kv: q >= kv, MaskGrid(2, 4, 3, 3, "cpu")).int()[0, 0]
     tensor([[1, 0, 0],
             [1, 1, 0],

@@ -132,8 +132,7 @@ def build_patch(spec: PatchSpec) -> Patch:
 @contextmanager
 def patches_applied(specs: Any, target: Any, device_type: str,
                     dtype: str | None = None) -> Iterator[list[dict[str, Any]]]:
-    """Apply the patches of ``specs`` for ``device_type``, ``dtype``, restored on exit; yields per
-    spec ``{name, options, ...what apply returned}`` or ``{name, options, skipped: reason}``."""
+    """Apply the patches of ``specs``, restored on exit; yields each one's result or skip reason."""
     applied: list[Patch] = []
     infos: list[dict[str, Any]] = []
     try:

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.report``: the report, the README back-fill, the ``--compare`` gate and
-the ``--mlflow`` export (:mod:`ascendbench.tracking`)."""
+"""``python -m ascendbench.report``: the report, README back-fill, ``--compare``, ``--mlflow``."""
 
 from __future__ import annotations
 
@@ -85,8 +84,7 @@ def run_report(args: argparse.Namespace, settings) -> int:
         print(f"port report: {path}")
     for readme in args.readme:
         kept = backfill_file(Path(readme), lambda base: partial(report.section, base_dir=base))
-        left = f" (left untouched: {'; '.join(kept)})" if kept else ""
-        print(f"back-filled: {readme}{left}")
+        print(f"back-filled: {readme}" + (f" (left untouched: {'; '.join(kept)})" if kept else ""))
     return 0
 
 

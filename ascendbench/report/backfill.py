@@ -1,6 +1,4 @@
-"""README back-fill: the body of ``<!-- ascendbench:<name> -->`` pairs (and the Sulphur-2 seed's
-``ACCURACY_TABLE`` pair) becomes that section, and the rows of a placeholder table (cells of
-``待实测填充``) are filled by their key columns; only markers on their own lines count."""
+"""README back-fill: ``<!-- ascendbench:<name> -->`` pairs and placeholder tables filled."""
 
 from __future__ import annotations
 
@@ -37,20 +35,17 @@ def marker_names(text: str) -> list[str]:
 
 
 def _cells(line: str) -> list[str]:
-    """The cells of a tab-separated or Markdown table row."""
     if "\t" in line:
         return [c.strip() for c in line.strip().split("\t")]
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
 def _row(line: str, cells: list[str]) -> str:
-    """``cells`` written the way ``line`` separates its cells."""
     return "\t".join(cells) if "\t" in line else "| " + " | ".join(cells) + " |"
 
 
 def fill_placeholders(text: str, table: str) -> tuple[str, int]:
-    """Rows of ``text`` holding the placeholder cell replaced by the row of the Markdown ``table``
-    with the same key columns (and as many cells); the text, the rows left unfilled."""
+    """Placeholder rows of ``text`` filled from ``table`` by key columns; text, rows unfilled."""
     rows = [_cells(line) for line in table.splitlines() if line.startswith("|")]
     by_key = {tuple(r[:KEYS]): r for r in rows[2:]}  # below the header and its |---| line
     lines, left = text.split("\n"), 0
@@ -67,8 +62,7 @@ def fill_placeholders(text: str, table: str) -> tuple[str, int]:
 
 
 def fill(text: str, render: Callable[[str], str]) -> tuple[str, list[str]]:
-    """Each known marker pair's body replaced by ``render(name)`` (a placeholder table stays where
-    the section has no table to fill it with); the text, unknown names."""
+    """Each known marker pair's body replaced by ``render(name)``; the text, unknown names."""
     unknown: list[str] = []
 
     def replace(match: re.Match, name: str) -> str:
@@ -98,10 +92,7 @@ def _no_marker(path: Path, text: str) -> ReportError:
 
 
 def backfill_file(path: Path, render_for: Callable[[Path], Callable[[str], str]]) -> list[str]:
-    """Back-fill ``path`` in place (``render_for(base_dir)`` renders sections with links relative
-    to its directory); what was left untouched (unknown markers, placeholder rows without a run).
-    Raises:
-        ReportError: the file does not exist or holds neither a marker nor a placeholder table."""
+    """Back-fill ``path`` in place; what was left untouched (ReportError: nothing to fill in it)."""
     path = Path(path).resolve()  # a README that is a link is filled where it lives
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"

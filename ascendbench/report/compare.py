@@ -1,6 +1,4 @@
-"""The regression gate, ``python -m ascendbench.report --compare OLD NEW`` (docs/reports.md): rows
-line up by :data:`KEY`; status, verdict or latency (:mod:`ascendbench.report.significance`, from
-the record files) got worse, or NEW measured nothing or misses an OLD workload: the gate fails."""
+"""The regression gate, ``python -m ascendbench.report --compare OLD NEW`` (docs/reports.md)."""
 
 from __future__ import annotations
 
@@ -105,8 +103,7 @@ def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
 
 
 def row_verdict(row: Mapping[str, Any]) -> Any:
-    """The record's verdict, or the worst verdict of its metrics where that is worse: a record is
-    data, and a hand-edited ``verdict: PASS`` over a failing metric is not believed."""
+    """The record's verdict, or its metrics' worst where worse (an edited PASS is no proof)."""
     claimed = get(row, "verdict")
     derived = worst(v for k, v in row.items()
                     if k.startswith("metrics.") and k.endswith(".verdict"))

@@ -1,5 +1,4 @@
-"""Cross-machine comparison: each device's error over a reference device's error for the same
-workload, inputs and weights (msprobe's benchmark method), and their latency ratios."""
+"""Cross-machine comparison: each device's error over a reference device's, and latency ratios."""
 
 from __future__ import annotations
 
@@ -36,7 +35,6 @@ def _value(row: fmt.Row, base: str, prefix: str = "metrics.", suffix: str = ".va
 
 
 def _latest_by_device(rows: fmt.Rows, key: Callable[[fmt.Row], Any]) -> list[dict[tuple, fmt.Row]]:
-    """Per ``key`` (sorted): (device, host) -> the latest row."""
     def place(row: fmt.Row) -> tuple:
         return fmt.get(row, "job.device"), fmt.get(row, "env.hostname")
 
@@ -49,13 +47,11 @@ def _ratio_row(row: fmt.Row, name: str, errors: tuple[float, float], limit: floa
                ) -> list[str]:
     r = ratio(*errors)
     return [*fmt.cells(row, IDENTITY), name, fmt.num(errors[0]), fmt.num(errors[1]), fmt.num(r, 3),
-            fmt.num(limit),
-            "PASS" if r <= float(limit) else "FAIL", records]
+            fmt.num(limit), "PASS" if r <= float(limit) else "FAIL", records]
 
 
 def _error_ratios(rows: fmt.Rows, reference: str, limits: Mapping[str, float], base_dir: Path
                   ) -> tuple[list[list[str]], int]:
-    """Error-ratio rows, and how many device runs have no matching reference run."""
     body, unmatched = [], 0
     for row in (r for r in rows if _saved(r)):  # judged against a saved run: its benchmark errors
         if fmt.get(row, "baseline.source.device") != reference \

@@ -1,6 +1,4 @@
-"""The FLUX.2 decoder swap (``+sweep=flux2_decoder_swap``): the small decoder against the standard
-one on the same latents, and the FLUX.2-small-decoder seed's three claims, each with its measured
-value and whether it holds (docs/reports.md, "FLUX.2 decoder swap")."""
+"""The FLUX.2 decoder swap (``+sweep=flux2_decoder_swap``): small vs standard, the claims."""
 
 from __future__ import annotations
 

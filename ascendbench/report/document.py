@@ -1,5 +1,4 @@
-"""The report: named sections rendered from the records' DataFrame, written as report.md,
-report.html, records.csv, layers.csv, records.parquet (with pyarrow) and PNG plots."""
+"""The report: named sections rendered from the records' DataFrame, written as files and plots."""
 
 from __future__ import annotations
 
@@ -35,8 +34,7 @@ TITLES = (("Seed layouts", "seed_layouts"), ("Accuracy", "accuracy"),
           ("Local error per module (replay reference)", "replay"),
           ("Output checks without a reference", "output_checks"),
           ("Accuracy per resolution (Sulphur-2 seed layout)", "per_resolution"),
-          ("Performance", "performance"),
-          ("Latency per size and dtype (median, 95% CI)", "pivot"),
+          ("Performance", "performance"), ("Latency per size and dtype (median, 95% CI)", "pivot"),
           ("Where the time goes (profiler)", "profile"), ("A/B variants", "variants"),
           ("FLUX.2 decoder swap (the seed's claims)", "decoder_swap"),
           ("Graph mode (compile cost)", "graph"), ("Scaling over cards", "scaling"),
@@ -48,8 +46,7 @@ NO_OK = "No job finished ok, so there is no {} to show (see the failed jobs)."
 
 
 class Report:
-    """Everything the report says, from rows of :func:`ascendbench.report.gather.records_frame`,
-    the report options and the paths the records came from (named when there are none)."""
+    """Everything the report says, from the records' rows, the report options and the paths read."""
 
     def __init__(self, frame: pd.DataFrame, settings: DictConfig, sources: list[str]) -> None:
         self.frame, self.settings = frame, settings

@@ -1,5 +1,4 @@
-"""Cell formatting, Markdown tables and the seed layouts' words: an absent value prints as
-``missing``, never a guess."""
+"""Cell formatting, Markdown tables and the seed layouts' words (absent values: ``missing``)."""
 
 from __future__ import annotations
 
@@ -107,8 +106,7 @@ def judged(row: Row, prefix: str, metric: str) -> tuple[str, str | None, str]:
 
 
 def failed_rules(row: Row) -> list[str]:
-    """``video/mean_rel_err 7.24% > 1%``: each failing metric, then each failing hidden-state check
-    by its worst (``hidden.max_abs_err``), with its value and the bound it crossed."""
+    """``video/mean_rel_err 7.24% > 1%``: each failing metric and hidden check, with its bound."""
     said = []
     for key in [k[:-8] for k, v in row.items() if v == "FAIL" and k.endswith(".verdict")
                 and k.startswith(("metrics.", "hidden.")) and not k.startswith("metrics.layer/")]:
@@ -120,8 +118,7 @@ def failed_rules(row: Row) -> list[str]:
 
 
 def named_verdict(row: Row, most: int = 3) -> str:
-    """The verdict naming its failing rules (the first ``most``, then how many more), as the
-    verdict contract asks (docs/accuracy.md): ``FAIL (video/mean_rel_err 7.24% > 1%)``."""
+    """The verdict naming its first ``most`` failing rules: ``FAIL (video/mean_rel_err ...)``."""
     verdict, said = field(row, "verdict"), failed_rules(row)
     more = [f"+{len(said) - most} …"] if len(said) > most else []
     return f"FAIL ({', '.join(said[:most] + more)})" if verdict == "FAIL" and said else verdict

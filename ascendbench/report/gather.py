@@ -1,5 +1,4 @@
-"""Records -> rows -> one DataFrame (dotted columns); an unreadable record is a ``broken`` row
-saying why, a dry run is labelled ``run: dry-run``."""
+"""Records -> rows -> one DataFrame (dotted columns); an unreadable record is a ``broken`` row."""
 
 from __future__ import annotations
 
@@ -44,10 +43,8 @@ _IDENTITY = re.compile(r"[A-Za-z0-9_.:/+@=,-]{1,200}")
 
 
 def find_records(paths: Iterable[Path | str], missing_ok: bool = False) -> list[Path]:
-    """Every ``record.json`` under the given directories (or the given files), sorted, once; one
-    in a directory that links outside it is left out with a warning, a file named here is read.
-    Raises:
-        ReportError: a path does not exist and ``missing_ok`` is false."""
+    """Every ``record.json`` under the given directories (or the given files), sorted, once; one in
+    a directory linking outside it is left out (ReportError: a path missing, unless missing_ok)."""
     found: set[Path] = set()
     for path in map(Path, paths):
         if path.is_file():
@@ -199,8 +196,7 @@ def ab_fields(section: Any) -> dict[str, Any]:
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str, lists: bool = False) -> dict[str, Any]:
-    """Nested mapping -> ``{prefix.key.sub: scalar}``; lists of scalars (but ``samples_ms``) as JSON
-    text; with ``lists``, lists of mappings by index (``model.patches.0.backend``), others JSON."""
+    """Nested mapping -> ``{prefix.key.sub: scalar}``; lists as JSON (with ``lists``: by index)."""
     flat: dict[str, Any] = {}
     for key, value in mapping.items():
         name = f"{prefix}.{key}" if prefix else str(key)

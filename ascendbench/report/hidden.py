@@ -1,5 +1,4 @@
-"""Hidden states (``compare.layers``) folded to the worst value per check and their per-layer
-detail; the replay reference's per-module local errors; the reference-free output checks."""
+"""Hidden states (``compare.layers``), the replay's per-module errors, the output checks."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""report.html: the very Markdown of report.md as one self-contained page (sortable tables,
-pictures as ``data:`` URIs); the converter knows the Markdown the report writes."""
+"""report.html: report.md as one self-contained page (sortable tables, inline pictures)."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ PAGE = yaml.safe_load(Path(__file__).with_name("page.yaml").read_text())  # styl
 
 
 class Pictures:
-    """Link targets in ``base_dir`` or ``roots`` -> ``data:`` URIs: each up to ``max_bytes``, all up
-    to ``total_bytes`` (first come first; later ones stay links, counted in ``linked``)."""
+    """Link targets in ``base_dir`` or ``roots`` -> ``data:`` URIs within the byte budgets."""
 
     def __init__(self, base_dir: Path, max_bytes: int, total_bytes: int | None = None,
                  roots: Sequence[Path] = (), lang: str = "en") -> None:
@@ -117,7 +115,6 @@ def _kind(line: str) -> str:
 
 
 def _block(kind: str, lines: list[str], pictures: Pictures) -> str:
-    """One block of lines as HTML: a sortable table, a list, a heading or a paragraph."""
     if kind == "table" and len(lines) > 1 and _SEPARATOR.match(lines[1].strip()):
         head = "".join(f'<th scope="col">{inline(c, pictures)}</th>' for c in table_cells(lines[0]))
         rows = [[f"<td>{inline(c, pictures)}</td>" for c in table_cells(line)]
@@ -138,8 +135,7 @@ def _block(kind: str, lines: list[str], pictures: Pictures) -> str:
 def html_document(markdown: str, base_dir: Path, embed_max_mb: float,
                   embed_total_mb: float | None = None, roots: Sequence[Path] = (),
                   lang: str = "en") -> str:
-    """The whole page for the report's Markdown, links relative to ``base_dir``; pictures in it or
-    ``roots`` within the ``embed_*_mb`` budgets embedded, the others linked (a note counts them)."""
+    """The whole page for the report's Markdown; pictures within the ``embed_*_mb`` budgets."""
     total = None if embed_total_mb is None else int(float(embed_total_mb) * 2**20)
     pictures = Pictures(base_dir, int(float(embed_max_mb) * 2**20), total, roots, lang)
     blocks = []

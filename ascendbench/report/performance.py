@@ -1,5 +1,4 @@
-"""Performance tables (latency, throughput, memory, FLOPs/MFU, speed-up over the CPU) and the
-latency pivot: workloads down, dtypes across, in the spirit of ``torch.utils.benchmark.Compare``."""
+"""Performance tables (latency, throughput, memory, FLOPs/MFU, speed-up) and the latency pivot."""
 
 from __future__ import annotations
 
@@ -46,9 +45,7 @@ def latest(rows: Sequence[fmt.Row]) -> fmt.Row | None:
 
 
 def perf_show(show: Iterable[Any]) -> list[str]:
-    """The ``performance.show`` names in order (``all``: every column of :data:`PERF_VALUES`).
-    Raises:
-        ReportError: a name not in :data:`PERF_VALUES` (nor ``all``), or an empty list."""
+    """The ``performance.show`` names in order (``all``: every column); ReportError if unknown."""
     names = [str(n) for n in show]
     if "all" in names:
         return list(PERF_VALUES)
@@ -111,7 +108,6 @@ def _flops_cell(row: fmt.Row, key: str) -> str:
 
 
 def _flops_columns(rows: fmt.Rows) -> list[tuple[str, str]]:
-    """(header, key) of the FLOPs / MFU fields some row carries under ``bench``."""
     keys = {k for r in rows for k in r if k.startswith("bench.")}
     known = [(h, k) for h, k in FLOPS if k in keys]
     others = sorted(k for k in keys - {k for _, k in known}
@@ -149,8 +145,7 @@ def _number_first(value: str) -> bool:
 def performance_table(rows: fmt.Rows, cpu_rows: fmt.Rows, cpu_dtype: str, base_dir: Path,
                       show: Sequence[str] = ("median_ms", "p90_ms", "throughput", "memory",
                                              "speedup")) -> str:
-    """One model's performance table: device x dtype x workload x batch, the ``show`` columns;
-    ``steps`` equal in every row and a FLOPs / speed-up column of one non-number fold into notes."""
+    """One model's performance table: device x dtype x workload x batch, the ``show`` columns."""
     values: list[tuple[str, Any]] = []
     for name in perf_show(show):
         if name == "flops":
@@ -200,8 +195,7 @@ def _pivot(rows: fmt.Rows, base_dir: Path) -> str:
     steps = any(len(key) == 4 for key in groups)
     headers = ["preset", "size", "batch"] + (["steps"] if steps else [])
     body = [list(key) + (["-"] if steps and len(key) == 3 else [])
-            + [_ci_cell(latest([r for r in members if fmt.field(r, "job.dtype") == d]),
-                        base_dir)
+            + [_ci_cell(latest([r for r in members if fmt.field(r, "job.dtype") == d]), base_dir)
                for d in dtypes] for key, members in groups.items()]
     return fmt.table(headers + [f"{d} ms [95% CI]" for d in dtypes], body)
 

@@ -1,5 +1,4 @@
-"""PNG plots (matplotlib, Agg): median latency with its 95% CI vs size and batch per dtype, and the
-error per dtype against its fail bounds."""
+"""PNG plots (matplotlib, Agg): latency with its 95% CI vs size and batch, the error per dtype."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def _series(rows: Rows, x: Callable[[Row], float], fixed: Callable[[Row], bool]
 
 def draw_latency(ax: Any, series: dict[str, list[Point]], label: Callable[[Row], str],
                  colors: dict[str, str] | None = None) -> bool:
-    """Medians with 95% CI bars and earlier runs, a series in its ``colors`` entry (one colour per
-    dtype in every panel); categorical for few x values (returned)."""
+    """Medians with 95% CI bars and earlier runs, a colour per dtype; categorical for few x."""
     xs = sorted({x for pts in series.values() for x, _ in pts})
     categorical = len(xs) <= CATEGORICAL_MAX
     width = 0.6 / max(len(series), 1)
@@ -156,7 +154,6 @@ def latency_figure(rows: Rows, model: str) -> Any | None:
 
 
 def _error_points(rows: Rows, metric: str) -> list[tuple[str, str, float]]:
-    """(device, label, value) of the metric answering the ``error`` section in each row."""
     points = []
     for row in rows:
         name = section_metric(row, "error", [metric])

@@ -1,5 +1,4 @@
-"""Where the time goes: the records' ``profile`` sections as tables (per job the top operators;
-per workload profiled in several dtypes, the operators across dtypes)."""
+"""Where the time goes: the records' ``profile`` sections as tables (per job, across dtypes)."""
 
 from __future__ import annotations
 
@@ -32,7 +31,6 @@ def shapes_label(shapes: Any) -> str:
 
 
 def _job(row: fmt.Row, base_dir: Path, heading: str) -> str:
-    """Heading, coverage sentence and top-operator table of one profiled job."""
     model, device, dtype, preset, size, batch = fmt.cells(
         row, ["job.model", "job.device", "job.dtype", "job.preset", "size", "job.batch_size"])
     clock = _CLOCKS.get(str(fmt.get(row, "profile.clock")), fmt.field(row, "profile.clock"))

@@ -1,5 +1,4 @@
-"""Multi-card scaling (one workload on 1, 2, ... ranks, from ``distributed``) and graph-mode compile
-cost (``device.compile`` beside the eager job, from ``bench.compile``)."""
+"""Multi-card scaling (one workload on 1, 2, ... ranks) and graph-mode compile cost."""
 
 from __future__ import annotations
 
@@ -39,7 +38,6 @@ def _workloads(rows: Rows, keep: Callable[[list[Row]], bool]) -> list[list[Row]]
 
 
 def _by_world(members: Rows) -> list[tuple[int, Row]]:
-    """The latest job of each (world size, mode), fewest ranks first."""
     keys = sorted({(world_size(r), mode(r)) for r in members})
     return [(n, latest([r for r in members if (world_size(r), mode(r)) == (n, m)]))
             for n, m in keys]

@@ -1,5 +1,4 @@
-"""The best passing trial of an optimisation sweep for ``summary.md``, by the rule the jobs
-returned to the sampler (:func:`ascendbench.job.objective.objective_value`)."""
+"""The best passing trial of an optimisation sweep for ``summary.md``, by the sampler's rule."""
 
 from __future__ import annotations
 

@@ -80,9 +80,7 @@ def rules_note(rows: fmt.Rows, names: Sequence[str], lang: str) -> str | None:
 
 
 def variants_note(rows: fmt.Rows, lang: str, ratios: bool = False) -> list[str | None]:
-    """Rows that read alike but ran other declared variants, numbered as the records note, by the
-    values in force (:func:`in_force`), with ``ratios`` each one's latency over the first's with
-    the gate's answer; settings asked differently that ran the same are named as no variant."""
+    """Rows alike but for declared variants (:func:`in_force`), numbered, with ``ratios``."""
     numbered = [(n, row, variant_settings(row), in_force(row)) for n, row in enumerate(rows, 1)]
     parts, same = [], set()
     for members in fmt.group(numbered, lambda m: (fmt.get(m[1], "job.preset"), fmt.size_label(m[1]),
@@ -172,8 +170,7 @@ def flux2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def speedup_cell(base: fmt.Row, row: fmt.Row, lang: str) -> str:
-    """``base``'s median over ``row``'s, with the gate's answer where it cannot tell the two apart
-    (:func:`~ascendbench.report.variants.shift`)."""
+    """``base``'s median over ``row``'s, with the gate's answer where it cannot tell them apart."""
     speedup = fmt.times(fmt.latency(base) / fmt.latency(row))
     found = None if row is base else shift(base, row)
     if found is None or found[1] in ("slower", "faster"):
@@ -234,8 +231,7 @@ SULPHUR_HIDDEN = {"max_abs_err": "<= 0.001", "cosine": ">= 0.9999"}  # the seed'
 
 
 def seed_verdict(row: fmt.Row, prefixes: Sequence[str]) -> str:
-    """The verdict of the seed's own rules (the entries at ``prefixes``), naming what failed; the
-    record's verdict where none of them was judged (a replay)."""
+    """The verdict of the seed's own rules (at ``prefixes``), else the record's (a replay)."""
     judged = [v for p in prefixes if (v := fmt.get(row, f"{p}.verdict")) in ORDER]
     if not judged:
         return fmt.named_verdict(row)
@@ -288,8 +284,7 @@ def sulphur2_accuracy(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
 
 
 def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
-    """指标 | 预估/实测数值 | 说明: load time, first call, time per resolution, peak
-    memory."""
+    """指标 | 预估/实测数值 | 说明: load time, first call, time per resolution, memory."""
     timed = [r for r in timing_rows(rows) if fmt.latency(r)]
     if not timed:
         return None
@@ -316,7 +311,6 @@ def sulphur2_performance(rows: fmt.Rows, lang: str, base_dir: Path) -> str | Non
 
 
 def _used(row: fmt.Row, key: str) -> str:
-    """``job.<key>``; ``-`` for a task that does not use it, ``missing`` otherwise."""
     value = fmt.get(row, f"job.{key}")
     if value is not None:
         return fmt.num(value)

@@ -1,5 +1,4 @@
-"""Which records feed which table (``--select``, one row per workload) and which metric answers a
-section (the task's declaration in ``job.primary``, else an unambiguous name)."""
+"""Which records feed which table (``--select``) and which metric answers a section."""
 
 from __future__ import annotations
 
@@ -72,8 +71,7 @@ def from_the_future(row: Row) -> bool:
 
 
 def latest_per_workload(rows: Iterable[Row], timing: bool = False) -> list[dict[str, Any]]:
-    """The latest record per workload and settings (``report.runs`` counts them), warned ones
-    finished in the future only where nothing else is."""
+    """The latest record per workload and settings (``report.runs`` counts them)."""
     def key(row: Row) -> tuple:
         found = workload(row) + tuple(sorted(variant_settings(row).items()))
         return tuple(k for k in found if not (timing and isinstance(k, tuple)

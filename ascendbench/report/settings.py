@@ -21,9 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def load_settings(overrides: Iterable[str] = ()) -> DictConfig:
-    """The report options with dotted overrides applied (e.g. ``compare.min_effect=0.05``).
-    Raises:
-        ReportError: an override is malformed, names an unknown key, or sets a value not allowed."""
+    """The report options with dotted overrides applied (ReportError: malformed or invalid)."""
     settings = OmegaConf.load(config_dir() / SETTINGS_FILE)
     OmegaConf.set_struct(settings, True)
     overrides = list(overrides)
@@ -67,10 +65,7 @@ def _number(raw: Any, allowed: Callable[[float], bool], message: str) -> float:
 
 
 def check_compare(settings: DictConfig) -> None:
-    """Validate the gate's ``compare`` options and store them typed: ``alpha`` in (0, 1),
-    ``min_effect`` a finite fraction >= 0 (its deprecated alias ``noise`` wins when set, logged),
-    ``allow_missing`` a boolean; deprecated ``method`` (null or in ``METHODS``), ``min_samples``
-    (null or an integer >= 2); a ``ReportError`` names the key, value, what is allowed, the fix."""
+    """Validate the gate's ``compare`` options and store them typed (ReportError names the key)."""
     compare = settings.compare
     if compare.method is not None and compare.method not in METHODS:
         raise ReportError(

@@ -1,6 +1,4 @@
-"""Is NEW slower than OLD? The gate's one latency rule (docs/reports.md "Regression gate"): the
-one-sided lower bound of NEW/OLD - 1 beyond ``min_effect``, from the pairs of one interleaved run,
-else from both runs' intervals (recomputed from each record's calls, OLD's earlier runs on both)."""
+"""Is NEW slower than OLD? The gate's one latency rule (docs/reports.md "Regression gate")."""
 
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ class Pairing:
 
     @classmethod
     def from_section(cls, section: Any, samples: Sequence[float] | None) -> Pairing | None:
-        """From a record's ``bench.interleave`` and the side's own calls; None when absent,
-        malformed, or not the medians of its own calls (copied pairs are no evidence)."""
+        """From ``bench.interleave`` and the side's calls; None if absent or not its own medians."""
         if not isinstance(section, Mapping) or not samples:
             return None
         run, position = section.get("id"), section.get("position")
@@ -143,8 +140,7 @@ def decide(old: Latency, new: Latency, rule: LatencyRule) -> Decision:
 
 
 def section_latency(bench: Any, median: float) -> Latency:
-    """A ``bench`` section's interval and pairing, recomputed from its calls and earlier medians
-    (an edited bound is not believed; a stated width they do not give is a ``doubt``)."""
+    """A ``bench`` section's interval and pairing, recomputed from its calls and earlier medians."""
     if not isinstance(bench, Mapping):
         return Latency(median)
     samples, stated = _positive(bench.get("samples_ms")), bench.get("interval")
@@ -160,7 +156,6 @@ def section_latency(bench: Any, median: float) -> Latency:
 
 
 def _positive(values: Any) -> tuple[float, ...] | None:
-    """A non-empty list of finite numbers > 0 as floats, else None."""
     if not isinstance(values, list) or not values:
         return None
     usable = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

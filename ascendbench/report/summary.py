@@ -1,5 +1,4 @@
-"""The end-of-sweep summary: ``summary.csv`` (every record, flat) and ``summary.md`` in the sweep
-directory."""
+"""The end-of-sweep summary: ``summary.csv`` and ``summary.md`` in the sweep directory."""
 
 from __future__ import annotations
 

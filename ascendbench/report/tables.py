@@ -1,5 +1,4 @@
-"""Accuracy, failed-job, dry-run and environment tables: a row per record linking it, columns
-saying one thing in every row and each metric's rule as notes."""
+"""Accuracy, failed-job, dry-run and environment tables: a row per record linking it."""
 
 from __future__ import annotations
 

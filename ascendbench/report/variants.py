@@ -1,5 +1,4 @@
-"""A/B variants side by side: jobs of one workload differing only in declared variant keys
-(docs/reports.md, "A/B variants"); the baseline is the variant that started first."""
+"""A/B variants side by side: one workload's jobs differing in declared variant keys only."""
 
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ def variant_settings(row: fmt.Row) -> dict[str, str]:
 
 
 def in_force(row: fmt.Row) -> dict[str, str]:
-    """:func:`variant_settings` as they ran: a patch the device run skipped is ``not applied``,
-    ``cpu_offload`` is the pipeline's (``pipeline.cpu_offload``); other settings as asked."""
+    """:func:`variant_settings` as they ran (a skipped patch: ``not applied``)."""
     found = variant_settings(row)
     try:
         entries = json.loads(row.get("patches") or "{}").get("device") or []
@@ -113,7 +111,6 @@ class VariantGroup:
 
 
 def _group(rows: fmt.Rows) -> VariantGroup:
-    """One workload's rows as variants by their settings, first started first."""
     order = {id(r): i for i, r in enumerate(rows)}
     by_settings = group(rows, lambda r: tuple(sorted(variant_settings(r).items())))
     started = sorted(by_settings.items(),
@@ -170,8 +167,7 @@ def patches_cell(row: fmt.Row) -> str:
 
 def shift(base: fmt.Row, row: fmt.Row, rule: LatencyRule | None = None
           ) -> tuple[float, str, str] | None:
-    """(ratio, answer, evidence) of ``row``'s median latency over ``base``'s (None without both) by
-    the gate's rule: ``slower``, ``faster``, :data:`SAME` or ``untested`` (nothing to test by)."""
+    """(ratio, answer, evidence) of ``row``'s median latency over ``base``'s by the gate's rule."""
     old, new = latency_of(base), latency_of(row)
     if old is None or new is None or not old.median_ms:
         return None

@@ -1,6 +1,4 @@
-"""The task interface: what a job uses of a task (``make_inputs``, ``to``, ``run``,
-``items_per_call``, ``checks``...), with the defaults most tasks keep. A subclass sets the class
-attributes and implements ``make_inputs`` and ``run`` (docs/extending.md)."""
+"""The task interface: what a job uses of a task, with the defaults (docs/extending.md)."""
 
 from __future__ import annotations
 
@@ -11,16 +9,11 @@ import torch
 
 
 class Task(ABC):
-    """Base class of every task (docs/extending.md).
-    Class attributes:
-        output_kind: ``None`` (tensors only), ``"tensor"``, ``"image"`` (``[N, C, H, W]`` in
-            ``value_range``) or ``"video"`` (5-D, ``video_layout``: ``BCTHW`` or ``BTCHW``).
-        unit: what :meth:`items_per_call` counts (``images``, ``frames``, ``clips``, ``calls``).
-        natural_outputs: pictures from natural input: range and picture checks judged, else shown.
-        video_frames: frames saved as PNG per video (``first``/``middle``/``last`` or indices).
-        preset_keys: the preset sizes the task uses (the record's ``job.sizes``).
-        report_metrics: the metric of each report section (``error``, ``psnr``, ``ssim``), a metric
-            name of the primary output or a full name with ``/``; recorded as ``job.primary``."""
+    """Base class of every task (docs/extending.md). ``output_kind``: ``None`` (tensors only),
+    ``"tensor"``, ``"image"`` (``[N, C, H, W]`` in ``value_range``) or ``"video"`` (5-D, in
+    ``video_layout``); ``unit``: what :meth:`items_per_call` counts; ``natural_outputs``: picture
+    checks judged, else shown; ``video_frames``: frames saved as PNG; ``preset_keys``: the record's
+    ``job.sizes``; ``report_metrics``: each report section's metric (``job.primary``)."""
 
     kind: ClassVar[str] = "task"
     output_kind: ClassVar[str | None] = None
@@ -72,8 +65,7 @@ class Task(ABC):
         return False
 
     def output_range(self, name: str, tensor: torch.Tensor) -> tuple[float, float] | None:
-        """The range output ``name`` must lie in: :attr:`value_range` for floating outputs shaped
-        like :attr:`output_kind` (4-D images, 5-D videos), ``None`` for the others."""
+        """The range output ``name`` must lie in (images and videos of floats), else ``None``."""
         dims = {"image": 4, "video": 5}.get(self.output_kind or "")
         if dims is None or not tensor.is_floating_point() or tensor.dim() != dims:
             return None

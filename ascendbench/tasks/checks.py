@@ -1,5 +1,4 @@
-"""Gates a task computes on its own outputs (``task.checks(ctx)``, after the device run, inside the
-same patches), recorded as metric entries with verdicts or ``{skipped: reason}``."""
+"""Gates a task computes on its own outputs (``task.checks(ctx)``), recorded as metric entries."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from ascendbench.metrics.verdict import judge
 
 @dataclass
 class CheckContext:
-    """What a task's checks may use: the patched device model, CPU inputs and outputs, ``weights``,
-    the rules by metric, ``control`` (a context factory of the random-init architecture or None)."""
+    """What a task's checks may use: device model, inputs, outputs, weights, rules, control."""
 
     module: torch.nn.Module
     device: torch.device
@@ -39,8 +37,7 @@ def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],
     >>> gate("gate/x", 0.0, {"x": {"max": 0}})["verdict"]
     'PASS'
     >>> gate("gate/y", 3.0, {})["verdict"] is None
-    True
-    """
+    True"""
     entry: dict[str, Any] = {"value": float(value), "verdict": None, "threshold": None}
     rule = rules.get(name.rsplit("/", 1)[-1])
     if rule:
@@ -54,8 +51,7 @@ def compare_runs(first: torch.Tensor, second: torch.Tensor) -> tuple[float, dict
     """Two runs of one output: the largest difference, ``identical`` and ``nonfinite_mismatch``.
     >>> inf = float("inf")
     >>> compare_runs(torch.tensor([inf, 1.0]), torch.tensor([inf, 1.0]))
-    (0.0, {'identical': True, 'nonfinite_mismatch': 0})
-    """
+    (0.0, {'identical': True, 'nonfinite_mismatch': 0})"""
     counts = nonfinite_counts(first.detach().cpu(), second.detach().cpu())
     diff = max_abs_diff(first, second)
     return diff, {"identical": diff == 0.0, "nonfinite_mismatch": counts.mismatch}

@@ -1,5 +1,4 @@
-"""Deterministic inputs, drawn on a CPU ``torch.Generator`` so every device sees the same numbers,
-their summaries for the record, and their placement on a device."""
+"""Deterministic inputs drawn on a CPU ``torch.Generator``, their summaries and their placement."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ def structured_clip(batch: int, frames: int, height: int, width: int, seed: int)
     gradient, a disc and a box moving on straight lines (seeded on the CPU: the same everywhere).
     >>> clip = structured_clip(1, 5, 16, 16, seed=42)
     >>> tuple(clip.shape), bool(clip.min() >= -1) and bool(clip.max() <= 1)
-    ((1, 3, 5, 16, 16), True)
-    """
+    ((1, 3, 5, 16, 16), True)"""
     generator = torch.Generator(device="cpu").manual_seed(int(seed))
     t = torch.linspace(0.0, 1.0, frames).view(frames, 1, 1)
     y = torch.linspace(-1.0, 1.0, height).view(1, height, 1)
@@ -67,8 +65,7 @@ def describe(tensors: Mapping[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
 def tensor_stats(tensor: torch.Tensor, preview: int = 5) -> dict[str, Any]:
     """Mean, std, min, max of the finite elements, the non-finite count, first/last values.
     >>> tensor_stats(torch.tensor([1.0, 2.0, float("inf"), 3.0]), preview=2)["first"]
-    [1.0, 2.0]
-    """
+    [1.0, 2.0]"""
     flat = tensor.detach().to("cpu").reshape(-1)
     count, mean, m2, low, high = 0, 0.0, 0.0, math.inf, -math.inf
     for start in range(0, flat.numel(), STATS_CHUNK):

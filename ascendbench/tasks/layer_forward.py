@@ -1,5 +1,4 @@
-"""One layer forward: a seeded input -> any ``torch.nn`` module -> its output, then a second device
-call compared with the first (the seed's "second run diff 0.0")."""
+"""One layer forward: a seeded input -> any ``torch.nn`` module -> its output, run twice."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ from ascendbench.tasks.vae_decode import latent_shape
 
 @dataclass(eq=False)
 class LayerForwardTask(Task):
-    """``outputs[output_name] = module(inputs[input_name])``; the fields are ``model.task``'s keys;
-    ``input_shape`` ``None``: a latent shaped by the preset, ``channels`` and the compressions."""
+    """``outputs[output_name] = module(inputs[input_name])``; fields: ``model.task``'s keys."""
 
     kind = "layer_forward"
     output_kind = "tensor"

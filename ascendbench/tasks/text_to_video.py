@@ -1,5 +1,4 @@
-"""Text (or image) to video: a diffusers video pipeline called with everything from config; the
-noise from a seeded CPU generator, video outputs ``[B, T, C, H, W]`` mapped to [-1, 1]."""
+"""Text (or image) to video: a diffusers video pipeline called with everything from config."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ GENERATED = "ascendbench.tasks.inputs.structured_clip, frame 0"
 
 @dataclass(eq=False)
 class TextToVideoTask(Task):
-    """Generate a video from the configured prompt; the fields are the keys of ``model.task``
-    (conf/model/task/text_to_video.yaml comments each)."""
+    """Generate a video from the configured prompt; fields: ``model.task``'s keys."""
 
     preset_keys = ("batch_size", "height", "width", "num_frames", "steps")
     kind = "text_to_video"
@@ -67,8 +65,7 @@ class TextToVideoTask(Task):
         self.cpu_offload = bool(self.cpu_offload)
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
-        """The generator seed as a tensor (the pipeline draws the noise on the CPU); the preset's
-        sizes are checked against the VAE's compression and kept for :meth:`run`."""
+        """The generator seed as a tensor; the preset's sizes checked against the VAE and kept."""
         latent_shape(preset, 1, self.spatial_compression, self.temporal_compression or None)
         self._call = {call: int(preset[key]) for key, call in self.call_keys.items()}
         return {"seed": torch.tensor([int(seed)], dtype=torch.int64)}
@@ -116,9 +113,8 @@ class TextToVideoTask(Task):
                                "unknown")
         generator = torch.Generator("cpu").manual_seed(int(inputs["seed"].reshape(-1)[0]))
         negative = {"negative_prompt": self.negative_prompt} if self.negative_prompt else {}
-        kwargs = {"prompt": self.prompt, **negative, **self._call,
-                  **self.call_kwargs, **self.pipeline_inputs(inputs), "generator": generator,
-                  "output_type": "pt"}
+        kwargs = {"prompt": self.prompt, **negative, **self._call, **self.call_kwargs,
+                  **self.pipeline_inputs(inputs), "generator": generator, "output_type": "pt"}
         timed = self._timer.step_callback(starts_with="denoiser") if self._timer else None
         steps = None if is_quiet() else Progress("denoising", unit="steps",
                                                  total=self._call.get("num_inference_steps"))
@@ -160,16 +156,13 @@ def generated_image(height: int, width: int, seed: int) -> torch.Tensor:
     """A deterministic ``[1, 3, height, width]`` uint8 RGB image drawn from ``seed``.
     >>> image = generated_image(16, 24, seed=42)
     >>> tuple(image.shape), image.dtype
-    ((1, 3, 16, 24), torch.uint8)
-    """
+    ((1, 3, 16, 24), torch.uint8)"""
     frame = structured_clip(1, 1, height, width, seed)[:, :, 0]
     return ((frame + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8)
 
 
 def read_image(path: Path, height: int, width: int) -> tuple[torch.Tensor, dict[str, Any]]:
-    """The image file as a ``[1, 3, height, width]`` uint8 RGB tensor, and its facts for the record.
-    Raises:
-        ConfigError: the file does not exist or is no image PIL can read."""
+    """The image file as a ``[1, 3, H, W]`` uint8 RGB tensor and its facts (ConfigError)."""
     if not path.is_file():
         raise ConfigError(f"model.task.image={path}: no such file. Give the path of a PNG or JPEG "
                           "image, or model.task.image=null for a generated image (seeded by "
@@ -196,8 +189,7 @@ def to_pil(image: torch.Tensor) -> Any:
 
 
 def check_image_crf(pipe: Any, call_kwargs: Mapping[str, Any]) -> None:
-    """Refuse early when the pipeline would re-compress the image with H.264 (LTX-2's
-    ``image_crf``, not 0; null: diffusers' default 33) without PyAV installed."""
+    """Refuse early a pipeline that would re-compress the image (``image_crf``) without PyAV."""
     if "image_crf" not in inspect.signature(pipe.__call__).parameters:
         return
     crf = call_kwargs.get("image_crf")
@@ -209,16 +201,14 @@ def check_image_crf(pipe: Any, call_kwargs: Mapping[str, Any]) -> None:
 
 
 def float32_posterior_sample(dist: Any, generator: torch.Generator | None = None) -> torch.Tensor:
-    """``dist.sample(generator)`` of a ``DiagonalGaussianDistribution`` with the noise drawn in
-    float32 (diffusers draws it in the VAE's dtype: other numbers from the same generator)."""
+    """``dist.sample(generator)`` of a ``DiagonalGaussianDistribution``, the noise in float32."""
     noise = randn_tensor(dist.mean.shape, generator=generator, device=dist.parameters.device,
                          dtype=torch.float32)
     return dist.mean + dist.std * noise.to(dist.parameters.dtype)
 
 
 def float32_encode_noise(vae: Any) -> bool:
-    """Make ``vae.encode``'s posterior sample draw its noise in float32 (once, however often the
-    pipeline is placed); whether ``vae.encode`` is now wrapped."""
+    """Make ``vae.encode``'s posterior noise float32 (once); whether ``vae.encode`` is wrapped."""
     original = vae.encode
     if getattr(original, "_float32_noise", False):
         return True
@@ -238,10 +228,7 @@ def float32_encode_noise(vae: Any) -> bool:
 
 @dataclass(eq=False)
 class ImageToVideoTask(TextToVideoTask):
-    """Generate a video from a conditioning image and the prompt (``LTX(2)ImageToVideoPipeline``).
-    Attributes:
-        image: the conditioning image (Lanczos-resized); ``None``: a seeded ``structured_clip``.
-        float32_encode_noise: draw the VAE posterior's noise in float32 like every other noise."""
+    """Generate a video from a conditioning image and the prompt (LTX(2)ImageToVideoPipeline)."""
 
     kind = "image_to_video"
 
@@ -286,8 +273,7 @@ class ImageToVideoTask(TextToVideoTask):
 
 @dataclass(eq=False)
 class TextToImageTask(TextToVideoTask):
-    """Generate images from the prompt (``Flux2KleinPipeline``): ``[N, 3, H, W]`` in [-1, 1]; the
-    fields are those of text to video (conf/model/task/text_to_image.yaml)."""
+    """Generate images from the prompt (``Flux2KleinPipeline``): ``[N, 3, H, W]`` in [-1, 1]."""
 
     preset_keys = ("batch_size", "height", "width", "steps")
     kind, output_kind, unit = "text_to_image", "image", "images"
@@ -299,8 +285,7 @@ class TextToImageTask(TextToVideoTask):
     latent_channels: int = 128
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
-        """The seed and the initial noise ``[B, C, H / s, W / s]`` drawn from it in float32 (the
-        pipeline would draw it in its own dtype: other numbers in a float64 reference)."""
+        """The seed and the initial noise ``[B, C, H / s, W / s]`` drawn from it in float32."""
         shape = latent_shape(preset, self.latent_channels, self.spatial_compression)
         return {**super().make_inputs(preset, seed), "latents": cpu_randn(shape, seed)}
 

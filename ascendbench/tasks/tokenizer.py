@@ -1,5 +1,4 @@
-"""Video tokenizer: a structured clip -> ``model.tokenize`` -> ``model.detokenize`` (videoflextok's
-API) with N flow steps from CPU-drawn noise: ``tokens`` ``[B, t, n]`` and ``reconstruction``."""
+"""Video tokenizer: a structured clip -> ``model.tokenize`` -> ``model.detokenize``."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ from ascendbench.tasks.tokenizer_gates import tokenizer_gates
 
 @dataclass(eq=False)
 class VideoTokenizerTask(Task):
-    """Tokenize and detokenize a deterministic structured clip; the fields are ``model.task``'s
-    keys (docs/videoflextok.md describes each)."""
+    """Tokenize and detokenize a deterministic structured clip; fields: ``model.task``'s keys."""
 
     kind = "video_tokenizer"
     output_kind, natural_outputs = "video", True  # a reconstruction of a structured clip
@@ -104,8 +102,7 @@ class VideoTokenizerTask(Task):
         return torch.cat([t.reshape(1, *t.shape[1:]) for t in tokens]).long()
 
     def check_noise(self, model: Any) -> None:
-        """``noise_shape`` against the model's values at ``noise_check``; a :class:`TaskError` if
-        they differ."""
+        """``noise_shape`` against the model's values at ``noise_check`` (a TaskError if not)."""
         if not self.noise_check or self.noise_shape is None:
             return
         values = []
@@ -124,8 +121,7 @@ class VideoTokenizerTask(Task):
 
     def reconstruct(self, model: Any, tokens: torch.Tensor,
                     noise: torch.Tensor | None) -> torch.Tensor:
-        """``model.detokenize`` with the steps, the noise and ``detokenize``'s arguments; the
-        device's global generator is seeded (and restored after) for upstream's chunked decoder."""
+        """``model.detokenize`` with the steps and noise, the device's generator seeded."""
         kwargs = {**dict(self.detokenize or {}), self.steps_kwarg: self.steps}
         if noise is not None:
             self.check_noise(model)

@@ -1,5 +1,4 @@
-"""The video tokenizer's gates, as the VideoFlexTok seed report checked them by hand: each is
-``metrics["gate/<name>"]``, judged by ``model.thresholds.<name>`` (docs/videoflextok.md)."""
+"""The video tokenizer's gates ``metrics["gate/<name>"]``, judged by ``model.thresholds``."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ def _copy(value: Any) -> Any:
 
 
 class Replay:
-    """Record what ``owner.<method>`` returns during a pass, then return copies of it in the next
-    pass without calling it (a dict is merged into the call's dict argument)."""
+    """Record what ``owner.<method>`` returns in a pass, then return copies of it in the next."""
 
     def __init__(self, owner: Any, method: str) -> None:
         found = getattr(owner, method, None)
@@ -90,8 +88,7 @@ class Replay:
 def reconstruction_mse(reconstruction: torch.Tensor, video: torch.Tensor) -> float:
     """MSE of the reconstruction against the input clip in float64 (NaN when shapes differ).
     >>> reconstruction_mse(torch.zeros(1, 3, 1, 2, 2), torch.full((1, 3, 1, 2, 2), 0.5))
-    0.25
-    """
+    0.25"""
     if reconstruction.shape != video.shape:
         return float("nan")
     diff = reconstruction.detach().to("cpu", torch.float64) - video.detach().to("cpu",
@@ -105,8 +102,7 @@ def reconstruction_psnr(reconstruction: torch.Tensor, video: torch.Tensor) -> fl
 
 
 def tokenizer_gates(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
-    """Every gate of one device run; with random-init weights the quality gates are recorded but
-    not judged (random weights are not expected to reconstruct)."""
+    """Every gate of one device run; random-init weights: quality gates recorded, not judged."""
     weights, rules, video = ctx.weights, ctx.rules, ctx.inputs["video"]
     gates = {**_load_gates(ctx), **_token_gates(task, ctx), **fixed_latent_gate(task, ctx)}
     recon = ctx.outputs["reconstruction"]
@@ -189,8 +185,7 @@ def _control_gates(task: Any, ctx: CheckContext, psnr: float) -> dict[str, dict[
 
 
 def fixed_latent_gate(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
-    """``gate/fixed_latent_token_agreement``: two tokenizes, the second given the first's VAE
-    latents (:class:`Replay`), so a differing id comes from encoder or quantiser, not the VAE."""
+    """``gate/fixed_latent_token_agreement``: two tokenizes, the second on the first's latents."""
     name = "gate/fixed_latent_token_agreement"
     if not task.latent_module:
         return {name: {"skipped": "model.task.latent_module is not set (the attribute path of the "
@@ -215,8 +210,7 @@ def fixed_latent_gate(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]
 
 
 def rerun_psnr_gate(task: Any, ctx: CheckContext) -> dict[str, dict[str, Any]]:
-    """``gate/recon_psnr_rerun_diff_db``: the run's tokens detokenized again from the same noise;
-    how far that PSNR lies from the run's, with both PSNRs and the largest pixel difference."""
+    """``gate/recon_psnr_rerun_diff_db``: the run's tokens detokenized again; the PSNR's shift."""
     name, video = "gate/recon_psnr_rerun_diff_db", ctx.inputs["video"]
     recon = ctx.outputs["reconstruction"]
     noise = {"noise": ctx.inputs["noise"]} if "noise" in ctx.inputs else {}

@@ -1,5 +1,4 @@
-"""VAE decode: a latent drawn from ``torch.Generator(seed)`` -> the decoder -> images or videos in
-[-1, 1]; causal video VAEs keep the first frame on its own (:func:`latent_shape`)."""
+"""VAE decode: a latent drawn from ``torch.Generator(seed)`` -> the decoder -> images or videos."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ def latent_shape(preset: Mapping[str, Any], channels: int, spatial: int,
                  temporal: int | None = None) -> tuple[int, ...]:
     """``[B, C, H / spatial, W / spatial]``, with ``1 + (F - 1) / temporal`` frames after ``C``.
     >>> latent_shape({"height": 256, "width": 256, "num_frames": 9, "batch_size": 1}, 128, 32, 8)
-    (1, 128, 2, 8, 8)
-    """
+    (1, 128, 2, 8, 8)"""
     height, width, batch = int(preset["height"]), int(preset["width"]), int(preset["batch_size"])
     if height % spatial or width % spatial or min(height, width, batch) <= 0:
         fix_h, fix_w = (max(spatial, size // spatial * spatial) for size in (height, width))
@@ -40,8 +38,7 @@ def latent_shape(preset: Mapping[str, Any], channels: int, spatial: int,
 
 
 def apply_vae_options(vae: Any, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Switch a diffusers VAE's slicing and tiling (``enable_slicing``, ``enable_tiling`` and
-    ``tiling``: the ``enable_tiling`` arguments) on or off; what was applied, for the record."""
+    """Switch a diffusers VAE's slicing and tiling on or off; what was applied, for the record."""
     options = dict(options or {})
     unknown = sorted(set(options) - set(VAE_OPTION_KEYS))
     if unknown:
@@ -91,8 +88,7 @@ class VaeDecodeTask(Task):
 
 
 class VideoDecodeTask(VaeDecodeTask):
-    """Decode a 5-D latent to ``[B, 3, F, H, W]``, with the VAE's slicing/tiling options (``vae``)
-    applied wherever the model is placed (reference and device alike)."""
+    """Decode a 5-D latent to ``[B, 3, F, H, W]`` with the VAE's slicing/tiling (``vae``)."""
 
     kind = "video_decode"
     output_kind = "video"

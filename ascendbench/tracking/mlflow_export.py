@@ -1,5 +1,4 @@
-"""Records -> MLflow runs, each at most once: a run carries :data:`KEY_TAG` (job dir hash) and, once
-complete, :data:`DIGEST_TAG`; same digest ``unchanged``, another ``replaced``, none ``created``."""
+"""Records -> MLflow runs, each at most once (:data:`KEY_TAG` the run, :data:`DIGEST_TAG` done)."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ def import_mlflow() -> Any:
 
 
 def resolve_uri(uri: str | None) -> str:
-    """``uri``, else ``$MLFLOW_TRACKING_URI``, else :data:`DEFAULT_URI`; a relative SQLite path is
-    made absolute, so that every process of a sweep uses one database.
+    """``uri``, else ``$MLFLOW_TRACKING_URI``, else :data:`DEFAULT_URI`; SQLite paths absolute.
     >>> resolve_uri("sqlite:////data/mlflow.db"), resolve_uri("http://tracking:5000")
     ('sqlite:////data/mlflow.db', 'http://tracking:5000')"""
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or DEFAULT_URI

@@ -1,5 +1,4 @@
-"""``python -m ascendbench.verify`` (``make verify``): is this host ready to validate a port?
-One PASS/WARN/FAIL line per check, exit 1 if any fails; timeouts: nothing hangs without a device."""
+"""``python -m ascendbench.verify``: one PASS/WARN/FAIL line per host check, exit 1 if any fails."""
 
 from __future__ import annotations
 
@@ -144,8 +143,7 @@ def check_lpips() -> Check:
     """The LPIPS weights the ``image`` metric would use, looked for exactly as the metric does."""
     image = OmegaConf.select(load_option("metric", "image"), "evaluators.image") or {}
     net, version = str(image.get("lpips_net", "alex")), str(image.get("lpips_version", "0.1"))
-    problem = backbone_problem(net, version,
-                               verify_hash=bool(image.get("lpips_verify_hash", True)))
+    problem = backbone_problem(net, version, verify_hash=bool(image.get("lpips_verify_hash", True)))
     if problem is None:
         return Check("lpips weights", "PASS",
                      f"{net} v{version} backbone present: {backbone_file(net)}")
@@ -172,7 +170,6 @@ def check_hub(timeout_s: float) -> Check:
 
 
 def _guarded(name: str, fn: Callable[[], Any]) -> list[Check]:
-    """Run one check; its own exception becomes a FAIL line instead of a crash."""
     try:
         result = fn()
     except Exception as exc:  # a check must never take the whole report down

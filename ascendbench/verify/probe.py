@@ -19,8 +19,7 @@ _MB = 1024.0 * 1024.0
 ATTENTION_BACKENDS: dict[str, tuple[str, ...]] = {
     "native": ("cpu", "cuda", "npu"), "_native_math": ("cpu", "cuda", "npu"),
     "_native_flash": ("cuda",), "_native_efficient": ("cuda",), "_native_npu": ("npu",),
-    "flash": ("cuda",),
-}
+    "flash": ("cuda",)}
 # The dtype of the probe call per device type, and its tolerance against float32 math SDPA.
 _PROBE_DTYPE = {"cpu": torch.float32, "cuda": torch.float16, "npu": torch.float16}
 _PROBE_ATOL = {torch.float32: 1e-5, torch.float16: 1e-2}
@@ -43,7 +42,6 @@ def _npu_facts() -> dict[str, Any]:
 
 
 def _accelerator(kind: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(summary, devices) of one accelerator type."""
     facts = _npu_facts() if kind == "npu" else {}
     try:
         runtime = load_runtime(kind)

@@ -1,5 +1,4 @@
-"""What a multi-card job asks for (``device.world_size``, ``device.parallel``, ``device.dist``) and
-the parallel modes installed on a rank's model; docs/devices.md "Several cards"."""
+"""What a multi-card job asks for and the parallel modes installed on a rank's model."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ MODES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class ParallelSettings:
-    """A job's ranks: count, mode (a key of :data:`MODES`), backend, rendezvous (``master_port`` 0:
-    a free port), collective timeout, ``grace_s`` for the others after one fails (then signals)."""
+    """A job's ranks: count, mode (a key of :data:`MODES`), backend, rendezvous, timeouts."""
 
     world_size: int = 1
     mode: str = "none"
@@ -80,8 +78,7 @@ def _refusal(world_size: int, mode: str) -> str | None:
 
 
 def parallel_settings(device_cfg: Mapping[str, Any], device_type: str) -> ParallelSettings:
-    """Read and check the device node's parallel keys for a run on ``device_type`` (a
-    :class:`ConfigError` for values that are unknown or do not fit the world size)."""
+    """Read and check the device node's parallel keys for a run on ``device_type`` (ConfigError)."""
     world_size = _int(device_cfg.get("world_size", 1), "device.world_size")
     mode = str(device_cfg.get("parallel") or "none")
     dist = dict(device_cfg.get("dist") or {})
@@ -115,8 +112,7 @@ def set_rank_device(device: torch.device) -> None:
 
 
 def denoiser_of(model: Any) -> nn.Module:
-    """The denoiser of a diffusers pipeline (``transformer``, else ``unet``); a
-    :class:`ConfigError` when it has neither."""
+    """The denoiser of a diffusers pipeline (``transformer``, else ``unet``), or a ConfigError."""
     for name in ("transformer", "unet"):
         if isinstance(module := getattr(model, name, None), nn.Module):
             return module
@@ -128,8 +124,7 @@ def denoiser_of(model: Any) -> nn.Module:
 
 @dataclass(eq=False)
 class CfgSplit:
-    """Classifier-free guidance over two ranks, as hooks on the pipeline's denoiser; ``calls``
-    counts the denoiser calls split (the record's proof that the split ran)."""
+    """Classifier-free guidance over two ranks, as hooks on the denoiser; ``calls``: calls split."""
 
     rank: int
     pipe: Any
@@ -182,8 +177,7 @@ def _gather_halves(half: torch.Tensor) -> torch.Tensor:
 
 
 def largest_block_list(model: Any) -> tuple[str, nn.ModuleList]:
-    """``(dotted path, ModuleList)`` holding the most parameter bytes (the denoiser's, if any); a
-    :class:`ConfigError` when the model has no list of two or more blocks."""
+    """``(dotted path, ModuleList)`` holding the most parameter bytes (ConfigError if none)."""
     roots = ({"": model} if isinstance(model, nn.Module)
              else {name: m for name, m in vars(model).items() if isinstance(m, nn.Module)})
     for name in ("transformer", "unet"):
@@ -221,8 +215,7 @@ def slices(count: int, world_size: int) -> list[range]:
 
 @dataclass(eq=False)
 class BlockPlacement:
-    """``device_map``: this rank holds ``slices(...)[rank]`` of the largest block list; ``path``,
-    ``owners`` (the rank holding each block) and ``held_mb`` are set by :meth:`install`."""
+    """``device_map``: this rank holds ``slices(...)[rank]`` of the largest block list."""
 
     rank: int
     world_size: int
@@ -281,8 +274,7 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
         if rank == owner:
             tensor = items[index].contiguous()
         else:
-            tensor = torch.empty(spec[0], dtype=getattr(torch, spec[1]),
-                                 device=_DEVICE["device"])
+            tensor = torch.empty(spec[0], dtype=getattr(torch, spec[1]), device=_DEVICE["device"])
         dist.broadcast(tensor, src=owner)
         received.append(tensor)
     if rank == owner:
@@ -291,8 +283,7 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
 
 
 def check_mode(settings: ParallelSettings, model: Any, device_type: str) -> None:
-    """Refuse (:class:`ConfigError`), before any rank starts, a mode the model (maybe on meta) or
-    the device cannot run."""
+    """Refuse, before any rank starts, a mode the model or the device cannot run (ConfigError)."""
     if settings.mode == "cfg":
         denoiser_of(model)
     elif settings.mode == "device_map":
@@ -318,9 +309,7 @@ def enable_context_parallel(model: Any, settings: ParallelSettings,
 
 
 def rank_memory(settings: ParallelSettings, model: Any, single: RunMemory) -> list[RunMemory]:
-    """Each rank's parameters and activation peak from the one-card estimate, rank 0 first: cfg
-    keeps the whole estimate (an upper bound), device_map a rank's own slice of the blocks plus the
-    rest, context the activations divided over the ranks (the sequence split)."""
+    """Each rank's parameters and activation peak from the one-card estimate, rank 0 first."""
     if settings.mode == "device_map":
         _, blocks = largest_block_list(model)
         counts = [sum(p.numel() for p in block.parameters()) for block in blocks]

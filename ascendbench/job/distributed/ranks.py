@@ -1,5 +1,4 @@
-"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group; rank 0
-leaves every rank's figures in ``<job dir>/ranks/`` (docs/devices.md "Several cards")."""
+"""The device run as ``device.world_size`` spawned ranks of one torch.distributed group."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def run_distributed(job: Any, settings: ParallelSettings) -> dict[str, Any]:
-    """Run the device run as ranks; sets ``job.outputs`` (rank 0's) and returns the sections
-    ``bench``, ``distributed`` and ``outputs`` (:class:`RankFailedError` names a failed rank)."""
+    """Run the device run as ranks; sets ``job.outputs`` (rank 0's), returns the sections."""
     modes.check_mode(settings, job.model, job.adapter.name)
     ranks_dir = Path(job.dir) / RANKS_DIR
     shutil.rmtree(ranks_dir, ignore_errors=True)
@@ -116,7 +114,6 @@ def _rank_failure(exc: ProcessException, settings: ParallelSettings, ranks_dir: 
 
 
 def _stop_all(context: Any) -> None:
-    """Terminate, then kill, every rank still alive, and reap them all."""
     for process in context.processes:
         if process.is_alive():
             process.terminate()
@@ -128,8 +125,7 @@ def _stop_all(context: Any) -> None:
 
 
 def synchronized_samples(ranks: Sequence[Mapping[str, Any]]) -> list[float]:
-    """Per-call maxima over the ranks' host samples (ms); :class:`RankFailedError` when the ranks
-    timed different numbers of calls."""
+    """Per-call maxima over the ranks' host samples (ms); RankFailedError if counts differ."""
     counts = {int(r["rank"]): len(r["samples_ms"]) for r in ranks}
     if len(set(counts.values())) != 1:
         raise RankFailedError(f"the ranks timed different numbers of calls ({counts}); a "
@@ -141,8 +137,7 @@ def synchronized_samples(ranks: Sequence[Mapping[str, Any]]) -> list[float]:
 
 def combine(bench: Mapping[str, Any], ranks: Sequence[Mapping[str, Any]],
             settings: ParallelSettings) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(bench, distributed)`` sections from rank 0's bench and every rank's figures: the
-    synchronized latency, memory per rank (a card runs out on its own), whether outputs agree."""
+    """``(bench, distributed)`` sections from rank 0's bench and every rank's figures."""
     ranks = sorted(ranks, key=lambda r: int(r["rank"]))
     samples = synchronized_samples(ranks)
     latency = LatencyStats.from_ms(samples)
@@ -172,8 +167,7 @@ def combine(bench: Mapping[str, Any], ranks: Sequence[Mapping[str, Any]],
 
 def rank_main(rank: int, cfg: dict[str, Any], job_dir: str, settings: ParallelSettings,
               weights_digest: str | None) -> None:
-    """A spawned rank's entry point; its error goes to ``ranks/rank<N>.error.json`` (for the
-    parent's paragraph) and is raised again, so the parent stops the other ranks."""
+    """A spawned rank's entry point; its error goes to ``ranks/rank<N>.error.json``, re-raised."""
     try:  # Linux: SIGKILL when the parent dies, so no rank outlives a killed job
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -260,8 +254,7 @@ def _share(mine: dict[str, Any], outputs: Mapping[str, torch.Tensor], bench: dic
 
 
 def join_group(rank: int, adapter: Any, settings: ParallelSettings) -> None:
-    """Bind this process to its card (HCCL and NCCL take the current device), then join the
-    group; gloo's collectives allocate on the CPU."""
+    """Bind this process to its card (HCCL and NCCL take the current device), then join."""
     if adapter.runtime is not None and hasattr(adapter.runtime, "set_device"):
         adapter.runtime.set_device(adapter.index)
     gloo = settings.backend == "gloo"
@@ -295,8 +288,7 @@ def synchronized(call: Callable[[], Any], adapter: Any) -> Callable[[], Any]:
 
 
 def rank_bench(bench: DictConfig) -> DictConfig:
-    """``bench`` with a budget every rank keeps alike: ``iters`` fixed (else ``min_iters``), exactly
-    ``warmup`` warm-up calls, no time cap, no FLOP count (its extra call is no sure collective)."""
+    """``bench`` with a budget every rank keeps alike (fixed iterations, no time cap, no FLOPs)."""
     fixed = OmegaConf.to_container(bench, resolve=True)
     fixed.update(iters=int(fixed.get("iters") or fixed.get("min_iters") or 1), warmup_max=None,
                  max_time_s=1e9, min_time_s=0.0, precision=None)

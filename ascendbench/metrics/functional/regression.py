@@ -77,18 +77,16 @@ def chunk_sums(ref: torch.Tensor, dev: torch.Tensor, tol: ErrorTolerances) -> di
         rel.nan_to_num_(nan=0.0)  # 0 / 0 where the reference and the error are both zero
     big = rel[~small] if n_small else rel  # small values are judged by small_value_atol instead
     return {
-        "numel": numel, "n_finite": ref.numel(),
-        "sum_abs": float(abs_diff.sum()), "sum_sq": float(torch.dot(abs_diff, abs_diff)),
-        "max_abs": float(abs_diff.max()) if ref.numel() else 0.0,
-        "n_big": big.numel(), "sum_rel": float(big.sum()),
-        "max_rel": float(big.max()) if big.numel() else 0.0,
+        "numel": numel, "n_finite": ref.numel(), "sum_abs": float(abs_diff.sum()),
+        "sum_sq": float(torch.dot(abs_diff, abs_diff)),
+        "max_abs": float(abs_diff.max()) if ref.numel() else 0.0, "n_big": big.numel(),
+        "sum_rel": float(big.sum()), "max_rel": float(big.max()) if big.numel() else 0.0,
         "n_rel_1e3": int((big < 1e-3).sum()), "n_rel_5e3": int((big < 5e-3).sum()),
         "n_small": n_small, "n_small_err": n_small_err, "n_small_far": n_small_far,
         "dot": float(torch.dot(ref, dev)), "ref_sq": float(torch.dot(ref, ref)),
         "dev_sq": float(torch.dot(dev, dev)), "sign_sum": sign_sum,
-        "n_not_close": n_not_close + mismatch,
-        "nonfinite_mismatch": mismatch, "ref_nonfinite": ref_bad, "dev_nonfinite": dev_bad,
-    }
+        "n_not_close": n_not_close + mismatch, "nonfinite_mismatch": mismatch,
+        "ref_nonfinite": ref_bad, "dev_nonfinite": dev_bad}
 
 
 def _ratio(num: float, den: float, empty: float) -> float:
@@ -115,8 +113,7 @@ def finalize(sums: dict[str, float], *, data_range: float, psnr_cap_db: float) -
         "error_balance": _ratio(abs(sums["sign_sum"]), n, 0.0),
         "nonfinite_mismatch": float(sums["nonfinite_mismatch"]),
         "ref_nonfinite": float(sums["ref_nonfinite"]),
-        "dev_nonfinite": float(sums["dev_nonfinite"]), "numel": float(sums["numel"]),
-    }
+        "dev_nonfinite": float(sums["dev_nonfinite"]), "numel": float(sums["numel"])}
 
 
 def _flat_chunks(reference: torch.Tensor, device: torch.Tensor,
