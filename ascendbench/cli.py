@@ -25,6 +25,7 @@ import ascendbench
 from ascendbench.compat import exit_if_unsupported, library_versions, missing_extra
 from ascendbench.config import hydra_config_path
 from ascendbench.config.schemas import register
+from ascendbench.config.targets import callback_problems
 from ascendbench.digits import figure
 from ascendbench.errors import JobDirBusyError, JobDirError
 from ascendbench.job.launch import launch_outcomes, note_outcome, register_resolvers
@@ -143,6 +144,9 @@ def main() -> None:
             sys.exit(f"ascendbench: `{arg}` needs an optional extra that is not installed (its "
                      f"sweeper plugin). Install it with `{hint}` (it installs no torch), then run "
                      "the command again.")
+    if refused := callback_problems(sys.argv[1:]):
+        sys.exit(f"ascendbench: {'; '.join(refused)}. Hydra builds hydra.callbacks before any job "
+                 "starts, so nothing ran: remove the node from the folder or the override.")
     _JOBS.clear()
     os.environ[LAUNCHER] = f"{socket.gethostname()}:{os.getpid()}"
     for name in (signal.SIGTERM, signal.SIGHUP):  # Slurm preemption, `kill`, a closed terminal

@@ -108,3 +108,37 @@ def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
             f"{key} could not be built from _target_={node.get('_target_')!r}: {exc}. Check the "
             f"keys under {key} against the signature of its _target_ (`--cfg job` prints them)."
         ) from exc
+
+
+def callback_problems(argv: list[str]) -> list[str]:
+    """Unpickling (in a dry run: foreign) ``hydra.callbacks`` nodes that the command line or a
+    folder it adds would put there: Hydra builds them before the app, so they are composed here
+    first, with Hydra's public compose; ``[]`` when the command line adds neither."""
+    folders = [b for a, b in zip(argv, argv[1:]) if a in ("-cd", "--config-dir")]
+    folders += [a.split("=", 1)[1] for a in argv if a.startswith("--config-dir=")]
+    lines = [a for a in argv if "=" in a and not a.startswith("-")]
+    if not folders and not any("hydra.searchpath" in a or "hydra.callbacks" in a for a in lines):
+        return []
+    from hydra import compose, initialize_config_dir  # deferred: only such a command line pays
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from ascendbench.config import config_dir
+
+    GlobalHydra.instance().clear()
+    try:  # sweep values go: Hydra builds the callbacks once, from the sweep's own config
+        parsed = OverridesParser.create().parse_overrides(lines)
+        keep = [o.input_line for o in parsed if not o.is_sweep_override()
+                and o.key_or_group != "hydra.searchpath"]
+        paths = [f"file://{f}" for f in folders] + [str(p) for o in parsed  # Hydra's order
+                 if o.key_or_group == "hydra.searchpath" for p in o.value()]
+        keep += [f"hydra.searchpath=[{','.join(paths)}]"] if paths else []
+        with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+            cfg = compose("config", overrides=keep, return_hydra_config=True)
+    except Exception:  # Hydra says what is wrong with the command line when it runs
+        return []
+    finally:
+        GlobalHydra.instance().clear()
+    refused, foreign = target_problems(cfg.hydra.callbacks, "hydra.callbacks")
+    return refused + [f"{f}: a dry run builds only ascendbench's own classes" for f in foreign
+                      if cfg.get("dry_run") is True]
