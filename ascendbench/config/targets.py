@@ -114,7 +114,7 @@ def callback_problems(argv: list[str]) -> list[str]:
     """Unpickling (in a dry run: foreign) ``hydra.callbacks`` nodes that the command line or a
     folder it adds would put there: Hydra builds them before the app, so they are composed here
     first, with Hydra's public compose; ``[]`` when the command line adds neither."""
-    folders = [b for a, b in zip(argv, argv[1:]) if a in ("-cd", "--config-dir")]
+    folders = [b for a, b in zip(argv, argv[1:], strict=False) if a in ("-cd", "--config-dir")]
     folders += [a.split("=", 1)[1] for a in argv if a.startswith("--config-dir=")]
     lines = [a for a in argv if "=" in a and not a.startswith("-")]
     if not folders and not any("hydra.searchpath" in a or "hydra.callbacks" in a for a in lines):
