@@ -14,7 +14,7 @@ import yaml
 from ascendbench.fileio import read_regular, write_atomic
 from ascendbench.job.summary import summary_lines
 from ascendbench.report import fmt
-from ascendbench.report.decoderswap import decoder, swap_section
+from ascendbench.report.decoderswap import swap_section
 from ascendbench.report.html import html_document
 from ascendbench.report.performance import started_key
 from ascendbench.report.plots import safe_name
@@ -214,8 +214,8 @@ def port_markdown(model: str, ok: fmt.Rows, failed: fmt.Rows, context: dict[str,
                 "performance": layouts(ok, lang, base_dir, performance=True),
                 "issues": fmt.bullets(known_issues(ok, failed, lang)),
                 "limits": fmt.bullets(limitations(ok, lang))}
-    if any(decoder(row) for row in ok):
-        sections["decoder_swap"] = swap_section(ok, base_dir)
+    if (swap := swap_section(ok, base_dir, lang=lang)) != fmt.word("s_none", lang):
+        sections["decoder_swap"] = swap  # only where a workload ran with both decoders
     head = f"# {fmt.md_escape(model)}\n\n" + fmt.word("p_head", lang, ok=str(len(ok)),
                                                failed=str(len(failed)))
     body = "\n\n".join(f"## {fmt.word('p_' + k, lang)}\n\n{v}" for k, v in sections.items())

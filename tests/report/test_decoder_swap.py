@@ -18,7 +18,7 @@ QUICK = ["+sweep=flux2_decoder_swap", "device=cpu", "preset.height=32", "preset.
          "baseline.process=in-process"]
 
 
-def _swap(tmp_path, model: str, slow: str | None = None, monkeypatch=None) -> str:
+def _swap(tmp_path, model: str, slow: str | None = None, monkeypatch=None, lang="en") -> str:
     if slow:  # the planted decoder sleeps 0.5 s per decode (the reference runs first, unpatched)
         widths = compose_config([f"model={model}", f"model.vae={slow}"]).model.loader.architecture
         real = AutoencoderKLFlux2.decode
@@ -38,7 +38,7 @@ def _swap(tmp_path, model: str, slow: str | None = None, monkeypatch=None) -> st
         monkeypatch and monkeypatch.undo()
         assert record["status"] == "ok", record.get("error")
     rows = [r for r in records_frame([tmp_path]).to_dict("records") if measured(r)]
-    return swap_section(rows, tmp_path)
+    return swap_section(rows, tmp_path, lang=lang)
 
 
 def test_a_planted_slower_small_decoder_fails_the_speed_claim(tmp_path, monkeypatch):
@@ -51,6 +51,13 @@ def test_a_planted_slower_small_decoder_fails_the_speed_claim(tmp_path, monkeypa
     assert "MB peak" in lines["~1.4x lower memory"]
     quality = lines["nearly lossless image quality"]
     assert "psnr_db" in quality and "untested: random-init weights" in quality
+    # the Chinese port report says the same in the seed's own words
+    chinese = swap_section([r for r in records_frame([tmp_path]).to_dict("records")
+                            if measured(r)], tmp_path, lang="zh")
+    rows = {line.split(" | ")[1]: line for line in chinese.splitlines() if line.count(" | ") >= 3}
+    assert rows["~1.4x 更快的解码速度"].endswith("| 不成立 |"), chinese
+    assert "作业中位数" in rows["~1.4x 更快的解码速度"] and "未检验" in chinese
+    assert not [w for w in ("holds", "untested", "median", "faster", "peak") if w in chinese]
 
 
 def test_the_pipeline_twin_times_the_decode_phase(tmp_path):
