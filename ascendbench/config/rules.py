@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -279,19 +279,28 @@ def is_typed(cfg: DictConfig, key: str) -> bool:
     return node is not None and node._metadata.ref_type is not Any
 
 
+def _plain(resolved: Any, key: str) -> Any:  # a dotted key of resolved containers, else None
+    for part in key.split("."):
+        resolved = resolved.get(part) if isinstance(resolved, dict) else None
+    return None if resolved == "???" else resolved  # MISSING: not set, as OmegaConf.select says
+
+
 def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
-                  roots: list[Path]) -> list[str]:
-    """Untyped keys whose value's type differs from the option file's (``model.task.x=abc``)."""
+                  roots: list[Path], resolved: Any = None) -> list[str]:
+    """Untyped keys whose value's type differs from the option file's (``model.task.x=abc``);
+    values read from ``resolved`` (the config's containers, resolved once) where given."""
     problems = []
+    select = (partial(_plain, resolved) if resolved is not None else partial(
+        OmegaConf.select, cfg, default=None, throw_on_resolution_failure=False))
     for key, shipped, where in shipped_values(dict(choices or {}), roots):
         if is_typed(cfg, key):
             continue
         if isinstance(shipped, str) and (match := _PURE_REFERENCE.match(shipped)):
-            shipped = OmegaConf.select(cfg, match.group(1), default=None)
+            shipped = select(match.group(1))
         kind = next((k for k in (bool, int, float, list, dict) if isinstance(shipped, k)), None)
         if kind is None:  # anything goes (null, a string)
             continue
-        value = OmegaConf.select(cfg, key, default=None, throw_on_resolution_failure=False)
+        value = select(key)
         if value is not None and not _fits(value, kind):
             if isinstance(value, (DictConfig, ListConfig)):
                 value = OmegaConf.to_container(value)
@@ -314,18 +323,20 @@ def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
                     folders: list[Path] | None = None) -> list[str]:
     """Every problem the job would reject from this config alone (defaults: the running job's)."""
     job = job_part(cfg)
-    problems = target_problems(job)[0]  # loaders of pickles: refused, wherever they come from
-    try:
-        OmegaConf.to_container(job, resolve=True)
+    try:  # once: every check below reads the resolved values
+        resolved, unresolved = OmegaConf.to_container(job, resolve=True), None
     except Exception as exc:  # InterpolationResolutionError and friends: nothing else can be read
-        return [*problems, f"the config does not resolve: {one_line(exc)}"]
+        resolved, unresolved = None, exc
+    problems = target_problems(job, resolved=resolved)[0]  # loaders of pickles: refused anywhere
+    if unresolved is not None:
+        return [*problems, f"the config does not resolve: {one_line(unresolved)}"]
     running, running_folders = None, []  # the running Hydra job's choices and folders, if any
     if choices is None and HydraConfig.initialized():
         hydra_run = HydraConfig.get().runtime
         running = OmegaConf.to_container(hydra_run.choices)
         running_folders = [Path(s.path) for s in hydra_run.config_sources if s.schema == "file"]
     roots = [config_dir(), *(running_folders if folders is None else folders)]
-    problems += type_problems(job, choices if choices is not None else running, roots)
+    problems += type_problems(job, choices if choices is not None else running, roots, resolved)
     problems += [problem for rule in RULES for problem in rule(job)]
     problems += [p for path, node in target_nodes(job) if (p := bind_problem(path, node))]
     return list(dict.fromkeys(problems))

@@ -22,19 +22,20 @@ PICKLE_LOADERS = {"torch.load": ("weights_only", True), "numpy.load": ("allow_pi
 
 
 def target_nodes(node: Any, path: str = "", deep: bool = True) -> Iterator[tuple[str, DictConfig]]:
-    """Every ``(dotted path, node)`` with a ``_target_``, depth first (``deep``: below too)."""
+    """Every ``(dotted path, node)`` with a ``_target_``, depth first (``deep``: below too), in a
+    config or in its plain containers."""
     if isinstance(node, (DictConfig, ListConfig)) and (node._is_none() or node._is_missing()):
         return
-    if isinstance(node, DictConfig):
+    if isinstance(node, (DictConfig, dict)):
         if "_target_" in node:
             yield path or "<root>", node
             if not deep and node.get("_recursive_", True) is False:
                 return
         for key in node:
-            child = node._get_node(key)
-            child = child if isinstance(child, (DictConfig, ListConfig)) else None
+            child = node._get_node(key) if isinstance(node, DictConfig) else node[key]
+            child = child if isinstance(child, (DictConfig, ListConfig, dict, list)) else None
             yield from target_nodes(child, f"{path}.{key}" if path else str(key), deep)
-    elif isinstance(node, ListConfig):
+    elif isinstance(node, (ListConfig, list)):
         for index, item in enumerate(node):
             yield from target_nodes(item, f"{path}[{index}]", deep)
 
@@ -70,12 +71,14 @@ def bind_problem(path: str, node: DictConfig) -> str | None:
     return None
 
 
-def target_problems(node: DictConfig, path: str = "") -> tuple[list[str], list[str]]:
-    """Nodes that unpickle (unless ``model.allow_pickle`` for ``model.``), and foreign ones."""
+def target_problems(node: DictConfig, path: str = "",
+                    resolved: Any = None) -> tuple[list[str], list[str]]:
+    """Nodes that unpickle (unless ``model.allow_pickle`` for ``model.``), and foreign ones
+    (``resolved``: the node's containers, resolved, where the caller has them)."""
     root, refused = node._get_root(), []
     allow = OmegaConf.select(root, "model.allow_pickle", throw_on_resolution_failure=False) is True
     with contextlib.suppress(Exception):  # else as it is: instantiate fails the same way
-        node = OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+        node = resolved if resolved is not None else OmegaConf.to_container(node, resolve=True)
     loaders = {id(f): n for n in PICKLE_LOADERS if (f := getattr(  # aliases: the same function
         sys.modules.get(n.rpartition(".")[0]), n.rpartition(".")[2], None)) is not None}
     for at, sub in target_nodes(node, path):
