@@ -54,3 +54,14 @@ def test_a_diffusers_without_flux2_klein_is_refused_naming_the_version(compose_c
     with pytest.raises(MissingPackageError, match=r"has no Flux2KleinPipeline\. .*diffusers >= "
                                                   r"0\.37 .*pip install -U 'diffusers>=0\.37'"):
         loader.load(None, "random", 42)
+
+
+def test_the_dry_run_in_bfloat16_prints_each_component_s_memory(cli, monkeypatch):
+    monkeypatch.setattr(memory, "measured_host_bytes", lambda: 24 * GB)
+    result, job = cli("model=flux2_klein", "device=cpu", "dry_run=true", "dtype=bfloat16",
+                      "model.loader.load_dtype=bfloat16", "model.source=/nonexistent/flux2-klein")
+    out = result.stdout + result.stderr
+    assert "text_encoder 4.022B (8.045 GB), transformer 3.876B (7.751 GB)" in out, out[-3000:]
+    assert "vae 0.062B (0.125 GB)" in out  # the small decoder, as model.vae=small says
+    components = read_record(job)["plan"]["memory"]["components"]
+    assert components["transformer"] == {"num_params": 3_875_544_576, "gb": 7.751}

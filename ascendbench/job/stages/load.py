@@ -99,6 +99,13 @@ class LoadStage(Stage):
             return {}
         job.model = model
         memory = {"num_params": tensor_count(model), "basis": "model built on the meta device"}
+        parts = {name: tensor_count(part) for name, part in  # a pipeline: each component's size
+                 (getattr(model, "components", None) or {}).items()
+                 if isinstance(part, torch.nn.Module)}
+        if parts:
+            size = job.precision.dtype.itemsize if job.precision else 4
+            memory["components"] = {name: {"num_params": count, "gb": round(count * size / 1e9, 3)}
+                                    for name, count in parts.items()}
         if isinstance(job.found, sources.ResolvedSource) and not job.found.pickle:
             memory["num_params_on_disk"] = safetensors_numel(job.found.files)
         job.add_plan({"memory": memory})
