@@ -166,8 +166,8 @@ def _memory_lines(memory: Mapping[str, Any]) -> list[str]:
         lines.append(f"  memory    {memory['num_params']:,} parameters and buffers "
                      f"({memory['basis']})")
     if parts := memory.get("components"):  # in the device run's dtype
-        lines.append("            " + ", ".join(f"{name} {p['num_params'] / 1e9:.3f}B ({p['gb']} GB)"
-                                                 for name, p in parts.items()))
+        lines.append(" " * 12 + ", ".join(f"{name} {p['num_params'] / 1e9:.3f}B ({p['gb']} GB)"
+                                          for name, p in parts.items()))
     if "unavailable" in memory:
         lines.append(f"  memory    not estimated: {memory['unavailable']}")
     for key in ("device_run", "cpu_reference"):
