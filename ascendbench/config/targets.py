@@ -7,10 +7,14 @@ import inspect
 import sys
 from typing import Any, Iterator
 
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from ascendbench.config import config_dir
 from ascendbench.errors import AscendBenchError, ConfigError, WouldBuild
 
 # Keys of a `_target_` node that instantiate() consumes itself.
@@ -122,12 +126,6 @@ def callback_problems(argv: list[str]) -> list[str]:
     lines = [a for a in argv if "=" in a and not a.startswith("-")]
     if not folders and not any("hydra.searchpath" in a or "hydra.callbacks" in a for a in lines):
         return []
-    from hydra import compose, initialize_config_dir  # deferred: only such a command line pays
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from ascendbench.config import config_dir
-
     GlobalHydra.instance().clear()
     try:  # sweep values go: Hydra builds the callbacks once, from the sweep's own config
         parsed = OverridesParser.create().parse_overrides(lines)
