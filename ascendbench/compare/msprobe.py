@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ascendbench.compare.files import UnusableInput
+from ascendbench.errors import MissingPackageError
 
 PIN = "26.2.0"  # the mindstudio-probe release whose dump layout and compare columns are used
 SIDES = {"reference": "msprobe", "device": "msprobe-device"}  # ascendbench.baseline modes
@@ -28,8 +29,6 @@ DTYPE_FLAG = "error: The dtype of NPU and Bench are inconsistent."  # its DTypeE
 def require() -> None:
     """A :class:`MissingPackageError` paragraph when msprobe cannot be imported."""
     if importlib.util.find_spec("msprobe") is None:
-        from ascendbench.errors import MissingPackageError
-
         raise MissingPackageError(
             f"compare.msprobe=true runs msprobe's own PrecisionDebugger and compare, but msprobe "
             f"is not installed. Install the tested release (it does not replace torch): "
