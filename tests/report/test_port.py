@@ -190,3 +190,19 @@ def test_record_text_no_template_wrote_is_quoted_as_log_text(flux_records, tmp_p
                  "`see [docs](x) *now* <b> \\ here`"):  # as recorded, in code: nothing to escape
         assert said in issues, issues
     assert "the \\`cpu\\` device is slow" in issues, "a backtick cannot open code: escaped text"
+
+
+def test_the_jobs_of_a_sweep_are_its_one_command_read_from_multirun_yaml(flux_records, tmp_path):
+    sweep = flux_records["float32"].parent.parent
+    task = ["+sweep=flux2_accuracy", "device=npu", "dtype=float32,float16,bfloat16"]
+    elsewhere = tmp_path / "elsewhere.yaml"
+    elsewhere.write_text(yaml.safe_dump({"hydra": {"overrides": {"task": ["planted=1"]}}}))
+    (sweep / "multirun.yaml").symlink_to(elsewhere)  # a link is not the sweep's own file
+    linked = sections(_port(tmp_path, "en"))["How to reproduce"]
+    assert "planted=1" not in linked and "dtype=float32" in linked
+    (sweep / "multirun.yaml").unlink()
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump(
+        {"hydra": {"overrides": {"hydra": ["hydra.mode=MULTIRUN"], "task": task}}}))
+    reproduce = sections(_port(tmp_path, "en"))["How to reproduce"].splitlines()
+    assert reproduce[0] == f"- `python -m ascendbench -m {' '.join(task)}`"
+    assert len(reproduce) == 2 and "ascendbench.report --port" in reproduce[1]  # no job lines
