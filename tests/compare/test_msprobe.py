@@ -129,6 +129,18 @@ def test_without_msprobe_the_error_names_the_package(monkeypatch):
         msprobe.require()
 
 
+def test_without_msprobe_a_job_fails_at_its_config_check_before_any_run(tmp_path, monkeypatch):
+    real = msprobe.importlib.util.find_spec
+    monkeypatch.setattr(msprobe.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "msprobe" else real(name, *a))
+    result = run_app([*MODEL, *TINY_RUN, f"baseline.cache_dir={tmp_path / 'cache'}"], tmp_path)
+    record = json.loads((result.job_dir / "record.json").read_text())
+    assert result.returncode != 0 and record["status"] == "failed"
+    assert "pip install mindstudio-probe==26.2.0" in result.output
+    assert record["error"]["reason"] == "missing_package"
+    assert record["baseline"] is None and record["bench"] is None, "nothing ran after the check"
+
+
 def test_dump_names_are_data(dumps, tmp_path):
     proc = tmp_path / "proc0"
     (proc / "dump_tensor_data").mkdir(parents=True)

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from ascendbench.compare import msprobe
 from ascendbench.config.rules import check_config
 from ascendbench.config.targets import build
 from ascendbench.devices.cards import card_refusal
@@ -40,6 +41,8 @@ class ConfigStage(Stage):
     def run(self, job: Job) -> dict[str, Any]:
         """Raise one :class:`~ascendbench.errors.ConfigError` listing every problem."""
         check_config(job.cfg)
+        if job.cfg.compare.get("msprobe"):  # before the reference and the device run
+            msprobe.require()
         clip = job.cfg.metric.get("clip") or {}
         if clip.get("path"):  # before the device run, not after it
             check_clip_path(str(clip["path"]))
