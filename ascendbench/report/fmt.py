@@ -303,3 +303,17 @@ def media_files(row: Row) -> list[tuple[str, Path]]:
             if path is not None:  # an absolute, ../ or linked-out path points elsewhere: not listed
                 found.append((name if len(paths) == 1 else f"{name}[{i}]", path))
     return found
+
+
+def yaml_strings(path: Path, *keys: str) -> list[str] | None:
+    """The list of strings at ``keys`` of a YAML file, read as data (a regular file, no link);
+    None otherwise."""
+    try:  # a regular file only: no link followed, no FIFO read
+        plain = path.is_file() and not path.is_symlink()
+        value = yaml.safe_load(path.read_text()) if plain else None
+    except (OSError, ValueError, yaml.YAMLError):  # unreadable, not UTF-8, not YAML
+        return None
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    ok = isinstance(value, list) and all(isinstance(o, str) for o in value)
+    return value if ok else None

@@ -9,8 +9,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-import yaml
-
 from ascendbench.fileio import read_regular, write_atomic
 from ascendbench.job.summary import summary_lines
 from ascendbench.report import fmt
@@ -86,19 +84,6 @@ def code_item(line: str) -> str:
     return f"- {fmt.md_escape(line)}" if "`" in line else f"- `{line}`"
 
 
-def _strings(path: Path, *keys: str) -> list[str] | None:
-    """The list of strings at ``keys`` of a YAML file (data: a regular file, else None)."""
-    try:
-        plain = path.is_file() and not path.is_symlink()
-        value = yaml.safe_load(path.read_text()) if plain else None
-    except (OSError, yaml.YAMLError):
-        return None
-    for key in keys:
-        value = value.get(key) if isinstance(value, dict) else None
-    ok = isinstance(value, list) and all(isinstance(o, str) for o in value)
-    return value if ok else None
-
-
 def reproduce(rows: fmt.Rows, sources: Sequence[str], lang: str) -> str:
     """The sweep of each job (its ``multirun.yaml``) or the job itself (``.hydra/overrides.yaml``),
     read as data, as one command each; then the report's."""
@@ -107,9 +92,9 @@ def reproduce(rows: fmt.Rows, sources: Sequence[str], lang: str) -> str:
     for row in rows:
         job = Path(str(row["record"])).parent
         if job.parent not in sweeps:  # Hydra's record of the sweep's command line
-            sweeps[job.parent] = _strings(job.parent / "multirun.yaml", "hydra", "overrides",
-                                          "task")
-        sweep, overrides = sweeps[job.parent], _strings(job / ".hydra" / "overrides.yaml")
+            sweeps[job.parent] = fmt.yaml_strings(job.parent / "multirun.yaml", "hydra",
+                                               "overrides", "task")
+        sweep, overrides = sweeps[job.parent], fmt.yaml_strings(job / ".hydra" / "overrides.yaml")
         if sweep is not None or overrides is not None:
             line = "python -m ascendbench " + "-m " * (sweep is not None) + " ".join(
                 shlex.quote(o) for o in (sweep if sweep is not None else overrides))

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
-import yaml
 
 from ascendbench.fileio import write_atomic
 from ascendbench.job.objective import objective_value
-from ascendbench.report.fmt import link, num
+from ascendbench.report.fmt import link, num, yaml_strings
 
 SECTION = "## Best passing trial"
 
@@ -37,11 +36,8 @@ def trials(frame: pd.DataFrame, objective: str, fail_on: str | None) -> list[Tri
             record = json.loads(Path(row["record"]).read_text())
         except (OSError, ValueError):
             record = {"status": "unreadable"}
-        try:
-            overrides = [str(o) for o in yaml.safe_load(
-                (job_dir / ".hydra" / "overrides.yaml").read_text()) or []]
-        except (OSError, yaml.YAMLError):
-            overrides = job_dir.name.split(",")
+        overrides = yaml_strings(job_dir / ".hydra" / "overrides.yaml")
+        overrides = job_dir.name.split(",") if overrides is None else overrides
         median = ((record.get("bench") or {}).get("latency") or {}).get("median_ms")
         value = objective_value(record, objective, fail_on)
         found.append(Trial(str(row["record"]), overrides, value, median, record.get("verdict")))
