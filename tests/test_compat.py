@@ -126,3 +126,24 @@ def test_the_ascendbench_script_checks_before_importing_torch(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "has torch 2.0.1" in done.stderr and "Traceback" not in done.stderr
     assert "torch imported: False" in done.stdout
+
+
+def test_installed_versions_are_read_once_a_process(monkeypatch):
+    """Each job's record asks for a dozen versions; the metadata scan of sys.path (~1 ms each)
+    runs once per distribution, a missing one included."""
+    scans: list[str] = []
+    real = compat.md.version
+
+    def counted(name: str) -> str:
+        scans.append(name)
+        return real(name)
+
+    monkeypatch.setattr(compat.md, "version", counted)
+    compat.installed_version.cache_clear()
+    try:
+        first = compat.library_versions(("torch", "no-such-distribution"))
+        again = compat.library_versions(("torch", "no-such-distribution"))
+    finally:
+        compat.installed_version.cache_clear()
+    assert first == again and first["torch"] and first["no-such-distribution"] is None
+    assert scans == ["torch", "no-such-distribution"]

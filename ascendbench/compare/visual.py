@@ -52,7 +52,9 @@ def side_by_side(reference: torch.Tensor, device: torch.Tensor, path: Path, titl
                  value_range: Sequence[float] = (-1.0, 1.0), colormap: str = "inferno") -> Path:
     """Draw one ``[C, H, W]`` pair (:func:`figure`) as a PNG at ``path``, atomically."""
     with atomic_path(path) as tmp:
-        figure(reference, device, title, value_range, colormap).savefig(tmp, format="png")
+        # zlib level 1: a third of the encoding time at 256 px and more, files ~3 % larger
+        figure(reference, device, title, value_range, colormap).savefig(
+            tmp, format="png", pil_kwargs={"compress_level": 1})
     return path
 
 
