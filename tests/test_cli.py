@@ -226,3 +226,22 @@ def test_a_second_termination_signal_cannot_cut_the_interrupted_record_short(tmp
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert read_record(tmp_path)["status"] == "interrupted"
+
+
+@pytest.mark.slow
+def test_the_job_modules_are_imported_with_the_collector_paused_then_frozen():
+    """The first job imports torch and the stages without a collector pass over the half million
+    objects they make (several 0.1-0.3 s passes), then freezes them: later full passes skip them.
+    The collector's own state is put back; a second job imports nothing and freezes nothing."""
+    code = ("import gc, sys\nfrom ascendbench import cli\n"
+            "with cli._frozen_imports():\n"
+            "    paused = not gc.isenabled()\n"
+            "    import ascendbench.job.runner\n"
+            "frozen = gc.get_freeze_count()\n"
+            "with cli._frozen_imports():\n"
+            "    pass\n"
+            "print(paused, gc.isenabled(), frozen > 100_000, gc.get_freeze_count() == frozen)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "True"]

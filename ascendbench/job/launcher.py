@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from pathlib import Path
 from typing import Any, Sequence
@@ -60,4 +61,9 @@ class ComposeOnceLauncher(Launcher):
                                 config=config, job_dir_key="hydra.sweep.dir",
                                 job_subdir_key="hydra.sweep.subdir"))
             configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+            # The job's garbage collected, what survives (the modules it imported, caches) frozen:
+            # the collector's full passes, every few jobs and twice at exit, no longer walk
+            # torch's and the libraries' ~0.5 million objects (0.3 s each on this host).
+            gc.collect()
+            gc.freeze()
         return runs

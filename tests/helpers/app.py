@@ -14,6 +14,7 @@ initialises, launchers that start processes, an installed copy of the package.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
@@ -156,6 +157,7 @@ def _kept_interpreter_state() -> Iterator[None]:
     finally:
         # sys.path: the same list object, which importlib holds on to
         sys.argv, sys.path[:] = argv, path
+        gc.unfreeze()  # a sweep freezes what survives its jobs: the session's objects again
         os.chdir(cwd)
         for key in set(os.environ) - set(environ):
             del os.environ[key]

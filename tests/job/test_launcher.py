@@ -4,6 +4,10 @@ refused before any job runs."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+from types import SimpleNamespace
+
 import pytest
 from hydra._internal.config_loader_impl import ConfigLoaderImpl  # the tests count compositions
 from omegaconf import OmegaConf
@@ -66,3 +70,42 @@ def test_a_config_is_given_out_once():
     loader = ComposedConfigs(Loader())
     kept = loader.load_sweep_config(None, ["a=1"])
     assert loader.take(None, ["a=1"]) is kept and loader.take(None, ["a=1"]) is not kept
+
+
+class Cycle:
+    """An object only the collector frees (it refers to itself)."""
+
+    def __init__(self) -> None:
+        self.itself = self
+
+
+@pytest.mark.parametrize("collect", [True, False], ids=["collected", "planted-no-collect"])
+def test_what_a_job_leaves_is_collected_before_the_rest_is_frozen(tmp_path, monkeypatch, collect):
+    """After each job the launcher collects the job's garbage, then freezes what survives (the
+    modules the job imported), so later full collections skip it; cyclic garbage of the job
+    (a planted self-referring object) must be gone by then, else freezing would keep it for good.
+    With the collection planted away, the check sees the cycle frozen."""
+    from ascendbench.job import launcher, runner
+
+    cycles, alive_at_freeze = [], []
+    real_run = runner._run_claimed
+
+    def run_with_a_cycle(cfg, job_dir):
+        cycles.append(weakref.ref(Cycle()))
+        return real_run(cfg, job_dir)
+
+    def freeze() -> None:
+        alive_at_freeze.append(sum(ref() is not None for ref in cycles))
+        gc.freeze()
+
+    monkeypatch.setattr(runner, "_run_claimed", run_with_a_cycle)
+    monkeypatch.setattr(launcher, "gc", SimpleNamespace(
+        collect=gc.collect if collect else (lambda: 0), freeze=freeze))
+    gc.disable()  # no automatic pass: only the launcher's own collection may free the cycles
+    try:
+        result = run_app(["-m", *TINY, "preset.iters=2,3"], tmp_path)
+    finally:
+        gc.enable()
+    assert result.returncode == 0, result.output
+    assert len(cycles) == 2 and len(alive_at_freeze) == 2  # a freeze after each job
+    assert alive_at_freeze == ([0, 0] if collect else [1, 2])
