@@ -44,7 +44,11 @@ def measure(call: Callable[[], Any], adapter: Any, bench_cfg: Mapping[str, Any],
     loop = BenchLoop(adapter, budget, float(bench_cfg.get("noise_threshold", 0.10)),
                      use_events=bool(bench_cfg.get("events", True)),
                      history=workload.history if enabled else None)
-    result = loop.run(call, timer)
+    try:
+        result = loop.run(call, timer)
+    finally:  # the task's modules unwrapped: the FLOP count and the later stages call them plain
+        if workload.phase_timer is not None:
+            workload.phase_timer.remove_hooks()
     section = result.to_dict(workload.items_per_call, workload.unit)
     section["flops"] = _flops(call, adapter, bench_cfg, result.latency.median_ms,
                               dtype=workload.dtype, enabled=enabled)

@@ -115,3 +115,38 @@ def test_memory_delta_sees_a_host_allocation():
 def test_tensor_bytes_of_a_module():
     expected = (1024 * 256 + 256) * 4 / 2**20
     assert tensor_bytes_mb(torch.nn.Linear(1024, 256)) == pytest.approx(expected)
+
+
+def test_the_phase_timer_is_taken_off_the_model_after_the_timed_loop(compose_cfg):
+    """The timer's wrappers time the loop's calls only: the FLOP count after it, and the later
+    stages (the layer capture, the profiler, msprobe's dumps), call the decoder unwrapped."""
+    vae = build_tiny_flux2()
+    latent = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(0))
+    timer = attach_phase_timer(_DecodeTask(), vae, DeviceAdapter("cpu"))
+    assert "decode" in vars(vae), "the timer wraps the instance's decode"
+
+    def call():
+        with torch.inference_mode():
+            return {"image": vae.decode(latent).sample}
+
+    result, section = measure(call, DeviceAdapter("cpu"), bench_cfg(compose_cfg),
+                              Workload("float32", 1, "images", phase_timer=timer))
+    assert result.phases["vae_decode"]["calls"] == section["latency"]["count"]
+    assert "decode" not in vars(vae), "the class's own decode again"
+    timer.reset()
+    call()
+    assert timer.result() == {}, "a call after the loop is not timed"
+
+
+class _DecodeTask(Task):
+    """Times ``vae.decode`` as a phase, as the text-to-video tasks do."""
+
+    def make_inputs(self, preset, seed):
+        return {}
+
+    def run(self, model, inputs):
+        return {}
+
+    def attach_phase_timer(self, module, timer):
+        timer.wrap(module, "decode", "vae_decode")
+        return True
