@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+from functools import lru_cache
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -39,6 +41,12 @@ def load_option(group: str, option: str) -> DictConfig:
         raise ConfigError(
             f"{group}={option!r} is not an option of the {group} group; allowed: "
             f"{', '.join(allowed)}. Fix the override, e.g. `{group}={allowed[0]}`.")
+    stat = path.stat()
+    return copy.deepcopy(_option_file(path, stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=64)
+def _option_file(path: Path, mtime_ns: int, size: int) -> DictConfig:  # once a version of a file
     loaded = OmegaConf.load(path)
     if isinstance(loaded, DictConfig) and "defaults" in loaded:
         loaded = OmegaConf.masked_copy(loaded, [key for key in loaded if key != "defaults"])

@@ -293,15 +293,13 @@ def type_problems(cfg: DictConfig, choices: Mapping[str, Any] | None,
     select = (partial(_plain, resolved) if resolved is not None else partial(
         OmegaConf.select, cfg, default=None, throw_on_resolution_failure=False))
     for key, shipped, where in shipped_values(dict(choices or {}), roots):
-        if is_typed(cfg, key):
-            continue
         if isinstance(shipped, str) and (match := _PURE_REFERENCE.match(shipped)):
             shipped = select(match.group(1))
         kind = next((k for k in (bool, int, float, list, dict) if isinstance(shipped, k)), None)
         if kind is None:  # anything goes (null, a string)
             continue
-        value = select(key)
-        if value is not None and not _fits(value, kind):
+        value = select(key)  # a typed key is Hydra's to check (asked last: it is the slow part)
+        if value is not None and not _fits(value, kind) and not is_typed(cfg, key):
             if isinstance(value, (DictConfig, ListConfig)):
                 value = OmegaConf.to_container(value)
             problems.append(f"{key}={value!r} must be {_TYPE_NAMES[kind]} "
