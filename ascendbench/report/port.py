@@ -120,10 +120,11 @@ def smoke(rows: fmt.Rows, base_dir: Path, lang: str) -> str:
 
 def layouts(rows: fmt.Rows, lang: str, base_dir: Path, performance: bool) -> str:
     """The model's seed layouts of one kind (accuracy or performance), each under its title."""
-    parts = []
+    parts, section = [], fmt.word("p_performance" if performance else "p_accuracy", lang)
     for name, en, zh, render in PROFILES.get(task_of(rows[-1]), ()):
         if (name in PERFORMANCE_LAYOUTS) == performance and (body := render(rows, lang, base_dir)):
-            parts.append(f"### {zh if lang == 'zh' else en}\n\n{body}")
+            title = zh if lang == "zh" else en  # no sub-heading repeating the section's own
+            parts.append(body if title == section else f"### {title}\n\n{body}")
     if performance and not parts:
         parts = [body] if (body := flux2_performance(rows, lang, base_dir)) else []
     if parts:
