@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -41,13 +41,20 @@ def load_option(group: str, option: str) -> DictConfig:
         raise ConfigError(
             f"{group}={option!r} is not an option of the {group} group; allowed: "
             f"{', '.join(allowed)}. Fix the override, e.g. `{group}={allowed[0]}`.")
+    content = option_file(path)[1]
+    if isinstance(content, dict):
+        content = {key: value for key, value in content.items() if key != "defaults"}
+    return OmegaConf.create(content)
+
+
+def option_file(path: Path) -> tuple[bool, Any]:
+    """(whether its first line places it with ``@package``, its content as plain containers) of an
+    option file, parsed once a version of the file (path, time, size); shared: not to be changed."""
     stat = path.stat()
-    return copy.deepcopy(_option_file(path, stat.st_mtime_ns, stat.st_size))
+    return _parsed(str(path), stat.st_mtime_ns, stat.st_size)
 
 
-@lru_cache(maxsize=64)
-def _option_file(path: Path, mtime_ns: int, size: int) -> DictConfig:  # once a version of a file
-    loaded = OmegaConf.load(path)
-    if isinstance(loaded, DictConfig) and "defaults" in loaded:
-        loaded = OmegaConf.masked_copy(loaded, [key for key in loaded if key != "defaults"])
-    return loaded
+@lru_cache(maxsize=512)
+def _parsed(path: str, mtime_ns: int, size: int) -> tuple[bool, Any]:
+    text = Path(path).read_text()
+    return "@package" in text.split("\n", 1)[0], OmegaConf.to_container(OmegaConf.create(text))

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ascendbench.config import config_dir
+from ascendbench.config import config_dir, option_file
 from ascendbench.config.schemas import FRAME_WORDS
 from ascendbench.config.targets import bind_problem, one_line, target_nodes, target_problems
 from ascendbench.digits import number
@@ -243,15 +243,6 @@ def _leaves(node: Any, prefix: str) -> Iterator[tuple[str, Any]]:
             yield from _leaves(value, dotted)
 
 
-@lru_cache(maxsize=512)
-def _file_content(path: str, mtime_ns: int) -> dict[str, Any] | None:
-    """An option file's content (cached by path and time); ``None`` for ``@package`` files."""
-    text = Path(path).read_text()
-    if "@package" in text.split("\n", 1)[0]:
-        return None
-    return OmegaConf.to_container(OmegaConf.create(text))
-
-
 def shipped_values(choices: Mapping[str, Any], roots: list[Path],
                    config_name: str = "config") -> Iterator[tuple[str, Any, str]]:
     """(dotted key, shipped value, file) of the primary config and each chosen option file."""
@@ -261,8 +252,8 @@ def shipped_values(choices: Mapping[str, Any], roots: list[Path],
     for package, name in files:
         root = next((root for root in roots if (root / name).is_file()), None)
         path = root / name if root else None
-        content = _file_content(str(path), path.stat().st_mtime_ns) if path else None
-        if content is None:
+        placed, content = option_file(path) if path else (False, None)
+        if placed or not isinstance(content, dict):
             continue  # plugin options, and files that place themselves elsewhere (_global_)
         content = {k: v for k, v in content.items() if k != "hydra"}
         for key, value in _leaves(content, package):
