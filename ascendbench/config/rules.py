@@ -327,7 +327,7 @@ def config_problems(cfg: DictConfig, choices: Mapping[str, Any] | None = None,
     roots = [config_dir(), *(running_folders if folders is None else folders)]
     problems += type_problems(job, choices if choices is not None else running, roots, resolved)
     problems += [problem for rule in RULES for problem in rule(job)]
-    problems += [p for path, node in target_nodes(job) if (p := bind_problem(path, node))]
+    problems += [p for path, node in target_nodes(resolved) if (p := bind_problem(path, node))]
     return list(dict.fromkeys(problems))
 
 
