@@ -13,7 +13,9 @@ so that model calls, subtracted but noisy on a shared host, stay a small part of
 sweeps write no ``collect_env.txt`` (once per sweep, not per job: its ``pip`` subprocesses' seconds
 vary more than a job costs); the 1-job/4-job pair runs ``PAIRS`` times, interleaved, and the median
 is printed. The same figure is also taken inside the sweep process, from its console lines' times
-(the batch check that composes every job's config, then the jobs after the first), which leaves out
+(the batch check that composes every job's config, then the jobs after the second: the first
+job's end is followed by the launcher's first collection, which walks what that job imported, a
+once-per-process cost like the imports, which the walls' difference cancels too), which leaves out
 the seconds-wide noise of starting two processes. Beside them, the marginal CPU time (user + system)
 of a job, model calls included: an upper bound of the overhead's own CPU seconds, which a loaded
 host inflates less than walls.
@@ -174,12 +176,13 @@ def _pair(env: dict[str, str], cwd: str, index: int) -> dict:
     later = many[1:]  # the jobs after the first, which pays the process's imports inside its stages
     # In the sweep process, without its start: the batch check composes every job's config
     # (check -> launch; one job's share: the 4-job check less the 1-job check, over 3), then the
-    # jobs after the first run one after the other (the first job's end -> the last's, less their
-    # model calls, over 3).
+    # jobs after the second run one after the other (the second job's end -> the last's, less
+    # their model calls, over 2). Not from the first job's end: the launcher's first collection
+    # follows it (0.3 s here: it walks what the first job imported, once per process).
     checking = (many_log["launch"][0] - many_log["check"][0]) - (
         one_log["launch"][0] - one_log["check"][0]
     )
-    running = many_log["ended"][-1] - many_log["ended"][0] - sum(model_call_s(r) for r in later)
+    running = many_log["ended"][-1] - many_log["ended"][1] - sum(model_call_s(r) for r in many[2:])
     stages = {
         k: statistics.mean(r["timing"]["stages_s"][k] for r in later)
         for k in later[0]["timing"]["stages_s"]
@@ -190,7 +193,7 @@ def _pair(env: dict[str, str], cwd: str, index: int) -> dict:
         "walls": (many_wall, one_wall),
         "stages": stages,
         "cpu_per_job": (many_cpu - one_cpu) / (JOBS - 1),
-        "in_sweep": (checking + running) / (JOBS - 1),
+        "in_sweep": checking / (JOBS - 1) + running / (JOBS - 2),
         "composing": checking / (JOBS - 1),
         "in_job": statistics.mean(r["timing"]["duration_s"] - model_call_s(r) for r in later),
         "load": load(),
