@@ -217,7 +217,6 @@ class DeviceConfig:
 
     peak: Dict[str, Any] = field(default_factory=dict)
     _target_: str = MISSING
-    _convert_: str = "all"  # plain containers to the adapter (the peak table as DictConfig: ~10 ms)
     name: DeviceName = MISSING
     index: int = MISSING
     env: Dict[str, Optional[str]] = field(default_factory=dict)

@@ -9,7 +9,6 @@ import pickle
 import pytest
 from hydra.core.config_store import ConfigStore
 from hydra.errors import ConfigCompositionException
-from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from ascendbench.config import schemas
@@ -102,17 +101,6 @@ def test_every_group_is_typed_by_its_schema(compose_job):
     assert OmegaConf.get_type(compose_job(["device=npu"]).device).__name__ == "NpuDeviceConfig"
     assert OmegaConf.get_type(compose_job(["dtype=float16"]).dtype).__name__ == "DtypeRulesConfig"
     assert OmegaConf.get_type(cfg.metric) is dict, "metric stays open"
-
-
-@pytest.mark.parametrize("device", ["cpu", "cuda", "npu", "auto"])
-def test_every_device_option_builds_its_adapter_from_plain_containers(compose_job, device):
-    # the schema's `_convert_: all`, not a keyword of the call: that one made instantiate copy
-    # and merge the whole node (the peak table) again in every job
-    node = compose_job([f"device={device}"]).device
-    assert node._convert_ == "all"
-    kwargs = instantiate(node, _target_="builtins.dict")
-    assert type(kwargs["peak"]) is dict and type(kwargs["peak"]["table"]) is dict
-    assert type(kwargs["record_env"]) is list and type(kwargs["env"]) is dict
 
 
 def test_registration_is_idempotent_and_done_by_the_config_package():

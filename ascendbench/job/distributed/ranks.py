@@ -191,7 +191,7 @@ def _run_rank(rank: int, cfg: DictConfig, settings: ParallelSettings, digest: st
     cfg.device.index = int(cfg.device.get("index") or 0) + rank
     if cfg.device.name == "cpu" and cfg.device.get("threads") is None:  # ranks share the cores
         cfg.device.threads = max(1, len(os.sched_getaffinity(0)) // settings.world_size)
-    adapter = build(cfg.device, "device")
+    adapter = build(cfg.device, "device", _convert_="all")
     precision = Precision.build(cfg, adapter.name)
     join_group(rank, adapter, settings)
     loaded = build(cfg.model.loader, "model.loader").load(

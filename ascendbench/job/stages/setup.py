@@ -66,7 +66,8 @@ class DeviceStage(Stage):
         if (refusal := card_refusal()) is not None:
             raise refusal
         cfg = job.cfg
-        job.adapter = build(cfg.device, "device")
+        # plain dicts and lists: rebuilding the peak table as DictConfig costs ~10 ms a job
+        job.adapter = build(cfg.device, "device", _convert_="all")
         job.precision = Precision.build(cfg, job.adapter.name)
         if job.adapter.name == "cpu" and job.precision.dtype != torch.float32:
             log.warning(HALF_ON_CPU.format(dtype=job.precision.name))
