@@ -1,9 +1,9 @@
 """Per-job cost of a sweep outside the model calls, on the real CLI.
 
-A 4-job and a 1-job multirun of the tiny FLUX.2 twin (32 px, CPU) whose CPU reference is already
+An 8-job and a 1-job multirun of the tiny FLUX.2 twin (32 px, CPU) whose CPU reference is already
 cached (a first single job fills a private cache), so every sweep job is a cache hit. The marginal
 cost of a job is the difference of the two sweeps' wall times less the difference of the time inside
-model calls (cold call, warm-ups and timed calls, as the records list them), over the 3 extra jobs:
+model calls (cold call, warm-ups and timed calls, as the records list them), over the 7 extra jobs:
 config, device, load, inputs, reference (cache read), evaluate, compare, artifacts, the timing
 loop's bookkeeping, Hydra's launch (composing the job's config, its .hydra files, logging) and the
 callbacks -- but not what the process pays once (Python, torch and diffusers imports). The timing
@@ -11,7 +11,7 @@ loop runs its fixed protocol with two timed calls (the sweep varies the warm-up 
 thread (``device.threads=1``: two torch threads on a busy 2-core host make a 5 ms call take 700 ms),
 so that model calls, subtracted but noisy on a shared host, stay a small part of the walls; the
 sweeps write no ``collect_env.txt`` (once per sweep, not per job: its ``pip`` subprocesses' seconds
-vary more than a job costs); the 1-job/4-job pair runs ``PAIRS`` times, interleaved, and the median
+vary more than a job costs); the 1-job/8-job pair runs ``PAIRS`` times, interleaved, and the median
 is printed. The same figure is also taken inside the sweep process, from its console lines' times
 (the batch check that composes every job's config, then the jobs after the second: the first
 job's end is followed by the launcher's first collection, which walks what that job imported, a
@@ -40,7 +40,7 @@ from pathlib import Path
 
 RUNS = 3
 PAIRS = 3
-JOBS = 4
+JOBS = 8  # the walls' start-up noise (1-job walls 6.5-9.7 s in one run) is shared by 7 jobs, not 3
 GOAL_PER_JOB_S = 0.5
 GOAL_HELP_RATIO = 1.3
 TINY = [
@@ -168,16 +168,16 @@ def _sweep(
 
 
 def _pair(env: dict[str, str], cwd: str, index: int) -> dict:
-    """One 1-job and one 4-job sweep: the marginal cost per job, the in-job part, the walls, the
+    """One 1-job and one 8-job sweep: the marginal cost per job, the in-job part, the walls, the
     stages."""
     one_wall, one_cpu, one, one_log = _sweep(env, cwd, f"one{index}", 1)
     many_wall, many_cpu, many, many_log = _sweep(env, cwd, f"many{index}", JOBS)
     calls = sum(model_call_s(r) for r in many) - sum(model_call_s(r) for r in one)
     later = many[1:]  # the jobs after the first, which pays the process's imports inside its stages
     # In the sweep process, without its start: the batch check composes every job's config
-    # (check -> launch; one job's share: the 4-job check less the 1-job check, over 3), then the
+    # (check -> launch; one job's share: the 8-job check less the 1-job check, over 7), then the
     # jobs after the second run one after the other (the second job's end -> the last's, less
-    # their model calls, over 2). Not from the first job's end: the launcher's first collection
+    # their model calls, over 6). Not from the first job's end: the launcher's first collection
     # follows it (0.3 s here: it walks what the first job imported, once per process).
     checking = (many_log["launch"][0] - many_log["check"][0]) - (
         one_log["launch"][0] - one_log["check"][0]
@@ -201,7 +201,7 @@ def _pair(env: dict[str, str], cwd: str, index: int) -> dict:
 
 
 def sweep_overhead(env: dict[str, str], cwd: str) -> None:
-    """The marginal cost of a sweep job outside its model calls: a 4-job sweep against a 1-job
+    """The marginal cost of a sweep job outside its model calls: an 8-job sweep against a 1-job
     sweep, so that what a process pays once (starting Python, importing torch and diffusers) is not
     charged to every job."""
     subprocess.run(
