@@ -5,6 +5,8 @@ refused before any job runs."""
 from __future__ import annotations
 
 import gc
+import pickle
+import threading
 import weakref
 from types import SimpleNamespace
 
@@ -60,16 +62,66 @@ def test_a_bad_swept_value_is_refused_before_any_job_runs(tmp_path, compositions
 
 
 class Loader:
-    """Composes a new config each time."""
+    """Composes a new config each time (``calls`` counts them)."""
+
+    def __init__(self, value: object = "plain") -> None:
+        self.value, self.calls = value, 0
 
     def load_sweep_config(self, master_config, sweep_overrides):
-        return OmegaConf.create({"new": sweep_overrides})
+        self.calls += 1
+        return OmegaConf.create({"new": sweep_overrides, "value": self.value},
+                                flags={"allow_objects": True})
 
 
 def test_a_config_is_given_out_once():
-    loader = ComposedConfigs(Loader())
-    kept = loader.load_sweep_config(None, ["a=1"])
-    assert loader.take(None, ["a=1"]) is kept and loader.take(None, ["a=1"]) is not kept
+    loader = Loader()
+    configs = ComposedConfigs(loader)
+    composed = configs.load_sweep_config(None, ["a=1"])
+    kept = configs.take(None, ["a=1"])
+    assert kept == composed and kept is not composed and loader.calls == 1, "kept as bytes"
+    assert configs.take(None, ["a=1"]) == composed and loader.calls == 2, "then composed anew"
+
+
+def test_a_config_that_cannot_be_kept_is_composed_again():
+    loader = Loader(threading.Lock())  # a value of an extension's config that pickle refuses
+    configs = ComposedConfigs(loader)
+    configs.load_sweep_config(None, ["a=1"])
+    assert configs.take(None, ["a=1"]).new == ["a=1"] and loader.calls == 2
+
+
+@pytest.mark.parametrize("planted", [False, True], ids=["as-bytes", "planted-kept-alive"])
+def test_no_job_config_is_alive_when_the_launcher_freezes(tmp_path, monkeypatch, planted):
+    """Frozen objects are never collected, and a config is cyclic (its nodes point at their
+    parents): a job config alive at the launcher's freeze (the job's own, or one composed for a
+    later job) would stay in memory after its job, a leak that grows with the sweep. With the
+    waiting configs planted back as live objects, the check sees them."""
+    from ascendbench.job import launcher
+
+    configs, alive_at_freeze = [], []
+    compose, take = ConfigLoaderImpl.load_sweep_config, launcher.ComposedConfigs.take
+
+    def tracked(function):
+        def call(self, master_config, overrides):
+            config = function(self, master_config, overrides)
+            configs.append(weakref.ref(config))
+            return config
+        return call
+
+    def freeze() -> None:
+        alive_at_freeze.append(len({id(c) for ref in configs if (c := ref()) is not None}))
+        gc.freeze()
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_sweep_config", tracked(compose))
+    monkeypatch.setattr(launcher.ComposedConfigs, "take", tracked(take))
+    monkeypatch.setattr(launcher, "gc", SimpleNamespace(collect=gc.collect, freeze=freeze))
+    if planted:
+        monkeypatch.setattr(launcher, "pickle", SimpleNamespace(
+            dumps=lambda config: config, loads=lambda config: config,
+            PicklingError=pickle.PicklingError))
+    result = run_app(["-m", *TINY, "preset.iters=2,3,4"], tmp_path)
+    assert result.returncode == 0, result.output
+    # planted: jobs 2 and 3's configs wait at the first freeze, then stay frozen after their jobs
+    assert alive_at_freeze == ([2, 2, 2] if planted else [0, 0, 0])
 
 
 class Cycle:

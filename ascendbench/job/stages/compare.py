@@ -128,8 +128,7 @@ def run_msprobe(job: Job) -> dict[str, Any]:
     root = job.dir / "msprobe"
     for side, mode in msprobe.SIDES.items():
         log.info("msprobe dump of the %s side (log: %s) ...", side, root / f"{side}.log")
-        run_child(mode, _msprobe_request(job, side, root), root / f"{side}.log",
-                  f"msprobe {side}")
+        run_child(mode, _msprobe_request(job, side, root), root / f"{side}.log", f"msprobe {side}")
     steps = [msprobe.dump_dir(root / side / "step0") for side in msprobe.SIDES]
     rules = hidden_rules(job.cfg.compare, job.precision)
     rows, first = judge_dumps(*steps, rules, job.precision.allclose())
