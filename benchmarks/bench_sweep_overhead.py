@@ -40,7 +40,7 @@ from pathlib import Path
 
 RUNS = 3
 PAIRS = 3
-JOBS = 8  # the walls' start-up noise (1-job walls 6.5-9.7 s in one run) is shared by 7 jobs, not 3
+JOBS = 8  # the walls' start-up noise (1-job walls 7.2-9.7 s in one run) is shared by 7 jobs, not 3
 GOAL_PER_JOB_S = 0.5
 GOAL_HELP_RATIO = 1.3
 TINY = [
