@@ -24,8 +24,7 @@ def _display(image: np.ndarray, value_range: Sequence[float]) -> np.ndarray:
 
 def figure(reference: torch.Tensor, device: torch.Tensor, title: str,
            value_range: Sequence[float] = (-1.0, 1.0), colormap: str = "inferno") -> Figure:
-    """The side-by-side figure of one ``[C, H, W]`` pair (matplotlib, no pyplot state): the three
-    panels are images of one axes (one set of axes to build and draw, not three)."""
+    """One ``[C, H, W]`` pair side by side: three images on one matplotlib axes, no pyplot state."""
     ref = reference.detach().to("cpu", torch.float64).numpy()
     dev = device.detach().to("cpu", torch.float64).numpy()
     with np.errstate(invalid="ignore"):  # inf - inf: equal non-finite values agree (0), others NaN
@@ -34,19 +33,20 @@ def figure(reference: torch.Tensor, device: torch.Tensor, title: str,
     finite = diff[np.isfinite(diff)]
     top = float(finite.max()) if finite.size else 0.0
     rows, cols = diff.shape
+    step = 1.1 * cols  # from one panel's left edge to the next: a tenth of a panel between them
     height = min(8.0, max(2.5, 1.2 + 3.6 * rows / cols))  # panels ~3.6 in wide
     # fixed places, no layout engine: "constrained" layout doubled the time of a picture
     fig = Figure(figsize=(12, round(height, 2)), dpi=100)
     fig.suptitle(title, parse_math=False)
     ax = fig.add_axes((0.01, 0.02, 0.91, 0.98 - 0.75 / height), frame_on=False, xticks=[],
-                      yticks=[], xlim=(0, 3.2 * cols), ylim=(rows, 0))  # 0.75 in above for titles
+                      yticks=[], xlim=(0, 2 * step + cols), ylim=(rows, 0))  # 0.75 in for titles
     panels = (_display(ref, value_range), _display(dev, value_range),
               np.nan_to_num(diff, nan=top, posinf=top))
     titles = ("baseline (CPU)", "device", f"|device - baseline|, max {top:.3g}")
     for i, (panel, text) in enumerate(zip(panels, titles, strict=True)):
         shown = ax.imshow(panel, cmap=colormap, vmin=0.0, vmax=top or 1.0, interpolation="nearest",
-                          extent=(1.1 * cols * i, 1.1 * cols * i + cols, rows, 0))
-        ax.annotate(text, (1.1 * cols * i + cols / 2, 0), xytext=(0, 6), ha="center",
+                          extent=(step * i, step * i + cols, rows, 0))
+        ax.annotate(text, (step * i + cols / 2, 0), xytext=(0, 6), ha="center",
                     textcoords="offset points", fontsize="large", parse_math=False)
     fig.colorbar(shown, cax=fig.add_axes((0.945, 0.1, 0.012, 0.7)))
     return fig
