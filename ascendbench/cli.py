@@ -3,6 +3,7 @@ failed ``fail_on`` (a search: :func:`~ascendbench.job.objective.search_exit_stat
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import ctypes
 import gc
@@ -13,6 +14,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +37,11 @@ from ascendbench.metrics.verdict import ORDER
 from hydra_plugins.ascendbench_launcher import AscendbenchLauncher
 
 _JOBS: list[dict[str, Any]] = []  # this process's jobs: {"status": gated status[, "objective": v]}
+_IN_JOB: list[bool] = []  # non-empty while this process runs a job (_follow_launcher, _job_over)
 EXIT_INTERRUPTED = 130  # the shell's convention for SIGINT
 VERSION_LIBRARIES = ("torch", "torch_npu", "diffusers", "hydra-core")
 LAUNCHER = "ASCENDBENCH_LAUNCHER"  # host:pid of the launching process, inherited by its workers
+ENDED_WORKER = b"ab-ended-job"  # a joblib worker's process name once its job's record is final
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +79,14 @@ def _app(cfg: DictConfig) -> str | float:
         record = run_job(cfg, job_dir)
         status = _gate(record, cfg.get("fail_on"))
     except KeyboardInterrupt:
-        if _launcher() not in (None, str(os.getpid())):  # a worker: its record says
-            logging.shutdown()  # `interrupted`; it ends now, and its card lock with it
-            os._exit(EXIT_INTERRUPTED)
+        if _launcher() not in (None, str(os.getpid())):  # a worker: its record says `interrupted`
+            _end_worker()
         raise
     except (JobDirBusyError, JobDirError) as exc:  # nothing of the job was written: say so
         log.error("job not run (%s): %s", exc.reason, exc)
         status = exc.reason
+    finally:
+        _job_over()
     outcome = job_outcome(status, record, cfg.get("objective"), cfg.get("fail_on"))
     _JOBS.append(outcome)
     note_outcome(job_dir=job_dir, **outcome)
@@ -112,25 +117,58 @@ def _launcher() -> str | None:
 
 def _follow_launcher() -> None:
     """In a joblib worker: SIGTERM (an `interrupted` record) when the launcher dies, even killed."""
+    _IN_JOB.append(True)
     pid = _launcher()
     main = threading.current_thread() is threading.main_thread()
     if pid in (None, str(os.getpid())) or not main or not sys.platform.startswith("linux"):
         return  # the launcher itself, a basic-launcher job, another host's job
     if str(os.getppid()) == pid:
-        signal.signal(signal.SIGTERM, _terminated)
+        _end_on_termination()
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
     if not psutil.pid_exists(int(pid)):  # gone before this worker could follow it
         raise KeyboardInterrupt("signal SIGTERM (the launching process is gone)")
 
 
-def _terminated(signum: int, frame: object) -> None:
-    # once is enough: a second signal (a worker gets one per launcher thread that dies) would
-    # interrupt the `interrupted` record being written, leaving it `running`
+def _job_over() -> None:
+    # here, not in _app: joblib's workers run a copy of _app (pickled by value), its globals too
+    _IN_JOB.clear()
+
+
+def _end_on_termination() -> None:
+    """SIGTERM (Slurm preemption, `kill`) and SIGHUP (a closed terminal): `interrupted` records."""
     for name in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(name, signal.SIG_IGN)
+        signal.signal(name, _terminated)
+    sys.unraisablehook = _lost_interrupt
+
+
+def _terminated(signum: int, frame: object) -> None:
+    if isinstance(sys.exc_info()[1], KeyboardInterrupt):  # a second signal (one per launcher
+        return  # thread that dies) while the first's `interrupted` record is written: let it be
     if _launcher() == str(os.getpid()):  # the launcher: its joblib workers first
         _stop_workers(signum)
+    elif not _IN_JOB:
+        _end_worker()  # a joblib worker between jobs: nothing to record
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _end_worker() -> None:
+    """A joblib worker whose job is over: its name says so to the launcher; it ends with the
+    launcher (or when joblib kills it). A worker that ended first would make joblib kill the other
+    workers at once, maybe while they write their `interrupted` records."""
+    logging.shutdown()
+    ctypes.CDLL(None, use_errno=True).prctl(15, ENDED_WORKER)  # 15: PR_SET_NAME
+    while str(os.getppid()) == _launcher():
+        time.sleep(0.05)
+    os._exit(EXIT_INTERRUPTED)  # its card lock with it
+
+
+def _lost_interrupt(unraisable: Any) -> None:
+    """An interrupt whose handler ran inside a finalizer (``__del__``, a weakref callback): Python
+    prints it and drops it there, so it is delivered again, from outside, to the code running."""
+    sys.__unraisablehook__(unraisable)
+    if isinstance(exc := unraisable.exc_value, KeyboardInterrupt):
+        name = str(exc).split()[1] if str(exc).startswith("signal ") else "SIGINT"
+        threading.Timer(0.01, _thread.interrupt_main, (signal.Signals[name],)).start()
 
 
 def _stop_workers(signum: int, wait_s: float = 15.0) -> None:
@@ -141,7 +179,15 @@ def _stop_workers(signum: int, wait_s: float = 15.0) -> None:
             if any("popen_loky" in part for part in child.cmdline()):  # joblib's worker
                 child.send_signal(signum)
                 workers.append(child)
-    psutil.wait_procs(workers, timeout=wait_s)
+    deadline = time.monotonic() + wait_s
+    while any(map(_still_working, workers)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _still_working(worker: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.Error):  # gone: not working
+        return worker.status() != psutil.STATUS_ZOMBIE and worker.name() != ENDED_WORKER.decode()
+    return False
 
 
 def main() -> None:
@@ -168,8 +214,7 @@ def main() -> None:
                  "starts, so nothing ran: remove the node from the folder or the override.")
     _JOBS.clear()
     os.environ[LAUNCHER] = f"{socket.gethostname()}:{os.getpid()}"
-    for name in (signal.SIGTERM, signal.SIGHUP):  # Slurm preemption, `kill`, a closed terminal
-        signal.signal(name, _terminated)  # record `interrupted`
+    _end_on_termination()
     try:
         _app()  # a refused directory or card pool: SystemExit, its paragraph on stderr, exit 1
     except KeyboardInterrupt as exc:

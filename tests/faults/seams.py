@@ -62,6 +62,10 @@ class SlowDecode(VaeDecodeTask):
             pauses only if it does not exist.
         once: pause only the first time (the rerun after a kill goes through).
         release: end the pause as soon as this file exists (``pause_s`` stays the upper bound).
+        in_finalizer: pause inside an object's ``__del__``, as when a signal arrives while the
+            collector runs a finalizer (Python prints and drops what a finalizer raises).
+        cleanup_s: seconds the pause takes to end when interrupted (a device sync, memory freed).
+        cleanup_seed: only the job with this seed cleans up that long (``None``: every job).
         count_file: one line is appended to it per run of ``pause_in`` (how many times it was
             computed).
     """
@@ -78,6 +82,9 @@ class SlowDecode(VaeDecodeTask):
         once: bool = False,
         count_file: str | None = None,
         release: str | None = None,
+        in_finalizer: bool = False,
+        cleanup_s: float = 0.0,
+        cleanup_seed: int | None = None,
     ) -> None:
         super().__init__(latent_channels, spatial_compression, output_name)
         self.pause_s, self.pause_in, self.pause_seed = float(pause_s), pause_in, pause_seed
@@ -88,6 +95,8 @@ class SlowDecode(VaeDecodeTask):
             release,
         )
         self.seed: int | None = None
+        self.in_finalizer = bool(in_finalizer)
+        self.cleanup_s, self.cleanup_seed = float(cleanup_s), cleanup_seed
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
         self.seed = int(seed)
@@ -102,7 +111,10 @@ class SlowDecode(VaeDecodeTask):
             if self.count_file:
                 with open(self.count_file, "a") as handle:
                     handle.write(f"{os.getpid()}\n")
-            self._maybe_pause()
+            if self.in_finalizer:
+                _PausesWhenDropped(self._maybe_pause)  # dropped at once: its __del__ pauses
+            else:
+                self._maybe_pause()
         return super().run(model, inputs)
 
     def _maybe_pause(self) -> None:
@@ -114,9 +126,23 @@ class SlowDecode(VaeDecodeTask):
             written = Path(f"{self.marker}.{os.getpid()}")
             written.write_text(str(os.getpid()))
             os.replace(written, self.marker)  # whoever sees the marker reads the whole pid
-        deadline = time.monotonic() + self.pause_s
-        while time.monotonic() < deadline and not (self.release and Path(self.release).exists()):
-            time.sleep(0.05)
+        deadline, release = time.monotonic() + self.pause_s, self.release and Path(self.release)
+        try:
+            while time.monotonic() < deadline and not (release and release.exists()):
+                time.sleep(0.05)
+        finally:
+            if self.cleanup_seed is None or self.seed == int(self.cleanup_seed):
+                time.sleep(self.cleanup_s)
+
+
+class _PausesWhenDropped:
+    """An object whose finalizer (``__del__``) runs ``pause``."""
+
+    def __init__(self, pause: Any) -> None:
+        self.pause = pause
+
+    def __del__(self) -> None:
+        self.pause()
 
 
 # --- Full disk (tests/faults/test_job_dir_faults.py) ----------------------------------------------

@@ -52,11 +52,16 @@ def _ended_output(procs: dict[str, subprocess.Popen]) -> str:
     return "\n".join(f"{name}: {proc.communicate()[0][-3000:]}" for name, proc in procs.items())
 
 
-def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
+# a signal whose handler runs inside a finalizer (`__del__`, run by the collector at any moment):
+# Python prints what the handler raised there and drops it, and the job went on
+IN_FINALIZER = ["model.task.in_finalizer=true"]
+
+
+@pytest.mark.parametrize("where", [[], IN_FINALIZER], ids=["in-code", "in-a-finalizer"])
+def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path, where):
     job = tmp_path / "job"
-    proc = popen(
-        SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}"
-    )
+    proc = popen(SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused",
+                 f"hydra.run.dir={job}", *where)
     _wait_for(
         lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run"
     )
@@ -70,13 +75,14 @@ def test_ctrl_c_leaves_an_interrupted_record(popen, fast, tmp_path):
     assert "job interrupted; record (status interrupted)" in output
 
 
-@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_sigterm_and_sighup_also_leave_an_interrupted_record(popen, fast, tmp_path, sent):
+@pytest.mark.parametrize("sent, where", [(signal.SIGTERM, []), (signal.SIGHUP, []),
+                                         (signal.SIGTERM, IN_FINALIZER)],
+                         ids=["SIGTERM", "SIGHUP", "SIGTERM-in-a-finalizer"])
+def test_sigterm_and_sighup_also_leave_an_interrupted_record(popen, fast, tmp_path, sent, where):
     """SIGHUP: the terminal of a run in the foreground closed (an ssh session lost)."""
     job = tmp_path / "job"
-    proc = popen(
-        SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused", f"hydra.run.dir={job}"
-    )
+    proc = popen(SLOW, *fast, "model.task.pause_s=120", "model.task.marker=paused",
+                 f"hydra.run.dir={job}", *where)
     _wait_for(
         lambda: (tmp_path / "paused").exists() or proc.poll() is not None, what="the device run"
     )
@@ -185,16 +191,26 @@ def test_two_jobs_racing_for_one_baseline_compute_it_once(popen, fast, tmp_path,
     )
 
 
-@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+# one worker's job takes 3 s to end once interrupted; the other's ended at once, and its worker with
+# it, which made joblib kill the slow worker before its record said `interrupted`
+SLOW_TO_END = ["model.task.cleanup_s=3", "model.task.cleanup_seed=1"]
+
+
+@pytest.mark.parametrize("sent, where", [(signal.SIGTERM, []), (signal.SIGKILL, []),
+                                         (signal.SIGTERM, IN_FINALIZER),
+                                         (signal.SIGTERM, SLOW_TO_END)],
+                         ids=["SIGTERM", "SIGKILL", "SIGTERM-in-a-finalizer",
+                              "SIGTERM-slow-to-end"])
 def test_a_signalled_joblib_launcher_leaves_interrupted_records_and_no_worker(popen, fast,
-                                                                             tmp_path, sent):
+                                                                             tmp_path, sent, where):
     """SIGTERM: the launcher passes it to its workers and waits for their records before joblib
-    kills them; SIGKILL: the workers follow their launcher (PR_SET_PDEATHSIG), record
+    kills them (a worker whose record is final waits for that, so that joblib does not kill the
+    others early); SIGKILL: the workers follow their launcher (PR_SET_PDEATHSIG), record
     `interrupted` and end, so no orphan keeps running or holds its card lock."""
     sweep = tmp_path / "sweep"
     proc = popen("-m", SLOW, *fast, "model.task.pause_s=120", f"model.task.marker={tmp_path}/p",
                  "seed=1,2", "hydra/launcher=joblib_cards", "hydra.launcher.n_jobs=2",
-                 "hydra.callbacks.cards.cards=[0,1]", f"hydra.sweep.dir={sweep}")
+                 "hydra.callbacks.cards.cards=[0,1]", f"hydra.sweep.dir={sweep}", *where)
 
     def records() -> list[str]:
         return [json.loads(p.read_text())["status"] for p in sweep.glob("*/record.json")]
@@ -216,3 +232,35 @@ def test_a_signalled_joblib_launcher_leaves_interrupted_records_and_no_worker(po
     _wait_for(lambda: not Path(f"/proc/{worker}").exists(), what=f"worker {worker} to end")
     for lock in (sweep / ".cards").glob("card-*.lock"):
         FileLock(str(lock)).acquire(timeout=0)  # free: its worker is gone
+
+
+def test_a_signalled_joblib_launcher_with_an_idle_worker(popen, fast, tmp_path):
+    """A worker between jobs (its job done, none left) ends on the launcher's SIGTERM without
+    making joblib kill the worker whose job is still ending (3 s) before its record is final."""
+    sweep = tmp_path / "sweep"
+    proc = popen("-m", SLOW, *fast, "model.task.pause_s=120", "model.task.pause_seed=1",
+                 f"model.task.marker={tmp_path}/p", *SLOW_TO_END, "seed=1,2",
+                 "hydra/launcher=joblib_cards", "hydra.launcher.n_jobs=2",
+                 "hydra.callbacks.cards.cards=[0,1]", f"hydra.sweep.dir={sweep}")
+
+    def records() -> dict[str, str]:
+        return {seed: json.loads((path / "record.json").read_text())["status"]
+                for seed, path in _jobs_by_seed(sweep).items() if (path / "record.json").exists()}
+
+    _wait_for(lambda: (tmp_path / "p").exists() and records().get("2") == "ok"
+              or proc.poll() is not None, what="job seed=1 paused, job seed=2 done")
+    time.sleep(1.0)  # the worker of seed=2 back in joblib's loop, waiting for a job
+    proc.send_signal(signal.SIGTERM)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output[-3000:]
+    assert records() == {"1": "interrupted", "2": "ok"}, (records(), output[-3000:])
+    for lock in (sweep / ".cards").glob("card-*.lock"):
+        _wait_for(lambda lock=lock: _free(lock), what=f"{lock.name} to be free")
+
+
+def _free(lock: Path) -> bool:
+    try:
+        FileLock(str(lock)).acquire(timeout=0).lock.release()
+    except TimeoutError:
+        return False
+    return True

@@ -152,11 +152,12 @@ def _clear_hydra() -> None:
 @contextmanager
 def _kept_interpreter_state() -> Iterator[None]:
     argv, path, cwd, environ = list(sys.argv), list(sys.path), os.getcwd(), dict(os.environ)
+    unraisable = sys.unraisablehook  # the CLI hands interrupts lost in finalizers on
     try:
         yield
     finally:
         # sys.path: the same list object, which importlib holds on to
-        sys.argv, sys.path[:] = argv, path
+        sys.argv, sys.path[:], sys.unraisablehook = argv, path, unraisable
         gc.unfreeze()  # a sweep freezes what survives its jobs: the session's objects again
         os.chdir(cwd)
         for key in set(os.environ) - set(environ):
