@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 PROGRESS_ENV = "ASCENDBENCH_PROGRESS"
 MODES = ("bar", "log", "off")
-# The current job's name, the depth of nested quiet() blocks, the options of using().
+# The current job's name, the depth of nested quiet() blocks, the options a Progress made
+# without options uses (tests set them).
 _STATE: dict[str, Any] = {"job": None, "quiet": 0, "defaults": None}
 
 
@@ -72,16 +73,6 @@ def quiet_logger(name: str) -> Iterator[None]:
         yield
     finally:
         logger.setLevel(before)
-
-
-@contextmanager
-def using(options: ProgressOptions) -> Iterator[None]:
-    """Within the block a :class:`Progress` made without options uses ``options``."""
-    previous, _STATE["defaults"] = _STATE["defaults"], options
-    try:
-        yield
-    finally:
-        _STATE["defaults"] = previous
 
 
 def is_quiet() -> bool:

@@ -221,14 +221,15 @@ def _t2v(steps):
     return task, inputs
 
 
-def test_denoising_steps_report_progress_and_stay_out_of_quiet_calls():
+def test_denoising_steps_report_progress_and_stay_out_of_quiet_calls(monkeypatch):
     clock, stream = FakeClock(), io.StringIO()
     pipe = FakePipe(clock, step_s=4.0)
     task, inputs = _t2v(steps=10)
-    with progress.using(ProgressOptions(mode="log", stream=stream, clock=clock)):
+    monkeypatch.setitem(progress._STATE, "defaults",
+                        ProgressOptions(mode="log", stream=stream, clock=clock))
+    task.run(pipe, inputs)
+    with progress.quiet():
         task.run(pipe, inputs)
-        with progress.quiet():
-            task.run(pipe, inputs)
     lines = _lines(stream)
     assert lines == [f"[{JOB}] denoising: 4/10 steps, 16.0 s, ETA 24.0 s, timestep 940",
                      f"[{JOB}] denoising: 8/10 steps, 32.0 s, ETA 8.0 s, timestep 860"]
@@ -236,7 +237,7 @@ def test_denoising_steps_report_progress_and_stay_out_of_quiet_calls():
     assert pipe.callbacks[1] is None, "no hook at all in a quiet (timed) call"
 
 
-def test_the_real_tiny_pipeline_takes_the_step_progress_next_to_the_phase_timer():
+def test_the_real_tiny_pipeline_takes_the_step_progress_next_to_the_phase_timer(monkeypatch):
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from hydra.utils import instantiate
@@ -256,10 +257,11 @@ def test_the_real_tiny_pipeline_takes_the_step_progress_next_to_the_phase_timer(
     timer = PhaseTimer()
     task.attach_phase_timer(pipe, timer)
     stream = io.StringIO()
+    monkeypatch.setitem(progress._STATE, "defaults",
+                        ProgressOptions(mode="log", stream=stream, interval_s=0.0))
     try:
-        with progress.using(ProgressOptions(mode="log", stream=stream, interval_s=0.0)):
-            timer.reset()
-            task.run(pipe, inputs)
+        timer.reset()
+        task.run(pipe, inputs)
     finally:
         timer.remove_hooks()
     lines = _lines(stream)

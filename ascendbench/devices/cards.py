@@ -65,12 +65,6 @@ def card_refusal() -> NoFreeCardError | None:
     return _REFUSED.get("error")
 
 
-def release_card() -> None:
-    """Give this process's cards back (tests; worker processes simply exit)."""
-    for lock in _CLAIM.pop("lock", None) or []:
-        lock.release(force=True)
-    _CLAIM.clear()
-
 
 def refuse(error: NoFreeCardError) -> None:
     """Remember that this worker's current job found no free card."""
