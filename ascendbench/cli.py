@@ -152,9 +152,8 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def _end_worker() -> None:
-    """A joblib worker whose job is over: its name says so to the launcher; it ends with the
-    launcher (or when joblib kills it). A worker that ended first would make joblib kill the other
-    workers at once, maybe while they write their `interrupted` records."""
+    """A joblib worker whose job is over ends with its launcher (its name tells the launcher): one
+    ending first made joblib kill the other workers at once, maybe mid-record."""
     logging.shutdown()
     ctypes.CDLL(None, use_errno=True).prctl(15, ENDED_WORKER)  # 15: PR_SET_NAME
     while str(os.getppid()) == _launcher():

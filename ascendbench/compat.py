@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata as md
 import importlib.util
 import sys
@@ -94,11 +95,9 @@ def require_supported(lookup: VersionLookup | None = None) -> None:
 def missing_extra(group: str) -> str | None:
     """How to install the extra that the options of config ``group`` need, when it is absent."""
     module = EXTRA_GROUPS.get(group)
-    try:
+    with contextlib.suppress(ModuleNotFoundError):  # its parent package is absent too
         if module is None or importlib.util.find_spec(module) is not None:
             return None
-    except ModuleNotFoundError:  # its parent package is absent too
-        pass
     return f"pip install 'ascendbench[{group}]'` (from a checkout: `pip install -e '.[{group}]'"
 
 

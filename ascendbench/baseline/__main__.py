@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -45,12 +46,10 @@ def hold_lifeline(environ: dict[str, str] | None = None) -> str:
         return "none"
     how = "watch"
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
             if libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0:
                 how = "pdeathsig"
-        except (OSError, AttributeError):
-            pass
     if os.getppid() != int(value):  # the job died before the death signal was armed
         print(f"the job (pid {value}) that started this reference process is gone; exiting",
               file=sys.stderr)

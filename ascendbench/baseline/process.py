@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -127,11 +128,9 @@ def run_child(mode: str, request: Mapping[str, Any], log_path: Path, label: str,
     with open(log_path, "w") as handle:
         proc = subprocess.Popen([sys.executable, "-m", "ascendbench.baseline", mode], env=env,
                                 stdin=subprocess.PIPE, stdout=handle, stderr=subprocess.STDOUT)
-        try:
+        with contextlib.suppress(BrokenPipeError):  # it died at once: its status and log say why
             proc.stdin.write(json.dumps(request, default=str).encode())
             proc.stdin.close()
-        except BrokenPipeError:
-            pass  # it died at once: its exit status and log say why
         ended = _wait(proc, log_path, label)
     if ended.code != 0:
         what = f"the {label} process (python -m ascendbench.baseline {mode})"

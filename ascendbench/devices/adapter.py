@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
@@ -260,12 +261,10 @@ def _apply_env(env: Mapping[str, Any]) -> dict[str, str]:
 
 def _proc_status_mb(key: str) -> float:
     """A memory field of ``/proc/self/status`` in MiB (``ru_maxrss`` where there is no /proc)."""
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith(f"{key}:"):
                 return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -276,10 +275,8 @@ def host_rss_mb() -> float:
 
 def cpu_model_name() -> str:
     """The CPU model string (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or platform.machine()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -88,10 +89,8 @@ def _tee_fd2(lines: list[str]) -> Iterator[None]:
     try:
         yield
     finally:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
         os.dup2(saved, 2)  # the pipe's last writer closes: the reader sees the end
         reader.join(timeout=2.0)
         os.close(saved)
