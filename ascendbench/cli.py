@@ -146,7 +146,7 @@ def _terminated(signum: int, frame: object) -> None:
         return  # thread that dies) while the first's `interrupted` record is written: let it be
     if _launcher() == str(os.getpid()):  # the launcher: its joblib workers first
         _stop_workers(signum)
-    elif not _IN_JOB:
+    elif _launcher() is not None and not _IN_JOB:
         _end_worker()  # a joblib worker between jobs: nothing to record
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 

@@ -30,14 +30,7 @@ from ascendbench.job.launch import LaunchRefused
 from ascendbench.job.record import RecordWriter
 from ascendbench.progress import format_seconds
 
-from helpers import run_app
-
-
-def release_card() -> None:
-    """Give this test process's cards back (a worker process simply exits)."""
-    for lock in cards._CLAIM.pop("lock", None) or []:
-        lock.release(force=True)
-    cards._CLAIM.clear()
+from helpers import release_card, run_app
 
 
 def _record(job_dir, status, dtype="float32", error=None):

@@ -14,8 +14,10 @@ import time
 import pytest
 
 from ascendbench.callbacks.cards import CardPool
-from ascendbench.devices.cards import claim_card, release_card
+from ascendbench.devices.cards import claim_card
 from ascendbench.errors import ConfigError, NoFreeCardError
+
+from helpers import release_card
 
 pytestmark = pytest.mark.skipif(shutil.which("flock") is None,
                                 reason="util-linux flock(1) is not installed")

@@ -11,7 +11,7 @@ files hold fixtures only, built on these.
 """
 
 from helpers.app import TINY_RUN, Result, read_record, run_app, run_cli
-from helpers.config import compose_config, run_job
+from helpers.config import compose_config, release_card, run_job
 from helpers.models import TINY_FLUX2_ARCH, build_tiny_flux2, same_weights
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "build_tiny_flux2",
     "compose_config",
     "read_record",
+    "release_card",
     "run_app",
     "run_cli",
     "run_job",

@@ -60,3 +60,12 @@ def ltx_single_file_layout(model: str, root: Path) -> Path:
     save_ltx_single_file(pipe, root / "weights" / f"{model}.safetensors")
     shutil.copytree(root / "full", root / "config", ignore=shutil.ignore_patterns("*.safetensors"))
     return root
+
+
+def release_card() -> None:
+    """Give this test process's cards back (a worker process simply exits)."""
+    from ascendbench.devices import cards
+
+    for lock in cards._CLAIM.pop("lock", None) or []:
+        lock.release(force=True)
+    cards._CLAIM.clear()

@@ -7,9 +7,11 @@ from filelock import FileLock
 from omegaconf import OmegaConf
 
 from ascendbench.callbacks.cards import CardPool
-from ascendbench.devices.cards import claim_card, release_card
+from ascendbench.devices.cards import claim_card
 from ascendbench.errors import NoFreeCardError
 from ascendbench.job.launch import LaunchRefused
+
+from helpers import release_card
 
 
 @pytest.fixture(autouse=True)
