@@ -141,7 +141,6 @@ class VideoTokenizerTask(Task):
     def run(self, model: Any, inputs: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Tokenize then detokenize."""
         tokens = self.tokenize(model, inputs["video"])
-        tokens = self.tokenize(model, inputs["video"])
         return {"tokens": tokens,
                 "reconstruction": self.reconstruct(model, tokens, inputs.get("noise"))}
 

@@ -106,6 +106,19 @@ def test_run_gives_tokens_and_a_reconstruction(run):
     assert reconstruction_psnr(outputs["reconstruction"], inputs["video"]) > 18.0
 
 
+def test_a_timed_call_tokenizes_once_and_detokenizes_once(monkeypatch):
+    # what the timing loop times is one run(): a second tokenize in it would double the latency
+    task, calls = standin_task(), []
+    inputs = task.make_inputs(PRESET, seed=42)
+    with dense(VideoFlexTokStandIn({}).eval()) as model:
+        for name in ("tokenize", "detokenize"):
+            method = getattr(model, name)
+            monkeypatch.setattr(model, name, lambda *a, _m=method, _n=name, **k: (
+                calls.append(_n), _m(*a, **k))[1])
+        task.run(model, inputs)
+    assert calls == ["tokenize", "detokenize"]
+
+
 def test_steps_and_noise_reach_the_flow_decoder():
     torch.manual_seed(3)
     task = standin_task()
