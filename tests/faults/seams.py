@@ -95,7 +95,7 @@ class SlowDecode(VaeDecodeTask):
             release,
         )
         self.seed: int | None = None
-        self.in_finalizer = bool(in_finalizer)
+        self.in_finalizer, self.interrupted = bool(in_finalizer), False
         self.cleanup_s, self.cleanup_seed = float(cleanup_s), cleanup_seed
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
@@ -113,6 +113,8 @@ class SlowDecode(VaeDecodeTask):
                     handle.write(f"{os.getpid()}\n")
             if self.in_finalizer:
                 _PausesWhenDropped(self._maybe_pause)  # dropped at once: its __del__ pauses
+                if self.interrupted:  # the call goes on in plain code, as a model's would: the
+                    time.sleep(2.0)  # interrupt Python dropped in the finalizer lands here
             else:
                 self._maybe_pause()
         return super().run(model, inputs)
@@ -130,6 +132,9 @@ class SlowDecode(VaeDecodeTask):
         try:
             while time.monotonic() < deadline and not (release and release.exists()):
                 time.sleep(0.05)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            raise
         finally:
             if self.cleanup_seed is None or self.seed == int(self.cleanup_seed):
                 time.sleep(self.cleanup_s)
