@@ -40,10 +40,6 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
-def _row(line: str, cells: list[str]) -> str:
-    return "\t".join(cells) if "\t" in line else "| " + " | ".join(cells) + " |"
-
-
 def fill_placeholders(text: str, table: str) -> tuple[str, int]:
     """Placeholder rows of ``text`` filled from ``table`` by key columns; text, rows unfilled."""
     rows = [_cells(line) for line in table.splitlines() if line.startswith("|")]
@@ -57,7 +53,7 @@ def fill_placeholders(text: str, table: str) -> tuple[str, int]:
         if found is None or len(found) != len(cells):
             left += 1
         else:
-            lines[number] = _row(line, found)
+            lines[number] = "\t".join(found) if "\t" in line else "| " + " | ".join(found) + " |"
     return "\n".join(lines), left
 
 

@@ -8,11 +8,13 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ascendbench.metrics.verdict import ORDER, worst
-from ascendbench.report.fmt import DRY_RUN, get, num, short, size_label, table, text
-from ascendbench.report.gather import KEY, measured
+from ascendbench.report.fmt import DRY_RUN, cells, get, group, measured, num, short, table, text
+from ascendbench.report.gather import KEY
 from ascendbench.report.performance import latest
 from ascendbench.report.select import from_the_future
 from ascendbench.report.significance import LatencyRule, decide, latency_of
+
+SHOWN = ["job.model", "job.device", "job.dtype", "job.preset", "size"]  # then the batch
 
 
 @dataclass
@@ -71,9 +73,7 @@ class Comparison:
 
 
 def _label(row: Mapping[str, Any]) -> str:
-    names = " ".join(text(get(row, k)) for k in ("job.model", "job.device", "job.dtype",
-                                                 "job.preset"))
-    return f"{names} {size_label(row)} b{num(get(row, 'job.batch_size'))}"
+    return f"{' '.join(cells(row, SHOWN))} b{num(get(row, 'job.batch_size'))}"
 
 
 def why_unmeasured(row: Mapping[str, Any]) -> str | None:
@@ -94,11 +94,8 @@ def why_unmeasured(row: Mapping[str, Any]) -> str | None:
 
 
 def _latest_by_key(frame: pd.DataFrame) -> dict[tuple, Mapping[str, Any]]:
-    rows = [] if frame.empty else frame.to_dict("records")
-    grouped: dict[tuple, list] = {}
-    for row in rows:
-        if why_unmeasured(row) is None:
-            grouped.setdefault(tuple(get(row, k) for k in KEY), []).append(row)
+    grouped = group((r for r in frame.to_dict("records") if why_unmeasured(r) is None),
+                    lambda r: tuple(get(r, k) for k in KEY))
     return {k: latest(v) for k, v in grouped.items()}
 
 
@@ -149,11 +146,10 @@ def compare_frames(old: pd.DataFrame, new: pd.DataFrame, rule: LatencyRule | Non
         o, n = old_rows[key], new_rows[key]
         found, line = _regressions(o, n, rule)
         latency += [line] if line else []
-        names = [text(get(n, k)) for k in ("job.model", "job.device", "job.dtype", "job.preset")]
-        for what, was, now in found:
-            offending.append([*names, size_label(n), num(get(n, "job.batch_size")), what, was, now])
+        offending += [[*cells(n, SHOWN), num(get(n, "job.batch_size")), what, was, now]
+                      for what, was, now in found]
     only = lambda a, b: sorted(_label(a[k]) for k in a if k not in b)  # noqa: E731
-    new_list, old_list = ([] if f.empty else f.to_dict("records") for f in (new, old))
+    new_list, old_list = (f.to_dict("records") for f in (new, old))
     unmeasured = [why for row in new_list if (why := why_unmeasured(row))]
     unmeasured += [f"OLD {why_unmeasured(row)}" for row in old_list if from_the_future(row)]
     return Comparison(offending, len(common), only(old_rows, new_rows), only(new_rows, old_rows),

@@ -34,13 +34,16 @@ def _value(row: fmt.Row, base: str, prefix: str = "metrics.", suffix: str = ".va
     return None, None
 
 
-def _latest_by_device(rows: fmt.Rows, key: Callable[[fmt.Row], Any]) -> list[dict[tuple, fmt.Row]]:
-    def place(row: fmt.Row) -> tuple:
-        return fmt.get(row, "job.device"), fmt.get(row, "env.hostname")
-
-    grouped = fmt.group(rows, key)
-    return [{d: latest(rs) for d, rs in fmt.group(grouped[k], place).items()}
-            for k in sorted(grouped, key=str)]
+def _by_device(rows: fmt.Rows, key: Callable[[fmt.Row], Any], reference: str
+               ) -> list[tuple[fmt.Row | None, list[tuple[Any, fmt.Row]]]]:
+    """Per ``key`` group: the latest ``reference`` run (or None), (device, latest) of the rest."""
+    grouped, found = fmt.group(rows, key), []
+    for k in sorted(grouped, key=str):
+        runs = sorted(((place, latest(rs)) for place, rs in fmt.group(grouped[k], lambda r: (
+            fmt.get(r, "job.device"), fmt.get(r, "env.hostname"))).items()), key=str)
+        found.append((latest([r for (dev, _), r in runs if dev == reference]),
+                      [(dev, r) for (dev, _), r in runs if dev != reference]))
+    return found
 
 
 def _ratio_row(row: fmt.Row, name: str, errors: tuple[float, float], limit: float, records: str
@@ -73,15 +76,10 @@ def _error_ratios(rows: fmt.Rows, reference: str, limits: Mapping[str, float], b
         return point_key(row) + (fmt.get(row, "job.dtype"), fmt.get(row, "job.seed"),
                                  fmt.get(row, "inputs.digest"), weights)
 
-    for runs in _latest_by_device([r for r in rows if not _saved(r)], same_inputs):
-        refs = [r for (dev, _), r in runs.items() if dev == reference]
-        others = [r for (dev, _), r in sorted(runs.items(), key=str)
-                  if dev not in (reference, "cpu")]
-        if not refs:
-            unmatched += len(others)
-            continue
-        ref = latest(refs)
-        for row in others:
+    for ref, runs in _by_device([r for r in rows if not _saved(r)], same_inputs, reference):
+        others = [row for dev, row in runs if dev != "cpu"]
+        unmatched += len(others) if ref is None else 0
+        for row in others if ref is not None else []:
             records = (f"{fmt.link('device', row['record'], base_dir)} "
                        f"{fmt.link(reference, ref['record'], base_dir)}")
             for base, limit in limits.items():
@@ -95,18 +93,14 @@ def _error_ratios(rows: fmt.Rows, reference: str, limits: Mapping[str, float], b
 def _latency_ratios(rows: fmt.Rows, reference: str, base_dir: Path) -> list[list[str]]:
     body = []
     timed = [r for r in rows if fmt.latency(r)]
-    for runs in _latest_by_device(timed, lambda r: point_key(r) + (fmt.get(r, "job.dtype"),)):
-        refs = [r for (dev, _), r in runs.items() if dev == reference]
-        if not refs:
-            continue
-        ref = latest(refs)
-        for (dev, _), row in sorted(runs.items(), key=str):
-            if dev != reference:
-                mine, theirs = fmt.latency(row), fmt.latency(ref)
-                body.append([*fmt.cells(row, IDENTITY[:5]), fmt.text(dev), fmt.num(mine),
-                             fmt.num(theirs), fmt.num(mine / theirs, 3),
-                             f"{fmt.link('device', row['record'], base_dir)} "
-                             f"{fmt.link(reference, ref['record'], base_dir)}"])
+    key = lambda r: point_key(r) + (fmt.get(r, "job.dtype"),)  # noqa: E731
+    for ref, runs in _by_device(timed, key, reference):
+        for dev, row in runs if ref is not None else []:
+            mine, theirs = fmt.latency(row), fmt.latency(ref)
+            body.append([*fmt.cells(row, IDENTITY[:5]), fmt.text(dev), fmt.num(mine),
+                         fmt.num(theirs), fmt.num(mine / theirs, 3),
+                         f"{fmt.link('device', row['record'], base_dir)} "
+                         f"{fmt.link(reference, ref['record'], base_dir)}"])
     return body
 
 

@@ -23,11 +23,8 @@ HEADERS = ("s_workload", "s_claim", "s_measured", "s_verdict")
 
 def decoder(row: fmt.Row) -> str | None:
     """``model.vae`` of the row's job (``small``/``standard``), None for any other job."""
-    try:
-        vae = (json.loads(row.get(CONFIG_COLUMN) or "{}").get("model") or {}).get("vae")
-    except (ValueError, AttributeError):
-        return None
-    return vae if vae in SIDES else None
+    model = fmt.json_of(row.get(CONFIG_COLUMN), dict).get("model")
+    return model["vae"] if isinstance(model, dict) and model.get("vae") in SIDES else None
 
 
 def _decode(row: fmt.Row, record: Mapping[str, Any]) -> tuple[Any, str]:

@@ -42,7 +42,6 @@ TITLES = (("Seed layouts", "seed_layouts"), ("Accuracy", "accuracy"),
           ("Hidden states per layer", "layers"), ("Plots", "plots"),
           ("Images and heatmaps written by the jobs", "artifacts"), ("Failed jobs", "failures"),
           ("Dry runs", "dry_runs"), ("Environment per machine", "environment"))
-NO_OK = "No job finished ok, so there is no {} to show (see the failed jobs)."
 
 
 class Report:
@@ -52,7 +51,7 @@ class Report:
         self.frame, self.settings = frame, settings
         self.sources = [str(s) for s in sources]
         self.rows = tables.ok_rows(frame)
-        self.models = tables.models(frame)
+        self.models = sorted({str(m) for r in self.rows if (m := get(r, "job.model")) is not None})
         self.plot_files: list[Path] = []
 
     @property
@@ -90,7 +89,7 @@ class Report:
         self.plot_files.extend(scaling_plots(self.rows, out_dir))
         return self.plot_files
 
-    def section(self, name: str, base_dir: Path, heading: str = "###") -> str:
+    def section(self, name: str, base_dir: Path) -> str:
         """One named section (the names README markers use), links relative to ``base_dir``."""
         if self.empty:
             return self.nothing()
@@ -98,27 +97,24 @@ class Report:
         if name in PROFILE_SECTIONS:
             return (layout(name, rows, str(s.lang), base_dir)
                     or f"No record of a task with the `{name}` layout.")
+        rule = LatencyRule.from_options(s.compare)
         renderers: dict[str, Callable[[], str]] = {
-            "seed_layouts": partial(seed_layouts_section, rows, self.models, str(s.lang), base_dir,
-                                    heading=heading),
-            "accuracy": partial(self._per_model, self._accuracy, base_dir, heading, "accuracy"),
-            "performance": partial(self._per_model, self._performance, base_dir, heading,
-                                   "performance"),
+            "seed_layouts": partial(seed_layouts_section, rows, self.models, str(s.lang), base_dir),
+            "accuracy": partial(self._per_model, self._accuracy, base_dir, "accuracy"),
+            "performance": partial(self._per_model, self._performance, base_dir, "performance"),
             "per_resolution": partial(self._per_resolution, base_dir),
-            "layers": partial(self._layers, base_dir, heading),
-            "replay": partial(hidden.replay_section, rows, base_dir, heading),
+            "layers": partial(self._layers, base_dir),
+            "replay": partial(hidden.replay_section, rows, base_dir),
             "output_checks": partial(hidden.output_checks_section, rows, base_dir),
             "dry_runs": partial(tables.dry_runs_table, self.frame, base_dir),
-            "pivot": partial(pivot_section, rows, self.models, base_dir, heading),
-            "profile": partial(profile_section, rows, base_dir, heading),
-            "variants": partial(variants_section, rows, list(s.variants.show), base_dir, heading,
-                                rule=LatencyRule.from_options(s.compare)),
-            "decoder_swap": partial(swap_section, rows, base_dir,
-                                    LatencyRule.from_options(s.compare)),
-            "graph": partial(graph_section, rows, base_dir, heading),
-            "scaling": partial(scaling_section, rows, base_dir, heading),
+            "pivot": partial(pivot_section, rows, self.models, base_dir),
+            "profile": partial(profile_section, rows, base_dir),
+            "variants": partial(variants_section, rows, list(s.variants.show), base_dir, rule),
+            "decoder_swap": partial(swap_section, rows, base_dir, rule),
+            "graph": partial(graph_section, rows, base_dir),
+            "scaling": partial(scaling_section, rows, base_dir),
             "recommendation": partial(recommendation_section, rows, self.models,
-                                      s.recommendation.error_metric, base_dir, heading=heading),
+                                      s.recommendation.error_metric, base_dir),
             "cross_device": partial(crossdevice_section, rows, s.cross_device.reference_device,
                                     OmegaConf.to_container(s.cross_device.limits, resolve=True),
                                     base_dir),
@@ -130,26 +126,23 @@ class Report:
             return "No job finished ok, so no dtype can be recommended."
         return renderers[name]()
 
-    def _per_model(self, render: Callable[[Rows, Path], str], base_dir: Path, heading: str,
-                   what: str) -> str:
+    def _per_model(self, render: Callable[[Rows, Path], str], base_dir: Path, what: str) -> str:
         if not self.rows:
-            return NO_OK.format(what)
-        return "\n\n".join(f"{heading} {m}\n\n{render(self.of(m), base_dir)}" for m in self.models)
+            return f"No job finished ok, so there is no {what} to show (see the failed jobs)."
+        return "\n\n".join(f"### {m}\n\n{render(self.of(m), base_dir)}" for m in self.models)
 
     def _accuracy(self, rows: Rows, base_dir: Path) -> str:
         rows = accuracy_rows(rows)
         if not rows:
             return "Only performance runs (baseline.enabled=false): nothing judged."
-        note = repeats_note(rows)
         return (tables.accuracy_table(rows, list(self.settings.accuracy.show), base_dir)
-                + (f"\n- {note}" if note else ""))
+                + repeats_note(rows))
 
     def _performance(self, rows: Rows, base_dir: Path) -> str:
         rows, options = timing_rows(rows), self.settings.performance
         cpu_rows = [r for r in self.rows if get(r, "job.device") == "cpu"]
-        note = repeats_note(rows)
         return (performance_table(rows, cpu_rows, options.cpu_dtype, base_dir, list(options.show))
-                + (f"\n- {note}" if note else ""))
+                + repeats_note(rows))
 
     def _per_resolution(self, base_dir: Path) -> str:
         options = self.settings.per_resolution
@@ -162,8 +155,8 @@ class Report:
                     or resolution_table(rows, [], [], base_dir))
         return resolution_table(rows, list(options.psnr), list(options.ssim), base_dir)
 
-    def _layers(self, base_dir: Path, heading: str) -> str:
-        parts = [f"{heading} {model}\n\n" + hidden.layer_detail_table(rows, base_dir)
+    def _layers(self, base_dir: Path) -> str:
+        parts = [f"### {model}\n\n" + hidden.layer_detail_table(rows, base_dir)
                  for model in self.models
                  if (rows := [r for r in self.of(model) if hidden.layer_rows(r)])]
         if not parts:
@@ -181,8 +174,7 @@ class Report:
     def _artifacts(self, base_dir: Path) -> str:
         lines = []
         for row in self.rows:
-            files = media_files(row)
-            if files:
+            if files := media_files(row):
                 label = " ".join(cells(row, ["job.model", "job.device", "job.dtype", "job.preset",
                                              "size"]))
                 lines.append(f"- {label}: " + " ".join(

@@ -290,12 +290,8 @@ MEDIA = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".mp4")
 
 def media_files(row: Row) -> list[tuple[str, Path]]:
     """(name, path) of the image/heatmap/video artifacts a record lists inside its job dir."""
-    try:
-        artifacts = json.loads(row.get("artifacts") or "{}")
-    except (TypeError, json.JSONDecodeError):
-        return []
     found = []
-    for name, value in sorted(artifacts.items()):
+    for name, value in sorted(json_of(row.get("artifacts"), dict).items()):
         paths = value if isinstance(value, list) else [value]
         media = [p for p in paths if isinstance(p, str) and p.lower().endswith(MEDIA)]
         for i, rel in enumerate(media):
@@ -305,9 +301,17 @@ def media_files(row: Row) -> list[tuple[str, Path]]:
     return found
 
 
+def json_of(value: Any, kind: type) -> Any:
+    """A value the flat row holds as JSON text, when it is of ``kind`` (else an empty one)."""
+    try:
+        found = json.loads(value) if isinstance(value, str) else value
+    except ValueError:
+        found = None
+    return found if isinstance(found, kind) else kind()
+
+
 def yaml_strings(path: Path, *keys: str) -> list[str] | None:
-    """The list of strings at ``keys`` of a YAML file, read as data (a regular file, no link);
-    None otherwise."""
+    """The list of strings at ``keys`` of a YAML file read as data (no link followed), or None."""
     try:  # a regular file only: no link followed, no FIFO read
         plain = path.is_file() and not path.is_symlink()
         value = yaml.safe_load(path.read_text()) if plain else None
@@ -317,3 +321,8 @@ def yaml_strings(path: Path, *keys: str) -> list[str] | None:
         value = value.get(key) if isinstance(value, dict) else None
     ok = isinstance(value, list) and all(isinstance(o, str) for o in value)
     return value if ok else None
+
+
+def measured(row: Mapping[str, Any]) -> bool:
+    """True for a record that finished ok and is not a dry run."""
+    return get(row, "status") == "ok" and get(row, "run") != DRY_RUN

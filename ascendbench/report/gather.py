@@ -15,7 +15,7 @@ from ascendbench.digits import printable
 from ascendbench.errors import ReportError
 from ascendbench.fileio import read_regular
 from ascendbench.job.record import RECORD_NAME, SCHEMA_VERSION
-from ascendbench.report.fmt import DRY_RUN, ORDER, get, present
+from ascendbench.report.fmt import DRY_RUN, ORDER, present
 from ascendbench.report.hidden import hidden_fields
 
 log = logging.getLogger(__name__)
@@ -86,8 +86,7 @@ def load_row(path: Path, data: bytes | None = None) -> dict[str, Any]:
     except RecursionError:
         return _broken(path, "RecursionError: the JSON is nested too deeply to read (not a record "
                              "this tool writes)")
-    problem = malformed(record)
-    if problem:
+    if problem := malformed(record):
         return _broken(path, problem)
     if isinstance(record.get("schema"), int) and record["schema"] > SCHEMA_VERSION:
         log.warning("%s is a record of schema %s, newer than this ascendbench's %s: shown as read, "
@@ -240,11 +239,6 @@ def _sort_key(key: str, row: Mapping[str, Any]) -> tuple:
 
 KEY = ("job.model", "job.device", "job.dtype", "job.preset", "job.batch_size", "job.height",
        "job.width", "job.num_frames", "job.steps", "job.seed")
-
-
-def measured(row: Mapping[str, Any]) -> bool:
-    """True for a record that finished ok and is not a dry run."""
-    return get(row, "status") == "ok" and get(row, "run") != DRY_RUN
 
 
 def profile_fields(section: Any) -> dict[str, Any]:

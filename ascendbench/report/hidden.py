@@ -11,8 +11,6 @@ from ascendbench.metrics.verdict import ORDER
 from ascendbench.report import fmt
 
 LAYER = "layer/"
-_HIGHER_IS_BETTER = ("cosine", "psnr", "ssim")
-REPLAY = ("metrics.replay/", "/local_rel_err.value")
 REPLAY_LABEL = "replay (per-module)"
 OUTPUT_CHECKS = (("output_flat_frames", "flat frames"),
                  ("output_black_white_frames", "black/white frames"),
@@ -24,14 +22,13 @@ def split_layer_metric(name: str) -> tuple[str, str] | None:
     """``layer/<layer>/<metric>`` -> (layer, metric); None for any other metric name."""
     if not name.startswith(LAYER) or "/" not in name[len(LAYER):]:
         return None
-    layer, metric = name[len(LAYER):].rsplit("/", 1)
-    return layer, metric
+    return tuple(name[len(LAYER):].rsplit("/", 1))
 
 
 def lower_is_worse(metric: str, rule: Any) -> bool:
     """True when a smaller value is worse (rule ``>= x``, or a similarity: cosine, PSNR, SSIM)."""
     rule = str(rule or "").strip()
-    return rule.startswith(">") if rule else any(p in metric for p in _HIGHER_IS_BETTER)
+    return rule.startswith(">") if rule else any(p in metric for p in ("cosine", "psnr", "ssim"))
 
 
 def _numeric(value: Any) -> float | None:
@@ -184,15 +181,12 @@ def is_replay(row: fmt.Row) -> bool:
 
 def replay_entries(row: fmt.Row) -> list[dict[str, Any]]:
     """The replay entries of one row, in the record's (completion) order."""
-    head, tail = REPLAY
-    found = []
-    for key in row:
-        if key.startswith(head) and key.endswith(tail) and fmt.get(row, key) is not None:
-            base = key[:-6]
-            found.append({"name": key[len(head):-len(tail)], "value": row[key],
-                          **{k: fmt.get(row, f"{base}.{k}")
-                             for k in ("rule", "verdict", "max_abs_err", "cosine")}})
-    return found
+    head, tail = "metrics.replay/", "/local_rel_err.value"
+    return [{"name": key[len(head):-len(tail)], "value": row[key],
+             **{k: fmt.get(row, f"{key[:-6]}.{k}") for k in ("rule", "verdict", "max_abs_err",
+                                                              "cosine")}}
+            for key in row if key.startswith(head) and key.endswith(tail)
+            and fmt.get(row, key) is not None]
 
 
 def replay_hidden_cell(row: fmt.Row, metric: str) -> str | None:
@@ -205,11 +199,11 @@ def replay_hidden_cell(row: fmt.Row, metric: str) -> str | None:
     return f"{fmt.num(max(values) if metric == 'max_abs_err' else min(values))} {REPLAY_LABEL}"
 
 
-def _replay_job(row: fmt.Row, base_dir: Path, heading: str) -> str:
+def _replay_job(row: fmt.Row, base_dir: Path) -> str:
     entries = replay_entries(row)
     first = next((e for e in entries if e["verdict"] == "FAIL"), None)
     job = " ".join(fmt.cells(row, ["job.model", "job.device", "job.dtype", "size"]))
-    title = f"{heading} {job} ({fmt.record_link(row, base_dir)})"
+    title = f"### {job} ({fmt.record_link(row, base_dir)})"
     verdict = (f"First divergent module: **{first['name']}** (local rel err "
                f"{fmt.num(first['value'])}, rule {fmt.text(first['rule'])})." if first
                else "No module breaks its local-error rule.")
@@ -224,7 +218,7 @@ def _replay_job(row: fmt.Row, base_dir: Path, heading: str) -> str:
     return f"{title}\n\nWhy a replay: {why}\n\n{verdict}\n\n{body}"
 
 
-def replay_section(rows: fmt.Rows, base_dir: Path, heading: str = "###") -> str:
+def replay_section(rows: fmt.Rows, base_dir: Path) -> str:
     """Per job with a replay reference: why, the first divergent module, each call's local error."""
     jobs = [r for r in rows if is_replay(r)]
     if not jobs:
@@ -234,7 +228,7 @@ def replay_section(rows: fmt.Rows, base_dir: Path, heading: str = "###") -> str:
             "host memory) on the inputs the device gave it: its local error (||dev - ref|| / "
             "||ref||, the error it adds itself), judged by the device dtype's unit roundoff times "
             "baseline.replay.margin. End-to-end errors of whole-model references are in the "
-            "accuracy table.\n\n" + "\n\n".join(_replay_job(r, base_dir, heading) for r in jobs))
+            "accuracy table.\n\n" + "\n\n".join(_replay_job(r, base_dir) for r in jobs))
 
 
 def _check_cell(row: fmt.Row, check: str) -> str | None:

@@ -39,9 +39,8 @@ def started_key(row: fmt.Row) -> tuple[bool, float]:
 
 def latest(rows: Sequence[fmt.Row]) -> fmt.Row | None:
     """The most recently finished of ``rows`` (by ``timing.finished_at``, then record path)."""
-    if not rows:
-        return None
-    return max(rows, key=lambda r: (instant(fmt.get(r, "timing.finished_at")), str(r["record"])))
+    return max(rows, key=lambda r: (instant(fmt.get(r, "timing.finished_at")), str(r["record"])),
+               default=None)
 
 
 def perf_show(show: Iterable[Any]) -> list[str]:
@@ -89,14 +88,13 @@ def latency_cell(row: fmt.Row, lang: str = "en", stat: str = "median_ms", unit: 
 
 
 def _value_cell(row: fmt.Row, name: str) -> str:
-    if name in ("median_ms", "throughput", "memory"):
-        return {"median_ms": latency_cell, "throughput": throughput_cell,
-                "memory": memory_cell}[name](row)
+    cells = {"median_ms": latency_cell, "throughput": throughput_cell, "memory": memory_cell,
+             "cold_ms": lambda r: fmt.field(r, "bench.cold_ms")}
+    if name in cells:
+        return cells[name](row)
     if name == "load_s":  # the load stage's wall time, else the loader's own figure
         seconds = [fmt.get(row, k) for k in ("weights.load.seconds", "weights.load_seconds")]
         return fmt.num(next((s for s in seconds if isinstance(s, (int, float))), None))
-    if name == "cold_ms":
-        return fmt.field(row, "bench.cold_ms")
     return fmt.num(fmt.latency(row, "count" if name == "timed" else name))
 
 
@@ -200,7 +198,7 @@ def _pivot(rows: fmt.Rows, base_dir: Path) -> str:
     return fmt.table(headers + [f"{d} ms [95% CI]" for d in dtypes], body)
 
 
-def pivot_section(rows: fmt.Rows, models: Sequence[str], base_dir: Path, heading: str) -> str:
+def pivot_section(rows: fmt.Rows, models: Sequence[str], base_dir: Path) -> str:
     """Per model and device (and host), workloads down, dtypes across, median [95% CI] ms."""
     parts = []
     for model in models:
@@ -210,7 +208,7 @@ def pivot_section(rows: fmt.Rows, models: Sequence[str], base_dir: Path, heading
         for row in mine:
             host = f" ({fmt.field(row, 'env.hostname')})" if many else ""
             places.setdefault(fmt.field(row, "job.device") + host, []).append(row)
-        parts += [f"{heading} {model} on {place}\n\n" + _pivot(places[place], base_dir)
+        parts += [f"### {model} on {place}\n\n" + _pivot(places[place], base_dir)
                   for place in sorted(places)]
     if not parts:
         return "No ok record carries a median latency, so there is no pivot to show."

@@ -194,7 +194,8 @@ def error_figure(rows: Rows, model: str, metric: str) -> Any | None:
     return fig
 
 
-def _save(fig: Any, path: Path) -> Path | None:
+def save_png(fig: Any, path: Path) -> Path | None:
+    """Write ``fig`` to ``path`` as a PNG and close it; None without a figure."""
     if fig is None:
         return None
     fig.tight_layout()
@@ -206,9 +207,9 @@ def _save(fig: Any, path: Path) -> Path | None:
 
 def latency_plot(rows: Rows, model: str, out: Path) -> Path | None:
     """``<model>_latency.png`` of :func:`latency_figure`, or None."""
-    return _save(latency_figure(rows, model), out / f"{safe_name(model)}_latency.png")
+    return save_png(latency_figure(rows, model), out / f"{safe_name(model)}_latency.png")
 
 
 def error_plot(rows: Rows, model: str, metric: str, out: Path) -> Path | None:
     """``<model>_error.png`` of :func:`error_figure`, or None."""
-    return _save(error_figure(rows, model, metric), out / f"{safe_name(model)}_error.png")
+    return save_png(error_figure(rows, model, metric), out / f"{safe_name(model)}_error.png")

@@ -28,25 +28,15 @@ ENV_KEYS = (("p_host", "env.hostname"), ("p_chip", "env.device.name"), ("p_drive
 SHOWN = 4  # pictures shown per model; the others are links
 
 
-def _json(value: Any, kind: type) -> Any:
-    """A value the flat row holds as JSON text, when it is of ``kind`` (else an empty one)."""
-    try:
-        found = json.loads(value) if isinstance(value, str) else value
-    except ValueError:
-        found = None
-    return found if isinstance(found, kind) else kind()
-
-
 def overview(rows: fmt.Rows, all_rows: fmt.Rows, lang: str) -> str:
     """Task, architecture, parameters, weights, their digest and each file's sha256sum."""
     row = rows[-1]
-    loader = (_json(row.get("config"), dict).get("model") or {}).get("loader") or {}
-    digest = fmt.get(row, "weights.digest")
+    loader = (fmt.json_of(row.get("config"), dict).get("model") or {}).get("loader") or {}
+    digest, patches = (fmt.get(row, k) for k in ("weights.digest", "pipeline.patches_applied"))
     items = [("p_model", fmt.field(row, "job.model")), ("p_task", fmt.text(task_of(row))),
              ("p_architecture", fmt.text(fmt.get(row, "weights.module") or loader.get(
                  "class_path") or loader.get("_target_"))),
-             ("p_patches", fmt.text(", ".join(_json(fmt.get(row, "pipeline.patches_applied"),
-                                                   list)))),
+             ("p_patches", fmt.text(", ".join(fmt.json_of(patches, list)))),
              ("p_parameters", fmt.field(row, "weights.num_params")),
              ("p_weights", f"{fmt.value_word(fmt.get(row, 'weights.kind'), lang)} "
                            f"{fmt.text(fmt.get(row, 'weights.source') or '')}".strip())]
@@ -56,8 +46,8 @@ def overview(rows: fmt.Rows, all_rows: fmt.Rows, lang: str) -> str:
     else:
         label = "p_tensor_digest" if fmt.get(row, "weights.prefix") is not None else "p_digest"
         items.append((label, fmt.text(digest)))
-        sizes = _json(fmt.get(row, "weights.file_bytes"), list)
-        for i, line in enumerate(_json(fmt.get(row, "weights.sha256sum"), list)):
+        sizes = fmt.json_of(fmt.get(row, "weights.file_bytes"), list)
+        for i, line in enumerate(fmt.json_of(fmt.get(row, "weights.sha256sum"), list)):
             size = (f" ({fmt.num(sizes[i])} {fmt.word('p_bytes', lang)})"
                     if i < len(sizes) and isinstance(sizes[i], int) else "")
             items.append(("sha256sum", f"{fmt.md_escape(str(line))}{size}"))
@@ -230,14 +220,12 @@ def write_port(report: Any, out_dir: Path) -> list[Path]:
     """``<out>/port/<model>.md`` and ``.html`` for every model with an ok record; the files."""
     port_dir = Path(out_dir) / "port"
     port_dir.mkdir(parents=True, exist_ok=True)
-    rows: list[fmt.Row] = report.frame.to_dict("records") if not report.frame.empty else []
+    failed_rows = [r for r in report.frame.to_dict("records") if fmt.get(r, "status") == "failed"]
     context = {"lang": str(report.settings.lang), "base_dir": port_dir, "sources": report.sources}
     html = report.settings.html
     written = []
     for model in report.models:
-        ok = [r for r in report.rows if fmt.get(r, "job.model") == model]
-        failed = [r for r in rows
-                  if fmt.get(r, "job.model") == model and fmt.get(r, "status") == "failed"]
+        ok, failed = report.of(model), [r for r in failed_rows if fmt.get(r, "job.model") == model]
         markdown = port_markdown(model, ok, failed, context)
         shown = [path for _, path in shown_pictures(ok)[1]]  # embedded; the rest stay links
         page = html_document(markdown, port_dir, html.embed_max_mb, html.embed_total_mb, shown,

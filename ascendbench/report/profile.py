@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +13,7 @@ _CLOCKS = {"device": "self device time", "cpu": "self CPU time"}
 
 def top_rows(row: fmt.Row) -> list[dict[str, Any]]:
     """The record's top-operator rows (empty when not profiled or not a list)."""
-    raw = fmt.get(row, "profile.top")
-    try:
-        rows = json.loads(raw) if isinstance(raw, str) else []
-    except json.JSONDecodeError:
-        return []
-    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+    return [r for r in fmt.json_of(fmt.get(row, "profile.top"), list) if isinstance(r, dict)]
 
 
 def shapes_label(shapes: Any) -> str:
@@ -30,7 +24,7 @@ def shapes_label(shapes: Any) -> str:
                      for s in shapes)
 
 
-def _job(row: fmt.Row, base_dir: Path, heading: str) -> str:
+def _job(row: fmt.Row, base_dir: Path) -> str:
     model, device, dtype, preset, size, batch = fmt.cells(
         row, ["job.model", "job.device", "job.dtype", "job.preset", "size", "job.batch_size"])
     clock = _CLOCKS.get(str(fmt.get(row, "profile.clock")), fmt.field(row, "profile.clock"))
@@ -43,8 +37,7 @@ def _job(row: fmt.Row, base_dir: Path, heading: str) -> str:
         share = fmt.num(fmt.get(row, "profile.ops_over_profiled_call"), 3)
         sentence += (f", {share} of the profiled calls' own "
                      f"{fmt.field(row, 'profile.profiled_call_ms')} ms (`ops_over_profiled_call`)")
-    trace = fmt.get(row, "profile.trace")
-    if trace:
+    if trace := fmt.get(row, "profile.trace"):
         path = Path(row["job_dir"]) / str(trace)
         sentence += ". Trace: " + (fmt.link(str(trace), path, base_dir) if path.is_file()
                                    else f"{trace} (listed in the record, file not found)")
@@ -54,20 +47,17 @@ def _job(row: fmt.Row, base_dir: Path, heading: str) -> str:
              else fmt.MISSING]
             for r in top_rows(row)]
     headers = ["operator", "input shapes", "calls per call", "ms per call", "mean ms", "share"]
-    return (f"{heading} {model} {device} {dtype}, {preset} {size}, batch {batch}\n\n{sentence}.\n\n"
+    return (f"### {model} {device} {dtype}, {preset} {size}, batch {batch}\n\n{sentence}.\n\n"
             + fmt.table(headers, body))
 
 
 def dtype_comparison(rows: fmt.Rows) -> str:
     """Operators as rows, the rows' dtypes as columns, ms per task call; the slowest first."""
-    columns = []
+    columns = []  # per row: ms per operator name
     for row in rows:
-        totals: dict[str, float] = {}
-        for entry in top_rows(row):
-            if isinstance(entry.get("total_ms"), (int, float)):
-                name = str(entry.get("name"))
-                totals[name] = totals.get(name, 0.0) + float(entry["total_ms"])
-        columns.append(totals)
+        timed = [e for e in top_rows(row) if isinstance(e.get("total_ms"), (int, float))]
+        columns.append({name: sum(float(e["total_ms"]) for e in same)
+                        for name, same in fmt.group(timed, lambda e: str(e.get("name"))).items()})
     ops = sorted({op for c in columns for op in c},
                  key=lambda op: -max(c.get(op, 0.0) for c in columns))
     body = [[op] + [fmt.num(c[op]) if op in c else f"not in top {len(top_rows(r))}"
@@ -77,7 +67,7 @@ def dtype_comparison(rows: fmt.Rows) -> str:
     return fmt.table(["operator"] + [f"{fmt.field(r, 'job.dtype')} ms" for r in rows], body)
 
 
-def profile_section(rows: fmt.Rows, base_dir: Path, heading: str) -> str:
+def profile_section(rows: fmt.Rows, base_dir: Path) -> str:
     """The dtype comparisons (a workload profiled in two or more dtypes), then each job's top."""
     profiled = [r for r in rows if top_rows(r)]
     if not profiled:
@@ -91,6 +81,6 @@ def profile_section(rows: fmt.Rows, base_dir: Path, heading: str) -> str:
         if len({fmt.get(r, "job.dtype") for r in members}) > 1:
             model, device, preset, size = fmt.cells(members[0], ["job.model", "job.device",
                                                                  "job.preset", "size"])
-            parts.append(f"{heading} {model} on {device}, {preset} {size}: operators across "
+            parts.append(f"### {model} on {device}, {preset} {size}: operators across "
                          f"dtypes\n\n{dtype_comparison(members)}")
-    return "\n\n".join(parts + [_job(r, base_dir, heading) for r in profiled])
+    return "\n\n".join(parts + [_job(r, base_dir) for r in profiled])

@@ -45,12 +45,6 @@ def _links(rows: fmt.Rows, base_dir: Path, limit: int = 6) -> str:
     return " ".join(shown) + (f" (+{len(rows) - limit})" if len(rows) > limit else "")
 
 
-def _failures(rows: fmt.Rows) -> list[str]:
-    return [f"{failed} ({' '.join(fmt.cells(row, ['job.preset', 'size']))} "
-            f"b{fmt.field(row, 'job.batch_size')})"
-            for row in rows for failed in fmt.failed_rules(row)]
-
-
 def recommend_device(rows: fmt.Rows, metric: str, base_dir: Path) -> str:
     """The recommendation table for one model on one device."""
     by_dtype = fmt.group(rows, lambda r: str(fmt.get(r, "job.dtype")))
@@ -90,16 +84,18 @@ def recommend_device(rows: fmt.Rows, metric: str, base_dir: Path) -> str:
     for dtype in sorted(by_dtype):
         if classes[dtype] == "fail":
             failed = [r for r in by_dtype[dtype] if fmt.get(r, "verdict") == "FAIL"]
-            body.append(["not recommended", marked[dtype],
-                         "; ".join(_failures(by_dtype[dtype])[:3]), _links(failed, base_dir)])
+            said = [f"{rule} ({' '.join(fmt.cells(r, ['job.preset', 'size']))} "
+                    f"b{fmt.field(r, 'job.batch_size')})"
+                    for r in by_dtype[dtype] for rule in fmt.failed_rules(r)]
+            body.append(["not recommended", marked[dtype], "; ".join(said[:3]),
+                         _links(failed, base_dir)])
         elif classes[dtype] == "unjudged":
             body.append(["not judged", marked[dtype], "no accuracy verdict in its records "
                          "(baseline skipped or no rule)", _links(by_dtype[dtype], base_dir)])
     return fmt.table(["choice", "dtype", "why (from the records)", "records"], body)
 
 
-def recommendation_section(rows: fmt.Rows, models: list[str], metric: str, base_dir: Path,
-                           heading: str = "###") -> str:
+def recommendation_section(rows: fmt.Rows, models: list[str], metric: str, base_dir: Path) -> str:
     """The rule, then one table per model and device (random-init and loaded weights apart)."""
     parts = [RULE.format(metric=metric)]
     for model in models:
@@ -110,8 +106,7 @@ def recommendation_section(rows: fmt.Rows, models: list[str], metric: str, base_
             kinds = sorted(kinds.items(), key=lambda kv: kv[0] != "loaded") if len(kinds) > 1 \
                 else [("", on_device)]
             for weights, kind in kinds:
-                label = f"{heading} {model} on {device}" + (f", {weights} weights"
-                                                            if weights else "")
+                label = f"### {model} on {device}" + (f", {weights} weights" if weights else "")
                 parts.append(f"{label}\n\n" + recommend_device(kind, metric, base_dir))
     if any(random_init(r) for r in rows):
         parts.append(f"- {RANDOM_LEGEND}")

@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ascendbench.fileio import atomic_path
 from ascendbench.report import fmt
 from ascendbench.report.fmt import MISSING, Row, Rows, get, group, num, record_link, table, text
 from ascendbench.report.performance import latest
-from ascendbench.report.plots import pyplot, safe_name
+from ascendbench.report.plots import pyplot, safe_name, save_png
 from ascendbench.report.tables import verdict_cell
 from ascendbench.report.variants import workload, workload_title
 
@@ -37,18 +36,15 @@ def _workloads(rows: Rows, keep: Callable[[list[Row]], bool]) -> list[list[Row]]
     return [members for members in group(rows, workload).values() if keep(members)]
 
 
-def _by_world(members: Rows) -> list[tuple[int, Row]]:
-    keys = sorted({(world_size(r), mode(r)) for r in members})
-    return [(n, latest([r for r in members if (world_size(r), mode(r)) == (n, m)]))
-            for n, m in keys]
-
-
 def _scaling(rows: Rows) -> list[list[tuple[int, Row]]]:
-    several = _workloads(rows, lambda members: len({world_size(r) for r in members}) > 1)
-    return [_by_world(members) for members in several]
+    found = []
+    for members in _workloads(rows, lambda members: len({world_size(r) for r in members}) > 1):
+        by_world = group(members, lambda r: (world_size(r), mode(r)))
+        found.append([(n, latest(by_world[n, m])) for n, m in sorted(by_world)])
+    return found
 
 
-def scaling_section(rows: Rows, base_dir: Path, heading: str = "###") -> str:
+def scaling_section(rows: Rows, base_dir: Path) -> str:
     """One table per workload measured on several world sizes, or why there is none."""
     workloads = _scaling(rows)
     if not workloads:
@@ -68,7 +64,7 @@ def scaling_section(rows: Rows, base_dir: Path, heading: str = "###") -> str:
                          num(max(peaks)) if peaks else MISSING,
                          num(min(peaks)) if peaks else MISSING,
                          verdict_cell(row), record_link(row, base_dir)])
-        parts.append(f"{heading} {workload_title(by_world[0][1])}\n\n" + table(headers, body))
+        parts.append(f"### {workload_title(by_world[0][1])}\n\n" + table(headers, body))
     return "\n\n".join(parts) + (
         "\n\n- median ms: barrier-synchronized across ranks (each call from a common start to the "
         "slowest rank's end).\n- peak MB: per rank, the device allocator's peak (the host "
@@ -79,8 +75,7 @@ def scaling_plots(rows: Rows, out_dir: Path) -> list[Path]:
     """One PNG per scaling workload: median latency and per-rank peak memory against world size."""
     paths = []
     for index, by_world in enumerate(_scaling(rows)):
-        plt = pyplot()
-        figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+        figure, (left, right) = pyplot().subplots(1, 2, figsize=(9, 3.5))
         sizes = sorted({n for n, _ in by_world})
         one = [(n, r) for n, r in by_world if n == 1]
         for name in sorted({mode(r) for _, r in by_world if world_size(r) > 1}):  # a line per mode
@@ -95,11 +90,7 @@ def scaling_plots(rows: Rows, out_dir: Path) -> list[Path]:
         right.legend(fontsize=8)
         model = get(by_world[0][1], "job.model")
         figure.suptitle(f"scaling: {model} on {get(by_world[0][1], 'job.device')}", fontsize=10)
-        figure.tight_layout()
-        paths.append(Path(out_dir) / f"scaling_{safe_name(model)}_{index}.png")
-        with atomic_path(paths[-1]) as tmp:
-            figure.savefig(tmp, dpi=100, format="png")
-        plt.close(figure)
+        paths.append(save_png(figure, Path(out_dir) / f"scaling_{safe_name(model)}_{index}.png"))
     return paths
 
 
@@ -112,7 +103,7 @@ def _graph_row(row: Row, base_dir: Path) -> list[Any]:
             record_link(row, base_dir)]
 
 
-def graph_section(rows: Rows, base_dir: Path, heading: str = "###") -> str:
+def graph_section(rows: Rows, base_dir: Path) -> str:
     """The graph-mode jobs beside their workload's eager job: compile cost and latency."""
     workloads = _workloads(rows, lambda members: any(get(r, "bench.compile.variant")
                                                      for r in members))
@@ -121,7 +112,7 @@ def graph_section(rows: Rows, base_dir: Path, heading: str = "###") -> str:
                 "`-m device.compile=none,inductor`.")
     headers = ["device.compile", "backend", "compiled", "compile ms", "first call ms", "cold ms",
                "median ms", "verdict", "record"]
-    parts = [f"{heading} {workload_title(members[0])}\n\n"
+    parts = [f"### {workload_title(members[0])}\n\n"
              + table(headers, [_graph_row(r, base_dir) for r in members]) for members in workloads]
     return "\n\n".join(parts) + (
         "\n\n- compile ms: the first call under torch.compile (where compilation happens, before "

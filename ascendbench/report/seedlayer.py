@@ -175,14 +175,12 @@ def layout(name: str, rows: fmt.Rows, lang: str, base_dir: Path) -> str | None:
     return None
 
 
-def seed_layouts_section(rows: fmt.Rows, models: list[str], lang: str, base_dir: Path,
-                         heading: str = "###") -> str:
+def seed_layouts_section(rows: fmt.Rows, models: list[str], lang: str, base_dir: Path) -> str:
     """Per model, the layouts of its task's seed in the seed's order (empty ones left out)."""
     parts = []
     for model in models:
         mine = [r for r in rows if fmt.get(r, "job.model") == model]
         for _, en, zh, render in PROFILES.get(task_of(mine[0]), ()) if mine else ():
-            body = render(mine, lang, base_dir)
-            if body:
-                parts.append(f"{heading} {model}: {zh if lang == 'zh' else en}\n\n{body}")
+            if body := render(mine, lang, base_dir):
+                parts.append(f"### {model}: {zh if lang == 'zh' else en}\n\n{body}")
     return "\n\n".join(parts) or fmt.word("no_layout", lang)

@@ -51,8 +51,7 @@ def select_frame(frame: pd.DataFrame, selection: Mapping[str, Sequence[str]]) ->
     """The records of ``frame`` matching every ``selection`` entry (all without a selection)."""
     if frame.empty or not selection:
         return frame
-    unknown = [k for k in selection if k != SWEEP and k not in frame.columns]
-    if unknown:
+    if unknown := [k for k in selection if k != SWEEP and k not in frame.columns]:
         raise ReportError(f"--select names {', '.join(unknown)}, which no record carries; use "
                           f"{SWEEP}, {', '.join(ALIASES)} or a column of records.csv.")
     keep = [all(_matches(row, k, v) for k, v in selection.items())
@@ -96,12 +95,12 @@ def accuracy_rows(rows: Iterable[Row]) -> list[dict[str, Any]]:
     return latest_per_workload(r for r in rows if not perf_only(r))
 
 
-def repeats_note(rows: Rows) -> str | None:
-    """``N rows stand for M records ...``, or None without repeats."""
+def repeats_note(rows: Rows) -> str:
+    """``\n- N rows stand for M records ...`` (a table's last note), or "" without repeats."""
     total = sum(int(get(r, RUNS) or 1) for r in rows)
     if total == len(rows):
-        return None
+        return ""
     repeated = sum(1 for r in rows if int(get(r, RUNS) or 1) > 1)
-    return (f"{len(rows)} row(s) stand for {total} records: {repeated} workload(s) ran more than "
-            "once and show their latest record.")
+    return (f"\n- {len(rows)} row(s) stand for {total} records: {repeated} workload(s) ran more "
+            "than once and show their latest record.")
 

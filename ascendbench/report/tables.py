@@ -25,22 +25,9 @@ ENV_FIELDS = (("platform", "env.platform"), ("python", "env.python"),
               ("CUDA (torch build)", "env.torch_cuda"))
 
 
-def ok_rows(frame: pd.DataFrame, model: str | None = None) -> list[dict[str, Any]]:
-    """Rows of jobs that finished ``ok`` and measured (not dry runs), optionally of one model."""
-    if frame.empty or "job.model" not in frame.columns:
-        return []
-    sel = frame[frame["status"] == "ok"]
-    if "run" in sel.columns:
-        sel = sel[sel["run"] != fmt.DRY_RUN]
-    if model is not None:
-        sel = sel[sel["job.model"] == model]
-    return sel.to_dict("records")
-
-
-def models(frame: pd.DataFrame) -> list[str]:
-    """Models with at least one ``ok`` record, sorted."""
-    return sorted({str(r["job.model"]) for r in ok_rows(frame)
-                   if fmt.get(r, "job.model") is not None})
+def ok_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows of jobs that finished ``ok`` and measured (not dry runs)."""
+    return [r for r in frame.to_dict("records") if fmt.measured(r)] if "job.model" in frame else []
 
 
 def random_init(row: fmt.Row) -> bool:
@@ -103,11 +90,11 @@ def metric_names(rows: fmt.Rows, show: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(n for wanted in show for n in names if fmt.metric_matches(n, wanted)))
 
 
-def rules_notes(rows: fmt.Rows, names: Sequence[str], prefix: str = "metrics",
-                label: str = "rule") -> list[str]:
-    """One note per judged metric: its rule(s), by dtype where they differ, and source."""
+def rules_notes(rows: fmt.Rows, names: Sequence[str]) -> list[str]:
+    """A note per judged metric, then hidden check: its rule(s), by dtype if they differ; source."""
     notes = []
-    for name in names:
+    for prefix, label, name in [*(("metrics", "rule", n) for n in names),
+                                *(("hidden", "rule hidden", m) for m in hidden_metrics(rows))]:
         rules: dict[str, set[str]] = {}
         source = None
         for row in rows:
@@ -202,7 +189,6 @@ def accuracy_table(rows: fmt.Rows, show: Sequence[str], base_dir: Path) -> str:
              "layer is in the \"Hidden states per layer\" section and layers.csv."
              if hidden_metrics(rows) else None,
              *notes, *rules_notes(rows, shown),
-             *rules_notes(rows, hidden_metrics(rows), "hidden", "rule hidden"),
              f"judged, not shown as columns (report.yaml accuracy.show): {', '.join(hidden)}; a "
              "FAIL among them is named in the verdict cell, and every value is in the record and "
              "records.csv." if hidden else None,

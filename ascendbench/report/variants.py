@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ascendbench.report import fmt, tables
-from ascendbench.report.fmt import group
-from ascendbench.report.gather import CONFIG_COLUMN, KEY, flatten, measured
-from ascendbench.report.hidden import hidden_metrics
+from ascendbench.report.fmt import group, measured
+from ascendbench.report.gather import CONFIG_COLUMN, KEY, flatten
 from ascendbench.report.performance import latency_cell, latest, started_key
 from ascendbench.report.significance import MEDIANS, LatencyRule, decide, latency_of
 
@@ -48,11 +47,7 @@ def _under(key: str, names: Sequence[str]) -> bool:
 
 def settings(row: fmt.Row) -> dict[str, str]:
     """The row's resolved config as ``{dotted key: value text}``, but the :data:`IGNORED` keys."""
-    try:
-        config = json.loads(row.get(CONFIG_COLUMN) or "{}")
-    except (TypeError, json.JSONDecodeError):
-        return {}
-    flat = flatten(config, "", lists=True) if isinstance(config, Mapping) else {}
+    flat = flatten(fmt.json_of(row.get(CONFIG_COLUMN), dict), "", lists=True)
     return {k: v if isinstance(v, str) else json.dumps(v) for k, v in flat.items()
             if not _under(k, IGNORED)}
 
@@ -65,10 +60,7 @@ def variant_settings(row: fmt.Row) -> dict[str, str]:
 def in_force(row: fmt.Row) -> dict[str, str]:
     """:func:`variant_settings` as they ran (a skipped patch: ``not applied``)."""
     found = variant_settings(row)
-    try:
-        entries = json.loads(row.get("patches") or "{}").get("device") or []
-    except (AttributeError, TypeError, json.JSONDecodeError):
-        entries = []
+    entries = fmt.json_of(row.get("patches"), dict).get("device") or []
     skipped = [f"model.patches.{i}" for i, entry in enumerate(entries)
                if isinstance(entry, Mapping) and entry.get("skipped")]
     found = {k: NOT_APPLIED if _under(k, skipped) else v for k, v in found.items()}
@@ -198,7 +190,7 @@ def ratio_cell(group: VariantGroup, variant: Variant, rule: LatencyRule | None =
     return shift_cell(group.baseline.row, variant.row, rule)
 
 
-def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, heading: str = "###",
+def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path,
                      rule: LatencyRule | None = None) -> str:
     """One table per workload measured in several variants, or why there is none."""
     groups = variant_groups(rows)
@@ -209,8 +201,7 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
     parts = []
     for g in groups:
         members = [v.row for v in g.variants]
-        names = [n for n in tables.metric_names(members, show)
-                 if any(fmt.metric_matches(n, w) for w in show)]
+        names = tables.metric_names(members, show)
         hid_headers, hid_cells = tables.hidden_columns(members)
         headers = ["variant", "device patches", *names, *hid_headers, "verdict", "median ms",
                    "latency / baseline", "record"]
@@ -218,11 +209,9 @@ def variants_section(rows: fmt.Rows, show: Sequence[str], base_dir: Path, headin
                  *(tables.metric_cell(v.row, n) for n in names), *hid_cells(v.row),
                  tables.verdict_cell(v.row), latency_cell(v.row), ratio_cell(g, v, rule),
                  fmt.record_link(v.row, base_dir)] for v in g.variants]
-        notes = (tables.rules_notes(members, names)
-                 + tables.rules_notes(members, hidden_metrics(members), "hidden", "rule hidden"))
-        parts.append(f"{heading} {workload_title(g.baseline.row)}\n\nVariants differ in: "
-                     + ", ".join(f"`{k}`" for k in g.keys) + "\n\n" + fmt.table(headers, body,
-                                                                                notes))
+        differ = ", ".join(f"`{k}`" for k in g.keys)
+        parts.append(f"### {workload_title(members[0])}\n\nVariants differ in: {differ}\n\n"
+                     + fmt.table(headers, body, tables.rules_notes(members, names)))
     notes = [*(fmt.word(k, "en") for k in ("ab_ratio_note", "ab_patches_note", "ab_latest_note")),
              tables.RANDOM_LEGEND if any(tables.random_init(v.row) for g in groups
                                          for v in g.variants) else None]

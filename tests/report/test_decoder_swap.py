@@ -9,7 +9,8 @@ import time
 from diffusers import AutoencoderKLFlux2
 
 from ascendbench.report.decoderswap import swap_section
-from ascendbench.report.gather import measured, records_frame
+from ascendbench.report.fmt import measured
+from ascendbench.report.gather import records_frame
 
 from helpers import compose_config, run_job
 
