@@ -72,10 +72,9 @@ class CardPool(Callback):
             exported = {v: card for v in self.variables if not os.environ.get(v)}
         else:
             lock_dir = Path(self.lock_dir or Path(str(config.hydra.sweep.dir)) / ".cards")
-            count = int(OmegaConf.select(config, "device.world_size") or 1)
             try:
-                card = claim_card(self.cards, lock_dir, self.wait_s, count=count,
-                                  lock_name=self.lock_name)
+                card = claim_card(self.cards, lock_dir, self.wait_s, lock_name=self.lock_name,
+                                  count=int(OmegaConf.select(config, "device.world_size") or 1))
             except NoFreeCardError as exc:  # the job's device stage fails with it (card_refusal)
                 refuse(exc)
                 log.error("card pool: %s", exc)

@@ -44,9 +44,8 @@ def sweep_shape(task_overrides: Iterable[str]) -> tuple[int | None, list[str]]:
         return None, keys
 
 
-def planned_jobs(config: DictConfig, task_overrides: Iterable[str]) -> int | None:
-    """The grid's size, or an Optuna search's ``n_trials`` (capped at the grid's size)."""
-    size = sweep_shape(task_overrides)[0]
+def planned_jobs(config: DictConfig, size: int | None) -> int | None:
+    """The grid's ``size``, or an Optuna search's ``n_trials`` (capped at the grid's size)."""
     trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
     if not isinstance(trials, int):
         return size
@@ -77,9 +76,9 @@ class SweepProgress(Callback):
         try:
             sweep_dir = Path(str(OmegaConf.select(config, "hydra.sweep.dir")))
             sweep_dir.mkdir(parents=True, exist_ok=True)
-            overrides = sweep_overrides(config)
-            total = planned_jobs(config, overrides)
-            state = {"since": self.clock(), "total": total, "keys": sweep_shape(overrides)[1]}
+            size, keys = sweep_shape(sweep_overrides(config))
+            total = planned_jobs(config, size)
+            state = {"since": self.clock(), "total": total, "keys": keys}
             (sweep_dir / SWEEP_EVENTS).write_text(json.dumps(state) + "\n")
             log.info("[sweep] %s job(s) to run", "an unknown number of" if total is None else total)
         except Exception:  # progress must never break a sweep

@@ -55,10 +55,6 @@ def plan_check(job: Any) -> None:
 def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
     """Time ``call`` (model unpatched) against itself patched; the record's ``ab`` section."""
     specs, adapter, bench_cfg = job.cfg.model.get("patches"), job.adapter, job.cfg.bench
-
-    def patched() -> Any:  # applied and restored around every block of B
-        return patches_applied(specs, job.model, adapter.name, job.precision.name)
-
     log.info("A/B: the model without its patches (A) and with them (B), in alternating blocks ...")
     if (graph := str(job.cfg.device.get("compile") or "none")) != "none":
         job.warn(f"bench.ab=unpatched with device.compile={graph}: the patches are applied and "
@@ -66,8 +62,10 @@ def run_ab(job: Any, call: Callable[[], Any]) -> dict[str, Any]:
                  "recompile; the A/B then times compilation too (compare with device.compile=none)")
     loop = InterleavedLoop(adapter, BenchBudget.from_config(bench_cfg),
                            noise_threshold=float(bench_cfg.get("noise_threshold", 0.10)))
+    patched = Side("patched", call, context=lambda: patches_applied(
+        specs, job.model, adapter.name, job.precision.name))  # applied around every block of B
     with quiet_logger("ascendbench.patches"):  # patches applied and restored around every block
-        run = loop.run(Side("unpatched", call), Side("patched", call, context=patched))
+        run = loop.run(Side("unpatched", call), patched)
     items = job.task.items_per_call(job.inputs)
     a, b = (result.to_dict(items, job.task.unit) for result in run.results)
     decision = judge(run)

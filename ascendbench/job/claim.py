@@ -103,13 +103,11 @@ def claim(job_dir: Path | str, key: str | None = None) -> bool:
     _HELD[str(path)] = lock
     info = {"pid": os.getpid(), "host": socket.gethostname(),
             "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    with contextlib.suppress(OSError):  # a full disk: the lock holds, only its holder is unnamed
-        fd = os.open(lock_path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
-        try:
-            os.ftruncate(fd, 0)
-            os.write(fd, json.dumps(info).encode())
-        finally:
-            os.close(fd)
+    flags = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0)
+    # a full disk: the lock holds, only its holder is unnamed
+    with contextlib.suppress(OSError), open(os.open(lock_path, flags), "w") as handle:
+        handle.truncate(0)
+        handle.write(json.dumps(info))
     return True
 
 

@@ -86,8 +86,7 @@ def interrupted(exc: BaseException, stage: str = "the job") -> KeyboardInterrupt
 def console_paragraph(exc: BaseException) -> str:
     """One paragraph: our messages as written, others' with whitespace collapsed and cut short."""
     text = str(exc) if isinstance(exc, AscendBenchError) else " ".join(str(exc).split())
-    if len(text) > CONSOLE_LIMIT:
-        text = text[:CONSOLE_LIMIT] + " [...]"
+    text = text[:CONSOLE_LIMIT] + " [...]" if len(text) > CONSOLE_LIMIT else text
     return text or type(exc).__name__
 
 

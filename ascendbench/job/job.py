@@ -27,7 +27,6 @@ class Job:
     adapter: Any = None  # ascendbench.devices.adapter.DeviceAdapter
     precision: Precision | None = None
     loader: Any = None  # ascendbench.models.base.ModelLoader or any loader with .load
-    loaded: Any = None  # ascendbench.models.loader.LoadedModel
     weights: dict[str, Any] | None = None
     found: Any = None  # what a dry run's weights lookup found
     model: Any = None  # a module, a pipeline, or the model on the meta device (dry runs)

@@ -55,8 +55,7 @@ def job_subdir(readable: str, overrides: Any) -> str:
     if os.altsep:
         safe = safe.replace(os.altsep, "_")
     short = _shortened(safe)
-    hidden = [o for o in identity if o not in str(readable)]
-    if not hidden and short == str(readable) and short:
+    if short and short == str(readable) and all(o in short for o in identity):  # nothing hidden
         return short
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:8]
     return f"{short.rstrip(',') or 'job'}_{digest}"

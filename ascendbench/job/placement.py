@@ -15,6 +15,7 @@ from typing import Any, Iterator, Mapping
 import torch
 
 from ascendbench.metrics.verdict import judge
+from ascendbench.models.memory import module_components
 from ascendbench.precision import dtype_name
 
 SHOWN = 5  # tensors/ops named in a finding
@@ -26,18 +27,6 @@ _FALLBACKS_SEEN: set[str] = set()  # operators that fell back in an earlier NPU 
 PLACEMENT_RULE_SOURCE = ("built in: a tensor off the device or an operator that fell back to the "
                          "CPU is a WARN (model.thresholds.placement_findings={max: 0} makes it a "
                          "FAIL)")
-
-
-def module_tensors(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
-    """(name, tensor) of every parameter and buffer of a module, or of a pipeline's modules."""
-    if isinstance(model, torch.nn.Module):
-        modules = {"": model}
-    else:
-        components = getattr(model, "components", None) or {}
-        modules = {f"{k}.": v for k, v in components.items() if isinstance(v, torch.nn.Module)}
-    for prefix, module in modules.items():
-        for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
-            yield prefix + name, tensor
 
 
 def _census(tensors: Iterator[tuple[str, torch.Tensor]], device: torch.device) -> dict[str, Any]:
@@ -53,11 +42,7 @@ def _census(tensors: Iterator[tuple[str, torch.Tensor]], device: torch.device) -
 
 def fallback_ops(messages: list[str]) -> list[str]:
     """Operator names of the CPU-fallback warnings among ``messages`` (sorted, unique)."""
-    found = set()
-    for message in messages:
-        if match := _FALLBACK.search(message):
-            found.add(match.group(1) or match.group(2))
-    return sorted(found)
+    return sorted({m.group(1) or m.group(2) for m in map(_FALLBACK.search, messages) if m})
 
 
 @contextmanager
@@ -118,7 +103,10 @@ def placement_check(model: Any, outputs: Mapping[str, torch.Tensor], device: tor
                     offloaded: bool = False, messages: list[str] | None = None,
                     device_type: str | None = None) -> dict[str, Any]:
     """The record's ``placement_check``: tensors and outputs census, fallback ops, findings."""
-    params = _census(module_tensors(model), device)
+    tensors = ((name if m is model else f"{k}.{name}", tensor)  # a pipeline's: "vae.<name>"
+               for k, m in module_components(model).items()
+               for name, tensor in [*m.named_parameters(), *m.named_buffers()])
+    params = _census(tensors, device)
     outs = _census(((k, v) for k, v in outputs.items() if torch.is_tensor(v)), device)
     ops, earlier = fallback_ops(messages or []), []
     if (device_type or device.type) == "npu" and "torch_npu" in sys.modules:

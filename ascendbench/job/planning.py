@@ -23,15 +23,10 @@ def declared_target(cfg: Any) -> dict[str, int | None]:
     return declared
 
 
-def free_host_bytes() -> int:
-    """Host memory available now (a dry run's declared host memory inside its plan)."""
-    return available_host_bytes()
-
-
 def free_device_bytes(adapter: Any, cfg: Any = None) -> int:
     """Free device memory (the host's for the CPU), or ``dry_run_target.device_memory_gb``."""
     if adapter.runtime is None:
-        return free_host_bytes()
+        return available_host_bytes()
     declared = declared_target(cfg)["device"] if cfg is not None else None
     return declared if declared is not None else int(adapter.runtime.mem_get_info(adapter.index)[0])
 
@@ -40,10 +35,8 @@ def memory_line(job: Any, what: str, need: RunMemory | int, free: int) -> dict[s
     """A plan's memory entry: ``need`` against ``free``; one that does not fit is a problem."""
     total = need.total if isinstance(need, RunMemory) else int(need)
     entry = {"need_mb": total / 1e6, "free_mb": free / 1e6, "headroom": DEFAULT_HEADROOM,
-             "fits": total <= DEFAULT_HEADROOM * free}
-    if isinstance(need, RunMemory):
-        entry.update(need.to_dict())
-    entry["what"] = what
+             "fits": total <= DEFAULT_HEADROOM * free,
+             **(need.to_dict() if isinstance(need, RunMemory) else {}), "what": what}
     if not entry["fits"]:
         job.problems.append(
             f"{what} needs about {entry['need_mb'] / 1e3:.1f} GB, more than the "

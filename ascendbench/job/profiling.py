@@ -108,13 +108,9 @@ def npu_section(run_dir: Path | None, job_dir: Path, calls: int,
     return section, total_ms
 
 
-def _timed_calls(call: Callable[[], Any], adapter: Any, calls: int) -> list[float]:
-    return [first_call(call, adapter) for _ in range(calls)]
-
-
-def _profile_npu(out_dir: Path,
-                 timed: Callable[[], list[float]]) -> tuple[list[float], Path | None]:
-    """Run ``timed`` under ``torch_npu.profiler.profile``: (wall times, ``profile_npu`` run dir)."""
+def _profile_npu(out_dir: Path, call: Callable[[], Any], adapter: Any,
+                 calls: int) -> tuple[list[float], Path | None]:
+    """``calls`` calls under torch_npu's profiler: (wall times, the ``profile_npu`` run dir)."""
     npu_profiler = importlib.import_module("torch_npu.profiler")  # only on an NPU host
     if multiprocessing.current_process().daemon:
         raise ConfigError("torch_npu's profiler cannot analyse its data in a daemon process: use "
@@ -132,7 +128,7 @@ def _profile_npu(out_dir: Path,
         handler = npu_profiler.tensorboard_trace_handler(str(where))
         with npu_profiler.profile(activities=activities, record_shapes=True,
                                   on_trace_ready=handler):
-            wall_ms = timed()
+            wall_ms = [first_call(call, adapter) for _ in range(calls)]
     finally:
         multiprocessing.set_start_method(method, force=True)  # its analysis sets "fork"
         made = [shutil.move(run, root / run.name) if where != root else run
@@ -147,14 +143,14 @@ def profile_calls(call: Callable[[], Any], adapter: Any, settings: Any, out_dir:
     """Profile ``settings.calls`` calls; the record's ``profile`` section, against ``median_ms``."""
     calls, top = max(1, int(settings.calls)), int(settings.top)
     if adapter.name == "npu":
-        wall_ms, run_dir = _profile_npu(out_dir, lambda: _timed_calls(call, adapter, calls))
+        wall_ms, run_dir = _profile_npu(out_dir, call, adapter, calls)
         found, total_ms = npu_section(run_dir, Path(out_dir), calls, top)
         section = {"calls": calls, "clock": "device", **found}
     else:
         clock = "device" if adapter.name == "cuda" else "cpu"
         activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if clock == "device" else [])]
         with profile(activities=activities, record_shapes=True) as prof:
-            wall_ms = _timed_calls(call, adapter, calls)
+            wall_ms = [first_call(call, adapter) for _ in range(calls)]
         averages = prof.key_averages(group_by_input_shape=True)
         table, total_ms = top_operators(averages, clock, calls, top)
         section = {"calls": calls, "clock": clock, "top": table}

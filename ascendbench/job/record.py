@@ -21,9 +21,7 @@ SCHEMA_VERSION = ascendbench.SCHEMA_VERSION
 def _jsonable(value: Any) -> Any:
     """Plain JSON values: NaN becomes null, infinities the strings "inf"/"-inf"."""
     if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        return ("inf" if value > 0 else "-inf") if math.isinf(value) else value
+        return None if math.isnan(value) else str(value) if math.isinf(value) else value
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -116,9 +116,8 @@ def _plan(job: Job) -> None:
         declared = declared_target(cfg)
     except AscendBenchError as exc:
         job.problems.append(str(exc))
-    if any(v is not None for v in declared.values()):
-        job.add_plan({"target": {f"{k}_memory_gb": v / 1e9 for k, v in declared.items()
-                                 if v is not None}})
+    if target := {f"{k}_memory_gb": v / 1e9 for k, v in declared.items() if v is not None}:
+        job.add_plan({"target": target})
     with declared_host_memory(declared["host"]):
         for stage in STAGES:
             job.stage, before = stage.label, len(job.problems)
@@ -155,9 +154,8 @@ def _memory_text(entry: Mapping[str, Any]) -> str:
         parts += f" ({entry.get('activation_note')})"
     if entry.get("reference_process_mb") is not None:  # a child process beside the job's copy
         parts += " + the reference process's imports and the job's float32 copy"
-    verdict = "fits" if entry["fits"] else "DOES NOT FIT"
     return (f"{entry['what']}: {parts} -> {_gb(entry['need_mb'])} of {_gb(entry['free_mb'])} "
-            f"free: {verdict}")
+            f"free: {'fits' if entry['fits'] else 'DOES NOT FIT'}")
 
 
 def _memory_lines(memory: Mapping[str, Any]) -> list[str]:

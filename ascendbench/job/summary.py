@@ -19,22 +19,18 @@ def summary_lines(record: Mapping[str, Any], record_path: Path | str,
                   seen: set[str] | None = None) -> list[str]:
     """The summary as lines of text (control characters escaped); skip reasons shown once."""
     job, weights = record.get("job", {}), record.get("weights") or {}
-    lines = [
-        f"model     {job.get('model')}  preset {job.get('preset')}{_sizes(job)}  seed "
-        f"{job.get('seed')}",
-        f"device    {job.get('device')} (requested {job.get('device_requested')})  dtype "
-        f"{job.get('dtype')} (requested {job.get('dtype_requested')})  reference "
-        f"{job.get('reference_dtype', 'none')}",
-        f"weights   {weights.get('kind')}  "
-        f"{weights.get('digest') or 'seed ' + str(weights.get('init_seed'))}",
-    ]
+    lines = [f"model     {job.get('model')}  preset {job.get('preset')}{_sizes(job)}  seed "
+             f"{job.get('seed')}",
+             f"device    {job.get('device')} (requested {job.get('device_requested')})  dtype "
+             f"{job.get('dtype')} (requested {job.get('dtype_requested')})  reference "
+             f"{job.get('reference_dtype', 'none')}",
+             f"weights   {weights.get('kind')}  "
+             f"{weights.get('digest') or 'seed ' + str(weights.get('init_seed'))}"]
     source = (record.get("baseline") or {}).get("source")
-    if isinstance(source, Mapping):
-        lines.append(f"reference {source_label(source)}")
+    lines += [f"reference {source_label(source)}"] if isinstance(source, Mapping) else []
     lines += _metric_lines(record.get("metrics") or {}, record.get("verdict"), _declared(job), seen)
     lines += bench_lines(record.get("bench") or {}) if record.get("bench") else []
-    if (ab := ab_line(record.get("ab"))) is not None:
-        lines.append(ab)
+    lines += [ab] if (ab := ab_line(record.get("ab"))) is not None else []
     dumps = (record.get("compare") or {}).get("msprobe")
     lines += [f"msprobe   {describe(dumps)}"] if isinstance(dumps, Mapping) else []
     lines += [f"warning   {w}" for w in record.get("warnings", [])]
@@ -106,8 +102,7 @@ def _metric_lines(metrics: Mapping[str, Any], verdict: str | None, declared: set
     bad = [f"{k} {judged_value(k, m)} {m['verdict']} ({judged_rule(k, m)})"
            for k, m in judged.items() if m.get("verdict") in ("FAIL", "WARN")]
     if bad:
-        more = " ..." if len(bad) > 5 else ""
-        lines.append(f"not pass  {len(bad)}: " + "; ".join(bad[:5]) + more)
+        lines.append(f"not pass  {len(bad)}: " + "; ".join(bad[:5]) + " ..." * (len(bad) > 5))
     by_reason: dict[str, list[str]] = {}
     for name, entry in metrics.items():
         if isinstance(entry, Mapping) and "skipped" in entry:
@@ -121,6 +116,5 @@ def print_summary(record: Mapping[str, Any], record_path: Path | str) -> None:
     """Print the summary block to stdout."""
     lines = summary_lines(record, record_path, _SHOWN_REASONS)
     width = min(100, max(len(line) for line in lines))
-    print("=" * width + "\nascendbench summary\n" + "-" * width)
-    print("\n".join(lines))
-    print("=" * width, flush=True)
+    print("\n".join(["=" * width, "ascendbench summary", "-" * width, *lines, "=" * width]),
+          flush=True)

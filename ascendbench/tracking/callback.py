@@ -29,14 +29,13 @@ class MlflowTracking(Callback):
         job_dir = Path(str(OmegaConf.select(config, "hydra.runtime.output_dir") or "."))
         record = job_dir / RECORD_NAME
         try:
-            if self._unusable is not None:
-                raise self._unusable
-            if self._exporter is None:
+            if self._exporter is None and self._unusable is None:
                 try:
                     self._exporter = MlflowExporter(self.uri, self.experiment)
                 except TrackingError as exc:
                     self._unusable = exc
-                    raise
+            if self._unusable is not None:
+                raise self._unusable
             outcome = self._exporter.export(record)
             log.info("mlflow: %s (experiment %r at %s)", outcome.line(), self.experiment,
                      self._exporter.uri)

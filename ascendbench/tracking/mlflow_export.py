@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from ascendbench.errors import TrackingError
 from ascendbench.fileio import read_regular
@@ -220,18 +220,16 @@ class MlflowExporter:
         existing = list(self.client.search_runs(
             [self.experiment_id], filter_string=f"tags.`{KEY_TAG}` = '{record.key}'",
             max_results=1000))
-        same = [run for run in existing if run.data.tags.get(DIGEST_TAG) == record.digest]
-        if same:
-            self._delete(run for run in existing if run is not same[0])
-            return Outcome(record.path, "unchanged", same[0].info.run_id)
-        fields = run_fields(json.loads(record.data), row, self.limits)
-        run_id = self._log(record, row, fields)
-        self._delete(existing)
+        kept = next((r for r in existing if r.data.tags.get(DIGEST_TAG) == record.digest), None)
+        if kept is None:
+            fields = run_fields(json.loads(record.data), row, self.limits)
+            run_id = self._log(record, row, fields)
+        for run in existing:  # the other runs of this record: all of them once it is logged anew
+            if run is not kept:
+                self.client.delete_run(run.info.run_id)
+        if kept is not None:
+            return Outcome(record.path, "unchanged", kept.info.run_id)
         return Outcome(record.path, "replaced" if existing else "created", run_id, fields.summary())
-
-    def _delete(self, runs: Iterable[Any]) -> None:
-        for run in runs:
-            self.client.delete_run(run.info.run_id)
 
     def _log(self, record: RecordFile, row: dict[str, Any], fields: RunFields) -> str:
         """A new run holding ``fields`` and the job's files; the digest tag, last, marks it done."""

@@ -207,10 +207,8 @@ def slices(count: int, world_size: int) -> list[range]:
                           f"device.world_size={world_size} ranks (each rank needs one). Use fewer "
                           "ranks.")
     size, extra = divmod(count, world_size)
-    bounds = [0]
-    for rank in range(world_size):
-        bounds.append(bounds[-1] + size + (1 if rank < extra else 0))
-    return [range(bounds[r], bounds[r + 1]) for r in range(world_size)]
+    start = [r * size + min(r, extra) for r in range(world_size + 1)]  # the first `extra` longer
+    return [range(start[r], start[r + 1]) for r in range(world_size)]
 
 
 @dataclass(eq=False)
@@ -271,10 +269,8 @@ def broadcast_output(output: Any, owner: int, rank: int) -> Any:
         if spec is None:
             received.append(None)
             continue
-        if rank == owner:
-            tensor = items[index].contiguous()
-        else:
-            tensor = torch.empty(spec[0], dtype=getattr(torch, spec[1]), device=_DEVICE["device"])
+        tensor = items[index].contiguous() if rank == owner else torch.empty(
+            spec[0], dtype=getattr(torch, spec[1]), device=_DEVICE["device"])
         dist.broadcast(tensor, src=owner)
         received.append(tensor)
     if rank == owner:
@@ -298,10 +294,9 @@ def check_mode(settings: ParallelSettings, model: Any, device_type: str) -> None
             "`device_map` here.")
 
 
-def enable_context_parallel(model: Any, settings: ParallelSettings,
-                            device_type: str) -> dict[str, Any]:
-    """``enable_parallelism(ContextParallelConfig(ring_degree=world_size))`` on the denoiser."""
-    check_mode(settings, model, device_type)
+def enable_context_parallel(model: Any, settings: ParallelSettings) -> dict[str, Any]:
+    """``enable_parallelism(ContextParallelConfig(ring_degree=world_size))`` on the denoiser (the
+    parent's :func:`check_mode` refused the CPU before any rank started)."""
     denoiser = denoiser_of(model)
     config = diffusers.ContextParallelConfig(ring_degree=settings.world_size)
     denoiser.enable_parallelism(config=config)

@@ -210,7 +210,7 @@ def _run_rank(rank: int, cfg: DictConfig, settings: ParallelSettings, digest: st
         info["branch"] = "conditional" if modes.CFG_PART[rank] == 1 else "unconditional"
         split = modes.CfgSplit(rank, model).install()
     elif settings.mode == "context":
-        info.update(modes.enable_context_parallel(model, settings, adapter.name))
+        info.update(modes.enable_context_parallel(model, settings))
     (ranks / f"rank{rank}.pid").write_text(str(os.getpid()))  # in the group, placed: about to time
     phases = cfg.bench.enabled and cfg.bench.phases
     timer = attach_phase_timer(task, model, adapter) if phases else None

@@ -49,15 +49,9 @@ def frame_indices(count: int, which: Sequence[Any]) -> list[int]:
     """Frame indices from names (``first``, ``middle``, ``last``) and integers (negative from the
     end); out-of-range ones are dropped, repeats kept once."""
     named = {"first": 0, "middle": (count - 1) // 2, "last": count - 1}
-    chosen: list[int] = []
-    for item in which:
-        if isinstance(item, str):
-            index = named[item]
-        else:
-            index = int(item) % count if -count <= int(item) < count else None
-        if index is not None and index not in chosen:
-            chosen.append(index)
-    return chosen
+    chosen = [named[i] if isinstance(i, str) else int(i) % count for i in which
+              if isinstance(i, str) or -count <= int(i) < count]
+    return list(dict.fromkeys(chosen))  # in order, each once
 
 
 def save_video(directory: Path, stem: str, video: torch.Tensor, task: Any) -> dict[str, list[Path]]:

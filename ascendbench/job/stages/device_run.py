@@ -4,9 +4,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator, Sequence
-
-import torch
+from typing import Any, Sequence
 
 from ascendbench.bench.history import run_history
 from ascendbench.bench.measure import Workload, attach_phase_timer, measure
@@ -20,7 +18,7 @@ from ascendbench.job.placement import capture_warnings, placement_check
 from ascendbench.job.planning import free_device_bytes, memory_line
 from ascendbench.job.profiling import profile_calls
 from ascendbench.job.stages.base import Stage
-from ascendbench.models.memory import RunMemory, run_memory
+from ascendbench.models.memory import RunMemory, module_components, run_memory
 from ascendbench.patches.registry import patches_applied
 from ascendbench.tasks.inputs import move_inputs, place, summarize
 
@@ -123,30 +121,18 @@ def pipeline_options(task: Any, model: Any,
     """The ``pipeline`` section for the task, the placed model and the patch entries applied."""
     applied = task.applied_options()
     components = getattr(model, "components", None)
-    if isinstance(components, dict):
-        vae = components.get("vae")
-    else:
-        vae = model if hasattr(model, "use_slicing") or hasattr(model, "use_tiling") else None
-    return {
-        "cpu_offload": bool(applied.get("cpu_offload", False)),
-        "vae_slicing": _switch(vae, "use_slicing"), "vae_tiling": _switch(vae, "use_tiling"),
-        "vae_tiling_options": dict((applied.get("vae") or {}).get("tiling") or {}),
-        **attention(model),
-        "patches_applied": [entry["name"] for entry in patches if "skipped" not in entry],
-    }
+    is_vae = hasattr(model, "use_slicing") or hasattr(model, "use_tiling")
+    vae = components.get("vae") if isinstance(components, dict) else model if is_vae else None
+    return {"cpu_offload": bool(applied.get("cpu_offload", False)),
+            "vae_slicing": _switch(vae, "use_slicing"), "vae_tiling": _switch(vae, "use_tiling"),
+            "vae_tiling_options": dict((applied.get("vae") or {}).get("tiling") or {}),
+            **attention(model),
+            "patches_applied": [entry["name"] for entry in patches if "skipped" not in entry]}
 
 
 def _switch(vae: Any, name: str) -> bool | None:
     value = getattr(vae, name, None) if vae is not None else None
     return None if value is None else bool(value)
-
-
-def _modules(model: Any) -> Iterator[torch.nn.Module]:
-    """Every module of ``model``, or of each module component of a pipeline."""
-    components = getattr(model, "components", None)
-    for root in components.values() if isinstance(components, dict) else [model]:
-        if isinstance(root, torch.nn.Module):
-            yield from root.modules()
 
 
 def attention(model: Any) -> dict[str, Any]:
@@ -155,7 +141,8 @@ def attention(model: Any) -> dict[str, Any]:
     # deferred: attention_dispatch imports torch_npu, which must see device.env applied first
     from diffusers.models.attention_dispatch import _AttentionBackendRegistry
 
-    processors = [m.processor for m in _modules(model) if getattr(m, "processor", None) is not None]
+    processors = [m.processor for root in module_components(model).values() for m in root.modules()
+                  if getattr(m, "processor", None) is not None]
     active = _AttentionBackendRegistry.get_active_backend()[0]  # for a processor without its own
     chosen = [p._attention_backend or active for p in processors
               if hasattr(p, "_attention_backend")]

@@ -31,13 +31,6 @@ def evaluate(metric_cfg: DictConfig, precision: Precision, reference: Mapping[st
     return suite.evaluate(reference, outputs, dict(precision.rules), **precision.allclose())
 
 
-def job_verdict(metrics: Mapping[str, Mapping[str, Any]], compared: bool) -> str | None:
-    """The worst metric verdict; without a reference or a task gate (``compared`` false) only a
-    WARN or FAIL: finite, in-range outputs alone are no evidence of correctness."""
-    verdict = worst(m.get("verdict") for m in metrics.values())
-    return verdict if compared or verdict != "PASS" else None
-
-
 class EvaluateStage(Stage):
     """``metric`` evaluators, ``task.checks`` and the output validation (NaN/Inf and the task's
     value range; with or without a reference)."""
@@ -67,7 +60,10 @@ class EvaluateStage(Stage):
         if job.placement is not None:
             validation["placement_findings"] = placement_entry(job.placement, rules)
         job.metrics = {**job.metrics, **checks, **validation}
-        job.verdict = job_verdict(job.metrics, compared=judged or bool(checks))
+        # the worst verdict; without a reference or a task gate only a WARN or FAIL: finite,
+        # in-range outputs alone are no evidence of correctness
+        verdict = worst(m.get("verdict") for m in job.metrics.values())
+        job.verdict = verdict if judged or checks or verdict != "PASS" else None
         section = {"metrics": job.metrics, "verdict": job.verdict}
         if saved:
             section["baseline"] = {"benchmark": benchmark(job.reference, job.outputs,

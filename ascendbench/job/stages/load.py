@@ -118,12 +118,12 @@ class LoadStage(Stage):
         job.loader = build(cfg.model.loader, "model.loader")
         with MemoryDelta(DeviceAdapter("cpu")) as load_memory:  # on the host
             with Progress("model load", unit="").ticking():
-                job.loaded = job.loader.load(cfg.model.source, cfg.model.weights,
-                                             cfg.model.init_seed, cfg.model.get("revision"))
-        job.model = job.loaded.module
+                loaded = job.loader.load(cfg.model.source, cfg.model.weights, cfg.model.init_seed,
+                                         cfg.model.get("revision"))
+        job.model = loaded.module
         described = repr(job.model)  # a layer says its shape: Conv3d(128, 1024, ...)
         module = type(job.model).__module__ + "." + type(job.model).__qualname__
-        job.weights = {**job.loaded.weights, "load_seconds": job.loaded.load_seconds,
+        job.weights = {**loaded.weights, "load_seconds": loaded.load_seconds,
                        "load": load_memory.to_dict(),
                        "module": described if len(described) <= 200 else module}
         if job.weights["kind"] == "random-init":

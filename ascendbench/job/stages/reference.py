@@ -17,8 +17,8 @@ from ascendbench.baseline.replay_modules import replay_patterns
 from ascendbench.baseline.service import ReferenceQuery, get_or_compute
 from ascendbench.baseline.source import plan_source, reference_from_source, weights_identity
 from ascendbench.errors import ConfigError, InsufficientMemoryError
+from ascendbench.job import planning
 from ascendbench.job.job import Job
-from ascendbench.job.planning import free_host_bytes, memory_line
 from ascendbench.job.stages.base import Stage
 from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import dtype_name
@@ -64,11 +64,6 @@ def _workload(job: Job, weights: dict[str, Any] | None) -> dict[str, Any]:
 
 def _allow(job: Job) -> list[str]:
     return [str(name) for name in job.cfg.baseline.get("source_allow") or []]
-
-
-def _use(job: Job, precision: torch.dtype) -> None:
-    if precision != job.precision.reference:
-        job.precision = replace(job.precision, reference=precision)
 
 
 def _replay(job: Job, reason: str) -> dict[str, Any]:
@@ -121,8 +116,8 @@ class ReferenceStage(Stage):
         if reason:  # the replay stage plans its memory
             job.add_plan({"baseline": {"mode": "replay", "reason": reason}})
         elif baseline.get("enabled") and baseline.get("cache_hit") is not True and estimate:
-            need, free = estimate["host_need_mb"] * 1e6, estimate["host_available_mb"] * 1e6
-            entry = memory_line(job, f"CPU reference in {estimate['dtype']}", int(need), int(free))
+            need, free = (int(estimate[k] * 1e6) for k in ("host_need_mb", "host_available_mb"))
+            entry = planning.memory_line(job, f"CPU reference in {estimate['dtype']}", need, free)
             job.add_plan({"memory": {"cpu_reference": {**estimate, **entry}}})
         return {}
 
@@ -130,7 +125,7 @@ class ReferenceStage(Stage):
         """The estimate before loading (float32 copy counted); ``auto`` picks the precision here."""
         cfg, model, task, inputs = job.cfg, job.model, job.task, job.inputs
         budget = memory.HostBudget(child_process=_setting(job, "process", "child") == "child",
-                                   available=free_host_bytes(),
+                                   available=planning.available_host_bytes(),
                                    what=f"{cfg.model.name} at preset {cfg.preset.name}")
         if _setting(job, "reference", "auto") != "auto":
             return memory.estimate_reference(model, task, inputs, job.precision.reference, budget)
@@ -139,7 +134,7 @@ class ReferenceStage(Stage):
         except InsufficientMemoryError:  # neither fits: the float64 line says so, as a problem
             precision = torch.float64
             info = memory.estimate_reference(model, task, inputs, precision, budget)
-        _use(job, precision)
+        job.precision = replace(job.precision, reference=precision)
         return info
 
     def _cache_plan(self, job: Job) -> dict[str, Any]:
@@ -167,7 +162,7 @@ class ReferenceStage(Stage):
             return query, {"skipped": skipped, "choice": f"auto: {dtype_name(query.precision)}"}
         precision, info = memory.choose_auto_reference(query.module, query.task, query.inputs,
                                                        memory.job_budget(query))
-        _use(job, precision)
+        job.precision = replace(job.precision, reference=precision)
         return (query if precision == query.precision else _query(job, job.weights)), info
 
     def _fall_back(self, job: Job, refusal: InsufficientMemoryError) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from typing import Any
 
 from ascendbench.baseline.replay import run_replay
 from ascendbench.baseline.replay_memory import plan_replay
+from ascendbench.job import planning
 from ascendbench.job.job import Job
-from ascendbench.job.planning import free_host_bytes
 from ascendbench.job.stages.base import Stage
 from ascendbench.models import memory
 from ascendbench.models.memory import DEFAULT_HEADROOM, tensor_count
@@ -26,7 +26,7 @@ class ReplayReferenceStage(Stage):
             return {}
         on_cpu = job.adapter is not None and job.adapter.name == "cpu" and job.model is not None
         held = tensor_count(job.model) * job.precision.dtype.itemsize if on_cpu else 0
-        host = free_host_bytes()
+        host = planning.available_host_bytes()
         alone = held > DEFAULT_HEADROOM * host  # the device run's line says it does not fit
         plan = job.attempt("replay reference", lambda: plan_replay(
             job.model, job.task, job.inputs or {}, job.cfg, dtype=job.precision.dtype,

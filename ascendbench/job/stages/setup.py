@@ -73,12 +73,10 @@ class DeviceStage(Stage):
             log.warning(HALF_ON_CPU.format(dtype=job.precision.name))
             job.warn(HALF_ON_CPU.format(dtype=job.precision.name))
         job.env["device"] = job.adapter.info()
-        fields = {
-            "model": cfg.model.name, "task": OmegaConf.select(cfg, "model.task._target_"),
-            "device": job.adapter.name, "device_requested": cfg.device.name,
-            "dtype": job.precision.name, "dtype_requested": job.precision.requested,
-            "preset": cfg.preset.name, "seed": int(cfg.seed),
-            "batch_size": int(cfg.preset.batch_size), "height": int(cfg.preset.height),
-            "width": int(cfg.preset.width),
-        }
+        fields = {"model": cfg.model.name, "task": OmegaConf.select(cfg, "model.task._target_"),
+                  "device": job.adapter.name, "device_requested": cfg.device.name,
+                  "dtype": job.precision.name, "dtype_requested": job.precision.requested,
+                  "preset": cfg.preset.name, "seed": int(cfg.seed),
+                  "batch_size": int(cfg.preset.batch_size), "height": int(cfg.preset.height),
+                  "width": int(cfg.preset.width)}
         return {"job": fields, "env": {"device": job.env["device"]}}
