@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import importlib
 import os
 import signal
 import sys
@@ -22,7 +23,9 @@ recorded modules (baseline.reference_mode=replay), `msprobe` / `msprobe-device` 
 reference / device run under msprobe (compare.msprobe=true). It reads the job's request on stdin
 only: a request file is not accepted. All but msprobe-device run without torch_npu. Jobs start
 it, not people."""
-MODES = ("-", "replay", "msprobe", "msprobe-device")
+# mode -> "<module of ascendbench.baseline>:<function>", imported after the guard (torch with it)
+MODES = {"-": "compute:main", "replay": "replay_child:main", "msprobe": "compute:msprobe_main",
+         "msprobe-device": "compute:msprobe_main"}
 
 
 def watch_parent(parent: int, getppid: Callable[[], int] = os.getppid, interval_s: float = 1.0,
@@ -80,17 +83,8 @@ def start(argv: list[str] | None = None) -> int:
     hold_lifeline()
     if args != ["msprobe-device"]:
         block_torch_npu()
-    if args[0].startswith("msprobe"):
-        from ascendbench.baseline.compute import msprobe_main  # deferred: after the guard
-
-        return msprobe_main()
-    if args == ["replay"]:
-        from ascendbench.baseline.replay_child import main as replay  # deferred: after the guard
-
-        return replay()
-    from ascendbench.baseline.compute import main  # deferred: torch is imported after the guard
-
-    return main()
+    module, _, function = MODES[args[0]].partition(":")
+    return getattr(importlib.import_module(f"ascendbench.baseline.{module}"), function)()
 
 
 if __name__ == "__main__":

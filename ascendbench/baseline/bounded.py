@@ -158,10 +158,6 @@ def _bounded_attention(func: Callable, call: dict[str, Any], limit: int,
     return torch.cat([part(start) for start in range(0, rows, chunk)], dim=-2)
 
 
-def _is_float64(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) and value.dtype == torch.float64
-
-
 class BoundedFloat64(TorchFunctionMode):
     """Inside it, float64 convolutions and attention run in bounded pieces."""
 
@@ -172,10 +168,11 @@ class BoundedFloat64(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func in _CONVS and args and _is_float64(args[0]):
+        f64 = bool(args) and isinstance(args[0], torch.Tensor) and args[0].dtype == torch.float64
+        if func in _CONVS and f64:
             call = {**_CONV_DEFAULTS, **dict(zip(_CONV_ARGS, args, strict=False)), **kwargs}
             return _bounded_conv(func, call, self.bounds.conv_bytes, self.stats)
-        if func is F.scaled_dot_product_attention and args and _is_float64(args[0]):
+        if func is F.scaled_dot_product_attention and f64:
             call = {**dict(zip(_SDPA_ARGS, args, strict=False)), **kwargs}
             return _bounded_attention(func, call, self.bounds.attention_bytes, self.stats)
         return func(*args, **kwargs)

@@ -16,17 +16,17 @@ from typing import Any, Callable, Iterator, Mapping
 
 import torch
 from omegaconf import OmegaConf
-from safetensors.torch import save_file
 
 from ascendbench.baseline.bounded import bounded_if_float64
 from ascendbench.baseline.key import reference_patches
 from ascendbench.baseline.process import PROGRESS_PREFIX, RSS_SCALE
 from ascendbench.baseline.store import BaselineStore
 from ascendbench.compare import msprobe
+from ascendbench.compare.files import save_tensors
 from ascendbench.compare.hooks import capturing
+from ascendbench.compare.select import named_modules
 from ascendbench.config.targets import build
 from ascendbench.errors import AscendBenchError, BaselineError, OutputWriteError
-from ascendbench.fileio import atomic_path
 from ascendbench.models.memory import activation_bytes
 from ascendbench.patches.registry import patches_applied
 from ascendbench.precision import dtype_name
@@ -78,24 +78,17 @@ def write_entry(store: BaselineStore, request: Mapping[str, Any], run: Reference
             store.write_layers(request["key"], request["layers"], run.capture)
     except OutputWriteError as exc:
         log.warning("the CPU reference could not be cached: %s", exc)
-        tensors = {k: v.contiguous() for k, v in run.outputs.items()}
-        with atomic_path(request["uncached"]) as tmp:
-            save_file(tensors, str(tmp), metadata={UNCACHED_WHY: str(exc)})
+        save_tensors(Path(request["uncached"]), run.outputs, {UNCACHED_WHY: str(exc)})
     return meta
 
 
 def progress_modules(model: Any) -> list[Any]:
     """The blocks progress counts: entries of ``*blocks`` lists and ``mid_block``s."""
-    components = (getattr(model, "components", None) or {}).values()
-    roots = [model] if isinstance(model, torch.nn.Module) else [
-        m for m in components if isinstance(m, torch.nn.Module)]
     found = []
-    for root in roots:
-        for name, module in root.named_modules():
-            parent, _, last = name.rpartition(".")
-            in_blocks = last.isdigit() and parent.rpartition(".")[2].endswith("blocks")
-            if last == "mid_block" or in_blocks:
-                found.append(module)
+    for name, module in named_modules(model).items():  # of a pipeline: ``<component>.<name>``
+        parent, _, last = name.rpartition(".")
+        if last == "mid_block" or (last.isdigit() and parent.rpartition(".")[2].endswith("blocks")):
+            found.append(module)
     return found
 
 
@@ -216,38 +209,35 @@ def main() -> int:
 
 
 def msprobe_main() -> int:
-    """``python -m ascendbench.baseline msprobe | msprobe-device``: one side's dump (request on
-    stdin); the device side then runs msprobe's compare of the two."""
+    """``python -m ascendbench.baseline msprobe | msprobe-device``: load, place and run the model
+    once under msprobe as the request on stdin says; the device side then runs msprobe's compare."""
     try:
-        return msprobe_dump(json.loads(sys.stdin.read()))
+        request = json.loads(sys.stdin.read())
+        sys.path += [p for p in request["path"] if p not in sys.path]  # the job's, for its imports
+        for name in request["imports"]:  # the modules that registered the job's patches
+            importlib.import_module(name)
+        cfg = OmegaConf.create(request["config"])
+        random = request["weights_kind"] == "random-init"
+        loaded = build(cfg.model.loader, "model.loader").load(
+            cfg.model.source, "random" if random else "required", cfg.model.init_seed,
+            cfg.model.get("revision"))
+        task = build(cfg.model.task, "model.task")
+        device, dtype = request["device"], getattr(torch, request["precision"])
+        reference = request["side"] == "reference"
+        patches = cfg.model.get("patches")
+        specs = reference_patches(patches) if reference else patches
+        module = place(task, loaded.module, device, dtype)
+        inputs = move_inputs(task.make_inputs(cfg.preset, cfg.seed), device, dtype)
+        root, precision = Path(request["root"]), None if reference else request["precision"]
+        with patches_applied(specs, module, request["adapter"], precision), \
+                msprobe.dumping(root / request["side"], request["level"], module), torch.no_grad():
+            task.run(module, inputs)
+        if not reference:
+            from msprobe.pytorch.compare.distributed_compare import compare_distributed
+
+            compare_distributed(str(root / "device" / "step0"), str(root / "reference" / "step0"),
+                                str(root / "compare"))
     except AscendBenchError as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-
-
-def msprobe_dump(request: Mapping[str, Any]) -> int:
-    """Load, place and run the model once under msprobe as ``request`` says."""
-    sys.path += [p for p in request["path"] if p not in sys.path]  # the job's, for its imports
-    for name in request["imports"]:  # the modules that registered the job's patches
-        importlib.import_module(name)
-    cfg = OmegaConf.create(request["config"])
-    random = request["weights_kind"] == "random-init"
-    loaded = build(cfg.model.loader, "model.loader").load(
-        cfg.model.source, "random" if random else "required", cfg.model.init_seed,
-        cfg.model.get("revision"))
-    task = build(cfg.model.task, "model.task")
-    device, dtype = request["device"], getattr(torch, request["precision"])
-    reference = request["side"] == "reference"
-    specs = reference_patches(cfg.model.get("patches")) if reference else cfg.model.get("patches")
-    module = place(task, loaded.module, device, dtype)
-    inputs = move_inputs(task.make_inputs(cfg.preset, cfg.seed), device, dtype)
-    root, precision = Path(request["root"]), None if reference else request["precision"]
-    with patches_applied(specs, module, request["adapter"], precision), \
-            msprobe.dumping(root / request["side"], request["level"], module), torch.no_grad():
-        task.run(module, inputs)
-    if not reference:
-        from msprobe.pytorch.compare.distributed_compare import compare_distributed
-
-        compare_distributed(str(root / "device" / "step0"), str(root / "reference" / "step0"),
-                            str(root / "compare"))
     return 0

@@ -52,8 +52,7 @@ def weights_identity(weights: Mapping[str, Any], subfolder: str | None = None) -
     if weights.get("kind") != "loaded":
         return {"kind": "random-init", "init_seed": weights.get("init_seed")}
     source = weights.get("source")
-    root = Path(source) / (subfolder or "") if source else None
-    config = root / "config.json" if root and root.is_dir() else None
+    config = Path(source) / (subfolder or "") / "config.json" if source else None
     found = config is not None and config.is_file()
     identity = {"kind": "loaded", "digest": weights.get("digest"),
                 "config_json": file_digest(config)["sha256"] if found else None}

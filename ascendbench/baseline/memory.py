@@ -124,7 +124,5 @@ def memory_check_skipped(query: Any) -> str | None:
 def guard_reference_memory(query: Any) -> dict[str, Any]:
     """The check before computing a job's reference: skipped, or :func:`check_baseline_memory`."""
     skipped = memory_check_skipped(query)
-    if skipped:
-        return {"skipped": skipped}
-    budget = job_budget(query)
-    return check_baseline_memory(query.module, query.task, query.inputs, query.precision, budget)
+    return {"skipped": skipped} if skipped else check_baseline_memory(
+        query.module, query.task, query.inputs, query.precision, job_budget(query))

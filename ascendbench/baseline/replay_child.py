@@ -18,7 +18,7 @@ from ascendbench.baseline.process import PROGRESS_PREFIX
 from ascendbench.baseline.replay_modules import meta_module
 from ascendbench.compare.capture import call_file, decode
 from ascendbench.compare.hooks import flatten_tensors
-from ascendbench.fileio import atomic_path
+from ascendbench.fileio import write_atomic
 
 CHUNK = 1 << 22  # elements compared at a time: no full-size float64 copy or difference of an output
 
@@ -55,10 +55,8 @@ def _read(path: str, key: str, dtype: torch.dtype | None = None) -> torch.Tensor
 def build_module(spec: Mapping[str, Any], dtype: torch.dtype) -> torch.nn.Module:
     """The module of ``spec`` in ``dtype``: built on ``meta``, its tensors read key by key."""
     module = meta_module(spec)
-    params: dict[str, torch.Tensor] = {}
-    for entry in spec["files"]:
-        for key, name in entry["keys"].items():
-            params[key] = _read(entry["file"], name, dtype)
+    params = {key: _read(entry["file"], name, dtype)
+              for entry in spec["files"] for key, name in entry["keys"].items()}
     with safe_open(spec["exported"], framework="pt") as handle:
         names = list(handle.keys())
     for key in names:
@@ -154,6 +152,5 @@ def main() -> int:
         progress = {"done": done, "total": len(request["modules"]), "unit": "modules"}
         print(PROGRESS_PREFIX + json.dumps(progress), flush=True)
     results["seconds"] = time.perf_counter() - started
-    with atomic_path(request["results"]) as tmp:
-        tmp.write_text(json.dumps(results))
+    write_atomic(request["results"], json.dumps(results))
     return 0

@@ -106,9 +106,7 @@ def choose_precision(setting: str, plan_in: Callable[[str], Plan], available: in
 def recorded_plan(specs: list[replay_modules.ModuleSpec], calls_dir: str, calls: Calls,
                   setting: str) -> Plan:
     """The process's plan on the recorded shapes; refused before it starts if it does not fit."""
-    tensors: dict[str, torch.Tensor] = {}
-    for call in calls:
-        tensors.update(header_tensors(call_file(calls_dir, call)))
+    tensors = {k: t for c in calls for k, t in header_tensors(call_file(calls_dir, c)).items()}
     builders = {s.name: (lambda spec=s: replay_modules.meta_module(vars(spec))) for s in specs}
     available = available_host_bytes()
     memory = choose_precision(setting, lambda p: process_plan(builders, calls, tensors, p),
@@ -161,8 +159,7 @@ def _meta_run_hooks(model: Any, modules: Mapping[str, torch.nn.Module]) -> Itera
         return stop
 
     handles = [m.register_forward_pre_hook(hook(name)) for name, m in modules.items()]
-    parts = model.components.values() if hasattr(model, "components") else [model]
-    switched = [m.config for p in parts if isinstance(p, torch.nn.Module) for m in p.modules()
+    switched = [m.config for m in named_modules(model).values()
                 if getattr(getattr(m, "config", None), "_attn_implementation", None) == "sdpa"]
     for config in switched:
         config._attn_implementation = "eager"

@@ -10,11 +10,10 @@ from typing import Any, Mapping
 import torch
 from hydra.utils import get_class
 from safetensors import safe_open
-from safetensors.torch import save_file
 
+from ascendbench.compare.files import save_tensors
 from ascendbench.compare.select import named_modules, normalize_spec, select_modules
 from ascendbench.errors import ConfigError
-from ascendbench.fileio import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -136,23 +135,19 @@ def prepare_weights(model: Any, specs: list[ModuleSpec], weights: Mapping[str, A
                     folder: Path) -> None:
     """Choose ``original`` or ``exported`` per spec; write the exported float32 tensors."""
     modules = named_modules(model)
-    folder.mkdir(parents=True, exist_ok=True)
-    for index, spec in enumerate(specs):
+    for index, spec in enumerate(specs):  # save_tensors creates ``folder``
         module = modules[spec.name]
         why = _match_original(spec, module, _checkpoint_files(weights, spec.component))
-        spec.weights, spec.why = "original", "every tensor found in the checkpoint"
-        if why:
-            spec.weights, spec.why = "exported", why
+        spec.weights, spec.why = ("exported", why) if why else (
+            "original", "every tensor found in the checkpoint")
         persistent = module.state_dict(keep_vars=True)
         tensors = {f"buffer:{k}": v for k, v in module.named_buffers() if k not in persistent}
         if why:
             tensors.update({f"param:{k}": v for k, v in persistent.items()})
-        plain = {k: v.detach().to("cpu", torch.float32 if v.is_floating_point() else v.dtype)
-                 for k, v in tensors.items()}
-        plain = {k: v.clone() for k, v in plain.items()}
         spec.exported = str(folder / f"{index}.safetensors")
-        with atomic_path(Path(spec.exported)) as tmp:
-            save_file(plain, str(tmp))
+        save_tensors(Path(spec.exported), {  # cloned: safetensors refuses shared memory
+            k: v.detach().to("cpu", torch.float32 if v.is_floating_point() else v.dtype).clone()
+            for k, v in tensors.items()})
         log.info("replay module %s: weights %s (%s)", spec.name, spec.weights, spec.why)
 
 

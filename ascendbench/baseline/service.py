@@ -60,10 +60,8 @@ class ReferenceQuery:
         own = (dtype_name(self.precision), self.key)
         if self.precision not in REFERENCE_DTYPES.values():
             return [own]
-        size = self.precision.itemsize
-        higher = sorted((d for d in REFERENCE_DTYPES.values() if d.itemsize > size),
-                        key=lambda d: d.itemsize, reverse=True)
-        names = [dtype_name(d) for d in higher]
+        names = [dtype_name(d) for d in sorted(REFERENCE_DTYPES.values(), key=lambda d: -d.itemsize)
+                 if d.itemsize > self.precision.itemsize]
         return [(n, cache_key({**self.material, "precision": n})) for n in names] + [own]
 
     @cached_property
@@ -151,16 +149,15 @@ def _served(entry: _Entry, query: ReferenceQuery, info: dict[str, Any], start: f
 
 
 def _lookup(query: ReferenceQuery, info: dict[str, Any]) -> tuple[Baseline | None, _Entry]:
-    """The first candidate entry that verifies completely, and the requested key's own entry."""
+    """The first candidate entry verified whole, and the requested key's own (no cache: none)."""
     own = _Entry(query.key, dtype_name(query.precision))
-    for precision, key in query.candidates:
+    for precision, key in query.candidates if query.use_cache else ():
         start = time.perf_counter()
         entry = _read_entry(query.store, key, precision, query.spec)
         if key == query.key:
             own = entry
         elif entry.problem is not None:
-            action = f"not used; the {own.precision} reference is used instead"
-            _reject(info, entry.problem, action)
+            _reject(info, entry.problem, f"not used; the {own.precision} reference is used instead")
         if entry.complete:
             return _served(entry, query, info, start), own
     return None, own
@@ -261,7 +258,7 @@ def get_or_compute(query: ReferenceQuery) -> Baseline:
                             "cache_hit": True, "waited_s": 0.0, "computed": False,
                             "requested_precision": dtype_name(query.precision),
                             "computed_layers": False}
-    found = _lookup(query, info)[0] if query.use_cache else None
+    found = _lookup(query, info)[0]
     if found is not None:
         log.info("CPU reference from the cache: %s", found.info["path"])
         return found
@@ -270,9 +267,5 @@ def get_or_compute(query: ReferenceQuery) -> Baseline:
         info["waited_s"] = wait.seconds
         if wait.holder:
             info["waited_for"] = wait.holder
-        own = _Entry(key, dtype_name(query.precision))
-        if query.use_cache:  # another job may have computed it while this one waited
-            found, own = _lookup(query, info)
-            if found is not None:
-                return found
-        return _compute(query, own, info)
+        found, own = _lookup(query, info)  # another job may have computed it meanwhile
+        return found if found is not None else _compute(query, own, info)

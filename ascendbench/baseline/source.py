@@ -278,9 +278,8 @@ def _read_tensors(run: SavedRun) -> dict[str, torch.Tensor]:
 
 def _check_inputs(run: SavedRun) -> None:
     """The inputs file holds the inputs the record names (an edited seed does not pass)."""
-    inputs = run.record.get("inputs") or {}
-    recorded = {name: entry.get("sha256") for name, entry in inputs.items()
-                if isinstance(entry, Mapping) and entry.get("sha256")}
+    recorded = {name: e.get("sha256") for name, e in (run.record.get("inputs") or {}).items()
+                if isinstance(e, Mapping) and e.get("sha256")}
     if run.record_path is None or not recorded:
         return  # a bare file, or a record without inputs (refused unless allowed, then recorded)
     name = str((run.record.get("artifacts") or {}).get("inputs") or "tensors/inputs.safetensors")

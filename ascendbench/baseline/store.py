@@ -70,10 +70,6 @@ def _shapes(described: Mapping[str, Mapping[str, Any]]) -> str:
     return text or "nothing"
 
 
-def _unreadable(path: Path, what: str, exc: Exception) -> DamagedEntry:
-    return DamagedEntry(path, f"cannot be read{what} ({type(exc).__name__}: {exc})")
-
-
 class Baseline(dict):
     """Reference outputs (name -> tensor), ``info`` (the record's ``baseline``) and ``layers``."""
 
@@ -231,7 +227,8 @@ class BaselineStore:
         try:
             found = describe_tensors(header_tensors(path))
         except Exception as exc:  # safetensors' own error class, OSError, ValueError, KeyError
-            raise _unreadable(path, " as safetensors", exc) from exc
+            why = f"cannot be read as safetensors ({type(exc).__name__}: {exc})"
+            raise DamagedEntry(path, why) from exc
         if found != meta[SHAPES]:
             why = f"holds {_shapes(found)} where {META} records {_shapes(meta[SHAPES])}"
             raise DamagedEntry(path, why)
@@ -254,7 +251,7 @@ class BaselineStore:
                     "order": json.loads(metadata.get("order", "[]")),
                     "dropped": json.loads(metadata.get("dropped", "[]"))}
         except Exception as exc:  # safetensors' own error class, OSError, ValueError, KeyError
-            raise _unreadable(path, "", exc) from exc
+            raise DamagedEntry(path, f"cannot be read ({type(exc).__name__}: {exc})") from exc
 
     def discard(self, key: str, names: list[str] | None = None) -> None:
         """Remove the named files of an entry (every file when ``None``), under the key's lock."""

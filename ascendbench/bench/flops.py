@@ -21,9 +21,8 @@ BUILTIN_FORMULAS = getattr(flop_counter, "flop_registry", None) or flop_counter.
 DEFAULT_HEAVY_OPS = ("mm", "matmul", "linear", "conv", "attention", "einsum", "baddbmm", "addbmm")
 
 
-def _sdpa_cpu_flop(query_shape: Sequence[int], key_shape: Sequence[int], value_shape: Sequence[int],
-                   *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
-    return sdpa_flop_count(query_shape, key_shape, value_shape)
+def _sdpa_cpu_flop(*shapes: Any, **kwargs: Any) -> int:
+    return sdpa_flop_count(*shapes[:3])  # query, key, value; the other arguments change nothing
 
 
 def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[int],
@@ -31,8 +30,7 @@ def npu_fusion_attention_flop(query_shape: Sequence[int], key_shape: Sequence[in
     """FLOPs of ``torch_npu.npu_fusion_attention`` (Q@K^T and P@V, masks ignored as in SDPA's).
     >>> npu_fusion_attention_flop((2, 128, 64), (2, 256, 64), (2, 256, 64), 4, "BSH")
     16777216"""
-    named = {**dict(zip(("head_num", "input_layout"), args, strict=False)),
-             **{k: kwargs[k] for k in ("head_num", "input_layout") if k in kwargs}}
+    named = {**dict(zip(("head_num", "input_layout"), args, strict=False)), **kwargs}
     heads, layout = int(named["head_num"]), str(named["input_layout"])
     shapes = (query_shape, key_shape, value_shape)
     return sdpa_flop_count(*(_bnsd(shape, heads, layout, query_shape) for shape in shapes))

@@ -203,7 +203,6 @@ def median_text(rule: StopRule) -> str:
 
 
 def run_bench(call: Callable[[], Any], adapter: Any, budget: BenchBudget,
-              noise_threshold: float = 0.10, use_events: bool = True,
-              phase_timer: Any = None) -> BenchResult:
+              noise_threshold: float = 0.10) -> BenchResult:
     """Time ``call`` on ``adapter``'s device with the host clock (see :class:`BenchLoop`)."""
-    return BenchLoop(adapter, budget, noise_threshold, use_events).run(call, phase_timer)
+    return BenchLoop(adapter, budget, noise_threshold).run(call)

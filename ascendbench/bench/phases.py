@@ -98,14 +98,8 @@ class PhaseTimer:
                 return original(*args, **kwargs)
 
         setattr(obj, method, timed)
-
-        def undo() -> None:
-            if had_own:
-                setattr(obj, method, original)
-            else:
-                delattr(obj, method)
-
-        handle = _Handle(undo)
+        handle = _Handle(lambda: setattr(obj, method, original) if had_own
+                         else delattr(obj, method))
         self._handles.append(handle)
         return handle
 
@@ -133,8 +127,7 @@ class PhaseTimer:
         """Durations (ms) of the call by phase, in the order they ended (after a sync)."""
         out: dict[str, list[float]] = {}
         for name, start, end in self._spans:
-            host = self._new_event is None
-            out.setdefault(name, []).append((end - start) * 1e3 if host else
+            out.setdefault(name, []).append((end - start) * 1e3 if self._new_event is None else
                                             float(start.elapsed_time(end)))
         return out
 

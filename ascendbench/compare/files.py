@@ -126,8 +126,10 @@ def pair_outputs(reference: Tensors, candidate: Tensors) -> tuple[Tensors, Tenso
     return reference, candidate
 
 
-def save_tensors(path: Path, tensors: Mapping[str, torch.Tensor]) -> Path:
+def save_tensors(path: Path, tensors: Mapping[str, torch.Tensor],
+                 metadata: dict[str, str] | None = None) -> Path:
     """Save tensors (on the CPU, contiguous) in one safetensors file, atomically, umask's mode."""
     with atomic_path(path) as tmp:
-        save_file({k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}, str(tmp))
+        plain = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
+        save_file(plain, str(tmp), metadata=metadata)
     return path

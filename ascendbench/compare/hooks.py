@@ -98,10 +98,8 @@ def capturing(model: Any, spec: str | list[str] | None,
     if spec is None:
         yield None
         return
-    if spec == "all":
-        capture = Capture(model, list(named_modules(model)), stats=True)
-    else:
-        capture = Capture(model, select_modules(model, spec), stats=False, max_bytes=max_bytes)
+    capture = (Capture(model, list(named_modules(model)), stats=True) if spec == "all" else
+               Capture(model, select_modules(model, spec), stats=False, max_bytes=max_bytes))
     try:
         yield capture
     finally:
@@ -111,11 +109,8 @@ def capturing(model: Any, spec: str | list[str] | None,
 
 def save_device_layers(job: Any, spec: Any, capture: Any) -> dict[str, str]:
     """Write the device capture's description (``all``: with statistics); its artifacts entry."""
-    meta: dict[str, Any] = {"mode": "all" if spec == "all" else "patterns", "order": capture.order}
-    if spec == "all":
-        meta["modules"] = capture.modules
-    else:
-        meta["dropped"] = capture.dropped
+    meta = ({"mode": "all", "order": capture.order, "modules": capture.modules} if spec == "all"
+            else {"mode": "patterns", "order": capture.order, "dropped": capture.dropped})
     path = write_atomic(job.dir / "tensors" / "layers_device.json", json.dumps(meta))
     return {META: job.relative(path)}
 
@@ -150,9 +145,8 @@ def saved_layers(run: Any, spec: Any) -> tuple[Any, str | None]:
                       "run both with the same compare.layers")
     if mode == "all":
         modules = meta.get("modules")
-        ok = isinstance(modules, list) and all(
-            isinstance(m, dict) and isinstance(m.get("key"), str)
-            and isinstance(m.get("inputs"), list) and isinstance(m.get("outputs"), list)
+        ok = isinstance(modules, list) and all(isinstance(m, dict) and all(
+            isinstance(m.get(k), t) for k, t in (("key", str), ("inputs", list), ("outputs", list)))
             for m in modules)
         return (modules, None) if ok else (None, f"{meta_path}: bad modules")
     tensors_path = _inside(root, artifacts.get(TENSORS))

@@ -25,8 +25,7 @@ def _display(image: np.ndarray, value_range: Sequence[float]) -> np.ndarray:
 def figure(reference: torch.Tensor, device: torch.Tensor, title: str,
            value_range: Sequence[float] = (-1.0, 1.0), colormap: str = "inferno") -> Figure:
     """One ``[C, H, W]`` pair side by side: three images on one matplotlib axes, no pyplot state."""
-    ref = reference.detach().to("cpu", torch.float64).numpy()
-    dev = device.detach().to("cpu", torch.float64).numpy()
+    ref, dev = (t.detach().to("cpu", torch.float64).numpy() for t in (reference, device))
     with np.errstate(invalid="ignore"):  # inf - inf: equal non-finite values agree (0), others NaN
         delta = np.where((dev == ref) | (np.isnan(dev) & np.isnan(ref)), 0.0, np.abs(dev - ref))
     diff = delta.max(axis=0)
@@ -96,10 +95,9 @@ def render_output(name: str, reference: torch.Tensor, device: torch.Tensor, dire
     if not reference.is_floating_point() or shape != tuple(device.shape):
         return []
     if reference.dim() == 4 and shape[1] in (1, 3):
-        count = min(shape[0], int(options.get("max_images", 4)))
         return [side_by_side(reference[i], device[i], directory / f"{stem}_{i}_compare.png",
                              f"{name} [image {i}]", value_range, colormap=colormap)
-                for i in range(count)]
+                for i in range(min(shape[0], int(options.get("max_images", 4))))]
     # a 5-D feature map (e.g. of a Conv3d layer) has no colour axis: it is no video
     if reference.dim() != 5 or (layout == "auto" and not {1, 3} & set(shape[1:3])):
         return []

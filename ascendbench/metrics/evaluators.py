@@ -151,11 +151,10 @@ def token_metrics(reference: torch.Tensor, device: torch.Tensor,
     >>> token_metrics(torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 9]), 8)["token_agreement"]
     0.75"""
     ref, dev = reference.detach().cpu().reshape(-1), device.detach().cpu().reshape(-1)
-    values = {
-        "token_agreement": float((ref == dev).double().mean()) if ref.numel() else 1.0,
-        "tokens_unique": float(torch.unique(dev).numel()),
-        "tokens_unique_reference": float(torch.unique(ref).numel()),
-        "tokens_numel": float(ref.numel())}
+    values = {"token_agreement": float((ref == dev).double().mean()) if ref.numel() else 1.0,
+              "tokens_unique": float(torch.unique(dev).numel()),
+              "tokens_unique_reference": float(torch.unique(ref).numel()),
+              "tokens_numel": float(ref.numel())}
     if codebook_size is not None:
         values["tokens_out_of_range"] = float(((dev < 0) | (dev >= int(codebook_size))).sum())
     return values

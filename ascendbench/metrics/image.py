@@ -70,11 +70,9 @@ class PerImageMetrics:
             if self.ssim and "ssim" not in skip:
                 values["ssim"] = image.ssim_per_image(ref, dev, self.data_range)
             if self.lpips and "lpips" not in skip:
-                hub = torch.hub.get_dir()
-                model = lpips_net.load_lpips(self.lpips_net, self.lpips_version, hub)
                 values["lpips"] = lpips_net.lpips_per_image(
-                    model, image.to_lpips_range(ref, (low, high)),
-                    image.to_lpips_range(dev, (low, high)))
+                    lpips_net.load_lpips(self.lpips_net, self.lpips_version, torch.hub.get_dir()),
+                    *(image.to_lpips_range(t, (low, high)) for t in (ref, dev)))
             for metric, per_image in values.items():
                 lists.setdefault(metric, []).extend(per_image)
         return lists, mismatch

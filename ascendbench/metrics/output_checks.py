@@ -104,9 +104,8 @@ def validate_reference(reference: Mapping[str, torch.Tensor]) -> dict[str, dict[
 
 
 def _identical(ref: torch.Tensor, out: torch.Tensor, device_dtype: torch.dtype) -> bool:
-    if not ref.is_floating_point() or ref.shape != out.shape or out.numel() < MIN_IDENTICAL_NUMEL:
-        return False
-    if ref.dtype.itemsize <= device_dtype.itemsize:
+    if (not ref.is_floating_point() or ref.shape != out.shape or out.numel() < MIN_IDENTICAL_NUMEL
+            or ref.dtype.itemsize <= device_dtype.itemsize):
         return False
     flat = out.reshape(-1)
     return bool((flat != flat[0]).any()) and torch.equal(ref.double(), out.double())
@@ -163,11 +162,6 @@ def spectral_exponent(frame: torch.Tensor, bins: int = 12) -> Spectrum:
     return Spectrum(-slope, high_share)
 
 
-def outlier_scores(step: Sequence[float], skip: Sequence[float], floor: float) -> list[float]:
-    """Per interior frame ``min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), floor)``: ~0.5 smooth."""
-    return [min(step[t], step[t + 1]) / max(skip[t], floor) for t in range(len(skip))]
-
-
 class _Tally:
     """Per-frame findings over every clip of one output."""
 
@@ -192,7 +186,9 @@ class _Tally:
         skip = [float((c - a).abs().mean()) for a, c in zip(pictures, pictures[2:], strict=False)]
         self.pairs += len(step)
         self.frozen += sum(change < FROZEN_CHANGE for change in step)
-        for frame, score in enumerate(outlier_scores(step, skip, floor=LEVEL), start=1):
+        # per interior frame min(d(t-1, t), d(t, t+1)) / max(d(t-1, t+1), a level): ~0.5 smooth
+        scores = [min(step[t], step[t + 1]) / max(skip[t], LEVEL) for t in range(len(skip))]
+        for frame, score in enumerate(scores, start=1):
             if self.flicker is None or score > self.flicker[0]:
                 self.flicker = (score, index, frame)
 

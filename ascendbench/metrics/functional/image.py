@@ -53,10 +53,8 @@ def aggregate(values: Sequence[float], higher_is_better: bool) -> dict[str, floa
     if array.size == 0:
         return {"mean": math.nan, "std": math.nan, "worst": math.nan, "worst_index": -1}
     nan_at = np.flatnonzero(np.isnan(array))
-    if nan_at.size:
-        index = int(nan_at[0])
-    else:
-        index = int(np.argmin(array) if higher_is_better else np.argmax(array))
+    worst = np.argmin if higher_is_better else np.argmax
+    index = int(nan_at[0]) if nan_at.size else int(worst(array))
     return {"mean": float(array.mean()), "std": float(array.std()), "worst": float(array[index]),
             "worst_index": index}
 

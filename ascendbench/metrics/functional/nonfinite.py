@@ -38,16 +38,14 @@ def nonfinite_counts(ref: torch.Tensor, dev: torch.Tensor) -> NonfiniteCounts:
     """Finite pairs, agreeing non-finite pairs and mismatches of two same-shape tensors."""
     ref_ok, dev_ok = torch.isfinite(ref), torch.isfinite(dev)
     pairs, agreeing = ref_ok & dev_ok, same_nonfinite(ref, dev)
-    return NonfiniteCounts(
-        finite_pairs=int(pairs.sum()), agreeing=int(agreeing.sum()),
-        mismatch=int((~(pairs | agreeing)).sum()), ref_nonfinite=int((~ref_ok).sum()),
-        dev_nonfinite=int((~dev_ok).sum()))
+    return NonfiniteCounts(finite_pairs=int(pairs.sum()), agreeing=int(agreeing.sum()),
+                           mismatch=int((~(pairs | agreeing)).sum()),
+                           ref_nonfinite=int((~ref_ok).sum()), dev_nonfinite=int((~dev_ok).sum()))
 
 
 def max_abs_diff(ref: torch.Tensor, dev: torch.Tensor) -> float:
     """The largest ``|dev - ref|`` of the finite pairs; ``inf`` on any mismatch, 0 with no pair."""
-    ref = ref.detach().to("cpu", torch.float64).reshape(-1)
-    dev = dev.detach().to("cpu", torch.float64).reshape(-1)
+    ref, dev = (t.detach().to("cpu", torch.float64).reshape(-1) for t in (ref, dev))
     if bool(mismatch_mask(ref, dev).any()):
         return math.inf
     pairs = finite_pairs(ref, dev)
@@ -57,8 +55,7 @@ def max_abs_diff(ref: torch.Tensor, dev: torch.Tensor) -> float:
 
 def neutralize(ref: torch.Tensor, dev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
     """Float64 copies with non-finite pairs zeroed (SSIM, LPIPS cannot skip any), and the count."""
-    ref = ref.detach().to("cpu", torch.float64, copy=True)
-    dev = dev.detach().to("cpu", torch.float64, copy=True)
+    ref, dev = (t.detach().to("cpu", torch.float64, copy=True) for t in (ref, dev))
     pairs = finite_pairs(ref, dev)
     if bool(pairs.all()):
         return ref, dev, 0
