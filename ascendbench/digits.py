@@ -43,12 +43,8 @@ def bounds_of(entry: Mapping[str, Any]) -> list[float]:
     ([0.9999], [0.001])"""
     match = _RULE.match(str(entry["rule"])) if entry.get("rule") is not None else None
     rule = float(match.group("bound")) if match else None
-    found: list[float] = []
-    for candidate in (entry.get("threshold"), rule, entry.get("warn")):
-        value = number(candidate)
-        if value is not None and value not in found:
-            found.append(value)
-    return found
+    values = (number(candidate) for candidate in (entry.get("threshold"), rule, entry.get("warn")))
+    return list(dict.fromkeys(value for value in values if value is not None))
 
 
 def honest(value: float, bounds: Iterable[float] = (), digits: int = 4) -> str:

@@ -57,10 +57,8 @@ def links_inside(directory: str | os.PathLike[str], depth: int = 3) -> list[Path
     except OSError:
         return []
     found = [Path(entry.path) for entry in entries if entry.is_symlink()]
-    for entry in entries:
-        if depth > 1 and entry.is_dir(follow_symlinks=False):
-            found += links_inside(entry.path, depth - 1)
-    return found
+    return found + [link for entry in entries if depth > 1 and entry.is_dir(follow_symlinks=False)
+                    for link in links_inside(entry.path, depth - 1)]
 
 
 def _write_error(path: Path, exc: BaseException) -> OutputWriteError:

@@ -19,24 +19,19 @@ class Wheel(NamedTuple):
     cann: str | None
 
 
-# COMPATIBILITY.en.md (active rows), newest CANN first, plus the two releases newer than the table.
-WHEELS = (
-    Wheel("2.14.0", "2.14.0", None), Wheel("2.13.0", "2.13.0", None),
-    Wheel("2.12.0", "2.12.0", "9.1.0"), Wheel("2.11.0", "2.11.0", "9.1.0"),
-    Wheel("2.10.0.post4", "2.10.0", "9.1.0"), Wheel("2.9.0.post6", "2.9.0", "9.1.0"),
-    Wheel("2.7.1.post8", "2.7.1", "9.1.0"), Wheel("2.9.0.post2", "2.9.0", "9.0.0"),
-    Wheel("2.8.0.post4", "2.8.0", "9.0.0"), Wheel("2.7.1.post4", "2.7.1", "9.0.0"),
-    Wheel("2.9.0", "2.9.0", "8.5.0"), Wheel("2.8.0.post2", "2.8.0", "8.5.0"),
-    Wheel("2.7.1.post2", "2.7.1", "8.5.0"), Wheel("2.6.0.post5", "2.6.0", "8.5.0"),
-    Wheel("2.8.0", "2.8.0", "8.3.RC1"), Wheel("2.7.1", "2.7.1", "8.3.RC1"),
-    Wheel("2.6.0.post3", "2.6.0", "8.3.RC1"), Wheel("2.1.0.post17", "2.1.0", "8.3.RC1"),
-    Wheel("2.6.0", "2.6.0", "8.2.RC1"), Wheel("2.5.1.post1", "2.5.1", "8.2.RC1"),
-    Wheel("2.1.0.post13", "2.1.0", "8.2.RC1"), Wheel("2.5.1", "2.5.1", "8.1.RC1"),
-    Wheel("2.4.0.post4", "2.4.0", "8.1.RC1"), Wheel("2.3.1.post6", "2.3.1", "8.1.RC1"),
-    Wheel("2.1.0.post12", "2.1.0", "8.1.RC1"), Wheel("2.4.0.post2", "2.4.0", "8.0.0"),
-    Wheel("2.3.1.post4", "2.3.1", "8.0.0"), Wheel("2.1.0.post10", "2.1.0", "8.0.0"),
-    Wheel("2.4.0", "2.4.0", "8.0.RC3"), Wheel("2.3.1.post2", "2.3.1", "8.0.RC3"),
-    Wheel("2.1.0.post8", "2.1.0", "8.0.RC3"))
+# COMPATIBILITY.en.md (active rows), newest CANN first, plus the two releases newer than the table
+# (CANN None); each wheel pins the torch release its version starts with.
+_BY_CANN = {None: "2.14.0 2.13.0",
+            "9.1.0": "2.12.0 2.11.0 2.10.0.post4 2.9.0.post6 2.7.1.post8",
+            "9.0.0": "2.9.0.post2 2.8.0.post4 2.7.1.post4",
+            "8.5.0": "2.9.0 2.8.0.post2 2.7.1.post2 2.6.0.post5",
+            "8.3.RC1": "2.8.0 2.7.1 2.6.0.post3 2.1.0.post17",
+            "8.2.RC1": "2.6.0 2.5.1.post1 2.1.0.post13",
+            "8.1.RC1": "2.5.1 2.4.0.post4 2.3.1.post6 2.1.0.post12",
+            "8.0.0": "2.4.0.post2 2.3.1.post4 2.1.0.post10",
+            "8.0.RC3": "2.4.0 2.3.1.post2 2.1.0.post8"}
+WHEELS = tuple(Wheel(wheel, wheel.split(".post")[0], cann)
+               for cann, wheels in _BY_CANN.items() for wheel in wheels.split())
 CANN_ROOTS = ("/usr/local/Ascend/ascend-toolkit/latest", "/usr/local/Ascend/cann")
 CANN_FILES = ("ascend_*_install.info", "*/ascend_*_install.info", "version.cfg", "*/version.cfg")
 _RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
@@ -126,13 +121,10 @@ def version_in(path: Path) -> str | None:
 
 def host_cann() -> tuple[str, str] | None:
     """(version, file) of the CANN toolkit ``set_env.sh`` points at, or the default install."""
-    roots = [os.environ.get(k) for k in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")]
-    for root in (Path(r) for r in [*roots, *CANN_ROOTS] if r):
-        for pattern in CANN_FILES:
-            for path in sorted(root.glob(pattern)) if root.is_dir() else ():
-                if version := version_in(path):
-                    return version, str(path)
-    return None
+    env = [os.environ.get(k) for k in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")]
+    files = (path for root in (Path(r) for r in [*env, *CANN_ROOTS] if r) if root.is_dir()
+             for pattern in CANN_FILES for path in sorted(root.glob(pattern)))
+    return next(((version, str(path)) for path in files if (version := version_in(path))), None)
 
 
 def main(argv: list[str] | None = None) -> int:

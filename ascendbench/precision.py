@@ -9,7 +9,7 @@ from typing import Any, Mapping
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from ascendbench.config import load_option
+from ascendbench.config import load_option, plain
 from ascendbench.errors import ConfigError
 from ascendbench.metrics.verdict import merge_rules
 
@@ -59,10 +59,6 @@ def resolve_dtype_option(dtype_cfg: DictConfig, device_type: str) -> DictConfig:
     return load_option("dtype", chosen)
 
 
-def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
-
-
 @dataclass(frozen=True)
 class Precision:
     """The numeric contract of a job: dtype, allclose tolerances, verdict rules, reference."""
@@ -81,8 +77,8 @@ class Precision:
         option = resolve_dtype_option(cfg.dtype, device_type)
         device = torch_dtype(option.name)
         enabled = cfg.baseline.enabled
-        rules = merge_rules(_plain(option.get("thresholds")),
-                            _plain(OmegaConf.select(cfg, "model.thresholds")))
+        rules = merge_rules(plain(option.get("thresholds")),
+                            plain(OmegaConf.select(cfg, "model.thresholds")))
         tolerances = {k: float(option[k]) for k in TOLERANCE_KEYS if option.get(k) is not None}
         reference = reference_dtype(str(cfg.baseline.reference), device) if enabled else None
         return cls(name=str(option.name), requested=str(cfg.dtype.name), atol=float(option.atol),

@@ -20,11 +20,11 @@ from ascendbench.bench.measure import Workload, measure
 from ascendbench.bench.stats import median_ci_ranks
 from ascendbench.devices import runtime as device_runtime
 from ascendbench.devices.adapter import DeviceAdapter
+from ascendbench.graph import first_call
 from ascendbench.precision import torch_dtype
 from ascendbench.progress import quiet_logger
 from ascendbench.verify import checks as host_checks
 
-STATUSES = ("PASS", "FAIL", "SKIP")
 FIDELITY = (0.98, 1.02)
 MFU_FLOOR = 0.5
 MEMORY_BAND = (0.95, 1.05)
@@ -116,13 +116,7 @@ def plain_loops(adapter: Any, op: Callable[[], Any], iters: int,
     """Medians (ms) of a synchronized host loop and a device-event loop after ``untimed`` calls."""
     for _ in range(untimed):
         op()
-    host, device = [], []
-    for _ in range(iters):
-        adapter.synchronize()
-        start = time.perf_counter()
-        op()
-        adapter.synchronize()
-        host.append((time.perf_counter() - start) * 1e3)
+    host, device = [first_call(op, adapter) for _ in range(iters)], []  # synchronized host ms
     begin, end = adapter.new_event(), adapter.new_event()
     for _ in range(iters if begin is not None else 0):
         begin.record()
@@ -139,9 +133,8 @@ def timing_rounds(harness: Callable[[], float], plain: Callable[[], dict[str, fl
     """Per-round ratios harness / plain in seeded random order (a load slows both alike)."""
     rng, ratios = random.Random(seed), {"host": [], "event": []}
     for _ in range(rounds):
-        got: dict[str, Any] = {}
-        for name in rng.sample(["harness", "plain"], 2):
-            got[name] = harness() if name == "harness" else plain()
+        order = rng.sample(["harness", "plain"], 2)
+        got = {name: harness() if name == "harness" else plain() for name in order}
         ratios["host"].append(got["harness"] / got["plain"]["host_ms"])
         if got["plain"].get("event_ms"):
             ratios["event"].append(got["harness"] / got["plain"]["event_ms"])
@@ -158,10 +151,8 @@ def median_interval(ratios: list[float]) -> tuple[float, float] | None:
 def settled(ratios: list[float], band: tuple[float, float] = FIDELITY) -> bool:
     """True when the median's interval lies wholly inside or wholly outside the band."""
     interval = median_interval(ratios)
-    if interval is None:
-        return False
-    inside = band[0] <= interval[0] and interval[1] <= band[1]
-    return inside or interval[1] < band[0] or interval[0] > band[1]
+    return interval is not None and (band[0] <= interval[0] and interval[1] <= band[1]  # inside
+                                     or interval[1] < band[0] or interval[0] > band[1])
 
 
 def settled_rounds(harness: Callable[[], float], plain: Callable[[], dict[str, float | None]],
@@ -333,10 +324,8 @@ def _card_args(cards: list[str], n_jobs: int, seeds: int) -> list[str]:
 
 def check_cards(suite: Suite) -> list[Check]:
     """``joblib_cards`` over the cards present: a card per worker; two workers on one refused."""
-    if suite.device == "cpu":
-        cards = ["0", "1"]
-    else:
-        cards = [str(i) for i in range(device_runtime.load_runtime(suite.device).device_count())]
+    count = 2 if suite.device == "cpu" else device_runtime.load_runtime(suite.device).device_count()
+    cards = [str(i) for i in range(count)]
     if not cards:
         return [Check("cards", "FAIL", f"no {suite.device} card found")]
     jobs = max(2, len(cards))

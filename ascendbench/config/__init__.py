@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ascendbench.errors import ConfigError
 
@@ -26,6 +26,13 @@ def hydra_config_path() -> str:
     """``pkg://ascendbench.conf`` when the package is importable, else the checkout's ``conf/``."""
     found = importlib.util.find_spec(PACKAGE) is not None
     return f"pkg://{PACKAGE}" if found else str(config_dir())
+
+
+def plain(value: Any) -> Any:
+    """A config node as plain Python containers, resolved (anything else unchanged)."""
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
 
 
 def group_options(group: str) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, Mapping
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from ascendbench.config import config_dir, option_file
+from ascendbench.config import config_dir, option_file, plain
 from ascendbench.config.schemas import FRAME_WORDS
 from ascendbench.config.targets import bind_problem, one_line, target_nodes, target_problems
 from ascendbench.digits import number
@@ -48,19 +48,15 @@ def _select(cfg: DictConfig, key: str) -> Any:
 
 
 def _not_allowed(key: str, value: Any, allowed: str) -> str:
-    if isinstance(value, (DictConfig, ListConfig)):
-        value = OmegaConf.to_container(value, resolve=True)
-    return f"{key}={value!r} is not allowed: it must be {allowed}"
+    return f"{key}={plain(value)!r} is not allowed: it must be {allowed}"
 
 
 def bound_problems(cfg: DictConfig) -> list[str]:
     """Sizes, tolerances and limits outside their range (:data:`BOUNDS`)."""
-    problems = []
-    for key, low, inclusive, allowed in BOUNDS:
-        value = number(_select(cfg, key))
-        if value is not None and (value < low or (value == low and not inclusive)):
-            problems.append(_not_allowed(key, _select(cfg, key), allowed))
-    return problems
+    return [_not_allowed(key, _select(cfg, key), allowed)
+            for key, low, inclusive, allowed in BOUNDS
+            if (value := number(_select(cfg, key))) is not None
+            and (value < low or (value == low and not inclusive))]
 
 
 def budget_problems(cfg: DictConfig) -> list[str]:
@@ -213,13 +209,10 @@ def ab_problems(cfg: DictConfig) -> list[str]:
 
 def seed_problems(cfg: DictConfig) -> list[str]:
     """Seeds outside ``[0, 2**63 - 1]`` (torch: "Overflow when unpacking long long")."""
-    problems = []
-    for key in ("seed", "model.init_seed"):
-        value = _select(cfg, key)
-        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= SEED_MAX:
-            problems.append(_not_allowed(key, value, f"an integer from 0 to {SEED_MAX} "
-                                         "(2**63 - 1), e.g. 42"))
-    return problems
+    seeds = {key: _select(cfg, key) for key in ("seed", "model.init_seed")}
+    return [_not_allowed(key, seed, f"an integer from 0 to {SEED_MAX} (2**63 - 1), e.g. 42")
+            for key, seed in seeds.items()
+            if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed <= SEED_MAX]
 
 
 _TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a number", list: "a list",

@@ -79,33 +79,32 @@ class PresetConfig(BudgetConfig, SizesConfig):
 
 
 @dataclass
-class FlopsConfig:
-    """``bench.flops``: FLOP counting for TFLOP/s and MFU."""
+class Switch:
+    """An ``enabled`` key, first (``bench``, ``bench.flops``, ``baseline``, ``resume``...)."""
 
     enabled: bool = MISSING
+
+
+@dataclass
+class FlopsConfig(Switch):
+    """``bench.flops``: FLOP counting for TFLOP/s and MFU."""
+
     heavy_ops: List[str] = MISSING
 
 
 @dataclass
-class HistoryConfig:
+class HistoryConfig(Switch):
     """``bench.history``: each workload's earlier medians on this host."""
 
-    enabled: bool = MISSING
     dir: str = MISSING
     keep: int = MISSING
     max_age_h: float = MISSING
 
 
 @dataclass
-class BenchSwitch:
-    """``bench.enabled``: false times one call and counts nothing."""
-
-    enabled: bool = MISSING
-
-
-@dataclass
-class BenchConfig(BudgetConfig, BenchSwitch):
-    """``bench``: the timing loop (its budget interpolates the preset's)."""
+class BenchConfig(BudgetConfig, Switch):
+    """``bench``: the timing loop (its budget interpolates the preset's; enabled=false times one
+    call and counts nothing)."""
 
     protocol: BenchProtocol = MISSING
     precision: Optional[float] = None
@@ -132,10 +131,9 @@ class ReplayConfig:
 
 
 @dataclass
-class BaselineConfig:
+class BaselineConfig(Switch):
     """``baseline``: the CPU reference run and its cache."""
 
-    enabled: bool = MISSING
     reference: ReferenceDtype = MISSING
     process: BaselineProcess = MISSING
     reference_mode: ReferenceMode = ReferenceMode("auto")
@@ -158,10 +156,9 @@ class DivergenceConfig:
 
 
 @dataclass
-class VisualConfig:
+class VisualConfig(Switch):
     """``compare.visual``: side-by-side pictures of the outputs."""
 
-    enabled: bool = MISSING
     max_images: int = MISSING
     frames: List[Any] = MISSING
     layout: FrameLayout = MISSING
@@ -279,10 +276,9 @@ class ArtifactsConfig:
 
 
 @dataclass
-class ResumeConfig:
+class ResumeConfig(Switch):
     """``resume``: skip a job whose directory holds an ok record of the same config."""
 
-    enabled: bool = MISSING
     force: bool = MISSING
 
 

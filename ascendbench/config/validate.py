@@ -38,12 +38,9 @@ class Report:
 
 def config_groups(root: Path) -> dict[str, list[str]]:
     """``group -> options`` for every directory of ``root`` holding ``*.yaml`` files."""
-    groups = {}
-    for directory in sorted(p for p in root.rglob("*") if p.is_dir()):
-        options = sorted(p.stem for p in directory.glob("*.yaml"))
-        if options:
-            groups[directory.relative_to(root).as_posix()] = options
-    return groups
+    folders = sorted(p for p in root.rglob("*") if p.is_dir())
+    return {folder.relative_to(root).as_posix(): options for folder in folders
+            if (options := sorted(p.stem for p in folder.glob("*.yaml")))}
 
 
 def unsafe_problems(where: str, node: Any, path: str = "") -> list[str]:

@@ -18,7 +18,7 @@ import torch
 
 from ascendbench.backend_autoload import autoload_facts
 from ascendbench.devices.envdirs import ensure_env_dirs
-from ascendbench.devices.npu import chip_options, select_card
+from ascendbench.devices.npu import chip_options
 from ascendbench.devices.runtime import ALLOWED_DEVICES, load_runtime, probe
 from ascendbench.errors import ConfigError, DeviceUnavailableError
 
@@ -115,8 +115,8 @@ class DeviceAdapter:
         self.runtime = None if self.name == "cpu" else load_runtime(self.name)
         _NPU_IMPORT["after_device_env"] |= fresh
         _check_in_force(self.runtime, self.env_set)
-        if self.runtime is not None:  # first: events, the compile-mode probe, the name use it
-            select_card(self.runtime, self.index)
+        if self.runtime is not None:  # the card first: events, the compile-mode probe, the name
+            self.runtime.set_device(self.index)
         torch.use_deterministic_algorithms(self.deterministic, warn_only=True)
         self.deterministic_switches = {"torch.use_deterministic_algorithms": self.deterministic,
                                        "warn_only": True}

@@ -19,15 +19,6 @@ _CLAIM: dict[str, Any] = {}
 _REFUSED: dict[str, NoFreeCardError] = {}  # this worker's current job found no free card
 
 
-def _try_lock(path: Path) -> FileLock | None:
-    lock = FileLock(str(path))
-    try:
-        lock.acquire(timeout=0)
-    except (Timeout, PermissionError):  # held, or another user's file: busy either way
-        return None
-    return lock
-
-
 def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count: int = 1,
                lock_name: str = "card-{card}.lock") -> str:
     """Claim ``count`` free cards for good (a runtime cannot switch); else NoFreeCardError."""
@@ -41,9 +32,12 @@ def claim_card(cards: Sequence[str], lock_dir: Path, wait_s: float = 60.0, count
     held: dict[str, FileLock] = {}
     while len(held) < count:
         for card in (c for c in cards if c not in held and len(held) < count):
-            lock = _try_lock(lock_dir / lock_name.format(card=card))
-            if lock is not None:
-                held[card] = lock
+            lock = FileLock(str(lock_dir / lock_name.format(card=card)))
+            try:
+                lock.acquire(timeout=0)
+            except (Timeout, PermissionError):  # held, or another user's file: busy either way
+                continue
+            held[card] = lock
         if len(held) < count and time.monotonic() > deadline:
             for lock in held.values():
                 lock.release(force=True)

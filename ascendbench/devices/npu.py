@@ -31,12 +31,6 @@ _PAIR = re.compile(r"(\d+)\s*/\s*(\d+)")
 _VERSION = re.compile(r"npu-smi\s+(\S+)")
 
 
-def select_card(runtime: Any, index: int) -> int:
-    """Make card ``index`` current before anything else touches the runtime (events, name)."""
-    runtime.set_device(index)
-    return index
-
-
 def apply_precision_mode(runtime: Any, chip: str, requested: str | None) -> dict[str, Any]:
     """Set ACL_PRECISION_MODE where the chip's default runs float32 in float16 (or as requested)."""
     if requested is not None and requested not in PRECISION_MODES:
@@ -83,12 +77,8 @@ def find_platform_ini(soc: str, roots: Iterable[Path] | None = None) -> Path | N
     if roots is None:
         env = [os.environ[key] for key in TOOLKIT_ENV if os.environ.get(key)]
         roots = [Path(root) for root in [*env, *DEFAULT_ROOTS]]
-    for root in roots:
-        for pattern in INI_PATTERNS:
-            for path in sorted(root.glob(pattern.format(soc=soc))):
-                if path.is_file():
-                    return path.resolve()
-    return None
+    return next((path.resolve() for root in roots for pattern in INI_PATTERNS
+                 for path in sorted(root.glob(pattern.format(soc=soc))) if path.is_file()), None)
 
 
 def platform_figures(soc: str, roots: Iterable[Path] | None = None) -> dict[str, Any] | None:

@@ -119,7 +119,7 @@ def compile_model(model: Any, device_type: str,
 
 
 def first_call(call: Callable[[], Any], adapter: Any) -> float:
-    """The first call, where compilation happens, in ms (device-synchronized on both sides)."""
+    """One call in ms, device-synchronized on both sides (the first: where compilation happens)."""
     adapter.synchronize()
     start = time.perf_counter()
     call()

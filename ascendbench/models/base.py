@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from ascendbench.errors import ConfigError, MissingPackageError, WeightsNotFoundError
 from ascendbench.models import sources
@@ -20,13 +19,6 @@ from ascendbench.models.memory import tensor_count
 log = logging.getLogger(__name__)
 
 WEIGHTS_MODES = ("auto", "required", "random")
-
-
-def plain(value: Any) -> Any:
-    """A config node as plain Python containers (anything else unchanged)."""
-    if isinstance(value, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(value, resolve=True)
-    return value
 
 
 def import_class(class_path: str, install_hint: str | None = None) -> Any:
@@ -109,7 +101,14 @@ class ModelLoader(ABC):
             model, extra = self.from_weights(found, seed)
             info = {**self.loaded_info(found), **extra}
         elif weights == "required":
-            raise WeightsNotFoundError(_not_found(source, found, self.filename))
+            named = f" (model.loader.filename={self.filename})" if self.filename else ""
+            raise WeightsNotFoundError(
+                f"model.weights=required but no weights were found for model.source={source!r}"
+                f"{named}: {found.reason}. Download them first (e.g. `{sources.hub_download()} "
+                f"<hub id> {self.filename or ''} --local-dir <dir>`, with HF_ENDPOINT=<mirror url> "
+                "where the hub is not reachable) and pass `model.source=<file or dir>`, or run "
+                "`model.weights=auto` / `model.weights=random` to use the real architecture with "
+                "random weights.")
         else:
             why = "model.weights=random" if found is None else found.reason
             if found is not None:
@@ -139,13 +138,3 @@ def locate(loader: Any, source: str | None,
            revision: str | None) -> sources.ResolvedSource | sources.NotFound:
     """Where ``loader``'s weights for ``source`` are, without downloading (any loader object)."""
     return sources.resolve_source(source, sources.Layout.of(loader), revision, allow_network=False)
-
-
-def _not_found(source: str | None, found: sources.NotFound, filename: str | None) -> str:
-    named = f" (model.loader.filename={filename})" if filename else ""
-    return (
-        f"model.weights=required but no weights were found for model.source={source!r}{named}: "
-        f"{found.reason}. Download them first (e.g. `{sources.hub_download()} <hub id> "
-        f"{filename or ''} --local-dir <dir>`, with HF_ENDPOINT=<mirror url> where the hub is not "
-        "reachable) and pass `model.source=<file or dir>`, or run `model.weights=auto` / "
-        "`model.weights=random` to use the real architecture with random weights.")

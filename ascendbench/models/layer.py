@@ -10,9 +10,10 @@ import torch
 from hydra.utils import instantiate
 from safetensors import safe_open
 
+from ascendbench.config import plain
 from ascendbench.errors import ConfigError, WeightsLoadError
 from ascendbench.models import memory
-from ascendbench.models.base import ModelLoader, plain
+from ascendbench.models.base import ModelLoader
 from ascendbench.models.loader import strict_mismatch
 from ascendbench.models.sources import ResolvedSource
 from ascendbench.precision import dtype_name

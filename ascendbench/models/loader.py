@@ -8,8 +8,9 @@ from typing import Any, Mapping
 import torch
 from safetensors.torch import load_file
 
+from ascendbench.config import plain
 from ascendbench.errors import ConfigError, WeightsLoadError
-from ascendbench.models.base import ModelLoader, import_class, plain
+from ascendbench.models.base import ModelLoader, import_class
 from ascendbench.models.memory import MemoryEstimate, check_host_memory, count_meta_params
 from ascendbench.models.sources import ResolvedSource
 

@@ -43,11 +43,9 @@ def module_components(model: Any) -> dict[str, torch.nn.Module]:
 
 def tensor_count(model: Any, buffers: bool = True) -> int:
     """Elements of the parameters (and buffers) of a module or a pipeline's module components."""
-    total = 0
-    for module in module_components(model).values():
-        total += sum(p.numel() for p in module.parameters())
-        total += sum(b.numel() for b in module.buffers()) if buffers else 0
-    return int(total)
+    modules = module_components(model).values()
+    return sum(t.numel() for module in modules
+               for t in (*module.parameters(), *(module.buffers() if buffers else ())))
 
 
 def count_meta_params(build: Callable[[], Any]) -> int:

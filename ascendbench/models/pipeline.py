@@ -12,9 +12,10 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import torch
 
+from ascendbench.config import plain
 from ascendbench.errors import ConfigError, WeightsLoadError, WeightsNotFoundError
 from ascendbench.models import memory, sources
-from ascendbench.models.base import ModelLoader, import_class, plain
+from ascendbench.models.base import ModelLoader, import_class
 from ascendbench.models.tokenizer import build_tokenizer
 from ascendbench.precision import TORCH_DTYPES
 
@@ -73,14 +74,10 @@ def build_components(specs: Mapping[str, Any], seed: int) -> dict[str, Any]:
 
 def count_component_params(specs: Mapping[str, Any]) -> dict[str, int]:
     """Parameters and buffers of every tensor-holding component, counted on the ``meta`` device."""
-    counts = {}
-    for name in sorted(specs):
-        spec = _checked(name, specs[name])
-        if spec["kind"] != "tokenizer":
-            count = memory.count_meta_params(lambda spec=spec: BUILDERS[spec["kind"]][0](spec))
-            if count:  # schedulers hold no tensors
-                counts[name] = count
-    return counts
+    checked = {name: _checked(name, specs[name]) for name in sorted(specs)}
+    counts = {name: memory.count_meta_params(lambda spec=spec: BUILDERS[spec["kind"]][0](spec))
+              for name, spec in checked.items() if spec["kind"] != "tokenizer"}
+    return {name: count for name, count in counts.items() if count}  # schedulers hold no tensors
 
 
 @dataclass(eq=False)

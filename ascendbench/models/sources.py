@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.metadata as md
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from ascendbench.compat import installed_version
 from ascendbench.errors import UnsafeWeightsError, WeightsDigestError, WeightsLoadError
 from ascendbench.fileio import open_regular
 
@@ -79,11 +79,8 @@ def hub_forced_offline() -> Iterator[None]:
 
 def hub_download() -> str:
     """The download command of the installed huggingface_hub (``hf`` or ``huggingface-cli``)."""
-    try:
-        major = int(md.version("huggingface_hub").split(".")[0])
-    except (md.PackageNotFoundError, ValueError):
-        major = 1
-    return "hf download" if major >= 1 else "huggingface-cli download"
+    major = (installed_version("huggingface_hub") or "1").split(".")[0]
+    return "huggingface-cli download" if major == "0" else "hf download"
 
 
 def looks_like_hub_id(source: str) -> bool:

@@ -12,8 +12,9 @@ import torch
 from huggingface_hub import hf_hub_download
 from safetensors import safe_open
 
+from ascendbench.config import plain
 from ascendbench.errors import ConfigError, WeightsLoadError
-from ascendbench.models.base import ModelLoader, import_class, plain
+from ascendbench.models.base import ModelLoader, import_class
 from ascendbench.models.sources import ResolvedSource, hub_download, hub_offline, looks_like_hub_id
 
 log = logging.getLogger(__name__)
@@ -107,8 +108,7 @@ class VideoFlexTokLoader(ModelLoader):
     def random_init(self, seed: int, source: str | None, revision: str | None) -> tuple[Any, dict]:
         """The class built from ``architecture`` or the ``config.json`` found at ``source``."""
         cls = import_class(self.class_path, self.install_hint)
-        config = self.architecture
-        config = read_config(source, revision) if config is None else config
+        config = read_config(source, revision) if self.architecture is None else self.architecture
         if config is None:
             raise ConfigError(
                 f"a random initialisation of {self.class_path} needs its config.json, and none was "

@@ -57,8 +57,8 @@ class Task(ABC):
         return model
 
     def applied_options(self) -> dict[str, Any]:
-        """What the last :meth:`to` switched on beyond device and dtype (``cpu_offload``...)."""
-        return {}
+        """What the last :meth:`to` switched on beyond device and dtype: ``applied``, if kept."""
+        return dict(getattr(self, "applied", None) or {})
 
     def attach_phase_timer(self, model: Any, timer: Any) -> bool:
         """Register the model's phases on ``timer``; whether the task times phases (not here)."""

@@ -10,6 +10,7 @@ import torch
 
 from ascendbench.metrics.functional.nonfinite import max_abs_diff, nonfinite_counts
 from ascendbench.metrics.verdict import judge
+from ascendbench.tasks.inputs import move_inputs
 
 
 @dataclass
@@ -27,8 +28,7 @@ class CheckContext:
 
     def to_device(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Tensors on the run's device; floating ones in the run's dtype."""
-        return {k: v.to(device=self.device, dtype=self.dtype) if v.is_floating_point()
-                else v.to(self.device) for k, v in tensors.items()}
+        return move_inputs(tensors, self.device, self.dtype)
 
 
 def gate(name: str, value: float, rules: Mapping[str, Mapping[str, Any]],

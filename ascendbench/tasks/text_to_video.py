@@ -88,10 +88,6 @@ class TextToVideoTask(Task):
         log.info("pipeline placed on %s: %s", device, self.applied)
         return pipe
 
-    def applied_options(self) -> dict[str, Any]:
-        """CPU offload and the VAE's slicing/tiling as the last :meth:`to` applied them."""
-        return dict(self.applied)
-
     def attach_phase_timer(self, pipe: Any, timer: Any) -> bool:
         """Per-phase timing: text encoding, each denoising step, VAE decode."""
         self._timer = timer

@@ -91,8 +91,7 @@ def reconstruction_mse(reconstruction: torch.Tensor, video: torch.Tensor) -> flo
     0.25"""
     if reconstruction.shape != video.shape:
         return float("nan")
-    diff = reconstruction.detach().to("cpu", torch.float64) - video.detach().to("cpu",
-                                                                                torch.float64)
+    diff = reconstruction.detach().cpu().double() - video.detach().cpu().double()
     return float((diff**2).mean())
 
 

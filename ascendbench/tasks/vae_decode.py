@@ -62,6 +62,7 @@ class VaeDecodeTask(Task):
     output_kind = "image"
     report_metrics = {"error": "mean_rel_err", "psnr": "image_psnr_db", "ssim": "image_ssim"}
     unit = "images"
+    temporal_compression: int | None = None  # video latents: frames compressed by this factor
 
     def __init__(self, latent_channels: int, spatial_compression: int,
                  output_name: str = "image") -> None:
@@ -70,8 +71,9 @@ class VaeDecodeTask(Task):
         self.output_name = output_name
 
     def latent_shape(self, preset: Mapping[str, Any]) -> tuple[int, ...]:
-        """The latent's shape for a preset."""
-        return latent_shape(preset, self.latent_channels, self.spatial_compression)
+        """The latent's shape for a preset (``[B, C, T, H/s, W/s]`` for a video latent)."""
+        return latent_shape(preset, self.latent_channels, self.spatial_compression,
+                            self.temporal_compression)
 
     def make_inputs(self, preset: Mapping[str, Any], seed: int) -> dict[str, torch.Tensor]:
         """The latent, float32 on CPU."""
@@ -104,20 +106,11 @@ class VideoDecodeTask(VaeDecodeTask):
         self.vae_options = dict(vae or {})
         self.applied: dict[str, Any] = {}
 
-    def latent_shape(self, preset: Mapping[str, Any]) -> tuple[int, ...]:
-        """``[B, C, T, H/s, W/s]`` for the preset."""
-        return latent_shape(preset, self.latent_channels, self.spatial_compression,
-                            self.temporal_compression)
-
     def to(self, model: Any, device: torch.device, dtype: torch.dtype) -> Any:
         """Move and cast the VAE, then apply the slicing/tiling options."""
         model.to(device=device, dtype=dtype)
         self.applied = {"vae": apply_vae_options(model, self.vae_options)}
         return model
-
-    def applied_options(self) -> dict[str, Any]:
-        """The slicing/tiling the last :meth:`to` applied (``{"vae": ...}``)."""
-        return dict(self.applied)
 
     def items_per_call(self, inputs: Mapping[str, torch.Tensor]) -> int:
         """Frames decoded by one call: ``batch x (1 + (T - 1) x temporal)``."""

@@ -111,11 +111,8 @@ def check_driver(timeout_s: float) -> Check:
 
 def check_devices(probe: dict[str, Any], require: Sequence[str]) -> list[Check]:
     """One line per visible device, one per accelerator type that is not usable."""
-    checks = []
-    for device in probe.get("devices", []):
-        memory = (f"{device['total_mb'] / 1024:.1f} GiB total, "
-                  f"{device['free_mb'] / 1024:.1f} GiB free")
-        checks.append(Check(f"device {device['id']}", "PASS", f"{device['name']}; {memory}"))
+    checks = [Check(f"device {d['id']}", "PASS", f"{d['name']}; {d['total_mb'] / 1024:.1f} GiB "
+                    f"total, {d['free_mb'] / 1024:.1f} GiB free") for d in probe.get("devices", [])]
     for kind in ("cuda", "npu"):
         info = probe.get(kind, {})
         if info.get("count", 0) == 0:

@@ -46,7 +46,7 @@ def test_without_set_device_the_events_would_time_card_zero(install, monkeypatch
     """The planted fault: the selection removed, every event lands on card 0 (what the check above
     catches)."""
     fake = install(FakeNpu())
-    monkeypatch.setattr("ascendbench.devices.adapter.select_card", lambda rt, index: index)
+    monkeypatch.setattr(fake, "set_device", lambda index: None)
     _timed_run(DeviceAdapter("npu", index=1))
     assert {card for kind, card, *_ in fake.log if kind == "record"} == {0}
 

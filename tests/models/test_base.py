@@ -44,8 +44,6 @@ def test_a_loader_outside_the_interface_is_still_located(tmp_path):
 
 def test_the_download_hint_names_the_installed_hub_cli(monkeypatch):
     """huggingface_hub >= 1.0 ships only `hf`; older releases only `huggingface-cli`."""
-    real = sources.md.version
     for version, command in (("0.36.0", "huggingface-cli download"), ("1.2.0", "hf download")):
-        monkeypatch.setattr(sources.md, "version",
-                            lambda name, v=version: v if name == "huggingface_hub" else real(name))
+        monkeypatch.setattr(sources, "installed_version", lambda name, v=version: v)
         assert sources.hub_download() == command
