@@ -37,7 +37,7 @@ def main() -> None:
     timer = Timer("op()", globals={"op": op})
     print(f"device: {describe(adapter)}; op: {n}x{n} matmul (~{TARGET_MS} ms)")
     methods = {
-        "harness": lambda: run_bench(op, adapter, budget, use_events=True).latency.median_ms,
+        "harness": lambda: run_bench(op, adapter, budget).latency.median_ms,
         # the plain loop first makes the harness's untimed calls (cold call + warm-ups): with
         # one call fewer to refill caches evicted by other processes, it reads 2-3 % slow on a
         # shared host
