@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import torch
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from ascendbench.baseline.store import file_digest
 from ascendbench.compat import library_versions
+from ascendbench.config import plain
 from ascendbench.precision import dtype_name
 
 FORMAT = 1  # bump when the cached files change meaning
@@ -21,16 +22,10 @@ VERSIONED = ("torch", "diffusers", "transformers", "ascendbench")
 REFERENCE_PATCH_KEY = "reference"
 
 
-def _plain(node: Any) -> Any:
-    if isinstance(node, (DictConfig, ListConfig)):
-        return OmegaConf.to_container(node, resolve=True)
-    return node
-
-
 def reference_patches(specs: Any) -> list[Any]:
     """The ``model.patches`` entries declared ``reference: true`` (that key removed)."""
     return [{k: v for k, v in entry.items() if k != REFERENCE_PATCH_KEY}
-            for entry in _plain(specs) or []
+            for entry in plain(specs) or []
             if isinstance(entry, Mapping) and entry.get(REFERENCE_PATCH_KEY) is True]
 
 
@@ -65,13 +60,13 @@ def key_material(cfg: DictConfig, weights: Mapping[str, Any], inputs: Mapping[st
                  precision: torch.dtype) -> dict[str, Any]:
     """What the cache key hashes (kept in ``meta.json``; ``weights``, ``inputs``: the record's)."""
     ignore = set(cfg.baseline.get("key_ignore_preset") or ())
-    loader = _plain(cfg.model.loader)
+    loader = plain(cfg.model.loader)
     spec = loader or {}
     return {
-        "format": FORMAT, "loader": loader, "task": _plain(cfg.model.task),
+        "format": FORMAT, "loader": loader, "task": plain(cfg.model.task),
         "patches": reference_patches(cfg.model.get("patches")),
         "weights": weights_identity(weights, spec.get("subfolder")),
-        "preset": {k: v for k, v in _plain(cfg.preset).items() if k not in ignore},
+        "preset": {k: v for k, v in plain(cfg.preset).items() if k not in ignore},
         "seed": int(cfg.seed), "inputs": {k: dict(v) for k, v in sorted(inputs.items())},
         "precision": dtype_name(precision), "versions": library_versions(VERSIONED),
         "sources": source_digest([spec.get("_target_"), spec.get("class_path"),
