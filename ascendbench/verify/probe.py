@@ -10,10 +10,11 @@ from typing import Any
 import psutil
 import torch
 
-from ascendbench.devices.adapter import _MB, cpu_model_name
+from ascendbench.devices.adapter import cpu_model_name
 from ascendbench.devices.runtime import RUNTIMES, load_runtime
 from ascendbench.errors import DeviceUnavailableError
 
+_MB = 1024.0 * 1024.0
 # diffusers attention backend -> the device types it is meant for.
 ATTENTION_BACKENDS: dict[str, tuple[str, ...]] = {
     "native": ("cpu", "cuda", "npu"), "_native_math": ("cpu", "cuda", "npu"),
